@@ -1,0 +1,22 @@
+# The two commands: `make demo` and `make test`. Both install what is missing first.
+VENV := .venv
+PY := $(VENV)/bin/python
+DEMO_SPEC ?= experiments/fabrics/default.yaml
+
+.PHONY: install demo test lint clean
+
+install:
+	@bash scripts/install.sh
+
+demo: install
+	$(VENV)/bin/fabriclab calibrate $(DEMO_SPEC)
+
+test: install
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+clean: install
+	$(VENV)/bin/fabriclab clean

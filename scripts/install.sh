@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Install what fabriclab needs on Debian 12, idempotently: apt packages, the .venv,
+# the project itself, and the Open vSwitch daemons. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(mininet openvswitch-switch python3-os-ken python3-venv python3-pip
+              iperf3 ethtool iputils-ping iproute2 psmisc procps)
+VENV=.venv
+STAMP=.install-stamp
+
+is_root() { [ "$(id -u)" -eq 0 ]; }
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    if ! is_root; then
+        echo "install: missing Debian packages (${missing[*]}); run as root: sudo make install" >&2
+        exit 1
+    fi
+    echo "install: apt-get install ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null
+    apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The venv comes from Debian's interpreter so that it sees Mininet and os-ken.
+if [ ! -x "$VENV/bin/python" ]; then
+    /usr/bin/python3 -m venv --system-site-packages "$VENV"
+fi
+want=$(cat pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
+    echo "install: pip install -e .[test,rpc,docker] into $VENV"
+    "$VENV/bin/pip" install -q --disable-pip-version-check -e ".[test,rpc,docker]"
+    echo "$want" > "$STAMP"
+fi
+
+if is_root; then
+    bash scripts/start-ovs.sh
+else
+    echo "install: not root, Open vSwitch not started (root tests will be skipped)" >&2
+fi

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Start the Open vSwitch daemons if they are not running (idempotent).
+# Userspace TSO must be on before ovs-vswitchd starts: with the userspace (netdev)
+# datapath, TCP through a bridge is otherwise slow or broken (see shared/DESIGN.md).
+set -euo pipefail
+OVS_CTL=/usr/share/openvswitch/scripts/ovs-ctl
+[ "$(id -u)" -eq 0 ] || { echo "start-ovs: needs root (run with sudo)" >&2; exit 1; }
+[ -x "$OVS_CTL" ] || { echo "start-ovs: Open vSwitch is not installed (run scripts/install.sh)" >&2; exit 1; }
+
+# The kernel datapath where the module exists; nothing to do otherwise (netdev is used).
+modprobe -q openvswitch 2>/dev/null || true
+
+running() { pgrep -x "$1" >/dev/null; }
+
+if ! running ovsdb-server; then
+    "$OVS_CTL" start --no-ovs-vswitchd --system-id=random >/dev/null
+fi
+tso=$(ovs-vsctl --timeout=5 get Open_vSwitch . other_config:userspace-tso-enable 2>/dev/null || echo none)
+if [ "$tso" != '"true"' ]; then
+    ovs-vsctl --no-wait --timeout=5 set Open_vSwitch . other_config:userspace-tso-enable=true
+    if running ovs-vswitchd; then
+        "$OVS_CTL" stop --no-ovsdb-server >/dev/null  # restart so the setting takes effect
+    fi
+fi
+if ! running ovs-vswitchd; then
+    "$OVS_CTL" start --no-ovsdb-server --system-id=random >/dev/null
+fi
+ovs-vsctl --timeout=5 show >/dev/null
+echo "start-ovs: ovsdb-server and ovs-vswitchd running (userspace TSO on)"
