@@ -1,0 +1,192 @@
+"""Themis chunk planner for hierarchical All-Reduce over a multi-dimensional network.
+
+The network has ``D`` dimensions; dimension ``d`` groups ``dim_sizes[d]`` hosts and gives
+each host ``dim_bandwidths[d]`` of bandwidth (any unit, only ratios matter here). An
+All-Reduce of ``total_bytes`` is split into ``chunks`` chunks. Each chunk Reduce-Scatters
+through the dimensions in its ``rs_order`` (the data shrinks by each dimension's size),
+All-Reduces on the last dimension of that order and All-Gathers back in ``ag_order``, the
+exact reverse of the Reduce-Scatter order without that last dimension.
+
+Policies:
+
+``baseline``
+    every chunk uses the fixed order 0, 1, ..., D-1.
+``themis``
+    the greedy of ASTRA-sim's OfflineGreedy: per collective a load per dimension starts at
+    0; each chunk in turn is given the dimensions sorted by ascending load (ties: lower index
+    first), so its largest phase (the whole chunk) lands on the least-loaded dimension, and
+    then charges the loads along that order. When the loads are already balanced (the gap
+    between the most and least loaded dimension is worth less than chunk/16 bytes on the
+    least-loaded dimension), the chunk uses the baseline order instead. Chunk 0 therefore
+    always gets the baseline order.
+
+Dimensions of size 1 connect a host to nobody, so they never appear in an order.
+The model is bandwidth only (no latency).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from testbed.errors import FabricLabError
+
+POLICIES = ("themis", "baseline")
+
+# A chunk keeps the baseline order while the load gap is worth less than chunk/16 bytes.
+BALANCE_THRESHOLD_DIVISOR = 16
+
+
+@dataclass(frozen=True)
+class ChunkPlan:
+    """One chunk of the collective: its position, size in bytes and dimension order."""
+
+    index: int
+    size: int
+    rs_order: tuple[int, ...]
+
+    @property
+    def ag_order(self) -> tuple[int, ...]:
+        """All-Gather order: the Reduce-Scatter order reversed, without the last dimension.
+
+        The last dimension of ``rs_order`` runs an All-Reduce, which is its own way back.
+        """
+        return tuple(reversed(self.rs_order[:-1]))
+
+
+def _check_int(name: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FabricLabError(f"{name} must be an integer, not {value!r}")
+    if value < minimum:
+        raise FabricLabError(f"{name} is {value} but must be at least {minimum}")
+    return value
+
+
+def validate_shape(
+    dim_sizes: Sequence[int], dim_bandwidths: Sequence[float]
+) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """Check a network shape and return it as tuples; FabricLabError names the bad argument."""
+    sizes = tuple(dim_sizes)
+    bandwidths = tuple(dim_bandwidths)
+    if not sizes:
+        raise FabricLabError("dim_sizes must list at least one dimension")
+    if len(bandwidths) != len(sizes):
+        raise FabricLabError(
+            f"dim_bandwidths has {len(bandwidths)} values but dim_sizes has "
+            f"{len(sizes)} dimensions"
+        )
+    for d, n in enumerate(sizes):
+        _check_int(f"dim_sizes[{d}]", n, 1)
+    for d, b in enumerate(bandwidths):
+        if isinstance(b, bool) or not isinstance(b, int | float) or not math.isfinite(b) or b <= 0:
+            raise FabricLabError(f"dim_bandwidths[{d}] is {b!r} but must be a positive number")
+    return sizes, bandwidths
+
+
+def split_sizes(total_bytes: int, chunks: int, align: int = 1) -> list[int]:
+    """Split ``total_bytes`` into ``chunks`` sizes that sum exactly to ``total_bytes``.
+
+    The bytes are counted in units of ``align`` and the units are spread as evenly as
+    possible (the first chunks get one unit more). If ``total_bytes`` is not a multiple of
+    ``align``, the leftover ``total_bytes % align`` bytes go to the last chunk: every chunk
+    then still starts at an offset that is a multiple of ``align`` and only the last chunk's
+    size is not one. Every chunk holds at least one unit, except that a single chunk may be
+    smaller than ``align``.
+    """
+    total_bytes = _check_int("total_bytes", total_bytes, 1)
+    chunks = _check_int("chunks", chunks, 1)
+    align = _check_int("align", align, 1)
+    units, leftover = divmod(total_bytes, align)
+    if chunks > max(units, 1):
+        if align == 1:
+            raise FabricLabError(
+                f"chunks is {chunks} but total_bytes has only {total_bytes} bytes to split"
+            )
+        raise FabricLabError(
+            f"chunks is {chunks} but total_bytes has only {units} aligned units of {align} "
+            f"bytes to split"
+        )
+    base, extra = divmod(units, chunks)
+    sizes = [(base + (1 if i < extra else 0)) * align for i in range(chunks)]
+    sizes[-1] += leftover
+    return sizes
+
+
+def _charge(
+    load: list[float], order: Sequence[int], size: float, sizes: Sequence[int],
+    bandwidths: Sequence[float],
+) -> None:
+    """Add one chunk's Reduce-Scatter traffic along ``order`` to ``load`` (B_0-normalised)."""
+    s = float(size)
+    for d in order:
+        n = sizes[d]
+        load[d] += s * (n - 1) / n / (bandwidths[d] / bandwidths[0])
+        s /= n
+
+
+def plan(
+    dim_sizes: Sequence[int],
+    dim_bandwidths: Sequence[float],
+    total_bytes: int,
+    chunks: int,
+    policy: str = "themis",
+    align: int = 1,
+) -> list[ChunkPlan]:
+    """Plan the chunks of one All-Reduce of ``total_bytes`` over the given network.
+
+    ``dim_bandwidths`` is per host per dimension, in any unit (only ratios matter).
+    ``align``: chunk sizes are multiples of it, see :func:`split_sizes`.
+    Returns one :class:`ChunkPlan` per chunk, in index order.
+    """
+    sizes, bandwidths = validate_shape(dim_sizes, dim_bandwidths)
+    if policy not in POLICIES:
+        raise FabricLabError(f"policy {policy!r} is unknown; use one of {', '.join(POLICIES)}")
+    chunk_sizes = split_sizes(total_bytes, chunks, align)
+    active = tuple(d for d, n in enumerate(sizes) if n > 1)
+    load = [0.0] * len(sizes)
+    plans = []
+    for index, size in enumerate(chunk_sizes):
+        order = active
+        if policy == "themis" and len(active) > 1:
+            by_load = tuple(sorted(active, key=lambda d: (load[d], d)))
+            first, last = by_load[0], by_load[-1]
+            n_first = sizes[first]
+            gap_bytes = (
+                (load[last] - load[first])
+                * (bandwidths[first] / bandwidths[0])
+                / ((n_first - 1) / n_first)
+            )
+            if gap_bytes >= size / BALANCE_THRESHOLD_DIVISOR:
+                order = by_load
+        _charge(load, order, size, sizes, bandwidths)
+        plans.append(ChunkPlan(index=index, size=size, rs_order=order))
+    return plans
+
+
+def chunk_offsets(plans: Sequence[ChunkPlan]) -> list[int]:
+    """Byte offset of each chunk in the buffer (chunks are laid out in index order)."""
+    offsets = []
+    at = 0
+    for p in plans:
+        offsets.append(at)
+        at += p.size
+    return offsets
+
+
+def bytes_sent_per_dim(
+    plans: Sequence[ChunkPlan], dim_sizes: Sequence[int]
+) -> list[float]:
+    """Bytes each host sends on each dimension over the whole collective (RS + AR + AG).
+
+    A ring Reduce-Scatter of s bytes sends s(n-1)/n per host, the All-Gather back the same,
+    and the All-Reduce on the last dimension both together.
+    """
+    sent = [0.0] * len(dim_sizes)
+    for p in plans:
+        s = float(p.size)
+        for d in p.rs_order:
+            n = dim_sizes[d]
+            sent[d] += 2 * s * (n - 1) / n
+            s /= n
+    return sent
