@@ -1,0 +1,610 @@
+"""Job allocator for a leaf-spine cluster: ECMP, static vClos and OCS-vClos.
+
+Pure Python (no os-ken, no Mininet). Indices are 0-based everywhere.
+
+Vocabulary
+----------
+* A *host* is ``(leaf, slot)``: slot ``0 .. hosts_per_leaf-1`` under ``leaf``.
+* A *link* is ``(leaf, spine)``. With ``ocs_count == 0`` there is one direct link
+  between every leaf and every spine. With OCSes the "links" of a job are the
+  (leaf, spine) pairs that its circuits realise.
+* An *OCS port*: every leaf has one port on every OCS, every spine has two
+  ports (0 and 1) on every OCS.
+* A *circuit* is a :class:`Circuit` ``(ocs, end_a, end_b)``: ``end_a`` is always
+  ``("leaf", leaf)``; ``end_b`` is ``("spine", spine, port)`` for a leaf-spine
+  circuit or ``("leaf", other_leaf)`` for a direct leaf-leaf circuit.
+
+Policies
+--------
+* ``ecmp``: locality placement only (fewest leaves, best fit), no reservation.
+* ``vclos``: each job gets an isolated virtual Clos of m leaves x n spines.
+  A job of k hosts either fits under one leaf (no uplink used) or is shaped as
+  k = m*n with n taken from hosts_per_leaf, hosts_per_leaf//2, ... down to 1
+  (n must divide k, 2 <= m <= leaves, n <= spines). For each shape, an exact
+  backtracking search looks for m leaves with >= n free hosts and n spines whose
+  m*n links are all unreserved (a free biclique). Needs ``ocs_count == 0``.
+* ``ocs-vclos``: same host shapes, but links are circuits set up on demand:
+  one leaf; else, for m == 2, a direct leaf-leaf circuit per host pair; else
+  m leaves x n spines where every (leaf, spine) pair gets a circuit on some OCS
+  on which the leaf's port and one of the spine's two ports are idle. The
+  circuit assignment is solved spine by spine with a bipartite matching
+  (networkx); see :meth:`Cluster._wire_spines` for why this part is a heuristic.
+  Needs ``ocs_count >= 1``. Circuits of running jobs are never moved. The
+  exclusive resources are OCS ports: two jobs may both hold a (leaf, spine)
+  pair through circuits on different OCSes, unless the cluster is built with
+  ``exclusive_ocs_links=True``.
+
+Host j of a cross-leaf job on each leaf (j-th lowest slot the job holds there)
+reaches other leaves only through the job's spine j (``spines[j]``), or, for a
+direct leaf-leaf job, through ``circuits[j]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import combinations, islice
+from typing import Any, NamedTuple
+
+import networkx as nx
+
+from testbed.errors import FabricLabError
+
+POLICIES = ("ecmp", "vclos", "ocs-vclos")
+
+# How many leaf sets ocs-vclos tries (best fit first) before calling a job fragmented.
+MAX_OCS_LEAF_SETS = 64
+
+Host = tuple[int, int]
+Link = tuple[int, int]
+LeafPort = tuple[int, int]  # (ocs, leaf)
+SpinePort = tuple[int, int, int]  # (ocs, spine, port)
+
+
+class AllocationRequestError(FabricLabError, ValueError):
+    """The request itself is wrong (unknown policy, duplicate id, bad size, ...)."""
+
+
+class AllocationRefused(FabricLabError):
+    """The request is valid but cannot be placed now (or ever, for ``unshapeable``).
+
+    ``reason`` is one of ``"no_hosts"`` (message contains "not enough free hosts"),
+    ``"fragmented"`` (enough free hosts, but no isolated virtual Clos exists) and
+    ``"unshapeable"`` (no m x n shape of this size fits the cluster at all).
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class Circuit(NamedTuple):
+    """One OCS circuit; ``end_a`` is ``("leaf", l)``, ``end_b`` a leaf or spine end."""
+
+    ocs: int
+    end_a: tuple
+    end_b: tuple
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ocs": self.ocs, "a": _end_to_dict(self.end_a), "b": _end_to_dict(self.end_b)}
+
+
+def _end_to_dict(end: tuple) -> dict[str, Any]:
+    if end[0] == "leaf":
+        return {"kind": "leaf", "leaf": end[1]}
+    return {"kind": "spine", "spine": end[1], "port": end[2]}
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """What a job got. Treat as read-only (the dict fields are not copied).
+
+    * ``hosts``: ``(leaf, slot)`` pairs, sorted.
+    * ``leaves``: leaves holding the job's hosts, sorted.
+    * ``spines``: the job's spines in host order (host j on each leaf uses
+      ``spines[j]``); empty for ecmp, single-leaf and direct leaf-leaf jobs.
+    * ``links``: reserved ``(leaf, spine)`` pairs (empty for ecmp / one leaf / direct).
+    * ``circuits``: OCS circuits of an ocs-vclos job, in leaf order then host order.
+    * ``spine_of``: host -> the spine it uses toward other leaves (cross-leaf
+      vclos / ocs-vclos jobs through spines only; empty otherwise).
+    * ``circuit_of``: host -> index in ``circuits`` of the circuit carrying its
+      cross-leaf traffic (ocs-vclos only; for a direct leaf-leaf job both hosts
+      j of the two leaves map to the same circuit j).
+    """
+
+    job_id: str
+    policy: str
+    hosts: tuple[Host, ...]
+    leaves: tuple[int, ...]
+    spines: tuple[int, ...] = ()
+    links: frozenset[Link] = frozenset()
+    circuits: tuple[Circuit, ...] = ()
+    spine_of: dict[Host, int] = field(default_factory=dict)
+    circuit_of: dict[Host, int] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return len(self.hosts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able view (lists and string keys only)."""
+        return {
+            "job_id": self.job_id,
+            "policy": self.policy,
+            "hosts": [list(h) for h in self.hosts],
+            "leaves": list(self.leaves),
+            "spines": list(self.spines),
+            "links": [list(link) for link in sorted(self.links)],
+            "circuits": [c.to_dict() for c in self.circuits],
+            "spine_of": [
+                {"leaf": leaf, "slot": slot, "spine": spine}
+                for (leaf, slot), spine in sorted(self.spine_of.items())
+            ],
+            "circuit_of": [
+                {"leaf": leaf, "slot": slot, "circuit": index}
+                for (leaf, slot), index in sorted(self.circuit_of.items())
+            ],
+        }
+
+
+class Cluster:
+    """Hosts, links and OCS ports of one cluster, and the jobs holding them."""
+
+    def __init__(
+        self,
+        leaves: int,
+        spines: int,
+        hosts_per_leaf: int,
+        ocs_count: int = 0,
+        *,
+        exclusive_ocs_links: bool = False,
+    ) -> None:
+        """``exclusive_ocs_links``: also forbid two ocs-vclos jobs the same (leaf, spine) pair.
+
+        By default only OCS ports are exclusive in ocs-vclos: two jobs may each hold a
+        circuit between leaf l and spine s, on different OCSes (different ports, so
+        physically separate paths). With the flag, (leaf, spine) pairs are exclusive as
+        in static vclos; then ocs-vclos can only beat vclos with direct leaf-leaf circuits.
+        """
+        for name, value, low in (
+            ("leaves", leaves, 1),
+            ("spines", spines, 1),
+            ("hosts_per_leaf", hosts_per_leaf, 1),
+            ("ocs_count", ocs_count, 0),
+        ):
+            if not isinstance(value, int) or value < low:
+                raise AllocationRequestError(f"{name} must be an integer >= {low}, got {value!r}")
+        self.leaves = leaves
+        self.spines = spines
+        self.hosts_per_leaf = hosts_per_leaf
+        self.ocs_count = ocs_count
+        self.exclusive_ocs_links = exclusive_ocs_links
+        self.jobs: dict[str, Allocation] = {}
+        self._host_owner: dict[Host, str] = {}
+        self._link_owner: dict[Link, str] = {}
+        self._leaf_port_owner: dict[LeafPort, str] = {}
+        self._spine_port_owner: dict[SpinePort, str] = {}
+
+    # ----------------------------------------------------------------- queries
+
+    @property
+    def total_hosts(self) -> int:
+        return self.leaves * self.hosts_per_leaf
+
+    def free_hosts(self) -> int:
+        """Number of hosts not given to any job."""
+        return self.total_hosts - len(self._host_owner)
+
+    def free_slots(self, leaf: int) -> list[int]:
+        """Free slots under ``leaf``, lowest first."""
+        return [s for s in range(self.hosts_per_leaf) if (leaf, s) not in self._host_owner]
+
+    def is_empty(self) -> bool:
+        """True when no job, host, link or OCS port is in use."""
+        return not (
+            self.jobs
+            or self._host_owner
+            or self._link_owner
+            or self._leaf_port_owner
+            or self._spine_port_owner
+        )
+
+    # ----------------------------------------------------- allocate / release
+
+    def allocate(self, job_id: str, hosts_wanted: int, policy: str) -> Allocation:
+        """Place a job of ``hosts_wanted`` hosts, or raise :class:`AllocationRefused`."""
+        self._check_request(job_id, hosts_wanted, policy)
+        if policy == "ecmp":
+            allocation = self._place_ecmp(job_id, hosts_wanted)
+        else:
+            allocation = self._place_clos(job_id, hosts_wanted, policy)
+        self._commit(allocation)
+        return allocation
+
+    def release(self, job_id: str) -> Allocation:
+        """Free everything held by ``job_id`` and return its allocation."""
+        if job_id not in self.jobs:
+            raise AllocationRequestError(f"no running job with id {job_id!r}")
+        allocation = self.jobs.pop(job_id)
+        for host in allocation.hosts:
+            del self._host_owner[host]
+        for link in self._exclusive_links(allocation):
+            del self._link_owner[link]
+        for leaf_port in _leaf_ports(allocation.circuits):
+            del self._leaf_port_owner[leaf_port]
+        for spine_port in _spine_ports(allocation.circuits):
+            del self._spine_port_owner[spine_port]
+        return allocation
+
+    def _check_request(self, job_id: str, hosts_wanted: int, policy: str) -> None:
+        if policy not in POLICIES:
+            raise AllocationRequestError(
+                f"unknown policy {policy!r}; use one of {', '.join(POLICIES)}"
+            )
+        if not isinstance(job_id, str) or not job_id:
+            raise AllocationRequestError("job id must be a non-empty string")
+        if job_id in self.jobs:
+            raise AllocationRequestError(f"job id {job_id!r} is already running; release it first")
+        if not isinstance(hosts_wanted, int) or isinstance(hosts_wanted, bool) or hosts_wanted < 1:
+            raise AllocationRequestError(
+                f"hosts_wanted must be an integer >= 1, got {hosts_wanted!r}"
+            )
+        if policy == "ocs-vclos" and self.ocs_count == 0:
+            raise AllocationRequestError(
+                "policy ocs-vclos needs a cluster with OCSes (ocs_count >= 1); use vclos"
+            )
+        if policy == "vclos" and self.ocs_count > 0:
+            raise AllocationRequestError(
+                "policy vclos needs direct leaf-spine links (ocs_count = 0); use ocs-vclos"
+            )
+
+    def _commit(self, allocation: Allocation) -> None:
+        job_id = allocation.job_id
+        for host in allocation.hosts:
+            assert host not in self._host_owner, host
+            self._host_owner[host] = job_id
+        for link in self._exclusive_links(allocation):
+            assert link not in self._link_owner, link
+            self._link_owner[link] = job_id
+        for leaf_port in _leaf_ports(allocation.circuits):
+            assert leaf_port not in self._leaf_port_owner, leaf_port
+            self._leaf_port_owner[leaf_port] = job_id
+        for spine_port in _spine_ports(allocation.circuits):
+            assert spine_port not in self._spine_port_owner, spine_port
+            self._spine_port_owner[spine_port] = job_id
+        self.jobs[job_id] = allocation
+
+    def _exclusive_links(self, allocation: Allocation) -> frozenset[Link]:
+        """The (leaf, spine) pairs no other job may use while this one runs."""
+        if allocation.policy == "vclos" or self.exclusive_ocs_links:
+            return allocation.links
+        return frozenset()
+
+    def _refuse_if_short(self, k: int) -> None:
+        if k > self.free_hosts():
+            raise AllocationRefused(
+                "no_hosts",
+                f"not enough free hosts: the job wants {k}, {self.free_hosts()} are free",
+            )
+
+    # -------------------------------------------------------------------- ecmp
+
+    def _place_ecmp(self, job_id: str, k: int) -> Allocation:
+        """Fewest leaves: the fullest-free leaves, then the best-fit leaf for the rest."""
+        self._refuse_if_short(k)
+        single = self._best_fit_leaf(k)
+        if single is not None:
+            return self._single_leaf(job_id, "ecmp", single, k)
+        by_free = sorted(range(self.leaves), key=lambda leaf: (-len(self.free_slots(leaf)), leaf))
+        hosts: list[Host] = []
+        for index, leaf in enumerate(by_free):
+            needed = k - len(hosts)
+            if len(self.free_slots(leaf)) >= needed:
+                # The last leaf: the one with the fewest free hosts that still covers the rest.
+                last = self._best_fit_leaf(needed, among=by_free[index:])
+                assert last is not None
+                hosts += [(last, s) for s in self.free_slots(last)[:needed]]
+                break
+            hosts += [(leaf, s) for s in self.free_slots(leaf)]
+        return Allocation(job_id, "ecmp", tuple(sorted(hosts)), _leaves_of(hosts))
+
+    # ----------------------------------------------------- vclos and ocs-vclos
+
+    def _place_clos(self, job_id: str, k: int, policy: str) -> Allocation:
+        if k > self.total_hosts:
+            raise AllocationRefused(
+                "no_hosts",
+                f"not enough free hosts: the job wants {k}, the cluster has {self.total_hosts}",
+            )
+        shapes = self.shapes(k, policy)
+        if k > self.hosts_per_leaf and not shapes:
+            raise AllocationRefused(
+                "unshapeable",
+                f"a {k}-host job cannot be shaped as m leaves x n hosts on this cluster "
+                "(n in hosts_per_leaf, /2, /4, ... 1 must divide k, m <= leaves, "
+                "n <= uplinks per leaf); pick another size",
+            )
+        self._refuse_if_short(k)
+        leaf = self._best_fit_leaf(k)
+        if leaf is not None:
+            return self._single_leaf(job_id, policy, leaf, k)
+        for m, n in shapes:
+            allocation = (
+                self._try_vclos(job_id, m, n)
+                if policy == "vclos"
+                else self._try_ocs_vclos(job_id, m, n)
+            )
+            if allocation is not None:
+                return allocation
+        raise AllocationRefused(
+            "fragmented",
+            f"fragmented: {self.free_hosts()} hosts are free but no isolated "
+            f"virtual Clos of {k} hosts exists; retry after a job ends",
+        )
+
+    def shapes(self, k: int, policy: str) -> list[tuple[int, int]]:
+        """Cross-leaf shapes ``(m leaves, n hosts per leaf)`` tried for k, largest n first.
+
+        n runs over hosts_per_leaf, hosts_per_leaf // 2, ..., 1 and must divide k,
+        with 2 <= m <= leaves. Every leaf needs n uplinks: n <= spines for vclos,
+        n <= ocs_count for ocs-vclos. A prime k > hosts_per_leaf gets n = 1.
+        """
+        uplinks = self.spines if policy == "vclos" else self.ocs_count
+        found = []
+        n = self.hosts_per_leaf
+        while n >= 1:
+            m = k // n
+            if k % n == 0 and 2 <= m <= self.leaves and n <= uplinks:
+                found.append((m, n))
+            n //= 2
+        return found
+
+    def _single_leaf(self, job_id: str, policy: str, leaf: int, k: int) -> Allocation:
+        hosts = tuple((leaf, s) for s in self.free_slots(leaf)[:k])
+        return Allocation(job_id, policy, hosts, (leaf,))
+
+    def _best_fit_leaf(self, k: int, among: Iterable[int] | None = None) -> int | None:
+        """The leaf with the fewest free hosts that still has k free (lowest index on ties)."""
+        fitting = [
+            (len(self.free_slots(leaf)), leaf)
+            for leaf in (range(self.leaves) if among is None else among)
+            if len(self.free_slots(leaf)) >= k
+        ]
+        return min(fitting)[1] if fitting else None
+
+    def _leaves_with(self, n: int) -> list[int]:
+        """Leaves with >= n free hosts, best fit first (fewest free, then index)."""
+        return sorted(
+            (leaf for leaf in range(self.leaves) if len(self.free_slots(leaf)) >= n),
+            key=lambda leaf: (len(self.free_slots(leaf)), leaf),
+        )
+
+    def _take_slots(self, leaves: Iterable[int], n: int) -> dict[int, list[int]]:
+        return {leaf: self.free_slots(leaf)[:n] for leaf in leaves}
+
+    # ------------------------------------------------------------------- vclos
+
+    def _try_vclos(self, job_id: str, m: int, n: int) -> Allocation | None:
+        found = self.find_free_biclique(m, n)
+        if found is None:
+            return None
+        leaves, spines = found
+        return _clos_allocation(job_id, "vclos", self._take_slots(leaves, n), spines, {})
+
+    def find_free_biclique(self, m: int, n: int) -> tuple[list[int], list[int]] | None:
+        """Exact search: m leaves (>= n free hosts each) and n spines, all m*n links free.
+
+        Backtracking over leaves in best-fit order, keeping the set (a bitmask) of
+        spines still free to every chosen leaf; a branch is cut as soon as fewer
+        than n common spines remain. The first hit is returned, so best-fit leaves
+        win. Spines: among the common free ones, those with the fewest free links
+        first, keeping idle spines for larger jobs.
+        """
+        candidates = [
+            leaf for leaf in self._leaves_with(n) if self._free_spine_mask(leaf).bit_count() >= n
+        ]
+
+        def extend(start: int, chosen: list[int], common: int) -> list[int] | None:
+            if len(chosen) == m:
+                return chosen
+            for i in range(start, len(candidates) - (m - len(chosen)) + 1):
+                still_common = common & self._free_spine_mask(candidates[i])
+                if still_common.bit_count() >= n:
+                    found = extend(i + 1, [*chosen, candidates[i]], still_common)
+                    if found is not None:
+                        return found
+            return None
+
+        leaves = extend(0, [], (1 << self.spines) - 1)
+        if leaves is None:
+            return None
+        common = [
+            s
+            for s in range(self.spines)
+            if all((leaf, s) not in self._link_owner for leaf in leaves)
+        ]
+        common.sort(key=lambda s: (self._free_links_of_spine(s), s))
+        return sorted(leaves), sorted(common[:n])
+
+    def _free_spine_mask(self, leaf: int) -> int:
+        """Bit s is set when link (leaf, s) is unreserved."""
+        mask = 0
+        for s in range(self.spines):
+            if (leaf, s) not in self._link_owner:
+                mask |= 1 << s
+        return mask
+
+    def _free_links_of_spine(self, spine: int) -> int:
+        return sum((leaf, spine) not in self._link_owner for leaf in range(self.leaves))
+
+    # --------------------------------------------------------------- ocs-vclos
+
+    def _try_ocs_vclos(self, job_id: str, m: int, n: int) -> Allocation | None:
+        if m == 2:
+            direct = self._try_direct_pair(job_id, n)
+            if direct is not None:
+                return direct
+        return self._try_ocs_spines(job_id, m, n)
+
+    def _idle_ocses(self, leaf: int) -> list[int]:
+        """OCSes on which ``leaf``'s port is idle, lowest first."""
+        return [o for o in range(self.ocs_count) if (o, leaf) not in self._leaf_port_owner]
+
+    def _ocs_leaves_with(self, n: int) -> list[int]:
+        """Leaves with >= n free hosts and >= n idle OCS ports, best fit first."""
+        return [leaf for leaf in self._leaves_with(n) if len(self._idle_ocses(leaf)) >= n]
+
+    def _try_direct_pair(self, job_id: str, n: int) -> Allocation | None:
+        """Two leaves, n hosts each; host j of leaf a <-> host j of leaf b over circuit j.
+
+        Circuit j is a leaf-leaf circuit on the j-th lowest OCS where both leaves'
+        ports are idle. The first pair (best fit order) with n such OCSes wins.
+        No spine and no (leaf, spine) link is used.
+        """
+        for a, b in combinations(self._ocs_leaves_with(n), 2):
+            shared = sorted(set(self._idle_ocses(a)) & set(self._idle_ocses(b)))
+            if len(shared) < n:
+                continue
+            a, b = min(a, b), max(a, b)
+            slots = self._take_slots((a, b), n)
+            circuits = tuple(Circuit(o, ("leaf", a), ("leaf", b)) for o in shared[:n])
+            circuit_of = {(leaf, slots[leaf][j]): j for leaf in (a, b) for j in range(n)}
+            hosts = tuple((leaf, s) for leaf in (a, b) for s in slots[leaf])
+            return Allocation(
+                job_id, "ocs-vclos", hosts, (a, b), circuits=circuits, circuit_of=circuit_of
+            )
+        return None
+
+    def _try_ocs_spines(self, job_id: str, m: int, n: int) -> Allocation | None:
+        """m leaves x n spines; each (leaf, spine) pair realised by one new circuit.
+
+        Leaf sets are tried best fit first (at most MAX_OCS_LEAF_SETS of them).
+        Only spines with >= m idle ports can serve m leaves; they are tried with
+        the fewest idle ports first (keep idle spines for big jobs).
+        """
+        spines = sorted(
+            (s for s in range(self.spines) if len(self._idle_spine_ports(s)) >= m),
+            key=lambda s: (len(self._idle_spine_ports(s)), s),
+        )
+        if len(spines) < n:
+            return None
+        for leaves in islice(combinations(self._ocs_leaves_with(n), m), MAX_OCS_LEAF_SETS):
+            wiring = self._wire_spines(sorted(leaves), n, spines)
+            if wiring is not None:
+                spines = sorted(wiring)
+                ports = {
+                    (leaf, j): wiring[s][leaf] for j, s in enumerate(spines) for leaf in leaves
+                }
+                return _clos_allocation(
+                    job_id, "ocs-vclos", self._take_slots(sorted(leaves), n), spines, ports
+                )
+        return None
+
+    def _wire_spines(
+        self, leaves: list[int], n: int, spines: list[int]
+    ) -> dict[int, dict[int, tuple[int, int]]] | None:
+        """Pick n of ``spines`` (in order) and, for each, one circuit from every leaf.
+
+        Returns ``{spine: {leaf: (ocs, spine_port)}}`` or None.
+
+        Assigning an OCS to every (leaf, spine) pair at once is a 3-index
+        assignment problem (NP-hard in general), so this goes spine by spine: for
+        each candidate spine, a maximum bipartite matching (networkx
+        Hopcroft-Karp) between the leaves and the spine's idle ports, where leaf
+        ``l`` may take port ``(o, p)`` when its own port on OCS ``o`` is idle and
+        not yet used by this job. A spine that cannot serve every leaf is skipped.
+        With ``exclusive_ocs_links`` a (leaf, spine) pair held by another job is skipped.
+        """
+        m = len(leaves)
+        used_leaf_ports: set[LeafPort] = set()
+        wiring: dict[int, dict[int, tuple[int, int]]] = {}
+        for spine in spines:
+            if any((leaf, spine) in self._link_owner for leaf in leaves):
+                continue
+            match = self._match_leaves_to_spine(leaves, spine, used_leaf_ports)
+            if len(match) < m:
+                continue
+            wiring[spine] = match
+            used_leaf_ports |= {(ocs, leaf) for leaf, (ocs, _port) in match.items()}
+            if len(wiring) == n:
+                return wiring
+        return None
+
+    def _idle_spine_ports(self, spine: int) -> list[tuple[int, int]]:
+        return [
+            (o, p)
+            for o in range(self.ocs_count)
+            for p in (0, 1)
+            if (o, spine, p) not in self._spine_port_owner
+        ]
+
+    def _match_leaves_to_spine(
+        self, leaves: list[int], spine: int, used_leaf_ports: set[LeafPort]
+    ) -> dict[int, tuple[int, int]]:
+        """Maximum matching leaf -> idle spine port (ocs, port) on an OCS the leaf can use.
+
+        Nodes are the leaf ints (left) and (ocs, port) tuples (right): no strings, so the
+        result does not depend on PYTHONHASHSEED and the same state gives the same answer.
+        """
+        graph = nx.Graph()
+        graph.add_nodes_from(leaves)
+        for ocs, port in self._idle_spine_ports(spine):
+            for leaf in leaves:
+                if (ocs, leaf) not in self._leaf_port_owner and (ocs, leaf) not in used_leaf_ports:
+                    graph.add_edge(leaf, (ocs, port))
+        matching = nx.bipartite.hopcroft_karp_matching(graph, top_nodes=leaves)
+        return {leaf: matching[leaf] for leaf in leaves if leaf in matching}
+
+
+# ----------------------------------------------------------------- helpers
+
+
+def _clos_allocation(
+    job_id: str,
+    policy: str,
+    slots: dict[int, list[int]],
+    spines: list[int],
+    ports: dict[tuple[int, int], tuple[int, int]],
+) -> Allocation:
+    """Build a cross-leaf allocation: host j on each leaf uses ``spines[j]``.
+
+    ``ports`` maps (leaf, j) -> (ocs, spine_port) for OCS jobs; empty for vclos.
+    """
+    leaves = sorted(slots)
+    spine_of = {(leaf, slots[leaf][j]): spines[j] for leaf in leaves for j in range(len(spines))}
+    circuits: list[Circuit] = []
+    circuit_of: dict[Host, int] = {}
+    for leaf in leaves:
+        for j, spine in enumerate(spines):
+            if ports:
+                ocs, port = ports[(leaf, j)]
+                circuit_of[(leaf, slots[leaf][j])] = len(circuits)
+                circuits.append(Circuit(ocs, ("leaf", leaf), ("spine", spine, port)))
+    return Allocation(
+        job_id=job_id,
+        policy=policy,
+        hosts=tuple(sorted(spine_of)),
+        leaves=tuple(leaves),
+        spines=tuple(spines),
+        links=frozenset((leaf, spine) for leaf in leaves for spine in spines),
+        circuits=tuple(circuits),
+        spine_of=spine_of,
+        circuit_of=circuit_of,
+    )
+
+
+def _leaves_of(hosts: Iterable[Host]) -> tuple[int, ...]:
+    return tuple(sorted({leaf for leaf, _slot in hosts}))
+
+
+def _leaf_ports(circuits: Iterable[Circuit]) -> Iterator[LeafPort]:
+    for circuit in circuits:
+        for end in (circuit.end_a, circuit.end_b):
+            if end[0] == "leaf":
+                yield (circuit.ocs, end[1])
+
+
+def _spine_ports(circuits: Iterable[Circuit]) -> Iterator[SpinePort]:
+    for circuit in circuits:
+        if circuit.end_b[0] == "spine":
+            yield (circuit.ocs, circuit.end_b[1], circuit.end_b[2])

@@ -1,0 +1,429 @@
+"""Tests for sdn_app.allocator: hand-checkable cases plus random arrival/release sequences."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from itertools import combinations
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    consumes,
+    initialize,
+    invariant,
+    rule,
+)
+
+from sdn_app.allocator import (
+    Allocation,
+    AllocationRefused,
+    AllocationRequestError,
+    Circuit,
+    Cluster,
+)
+from testbed.errors import FabricLabError
+
+# ------------------------------------------------------------------ helpers
+
+
+def check_cross_leaf_shape(job: Allocation) -> None:
+    """A cross-leaf vClos job: k = m*n, n hosts per leaf, one link per (leaf, spine)."""
+    m, n = len(job.leaves), len(job.spines)
+    assert len(job.hosts) == m * n
+    assert Counter(leaf for leaf, _ in job.hosts) == dict.fromkeys(job.leaves, n)
+    assert job.links == {(leaf, spine) for leaf in job.leaves for spine in job.spines}
+    for leaf in job.leaves:
+        slots = sorted(slot for l2, slot in job.hosts if l2 == leaf)
+        assert [job.spine_of[(leaf, slot)] for slot in slots] == list(job.spines)
+
+
+def check_circuits(job: Allocation) -> None:
+    """Circuits of an ocs-vclos job realise exactly its links, or its direct host pairs."""
+    if not job.circuits:
+        assert job.circuit_of == {}
+        return
+    assert job.policy == "ocs-vclos"
+    assert set(job.circuit_of) == set(job.hosts)
+    assert all(c.end_a == ("leaf", c.end_a[1]) for c in job.circuits)
+    if job.spines:
+        assert all(c.end_b[0] == "spine" and c.end_b[2] in (0, 1) for c in job.circuits)
+        realised = Counter((c.end_a[1], c.end_b[1]) for c in job.circuits)
+        assert realised == dict.fromkeys(job.links, 1)
+        for host, index in job.circuit_of.items():
+            assert job.circuits[index].end_a == ("leaf", host[0])
+            assert job.circuits[index].end_b[1] == job.spine_of[host]
+    else:  # direct leaf-leaf pair: host j of leaf a <-> host j of leaf b over circuit j
+        a, b = job.leaves
+        n = len(job.circuits)
+        assert not job.links and not job.spine_of
+        assert Counter(leaf for leaf, _ in job.hosts) == {a: n, b: n}
+        assert all(c.end_a == ("leaf", a) and c.end_b == ("leaf", b) for c in job.circuits)
+        for leaf in (a, b):
+            slots = sorted(slot for l2, slot in job.hosts if l2 == leaf)
+            assert [job.circuit_of[(leaf, slot)] for slot in slots] == list(range(n))
+
+
+def check_cluster(cluster: Cluster) -> None:
+    """Global invariants over all running jobs."""
+    hosts = [h for job in cluster.jobs.values() for h in job.hosts]
+    assert len(hosts) == len(set(hosts)), "a host was given to two jobs"
+    assert cluster.free_hosts() == cluster.total_hosts - len(hosts)
+    exclusive = [
+        job for job in cluster.jobs.values() if job.policy == "vclos" or cluster.exclusive_ocs_links
+    ]
+    links = [link for job in exclusive for link in job.links]
+    assert len(links) == len(set(links)), "reserved links of two jobs overlap"
+    leaf_ports: Counter[tuple[int, int]] = Counter()
+    spine_ports: Counter[tuple[int, int]] = Counter()
+    spine_port_ids: list[tuple[int, int, int]] = []
+    for job in cluster.jobs.values():
+        assert len(job.hosts) == len(set(job.hosts))
+        assert all(
+            0 <= leaf < cluster.leaves and 0 <= slot < cluster.hosts_per_leaf
+            for leaf, slot in job.hosts
+        )
+        if len(job.leaves) == 1 or job.policy == "ecmp":
+            assert not job.links and not job.spines and not job.circuits and not job.spine_of
+        elif job.spines:
+            check_cross_leaf_shape(job)
+        else:
+            assert job.policy == "ocs-vclos" and len(job.leaves) == 2 and job.circuits
+        check_circuits(job)
+        for c in job.circuits:
+            assert 0 <= c.ocs < cluster.ocs_count
+            for end in (c.end_a, c.end_b):
+                if end[0] == "leaf":
+                    leaf_ports[(c.ocs, end[1])] += 1
+                else:
+                    spine_ports[(c.ocs, end[1])] += 1
+                    spine_port_ids.append((c.ocs, end[1], end[2]))
+    assert all(count <= 1 for count in leaf_ports.values()), "a leaf uses two ports on one OCS"
+    assert all(count <= 2 for count in spine_ports.values()), "a spine uses > 2 ports on one OCS"
+    assert len(spine_port_ids) == len(set(spine_port_ids))
+
+
+def fewest_leaves(free_per_leaf: list[int], size: int) -> int:
+    """How many leaves a job of ``size`` hosts needs at least."""
+    total = 0
+    for count, free in enumerate(sorted(free_per_leaf, reverse=True), start=1):
+        total += free
+        if total >= size:
+            return count
+    raise AssertionError("not enough hosts")
+
+
+def biclique_exists(cluster: Cluster, k: int) -> bool:
+    """Brute force: is there any vClos placement of k hosts (oracle for small clusters)?"""
+    reserved = {link for job in cluster.jobs.values() for link in job.links}
+    free = [len(cluster.free_slots(leaf)) for leaf in range(cluster.leaves)]
+    if k <= cluster.hosts_per_leaf and max(free) >= k:
+        return True
+    for m, n in cluster.shapes(k, "vclos"):
+        leaves = [leaf for leaf in range(cluster.leaves) if free[leaf] >= n]
+        for chosen in combinations(leaves, m):
+            for spines in combinations(range(cluster.spines), n):
+                if all((leaf, s) not in reserved for leaf in chosen for s in spines):
+                    return True
+    return False
+
+
+# ----------------------------------------------------------- static vclos
+
+
+def test_eight_hosts_get_two_leaves_by_four_spines() -> None:
+    cluster = Cluster(leaves=4, spines=4, hosts_per_leaf=4)
+    job = cluster.allocate("a", 8, "vclos")
+    assert job.leaves == (0, 1)
+    assert job.spines == (0, 1, 2, 3)
+    assert job.hosts == tuple((leaf, slot) for leaf in (0, 1) for slot in range(4))
+    assert len(job.links) == 8
+    assert job.spine_of[(1, 2)] == 2
+    assert job.circuits == () and job.circuit_of == {}
+    check_cluster(cluster)
+
+
+def test_small_job_stays_under_one_leaf_best_fit() -> None:
+    cluster = Cluster(4, 4, 4)
+    first = cluster.allocate("a", 3, "vclos")
+    assert first.leaves == (0,) and not first.links and first.spine_of == {}
+    second = cluster.allocate("b", 2, "vclos")  # leaf 0 has 1 free: does not fit
+    assert second.leaves == (1,)
+    third = cluster.allocate("c", 1, "vclos")  # best fit: leaf 0, the fewest free that fits
+    assert third.hosts == ((0, 3),)
+    assert cluster.free_hosts() == 10
+
+
+def test_job_that_no_leaf_holds_is_split_with_half_leaves() -> None:
+    cluster = Cluster(4, 4, 4)
+    first = cluster.allocate("six", 6, "vclos")  # n=4 does not divide 6: 3 leaves x 2 hosts
+    assert (first.leaves, first.spines) == ((0, 1, 2), (0, 1))
+    assert cluster.allocate("two", 2, "vclos").leaves == (0,)  # best fit: fills leaf 0
+    assert cluster.allocate("four", 4, "vclos").leaves == (3,)  # fills leaf 3
+    job = cluster.allocate("a", 4, "vclos")  # leaves 1, 2 have 2 free: 2 leaves x 2 spines
+    assert (job.leaves, job.spines) == ((1, 2), (2, 3))  # spines 0, 1 are taken there
+    check_cross_leaf_shape(job)
+    check_cluster(cluster)
+
+
+def test_prime_job_larger_than_a_leaf_uses_one_host_per_leaf() -> None:
+    cluster = Cluster(8, 4, 4)
+    job = cluster.allocate("a", 5, "vclos")
+    assert len(job.leaves) == 5 and len(job.spines) == 1
+    check_cross_leaf_shape(job)
+
+
+def test_unshapeable_size_is_refused_with_a_reason() -> None:
+    cluster = Cluster(4, 4, 4)
+    with pytest.raises(AllocationRefused, match="cannot be shaped") as refused:
+        cluster.allocate("a", 5, "vclos")  # 5 = 5 leaves x 1 host, only 4 leaves
+    assert refused.value.reason == "unshapeable"
+    assert cluster.is_empty()
+
+
+def test_not_enough_free_hosts() -> None:
+    cluster = Cluster(4, 4, 4)
+    cluster.allocate("a", 8, "vclos")
+    cluster.allocate("b", 8, "vclos")
+    for policy in ("vclos", "ecmp"):
+        with pytest.raises(AllocationRefused, match="not enough free hosts") as refused:
+            cluster.allocate("c", 1, policy)
+        assert refused.value.reason == "no_hosts"
+    with pytest.raises(AllocationRefused, match="not enough free hosts"):
+        Cluster(2, 2, 2).allocate("big", 5, "vclos")
+
+
+def fragmenting_sequence(cluster: Cluster, policy: str) -> None:
+    """Leaves 0 and 3 end up with 2 free hosts each and no spine free to both (static)."""
+    cluster.allocate("j0", 2, policy)  # leaf 0, slots 0-1
+    cluster.allocate("j1", 6, policy)  # 3 leaves x 2 hosts
+    cluster.allocate("j2", 6, policy)  # 3 leaves x 2 hosts
+    cluster.release("j0")
+
+
+def test_static_vclos_fragments() -> None:
+    cluster = Cluster(4, 4, 4)
+    fragmenting_sequence(cluster, "vclos")
+    assert (cluster.jobs["j1"].leaves, cluster.jobs["j1"].spines) == ((0, 1, 2), (0, 1))
+    assert (cluster.jobs["j2"].leaves, cluster.jobs["j2"].spines) == ((1, 2, 3), (2, 3))
+    assert cluster.free_hosts() == 4
+    with pytest.raises(AllocationRefused, match="fragmented") as refused:
+        cluster.allocate("x", 4, "vclos")
+    assert refused.value.reason == "fragmented"
+    assert cluster.allocate("x", 4, "ecmp").leaves == (0, 3)  # ECMP does not care
+
+
+def test_ocs_vclos_places_what_static_vclos_refuses() -> None:
+    static = Cluster(4, 4, 4)
+    fragmenting_sequence(static, "vclos")
+    with pytest.raises(AllocationRefused, match="fragmented"):
+        static.allocate("x", 4, "vclos")
+
+    # Exclusive (leaf, spine) pairs as in static vclos, so j1 and j2 land exactly the same.
+    ocs = Cluster(4, 4, 4, ocs_count=4, exclusive_ocs_links=True)
+    fragmenting_sequence(ocs, "ocs-vclos")
+    assert ocs.free_hosts() == 4
+    for name in ("j1", "j2"):  # the same hosts and spines as on the static fabric
+        assert ocs.jobs[name].leaves == static.jobs[name].leaves
+        assert ocs.jobs[name].spines == static.jobs[name].spines
+    job = ocs.allocate("x", 4, "ocs-vclos")
+    # Leaves 0 and 3 still have idle ports on OCSes 2 and 3: two direct circuits.
+    assert job.leaves == (0, 3) and job.hosts == ((0, 0), (0, 1), (3, 2), (3, 3))
+    assert job.circuits == (
+        Circuit(2, ("leaf", 0), ("leaf", 3)),
+        Circuit(3, ("leaf", 0), ("leaf", 3)),
+    )
+    check_cluster(ocs)
+
+
+def test_ocs_vclos_rewires_spines_where_static_vclos_is_fragmented() -> None:
+    sequence = [("j1", 6), ("j2", 1), ("j3", 3), ("j4", 6)]
+    static, ocs = Cluster(5, 4, 4), Cluster(5, 4, 4, ocs_count=4)
+    for job_id, size in sequence:
+        static.allocate(job_id, size, "vclos")
+        ocs.allocate(job_id, size, "ocs-vclos")
+    for cluster in (static, ocs):  # the same free hosts on both fabrics
+        assert [cluster.free_slots(leaf) for leaf in range(5)] == [[3], [], [], [3], [2, 3]]
+    # 3 hosts = 3 leaves x 1 host: leaf 0 can reach spines 2, 3 only (j1 holds 0, 1),
+    # leaf 4 spines 0, 1 only (j4 holds 2, 3): no spine is free to leaves 0, 3 and 4.
+    assert static.jobs["j4"].spines == (2, 3)
+    with pytest.raises(AllocationRefused, match="fragmented"):
+        static.allocate("x", 3, "vclos")
+    job = ocs.allocate("x", 3, "ocs-vclos")
+    assert job.leaves == (0, 3, 4) and len(job.spines) == 1 and len(job.circuits) == 3
+    check_cluster(ocs)
+
+
+# ---------------------------------------------------------------- ocs-vclos
+
+
+def test_ocs_two_leaves_use_direct_leaf_to_leaf_circuits() -> None:
+    cluster = Cluster(4, 4, 4, ocs_count=4)
+    job = cluster.allocate("a", 8, "ocs-vclos")
+    assert job.leaves == (0, 1) and job.spines == () and job.links == frozenset()
+    assert job.circuits == tuple(Circuit(o, ("leaf", 0), ("leaf", 1)) for o in range(4))
+    assert job.circuit_of[(0, 2)] == job.circuit_of[(1, 2)] == 2
+    check_cluster(cluster)
+
+
+def test_ocs_three_leaves_get_circuits_to_four_spines() -> None:
+    cluster = Cluster(4, 4, 4, ocs_count=4)
+    job = cluster.allocate("a", 12, "ocs-vclos")
+    assert job.leaves == (0, 1, 2) and job.spines == (0, 1, 2, 3)
+    assert len(job.circuits) == 12
+    check_cluster(cluster)
+    cluster.release("a")
+    assert cluster.is_empty()
+
+
+def test_ocs_spines_run_out_of_ports() -> None:
+    # 1 OCS: each spine has 2 ports, each leaf 1 port; a 3 x 1 job needs 3 ports on one spine.
+    cluster = Cluster(4, 2, 1, ocs_count=1)
+    with pytest.raises(AllocationRefused, match="fragmented"):
+        cluster.allocate("a", 3, "ocs-vclos")
+    job = cluster.allocate("b", 2, "ocs-vclos")  # direct pair over the single OCS
+    assert len(job.circuits) == 1 and job.circuits[0].end_b[0] == "leaf"
+
+
+# ------------------------------------------------------------ ecmp and api
+
+
+def test_ecmp_uses_fewest_leaves_and_reserves_nothing() -> None:
+    cluster = Cluster(4, 4, 4)
+    cluster.allocate("a", 3, "ecmp")  # leaf 0
+    cluster.allocate("b", 1, "ecmp")  # best fit: leaf 0
+    job = cluster.allocate("c", 6, "ecmp")  # one whole leaf + 2 on another
+    assert len(job.leaves) == 2 and not job.links and not job.spine_of
+    assert cluster.allocate("d", 6, "ecmp").size == 6
+    with pytest.raises(AllocationRefused, match="not enough free hosts"):
+        cluster.allocate("e", 1, "ecmp")
+    check_cluster(cluster)
+
+
+@pytest.mark.parametrize(
+    ("cluster", "job_id", "hosts", "policy", "message"),
+    [
+        (Cluster(2, 2, 2), "a", 1, "random", "unknown policy"),
+        (Cluster(2, 2, 2), "a", 0, "vclos", "hosts_wanted"),
+        (Cluster(2, 2, 2), "", 1, "vclos", "job id"),
+        (Cluster(2, 2, 2), "a", 1, "ocs-vclos", "ocs_count"),
+        (Cluster(2, 2, 2, ocs_count=2), "a", 1, "vclos", "ocs_count"),
+    ],
+)
+def test_bad_requests(cluster: Cluster, job_id: str, hosts: int, policy: str, message: str) -> None:
+    with pytest.raises(AllocationRequestError, match=message) as error:
+        cluster.allocate(job_id, hosts, policy)
+    assert isinstance(error.value, FabricLabError) and isinstance(error.value, ValueError)
+
+
+def test_duplicate_and_unknown_job_ids() -> None:
+    cluster = Cluster(2, 2, 2)
+    cluster.allocate("a", 1, "ecmp")
+    with pytest.raises(AllocationRequestError, match="already running"):
+        cluster.allocate("a", 1, "ecmp")
+    with pytest.raises(AllocationRequestError, match="no running job"):
+        cluster.release("b")
+    with pytest.raises(AllocationRequestError, match="leaves"):
+        Cluster(0, 2, 2)
+
+
+def test_to_dict_is_json() -> None:
+    cluster = Cluster(4, 4, 4, ocs_count=4)
+    job = cluster.allocate("a", 12, "ocs-vclos")
+    data = json.loads(json.dumps(job.to_dict()))
+    assert data["job_id"] == "a" and data["policy"] == "ocs-vclos"
+    assert len(data["hosts"]) == 12 and len(data["circuits"]) == 12 and len(data["links"]) == 12
+    assert data["circuits"][0]["a"] == {"kind": "leaf", "leaf": 0}
+    assert data["circuits"][0]["b"]["kind"] == "spine"
+    assert {"leaf", "slot", "spine"} == set(data["spine_of"][0])
+    assert {"leaf", "slot", "circuit"} == set(data["circuit_of"][0])
+
+
+# ------------------------------------------------- random arrival / release
+
+
+class AllocatorMachine(RuleBasedStateMachine):
+    """Random arrivals and releases on a small random cluster; invariants after each step."""
+
+    jobs = Bundle("jobs")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cluster = Cluster(1, 1, 1)
+        self.policies: tuple[str, ...] = ("ecmp",)
+        self.counter = 0
+
+    @initialize(
+        leaves=st.integers(2, 5),
+        spines=st.integers(1, 4),
+        hosts_per_leaf=st.integers(1, 4),
+        ocs_count=st.sampled_from([0, 0, 1, 2, 3, 4]),
+        exclusive=st.booleans(),
+    )
+    def make_cluster(
+        self, leaves: int, spines: int, hosts_per_leaf: int, ocs_count: int, exclusive: bool
+    ) -> None:
+        self.cluster = Cluster(
+            leaves, spines, hosts_per_leaf, ocs_count, exclusive_ocs_links=exclusive
+        )
+        self.policies = ("ecmp", "ocs-vclos" if ocs_count else "vclos")
+
+    @rule(target=jobs, size=st.integers(1, 10), pick=st.integers(0, 9))
+    def arrive(self, size: int, pick: int) -> str:
+        policy = self.policies[0] if pick < 3 else self.policies[1]
+        job_id = f"job{self.counter}"
+        self.counter += 1
+        free_before = self.cluster.free_hosts()
+        free_per_leaf = [len(self.cluster.free_slots(x)) for x in range(self.cluster.leaves)]
+        try:
+            job = self.cluster.allocate(job_id, size, policy)
+        except AllocationRefused as refused:
+            assert self.cluster.free_hosts() == free_before and job_id not in self.cluster.jobs
+            if refused.reason == "no_hosts":
+                assert size > free_before
+            elif refused.reason == "fragmented":
+                assert policy != "ecmp" and size <= free_before
+            else:
+                assert refused.reason == "unshapeable" and policy != "ecmp"
+                assert not self.cluster.shapes(size, policy)
+            if refused.reason == "fragmented" and policy == "vclos":
+                assert not biclique_exists(self.cluster, size), "vclos missed a free biclique"
+            return job_id  # released later: releasing an unknown id must fail cleanly
+        assert job.size == size and job.policy == policy
+        if policy == "ecmp":
+            assert len(job.leaves) == fewest_leaves(free_per_leaf, size)
+        elif size <= max(free_per_leaf) and size <= self.cluster.hosts_per_leaf:
+            assert len(job.leaves) == 1, "a job that fits under one leaf must stay there"
+        return job_id
+
+    @rule(job_id=consumes(jobs))
+    def leave(self, job_id: str) -> None:
+        if job_id in self.cluster.jobs:
+            free_before = self.cluster.free_hosts()
+            job = self.cluster.release(job_id)
+            assert self.cluster.free_hosts() == free_before + job.size
+        else:
+            with pytest.raises(AllocationRequestError):
+                self.cluster.release(job_id)
+
+    @invariant()
+    def consistent(self) -> None:
+        check_cluster(self.cluster)
+
+    def teardown(self) -> None:
+        for job_id in list(self.cluster.jobs):
+            self.cluster.release(job_id)
+        assert self.cluster.is_empty()
+        assert self.cluster.free_hosts() == self.cluster.total_hosts
+
+
+AllocatorMachine.TestCase.settings = settings(
+    max_examples=200,
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestAllocatorMachine = AllocatorMachine.TestCase
