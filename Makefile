@@ -11,7 +11,8 @@ install:
 demo: install
 	$(VENV)/bin/fabriclab calibrate $(DEMO_SPEC)
 
-test: install
+test:
+	@bash scripts/install.sh --test
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
 

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Install what fabriclab needs on Debian 12, idempotently: apt packages, the .venv,
 # the project itself, and the Open vSwitch daemons. Safe to run again.
+# Usage: scripts/install.sh [--test]   (--test adds the tools only the tests need)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(mininet openvswitch-switch python3-os-ken python3-venv python3-pip
               iperf3 ethtool iputils-ping iproute2 psmisc procps)
+# Only `make test` needs these: vagrant checks the Vagrantfile.
+TEST_APT_PACKAGES=(vagrant)
+[ "${1:-}" = "--test" ] && APT_PACKAGES+=("${TEST_APT_PACKAGES[@]}")
 VENV=.venv
 STAMP=.install-stamp
 

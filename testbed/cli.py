@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "testbed.cleanup",
     "testbed.calibrate",
     "testbed.topo_cli",
+    "workloads.allreduce_cli",
     "workloads.plan_cli",
 ]
 

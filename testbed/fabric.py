@@ -77,9 +77,14 @@ class Fabric:
             self.timings["build_s"] = time.monotonic() - t0
             t0 = time.monotonic()
             self.net.start()
+            self.timings["switches_s"] = time.monotonic() - t0
+            t1 = time.monotonic()
             self._configure_hosts()
+            self.timings["hosts_s"] = time.monotonic() - t1
+            t1 = time.monotonic()
             if self.controller is None:
                 self.install_rules(static_rules(self.plan))
+            self.timings["rules_s"] = time.monotonic() - t1
             self.timings["start_s"] = time.monotonic() - t0
         except BaseException:
             self.stop()
@@ -184,9 +189,10 @@ class Fabric:
         for h in self.plan.hosts:
             path = setup / f"{h.name}.ip"
             path.write_text("\n".join(self._host_commands(h.index)) + "\n")
-            node = self.host(h.name)
-            node.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1")
-            out = node.cmd(f"ip -batch {shlex.quote(str(path))} && echo fabriclab-ok")
+            out = self.host(h.name).cmd(
+                "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 && "
+                f"ip -batch {shlex.quote(str(path))} && echo fabriclab-ok"
+            )
             if "fabriclab-ok" not in out:
                 raise FabricLabError(f"could not configure {h.name}: {out.strip()}")
 

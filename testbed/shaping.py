@@ -8,8 +8,20 @@ default r2q of 10). Scaling r2q with the rate keeps the quantum near 100 kB.
 from __future__ import annotations
 
 import math
+import os
 
 from mininet.link import TCIntf, TCLink
+
+# The HTB class queue, in milliseconds at the link rate. Without a limit the queue is
+# txqueuelen (1000) packets of up to 64 KiB each (userspace TSO): seconds of buffer, so a flow
+# whose ACKs share a loaded direction starves. A bfifo bounds it (fq_codel/netem are absent).
+QUEUE_MS = float(os.environ.get("FABRICLAB_QUEUE_MS", "20"))
+MIN_QUEUE_BYTES = 4 * 65536
+
+
+def queue_bytes(mbps: float, ms: float = QUEUE_MS) -> int:
+    """The bfifo limit for a link: ``ms`` of traffic at its rate, at least four TSO segments."""
+    return max(MIN_QUEUE_BYTES, int(mbps * 1e6 / 8 * ms / 1000))
 
 
 def htb_r2q(mbps: float) -> int:
@@ -26,8 +38,9 @@ class ShapedIntf(TCIntf):
         cmds = [
             f"%s qdisc add dev %s root handle 5:0 htb default 1 r2q {htb_r2q(bw)}",
             f"%s class add dev %s parent 5:0 classid 5:1 htb rate {bw:f}Mbit burst 15k",
+            f"%s qdisc add dev %s parent 5:1 handle 10: bfifo limit {queue_bytes(bw)}",
         ]
-        return cmds, " parent 5:1 "
+        return cmds, " parent 10: "
 
 
 class ShapedLink(TCLink):

@@ -1,0 +1,47 @@
+"""Bring-up and teardown time of the two reference fabrics (root).
+
+    sudo .venv/bin/python benchmarks/fabric_lifecycle.py [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from testbed.fabric import Fabric
+from testbed.spec import load_fabric
+from testbed.topology import build_plan
+
+FABRICS = ["experiments/fabrics/multidim-4x4x4.yaml", "experiments/fabrics/leaf-spine-4x4.yaml"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    print(f"{'fabric':40} {'hosts':>5} {'sw':>3} {'links':>5} {'build s':>8} {'start s':>8} "
+          f"{'stop s':>7} {'left':>4}")
+    for path in FABRICS:
+        plan = build_plan(load_fabric(path))
+        runs = []
+        for _ in range(args.repeat):
+            with tempfile.TemporaryDirectory() as tmp:
+                fab = Fabric(plan, Path(tmp) / "run")
+                fab.start()
+                left = fab.stop()
+                runs.append((fab.timings, left))
+            time.sleep(1)
+        med = {k: statistics.median(t[k] for t, _ in runs) for k in ("build_s", "start_s",
+                                                                     "stop_s")}
+        leftovers = sum(len(left) for _, left in runs)
+        print(f"{Path(path).stem:40} {len(plan.hosts):5} {len(plan.switches):3} "
+              f"{len(plan.links):5} {med['build_s']:8.2f} {med['start_s']:8.2f} "
+              f"{med['stop_s']:7.2f} {leftovers:4}")
+    print(f"(median of {args.repeat} runs; 'left' counts anything teardown did not remove)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""Real fabrics: Mininet hosts, OVS switches, shaped veth links, real packets (root only)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from testbed import cleanup
+from testbed.calibrate import TCP_WIRE_FACTOR
+from testbed.fabric import Fabric
+from testbed.sampler import LinkSampler, window_rates
+from testbed.spec import parse_fabric
+from testbed.topology import build_plan
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+LEAF_SPINE = {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,
+              "host_link_mbps": 50, "uplink_mbps": 50}
+MULTIDIM = {"kind": "multidim", "dims": [{"size": 2, "mbps": 40, "kind": "switch"},
+                                         {"size": 4, "mbps": 20, "kind": "ring"}]}
+
+
+def plan_of(fabric: dict):
+    return build_plan(parse_fabric({"fabric": fabric}))
+
+
+def pings(fab: Fabric, src: str, ip: str) -> bool:
+    return " 0% packet loss" in fab.host(src).cmd(f"ping -c1 -W2 {ip}")
+
+
+def assert_gone(plan, state: cleanup.RunState) -> None:
+    assert cleanup.leftovers(state) == []
+    bridges = cleanup.existing_bridges()
+    assert not bridges & {s.name for s in plan.switches}
+    assert not any(Path("/sys/class/net", f"{s.name}-eth1").exists() for s in plan.switches)
+    assert not list(cleanup.STATE_DIR.glob(f"{state.run_id}.json"))
+
+
+def test_leaf_spine_reaches_all_shapes_and_tears_down(tmp_path):
+    plan = plan_of(LEAF_SPINE)
+    fab = Fabric(plan, tmp_path / "run")
+    fab.start()
+    state = cleanup.RunState(**vars(fab.state))
+    try:
+        for a, b in itertools.permutations(plan.hosts, 2):
+            assert pings(fab, a.name, b.ip()), f"{a.name} cannot reach {b.name}"
+        # one shaped link, measured by its counters while iperf3 saturates it
+        server = fab.popen("h1", ["iperf3", "-s", "-1", "-p", "5301"],
+                           stdout=subprocess.DEVNULL)
+        time.sleep(0.5)
+        with LinkSampler(plan, fab.host_pids()) as sampler:
+            client = fab.popen("h0", ["iperf3", "-c", plan.node("h1").ip(), "-p", "5301",
+                                      "-t", "4", "-J"], stdout=subprocess.PIPE, text=True)
+            start = time.monotonic()
+            out, _ = client.communicate(timeout=30)
+        server.wait(timeout=10)
+        rates = window_rates(sampler.counters(), start + 1, start + 3.7)
+        counted = rates.set_index(["src", "dst"]).loc[("h0", "leaf0"), "achieved_mbps"]
+        achieved = counted * TCP_WIRE_FACTOR  # wire-equivalent: see testbed.calibrate
+        goodput = json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
+        assert 0.9 * 50 <= achieved <= 1.1 * 50, f"h0->leaf0 carried {achieved:.1f} Mbit/s"
+        assert 0.85 * 50 <= goodput <= 1.05 * 50
+    finally:
+        assert fab.stop() == []
+    assert_gone(plan, state)
+    assert (tmp_path / "run" / "topology.json").exists()
+
+
+def test_multidim_reaches_what_routing_allows(tmp_path):
+    plan = plan_of(MULTIDIM)
+    with Fabric(plan, tmp_path / "run") as fab:
+        state = cleanup.RunState(**vars(fab.state))
+        # dimension 0: h0 and h1 share switch d0s0; h2 is in another group
+        assert pings(fab, "h0", plan.node("h1").ip(0))
+        assert not pings(fab, "h0", plan.node("h2").ip(0))
+        # dimension 1, ring of 4: h0 reaches h2 (next) and h6 (prev), not h4 (opposite)
+        assert pings(fab, "h0", plan.node("h2").ip(1))
+        assert pings(fab, "h0", plan.node("h6").ip(1))
+        assert not pings(fab, "h0", plan.node("h4").ip(1))
+        for h in plan.hosts:  # every ring hop works in both directions
+            nxt = plan.hosts[(h.index + 2) % 8]
+            assert pings(fab, h.name, nxt.ip(1)) and pings(fab, nxt.name, h.ip(1))
+    assert_gone(plan, state)
+
+
+SCRIPT = """
+import sys, time
+from testbed.calibrate import TCP_WIRE_FACTOR
+from testbed.fabric import Fabric
+from testbed.spec import parse_fabric
+from testbed.topology import build_plan
+plan = build_plan(parse_fabric({"fabric": %r}))
+fab = Fabric(plan, sys.argv[1])
+with fab:
+    fab.popen("h0", ["sleep", "300"])
+    print(fab.state.run_id, flush=True)
+    time.sleep(300)
+"""
+
+
+def start_child(tmp_path: Path) -> tuple[subprocess.Popen, cleanup.RunState]:
+    child = subprocess.Popen([sys.executable, "-c", SCRIPT % LEAF_SPINE, str(tmp_path / "run")],
+                             stdout=subprocess.PIPE, text=True)
+    run_id = child.stdout.readline().strip()
+    assert run_id, "the child run did not come up"
+    state = cleanup.RunState(**json.loads((cleanup.STATE_DIR / f"{run_id}.json").read_text()))
+    assert cleanup.leftovers(state), "the fabric should be up"
+    return child, state
+
+
+def test_sigterm_tears_down(tmp_path):
+    child, state = start_child(tmp_path)
+    child.send_signal(signal.SIGTERM)
+    child.wait(timeout=60)
+    assert_gone(plan_of(LEAF_SPINE), state)
+
+
+def test_clean_removes_what_a_killed_run_left(tmp_path):
+    child, state = start_child(tmp_path)
+    child.kill()  # SIGKILL: no teardown at all
+    child.wait(timeout=10)
+    assert cleanup.leftovers(state)
+    report = cleanup.clean_stale()
+    assert any(state.run_id in line for line in report)
+    assert_gone(plan_of(LEAF_SPINE), state)
