@@ -1,0 +1,296 @@
+"""Chunked hierarchical All-Reduce over a multi-dimensional network (baseline or Themis plans).
+
+Ranks are numbered mixed-radix over ``dims`` with dimension 0 fastest: rank ``r`` has
+coordinate ``c_d = (r // prod(dims[:d])) % dims[d]``. A dimension-``d`` group is the ``dims[d]``
+ranks that differ only in ``c_d``; they form a ring in coordinate order.
+
+Each chunk (from :func:`workloads.themis.plan`) Reduce-Scatters through its ``rs_order``
+(after RS on ``d`` the rank keeps the shard matching ``c_d``), All-Reduces on the last
+dimension of that order and All-Gathers back in ``ag_order``. Dimensions run concurrently,
+each on its own links; a dimension serves at most ``max_active`` chunk phases at a time.
+
+Deadlock freedom: every member of a ring must serve the dimension's phases in the *same*
+order. :func:`schedule` derives that order from the plan alone, by an exact (Fraction)
+event simulation of the bandwidth model with deterministic tie-breaks, so every rank computes
+the identical per-``(dimension, slot)`` sequence. The executor runs each sequence in order on
+its own thread, waiting only for the phase's predecessor within its chunk. Because the
+simulated schedule is feasible (a phase starts after its predecessor ends), the phase with the
+earliest simulated start among the unfinished ones can always proceed, so execution never
+deadlocks, whatever the real timing.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from workloads.collectives import RingGroup, all_gather, all_reduce, reduce_scatter, shard_bounds
+from workloads.transport import CollectiveError, CollectiveTimeout, Link
+
+ORDERS = ("fifo", "scf")
+
+
+@dataclass(frozen=True)
+class Topology:
+    """The mixed-radix host numbering over ``dims`` (dimension 0 fastest)."""
+
+    dims: tuple[int, ...]
+
+    @property
+    def world(self) -> int:
+        return math.prod(self.dims)
+
+    def coords(self, rank: int) -> tuple[int, ...]:
+        out = []
+        for n in self.dims:
+            out.append(rank % n)
+            rank //= n
+        return tuple(out)
+
+    def rank_of(self, coords: Sequence[int]) -> int:
+        rank, stride = 0, 1
+        for c, n in zip(coords, self.dims, strict=True):
+            rank += c * stride
+            stride *= n
+        return rank
+
+    def neighbour(self, rank: int, dim: int, delta: int) -> int:
+        """The rank ``delta`` positions along the dimension-``dim`` ring from ``rank``."""
+        c = list(self.coords(rank))
+        c[dim] = (c[dim] + delta) % self.dims[dim]
+        return self.rank_of(c)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One chunk phase: ``op`` (RS/AR/AG) on ``dim``; ``nominal`` = bytes per host entering it."""
+
+    chunk: int
+    index: int
+    dim: int
+    op: str
+    nominal: Fraction
+
+    def sent(self, n: int) -> Fraction:
+        """Bytes each host sends in this phase on a ring of ``n``."""
+        if self.op == "RS":
+            return self.nominal * (n - 1) / n
+        if self.op == "AR":
+            return 2 * self.nominal * (n - 1) / n
+        return self.nominal * (n - 1)
+
+
+def chunk_phases(
+    chunk: int, size: int, rs_order: Sequence[int], dims: Sequence[int]
+) -> list[Phase]:
+    """RS on ``rs_order[:-1]``, AR on ``rs_order[-1]``, AG back in reverse; sizes nominal."""
+    if not rs_order:
+        return []
+    phases = []
+    s = Fraction(size)
+    for d in rs_order[:-1]:
+        phases.append(Phase(chunk, len(phases), d, "RS", s))
+        s /= dims[d]
+    phases.append(Phase(chunk, len(phases), rs_order[-1], "AR", s))
+    for d in reversed(rs_order[:-1]):
+        phases.append(Phase(chunk, len(phases), d, "AG", s))
+        s *= dims[d]
+    return phases
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The per-chunk phases and, per ``(dimension, slot)``, the order every rank serves them."""
+
+    chunks: tuple[tuple[Phase, ...], ...]
+    sequences: dict[tuple[int, int], tuple[Phase, ...]]
+
+
+def schedule(
+    plans: Sequence, dims: Sequence[int], bandwidths: Sequence[float] | None = None,
+    order: str = "fifo", max_active: int = 1,
+) -> Schedule:
+    """Simulate the plan under the bandwidth model (exactly) and return the service orders.
+
+    A dimension with a free slot (lowest index first) starts a waiting phase at once; among
+    waiting phases ``fifo`` picks the earliest ready, ``scf`` the fewest bytes sent; ties go
+    to the lower chunk index. A phase on ring ``n`` with per-host bandwidth ``B`` lasts
+    ``sent(n)/B`` (slots of one dimension are modelled as independent, for ordering only).
+    Only the plan, ``dims``, ``bandwidths``, ``order`` and ``max_active`` matter, so every
+    rank gets the same result.
+    """
+    if order not in ORDERS:
+        raise CollectiveError(f"order {order!r} is unknown; use one of {', '.join(ORDERS)}")
+    bw = [Fraction(b) for b in (bandwidths or [1.0] * len(dims))]
+    chunks = tuple(
+        tuple(chunk_phases(p.index, p.size, p.rs_order, dims)) for p in plans
+    )
+    waiting: dict[int, list[tuple[Fraction, Phase]]] = defaultdict(list)
+    busy: dict[int, list[bool]] = defaultdict(lambda: [False] * max_active)
+    running: list[tuple[Fraction, int, int, Phase]] = []
+    sequences: dict[tuple[int, int], list[Phase]] = defaultdict(list)
+    for phases in chunks:
+        if phases:
+            waiting[phases[0].dim].append((Fraction(0), phases[0]))
+
+    def key(item: tuple[Fraction, Phase]) -> tuple:
+        ready, ph = item
+        first = ready if order == "fifo" else ph.sent(dims[ph.dim])
+        return (first, ph.chunk, ph.index)
+
+    now = Fraction(0)
+    while True:
+        for d in sorted(waiting):
+            while waiting[d] and not all(busy[d]):
+                item = min(waiting[d], key=key)
+                waiting[d].remove(item)
+                ph = item[1]
+                slot = busy[d].index(False)
+                busy[d][slot] = True
+                running.append((now + ph.sent(dims[d]) / bw[d], d, slot, ph))
+                sequences[(d, slot)].append(ph)
+        if not running:
+            break
+        now = min(r[0] for r in running)
+        for end, d, slot, ph in [r for r in running if r[0] == now]:
+            running.remove((end, d, slot, ph))
+            busy[d][slot] = False
+            phases = chunks[ph.chunk]
+            if ph.index + 1 < len(phases):
+                nxt = phases[ph.index + 1]
+                waiting[nxt.dim].append((now, nxt))
+    return Schedule(chunks, {k: tuple(v) for k, v in sequences.items()})
+
+
+@dataclass(frozen=True)
+class PhaseRecord:
+    """What one rank did in one chunk phase (for traces)."""
+
+    coll: int
+    chunk: int
+    phase: int
+    dim: int
+    op: str
+    nbytes: int
+    start: float
+    end: float
+    peer: int
+
+
+def phase_segments(
+    phases: Sequence[Phase], offset: int, count: int, coords: Sequence[int], dims: Sequence[int]
+) -> list[tuple[int, int]]:
+    """Element range of the buffer each phase of one chunk works on, for this rank."""
+    seg = (offset, offset + count)
+    stack: list[tuple[int, int]] = []
+    out = []
+    for ph in phases:
+        if ph.op == "RS":
+            out.append(seg)
+            stack.append(seg)
+            lo, hi = shard_bounds(seg[1] - seg[0], dims[ph.dim])[coords[ph.dim]]
+            seg = (seg[0] + lo, seg[0] + hi)
+        elif ph.op == "AR":
+            out.append(seg)
+        else:
+            seg = stack.pop()
+            out.append(seg)
+    return out
+
+
+def run_hierarchical(
+    buf: np.ndarray,
+    coll: int,
+    plans: Sequence,
+    sched: Schedule,
+    topo: Topology,
+    rank: int,
+    links: dict[tuple[int, int], Link],
+    deadline: float,
+    abort: Callable[[], None] = lambda: None,
+    record: Callable[[PhaseRecord], None] | None = None,
+) -> None:
+    """All-Reduce ``buf`` in place following ``plans`` and ``sched``; raise on any failure.
+
+    ``plans`` sizes are bytes and must be multiples of the element size. ``deadline`` is a
+    ``time.monotonic()`` instant; ``abort`` wakes the transport's blocked transfers when one
+    executor fails so the others stop at once.
+    """
+    coords = topo.coords(rank)
+    item = buf.itemsize
+    segments: dict[int, list[tuple[int, int]]] = {}
+    offset = 0
+    for p, phases in zip(plans, sched.chunks, strict=True):
+        if p.size % item:
+            raise CollectiveError(f"chunk {p.index} has {p.size} bytes, not whole elements")
+        segments[p.index] = phase_segments(phases, offset, p.size // item, coords, topo.dims)
+        offset += p.size // item
+    if offset != buf.size:
+        raise CollectiveError(f"the plan covers {offset} elements but the buffer has {buf.size}")
+    done = {(ph.chunk, ph.index): threading.Event() for phases in sched.chunks for ph in phases}
+    failed = threading.Event()
+    errors: list[BaseException] = []
+
+    def wait_for(ph: Phase) -> None:
+        if ph.index == 0:
+            return
+        ev = done[(ph.chunk, ph.index - 1)]
+        while not ev.wait(0.05):
+            if failed.is_set():
+                raise _Aborted
+            if time.monotonic() > deadline:
+                raise CollectiveTimeout(
+                    f"rank {rank}: collective {coll} did not finish before its deadline "
+                    f"(chunk {ph.chunk} phase {ph.index} still waiting); a peer is stalled"
+                )
+
+    def serve(key: tuple[int, int], seq: Sequence[Phase]) -> None:
+        d, _ = key
+        group = RingGroup(coords[d], topo.dims[d], links[key])
+        try:
+            for ph in seq:
+                wait_for(ph)
+                lo, hi = segments[ph.chunk][ph.index]
+                view = buf[lo:hi]
+                start = time.monotonic()
+                if ph.op == "RS":
+                    reduce_scatter(group, view, coll, ph.chunk, ph.index)
+                elif ph.op == "AR":
+                    all_reduce(group, view, coll, ph.chunk, ph.index)
+                else:
+                    all_gather(group, view, coll, ph.chunk, ph.index)
+                end = time.monotonic()
+                if record is not None:
+                    peer = links[key].next_rank
+                    record(PhaseRecord(coll, ph.chunk, ph.index, d, ph.op, view.nbytes,
+                                       start, end, peer))
+                done[(ph.chunk, ph.index)].set()
+        except _Aborted:
+            return
+        except BaseException as exc:
+            errors.append(exc)
+            failed.set()
+            abort()
+
+    threads = [
+        threading.Thread(target=serve, args=(key, seq), name=f"dim{key[0]}slot{key[1]}")
+        for key, seq in sorted(sched.sequences.items())
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        primary = [e for e in errors if getattr(e, "kind", "") != "peer_lost"] or errors
+        raise primary[0]
+
+
+class _Aborted(Exception):
+    """Another executor failed; this one just stops."""

@@ -1,0 +1,291 @@
+"""Run an All-Reduce job as N local worker processes on loopback and collect the results.
+
+Rank ``r`` listens for dimension ``d`` on ``127.0.0.{d+1}`` (a distinct loopback address per
+dimension, like one NIC per dimension) at a free port. Every child runs in its own process
+group; on any failure, timeout or Ctrl-C all children are killed before returning, and the
+root-cause worker error is raised as one :class:`FabricLabError` sentence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from testbed.errors import FabricLabError
+from workloads.traces import read_table
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# Root cause first: an error blaming a rank that failed itself is an echo, and so is
+# usually a peer_lost error; then by kind, then earliest.
+_KIND_RANK = {"internal": 0, "error": 1, "rendezvous": 2, "timeout": 3, "peer_lost": 4}
+
+
+@dataclass(frozen=True)
+class SizeResult:
+    """One nccl-tests style row: the slowest rank's mean time over the measured iterations."""
+
+    size: int
+    count: int
+    time_us: float
+    algbw: float
+    busbw: float
+    correct: bool
+
+
+@dataclass(frozen=True)
+class LaunchResult:
+    out_dir: Path
+    rows: list[SizeResult]
+
+    def as_dicts(self) -> list[dict]:
+        return [asdict(r) for r in self.rows]
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        lo, hi = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(lo), int(hi)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def free_ports(ip: str, n: int) -> list[int]:
+    """``n`` distinct TCP ports on ``ip`` that are free now.
+
+    They are picked outside the kernel's ephemeral range, so the workers' own outgoing
+    connections cannot take one of them before its owner listens.
+    """
+    lo, hi = _ephemeral_range()
+    candidates = [p for p in range(10000, 65536) if not lo <= p <= hi]
+    random.shuffle(candidates)
+    ports = []
+    for port in candidates:
+        with socket.socket() as s:
+            try:
+                s.bind((ip, port))
+            except OSError:
+                continue
+        ports.append(port)
+        if len(ports) == n:
+            return ports
+    raise FabricLabError(f"found only {len(ports)} free TCP ports on {ip}, {n} are needed")
+
+
+def default_dims(ranks: int, algorithm: str) -> list[int]:
+    """``[ranks]`` for ring; otherwise the 2-D split with the smallest factor ≥ 2 first."""
+    if algorithm != "ring":
+        for f in range(2, math.isqrt(ranks) + 1):
+            if ranks % f == 0:
+                return [f, ranks // f]
+    return [ranks]
+
+
+def local_configs(
+    *, ranks: int, dims: list[int], algorithm: str, sizes: list[int], out_dir: Path | str,
+    run_id: str = "local", job_id: str = "job0", **options,
+) -> list[dict]:
+    """Worker configs (as dicts) for ``ranks`` ranks on loopback, one free port per rank per
+    dimension; ``options`` are further :class:`~workloads.worker.WorkerConfig` fields, with
+    ``iterations`` and ``warmup`` going into the workload."""
+    ports = [free_ports(f"127.0.0.{d + 1}", ranks) for d in range(len(dims))]
+    addresses = [[{"ip": f"127.0.0.{d + 1}", "port": ports[d][r]} for d in range(len(dims))]
+                 for r in range(ranks)]
+    workload = {"sizes": sizes, "iterations": options.pop("iterations", 5),
+                "warmup": options.pop("warmup", 1)}
+    return [
+        {"run_id": run_id, "job_id": job_id, "rank": r, "world_size": ranks, "dims": dims,
+         "addresses": addresses, "algorithm": algorithm, "workload": workload,
+         "out_dir": str(out_dir), **options}
+        for r in range(ranks)
+    ]
+
+
+def _kill_all(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(p.pid, signal.SIGKILL)
+    for p in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=5)
+
+
+def _root_cause(out_dir: Path, procs: dict[int, subprocess.Popen]) -> str:
+    errors = []
+    for f in out_dir.glob("error-rank*.json"):
+        with contextlib.suppress(OSError, ValueError):
+            errors.append(json.loads(f.read_text()))
+    if errors:
+        failed = {e["rank"] for e in errors}
+        errors.sort(key=lambda e: (e.get("peer") in failed, _KIND_RANK.get(e["kind"], 1),
+                                   e["time"], e["rank"]))
+        return errors[0]["message"]
+    for rank, p in sorted(procs.items()):
+        if p.returncode not in (None, 0):
+            tail = (out_dir / f"stderr-rank{rank}.txt").read_text(errors="replace").strip()
+            last = tail.splitlines()[-1] if tail else f"exit status {p.returncode}"
+            return f"rank {rank} failed: {last}"
+    return "a worker failed without saying why"
+
+
+def run_local(
+    *,
+    ranks: int,
+    sizes: list[int],
+    algorithm: str = "ring",
+    dims: list[int] | None = None,
+    chunks: int = 4,
+    transport: str = "zerocopy",
+    iterations: int = 5,
+    warmup: int = 1,
+    order: str = "fifo",
+    max_active: int = 1,
+    dim_bandwidths: list[float] | None = None,
+    timeout: float = 30.0,
+    collective_timeout: float = 600.0,
+    out_dir: Path | str | None = None,
+    run_id: str | None = None,
+    job_id: str = "job0",
+    skip_ranks: tuple[int, ...] = (),
+    stall_ranks: tuple[int, ...] = (),
+    wall_timeout: float | None = None,
+) -> LaunchResult:
+    """Run the job on ``ranks`` local worker processes; return per-size results.
+
+    ``skip_ranks`` are never started and ``stall_ranks`` connect but never take part (both
+    for testing failure handling). ``wall_timeout`` bounds the whole job.
+    Raises FabricLabError with the root-cause worker message on failure.
+    """
+    dims = list(dims) if dims else default_dims(ranks, algorithm)
+    if math.prod(dims) != ranks:
+        raise FabricLabError(f"dims {'x'.join(map(str, dims))} do not multiply to {ranks} ranks")
+    out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="fabriclab-allreduce-"))
+    out.mkdir(parents=True, exist_ok=True)
+    configs = local_configs(
+        ranks=ranks, dims=dims, algorithm=algorithm, sizes=sizes, out_dir=out,
+        run_id=run_id or uuid.uuid4().hex[:12], job_id=job_id, chunks=chunks,
+        transport=transport, iterations=iterations, warmup=warmup, order=order,
+        max_active=max_active, dim_bandwidths=dim_bandwidths, timeout=timeout,
+        collective_timeout=collective_timeout,
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    procs: dict[int, subprocess.Popen] = {}
+    previous = None
+    if threading.current_thread() is threading.main_thread():  # SIGTERM cleans up like Ctrl-C
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        for r in range(ranks):
+            if r in skip_ranks:
+                continue
+            cfg = {**configs[r], "stall": r in stall_ranks}
+            path = out / f"config-rank{r}.json"
+            path.write_text(json.dumps(cfg))
+            with open(out / f"stderr-rank{r}.txt", "wb") as err:
+                procs[r] = subprocess.Popen(
+                    [sys.executable, "-m", "workloads.worker", str(path)],
+                    cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err,
+                    start_new_session=True,
+                )
+        _wait(procs, out, wall_timeout)
+    finally:
+        _kill_all(list(procs.values()))
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    return LaunchResult(out, _summarise(out))
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _wait(procs: dict[int, subprocess.Popen], out: Path, wall_timeout: float | None) -> None:
+    """Wait for every worker; on the first failure give the others a moment, then raise."""
+    end = None if wall_timeout is None else time.monotonic() + wall_timeout
+    while True:
+        codes = {r: p.poll() for r, p in procs.items()}
+        if any(c not in (None, 0) for c in codes.values()):
+            grace = time.monotonic() + 1.0  # let the other ranks report their side
+            while time.monotonic() < grace and any(p.poll() is None for p in procs.values()):
+                time.sleep(0.05)
+            raise FabricLabError(_root_cause(out, procs))
+        if all(c == 0 for c in codes.values()):
+            return
+        if end is not None and time.monotonic() > end:
+            raise FabricLabError(f"the job did not finish within {wall_timeout:g} s")
+        time.sleep(0.05)
+
+
+def _summarise(out: Path) -> list[SizeResult]:
+    table = read_table(out, "collectives").to_pandas()
+    table = table[~table["warmup"]]
+    rows = []
+    for size, g in table.groupby("size", sort=True):
+        per_rank = g.groupby("rank")["time"].mean()
+        t = float(per_rank.max())
+        world = int(g["world"].iloc[0])
+        algbw = size / t / 1e9 if t > 0 else 0.0
+        rows.append(SizeResult(
+            size=int(size), count=int(g["count"].iloc[0]), time_us=t * 1e6, algbw=algbw,
+            busbw=algbw * 2 * (world - 1) / world, correct=bool(g["correct"].all()),
+        ))
+    return rows
+
+
+def run_in_threads(configs: list[dict], fn, timeout: float = 60.0) -> list:
+    """Run every rank as a thread of this process (tests, benchmarks): connect a
+    :class:`~workloads.worker.Worker` per config, then return ``[fn(worker) for each rank]``.
+
+    The first worker error is re-raised (root cause preferred over its echoes).
+    """
+    from workloads.worker import Worker, WorkerConfig
+
+    workers = [Worker(WorkerConfig.model_validate(c)) for c in configs]
+    results: list = [None] * len(workers)
+    errors: list[tuple[int, BaseException]] = []
+
+    try:
+        for w in workers:  # everyone listens before anyone connects
+            w.listen()
+    except BaseException:
+        for w in workers:
+            w.close()
+        raise
+
+    def body(i: int) -> None:
+        try:
+            workers[i].connect()
+            results[i] = fn(workers[i])
+        except BaseException as exc:
+            errors.append((workers[i].cfg.rank, exc))
+            for w in workers:
+                w.transport.abort()
+
+    threads = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(len(workers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    for w in workers:
+        w.close()
+    if any(t.is_alive() for t in threads):
+        raise FabricLabError(f"the in-process ranks did not finish within {timeout:g} s")
+    if errors:
+        failed = {rank for rank, _ in errors}
+        errors.sort(key=lambda e: (getattr(e[1], "peer", None) in failed,
+                                   _KIND_RANK.get(getattr(e[1], "kind", "internal"), 1)))
+        raise errors[0][1]
+    return results

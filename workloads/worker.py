@@ -1,0 +1,301 @@
+"""One All-Reduce worker process: ``python -m workloads.worker CONFIG.json``.
+
+The worker listens on its address of every dimension, connects to its ring neighbours
+(rendezvous with retries until ``timeout``), then runs the workload on those persistent
+connections: for every size, ``warmup`` + ``iterations`` All-Reduces of a float32 buffer.
+
+Algorithms: ``ring`` is one flat ring over all ranks in rank order, carried on every rank's
+dimension-0 address (``dims`` only names the addresses then); ``baseline`` and ``themis`` are
+the chunked hierarchical All-Reduce of :mod:`workloads.hierarchical` with that chunk plan.
+
+Data: rank ``r`` holds ``(r+1)·(i mod 251 + 1)`` at index ``i``, so the exact result is
+``W(W+1)/2·(i mod 251 + 1)``, exact in float32 for any realistic world size ``W``; every
+iteration is checked. On failure the worker writes ``error-rank{r}.json`` (kind, message,
+time) to ``out_dir``, prints the message and exits 1.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from testbed.errors import FabricLabError
+from workloads.collectives import RingGroup, all_reduce
+from workloads.hierarchical import PhaseRecord, Schedule, Topology, run_hierarchical, schedule
+from workloads.traces import TraceWriter, bandwidths
+from workloads.transport import Endpoint, LinkSpec, Transport, make_transport
+
+PATTERN_PERIOD = 251
+CHECK_BLOCK = 1 << 20
+
+
+class Address(BaseModel):
+    """Where a rank listens for one dimension."""
+
+    model_config = ConfigDict(extra="forbid")
+    ip: str
+    port: int = Field(ge=1, le=65535)
+
+
+class Workload(BaseModel):
+    """What to run: sizes in bytes (count = size // 4 float32 elements), then repetitions."""
+
+    model_config = ConfigDict(extra="forbid")
+    sizes: list[int] = Field(min_length=1)
+    iterations: int = Field(default=5, ge=1)
+    warmup: int = Field(default=1, ge=0)
+
+    @model_validator(mode="after")
+    def _sizes(self) -> Workload:
+        if any(s < 4 for s in self.sizes):
+            raise ValueError("every size must be at least 4 bytes (one float32)")
+        return self
+
+
+class WorkerConfig(BaseModel):
+    """Everything one rank needs; every rank of a job gets the same config but ``rank``."""
+
+    model_config = ConfigDict(extra="forbid")
+    run_id: str
+    job_id: str = "job0"
+    rank: int = Field(ge=0)
+    world_size: int = Field(ge=1)
+    dims: list[int] = Field(min_length=1)
+    addresses: list[list[Address]]  # [rank][dimension]
+    algorithm: Literal["ring", "baseline", "themis"] = "ring"
+    chunks: int = Field(default=4, ge=1)
+    order: Literal["fifo", "scf"] = "fifo"
+    max_active: int = Field(default=1, ge=1)
+    dim_bandwidths: list[float] | None = None  # planning only; default equal
+    transport: Literal["zerocopy", "rpc"] = "zerocopy"
+    workload: Workload
+    timeout: float = Field(default=30.0, gt=0)  # any single wait (rendezvous, transfer)
+    collective_timeout: float = Field(default=600.0, gt=0)  # one whole collective
+    out_dir: str
+    stall: bool = False  # testing: connect, then never take part
+
+    @model_validator(mode="after")
+    def _shape(self) -> WorkerConfig:
+        if any(n < 1 for n in self.dims) or math.prod(self.dims) != self.world_size:
+            raise ValueError(f"dims {self.dims} do not multiply to world_size {self.world_size}")
+        if self.rank >= self.world_size:
+            raise ValueError(f"rank {self.rank} is not below world_size {self.world_size}")
+        if len(self.addresses) != self.world_size or any(
+            len(a) != len(self.dims) for a in self.addresses
+        ):
+            raise ValueError("addresses must list, for every rank, one address per dimension")
+        if self.dim_bandwidths is not None and len(self.dim_bandwidths) != len(self.dims):
+            raise ValueError("dim_bandwidths must have one value per dimension")
+        return self
+
+    def endpoint(self, rank: int, dim: int) -> Endpoint:
+        a = self.addresses[rank][dim]
+        return Endpoint(a.ip, a.port)
+
+
+def link_plan(cfg: WorkerConfig) -> tuple[dict[int, Endpoint], list[LinkSpec]]:
+    """The channels this rank listens on and the ring links it needs."""
+    me, world = cfg.rank, cfg.world_size
+    if cfg.algorithm == "ring":
+        if world == 1:
+            return {}, []
+        nxt, prev = (me + 1) % world, (me - 1) % world
+        spec = LinkSpec(0, 0, nxt, prev, cfg.endpoint(me, 0), cfg.endpoint(nxt, 0))
+        return {0: cfg.endpoint(me, 0)}, [spec]
+    topo = Topology(tuple(cfg.dims))
+    listen: dict[int, Endpoint] = {}
+    specs = []
+    for d, n in enumerate(cfg.dims):
+        if n == 1:
+            continue
+        listen[d] = cfg.endpoint(me, d)
+        nxt, prev = topo.neighbour(me, d, 1), topo.neighbour(me, d, -1)
+        for slot in range(cfg.max_active):
+            specs.append(LinkSpec(d, slot, nxt, prev, cfg.endpoint(me, d), cfg.endpoint(nxt, d)))
+    return listen, specs
+
+
+def fill(buf: np.ndarray, rank: int, base: np.ndarray) -> None:
+    """Rank ``rank``'s input: ``(rank+1)·base``."""
+    np.multiply(base[: buf.size], rank + 1, out=buf)
+
+
+def check(buf: np.ndarray, world: int, base: np.ndarray, tmp: np.ndarray) -> bool:
+    """Whether ``buf`` is exactly the sum of every rank's input (checked block by block)."""
+    factor = world * (world + 1) // 2
+    for lo in range(0, buf.size, CHECK_BLOCK):
+        hi = min(lo + CHECK_BLOCK, buf.size)
+        want = tmp[: hi - lo]
+        np.multiply(base[lo:hi], factor, out=want)
+        if not np.array_equal(buf[lo:hi], want):
+            return False
+    return True
+
+
+class Worker:
+    """A connected rank that can run All-Reduces on its persistent links."""
+
+    def __init__(self, cfg: WorkerConfig) -> None:
+        self.cfg = cfg
+        self.topo = Topology(tuple(cfg.dims))
+        self.transport: Transport = make_transport(cfg.transport, cfg.rank, cfg.timeout)
+        self.coll = 0
+        self._listening = False
+        self._schedules: dict[int, tuple[list, Schedule]] = {}
+
+    def listen(self) -> None:
+        """Listen on this rank's address of every dimension it uses."""
+        self.transport.listen(link_plan(self.cfg)[0])
+        self._listening = True
+
+    def connect(self) -> None:
+        """Rendezvous with the ring neighbours (raises RendezvousError at the deadline)."""
+        if not self._listening:
+            self.listen()
+        self.transport.connect(link_plan(self.cfg)[1], time.monotonic() + self.cfg.timeout)
+
+    def _plan(self, count: int, chunks: int) -> tuple[list, Schedule]:
+        from workloads.themis import plan
+
+        key = (count, chunks)
+        if key not in self._schedules:
+            cfg = self.cfg
+            bws = cfg.dim_bandwidths or [1.0] * len(cfg.dims)
+            plans = plan(cfg.dims, bws, count * 4, min(chunks, count), cfg.algorithm, align=4)
+            self._schedules[key] = (plans, schedule(plans, cfg.dims, bws, cfg.order,
+                                                    cfg.max_active))
+        return self._schedules[key]
+
+    def allreduce(self, buf: np.ndarray, chunks: int | None = None,
+                  record=None) -> int:
+        """All-Reduce ``buf`` (float32) in place across all ranks; returns the collective id."""
+        cfg = self.cfg
+        coll = self.coll
+        self.coll += 1
+        links = self.transport.links
+        if cfg.algorithm == "ring":
+            link = links.get((0, 0))
+            start = time.monotonic()
+            all_reduce(RingGroup(cfg.rank, cfg.world_size, link), buf, coll)
+            if record is not None and link is not None:
+                record(PhaseRecord(coll, 0, 0, 0, "AR", buf.nbytes, start, time.monotonic(),
+                                   link.next_rank))
+            return coll
+        plans, sched = self._plan(buf.size, chunks or cfg.chunks)
+        run_hierarchical(
+            buf, coll, plans, sched, self.topo, cfg.rank, links,
+            deadline=time.monotonic() + cfg.collective_timeout,
+            abort=self.transport.abort, record=record,
+        )
+        return coll
+
+    def barrier(self) -> None:
+        """A one-element All-Reduce: no rank leaves before every rank has entered."""
+        self.allreduce(np.zeros(1, dtype=np.float32), chunks=1)
+
+    def run_workload(self, trace: TraceWriter) -> None:
+        """Run every size of the workload, recording phases and collectives in ``trace``."""
+        cfg = self.cfg
+        w = cfg.workload
+        max_count = max(w.sizes) // 4
+        base = (np.arange(max_count) % PATTERN_PERIOD + 1).astype(np.float32)
+        region = np.empty(max_count, dtype=np.float32)  # registered once, reused for all sizes
+        tmp = np.empty(min(max_count, CHECK_BLOCK), dtype=np.float32)
+        for size in w.sizes:
+            count = size // 4
+            buf = region[:count]
+            for it in range(w.warmup + w.iterations):
+                warm = it < w.warmup
+                fill(buf, cfg.rank, base)
+                self.barrier()
+                phases: list[PhaseRecord] = []
+                start = time.monotonic()
+                coll = self.allreduce(buf, record=phases.append)
+                seconds = time.monotonic() - start
+                ok = check(buf, cfg.world_size, base, tmp)
+                common = {"run_id": cfg.run_id, "job_id": cfg.job_id, "rank": cfg.rank,
+                          "coll": coll, "iteration": it - w.warmup, "warmup": warm}
+                for p in phases:
+                    trace.phases.append({
+                        **common, "chunk": p.chunk, "phase": p.phase, "dim": p.dim,
+                        "op": p.op, "bytes": p.nbytes, "start": p.start, "end": p.end,
+                        "peer": p.peer,
+                    })
+                algbw, busbw = bandwidths(count * 4, seconds, cfg.world_size)
+                trace.collectives.append({
+                    **common, "size": count * 4, "count": count, "world": cfg.world_size,
+                    "algorithm": cfg.algorithm, "transport": cfg.transport,
+                    "chunks": 1 if cfg.algorithm == "ring" else min(cfg.chunks, count),
+                    "start": start, "time": seconds, "algbw": algbw, "busbw": busbw,
+                    "correct": ok,
+                })
+                trace.maybe_flush()
+
+    def close(self) -> None:
+        self.transport.close()
+
+
+def _write_error(out_dir: Path, rank: int, kind: str, message: str, peer: int | None) -> None:
+    path = out_dir / f"error-rank{rank}.json"
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"rank": rank, "kind": kind, "message": message, "peer": peer,
+                               "time": time.time()}))
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m workloads.worker CONFIG.json", file=sys.stderr)
+        return 2
+    try:
+        cfg = WorkerConfig.model_validate_json(Path(argv[0]).read_text())
+    except (OSError, ValidationError) as exc:
+        if isinstance(exc, ValidationError):
+            err = exc.errors()[0]
+            detail = f"{'.'.join(map(str, err['loc'])) or 'config'}: {err['msg']}"
+        else:
+            detail = str(exc)
+        print(f"worker config {argv[0]} is unusable: {detail}", file=sys.stderr, flush=True)
+        return 2
+    out_dir = Path(cfg.out_dir)
+    trace = TraceWriter(out_dir, cfg.rank)
+    worker = Worker(cfg)
+    try:
+        worker.connect()
+        if cfg.stall:
+            time.sleep(cfg.timeout * 20)
+            raise FabricLabError(f"rank {cfg.rank} was told to stall and did")
+        worker.run_workload(trace)
+        trace.finish()
+    except FabricLabError as exc:
+        kind, message, peer = getattr(exc, "kind", "error"), str(exc), getattr(exc, "peer", None)
+    except Exception as exc:
+        kind, message = "internal", f"rank {cfg.rank} crashed: {type(exc).__name__}: {exc}"
+        peer = None
+        traceback.print_exc()
+    else:
+        worker.close()
+        return 0
+    worker.transport.abort()
+    try:
+        trace.flush_partial()
+    finally:
+        _write_error(out_dir, cfg.rank, kind, message, peer)
+        print(message, file=sys.stderr, flush=True)
+    return 1
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    os._exit(code)
