@@ -147,6 +147,25 @@ class Allocation:
         }
 
 
+def allocation_from_dict(d: dict[str, Any]) -> Allocation:
+    """The inverse of ``Allocation.to_dict``."""
+
+    def end(e: dict[str, Any]) -> tuple:
+        return ("leaf", e["leaf"]) if e["kind"] == "leaf" else ("spine", e["spine"], e["port"])
+
+    return Allocation(
+        job_id=d["job_id"],
+        policy=d["policy"],
+        hosts=tuple(tuple(h) for h in d["hosts"]),
+        leaves=tuple(d["leaves"]),
+        spines=tuple(d["spines"]),
+        links=frozenset(tuple(lk) for lk in d["links"]),
+        circuits=tuple(Circuit(c["ocs"], end(c["a"]), end(c["b"])) for c in d["circuits"]),
+        spine_of={(r["leaf"], r["slot"]): r["spine"] for r in d["spine_of"]},
+        circuit_of={(r["leaf"], r["slot"]): r["circuit"] for r in d["circuit_of"]},
+    )
+
+
 class Cluster:
     """Hosts, links and OCS ports of one cluster, and the jobs holding them."""
 
@@ -220,6 +239,64 @@ class Cluster:
             allocation = self._place_clos(job_id, hosts_wanted, policy)
         self._commit(allocation)
         return allocation
+
+    def claim(self, job_id: str, hosts: Iterable[Host], policy: str) -> Allocation:
+        """Give a job exactly these ``(leaf, slot)`` hosts (policies ``ecmp`` and ``vclos``).
+
+        Under vclos the hosts must form an m x n shape (n hosts on each of m leaves); the job
+        gets n spines whose links to all m leaves are free, host j of each leaf using spine j.
+        """
+        wanted = sorted(set(hosts))
+        self._check_request(job_id, len(wanted) or 1, policy)
+        if not wanted:
+            raise AllocationRequestError("hosts must name at least one host")
+        for leaf, slot in wanted:
+            if not (0 <= leaf < self.leaves and 0 <= slot < self.hosts_per_leaf):
+                raise AllocationRequestError(f"host ({leaf}, {slot}) is not in the cluster")
+            if (leaf, slot) in self._host_owner:
+                raise AllocationRefused(
+                    "busy", f"host ({leaf}, {slot}) is held by job {self._host_owner[(leaf, slot)]}"
+                )
+        slots: dict[int, list[int]] = {}
+        for leaf, slot in wanted:
+            slots.setdefault(leaf, []).append(slot)
+        if policy == "ecmp" or len(slots) == 1:
+            allocation = Allocation(job_id, policy, tuple(wanted), tuple(sorted(slots)))
+        elif policy == "vclos":
+            allocation = self._claim_vclos(job_id, slots)
+        else:
+            raise AllocationRequestError(
+                "explicit hosts work with ecmp and vclos; ask ocs-vclos for hosts_wanted"
+            )
+        self._commit(allocation)
+        return allocation
+
+    def _claim_vclos(self, job_id: str, slots: dict[int, list[int]]) -> Allocation:
+        sizes = {len(v) for v in slots.values()}
+        if len(sizes) != 1:
+            raise AllocationRefused(
+                "unshapeable", "vclos needs the same number of hosts on every leaf of a job"
+            )
+        n = sizes.pop()
+        free = [s for s in range(self.spines)
+                if all((leaf, s) not in self._link_owner for leaf in slots)]
+        if len(free) < n:
+            raise AllocationRefused(
+                "fragmented",
+                f"fragmented: {n} spines with free links to leaves {sorted(slots)} are needed, "
+                f"{len(free)} exist",
+            )
+        free.sort(key=lambda s: (self._free_links_of_spine(s), s))
+        return _clos_allocation(job_id, "vclos", slots, sorted(free[:n]), {})
+
+    def adopt(self, allocation: Allocation) -> None:
+        """Take back a job that was placed before (a restarted controller reloading its state)."""
+        if allocation.job_id in self.jobs:
+            raise AllocationRequestError(f"job id {allocation.job_id!r} is already running")
+        busy = [h for h in allocation.hosts if h in self._host_owner]
+        if busy:
+            raise AllocationRefused("busy", f"host {busy[0]} is held by another job")
+        self._commit(allocation)
 
     def release(self, job_id: str) -> Allocation:
         """Free everything held by ``job_id`` and return its allocation."""

@@ -28,6 +28,7 @@ class FlowRule:
     in_port: int | None = None
     eth_dst: str | None = None
     cookie: int = 0
+    group: int | None = None  # send to this SELECT group instead of out_port
 
     def to_ofctl(self) -> str:
         """The rule in ``ovs-ofctl add-flows`` syntax."""
@@ -36,7 +37,8 @@ class FlowRule:
             match.append(f"in_port={self.in_port}")
         if self.eth_dst is not None:
             match.append(f"dl_dst={self.eth_dst}")
-        return ",".join(match) + f",actions=output:{self.out_port}"
+        action = f"group:{self.group}" if self.group is not None else f"output:{self.out_port}"
+        return ",".join(match) + f",actions={action}"
 
 
 @dataclass(frozen=True)
@@ -155,9 +157,13 @@ class Unreachable(Exception):
 
 
 def trace(plan: FabricPlan, rules: list[FlowRule], src: str, dst: str,
-          dim: int | None = None) -> list[tuple[Link, bool]]:
+          dim: int | None = None, groups: dict[tuple[str, int], tuple[int, ...]] | None = None,
+          bucket: int = 0) -> list[tuple[Link, bool]]:
     """Follow the rules from ``src`` to ``dst``; return the links crossed, each with
-    ``True`` when crossed from its ``a`` end to its ``b`` end. Raises Unreachable."""
+    ``True`` when crossed from its ``a`` end to its ``b`` end. Raises Unreachable.
+
+    ``groups`` maps (switch, group id) to a SELECT group's ports; a flow takes bucket
+    ``bucket`` modulo the group size (standing in for the switch's hash)."""
     src_h, dst_h = plan.node(src), plan.node(dst)
     assert isinstance(src_h, Host) and isinstance(dst_h, Host)
     ends: dict[tuple[str, int], tuple[Link, bool]] = {}
@@ -188,6 +194,11 @@ def trace(plan: FabricPlan, rules: list[FlowRule], src: str, dst: str,
         if rule is None:
             raise Unreachable(f"{src} -> {dst}: no rule on {node} for in_port {in_port}")
         port = rule.out_port
+        if rule.group is not None:
+            ports = (groups or {}).get((node, rule.group))
+            if not ports:
+                raise Unreachable(f"{src} -> {dst}: group {rule.group} on {node} is empty")
+            port = ports[bucket % len(ports)]
     raise Unreachable(f"{src} -> {dst}: forwarding loop")
 
 

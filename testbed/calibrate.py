@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from sdn_app.static_routes import FlowRule, Unreachable, static_rules, trace
 from testbed.errors import FabricLabError
 from testbed.sampler import LinkSampler, mean_idle, window_rates
 from testbed.topology import FabricPlan, Link
+from testbed.traffic import Flow, run_flows
 
 TOLERANCE = 0.10  # achieved / expected must lie within 1 ± TOLERANCE
 # Interface counters see a TSO packet (up to 64 KiB of payload) with one set of headers, while
@@ -32,7 +32,6 @@ TOLERANCE = 0.10  # achieved / expected must lie within 1 ± TOLERANCE
 # 1448/1514 of its rate in the counters; scaling by the inverse gives wire-equivalent bytes.
 TCP_WIRE_FACTOR = 1514 / 1448
 MIN_CPU_IDLE = 0.20  # below this the emulation is CPU bound and cannot be trusted
-BASE_PORT = 5201
 
 
 @dataclass(frozen=True)
@@ -191,37 +190,8 @@ def run_rounds(fab, rounds: list[list[ProbeFlow]], seconds: float, warmup: float
 
 def _run_round(fab, flows: list[ProbeFlow], seconds: float,
                warmup: float) -> tuple[float, float, list[float]]:
-    servers, clients = [], []
-    try:
-        for k, f in enumerate(flows):
-            servers.append(fab.popen(f.dst, ["iperf3", "-s", "-1", "-B", f.dst_ip,
-                                             "-p", str(BASE_PORT + k)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        time.sleep(0.5)
-        start = time.monotonic()
-        for k, f in enumerate(flows):
-            clients.append(fab.popen(f.src, [
-                "iperf3", "-c", f.dst_ip, "-B", f.src_ip, "-p", str(BASE_PORT + k),
-                "-t", f"{seconds:g}", "-J", "--connect-timeout", "3000",
-            ], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        reports = []
-        for f, c in zip(flows, clients, strict=True):
-            out, _ = c.communicate(timeout=seconds + 15)
-            reports.append(_goodput(out, f))
-        return start + warmup, start + seconds - 0.3, reports
-    finally:
-        for p in servers + clients:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-
-
-def _goodput(iperf_json: str, f: ProbeFlow) -> float:
-    try:
-        return float(json.loads(iperf_json)["end"]["sum_received"]["bits_per_second"])
-    except (ValueError, KeyError) as exc:
-        raise FabricLabError(f"iperf3 {f.src} -> {f.dst} produced no result "
-                             f"(is the path up?)") from exc
+    res = run_flows(fab, [Flow(f.src, f.dst, f.src_ip, f.dst_ip) for f in flows], seconds)
+    return res.start + warmup, res.start + seconds - 0.3, res.goodput_bps
 
 
 def calibrate(plan: FabricPlan, run_dir: Path, seconds: float = 4.0, warmup: float = 1.0,

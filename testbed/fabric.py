@@ -3,8 +3,8 @@
     with Fabric(plan, run_dir) as fab:          # static routes, no controller
         fab.host("h0").cmd("ping -c1 10.0.0.2")
 
-    with Fabric(plan, run_dir, controller=("127.0.0.1", 6653)):   # the SDN app programs it
-        ...
+    with Fabric(plan, run_dir, policy="vclos") as fab:   # the SDN app programs it
+        fab.controller.create_job("train", hosts_wanted=8)
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any
 
 from sdn_app.static_routes import FlowRule, static_rules
 from testbed import cleanup
+from testbed.controller_proc import Controller
 from testbed.errors import FabricLabError
 from testbed.preflight import datapath, require_fabric_ready
 from testbed.topology import FabricPlan, dim_peers, ring_neighbours
@@ -36,15 +37,18 @@ log = logging.getLogger(__name__)
 class Fabric:
     """A running Mininet fabric built from a plan.
 
-    ``controller`` is a (host, port) OpenFlow controller slot; without it the fabric forwards
-    with the static proactive rules from ``sdn_app.static_routes``.
+    With a ``policy`` the SDN controller (``sdn_app.controller``) runs beside the fabric and
+    programs it (``start`` returns once every switch is programmed); without one the fabric
+    forwards with the static proactive rules from ``sdn_app.static_routes``.
     """
 
-    def __init__(self, plan: FabricPlan, run_dir: Path | str,
-                 controller: tuple[str, int] | None = None) -> None:
+    def __init__(self, plan: FabricPlan, run_dir: Path | str, policy: str | None = None,
+                 ocs_delay: float = 0.0) -> None:
         self.plan = plan
         self.run_dir = Path(run_dir)
-        self.controller = controller
+        self.policy = policy
+        self.ocs_delay = ocs_delay
+        self.controller: Controller | None = None
         self.datapath = datapath()
         self.net: Any = None
         self.state: cleanup.RunState | None = None
@@ -72,6 +76,10 @@ class Fabric:
         self.state.save()
         self._catch_sigterm()
         try:
+            if self.policy is not None:
+                self.controller = Controller(self.run_dir, self.policy, self.ocs_delay)
+                self.state.pids.append(self.controller.start())
+                self.state.save()
             t0 = time.monotonic()
             self._build()
             self.timings["build_s"] = time.monotonic() - t0
@@ -84,6 +92,8 @@ class Fabric:
             t1 = time.monotonic()
             if self.controller is None:
                 self.install_rules(static_rules(self.plan))
+            else:
+                self.controller.wait_ready()
             self.timings["rules_s"] = time.monotonic() - t1
             self.timings["start_s"] = time.monotonic() - t0
         except BaseException:
@@ -93,6 +103,8 @@ class Fabric:
     def stop(self) -> list[str]:
         """Tear everything down; return what could not be removed (empty when clean)."""
         t0 = time.monotonic()
+        if self.controller is not None:
+            self.controller.stop()
         if self.net is not None:
             try:
                 self.net.stop()
@@ -175,11 +187,11 @@ class Fabric:
                            controller=None, build=False, autoSetMacs=False,
                            autoStaticArp=False, waitConnected=False)
         if self.controller is not None:
-            ip, port = self.controller
+            ip, port = self.controller.address
             self.net.addController(RemoteController("c0", ip=ip, port=port))
         self.net.build()
         assert self.state is not None
-        self.state.pids = [n.pid for n in self.net.hosts + self.net.switches]
+        self.state.pids += [n.pid for n in self.net.hosts + self.net.switches]
         self.state.save()
 
     def _configure_hosts(self) -> None:

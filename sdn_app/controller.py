@@ -1,0 +1,239 @@
+"""The fabriclab SDN app (Ryu API, OpenFlow 1.3, proactive).
+
+Launched as ``python -m os_ken.cmd.manager sdn_app.controller`` (the testbed does this; see
+``testbed.controller_proc``) with its settings in the environment:
+
+    FABRICLAB_TOPOLOGY   topology JSON written by the testbed (required)
+    FABRICLAB_POLICY     ecmp | vclos | ocs-vclos | shortest (default: by fabric kind)
+    FABRICLAB_API_PORT   HTTP API port on 127.0.0.1 (default 8080)
+    FABRICLAB_OCS_DELAY  seconds a new OCS circuit takes to come up (default 0)
+    FABRICLAB_JOBS       file holding running jobs across controller restarts (optional)
+
+On every switch connection it wipes the switch and installs the switch's whole program (base
+rules, ECMP groups, every running job's rules), then waits for a barrier reply before it calls
+the switch ready. Nothing is forwarded through the controller: the fabrics have loops.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import eventlet.wsgi  # both os-ken and Ryu run on eventlet
+
+from sdn_app.api import ApiError, JobRequest, make_app
+from sdn_app.compat import (
+    CONFIG_DISPATCHER,
+    DEAD_DISPATCHER,
+    FRAMEWORK,
+    MAIN_DISPATCHER,
+    RyuApp,
+    hub,
+    ofp_event,
+    ofproto_v1_3,
+    set_ev_cls,
+)
+from sdn_app.jobs import JobManager
+from sdn_app.program import GroupRule, Program, full_program, policy_for
+from sdn_app.static_routes import FlowRule
+from testbed.topology import FabricPlan
+
+log = logging.getLogger("fabriclab.controller")
+BARRIER_TIMEOUT = 10.0
+STATS_PERIOD = 1.0
+
+
+class FabricController(RyuApp):
+    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]  # noqa: RUF012 (Ryu reads a list)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.plan = FabricPlan.from_json(Path(os.environ["FABRICLAB_TOPOLOGY"]).read_text())
+        self.policy = policy_for(self.plan, os.environ.get("FABRICLAB_POLICY") or None)
+        self.api_port = int(os.environ.get("FABRICLAB_API_PORT", "8080"))
+        self.ocs_delay = float(os.environ.get("FABRICLAB_OCS_DELAY", "0"))
+        jobs_file = os.environ.get("FABRICLAB_JOBS")
+        self.jobs = JobManager(self.plan, self.policy, Path(jobs_file) if jobs_file else None)
+        self.jobs.load()
+        self.names = {s.dpid: s.name for s in self.plan.switches}
+        self.datapaths: dict[str, Any] = {}
+        self.ready: set[str] = set()
+        self.barriers: dict[tuple[int, int], Any] = {}
+        self.port_stats: dict[str, dict[int, dict[str, int]]] = {}
+        self.lock = hub.BoundedSemaphore(1)  # one job change (and its barriers) at a time
+        log.info("policy %s, %d switches, %d jobs reloaded", self.policy,
+                 len(self.plan.switches), len(self.jobs.list_jobs()))
+        self.threads.append(hub.spawn(self._serve_api))
+        self.threads.append(hub.spawn(self._poll_stats))
+
+    # -- OpenFlow events ---------------------------------------------------------------------
+
+    @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
+    def _on_features(self, ev: Any) -> None:
+        dp = ev.msg.datapath
+        name = self.names.get(dp.id)
+        if name is None:
+            log.warning("ignoring unknown switch dpid %016x", dp.id)
+            return
+        self.datapaths[name] = dp
+        self.ready.discard(name)
+        hub.spawn(self._program_switch, name, dp)
+
+    @set_ev_cls(ofp_event.EventOFPStateChange, DEAD_DISPATCHER)
+    def _on_dead(self, ev: Any) -> None:
+        name = self.names.get(ev.datapath.id)
+        if name and self.datapaths.get(name) is ev.datapath:
+            self.datapaths.pop(name, None)
+            self.ready.discard(name)
+            log.info("%s disconnected", name)
+
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    def _on_barrier(self, ev: Any) -> None:
+        event = self.barriers.pop((ev.msg.datapath.id, ev.msg.xid), None)
+        if event is not None:
+            event.set()
+
+    @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
+    def _on_port_stats(self, ev: Any) -> None:
+        name = self.names.get(ev.msg.datapath.id)
+        self.port_stats[name] = {
+            s.port_no: {"rx_bytes": s.rx_bytes, "tx_bytes": s.tx_bytes,
+                        "rx_packets": s.rx_packets, "tx_packets": s.tx_packets}
+            for s in ev.msg.body if s.port_no < ofproto_v1_3.OFPP_MAX
+        }
+
+    # -- programming -------------------------------------------------------------------------
+
+    def _program_switch(self, name: str, dp: Any) -> None:
+        """Wipe the switch, install its whole program, wait for the barrier."""
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        with self.lock:
+            dp.send_msg(parser.OFPFlowMod(dp, command=ofp.OFPFC_DELETE, table_id=ofp.OFPTT_ALL,
+                                          out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY))
+            dp.send_msg(parser.OFPGroupMod(dp, command=ofp.OFPGC_DELETE,
+                                           group_id=ofp.OFPG_ALL))
+            prog = full_program(self.plan, self.policy, self.jobs.allocations())
+            self._send(dp, prog.for_switch(name))
+            if self._barrier(dp):
+                self.ready.add(name)
+                log.info("%s programmed (%d ready of %d)", name, len(self.ready),
+                         len(self.plan.switches))
+            else:
+                log.error("%s did not answer the barrier", name)
+
+    def _send(self, dp: Any, prog: Program) -> None:
+        for g in prog.groups:
+            dp.send_msg(self._group_mod(dp, g))
+        for f in prog.flows:
+            dp.send_msg(self._flow_mod(dp, f))
+
+    def _flow_mod(self, dp: Any, f: FlowRule) -> Any:
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        match: dict[str, Any] = {}
+        if f.in_port is not None:
+            match["in_port"] = f.in_port
+        if f.eth_dst is not None:
+            match["eth_dst"] = f.eth_dst
+        action = (parser.OFPActionGroup(f.group) if f.group is not None
+                  else parser.OFPActionOutput(f.out_port))
+        inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [action])]
+        return parser.OFPFlowMod(dp, cookie=f.cookie, priority=f.priority,
+                                 match=parser.OFPMatch(**match), instructions=inst)
+
+    def _group_mod(self, dp: Any, g: GroupRule) -> Any:
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        buckets = [parser.OFPBucket(weight=1, watch_port=ofp.OFPP_ANY,
+                                    watch_group=ofp.OFPG_ANY,
+                                    actions=[parser.OFPActionOutput(p)]) for p in g.ports]
+        return parser.OFPGroupMod(dp, command=ofp.OFPGC_ADD, type_=ofp.OFPGT_SELECT,
+                                  group_id=g.group_id, buckets=buckets)
+
+    def _barrier(self, dp: Any) -> bool:
+        req = dp.ofproto_parser.OFPBarrierRequest(dp)
+        dp.set_xid(req)
+        event = hub.Event()
+        self.barriers[(dp.id, req.xid)] = event
+        dp.send_msg(req)
+        return bool(event.wait(timeout=BARRIER_TIMEOUT))
+
+    def _install(self, prog: Program) -> None:
+        """Send a program to the switches it names and wait for all their barriers."""
+        switches = sorted({f.switch for f in prog.flows} | {g.switch for g in prog.groups})
+        missing = [s for s in switches if s not in self.datapaths]
+        if missing:
+            raise ApiError(503, f"switch {missing[0]} is not connected")
+        for s in switches:
+            self._send(self.datapaths[s], prog.for_switch(s))
+        for s in switches:
+            if not self._barrier(self.datapaths[s]):
+                raise ApiError(503, f"switch {s} did not confirm its rules")
+
+    def _delete_cookie(self, cookie: int) -> None:
+        for dp in list(self.datapaths.values()):
+            ofp, parser = dp.ofproto, dp.ofproto_parser
+            dp.send_msg(parser.OFPFlowMod(dp, cookie=cookie, cookie_mask=0xFFFFFFFFFFFFFFFF,
+                                          command=ofp.OFPFC_DELETE, table_id=ofp.OFPTT_ALL,
+                                          out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY))
+        for dp in list(self.datapaths.values()):
+            self._barrier(dp)
+
+    # -- API backend -------------------------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        return {"ok": len(self.ready) == len(self.plan.switches), "framework": FRAMEWORK,
+                "policy": self.policy, "switches": len(self.plan.switches),
+                "connected": len(self.datapaths), "ready": len(self.ready)}
+
+    def topology(self) -> dict[str, Any]:
+        return self.plan.to_dict()
+
+    def list_jobs(self) -> list[dict[str, Any]]:
+        return self.jobs.list_jobs()
+
+    def circuits(self) -> list[dict[str, Any]]:
+        return self.jobs.circuits()
+
+    def ports(self) -> dict[str, Any]:
+        return {name: {str(p): c for p, c in ports.items()}
+                for name, ports in self.port_stats.items()}
+
+    def create_job(self, req: JobRequest) -> dict[str, Any]:
+        with self.lock:
+            desc, prog = self.jobs.create(req)
+            circuits = Program([f for f in prog.flows if f.switch.startswith("ocs")])
+            rest = Program([f for f in prog.flows if not f.switch.startswith("ocs")],
+                           prog.groups)
+            try:
+                self._install(rest)
+                if circuits.flows:
+                    hub.sleep(self.ocs_delay)  # the optical switch reconfigures
+                    self._install(circuits)
+            except ApiError:
+                _, cookie = self.jobs.delete(req.job_id)
+                self._delete_cookie(cookie)
+                raise
+            log.info("job %s placed on %s", req.job_id, desc.get("host_names"))
+            return desc
+
+    def delete_job(self, job_id: str) -> dict[str, Any]:
+        with self.lock:
+            desc, cookie = self.jobs.delete(job_id)
+            self._delete_cookie(cookie)
+            log.info("job %s released", job_id)
+            return desc
+
+    # -- background threads ------------------------------------------------------------------
+
+    def _serve_api(self) -> None:
+        sock = hub.listen(("127.0.0.1", self.api_port))  # loopback only, never 0.0.0.0
+        log.info("API on http://127.0.0.1:%d", self.api_port)
+        eventlet.wsgi.server(sock, make_app(self), log_output=False)
+
+    def _poll_stats(self) -> None:
+        while True:
+            for dp in list(self.datapaths.values()):
+                parser = dp.ofproto_parser
+                dp.send_msg(parser.OFPPortStatsRequest(dp, 0, dp.ofproto.OFPP_ANY))
+            hub.sleep(STATS_PERIOD)
