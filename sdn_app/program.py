@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 
 from sdn_app.allocator import Allocation
 from sdn_app.static_routes import (
-    PRIO_LOCAL,
     PRIO_ROUTE,
     Circuit,
     FlowRule,
     circuit_rules,
+    delivery_rules,
     leaf_spine_view,
     static_rules,
 )
@@ -81,7 +81,7 @@ def base_program(plan: FabricPlan, policy: str) -> Program:
     if policy == "shortest":
         return Program(static_rules(plan))
     if policy == "ocs-vclos":
-        return Program(_local_and_spine_rules(plan, []))
+        return Program(delivery_rules(plan, []))
     return _ecmp_program(plan)
 
 
@@ -126,22 +126,9 @@ def ocs_circuits(plan: FabricPlan, alloc: Allocation) -> list[Circuit]:
 # -- internals --------------------------------------------------------------------------------
 
 
-def _local_and_spine_rules(plan: FabricPlan, circuits: list[Circuit]) -> list[FlowRule]:
-    """Leaf delivery to its own hosts, and spine delivery down to each destination's leaf."""
-    view = leaf_spine_view(plan, circuits)
-    rules = []
-    for dst in plan.hosts:
-        mac = dst.nics[0].mac
-        rules.append(FlowRule(f"leaf{dst.leaf}", PRIO_LOCAL, 1 + dst.slot, eth_dst=mac))
-        for (leaf, spine), port in sorted(view.down_port.items()):
-            if leaf == dst.leaf:
-                rules.append(FlowRule(f"spine{spine}", PRIO_ROUTE, port, eth_dst=mac))
-    return rules
-
-
 def _ecmp_program(plan: FabricPlan) -> Program:
     view = leaf_spine_view(plan, [])
-    prog = Program(_local_and_spine_rules(plan, []))
+    prog = Program(delivery_rules(plan, []))
     L = plan.spec["leaves"]
     for src_leaf in range(L):
         for dst_leaf in range(L):

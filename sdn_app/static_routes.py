@@ -121,16 +121,24 @@ def circuit_rules(circuits: list[Circuit], cookie: int = 0) -> list[FlowRule]:
     return rules
 
 
-def _leaf_spine_rules(plan: FabricPlan, circuits: list[Circuit]) -> list[FlowRule]:
+def delivery_rules(plan: FabricPlan, circuits: list[Circuit]) -> list[FlowRule]:
+    """Leaf delivery to its own hosts, and spine delivery down to each destination's leaf."""
     view = leaf_spine_view(plan, circuits)
     rules = []
     for dst in plan.hosts:
         mac = dst.nics[0].mac
         rules.append(FlowRule(f"leaf{dst.leaf}", PRIO_LOCAL, 1 + dst.slot, eth_dst=mac))
-        for spine in {s for (lf, s) in view.down_port if lf == dst.leaf}:
-            rules.append(FlowRule(
-                f"spine{spine}", PRIO_ROUTE, view.down_port[(dst.leaf, spine)], eth_dst=mac
-            ))
+        for (leaf, spine), port in sorted(view.down_port.items()):
+            if leaf == dst.leaf:
+                rules.append(FlowRule(f"spine{spine}", PRIO_ROUTE, port, eth_dst=mac))
+    return rules
+
+
+def _leaf_spine_rules(plan: FabricPlan, circuits: list[Circuit]) -> list[FlowRule]:
+    """Delivery rules plus, on each leaf, one pinned uplink per (source, remote destination)."""
+    view = leaf_spine_view(plan, circuits)
+    rules = delivery_rules(plan, circuits)
+    for dst in plan.hosts:
         for src in plan.hosts:
             if src.leaf == dst.leaf:
                 continue
@@ -138,7 +146,7 @@ def _leaf_spine_rules(plan: FabricPlan, circuits: list[Circuit]) -> list[FlowRul
             if spine is not None:
                 rules.append(FlowRule(
                     f"leaf{src.leaf}", PRIO_ROUTE, view.up_port[(src.leaf, spine)],
-                    in_port=1 + src.slot, eth_dst=mac,
+                    in_port=1 + src.slot, eth_dst=dst.nics[0].mac,
                 ))
     return rules
 
