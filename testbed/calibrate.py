@@ -77,14 +77,16 @@ def _flow(src: str, dst: str, dim: int | None, sip: str, dip: str,
                      min(lk.mbps for lk, _ in path))
 
 
-def plan_rounds(flows: list[ProbeFlow], budget: float) -> list[list[ProbeFlow]]:
+def plan_rounds(flows: list[ProbeFlow], budget: float,
+                max_flows: int = 4) -> list[list[ProbeFlow]]:
     """Greedy cover of every directed link by rounds of link-disjoint flows.
 
     Flows of a round share no link in either direction: a flow's ACKs then travel on idle
     links (with data of another flow in the reverse direction, TCP through these shaped
     queues loses up to half its rate, which would be a measurement artefact here, not a
-    property of the link). A host takes part in one flow per round, and the summed ``cost``
-    of a round stays within ``budget`` (one flow always fits)."""
+    property of the link). A host takes part in one flow per round, a round holds at most
+    ``max_flows`` flows (with more, single links already fall 5-7% short on two cores: see
+    BENCHMARKS.md), and the summed ``cost`` stays within ``budget`` (one flow always fits)."""
     uncovered = {h for f in flows for h in f.hops}
     rounds: list[list[ProbeFlow]] = []
     while uncovered:
@@ -99,6 +101,8 @@ def plan_rounds(flows: list[ProbeFlow], budget: float) -> list[list[ProbeFlow]]:
             if (used.intersection(f.hops) or busy.intersection((f.src, f.dst))
                     or (chosen and load + f.cost > budget)):
                 continue
+            if len(chosen) == max_flows:
+                break
             chosen.append(f)
             used.update(f.hops)
             used.update((b, a) for a, b in f.hops)
@@ -195,13 +199,13 @@ def _run_round(fab, flows: list[ProbeFlow], seconds: float,
 
 
 def calibrate(plan: FabricPlan, run_dir: Path, seconds: float = 4.0, warmup: float = 1.0,
-              budget: float = 800.0, progress=None) -> Calibration:
+              budget: float = 800.0, max_flows: int = 4, progress=None) -> Calibration:
     """Bring the fabric up, run every probe round, tear it down."""
     from testbed.fabric import Fabric
     from testbed.preflight import datapath
 
     rules = static_rules(plan)
-    rounds = plan_rounds(candidate_flows(plan, rules), budget)
+    rounds = plan_rounds(candidate_flows(plan, rules), budget, max_flows)
     t0 = time.monotonic()
     with Fabric(plan, run_dir) as fab:
         bring_up = time.monotonic() - t0
@@ -258,6 +262,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seconds", type=float, default=4.0, help="length of each round")
     p.add_argument("--budget", type=float, default=800.0,
                    help="offered load per round in link-Mbit/s (sum of rate x links crossed)")
+    p.add_argument("--max-flows", type=int, default=4, help="concurrent flows per round")
     p.set_defaults(func=run)
 
 
@@ -275,7 +280,8 @@ def run(args: argparse.Namespace) -> int:
     def progress(done: int, total: int) -> None:
         console.print(f"  round {done}/{total} done", highlight=False)
 
-    cal = calibrate(plan, out, seconds=args.seconds, budget=args.budget, progress=progress)
+    cal = calibrate(plan, out, seconds=args.seconds, budget=args.budget,
+                    max_flows=args.max_flows, progress=progress)
     path = out / "calibration.json"
     tmp = path.with_suffix(".partial")
     tmp.write_text(json.dumps(cal.to_dict(), indent=1))

@@ -54,6 +54,7 @@ class Fabric:
         self.state: cleanup.RunState | None = None
         self.timings: dict[str, float] = {}
         self._old_sigterm: Any = None
+        self._lock = threading.Lock()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -133,9 +134,10 @@ class Fabric:
     def popen(self, host: str, args: list[str], **kwargs: Any) -> subprocess.Popen:
         """Start a process inside a host (argument list, never a shell string)."""
         proc = self.host(host).popen(args, **kwargs)
-        if self.state is not None:
-            self.state.pids.append(proc.pid)
-            self.state.save()
+        with self._lock:  # jobs start their workers from several threads
+            if self.state is not None:
+                self.state.pids.append(proc.pid)
+                self.state.save()
         return proc
 
     def install_rules(self, rules: list[FlowRule]) -> None:

@@ -110,11 +110,12 @@ class LinkSampler:
 
     def counters(self) -> pd.DataFrame:
         """One row per sample and link direction: time, link, src, dst, mbps, bytes (cumulative)."""
-        return pd.DataFrame(self._rows, columns=["time", "link", "src", "dst", "mbps", "bytes"])
+        rows = self._rows[:]  # a snapshot: the sampler thread keeps appending
+        return pd.DataFrame(rows, columns=["time", "link", "src", "dst", "mbps", "bytes"])
 
     def cpu(self) -> pd.DataFrame:
         """One row per sample interval: time (end of interval), idle fraction."""
-        df = pd.DataFrame(self._cpu, columns=["time", "idle", "total"])
+        df = pd.DataFrame(self._cpu[:], columns=["time", "idle", "total"])
         d = df.diff().iloc[1:]
         return pd.DataFrame({"time": df["time"].iloc[1:], "idle": d["idle"] / d["total"]})
 

@@ -128,7 +128,8 @@ def _check_size(hosts: int, switches: int) -> None:
 
 def _field_path(loc: tuple[Any, ...]) -> str:
     # pydantic puts the discriminator value in the path (fabric.leaf_spine.leaves): drop it.
-    parts = [str(p) for p in loc if p not in ("leaf_spine", "ocs_leaf_spine", "multidim")]
+    tags = ("leaf_spine", "ocs_leaf_spine", "multidim", "allreduce", "dnn")
+    parts = [str(p) for p in loc if p not in tags]
     return ".".join(parts) or "(top level)"
 
 

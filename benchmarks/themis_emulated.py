@@ -1,0 +1,67 @@
+"""Baseline vs Themis hierarchical All-Reduce on emulated multidim fabrics, next to the
+model's prediction (root).
+
+Utilisation = T_ideal / T with T_ideal = 2·S·(1−1/N)/ΣB over the configured rates. The model
+is run with each dimension's rate scaled to TCP goodput (1448/1514 of the link rate), which is
+the most a TCP ring step can move; 'measured ÷ model' is then the emulation's own loss.
+
+    sudo .venv/bin/python benchmarks/themis_emulated.py [--size 8MiB] [--chunks 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import tempfile
+from pathlib import Path
+
+from testbed.fabric import Fabric
+from testbed.spec import parse_fabric
+from testbed.topology import build_plan
+from testbed.units import parse_size
+from testbed.workers import run_on_fabric
+from workloads.model import predict
+
+GOODPUT = 1448 / 1514
+FABRICS = {
+    "4x4 at 12/6": [(4, 12), (4, 6)],
+    "2x2x4 at 4/8/8": [(2, 4), (2, 8), (4, 8)],
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--size", default="8MiB")
+    ap.add_argument("--chunks", type=int, default=16)
+    ap.add_argument("--iters", type=int, default=2)
+    args = ap.parse_args()
+    size = parse_size(args.size)
+    print(f"{'fabric (Mbit/s)':18} {'algorithm':14} {'time s':>7} {'util':>6} "
+          f"{'model util':>10} {'meas÷model':>10} correct")
+    for name, dims in FABRICS.items():
+        plan = build_plan(parse_fabric({"fabric": {"kind": "multidim", "dims": [
+            {"size": n, "mbps": mbps, "kind": "switch"} for n, mbps in dims]}}))
+        sizes = [n for n, _ in dims]
+        rates = [mbps * 1e6 for _, mbps in dims]
+        N = math.prod(sizes)
+        ideal = 2 * size * (1 - 1 / N) / (sum(rates) / 8)
+        times = {}
+        with tempfile.TemporaryDirectory() as tmp, Fabric(plan, Path(tmp) / "f") as fab:
+            for algo, order in (("baseline", "fifo"), ("themis", "scf")):
+                res = run_on_fabric(fab, [h.name for h in plan.hosts],
+                                    out_dir=Path(tmp) / algo, algorithm=algo, order=order,
+                                    sizes=[size], chunks=args.chunks, iterations=args.iters,
+                                    warmup=1, timeout=120)
+                row = res.rows[0]
+                t = row.time_us / 1e6
+                model = predict(sizes, [r * GOODPUT for r in rates], size, args.chunks,
+                                policy=algo, order=order)
+                times[algo] = (t, model.time_s)
+                print(f"{name:18} {algo + '+' + order:14} {t:7.2f} {ideal / t:6.3f} "
+                      f"{ideal / model.time_s:10.3f} {model.time_s / t:10.3f} {row.correct}")
+        (tb, mb), (tt, mt) = times["baseline"], times["themis"]
+        print(f"{name:18} {'speedup':14} measured {tb / tt:.2f}x, model {mb / mt:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

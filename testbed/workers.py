@@ -1,0 +1,98 @@
+"""Run an All-Reduce job's worker processes inside the hosts of a live fabric.
+
+Rank r runs in host ``hosts[r]`` and, for every dimension, listens on that host's NIC of
+the dimension (multidim) or its one NIC (leaf-spine), so each dimension's traffic crosses the
+links the fabric shaped for it. Everything else — waiting, root-cause errors, killing every
+worker on failure, nccl-tests style results — is the local launcher's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+from testbed.errors import FabricLabError
+from testbed.topology import FabricPlan
+from workloads.launcher import REPO_ROOT, LaunchResult, interrupt, kill_all, summarise, wait_all
+
+BASE_PORT = 7100  # dimension d listens on BASE_PORT + d (each host has its own addresses)
+
+
+def job_dims(plan: FabricPlan, hosts: list[str], dims: list[int] | None) -> list[int]:
+    """The logical dimensions of a job: the fabric's own on a multidim fabric, else the
+    given split (or one flat dimension) over the hosts' single NICs."""
+    if plan.kind == "multidim":
+        sizes = [d["size"] for d in plan.spec["dims"]]
+        if hosts != [h.name for h in plan.hosts]:
+            raise FabricLabError("a multidim job spans every host of the fabric, in host order")
+        if dims and list(dims) != sizes:
+            raise FabricLabError(f"dims must be the fabric's own, {'x'.join(map(str, sizes))}")
+        return sizes
+    dims = list(dims) if dims else [len(hosts)]
+    if math.prod(dims) != len(hosts):
+        raise FabricLabError(f"dims {'x'.join(map(str, dims))} do not multiply to "
+                             f"{len(hosts)} hosts")
+    return dims
+
+
+def fabric_configs(plan: FabricPlan, hosts: list[str], *, algorithm: str, sizes: list[int],
+                   out_dir: Path, dims: list[int] | None = None, run_id: str = "run",
+                   job_id: str = "job0", iterations: int = 5, warmup: int = 1,
+                   **options) -> list[dict]:
+    """Worker configs (dicts) for a job on ``hosts`` of a fabric."""
+    dims = job_dims(plan, hosts, dims)
+    multidim = plan.kind == "multidim"
+    addresses = []
+    for name in hosts:
+        h = plan.node(name)
+        row = []
+        for d, n in enumerate(dims):
+            nic = h.nic(d) if multidim and n > 1 else h.nics[0]
+            row.append({"ip": nic.ip, "port": BASE_PORT + d})
+        addresses.append(row)
+    if multidim:
+        bandwidths = [float(d["mbps"]) * 1e6 for d in plan.spec["dims"]]
+    else:
+        bandwidths = [float(plan.spec["host_link_mbps"]) * 1e6] * len(dims)
+    options.setdefault("dim_bandwidths", bandwidths)
+    workload = {"sizes": sizes, "iterations": iterations, "warmup": warmup}
+    return [{"run_id": run_id, "job_id": job_id, "rank": r, "world_size": len(hosts),
+             "dims": dims, "addresses": addresses, "algorithm": algorithm,
+             "workload": workload, "out_dir": str(out_dir), **options}
+            for r in range(len(hosts))]
+
+
+def run_on_fabric(fab, hosts: list[str], *, out_dir: Path, wall_timeout: float | None = None,
+                  **config) -> LaunchResult:
+    """Start one worker per host, wait for all, return per-size results (raises the
+    root-cause worker error as a FabricLabError; every worker is gone when it returns)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    config.setdefault("run_id", uuid.uuid4().hex[:12])
+    configs = fabric_configs(fab.plan, hosts, out_dir=out_dir, **config)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    procs: dict[int, subprocess.Popen] = {}
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        for r, (host, cfg) in enumerate(zip(hosts, configs, strict=True)):
+            path = out_dir / f"config-rank{r}.json"
+            path.write_text(json.dumps(cfg))
+            with open(out_dir / f"stderr-rank{r}.txt", "wb") as err:
+                procs[r] = fab.popen(host, [sys.executable, "-m", "workloads.worker", str(path)],
+                                     cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
+                                     stderr=err, start_new_session=True)
+        wait_all(procs, out_dir, wall_timeout)
+    finally:
+        kill_all(list(procs.values()))
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    return LaunchResult(out_dir, summarise(out_dir))
