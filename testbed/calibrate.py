@@ -176,8 +176,9 @@ def run_rounds(fab, rounds: list[list[ProbeFlow]], seconds: float, warmup: float
     sampler = LinkSampler(fab.plan, fab.host_pids(), hz=10)
     with sampler:
         for i, flows in enumerate(rounds):
+            mark = sampler.mark()
             t0, t1, reports = _run_round(fab, flows, seconds, warmup)
-            rates = window_rates(sampler.counters(), t0, t1).set_index(["src", "dst"])
+            rates = window_rates(sampler.counters(since=mark), t0, t1).set_index(["src", "dst"])
             idles.append(mean_idle(sampler.cpu(), t0, t1))
             for f in flows:
                 for src, dst in f.hops:

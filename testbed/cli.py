@@ -17,8 +17,11 @@ COMMAND_MODULES = [
     "testbed.cleanup",
     "testbed.calibrate",
     "testbed.topo_cli",
+    "testbed.run_cli",
     "workloads.allreduce_cli",
     "workloads.plan_cli",
+    "testbed.sim.cli",
+    "analysis.cli",
 ]
 
 

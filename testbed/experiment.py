@@ -9,7 +9,7 @@
         hosts_wanted: 4                       # or hosts: [h0, h1, h4, h5]
         algorithm: ring                       # ring | baseline | themis
         workload: {kind: allreduce, sizes: [4MiB], iterations: 5}
-    variants:                                 # each one run of its own, merged over the above
+    variants:                     # each a run of its own: its keys replace the ones above
       - {name: ecmp}
       - {name: vclos, policy: vclos}
       - {name: themis, job_overrides: {algorithm: themis, order: scf}}
@@ -123,12 +123,13 @@ class Experiment(_Strict):
         return self
 
 
-class Variant(_Strict):
+class Variant(BaseModel):
+    """A variant names itself and replaces any top-level key of the experiment (``policy``,
+    ``fabric``, ``jobs``, ...); ``job_overrides`` is merged into every job."""
+
+    model_config = ConfigDict(extra="allow")
     name: Name
-    policy: Literal["ecmp", "vclos", "ocs-vclos", "shortest", "static"] | None = None
-    fabric: dict[str, Any] | None = None
     job_overrides: dict[str, Any] | None = None
-    jobs: list[dict[str, Any]] | None = None
 
 
 class ExperimentFile(BaseModel):
@@ -148,13 +149,8 @@ def expand(data: dict[str, Any], source: str = "spec") -> list[Experiment]:
     runs = []
     for i, variant in enumerate(head.variants):
         merged = copy.deepcopy(base)
+        merged.update(copy.deepcopy(variant.model_extra or {}))
         merged["name"] = f"{head.name}-{variant.name}"
-        if variant.policy is not None:
-            merged["policy"] = variant.policy
-        if variant.fabric is not None:
-            merged["fabric"] = variant.fabric
-        if variant.jobs is not None:
-            merged["jobs"] = variant.jobs
         if variant.job_overrides:
             merged["jobs"] = [dict(j, **variant.job_overrides) for j in merged.get("jobs", [])]
         runs.append(validate(Experiment, merged, f"{source} (variants.{i}: {variant.name})"))

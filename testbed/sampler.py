@@ -108,9 +108,13 @@ class LinkSampler:
             next_t += self.period
             self._stop.wait(max(0.0, next_t - time.monotonic()))
 
-    def counters(self) -> pd.DataFrame:
+    def mark(self) -> int:
+        """A position in the samples; ``counters(since=mark)`` returns only what came after."""
+        return len(self._rows)
+
+    def counters(self, since: int = 0) -> pd.DataFrame:
         """One row per sample and link direction: time, link, src, dst, mbps, bytes (cumulative)."""
-        rows = self._rows[:]  # a snapshot: the sampler thread keeps appending
+        rows = self._rows[since:]  # a snapshot: the sampler thread keeps appending
         return pd.DataFrame(rows, columns=["time", "link", "src", "dst", "mbps", "bytes"])
 
     def cpu(self) -> pd.DataFrame:

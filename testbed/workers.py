@@ -89,10 +89,19 @@ def run_on_fabric(fab, hosts: list[str], *, out_dir: Path, wall_timeout: float |
             with open(out_dir / f"stderr-rank{r}.txt", "wb") as err:
                 procs[r] = fab.popen(host, [sys.executable, "-m", "workloads.worker", str(path)],
                                      cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
-                                     stderr=err, start_new_session=True)
+                                     stderr=err)  # mnexec -d: own session
         wait_all(procs, out_dir, wall_timeout)
     finally:
         kill_all(list(procs.values()))
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-    return LaunchResult(out_dir, summarise(out_dir))
+    errors = sorted(out_dir.glob("error-rank*.json"))
+    if errors:  # a worker that reported an error failed, whatever its exit code said
+        raise FabricLabError(json.loads(errors[0].read_text()).get("message", "worker error"))
+    result = LaunchResult(out_dir, summarise(out_dir))
+    if not result.rows:
+        raise FabricLabError("the workers finished without recording a single collective")
+    wrong = [r.size for r in result.rows if not r.correct]
+    if wrong:
+        raise FabricLabError(f"the All-Reduce of {wrong[0]} bytes gave a wrong sum on some rank")
+    return result
