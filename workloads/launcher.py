@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from testbed.errors import FabricLabError
+from workloads.dnn import summarize
 from workloads.traces import read_table
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -49,6 +50,7 @@ class SizeResult:
 class LaunchResult:
     out_dir: Path
     rows: list[SizeResult]
+    dnn: dict | None = None  # DNN mode: workloads.dnn.summarize of the iterations
 
     def as_dicts(self) -> list[dict]:
         return [asdict(r) for r in self.rows]
@@ -94,26 +96,31 @@ def default_dims(ranks: int, algorithm: str) -> list[int]:
 
 
 def local_configs(
-    *, ranks: int, dims: list[int], algorithm: str, sizes: list[int], out_dir: Path | str,
-    run_id: str = "local", job_id: str = "job0", **options,
+    *, ranks: int, dims: list[int], algorithm: str, sizes: list[int] | None = None,
+    out_dir: Path | str, run_id: str = "local", job_id: str = "job0", **options,
 ) -> list[dict]:
     """Worker configs (as dicts) for ``ranks`` ranks on loopback, one free port per rank per
     dimension; ``options`` are further :class:`~workloads.worker.WorkerConfig` fields, with
-    ``iterations`` and ``warmup`` going into the workload."""
+    ``iterations`` and ``warmup`` going into the workload. With a ``dnn`` option (DNN mode)
+    there is no size workload; ``iterations``/``warmup`` go into ``dnn`` unless it sets its own."""
     ports = [free_ports(f"127.0.0.{d + 1}", ranks) for d in range(len(dims))]
     addresses = [[{"ip": f"127.0.0.{d + 1}", "port": ports[d][r]} for d in range(len(dims))]
                  for r in range(ranks)]
-    workload = {"sizes": sizes, "iterations": options.pop("iterations", 5),
-                "warmup": options.pop("warmup", 1)}
+    iterations, warmup = options.pop("iterations", 5), options.pop("warmup", 1)
+    if options.get("dnn") is not None:
+        work = {"dnn": {"iterations": iterations, "warmup": warmup, **options.pop("dnn")}}
+    else:
+        options.pop("dnn", None)
+        work = {"workload": {"sizes": sizes, "iterations": iterations, "warmup": warmup}}
     return [
         {"run_id": run_id, "job_id": job_id, "rank": r, "world_size": ranks, "dims": dims,
-         "addresses": addresses, "algorithm": algorithm, "workload": workload,
+         "addresses": addresses, "algorithm": algorithm, **work,
          "out_dir": str(out_dir), **options}
         for r in range(ranks)
     ]
 
 
-def _kill_all(procs: list[subprocess.Popen]) -> None:
+def kill_all(procs: list[subprocess.Popen]) -> None:
     for p in procs:
         if p.poll() is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -144,7 +151,7 @@ def _root_cause(out_dir: Path, procs: dict[int, subprocess.Popen]) -> str:
 def run_local(
     *,
     ranks: int,
-    sizes: list[int],
+    sizes: list[int] | None = None,
     algorithm: str = "ring",
     dims: list[int] | None = None,
     chunks: int = 4,
@@ -162,14 +169,22 @@ def run_local(
     skip_ranks: tuple[int, ...] = (),
     stall_ranks: tuple[int, ...] = (),
     wall_timeout: float | None = None,
+    dnn: dict | None = None,
 ) -> LaunchResult:
     """Run the job on ``ranks`` local worker processes; return per-size results.
+
+    ``dnn`` (a :class:`~workloads.dnn.DnnWorkload` as a dict, e.g. ``{"model": "resnet50",
+    "scale": 1e-3, "compute_scale": 0.01}``) runs training-iteration emulation instead of
+    ``sizes``, for ``iterations`` + ``warmup`` iterations unless the dict sets its own; the
+    result's ``rows`` are then per bucket size and its ``dnn`` summarises the iterations.
 
     ``skip_ranks`` are never started and ``stall_ranks`` connect but never take part (both
     for testing failure handling). ``wall_timeout`` bounds the whole job.
     Raises FabricLabError with the root-cause worker message on failure.
     """
     dims = list(dims) if dims else default_dims(ranks, algorithm)
+    if (sizes is None) == (dnn is None):
+        raise FabricLabError("give either sizes or a dnn workload to run")
     if math.prod(dims) != ranks:
         raise FabricLabError(f"dims {'x'.join(map(str, dims))} do not multiply to {ranks} ranks")
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="fabriclab-allreduce-"))
@@ -179,14 +194,14 @@ def run_local(
         run_id=run_id or uuid.uuid4().hex[:12], job_id=job_id, chunks=chunks,
         transport=transport, iterations=iterations, warmup=warmup, order=order,
         max_active=max_active, dim_bandwidths=dim_bandwidths, timeout=timeout,
-        collective_timeout=collective_timeout,
+        collective_timeout=collective_timeout, dnn=dnn,
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     procs: dict[int, subprocess.Popen] = {}
     previous = None
     if threading.current_thread() is threading.main_thread():  # SIGTERM cleans up like Ctrl-C
-        previous = signal.signal(signal.SIGTERM, _interrupt)
+        previous = signal.signal(signal.SIGTERM, interrupt)
     try:
         for r in range(ranks):
             if r in skip_ranks:
@@ -200,19 +215,20 @@ def run_local(
                     cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err,
                     start_new_session=True,
                 )
-        _wait(procs, out, wall_timeout)
+        wait_all(procs, out, wall_timeout)
     finally:
-        _kill_all(list(procs.values()))
+        kill_all(list(procs.values()))
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-    return LaunchResult(out, _summarise(out))
+    summary = None if dnn is None else summarize(read_table(out, "iterations"))
+    return LaunchResult(out, summarise(out), summary)
 
 
-def _interrupt(signum: int, frame: object) -> None:
+def interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _wait(procs: dict[int, subprocess.Popen], out: Path, wall_timeout: float | None) -> None:
+def wait_all(procs: dict[int, subprocess.Popen], out: Path, wall_timeout: float | None) -> None:
     """Wait for every worker; on the first failure give the others a moment, then raise."""
     end = None if wall_timeout is None else time.monotonic() + wall_timeout
     while True:
@@ -229,7 +245,7 @@ def _wait(procs: dict[int, subprocess.Popen], out: Path, wall_timeout: float | N
         time.sleep(0.05)
 
 
-def _summarise(out: Path) -> list[SizeResult]:
+def summarise(out: Path) -> list[SizeResult]:
     table = read_table(out, "collectives").to_pandas()
     table = table[~table["warmup"]]
     rows = []

@@ -6,6 +6,10 @@ when the worker finishes, so a file with the final name is always complete. Whil
 worker periodically (atomically) replaces ``*.partial.parquet`` snapshots; they are removed on
 success and are what a crashed worker leaves behind, clearly named as partial.
 
+A worker in DNN mode (:mod:`workloads.dnn`) also writes ``iterations-rank{r}.parquet`` (one
+row per training iteration) and ``buckets-rank{r}.parquet`` (one row per gradient bucket and
+iteration; ``coll`` links it to the collective and phase rows), the same way.
+
 Times are ``time.monotonic()`` seconds (comparable between processes of one host).
 """
 
@@ -35,6 +39,36 @@ COLLECTIVE_SCHEMA = pa.schema([
 ])
 
 
+# One DNN training iteration of one rank. time = end - start (from forward start to the last
+# bucket reduced); compute = the time actually spent in forward + backward compute;
+# nominal_compute = the profile's; backward_end = when the last backward compute ended;
+# comm = the sum of the bucket All-Reduce durations (what serial communication would add);
+# exposed_comm = max(0, time - compute); compute_share = compute / time; bytes = all buckets.
+ITERATION_SCHEMA = pa.schema([
+    ("run_id", pa.string()), ("job_id", pa.string()), ("rank", pa.int32()),
+    ("iteration", pa.int32()), ("warmup", pa.bool_()), ("model", pa.string()),
+    ("algorithm", pa.string()), ("transport", pa.string()), ("world", pa.int32()),
+    ("buckets", pa.int32()), ("bytes", pa.int64()),
+    ("start", pa.float64()), ("end", pa.float64()), ("time", pa.float64()),
+    ("compute", pa.float64()), ("nominal_compute", pa.float64()),
+    ("backward_end", pa.float64()), ("comm", pa.float64()), ("exposed_comm", pa.float64()),
+    ("compute_share", pa.float64()), ("correct", pa.bool_()),
+])
+
+# One gradient bucket of one iteration: backward = its nominal backward compute; ready = when
+# that compute ended and the bucket was queued; start/end = its All-Reduce on the comm thread.
+BUCKET_SCHEMA = pa.schema([
+    ("run_id", pa.string()), ("job_id", pa.string()), ("rank", pa.int32()),
+    ("iteration", pa.int32()), ("warmup", pa.bool_()), ("bucket", pa.int32()),
+    ("coll", pa.int64()), ("bytes", pa.int64()), ("backward", pa.float64()),
+    ("ready", pa.float64()), ("start", pa.float64()), ("end", pa.float64()),
+    ("correct", pa.bool_()),
+])
+
+SCHEMAS = {"phases": PHASE_SCHEMA, "collectives": COLLECTIVE_SCHEMA,
+           "iterations": ITERATION_SCHEMA, "buckets": BUCKET_SCHEMA}
+
+
 def bandwidths(size: int, seconds: float, world: int) -> tuple[float, float]:
     """nccl-tests All-Reduce bandwidths in GB/s: algbw = S/t, busbw = algbw·2(n-1)/n."""
     algbw = size / seconds / 1e9 if seconds > 0 else 0.0
@@ -48,14 +82,21 @@ def _write_atomic(rows: list[dict], schema: pa.Schema, path: Path) -> None:
 
 
 class TraceWriter:
-    """Collects one worker's rows; :meth:`finish` writes the final files atomically."""
+    """Collects one worker's rows; :meth:`finish` writes the final files atomically.
 
-    def __init__(self, out_dir: Path, rank: int, partial_every: float = 2.0) -> None:
+    With ``dnn`` it also writes the ``iterations`` and ``buckets`` tables.
+    """
+
+    def __init__(self, out_dir: Path, rank: int, partial_every: float = 2.0,
+                 dnn: bool = False) -> None:
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.rank = rank
         self.phases: list[dict] = []
         self.collectives: list[dict] = []
+        self.iterations: list[dict] = []
+        self.buckets: list[dict] = []
+        self.kinds = ("phases", "collectives", *(("iterations", "buckets") if dnn else ()))
         self.partial_every = partial_every
         self._last_flush = time.monotonic()
 
@@ -69,21 +110,22 @@ class TraceWriter:
             self.flush_partial()
 
     def flush_partial(self) -> None:
-        _write_atomic(self.phases, PHASE_SCHEMA, self.path("phases", partial=True))
-        _write_atomic(self.collectives, COLLECTIVE_SCHEMA, self.path("collectives", partial=True))
+        for kind in self.kinds:
+            _write_atomic(getattr(self, kind), SCHEMAS[kind], self.path(kind, partial=True))
         self._last_flush = time.monotonic()
 
     def finish(self) -> None:
         """Write the complete files and drop the partial snapshots."""
-        _write_atomic(self.phases, PHASE_SCHEMA, self.path("phases"))
-        _write_atomic(self.collectives, COLLECTIVE_SCHEMA, self.path("collectives"))
-        for kind in ("phases", "collectives"):
+        for kind in self.kinds:
+            _write_atomic(getattr(self, kind), SCHEMAS[kind], self.path(kind))
+        for kind in self.kinds:
             self.path(kind, partial=True).unlink(missing_ok=True)
 
 
 def read_table(out_dir: Path, kind: str) -> pa.Table:
-    """All ranks' complete ``kind`` files (``phases`` or ``collectives``) as one table."""
-    schema = PHASE_SCHEMA if kind == "phases" else COLLECTIVE_SCHEMA
+    """All ranks' complete ``kind`` files (``phases``, ``collectives``, ``iterations`` or
+    ``buckets``) as one table."""
+    schema = SCHEMAS[kind]
     files = sorted(Path(out_dir).glob(f"{kind}-rank*.parquet"))
     tables = [pq.read_table(f) for f in files if not f.name.endswith(".partial.parquet")]
     return pa.concat_tables(tables) if tables else schema.empty_table()

@@ -12,14 +12,26 @@ Data: rank ``r`` holds ``(r+1)·(i mod 251 + 1)`` at index ``i``, so the exact r
 ``W(W+1)/2·(i mod 251 + 1)``, exact in float32 for any realistic world size ``W``; every
 iteration is checked. On failure the worker writes ``error-rank{r}.json`` (kind, message,
 time) to ``out_dir``, prints the message and exits 1.
+
+DNN mode (``dnn`` set; it takes precedence over ``workload``, whose sizes are then ignored and
+whose ``iterations``/``warmup`` apply unless ``dnn`` sets its own): replay a model's training
+iterations (:mod:`workloads.dnn`): forward compute, then per gradient bucket its backward
+compute and an asynchronous All-Reduce of the bucket on a communication thread (FIFO, one
+collective at a time, the same order on every rank), overlapping with the following compute
+as DDP does; the iteration ends when every bucket is reduced. Each iteration adds a row to
+``iterations-rank{r}.parquet`` and each bucket one to ``buckets-rank{r}.parquet``, besides the
+usual phase and collective rows.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
+import queue
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -30,9 +42,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from testbed.errors import FabricLabError
 from workloads.collectives import RingGroup, all_reduce
+from workloads.dnn import DnnWorkload
 from workloads.hierarchical import PhaseRecord, Schedule, Topology, run_hierarchical, schedule
 from workloads.traces import TraceWriter, bandwidths
-from workloads.transport import Endpoint, LinkSpec, Transport, make_transport
+from workloads.transport import (
+    CollectiveTimeout,
+    Endpoint,
+    LinkSpec,
+    Transport,
+    make_transport,
+)
 
 PATTERN_PERIOD = 251
 CHECK_BLOCK = 1 << 20
@@ -77,7 +96,8 @@ class WorkerConfig(BaseModel):
     max_active: int = Field(default=1, ge=1)
     dim_bandwidths: list[float] | None = None  # planning only; default equal
     transport: Literal["zerocopy", "rpc"] = "zerocopy"
-    workload: Workload
+    workload: Workload | None = None  # at least one of workload and dnn; dnn wins
+    dnn: DnnWorkload | None = None
     timeout: float = Field(default=30.0, gt=0)  # any single wait (rendezvous, transfer)
     collective_timeout: float = Field(default=600.0, gt=0)  # one whole collective
     out_dir: str
@@ -95,6 +115,8 @@ class WorkerConfig(BaseModel):
             raise ValueError("addresses must list, for every rank, one address per dimension")
         if self.dim_bandwidths is not None and len(self.dim_bandwidths) != len(self.dims):
             raise ValueError("dim_bandwidths must have one value per dimension")
+        if self.workload is None and self.dnn is None:
+            raise ValueError("give a workload (sizes) or a dnn workload (a model)")
         return self
 
     def endpoint(self, rank: int, dim: int) -> Endpoint:
@@ -206,6 +228,7 @@ class Worker:
         """Run every size of the workload, recording phases and collectives in ``trace``."""
         cfg = self.cfg
         w = cfg.workload
+        assert w is not None, "this worker has only a dnn workload: use run_dnn"
         max_count = max(w.sizes) // 4
         base = (np.arange(max_count) % PATTERN_PERIOD + 1).astype(np.float32)
         region = np.empty(max_count, dtype=np.float32)  # registered once, reused for all sizes
@@ -222,26 +245,192 @@ class Worker:
                 coll = self.allreduce(buf, record=phases.append)
                 seconds = time.monotonic() - start
                 ok = check(buf, cfg.world_size, base, tmp)
-                common = {"run_id": cfg.run_id, "job_id": cfg.job_id, "rank": cfg.rank,
-                          "coll": coll, "iteration": it - w.warmup, "warmup": warm}
-                for p in phases:
-                    trace.phases.append({
-                        **common, "chunk": p.chunk, "phase": p.phase, "dim": p.dim,
-                        "op": p.op, "bytes": p.nbytes, "start": p.start, "end": p.end,
-                        "peer": p.peer,
+                self._trace_collective(trace, coll, it - w.warmup, warm, phases, count, start,
+                                       seconds, ok)
+                trace.maybe_flush()
+
+    def _trace_collective(self, trace: TraceWriter, coll: int, iteration: int, warm: bool,
+                          phases: list[PhaseRecord], count: int, start: float, seconds: float,
+                          ok: bool) -> None:
+        """One collective's phase rows and its collective row."""
+        cfg = self.cfg
+        common = {"run_id": cfg.run_id, "job_id": cfg.job_id, "rank": cfg.rank,
+                  "coll": coll, "iteration": iteration, "warmup": warm}
+        for p in phases:
+            trace.phases.append({
+                **common, "chunk": p.chunk, "phase": p.phase, "dim": p.dim,
+                "op": p.op, "bytes": p.nbytes, "start": p.start, "end": p.end,
+                "peer": p.peer,
+            })
+        algbw, busbw = bandwidths(count * 4, seconds, cfg.world_size)
+        trace.collectives.append({
+            **common, "size": count * 4, "count": count, "world": cfg.world_size,
+            "algorithm": cfg.algorithm, "transport": cfg.transport,
+            "chunks": 1 if cfg.algorithm == "ring" else min(cfg.chunks, count),
+            "start": start, "time": seconds, "algbw": algbw, "busbw": busbw,
+            "correct": ok,
+        })
+
+    def run_dnn(self, trace: TraceWriter) -> None:
+        """Replay the configured model's training iterations (see the module docstring).
+
+        Per iteration: every bucket is filled with this rank's input and the ranks meet at a
+        barrier (neither is timed); then forward compute, then per bucket its backward compute
+        and its hand-over to the communication thread; the iteration ends when the last bucket
+        is reduced. Every bucket's sum is checked after the iteration.
+        """
+        cfg = self.cfg
+        d = cfg.dnn
+        assert d is not None, "this worker has no dnn workload"
+        w = cfg.workload
+        iterations = d.iterations if d.iterations is not None else (w.iterations if w else 3)
+        warmup = d.warmup if d.warmup is not None else (w.warmup if w else 1)
+        prof = d.profile()
+        counts = [b.bytes // 4 for b in prof.buckets]
+        max_count = max(counts)
+        base = (np.arange(max_count) % PATTERN_PERIOD + 1).astype(np.float32)
+        region = np.empty(sum(counts), dtype=np.float32)  # all gradients, bucket after bucket
+        bounds = np.cumsum([0, *counts]).tolist()
+        bufs = [region[lo:hi] for lo, hi in itertools.pairwise(bounds)]
+        tmp = np.empty(min(max_count, CHECK_BLOCK), dtype=np.float32)
+        nominal = prof.compute_s
+        comm = _BucketComm(self)
+        try:
+            for it in range(warmup + iterations):
+                warm = it < warmup
+                iteration = it - warmup
+                for buf in bufs:
+                    fill(buf, cfg.rank, base)
+                self.barrier()
+                start = time.monotonic()
+                clock = _Compute(d.compute)
+                clock.spend(prof.forward_s)
+                ready = []
+                for i, bucket in enumerate(prof.buckets):
+                    clock.spend(bucket.backward_s)
+                    ready.append(time.monotonic())
+                    comm.submit(i, bufs[i])
+                backward_end = time.monotonic()
+                done = sorted((comm.result() for _ in bufs), key=lambda r: r.index)
+                end = max(backward_end, *(r.end for r in done))
+                oks = [check(buf, cfg.world_size, base, tmp) for buf in bufs]
+                for r, ok, t_ready, bucket in zip(done, oks, ready, prof.buckets, strict=True):
+                    self._trace_collective(trace, r.coll, iteration, warm, r.phases,
+                                           counts[r.index], r.start, r.end - r.start, ok)
+                    trace.buckets.append({
+                        "run_id": cfg.run_id, "job_id": cfg.job_id, "rank": cfg.rank,
+                        "iteration": iteration, "warmup": warm, "bucket": r.index,
+                        "coll": r.coll, "bytes": bucket.bytes, "backward": bucket.backward_s,
+                        "ready": t_ready, "start": r.start, "end": r.end, "correct": ok,
                     })
-                algbw, busbw = bandwidths(count * 4, seconds, cfg.world_size)
-                trace.collectives.append({
-                    **common, "size": count * 4, "count": count, "world": cfg.world_size,
+                seconds = end - start
+                compute = clock.spent
+                trace.iterations.append({
+                    "run_id": cfg.run_id, "job_id": cfg.job_id, "rank": cfg.rank,
+                    "iteration": iteration, "warmup": warm, "model": prof.name,
                     "algorithm": cfg.algorithm, "transport": cfg.transport,
-                    "chunks": 1 if cfg.algorithm == "ring" else min(cfg.chunks, count),
-                    "start": start, "time": seconds, "algbw": algbw, "busbw": busbw,
-                    "correct": ok,
+                    "world": cfg.world_size, "buckets": len(bufs), "bytes": prof.total_bytes,
+                    "start": start, "end": end, "time": seconds, "compute": compute,
+                    "nominal_compute": nominal, "backward_end": backward_end,
+                    "comm": sum(r.end - r.start for r in done),
+                    "exposed_comm": max(0.0, seconds - compute),
+                    "compute_share": compute / seconds if seconds > 0 else 0.0,
+                    "correct": all(oks),
                 })
                 trace.maybe_flush()
+        except BaseException:
+            comm.stop(wait=False)
+            raise
+        comm.stop(wait=True)
 
     def close(self) -> None:
         self.transport.close()
+
+
+class _Compute:
+    """Spends compute time by sleeping or busy-working; a wait's overshoot is taken off the
+    next one (short sleeps overshoot, and it would pile up over many buckets)."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.debt = 0.0
+        self.spent = 0.0
+        self._a = np.ones((32, 32), dtype=np.float32)
+        self._out = np.empty_like(self._a)
+
+    def spend(self, seconds: float) -> None:
+        if seconds <= 0:
+            return
+        begin = time.monotonic()
+        target = seconds - self.debt
+        if target > 0:
+            end = begin + target
+            if self.mode == "sleep":
+                time.sleep(target)
+            else:
+                while time.monotonic() < end:
+                    np.dot(self._a, self._a, out=self._out)
+        took = time.monotonic() - begin
+        self.debt = took - target
+        self.spent += took
+
+
+class _Reduced:
+    """One bucket's All-Reduce as the communication thread did it."""
+
+    __slots__ = ("coll", "end", "error", "index", "phases", "start")
+
+    def __init__(self, index: int, coll: int, start: float, end: float,
+                 phases: list[PhaseRecord], error: BaseException | None = None) -> None:
+        self.index, self.coll, self.start, self.end = index, coll, start, end
+        self.phases, self.error = phases, error
+
+
+class _BucketComm:
+    """The communication thread: All-Reduces handed-over buckets one at a time, in order."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.todo: queue.Queue = queue.Queue()
+        self.done: queue.Queue = queue.Queue()
+        self.thread = threading.Thread(target=self._loop, daemon=True,
+                                       name=f"comm-rank{worker.cfg.rank}")
+        self.thread.start()
+
+    def submit(self, index: int, buf: np.ndarray) -> None:
+        self.todo.put((index, buf))
+
+    def _loop(self) -> None:
+        while (item := self.todo.get()) is not None:
+            index, buf = item
+            phases: list[PhaseRecord] = []
+            start = time.monotonic()
+            try:
+                coll = self.worker.allreduce(buf, record=phases.append)
+            except BaseException as exc:
+                self.done.put(_Reduced(index, -1, start, time.monotonic(), phases, exc))
+                return  # the links are unusable now
+            self.done.put(_Reduced(index, coll, start, time.monotonic(), phases))
+
+    def result(self) -> _Reduced:
+        """The next finished bucket; raises its error, or a timeout if none comes."""
+        wait = self.worker.cfg.collective_timeout + self.worker.cfg.timeout
+        try:
+            r = self.done.get(timeout=wait)
+        except queue.Empty:
+            raise CollectiveTimeout(
+                f"rank {self.worker.cfg.rank}: no gradient bucket finished its All-Reduce "
+                f"within {wait:g} s") from None
+        if r.error is not None:
+            raise r.error
+        return r
+
+    def stop(self, wait: bool) -> None:
+        """End the thread after its queue; ``wait`` for it (not after a failure: it may be
+        stuck in a collective until the transport is aborted)."""
+        self.todo.put(None)
+        if wait:
+            self.thread.join(timeout=self.worker.cfg.timeout)
 
 
 def _write_error(out_dir: Path, rank: int, kind: str, message: str, peer: int | None) -> None:
@@ -268,14 +457,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"worker config {argv[0]} is unusable: {detail}", file=sys.stderr, flush=True)
         return 2
     out_dir = Path(cfg.out_dir)
-    trace = TraceWriter(out_dir, cfg.rank)
+    trace = TraceWriter(out_dir, cfg.rank, dnn=cfg.dnn is not None)
     worker = Worker(cfg)
     try:
         worker.connect()
         if cfg.stall:
             time.sleep(cfg.timeout * 20)
             raise FabricLabError(f"rank {cfg.rank} was told to stall and did")
-        worker.run_workload(trace)
+        if cfg.dnn is not None:
+            worker.run_dnn(trace)
+        else:
+            worker.run_workload(trace)
         trace.finish()
     except FabricLabError as exc:
         kind, message, peer = getattr(exc, "kind", "error"), str(exc), getattr(exc, "peer", None)
