@@ -1,26 +1,34 @@
-"""Link shaping: Mininet's TCLink with HTB and bandwidth only (this kernel has no netem).
+"""Link shaping: Mininet's TCLink with HTB and bandwidth only (this kernel has no netem, and of
+the other qdiscs only HTB, TBF and the plain FIFOs; the only classifier is u32).
 
-The one change from Mininet's HTB setup is ``r2q``: the kernel derives the HTB quantum as
-rate / r2q and warns for every link when it exceeds 200 kB (any rate above ~16 Mbit/s with the
-default r2q of 10). Scaling r2q with the rate keeps the quantum near 100 kB.
+Each shaped interface gets one HTB class at the link rate with two children:
+
+- ``5:10``, strict priority, for IP packets under 128 bytes (pure ACKs, handshakes);
+- ``5:20`` for everything else, behind a byte-limited FIFO of QUEUE_MS at the link rate.
+
+Why: with userspace TSO a veth carries 64 KiB TCP packets. In one FIFO, the ACKs of a flow
+wait behind (and are tail-dropped with) the 64 KiB segments of a flow going the other way,
+and two opposite TCP flows on one 50 Mbit/s path measured 48 and 10 Mbit/s. With the ACK
+class both measured 47-49 Mbit/s (BENCHMARKS.md). The parent class still caps the sum at the
+link rate. Without a queue limit the FIFO would hold 1000 packets of 64 KiB: seconds.
+
+``r2q`` is scaled with the rate: the kernel derives the HTB quantum as rate / r2q and warns
+for every class when it exceeds 200 kB (any rate above ~16 Mbit/s with the default of 10).
 """
 
 from __future__ import annotations
 
 import math
-import os
 
 from mininet.link import TCIntf, TCLink
 
-# The HTB class queue, in milliseconds at the link rate. Without a limit the queue is
-# txqueuelen (1000) packets of up to 64 KiB each (userspace TSO): seconds of buffer, so a flow
-# whose ACKs share a loaded direction starves. A bfifo bounds it (fq_codel/netem are absent).
-QUEUE_MS = float(os.environ.get("FABRICLAB_QUEUE_MS", "20"))
+QUEUE_MS = 20.0
 MIN_QUEUE_BYTES = 4 * 65536
+ACK_BYTES = 128  # IP packets shorter than this take the priority class
 
 
 def queue_bytes(mbps: float, ms: float = QUEUE_MS) -> int:
-    """The bfifo limit for a link: ``ms`` of traffic at its rate, at least four TSO segments."""
+    """The data FIFO limit: ``ms`` of traffic at the link rate, at least four TSO segments."""
     return max(MIN_QUEUE_BYTES, int(mbps * 1e6 / 8 * ms / 1000))
 
 
@@ -29,18 +37,30 @@ def htb_r2q(mbps: float) -> int:
     return max(10, math.ceil(mbps * 1e6 / 8 / 100_000))
 
 
+def htb_commands(mbps: float) -> list[str]:
+    """tc commands (Mininet's ``%s %s`` = tc binary, interface) for one shaped interface."""
+    mask = 0xFFFF & ~(ACK_BYTES - 1)  # IP total length < ACK_BYTES
+    return [
+        f"%s qdisc add dev %s root handle 5:0 htb default 20 r2q {htb_r2q(mbps)}",
+        f"%s class add dev %s parent 5:0 classid 5:1 htb rate {mbps:f}Mbit burst 15k",
+        f"%s class add dev %s parent 5:1 classid 5:10 htb rate {mbps / 10:f}Mbit "
+        f"ceil {mbps:f}Mbit burst 15k prio 0",
+        f"%s class add dev %s parent 5:1 classid 5:20 htb rate {mbps * 0.9:f}Mbit "
+        f"ceil {mbps:f}Mbit burst 15k prio 1",
+        "%s qdisc add dev %s parent 5:10 handle 10: pfifo limit 1000",
+        f"%s qdisc add dev %s parent 5:20 handle 20: bfifo limit {queue_bytes(mbps)}",
+        f"%s filter add dev %s parent 5: protocol ip prio 1 u32 "
+        f"match u16 0x0000 {mask:#06x} at 2 flowid 5:10",
+    ]
+
+
 class ShapedIntf(TCIntf):
-    """A TCIntf whose only shaping is an HTB rate (delay/loss/queue options are refused)."""
+    """A TCIntf whose only shaping is the HTB tree above (delay/loss/queue options refused)."""
 
     def bwCmds(self, bw=None, **_ignored):
         if bw is None:
             return [], " root "
-        cmds = [
-            f"%s qdisc add dev %s root handle 5:0 htb default 1 r2q {htb_r2q(bw)}",
-            f"%s class add dev %s parent 5:0 classid 5:1 htb rate {bw:f}Mbit burst 15k",
-            f"%s qdisc add dev %s parent 5:1 handle 10: bfifo limit {queue_bytes(bw)}",
-        ]
-        return cmds, " parent 10: "
+        return htb_commands(bw), " parent 20: "
 
 
 class ShapedLink(TCLink):
@@ -53,4 +73,4 @@ class ShapedLink(TCLink):
         super().__init__(node1, node2, **params)
 
 
-__all__ = ["ShapedIntf", "ShapedLink", "htb_r2q"]
+__all__ = ["ShapedIntf", "ShapedLink", "htb_commands", "htb_r2q", "queue_bytes"]
