@@ -1,0 +1,26 @@
+"""``fabriclab report RUN_DIR [RUN_DIR ...] [--out DIR]``: render the HTML/Markdown report."""
+
+from __future__ import annotations
+
+import argparse
+
+from analysis.report import write_report
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "report",
+        help="turn one or more run directories into report.html and report.md",
+        description="Write report.html (self-contained) and report.md with figures. One run: "
+                    "into the run directory; several runs: a comparison, into "
+                    "FIRST_RUN/comparison unless --out is given.",
+    )
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="a results/<run> directory")
+    p.add_argument("--out", metavar="DIR", default=None,
+                   help="where to write the report (created if missing)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    print(write_report(args.runs, args.out))
+    return 0

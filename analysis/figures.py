@@ -1,0 +1,248 @@
+"""PNG figures of a run (matplotlib, Agg backend). Every function returns the file it wrote,
+or ``None`` when the run has no data for that figure (nothing is written then).
+
+Time axes are seconds since the run's first recorded instant (:meth:`Run.t0`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.patches import Patch
+
+from analysis import metrics
+from analysis.load import Run
+
+DPI = 100
+DIM_COLOURS = plt.get_cmap("tab10").colors
+CHUNK_COLOURS = plt.get_cmap("tab20").colors
+RUN_COLOURS = plt.get_cmap("Set2").colors
+plt.rcParams.update({"font.size": 10, "axes.spines.top": False, "axes.spines.right": False,
+                     "axes.titlesize": 11, "axes.titleweight": "bold"})
+
+
+def _save(fig: plt.Figure, path: Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def _edges(t0: float, t1: float, target: int = 150) -> np.ndarray:
+    """Bin edges over [t0, t1]: about ``target`` bins, at least 0.1 s (the sample period)."""
+    width = max((t1 - t0) / target, 0.1)
+    n = max(int(np.ceil((t1 - t0) / width)), 1)
+    return t0 + width * np.arange(n + 1)
+
+
+def _shade_jobs(ax: plt.Axes, run: Run, t0: float) -> int:
+    """Light bands where jobs ran, labelled with the job names (stacked when they overlap)."""
+    placed: list[tuple[float, float, int]] = []
+    for i, j in enumerate(run.jobs):
+        s, e = j.get("start"), j.get("end")
+        if not isinstance(s, int | float) or not isinstance(e, int | float):
+            continue
+        level = 0
+        while any(lv == level and s < e2 and s2 < e for s2, e2, lv in placed):
+            level += 1
+        placed.append((s, e, level))
+        ax.axvspan(s - t0, e - t0, color="0.5", alpha=0.06 + 0.05 * (i % 2), lw=0)
+        ax.text((s + e) / 2 - t0, 1.02 + 0.08 * level, str(j["name"]),
+                transform=ax.get_xaxis_transform(), ha="center", va="bottom", fontsize=8,
+                color="0.35", clip_on=False)
+    return max((lv for _, _, lv in placed), default=-1) + 1
+
+
+def dimension_timeline(run: Run, path: Path) -> Path | None:
+    """Per-dimension utilisation over time: top, the fraction of time each dimension had a
+    chunk phase in flight; bottom, bytes moved ÷ capacity from the phase traces (solid) and
+    the utilisation of the dimension's links from the byte counters (dashed)."""
+    ph = run.phases[~run.phases["warmup"].astype(bool)]
+    if ph.empty:
+        return None
+    t0 = run.t0()
+    lo, hi = float(ph["start"].min()), float(ph["end"].max())
+    pad = 0.03 * (hi - lo)
+    edges = _edges(lo - pad, hi + pad)
+    tl = metrics.dimension_timeline(run, edges)
+    links = metrics.dimension_link_timeline(run, edges)
+    x = tl.index.to_numpy() - t0
+    fig, (a1, a2) = plt.subplots(2, 1, figsize=(11, 5.2), sharex=True)
+    dims = sorted({d for _, d in tl.columns})
+    for d in dims:
+        c = DIM_COLOURS[d % 10]
+        a1.step(x, tl[("active", d)], where="mid", color=c, lw=1.4, label=f"dim {d}")
+        a2.step(x, tl[("bytes", d)], where="mid", color=c, lw=1.4, label=f"dim {d} traces")
+        if d in links:
+            a2.plot(x, links[d], color=c, lw=1.2, ls="--", label=f"dim {d} links")
+    levels = _shade_jobs(a1, run, t0)
+    top = max(1.05, float(np.nanmax(tl.to_numpy())) * 1.05 if tl.size else 1.05)
+    if not links.empty:
+        top = max(top, float(np.nanmax(links.to_numpy())) * 1.05)
+    for ax in (a1, a2):
+        ax.set_ylim(0, top if ax is a2 else 1.05)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
+    a1.set_ylabel("phase active\n(fraction of time)")
+    a2.set_ylabel("bytes ÷ capacity")
+    a2.set_xlabel("time since run start (s)")
+    a1.set_title("Per-dimension utilisation (measured collectives)", pad=6 + 11 * levels)
+    return _save(fig, path)
+
+
+def _gantt_jobs(run: Run) -> list[str]:
+    """Jobs to draw: a baseline and a Themis job when both exist, else up to two with phases."""
+    have = set(run.phases["job"].unique())
+    algos = {str(j["name"]): j.get("algorithm") for j in run.jobs if j["name"] in have}
+    tenants = [n for n in algos if not isinstance(run.job(n).get("solo_of"), str)] or list(algos)
+    pick = [next((n for n in tenants if algos[n] == a), None) for a in ("baseline", "themis")]
+    pick = [p for p in pick if p]
+    return pick if pick else tenants[:2]
+
+
+def gantt(run: Run, path: Path) -> Path | None:
+    """Chunk phases of one measured collective on rank 0, one row per dimension, bars coloured
+    by chunk and labelled with the operation; baseline and Themis side by side, same scale.
+    None when the jobs only ran flat rings (a single AR phase per collective)."""
+    jobs = _gantt_jobs(run)
+    if not jobs or run.phases[run.phases["job"].isin(jobs)]["phase"].max() == 0:
+        return None  # flat rings only: one AR per collective, no chunk schedule to show
+    width = 10 if len(jobs) == 1 else 5.6 * len(jobs)
+    fig, axes = plt.subplots(1, len(jobs), figsize=(width, 2.8), sharex=True, squeeze=False)
+    chunks_seen: set[int] = set()
+    for ax, job in zip(axes[0], jobs, strict=True):
+        ph = run.phases[(run.phases["job"] == job) & (run.phases["rank"] == 0)]
+        measured = ph[~ph["warmup"].astype(bool)]
+        ph = measured if len(measured) else ph
+        coll = ph["coll"].min()
+        ph = ph[ph["coll"] == coll]
+        co = run.collectives[(run.collectives["job"] == job)
+                             & (run.collectives["coll"] == coll)]
+        c0 = float(co["start"].min()) if len(co) else float(ph["start"].min())
+        total = float(co["time"].max()) if len(co) else float(ph["end"].max()) - c0
+        dims = sorted(ph["dim"].unique())
+        for r in ph.itertuples():
+            x, w = (r.start - c0) * 1e3, (r.end - r.start) * 1e3
+            ax.barh(r.dim, w, left=x, height=0.6, color=CHUNK_COLOURS[r.chunk % 20],
+                    edgecolor="white", lw=0.8)
+            if w > 0.06 * total * 1e3:  # label only bars wide enough to hold it
+                ax.text(x + w / 2, r.dim, f"{r.op}{r.chunk}", ha="center", va="center",
+                        fontsize=7, color="black", clip_on=True)
+            chunks_seen.add(int(r.chunk))
+        algo = run.job(job).get("algorithm") or ""
+        ax.set_title(f"{job} ({algo}): {total * 1e3:.0f} ms")
+        ax.set_yticks(dims, [f"dim {d}" for d in dims])
+        ax.set_ylim(max(dims) + 0.6, min(dims) - 0.6)
+        ax.set_xlabel("ms since the collective started (rank 0)")
+        ax.grid(axis="x", alpha=0.3)
+    if len(chunks_seen) <= 12:
+        handles = [Patch(color=CHUNK_COLOURS[c % 20], label=f"chunk {c}")
+                   for c in sorted(chunks_seen)]
+        fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 8), fontsize=8,
+                   bbox_to_anchor=(0.5, -0.12), frameon=False)
+    return _save(fig, path)
+
+
+def link_heatmap(run: Run, path: Path) -> Path | None:
+    """Utilisation of every directed leaf↔spine link (rows; via the OCS on OCS fabrics) in
+    time bins (columns): two jobs hashed onto one spine show as one hot row and idle rows."""
+    s = metrics.leaf_spine_samples(run.links, run.topology)
+    window = run.window()
+    if s.empty or window is None:
+        return None
+    t0 = run.t0()
+    edges = _edges(window[0], window[1], target=120)
+    grid = metrics.link_util_bins(s, edges)
+    up = [k for k in grid.index if k.startswith("leaf")]
+    grid = grid.loc[sorted(up) + sorted(k for k in grid.index if k not in up)]
+    vmax = max(1.0, float(np.nanmax(grid.to_numpy())) if grid.size else 1.0)
+    fig, ax = plt.subplots(figsize=(11, 1.4 + 0.28 * len(grid)))
+    im = ax.imshow(grid.to_numpy(), aspect="auto", cmap="magma", vmin=0, vmax=vmax,
+                   interpolation="nearest",
+                   extent=(edges[0] - t0, edges[-1] - t0, len(grid) - 0.5, -0.5))
+    ax.set_yticks(range(len(grid)), grid.index, fontsize=8)
+    ax.set_xlabel("time since run start (s)")
+    ax.set_title("Leaf↔spine link utilisation (directed)")
+    fig.colorbar(im, ax=ax, label="utilisation", pad=0.01)
+    return _save(fig, path)
+
+
+def _cdf(ax: plt.Axes, values: Sequence[float], label: str, colour) -> None:
+    x = np.sort(np.asarray(values, dtype=float))
+    y = np.arange(1, x.size + 1) / x.size
+    ax.step(np.r_[x[0], x], np.r_[0, y], where="post", color=colour, lw=1.8, label=label)
+    ax.plot(x, y, "o", color=colour, ms=4)
+
+
+def jct_cdfs(runs: Sequence[Run], path: Path) -> Path | None:
+    """CDFs over the tenant jobs of JCT (left) and slowdown vs solo (right), one line per run."""
+    panels: dict[str, list[tuple[str, list[float]]]] = {"jct_s": [], "slowdown": []}
+    for run in runs:
+        jm = metrics.job_metrics(run)
+        if jm.empty:
+            continue
+        jm = jm[[not isinstance(v, str) for v in jm["solo_of"]]]
+        for key in panels:
+            vals = [float(v) for v in jm[key] if metrics._num(v) is not None]
+            if vals:
+                panels[key].append((run.label, vals))
+    present = [k for k, v in panels.items() if v]
+    if not present:
+        return None
+    fig, axes = plt.subplots(1, len(present), figsize=(5.5 * len(present), 3.4), squeeze=False)
+    titles = {"jct_s": ("Job completion time", "JCT (s)"),
+              "slowdown": ("Slowdown vs solo baseline", "slowdown (×)")}
+    for ax, key in zip(axes[0], present, strict=True):
+        for i, (label, vals) in enumerate(panels[key]):
+            _cdf(ax, vals, label, RUN_COLOURS[i % 8])
+        if key == "slowdown":
+            ax.axvline(1, color="0.6", lw=1, ls=":")
+        ax.set_title(titles[key][0])
+        ax.set_xlabel(titles[key][1])
+        ax.set_ylabel("fraction of jobs")
+        ax.set_ylim(0, 1.05)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def comparison(runs: Sequence[Run], path: Path) -> Path | None:
+    """Grouped bars, one bar per run: mean iteration time and busbw of every tenant job."""
+    if len(runs) < 2:
+        return None
+    tables = []
+    for run in runs:
+        jm = metrics.job_metrics(run)
+        if not jm.empty:
+            jm = jm[[not isinstance(v, str) for v in jm["solo_of"]]]
+        tables.append(jm)
+    jobs: list[str] = []
+    for jm in tables:
+        jobs += [j for j in jm.index if j not in jobs]
+    if not jobs:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    width = 0.8 / len(runs)
+    x = np.arange(len(jobs))
+    for ax, key, label in ((axes[0], "mean_s", "mean iteration time (s)"),
+                           (axes[1], "busbw_gbps", "busbw (Mbit/s)")):
+        for i, (run, jm) in enumerate(zip(runs, tables, strict=True)):
+            vals = [metrics._num(jm.loc[j, key]) if j in jm.index else None for j in jobs]
+            scale = 8000 if key == "busbw_gbps" else 1  # GB/s -> Mbit/s
+            ys = [v * scale if v is not None else 0 for v in vals]
+            ax.bar(x + (i - (len(runs) - 1) / 2) * width, ys, width, label=run.label,
+                   color=RUN_COLOURS[i % 8])
+        ax.set_xticks(x, jobs, rotation=20 if len(jobs) > 6 else 0)
+        ax.set_ylabel(label)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].set_title("Iteration time per job (lower is better)")
+    axes[1].set_title("Bus bandwidth per job (higher is better)")
+    axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    return _save(fig, path)

@@ -1,0 +1,220 @@
+"""Load one run directory (``results/<timestamp>-<name>/``) into a :class:`Run`.
+
+Required: the path is a directory holding at least one of ``spec.yaml``, ``topology.json`` or
+``jobs.json``. Everything else is optional and loads as empty (a crashed run still gets a
+report): missing traces give empty DataFrames with the right columns, a missing
+``fidelity.json`` gives ``None``. Worker traces are read with
+:func:`workloads.traces.read_table`; a rank that left only a ``*.partial.parquet`` snapshot
+(it crashed) is read from that snapshot and named in :attr:`Run.notes`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+import yaml
+
+from testbed.errors import FabricLabError
+from workloads.traces import COLLECTIVE_SCHEMA, PHASE_SCHEMA, read_table
+
+MARKERS = ("spec.yaml", "topology.json", "jobs.json")
+LINK_COLUMNS = ["time", "link", "src", "dst", "mbps", "bytes"]
+CPU_COLUMNS = ["time", "idle"]
+ITERATION_COLUMNS = ["job", "rank", "iteration", "warmup", "start", "end",
+                     "iteration_s", "compute_s", "exposed_comm_s", "compute_share"]
+
+# Accepted spellings of the DNN iteration columns (after lower-casing, non-alphanumerics -> _).
+_ITERATION_ALIASES = {
+    "iteration_s": ("iteration_s", "iteration_time", "iteration_time_s", "iter_time", "time"),
+    "compute_s": ("compute_s", "compute_time", "compute_time_s", "compute"),
+    "exposed_comm_s": ("exposed_comm_s", "exposed_comm", "exposed_communication",
+                       "exposed_communication_s", "exposed_comm_time", "exposed"),
+    "compute_share": ("compute_share", "compute_fraction", "compute_ratio"),
+}
+_TIMESTAMP = re.compile(r"^\d{8}[-T_]?\d{4,6}(?:[-_.]\d+)?[-_]")
+
+
+@dataclass
+class Run:
+    """A parsed run directory. Times are ``time.monotonic()`` seconds, as recorded."""
+
+    path: Path
+    name: str  # the directory name
+    label: str  # short name for tables: the spec's name, else the directory name sans timestamp
+    spec: dict[str, Any]
+    env: dict[str, Any]
+    topology: dict[str, Any]
+    jobs: list[dict[str, Any]]
+    phases: pd.DataFrame  # PHASE_SCHEMA columns + job
+    collectives: pd.DataFrame  # COLLECTIVE_SCHEMA columns + job
+    iterations: pd.DataFrame  # ITERATION_COLUMNS (empty when no DNN job wrote them)
+    links: pd.DataFrame  # LINK_COLUMNS: cumulative byte counters per link direction
+    cpu: pd.DataFrame  # CPU_COLUMNS
+    fidelity: dict[str, Any] | None
+    controller_log: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def job(self, name: str) -> dict[str, Any]:
+        for j in self.jobs:
+            if j.get("name") == name:
+                return j
+        raise KeyError(name)
+
+    @property
+    def job_names(self) -> list[str]:
+        return [str(j["name"]) for j in self.jobs]
+
+    def window(self) -> tuple[float, float] | None:
+        """[first job start, last job end], else the span of the link samples, else None."""
+        starts = [j["start"] for j in self.jobs if _is_num(j.get("start"))]
+        ends = [j["end"] for j in self.jobs if _is_num(j.get("end"))]
+        if starts and ends and max(ends) > min(starts):
+            return float(min(starts)), float(max(ends))
+        if len(self.links):
+            return float(self.links["time"].min()), float(self.links["time"].max())
+        return None
+
+    def t0(self) -> float:
+        """The origin of every time axis: the earliest recorded instant of the run."""
+        cands = [j["start"] for j in self.jobs if _is_num(j.get("start"))]
+        for df, col in ((self.links, "time"), (self.phases, "start"),
+                        (self.collectives, "start")):
+            if len(df):
+                cands.append(float(df[col].min()))
+        return float(min(cands)) if cands else 0.0
+
+
+def _is_num(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and x == x
+
+
+def _read_json(path: Path, default: Any) -> Any:
+    if not path.exists():
+        return default
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise FabricLabError(f"cannot read {path}: {exc}") from None
+
+
+def _read_parquet(path: Path, columns: list[str]) -> pd.DataFrame:
+    if not path.exists():
+        return pd.DataFrame({c: pd.Series(dtype="float64") for c in columns})
+    try:
+        return pq.read_table(path).to_pandas()
+    except Exception as exc:  # pyarrow raises several types for a damaged file
+        raise FabricLabError(f"cannot read {path}: {exc}") from None
+
+
+def _label(name: str, spec: dict[str, Any]) -> str:
+    if isinstance(spec.get("name"), str) and spec["name"]:
+        return spec["name"]
+    return _TIMESTAMP.sub("", name) or name
+
+
+def _traces(job_dir: Path, kind: str, notes: list[str], job: str) -> pd.DataFrame:
+    schema = PHASE_SCHEMA if kind == "phases" else COLLECTIVE_SCHEMA
+    tables = [read_table(job_dir, kind)]  # complete files only; none if the dir is missing
+    complete = {p.name.removesuffix(".parquet") for p in job_dir.glob(f"{kind}-rank*.parquet")}
+    for part in sorted(job_dir.glob(f"{kind}-rank*.partial.parquet")):
+        final = part.name.removesuffix(".partial.parquet")
+        if final not in complete:
+            tables.append(pq.read_table(part).cast(schema))
+            notes.append(f"job {job}: {final} is a partial snapshot (the worker did not finish)")
+    df = pd.concat([t.to_pandas() for t in tables], ignore_index=True)
+    df.insert(0, "job", job)
+    return df
+
+
+def _norm(col: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", col.lower()).strip("_")
+
+
+def _iterations(job_dir: Path, job: str) -> pd.DataFrame | None:
+    files = [f for f in sorted(job_dir.glob("iterations-rank*.parquet"))
+             if not f.name.endswith(".partial.parquet")]
+    if not files:
+        return None
+    raw = pd.concat([pq.read_table(f).to_pandas() for f in files], ignore_index=True)
+    raw.columns = [_norm(c) for c in raw.columns]
+    out = pd.DataFrame({"job": job}, index=raw.index)
+    for col in ("rank", "iteration", "warmup", "start", "end"):
+        out[col] = raw.get(col)
+    for col, aliases in _ITERATION_ALIASES.items():
+        found = next((a for a in aliases if a in raw), None)
+        out[col] = raw[found].astype(float) if found else float("nan")
+    if out["iteration_s"].isna().all() and {"start", "end"} <= set(raw):
+        out["iteration_s"] = raw["end"].astype(float) - raw["start"].astype(float)
+    if out["compute_share"].isna().all():
+        out["compute_share"] = out["compute_s"] / out["iteration_s"]
+    out["warmup"] = out["warmup"].fillna(False).astype(bool)
+    return out
+
+
+def load_run(path: str | Path) -> Run:
+    """Parse a run directory; raise :class:`FabricLabError` if ``path`` is not one."""
+    root = Path(path)
+    if not root.is_dir() or not any((root / m).exists() for m in MARKERS):
+        raise FabricLabError(
+            f"{path} is not a run directory (it has none of {', '.join(MARKERS)})"
+        )
+    notes: list[str] = []
+    spec: dict[str, Any] = {}
+    if (root / "spec.yaml").exists():
+        try:
+            spec = yaml.safe_load((root / "spec.yaml").read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise FabricLabError(f"cannot read {root / 'spec.yaml'}: {exc}") from None
+        if not isinstance(spec, dict):
+            spec = {}
+    jobs = _read_json(root / "jobs.json", [])
+    if not isinstance(jobs, list):
+        raise FabricLabError(f"{root / 'jobs.json'} is not a list of jobs")
+    jobs = [j for j in jobs if isinstance(j, dict) and "name" in j]
+    known = {str(j["name"]) for j in jobs}
+    jobs_dir = root / "jobs"
+    if jobs_dir.is_dir():  # trace directories the job list does not mention still count
+        for d in sorted(jobs_dir.iterdir()):
+            if d.is_dir() and d.name not in known:
+                jobs.append({"name": d.name, "status": "incomplete"})
+                notes.append(f"job {d.name} has traces but is not in jobs.json")
+    phases, colls, iters = [], [], []
+    for j in jobs:
+        name = str(j["name"])
+        jd = jobs_dir / name
+        phases.append(_traces(jd, "phases", notes, name))
+        colls.append(_traces(jd, "collectives", notes, name))
+        it = _iterations(jd, name) if jd.is_dir() else None
+        if it is not None:
+            iters.append(it)
+    empty_p = PHASE_SCHEMA.empty_table().to_pandas().assign(job="")
+    empty_c = COLLECTIVE_SCHEMA.empty_table().to_pandas().assign(job="")
+    links = _read_parquet(root / "link_samples.parquet", LINK_COLUMNS)
+    cpu = _read_parquet(root / "cpu_samples.parquet", CPU_COLUMNS)
+    fidelity = _read_json(root / "fidelity.json", None)
+    log = root / "controller.log"
+    return Run(
+        path=root,
+        name=root.resolve().name,
+        label=_label(root.resolve().name, spec),
+        spec=spec,
+        env=_read_json(root / "env.json", {}),
+        topology=_read_json(root / "topology.json", {}),
+        jobs=jobs,
+        phases=pd.concat(phases, ignore_index=True) if phases else empty_p,
+        collectives=pd.concat(colls, ignore_index=True) if colls else empty_c,
+        iterations=(pd.concat(iters, ignore_index=True) if iters
+                    else pd.DataFrame({c: pd.Series(dtype="float64")
+                                       for c in ITERATION_COLUMNS})),
+        links=links,
+        cpu=cpu,
+        fidelity=fidelity if isinstance(fidelity, dict) else None,
+        controller_log=log.read_text(errors="replace") if log.exists() else None,
+        notes=notes,
+    )

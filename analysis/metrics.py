@@ -1,0 +1,602 @@
+"""Metrics of one run: pure functions on the DataFrames of :class:`analysis.load.Run`.
+
+Definitions (units: bytes, seconds, bit/s; GB/s = 1e9 bytes/s as nccl-tests reports):
+
+- **Collective time** ``t`` is the *slowest* rank's time for that collective (nccl-tests);
+  ``algbw = S/t``, ``busbw = algbw·2(n−1)/n`` (:func:`collective_table`).
+- **Headline size**: a job that ran several All-Reduce sizes is summarised at its largest one;
+  every size is kept under ``sizes``.
+- **Iteration time**: for an All-Reduce job, one iteration is one measured collective; for a
+  DNN job it is the ``iteration time`` of its ``iterations-rank*.parquet`` (mean over ranks).
+  Warm-up rows never count.
+- **Slowdown** of job J: ``mean_s(J) / mean_s(S)`` where S is J's solo baseline (the job whose
+  ``solo_of`` is J); JCT ratio when an iteration time is missing.
+- **Link utilisation**: the rate between consecutive cumulative counter samples divided by the
+  configured rate; a link direction's mean is over the run window (first job start to last job
+  end), its peak the highest over any 0.5 s stretch in that window.
+- **Dimension utilisation** (per rank, over the time the rank spent in measured collectives):
+  ``active_fraction`` = fraction of that time the dimension had at least one phase in flight;
+  ``bytes_util`` = bytes the rank sent on the dimension ÷ (B_d · t), where a ring phase on
+  ``n`` ranks sends ``b(n−1)/n`` (RS, AG; ``b`` = the larger of input/output) or ``2b(n−1)/n``
+  (AR), and ``B_d`` is the dimension's configured per-host rate; ``link_util`` = mean
+  utilisation of the fabric links of that dimension (kinds ``dim``/``ring``) over the run.
+- **Fairness**: Jain's index ``(Σx)²/(n·Σx²)`` over the jobs that are not solo baselines, on
+  ``x = 1/slowdown`` over those with a solo baseline when at least two have one (normalised
+  progress, comparable across job sizes), else on ``x = busbw`` of the jobs that overlapped in
+  time (jobs that ran one after another are not compared).
+- **Speedup**: baseline ÷ Themis iteration time for each pair of jobs running the same
+  workload on the same number of hosts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.load import Run, load_run
+
+LEAF_SPINE_KINDS = ("uplink", "ocs-leaf", "ocs-spine")
+DIM_LINK_KINDS = ("dim", "ring")
+COLLECTIVE_COLUMNS = ["job", "coll", "size", "world", "iteration", "warmup", "algorithm",
+                      "transport", "chunks", "ranks", "start", "end", "t", "algbw", "busbw",
+                      "rank_algbw", "rank_busbw", "correct"]
+
+
+# ---------------------------------------------------------------- collectives and jobs
+
+def collective_table(collectives: pd.DataFrame) -> pd.DataFrame:
+    """One row per ``(job, coll)``: ``t`` = the slowest rank's time, ``algbw = size/t`` and
+    ``busbw = algbw·2(n−1)/n`` in GB/s; ``rank_algbw``/``rank_busbw`` are the per-rank values
+    averaged over ranks; ``start``/``end`` span every rank; ``correct`` = all ranks correct."""
+    if collectives.empty:
+        return pd.DataFrame(columns=COLLECTIVE_COLUMNS)
+    c = collectives.assign(end=collectives["start"] + collectives["time"])
+    g = c.groupby(["job", "coll"], sort=True)
+    out = g.agg(
+        size=("size", "max"), world=("world", "max"), iteration=("iteration", "first"),
+        warmup=("warmup", "any"), algorithm=("algorithm", "first"),
+        transport=("transport", "first"), chunks=("chunks", "first"),
+        ranks=("rank", "nunique"), start=("start", "min"), end=("end", "max"),
+        t=("time", "max"), rank_algbw=("algbw", "mean"), rank_busbw=("busbw", "mean"),
+        correct=("correct", "all"),
+    ).reset_index()
+    t = out["t"].where(out["t"] > 0)
+    out["algbw"] = out["size"] / t / 1e9
+    n = out["world"].astype(float)
+    out["busbw"] = out["algbw"] * 2 * (n - 1) / n
+    return out[COLLECTIVE_COLUMNS]
+
+
+def _stats(values: Iterable[float]) -> dict[str, float | None]:
+    x = np.asarray([v for v in values if v == v], dtype=float)
+    if not x.size:
+        return {"mean": None, "p50": None, "p99": None}
+    return {"mean": float(x.mean()), "p50": float(np.percentile(x, 50)),
+            "p99": float(np.percentile(x, 99))}
+
+
+def _num(x: Any) -> float | None:
+    if x is None or isinstance(x, bool):
+        return None
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _workload_kind(job: dict[str, Any]) -> str:
+    w = job.get("workload")
+    return str(w.get("kind", "allreduce")) if isinstance(w, dict) else "allreduce"
+
+
+def job_metrics(run: Run) -> pd.DataFrame:
+    """One row per job (index = job name) with the per-job keys of :func:`summarise`."""
+    colls = collective_table(run.collectives)
+    rows = []
+    for job in run.jobs:
+        name = str(job["name"])
+        jc = colls[(colls["job"] == name) & ~colls["warmup"].astype(bool)]
+        kind = _workload_kind(job)
+        row: dict[str, Any] = {
+            "job": name,
+            "hosts": list(job.get("hosts") or []),
+            "policy": job.get("policy"),
+            "spines": list(job.get("spines") or []),
+            "circuits": list(job.get("circuits") or []),
+            "algorithm": job.get("algorithm") or (jc["algorithm"].iloc[0] if len(jc) else None),
+            "transport": job.get("transport") or (jc["transport"].iloc[0] if len(jc) else None),
+            "workload": kind,
+            "status": job.get("status"),
+            "solo_of": job.get("solo_of"),
+            "world": int(jc["world"].max()) if len(jc) else len(job.get("hosts") or []) or None,
+            "correct": bool(jc["correct"].all()) if len(jc) else None,
+        }
+        sizes = {}
+        for size, grp in jc.groupby("size", sort=True):
+            sizes[int(size)] = {"iterations": len(grp), "collective_s": _stats(grp["t"])["mean"],
+                                "algbw_gbps": _num(grp["algbw"].mean()),
+                                "busbw_gbps": _num(grp["busbw"].mean())}
+        row["sizes"] = sizes
+        head = jc[jc["size"] == jc["size"].max()] if len(jc) else jc
+        row["size"] = int(head["size"].iloc[0]) if len(head) else None
+        row["collective_s"] = _stats(head["t"])["mean"] if kind != "dnn" else _stats(jc["t"])[
+            "mean"]
+        bw = head if kind != "dnn" else jc
+        row["algbw_gbps"] = _num(bw["algbw"].mean()) if len(bw) else None
+        row["busbw_gbps"] = _num(bw["busbw"].mean()) if len(bw) else None
+        row["exposed_comm_s"] = row["compute_share"] = None
+        if kind == "dnn":
+            it = run.iterations[(run.iterations["job"] == name)
+                                & ~run.iterations["warmup"].astype(bool)]
+            per_iter = it.groupby("iteration")[["iteration_s", "exposed_comm_s",
+                                                "compute_share"]].mean()
+            st = _stats(per_iter["iteration_s"]) if len(per_iter) else _stats([])
+            row["iterations"] = len(per_iter)
+            row["exposed_comm_s"] = _num(per_iter["exposed_comm_s"].mean()) if len(it) else None
+            row["compute_share"] = _num(per_iter["compute_share"].mean()) if len(it) else None
+        else:
+            st = _stats(head["t"])
+            row["iterations"] = len(head)
+        row["mean_s"], row["p50_s"], row["p99_s"] = st["mean"], st["p50"], st["p99"]
+        start, end = _num(job.get("start")), _num(job.get("end"))
+        row["jct_s"] = end - start if start is not None and end is not None else None
+        row["start"], row["end"] = start, end
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    df = df.set_index("job", drop=False)
+    df["slowdown"] = [slowdown(df, name) for name in df.index]
+    return df
+
+
+def slowdown(jobs: pd.DataFrame, name: str) -> float | None:
+    """``name``'s iteration time over its solo baseline's (the job whose ``solo_of`` is
+    ``name``); the JCT ratio if either iteration time is missing; None without a baseline."""
+    solo = jobs[jobs["solo_of"] == name]
+    if solo.empty:
+        return None
+    me, base = jobs.loc[name], solo.iloc[0]
+    for key in ("mean_s", "jct_s"):
+        a, b = _num(me[key]), _num(base[key])
+        if a is not None and b:
+            return a / b
+    return None
+
+
+def jain(values: Iterable[float]) -> float | None:
+    """Jain's fairness index ``(Σx)²/(n·Σx²)``: 1 when all equal, 1/n when one has all."""
+    x = np.asarray([v for v in values if v is not None and v == v], dtype=float)
+    if not x.size or not np.any(x):
+        return None
+    return float(x.sum() ** 2 / (x.size * np.square(x).sum()))
+
+
+def fairness(jobs: pd.DataFrame) -> tuple[float | None, str | None]:
+    """Jain's index across the tenant jobs (those that are not solo baselines) and its basis:
+    on ``1/slowdown`` over the tenants that have a solo baseline when at least two do (their
+    normalised progress, comparable across job sizes), else on ``busbw`` over the tenants that
+    overlapped in time;
+    (None, None) when neither gives two values."""
+    if jobs.empty:
+        return None, None
+    tenants = jobs[[not isinstance(v, str) for v in jobs["solo_of"]]]
+    sd = [v for v in (_num(x) for x in tenants["slowdown"]) if v]
+    if len(sd) >= 2:
+        return jain(1 / v for v in sd), "1/slowdown"
+    together = _concurrent(tenants)
+    bw = [v for v in (_num(x) for x in together["busbw_gbps"]) if v is not None]
+    if len(bw) >= 2:
+        return jain(bw), "busbw"
+    return None, None
+
+
+def _concurrent(jobs: pd.DataFrame) -> pd.DataFrame:
+    """The jobs whose [start, end] overlaps another job's (all of them if times are missing):
+    fairness compares jobs that shared the fabric, not ones that ran one after another."""
+    spans = {n: (_num(r["start"]), _num(r["end"])) for n, r in jobs.iterrows()}
+    if any(s is None or e is None for s, e in spans.values()):
+        return jobs
+    keep = [n for n, (s, e) in spans.items()
+            if any(m != n and s < e2 and s2 < e for m, (s2, e2) in spans.items())]
+    return jobs.loc[keep]
+
+
+def _workload_key(job: dict[str, Any]) -> str:
+    w = {k: v for k, v in (job.get("workload") or {}).items()}
+    return json.dumps([w, len(job.get("hosts") or [])], sort_keys=True, default=str)
+
+
+def speedups(run: Run, jobs: pd.DataFrame) -> dict[str, Any] | None:
+    """Themis-vs-baseline speedup (baseline ÷ Themis iteration time) for every Themis job that
+    has a baseline job with the same workload and host count (solo baselines excluded when
+    other jobs exist); ``mean`` is the geometric mean; None when no pair exists."""
+    if jobs.empty:
+        return None
+    by = {str(j["name"]): j for j in run.jobs}
+    cand = [n for n in jobs.index if not isinstance(jobs.loc[n, "solo_of"], str)]
+    cand = cand or list(jobs.index)
+    base = [n for n in cand if jobs.loc[n, "algorithm"] == "baseline"]
+    pairs, used = [], set()
+    for t in (n for n in cand if jobs.loc[n, "algorithm"] == "themis"):
+        key = _workload_key(by[t])
+        match = next((b for b in base if b not in used and _workload_key(by[b]) == key), None)
+        if match is None:
+            match = next((b for b in base if _workload_key(by[b]) == key), None)
+        bt, tt = _num(jobs.loc[match, "mean_s"]) if match else None, _num(jobs.loc[t, "mean_s"])
+        if match and bt and tt:
+            used.add(match)
+            pairs.append({"baseline": match, "themis": t, "baseline_s": bt, "themis_s": tt,
+                          "speedup": bt / tt})
+    if not pairs:
+        return None
+    mean = math.exp(sum(math.log(p["speedup"]) for p in pairs) / len(pairs))
+    return {"pairs": pairs, "mean": mean}
+
+
+# ---------------------------------------------------------------- links
+
+def _directions(samples: pd.DataFrame) -> Iterable[tuple[tuple, pd.DataFrame]]:
+    yield from samples.sort_values("time").groupby(["link", "src", "dst"], sort=True)
+
+
+def _counter(g: pd.DataFrame) -> np.ndarray:
+    """The cumulative counter with dips (a probe that read 0 once) flattened out."""
+    return np.maximum.accumulate(g["bytes"].to_numpy(dtype=float))
+
+
+def link_rates(samples: pd.DataFrame) -> pd.DataFrame:
+    """One row per link direction and sample interval: ``t0``, ``t1``, ``bps`` (achieved bit/s)
+    and ``util`` = bps ÷ configured rate."""
+    parts = []
+    for (link, src, dst), g in _directions(samples):
+        t = g["time"].to_numpy(dtype=float)
+        if t.size < 2:
+            continue
+        b = _counter(g)
+        dt = np.diff(t)
+        bps = np.where(dt > 0, np.diff(b) * 8 / np.where(dt > 0, dt, 1), np.nan)
+        cap = float(g["mbps"].iloc[0]) * 1e6
+        parts.append(pd.DataFrame({"link": link, "src": src, "dst": dst, "t0": t[:-1],
+                                   "t1": t[1:], "bps": bps, "util": bps / cap if cap else np.nan}))
+    cols = ["link", "src", "dst", "t0", "t1", "bps", "util"]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
+
+
+def _peak_rate(t: np.ndarray, b: np.ndarray, span: float) -> float:
+    """Highest rate (bit/s) over any stretch of at least ``span`` seconds between samples
+    (the whole series if it is shorter)."""
+    if t[-1] - t[0] <= span:
+        return float((b[-1] - b[0]) * 8 / (t[-1] - t[0]))
+    j = np.searchsorted(t, t + span - 1e-9)
+    ok = j < t.size
+    i, j = np.nonzero(ok)[0], j[ok]
+    return float(((b[j] - b[i]) * 8 / (t[j] - t[i])).max())
+
+
+def link_utilisation(samples: pd.DataFrame, window: tuple[float, float] | None = None,
+                     peak_window: float = 0.5) -> pd.DataFrame:
+    """Per link direction (``src→dst``): configured ``mbps``, ``mean_util`` over ``window``
+    (counter difference between the first and last sample in it) and ``peak_util``, the
+    highest utilisation over any ``peak_window`` seconds inside it (single 0.1 s sample
+    intervals are dominated by bursts and sampling jitter and can exceed 1)."""
+    rows = []
+    for (link, src, dst), g in _directions(samples):
+        t, b = g["time"].to_numpy(dtype=float), _counter(g)
+        inside = (t >= window[0]) & (t <= window[1]) if window else np.ones(t.size, bool)
+        ti, bi = t[inside], b[inside]
+        cap = float(g["mbps"].iloc[0]) * 1e6
+        mean = peak = None
+        if ti.size >= 2 and cap and ti[-1] > ti[0]:
+            mean = (bi[-1] - bi[0]) * 8 / (ti[-1] - ti[0]) / cap
+            peak = _peak_rate(ti, bi, peak_window) / cap
+        rows.append({"key": f"{src}→{dst}", "link": link, "src": src, "dst": dst,
+                     "mbps": cap / 1e6, "mean_util": mean, "peak_util": peak})
+    cols = ["key", "link", "src", "dst", "mbps", "mean_util", "peak_util"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def link_util_bins(samples: pd.DataFrame, edges: np.ndarray) -> pd.DataFrame:
+    """Utilisation of every link direction in each time bin (rows ``src→dst``, one column per
+    bin), from the cumulative counters interpolated at the bin edges."""
+    rows, index = [], []
+    for (_link, src, dst), g in _directions(samples):
+        cap = float(g["mbps"].iloc[0]) * 1e6
+        t = g["time"].to_numpy(dtype=float)
+        cum = np.interp(edges, t, _counter(g))
+        rows.append(np.diff(cum) * 8 / np.diff(edges) / cap if cap else np.full(len(edges) - 1,
+                                                                                np.nan))
+        index.append(f"{src}→{dst}")
+    return pd.DataFrame(rows, index=index, columns=(edges[:-1] + edges[1:]) / 2)
+
+
+def _link_kinds(topology: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """{link name: topology link dict}, the name as the fabric plan spells it."""
+    out = {}
+    for lk in topology.get("links", []):
+        out[f"{lk['a']}:{lk['a_port']}-{lk['b']}:{lk['b_port']}"] = lk
+    return out
+
+
+def leaf_spine_samples(samples: pd.DataFrame, topology: dict[str, Any]) -> pd.DataFrame:
+    """The samples of the leaf↔spine (and leaf↔OCS↔spine) link directions."""
+    kinds = _link_kinds(topology)
+    names = [n for n, lk in kinds.items() if lk.get("kind") in LEAF_SPINE_KINDS]
+    return samples[samples["link"].isin(names)]
+
+
+def dimension_link_samples(samples: pd.DataFrame, topology: dict[str, Any]
+                           ) -> dict[int, pd.DataFrame]:
+    """{dimension: samples of its links} for links of kind ``dim``/``ring``."""
+    by_dim: dict[int, list[str]] = {}
+    for name, lk in _link_kinds(topology).items():
+        if lk.get("kind") in DIM_LINK_KINDS and lk.get("dim") is not None:
+            by_dim.setdefault(int(lk["dim"]), []).append(name)
+    return {d: samples[samples["link"].isin(names)] for d, names in sorted(by_dim.items())}
+
+
+# ---------------------------------------------------------------- dimensions
+
+def dim_bandwidths(topology: dict[str, Any]) -> dict[int, float]:
+    """Configured per-host rate (bit/s) of every dimension: the slowest link of kind
+    ``dim``/``ring`` of that dimension; on a leaf-spine fabric dimension 0 is the host link."""
+    out: dict[int, float] = {}
+    for lk in topology.get("links", []):
+        if lk.get("kind") in DIM_LINK_KINDS and lk.get("dim") is not None:
+            d = int(lk["dim"])
+            out[d] = min(out.get(d, math.inf), float(lk["mbps"]) * 1e6)
+    if not out:
+        host = [float(lk["mbps"]) * 1e6 for lk in topology.get("links", [])
+                if lk.get("kind") == "host"]
+        if host:
+            out[0] = min(host)
+    return out
+
+
+def ring_sizes(phases: pd.DataFrame, fallback: dict[str, list[int]] | None = None
+               ) -> dict[tuple[str, int], int]:
+    """Ring size of every ``(job, dim)``: the length of the cycle the ``peer`` column traces
+    (rank → next rank), else the job's ``fallback`` dims, else 2."""
+    out = {}
+    for (job, dim), g in phases.groupby(["job", "dim"], sort=True):
+        nxt = g.groupby("rank")["peer"].agg(lambda s: s.mode().iloc[0]).to_dict()
+        start = min(nxt)
+        seen, r = [start], nxt[start]
+        while r in nxt and r not in seen:
+            seen.append(r)
+            r = nxt[r]
+        if r == start and len(seen) > 1:
+            out[(job, int(dim))] = len(seen)
+        else:
+            dims = (fallback or {}).get(job) or []
+            out[(job, int(dim))] = int(dims[dim]) if dim < len(dims) else 2
+    return out
+
+
+def sent_bytes(phases: pd.DataFrame, sizes: dict[tuple[str, int], int]) -> np.ndarray:
+    """Bytes each phase row's rank sent: ``b(n−1)/n`` for RS and AG, ``2b(n−1)/n`` for AR."""
+    n = np.array([sizes.get((j, int(d)), 2) for j, d in zip(phases["job"], phases["dim"],
+                                                            strict=True)], dtype=float)
+    factor = np.where(phases["op"].to_numpy() == "AR", 2.0, 1.0)
+    return phases["bytes"].to_numpy(dtype=float) * factor * (n - 1) / n
+
+
+def _merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of intervals as disjoint sorted intervals."""
+    if not len(starts):
+        return np.empty(0), np.empty(0)
+    order = np.argsort(starts)
+    s, e = np.asarray(starts, float)[order], np.asarray(ends, float)[order]
+    out_s, out_e = [s[0]], [e[0]]
+    for a, b in zip(s[1:], e[1:], strict=True):
+        if a <= out_e[-1]:
+            out_e[-1] = max(out_e[-1], b)
+        else:
+            out_s.append(a)
+            out_e.append(b)
+    return np.array(out_s), np.array(out_e)
+
+
+def _covered(edges: np.ndarray, s: np.ndarray, e: np.ndarray,
+             weight: np.ndarray | None = None) -> np.ndarray:
+    """Per bin: the length of [s, e) intervals inside it, or with ``weight`` the weight spread
+    uniformly over each interval."""
+    if not len(s):
+        return np.zeros(len(edges) - 1)
+    dur = np.maximum(e - s, 1e-12)
+    cum = np.clip(edges[:, None] - s[None, :], 0, dur[None, :])
+    cum = (cum / dur[None, :]) * weight[None, :] if weight is not None else cum
+    return np.diff(cum.sum(axis=1))
+
+
+def _job_dims(run: Run) -> dict[str, list[int]]:
+    """Per job, the dims it used: the job's own ``dims`` else the multidim fabric's."""
+    fabric = [int(d["size"]) for d in (run.topology.get("spec") or {}).get("dims", [])
+              if isinstance(d, dict) and "size" in d]
+    out = {}
+    for j in run.jobs:
+        dims = j.get("dims") or (j.get("workload") or {}).get("dims") or fabric
+        if j.get("algorithm") == "ring":
+            dims = [len(j.get("hosts") or []) or 2]
+        out[str(j["name"])] = list(dims)
+    return out
+
+
+def _measured(run: Run) -> tuple[pd.DataFrame, dict[tuple[str, int], int]]:
+    ph = run.phases[~run.phases["warmup"].astype(bool)]
+    return ph, ring_sizes(run.phases, _job_dims(run))
+
+
+def dimension_activity(run: Run) -> pd.DataFrame:
+    """One row per ``(job, rank, dim)`` over the rank's measured collectives: ``window_s``
+    (time in collectives), ``active_fraction``, ``sent`` bytes and ``bytes_util``."""
+    ph, sizes = _measured(run)
+    cols = ["job", "rank", "dim", "window_s", "active_fraction", "sent", "bytes_util"]
+    if ph.empty:
+        return pd.DataFrame(columns=cols)
+    bw = dim_bandwidths(run.topology)
+    ph = ph.assign(sent=sent_bytes(ph, sizes))
+    co = run.collectives[~run.collectives["warmup"].astype(bool)]
+    rows = []
+    for (job, rank), g in ph.groupby(["job", "rank"], sort=True):
+        c = co[(co["job"] == job) & (co["rank"] == rank)]
+        if len(c):
+            ws, we = _merge(c["start"].to_numpy(), (c["start"] + c["time"]).to_numpy())
+        else:
+            ws, we = _merge(g["start"].to_numpy(), g["end"].to_numpy())
+        window = float((we - ws).sum())
+        for dim, gd in g.groupby("dim", sort=True):
+            s, e = _merge(gd["start"].to_numpy(), gd["end"].to_numpy())
+            active = float((e - s).sum())
+            sent = float(gd["sent"].sum())
+            b = bw.get(int(dim)) or bw.get(0)
+            rows.append({"job": job, "rank": int(rank), "dim": int(dim), "window_s": window,
+                         "active_fraction": active / window if window else None,
+                         "sent": sent,
+                         "bytes_util": sent * 8 / (b * window) if b and window else None})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _hosts_of(run: Run) -> dict[tuple[str, int], str]:
+    out = {}
+    for j in run.jobs:
+        for r, h in enumerate(j.get("hosts") or []):
+            out[(str(j["name"]), r)] = str(h)
+    return out
+
+
+def dimension_timeline(run: Run, edges: np.ndarray) -> pd.DataFrame:
+    """Per time bin (index = bin centre, monotonic seconds) and dimension: ``active`` = mean
+    over the hosts that use the dimension of the fraction of the bin it had a phase in flight,
+    ``bytes`` = bytes sent on it ÷ (hosts · B_d · bin); columns are ``(metric, dim)``."""
+    ph, sizes = _measured(run)
+    centres = (edges[:-1] + edges[1:]) / 2
+    if ph.empty:
+        return pd.DataFrame(index=centres)
+    ph = ph.assign(sent=sent_bytes(ph, sizes))
+    hosts = _hosts_of(run)
+    ph = ph.assign(host=[hosts.get((j, int(r)), f"{j}#{r}")
+                         for j, r in zip(ph["job"], ph["rank"], strict=True)])
+    bw = dim_bandwidths(run.topology)
+    width = np.diff(edges)
+    data = {}
+    for dim, g in ph.groupby("dim", sort=True):
+        active = np.zeros(len(centres))
+        nbytes = np.zeros(len(centres))
+        units = g["host"].unique()
+        for _, gh in g.groupby("host"):
+            s, e = _merge(gh["start"].to_numpy(), gh["end"].to_numpy())
+            active += _covered(edges, s, e)
+            nbytes += _covered(edges, gh["start"].to_numpy(dtype=float),
+                               gh["end"].to_numpy(dtype=float), gh["sent"].to_numpy(dtype=float))
+        data[("active", int(dim))] = active / width / len(units)
+        b = bw.get(int(dim)) or bw.get(0)
+        data[("bytes", int(dim))] = (nbytes * 8 / (b * width * len(units)) if b
+                                     else np.full(len(centres), np.nan))
+    return pd.DataFrame(data, index=centres)
+
+
+def dimension_link_timeline(run: Run, edges: np.ndarray) -> pd.DataFrame:
+    """Per time bin, the mean utilisation of each dimension's links (columns = dims)."""
+    out = {}
+    for d, s in dimension_link_samples(run.links, run.topology).items():
+        if len(s):
+            out[d] = link_util_bins(s, edges).mean(axis=0).to_numpy()
+    return pd.DataFrame(out, index=(edges[:-1] + edges[1:]) / 2)
+
+
+def dimension_summary(run: Run) -> dict[str, dict[str, float | None]]:
+    """Per dimension: mean ``active_fraction`` and ``bytes_util`` over every (job, rank) that
+    used it, and ``link_util`` of its links over the run window."""
+    act = dimension_activity(run)
+    out: dict[str, dict[str, float | None]] = {}
+    for dim, g in act.groupby("dim", sort=True):
+        out[str(int(dim))] = {"active_fraction": _num(g["active_fraction"].astype(float).mean()),
+                              "bytes_util": _num(g["bytes_util"].astype(float).mean()),
+                              "link_util": None}
+    window = run.window()
+    for d, s in dimension_link_samples(run.links, run.topology).items():
+        if s.empty:
+            continue
+        u = link_utilisation(s, window)["mean_util"].astype(float)
+        entry = out.setdefault(str(d), {"active_fraction": None, "bytes_util": None})
+        entry["link_util"] = _num(u.mean())
+    return out
+
+
+# ---------------------------------------------------------------- the summary
+
+def run_status(run: Run) -> str:
+    """``failed`` if any job failed, ``incomplete`` if any did not finish, ``empty`` without
+    jobs, else ``ok``."""
+    states = [j.get("status") for j in run.jobs]
+    if not states:
+        return "empty"
+    if "failed" in states:
+        return "failed"
+    if any(s != "ok" for s in states):
+        return "incomplete"
+    return "ok"
+
+
+def _clean(x: Any) -> Any:
+    """JSON-safe: numpy scalars to Python, NaN/inf to None."""
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_clean(v) for v in x]
+    if isinstance(x, np.bool_ | bool):
+        return bool(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, float | np.floating):
+        return float(x) if math.isfinite(x) else None
+    if x is pd.NA or x is pd.NaT:
+        return None
+    return x
+
+
+JOB_KEYS = ("hosts", "policy", "spines", "circuits", "algorithm", "transport", "workload",
+            "status", "solo_of", "world", "size", "iterations", "mean_s", "p50_s", "p99_s",
+            "collective_s", "algbw_gbps", "busbw_gbps", "jct_s", "slowdown", "exposed_comm_s",
+            "compute_share", "correct", "sizes")
+
+
+def summarise(run: Run | str | Path) -> dict[str, Any]:
+    """The stable machine-readable result of a run (what ``summary.json`` holds)::
+
+        {"run", "label", "status", "jobs": {name: {JOB_KEYS...}},
+         "dimensions": {d: {active_fraction, bytes_util, link_util}},
+         "links": {"src→dst": {mean_util, peak_util}}, "fairness", "fairness_basis",
+         "speedup": {"pairs": [...], "mean"} | None, "fidelity": {verdict, reasons} | None}
+
+    Times in seconds, bandwidths in GB/s, utilisations as fractions; missing values are None.
+    """
+    if not isinstance(run, Run):
+        run = load_run(run)
+    jobs = job_metrics(run)
+    fair, basis = fairness(jobs)
+    links = link_utilisation(run.links, run.window())
+    fid = run.fidelity
+    out = {
+        "run": run.name,
+        "label": run.label,
+        "status": run_status(run),
+        "jobs": {name: {k: row[k] for k in JOB_KEYS} for name, row in jobs.iterrows()},
+        "dimensions": dimension_summary(run),
+        "links": {r.key: {"mean_util": r.mean_util, "peak_util": r.peak_util}
+                  for r in links.itertuples()},
+        "fairness": fair,
+        "fairness_basis": basis,
+        "speedup": speedups(run, jobs),
+        "fidelity": ({"verdict": fid.get("verdict"), "reasons": list(fid.get("reasons") or [])}
+                     if fid else None),
+    }
+    return _clean(out)

@@ -1,0 +1,332 @@
+"""Render runs into ``report.html`` (self-contained: figures embedded as data URIs) and
+``report.md`` (tables, with the PNG figures written beside it).
+
+One run gives its sections; several runs add a comparison table (one column per run) and a
+comparison chart first. A run whose fidelity verdict is not ``faithful`` gets a red banner with
+the reasons at the very top. A section without data is replaced by a one-line note.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from analysis import figures, metrics
+from analysis.load import Run, load_run
+from testbed.errors import FabricLabError
+
+TEMPLATES = Path(__file__).parent / "templates"
+SECTIONS = {  # id: heading
+    "summary": "Summary",
+    "dimensions": "Per-dimension utilisation",
+    "gantt": "Chunk schedule (Gantt)",
+    "heatmap": "Leaf-spine link heatmap",
+    "jct": "Job completion time and slowdown",
+    "fidelity": "Fidelity",
+}
+
+
+# ---------------------------------------------------------------- formatting
+
+def _n(x: Any) -> float | None:
+    return metrics._num(x)
+
+
+def fmt_time(x: Any) -> str:
+    v = _n(x)
+    if v is None:
+        return "—"
+    ms = v * 1e3
+    return f"{ms:.3g} ms" if abs(ms) < 999.5 else f"{v:.3g} s" if abs(v) < 99.95 else f"{v:.0f} s"
+
+
+def fmt_pct(x: Any) -> str:
+    v = _n(x)
+    return "—" if v is None else f"{v * 100:.0f}%"
+
+
+def fmt_mbps(gbps: Any) -> str:
+    """A GB/s value (nccl-tests) shown in Mbit/s, the unit the fabric is configured in."""
+    v = _n(gbps)
+    return "—" if v is None else f"{v * 8000:.1f} Mbit/s"
+
+
+def fmt_bytes(x: Any) -> str:
+    """Sizes: binary units when exact (2 MiB), else decimal (1 MB, 1.5 kB)."""
+    v = _n(x)
+    if v is None:
+        return "—"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if v >= scale and v % scale == 0:
+            return f"{v / scale:g} {unit}"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if v >= scale:
+            return f"{v / scale:.3g} {unit}"
+    return f"{v:g} B"
+
+
+def fmt_x(x: Any, digits: int = 2) -> str:
+    v = _n(x)
+    return "—" if v is None else f"{v:.{digits}f}×"
+
+
+def fmt_num(x: Any, digits: int = 3) -> str:
+    v = _n(x)
+    return "—" if v is None else f"{v:.{digits}f}"
+
+
+def _list(x: Any) -> str:
+    return ", ".join(str(v) for v in x) if x else "—"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "run"
+
+
+# ---------------------------------------------------------------- context
+
+def _fidelity(run: Run) -> dict[str, Any]:
+    f = run.fidelity
+    if not f:
+        return {"state": "unknown", "verdict": "no fidelity record", "reasons": [],
+                "cpu": "—", "links": [], "calibration": None}
+    links = []
+    for lk in f.get("links") or []:
+        conf, peak = _n(lk.get("configured_mbps")), _n(lk.get("peak_mbps"))
+        links.append({"src": lk.get("src"), "dst": lk.get("dst"),
+                      "configured": f"{conf:.0f}" if conf is not None else "—",
+                      "peak": f"{peak:.1f}" if peak is not None else "—",
+                      "ratio": fmt_pct(peak / conf) if conf and peak is not None else "—",
+                      "_r": peak / conf if conf and peak is not None else -1})
+    links.sort(key=lambda r: -r["_r"])
+    verdict = str(f.get("verdict") or "unknown")
+    return {"state": "ok" if verdict == "faithful" else "bad", "verdict": verdict,
+            "reasons": [str(r) for r in f.get("reasons") or []],
+            "cpu": f"min {fmt_pct(f.get('cpu_idle_min'))}, mean {fmt_pct(f.get('cpu_idle_mean'))}",
+            "links": links[:12], "more_links": max(len(links) - 12, 0),
+            "calibration": f.get("calibration")}
+
+
+def _job_rows(jm) -> list[dict[str, str]]:
+    rows = []
+    for name, r in jm.iterrows():
+        dnn = r["workload"] == "dnn"
+        rows.append({
+            "job": name, "hosts": str(len(r["hosts"])) if r["hosts"] else "—",
+            "policy": r["policy"] or "—", "paths": _list(r["spines"] or r["circuits"]),
+            "algorithm": r["algorithm"] or "—", "transport": r["transport"] or "—",
+            "workload": r["workload"] + (f" {fmt_bytes(r['size'])}" if not dnn and _n(r["size"])
+                                         else ""),
+            "iterations": str(r["iterations"]), "mean": fmt_time(r["mean_s"]),
+            "p50p99": (f"{fmt_time(r['p50_s'])} / {fmt_time(r['p99_s'])}"
+                       if _n(r["p50_s"]) is not None else "—"),
+            "algbw": fmt_mbps(r["algbw_gbps"]), "busbw": fmt_mbps(r["busbw_gbps"]),
+            "jct": fmt_time(r["jct_s"]), "slowdown": fmt_x(r["slowdown"]),
+            "exposed": (f"{fmt_time(r['exposed_comm_s'])} ({fmt_pct(r['compute_share'])})"
+                        if _n(r["exposed_comm_s"]) is not None else "—"),
+            "status": str(r["status"] or "—") + ("" if r["correct"] is not False
+                                                  else " (wrong result)"),
+            "solo": f"solo baseline of {r['solo_of']}" if isinstance(r["solo_of"], str) else "",
+        })
+    return rows
+
+
+# (key, header, left-aligned) of the job table; a column empty for every job is left out
+JOB_COLUMNS = [
+    ("hosts", "hosts", False), ("policy", "policy", True), ("paths", "spines / circuits", True),
+    ("algorithm", "algorithm", True), ("transport", "transport", True),
+    ("workload", "workload", True), ("iterations", "iters", False), ("mean", "mean", False),
+    ("p50p99", "p50 / p99", False), ("algbw", "algbw", False),
+    ("busbw", "busbw", False), ("jct", "JCT", False), ("slowdown", "slowdown", False),
+    ("exposed", "exposed comm (share)", False),
+    ("status", "status", True),
+]
+
+
+def _job_columns(rows: list[dict[str, str]]) -> list[dict[str, Any]]:
+    return [{"key": k, "header": h, "left": left} for k, h, left in JOB_COLUMNS
+            if k == "status" or any(r[k] != "—" for r in rows)]
+
+
+def _figure(path: Path | None) -> dict[str, str] | None:
+    if path is None:
+        return None
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return {"file": path.name, "uri": f"data:image/png;base64,{data}"}
+
+
+def _run_context(run: Run, out: Path, prefix: str) -> dict[str, Any]:
+    summary = metrics.summarise(run)
+    jm = metrics.job_metrics(run)
+    bw = metrics.dim_bandwidths(run.topology)
+    dims = [{"dim": d, "rate": f"{bw[int(d)] / 1e6:g} Mbit/s" if int(d) in bw else "—",
+             "active": fmt_pct(v.get("active_fraction")), "bytes": fmt_pct(v.get("bytes_util")),
+             "links": fmt_pct(v.get("link_util"))}
+            for d, v in summary["dimensions"].items()]
+    ls = metrics.leaf_spine_samples(run.links, run.topology)
+    ls_util = metrics.link_utilisation(ls, run.window()) if len(ls) else None
+    ls_rows = []
+    if ls_util is not None:
+        for r in ls_util.sort_values("peak_util", ascending=False).itertuples():
+            ls_rows.append({"key": r.key, "mean": fmt_pct(r.mean_util),
+                            "peak": fmt_pct(r.peak_util)})
+    figs = {
+        "dimensions": figures.dimension_timeline(run, out / f"{prefix}dimensions.png"),
+        "gantt": figures.gantt(run, out / f"{prefix}gantt.png"),
+        "heatmap": figures.link_heatmap(run, out / f"{prefix}heatmap.png"),
+        "jct": figures.jct_cdfs([run], out / f"{prefix}jct.png"),
+    }
+    jct_rows = []
+    if not jm.empty:
+        for name, r in jm.iterrows():
+            if isinstance(r["solo_of"], str):
+                continue
+            solo = jm[jm["solo_of"] == name]
+            jct_rows.append({"job": name, "jct": fmt_time(r["jct_s"]),
+                             "mean": fmt_time(r["mean_s"]),
+                             "solo": solo.index[0] if len(solo) else "—",
+                             "solo_mean": fmt_time(solo.iloc[0]["mean_s"]) if len(solo) else "—",
+                             "slowdown": fmt_x(r["slowdown"])})
+    job_rows = _job_rows(jm) if not jm.empty else []
+    sp = summary["speedup"]
+    speed_rows = [{"baseline": p["baseline"], "themis": p["themis"],
+                   "baseline_s": fmt_time(p["baseline_s"]), "themis_s": fmt_time(p["themis_s"]),
+                   "speedup": fmt_x(p["speedup"])} for p in (sp or {}).get("pairs", [])]
+    spec_fabric = run.topology.get("kind") or (run.spec.get("fabric") or {}).get("kind") or "—"
+    return {
+        "run": run, "label": run.label, "name": run.name, "path": str(run.path),
+        "summary": summary, "fabric": spec_fabric, "status": summary["status"],
+        "fidelity": _fidelity(run), "jobs": job_rows,
+        "job_columns": _job_columns(job_rows),
+        "dims": dims, "ls_rows": ls_rows, "jct_rows": jct_rows, "speed_rows": speed_rows,
+        "fairness": fmt_num(summary["fairness"]), "fairness_basis": summary["fairness_basis"],
+        "figures": {k: _figure(v) for k, v in figs.items()},
+        "notes": run.notes,
+        "log_lines": len(run.controller_log.splitlines()) if run.controller_log else None,
+    }
+
+
+def _mean(values: list[Any]) -> float | None:
+    v = [x for x in (_n(x) for x in values) if x is not None]
+    return sum(v) / len(v) if v else None
+
+
+def _comparison(ctxs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of key metrics, one cell per run."""
+    def tenants(c):
+        return {k: v for k, v in c["summary"]["jobs"].items() if not v.get("solo_of")}
+
+    def col(fn):
+        return [fn(c) for c in ctxs]
+
+    def uniq(c, key):
+        vals = sorted({str(j.get(key)) for j in tenants(c).values() if j.get(key) is not None})
+        return ", ".join(vals) or "—"
+
+    rows = [
+        ("Fabric", col(lambda c: c["fabric"])),
+        ("Policy", col(lambda c: uniq(c, "policy"))),
+        ("Algorithm", col(lambda c: uniq(c, "algorithm"))),
+        ("Transport", col(lambda c: uniq(c, "transport"))),
+        ("Jobs (tenants)", col(lambda c: str(len(tenants(c))))),
+        ("Status", col(lambda c: c["status"])),
+        ("Fidelity", col(lambda c: c["fidelity"]["verdict"])),
+        ("Mean iteration time", col(lambda c: fmt_time(_mean(
+            [j["mean_s"] for j in tenants(c).values()])))),
+        ("Mean busbw", col(lambda c: fmt_mbps(_mean(
+            [j["busbw_gbps"] for j in tenants(c).values()])))),
+        ("Mean JCT", col(lambda c: fmt_time(_mean([j["jct_s"] for j in tenants(c).values()])))),
+        ("Mean slowdown", col(lambda c: fmt_x(_mean(
+            [j["slowdown"] for j in tenants(c).values()])))),
+        ("Worst slowdown", col(lambda c: fmt_x(max(
+            [j["slowdown"] for j in tenants(c).values() if j["slowdown"]], default=None)))),
+        (f"Speed-up vs {ctxs[0]['label']} (mean iteration time)", col(lambda c: fmt_x(
+            _ratio(_mean([j["mean_s"] for j in tenants(ctxs[0]).values()]),
+                   _mean([j["mean_s"] for j in tenants(c).values()]))))),
+        ("Jain fairness", col(lambda c: c["fairness"])),
+        ("Themis speedup", col(lambda c: fmt_x((c["summary"]["speedup"] or {}).get("mean")))),
+        ("Leaf-spine mean util (busiest link)", col(lambda c: max(
+            (r["mean"] for r in c["ls_rows"]), default="—", key=_pct_key))),
+        ("Leaf-spine peak util (busiest link)", col(lambda c: c["ls_rows"][0]["peak"]
+                                                    if c["ls_rows"] else "—")),
+    ]
+    dims = sorted({d for c in ctxs for d in c["summary"]["dimensions"]}, key=int)
+    for d in dims:
+        rows.append((f"Dim {d} active / bytes util", col(
+            lambda c, d=d: " / ".join(
+                fmt_pct(c["summary"]["dimensions"].get(d, {}).get(k))
+                for k in ("active_fraction", "bytes_util")))))
+    return [{"metric": m, "cells": cells} for m, cells in rows]
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _pct_key(s: str) -> float:
+    return float(s.rstrip("%")) if s.endswith("%") else -1.0
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",),
+                                            default_for_string=False),
+        trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
+    )
+    env.filters["md"] = lambda s: str(s).replace("|", "\\|").replace("\n", " ")
+    return env
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def default_out(run_dirs: Sequence[str | Path]) -> Path:
+    """One run: the run directory; several: ``comparison/`` inside the first one."""
+    first = Path(run_dirs[0])
+    return first if len(run_dirs) == 1 else first / "comparison"
+
+
+def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = None) -> Path:
+    """Write ``report.html`` and ``report.md`` (and the figures) for ``run_dirs`` into
+    ``out_dir`` (default :func:`default_out`); returns the HTML report's path."""
+    if not run_dirs:
+        raise FabricLabError("give at least one run directory to report on")
+    runs = [load_run(p) for p in run_dirs]
+    labels: dict[str, int] = {}
+    for r in runs:  # make labels unique so table columns and figure names do not collide
+        n = labels.get(r.label, 0)
+        labels[r.label] = n + 1
+        if n:
+            r.label = f"{r.label} ({n + 1})"
+    out = Path(out_dir) if out_dir is not None else default_out(run_dirs)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise FabricLabError(f"cannot create the report directory {out}: {exc}") from None
+    multi = len(runs) > 1
+    ctxs = [_run_context(r, out, f"fig-{_slug(r.label)}-" if multi else "fig-") for r in runs]
+    comparison = _comparison(ctxs) if multi else None
+    cmp_fig = _figure(figures.comparison(runs, out / "fig-comparison.png")) if multi else None
+    cmp_cdf = _figure(figures.jct_cdfs(runs, out / "fig-comparison-jct.png")) if multi else None
+    ctx = {
+        "title": "fabriclab report: " + " vs ".join(r.label for r in runs),
+        "generated": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "runs": ctxs, "multi": multi, "comparison": comparison, "cmp_fig": cmp_fig,
+        "cmp_cdf": cmp_cdf, "sections": SECTIONS,
+    }
+    env = _env()
+    html = out / "report.html"
+    _write(html, env.get_template("report.html.j2").render(**ctx))
+    _write(out / "report.md", env.get_template("report.md.j2").render(**ctx))
+    return html

@@ -1,0 +1,253 @@
+"""Analysis: metrics against hand-computed numbers, the report's sections, the report CLI."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+from analysis_fixtures import (
+    LS_SIZE,
+    SIZE,
+    build_leaf_spine_run,
+    build_multidim_run,
+)
+
+from analysis import metrics
+from analysis.load import load_run
+from analysis.report import write_report
+from testbed.cli import main
+from testbed.errors import FabricLabError
+
+SECTION_HEADINGS = ("Summary", "Per-dimension utilisation", "Chunk schedule (Gantt)",
+                    "Leaf-spine link heatmap", "Job completion time and slowdown", "Fidelity")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    return {"multidim": build_multidim_run(root), "leaf_spine": build_leaf_spine_run(root)}
+
+
+def _copy(src, tmp_path):
+    dst = tmp_path / src.name
+    shutil.copytree(src, dst)
+    return dst
+
+
+# ---------------------------------------------------------------- hand-computed metrics
+
+def test_collective_bandwidths_use_the_slowest_rank():
+    rows = [{"job": "j", "rank": r, "coll": 0, "iteration": 0, "warmup": False, "size": SIZE,
+             "world": 2, "algorithm": "ring", "transport": "zerocopy", "chunks": 1,
+             "start": 1.0, "time": t, "algbw": SIZE / t / 1e9, "busbw": SIZE / t / 1e9,
+             "correct": True} for r, t in ((0, 0.4), (1, 0.5))]
+    c = metrics.collective_table(pd.DataFrame(rows)).iloc[0]
+    assert c["t"] == 0.5 and c["end"] == 1.5
+    assert c["algbw"] == pytest.approx(2e-3)  # 1 MB in 0.5 s
+    assert c["busbw"] == pytest.approx(2e-3 * 2 * (2 - 1) / 2)
+    assert c["rank_algbw"] == pytest.approx((2.5e-3 + 2e-3) / 2)
+    four = metrics.collective_table(pd.DataFrame([{**rows[1], "world": 4}])).iloc[0]
+    assert four["busbw"] == pytest.approx(2e-3 * 2 * 3 / 4)
+
+
+def test_link_utilisation_from_cumulative_counters():
+    # 100 Mbit/s link: 6.25 MB (50 Mbit) in the first second, nothing in the second; the
+    # probe once read 0 (a vanished host), which must not count as traffic.
+    s = pd.DataFrame({"time": [0.0, 1.0, 1.5, 2.0], "link": "l", "src": "a", "dst": "b",
+                      "mbps": 100.0, "bytes": [0, 6_250_000, 0, 6_250_000]})
+    rates = metrics.link_rates(s)
+    assert list(rates["util"]) == pytest.approx([0.5, 0.0, 0.0])
+    u = metrics.link_utilisation(s).iloc[0]
+    assert u["key"] == "a→b" and u["mean_util"] == pytest.approx(0.25)
+    assert u["peak_util"] == pytest.approx(0.5)
+    assert metrics.link_utilisation(s, (1.0, 2.0)).iloc[0]["mean_util"] == pytest.approx(0.0)
+    # a 0.1 s burst at twice the configured rate is jitter: the peak is over 0.5 s stretches
+    t = np.round(np.arange(0, 1.01, 0.1), 3)
+    b = np.cumsum([0] + [1_250_000] * 4 + [2_500_000] + [1_250_000] * 5)  # 100/200 Mbit/s
+    burst = pd.DataFrame({"time": t, "link": "l", "src": "a", "dst": "b", "mbps": 100.0,
+                          "bytes": b})
+    assert metrics.link_rates(burst)["util"].max() == pytest.approx(2.0)
+    assert metrics.link_utilisation(burst).iloc[0]["peak_util"] == pytest.approx(1.2)
+    bins = metrics.link_util_bins(s, np.array([0.0, 0.5, 1.0, 2.0]))
+    assert list(bins.loc["a→b"]) == pytest.approx([0.5, 0.5, 0.0])
+
+
+def test_jain_index():
+    assert metrics.jain([1, 1]) == pytest.approx(1.0)
+    assert metrics.jain([1, 0]) == pytest.approx(0.5)
+    assert metrics.jain([3, 1]) == pytest.approx(16 / (2 * 10))
+    assert metrics.jain([]) is None
+
+
+def test_ring_size_follows_the_peer_cycle():
+    ph = pd.DataFrame({"job": "j", "dim": 0, "rank": [0, 1, 2], "peer": [1, 2, 0]})
+    assert metrics.ring_sizes(ph) == {("j", 0): 3}
+    broken = ph.iloc[:2]  # rank 2 never traced: fall back to the job's dims
+    assert metrics.ring_sizes(broken, {"j": [5]}) == {("j", 0): 5}
+
+
+def test_dimension_activity_of_baseline_and_themis(runs):
+    run = load_run(runs["multidim"])
+    act = metrics.dimension_activity(run).groupby(["job", "dim"]).mean(numeric_only=True)
+    # baseline: d0 busy 4 of 4 units, d1 2 of 4; Themis: both busy 3 of 3 units
+    assert act.loc[("baseline", 0), "active_fraction"] == pytest.approx(1.0)
+    assert act.loc[("baseline", 1), "active_fraction"] == pytest.approx(0.5)
+    assert act.loc[("themis", 1), "active_fraction"] == pytest.approx(1.0)
+    assert act.loc[("baseline", 0), "window_s"] == pytest.approx(1.0)  # 2 collectives x 0.5 s
+    # bytes: 250 kB per phase; baseline d0 1 MB/(10 MB/s·0.5 s), d1 0.5 MB/(5 MB/s·0.5 s)
+    assert act.loc[("baseline", 0), "bytes_util"] == pytest.approx(0.2)
+    assert act.loc[("baseline", 1), "bytes_util"] == pytest.approx(0.2)
+    assert act.loc[("themis", 1), "bytes_util"] == pytest.approx(0.75e6 / (5e6 * 0.375))
+    dims = metrics.dimension_summary(run)
+    assert dims["1"]["active_fraction"] == pytest.approx(0.75)
+    assert 0 < dims["0"]["link_util"] < 1
+
+
+def test_dimension_timeline_sees_the_idle_dimension(runs):
+    run = load_run(runs["multidim"])
+    job = run.job("baseline")
+    c = run.collectives[(run.collectives["job"] == "baseline") & (run.collectives["coll"] == 1)]
+    c0 = float(c["start"].min())
+    edges = c0 + np.array([0.0, 0.125, 0.25])  # first unit: only d0 works in the baseline
+    tl = metrics.dimension_timeline(run, edges)
+    assert tl[("active", 0)].tolist() == pytest.approx([1.0, 1.0])
+    assert tl[("active", 1)].tolist() == pytest.approx([0.0, 1.0])
+    assert tl[("bytes", 0)].iloc[0] == pytest.approx(0.2)
+    assert job["algorithm"] == "baseline"
+
+
+def test_summary_of_the_leaf_spine_run(runs):
+    s = metrics.summarise(runs["leaf_spine"])  # a path works too
+    json.dumps(s, allow_nan=False)
+    a, b, dnn = s["jobs"]["a"], s["jobs"]["b"], s["jobs"]["dnn"]
+    assert a["slowdown"] == pytest.approx(2.0) and b["slowdown"] == pytest.approx(1.5)
+    assert s["jobs"]["a-solo"]["slowdown"] is None
+    assert a["mean_s"] == pytest.approx(0.4) and a["iterations"] == 3
+    assert a["algbw_gbps"] == pytest.approx(LS_SIZE / 0.4 / 1e9)
+    assert a["jct_s"] == pytest.approx(4 * 0.25 + 4 * 0.4 + 0.25)
+    assert s["fairness_basis"] == "1/slowdown"
+    assert s["fairness"] == pytest.approx(metrics.jain([1 / 2.0, 1 / 1.5]))
+    assert dnn["mean_s"] == pytest.approx(0.5) and dnn["iterations"] == 2
+    assert dnn["exposed_comm_s"] == pytest.approx(0.2)
+    assert dnn["compute_share"] == pytest.approx(0.6)
+    assert dnn["collective_s"] == pytest.approx(0.2)
+    assert s["speedup"] is None and s["status"] == "ok"
+    assert s["fidelity"] == {"verdict": "faithful", "reasons": []}
+    # the ECMP collision: both jobs on spine0, spine1 idle
+    assert s["links"]["leaf0→spine0"]["peak_util"] > 0.5
+    assert s["links"]["leaf0→spine1"]["peak_util"] == pytest.approx(0.0)
+    assert set(s) >= {"run", "status", "jobs", "dimensions", "links", "fairness", "speedup",
+                      "fidelity"}
+
+
+def test_summary_of_baseline_vs_themis(runs):
+    s = metrics.summarise(load_run(runs["multidim"]))
+    base, them = s["jobs"]["baseline"], s["jobs"]["themis"]
+    assert base["collective_s"] == pytest.approx(0.5) and them["collective_s"] == 0.375
+    assert base["busbw_gbps"] == pytest.approx(SIZE / 0.5 / 1e9 * 2 * 3 / 4)
+    assert s["speedup"]["mean"] == pytest.approx(4 / 3)
+    assert s["speedup"]["pairs"][0] | {} == {"baseline": "baseline", "themis": "themis",
+                                             "baseline_s": 0.5, "themis_s": 0.375,
+                                             "speedup": pytest.approx(4 / 3)}
+    assert s["fairness"] is None  # the two jobs ran one after the other
+
+
+# ---------------------------------------------------------------- loading
+
+def test_missing_optional_files_and_partial_traces(runs, tmp_path):
+    run_dir = _copy(runs["leaf_spine"], tmp_path)
+    for name in ("controller.log", "fidelity.json"):
+        (run_dir / name).unlink()
+    for f in (run_dir / "jobs" / "dnn").glob("iterations-*"):
+        f.unlink()
+    part = run_dir / "jobs" / "a" / "phases-rank1.parquet"
+    part.rename(part.with_name("phases-rank1.partial.parquet"))
+    run = load_run(run_dir)
+    assert run.fidelity is None and run.controller_log is None and run.iterations.empty
+    assert any("phases-rank1 is a partial snapshot" in n for n in run.notes)
+    assert len(run.phases[(run.phases["job"] == "a") & (run.phases["rank"] == 1)]) == 4
+    s = metrics.summarise(run)
+    assert s["fidelity"] is None and s["jobs"]["dnn"]["mean_s"] is None
+    html = write_report([run_dir]).read_text()
+    assert "no fidelity record" in html
+
+
+def test_not_a_run_directory(tmp_path, capsys):
+    with pytest.raises(FabricLabError, match="is not a run directory"):
+        load_run(tmp_path)
+    assert main(["report", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "is not a run directory" in err and "\n" not in err and "Traceback" not in err
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "jobs.json").write_text("{not json")
+    assert main(["report", str(bad)]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- the report
+
+def _headings(html: str) -> list[str]:
+    return [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<h2[^>]*>(.*?)</h2>", html)]
+
+
+def test_report_of_one_run_has_every_section(runs, tmp_path, capsys):
+    run_dir = _copy(runs["leaf_spine"], tmp_path)
+    assert main(["report", str(run_dir)]) == 0
+    path = capsys.readouterr().out.strip()
+    assert path == str(run_dir / "report.html")
+    html = (run_dir / "report.html").read_text()
+    assert _headings(html) == list(SECTION_HEADINGS)
+    assert html.count('src="data:image/png;base64,') == 3  # dims, heatmap, CDF
+    assert "no chunk schedule to draw" in html  # flat rings only
+    assert "Do not trust" not in html and "leaf0→spine0" in html
+    md = (run_dir / "report.md").read_text()
+    for h in SECTION_HEADINGS:
+        assert f"## {h}" in md
+    for fig in re.findall(r"!\[[^]]*\]\(([^)]+)\)", md):
+        assert (run_dir / fig).is_file()
+
+
+def test_section_without_data_is_a_note_and_unfaithful_run_is_flagged(runs, tmp_path):
+    run_dir = build_multidim_run(tmp_path, faithful=False)
+    html = write_report([run_dir], tmp_path / "out").read_text()
+    assert _headings(html) == list(SECTION_HEADINGS)
+    assert "This fabric has no leaf-spine links" in html
+    assert html.count('src="data:image/png;base64,') == 3  # dims, Gantt, CDF
+    assert 'alt="Gantt chart of chunk phases per dimension"' in html
+    banner = html.index("Do not trust this run")
+    assert banner < html.index(">Summary<")
+    assert "CPU idle fell to 3%" in html[banner:html.index(">Summary<")]
+    assert "Themis vs baseline" in html and "1.33×" in html
+    assert "Do not trust this run" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_report_on_two_runs_has_the_comparison(runs, tmp_path):
+    vclos = build_leaf_spine_run(tmp_path, "vclos", policy="vclos", times=(0.2, 0.2),
+                                 spines=(0, 1))
+    html_path = write_report([runs["leaf_spine"], vclos], tmp_path / "cmp")
+    html = html_path.read_text()
+    heads = _headings(html)
+    assert heads[0] == "Comparison"
+    for label in ("ecmp", "vclos"):
+        assert f"Run: {label}" in heads
+        for h in SECTION_HEADINGS:
+            assert f"{h} — {label}" in heads
+    table = html[html.index('id="comparison"'):html.index("</table>")]
+    assert "<th>ecmp</th><th>vclos</th>" in table
+    assert "Worst slowdown</td><td>2.00×</td><td>1.00×" in table
+    assert "Speed-up vs ecmp" in table
+    assert (tmp_path / "cmp" / "fig-comparison.png").is_file()
+    md = (tmp_path / "cmp" / "report.md").read_text()
+    assert "| metric | ecmp | vclos |" in md
+
+
+def test_report_default_out_for_several_runs(runs, tmp_path):
+    a = _copy(runs["leaf_spine"], tmp_path)
+    b = _copy(runs["multidim"], tmp_path)
+    out = write_report([a, b])
+    assert out == a / "comparison" / "report.html" and out.is_file()
