@@ -23,10 +23,14 @@ from testbed.workers import run_on_fabric
 from workloads.model import predict
 
 GOODPUT = 1448 / 1514
-FABRICS = {
-    "4x4 at 12/6": [(4, 12), (4, 6)],
-    "2x2x4 at 4/8/8": [(2, 4), (2, 8), (4, 8)],
-}
+DEFAULT_SHAPES = ["4x4:12,6", "2x2x4:4,8,8", "2x4:6,12"]
+
+
+def parse_shape(text: str) -> list[tuple[int, float]]:
+    """'4x4:12,6' -> [(4, 12.0), (4, 6.0)] (sizes, Mbit/s per dimension)."""
+    dims, rates = text.split(":")
+    return list(zip((int(n) for n in dims.split("x")), (float(r) for r in rates.split(",")),
+                    strict=True))
 
 
 def main() -> None:
@@ -34,11 +38,15 @@ def main() -> None:
     ap.add_argument("--size", default="8MiB")
     ap.add_argument("--chunks", type=int, default=16)
     ap.add_argument("--iters", type=int, default=2)
+    ap.add_argument("--shapes", nargs="+", default=DEFAULT_SHAPES,
+                    help="fabrics as SIZES:MBPS, e.g. 4x4:12,6")
     args = ap.parse_args()
     size = parse_size(args.size)
     print(f"{'fabric (Mbit/s)':18} {'algorithm':14} {'time s':>7} {'util':>6} "
           f"{'model util':>10} {'meas÷model':>10} correct")
-    for name, dims in FABRICS.items():
+    for shape in args.shapes:
+        dims = parse_shape(shape)
+        name = shape.replace(":", " at ").replace(",", "/")
         plan = build_plan(parse_fabric({"fabric": {"kind": "multidim", "dims": [
             {"size": n, "mbps": mbps, "kind": "switch"} for n, mbps in dims]}}))
         sizes = [n for n, _ in dims]
