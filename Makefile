@@ -1,7 +1,7 @@
 # The two commands: `make demo` and `make test`. Both install what is missing first.
 VENV := .venv
 PY := $(VENV)/bin/python
-DEMO_SPEC ?= experiments/fabrics/default.yaml
+DEMO ?= experiments/demo.yaml
 
 .PHONY: install demo test lint clean
 
@@ -9,7 +9,7 @@ install:
 	@bash scripts/install.sh
 
 demo: install
-	$(VENV)/bin/fabriclab calibrate $(DEMO_SPEC)
+	$(VENV)/bin/fabriclab run $(DEMO)
 
 test:
 	@bash scripts/install.sh --test

@@ -1,0 +1,96 @@
+"""The experiment runner end to end on real fabrics (root): run directory, summary, report,
+and a worker killed mid-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from analysis.report import write_report
+from testbed import cleanup
+from testbed.experiment import expand
+from testbed.runner import Runner
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+SPEC = {
+    "name": "e2e",
+    "fabric": {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,
+               "host_link_mbps": 50, "uplink_mbps": 50},
+    "policy": "vclos",
+    "solo_baselines": True,
+    "jobs": [
+        {"name": "a", "hosts": ["h0", "h2"],
+         "workload": {"kind": "allreduce", "sizes": ["256KiB"], "iterations": 2}},
+        {"name": "b", "hosts_wanted": 2, "transport": "rpc",
+         "workload": {"kind": "allreduce", "sizes": ["256KiB"], "iterations": 2}},
+    ],
+}
+
+
+def test_runner_end_to_end(tmp_path):
+    (exp,) = expand(SPEC)
+    runner = Runner(exp, tmp_path)
+    run_dir = runner.run()
+    assert runner.status == "ok", runner.error
+    for name in ("spec.yaml", "env.json", "topology.json", "controller.log", "jobs.json",
+                 "link_samples.parquet", "cpu_samples.parquet", "fidelity.json",
+                 "summary.json"):
+        assert (run_dir / name).exists(), name
+    jobs = {j["name"]: j for j in json.loads((run_dir / "jobs.json").read_text())}
+    assert set(jobs) == {"a", "b", "a-solo", "b-solo"}
+    assert jobs["a-solo"]["solo_of"] == "a" and all(j["status"] == "ok" for j in jobs.values())
+    assert len(jobs["a"]["spines"]) == 1  # vClos pinned the cross-leaf pair to one spine
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "ok"
+    a = summary["jobs"]["a"]
+    assert a["correct"] and a["busbw_gbps"] > 0 and a["slowdown"] is not None
+    assert summary["fidelity"]["verdict"] in ("faithful", "not faithful")
+    fidelity = json.loads((run_dir / "fidelity.json").read_text())
+    assert fidelity["links"] and fidelity["cpu_idle_min"] is not None
+    report = write_report([run_dir], run_dir)
+    html = report.read_text()
+    assert "Summary" in html and "Fidelity" in html
+    assert not cleanup.stale_states() and not list(cleanup.STATE_DIR.glob("*.json"))
+
+
+def test_worker_killed_mid_run_fails_cleanly(tmp_path):
+    spec = dict(SPEC, solo_baselines=False, jobs=[
+        {"name": "long", "hosts": ["h0", "h2"],
+         "workload": {"kind": "allreduce", "sizes": ["4MiB"], "iterations": 200}}])
+    (exp,) = expand(spec)
+    runner = Runner(exp, tmp_path)
+    thread = threading.Thread(target=runner.run)
+    thread.start()
+    victim = None
+    deadline = time.monotonic() + 60
+    while victim is None and time.monotonic() < deadline:
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+            except OSError:
+                continue
+            if b"workloads.worker" in cmd and any(b"config-rank1.json" in c for c in cmd):
+                victim = int(pid)
+        time.sleep(0.5)
+    assert victim, "the worker never started"
+    time.sleep(2)
+    os.kill(victim, signal.SIGKILL)
+    thread.join(timeout=120)
+    assert not thread.is_alive()
+    assert runner.status == "failed" and "rank" in runner.error
+    assert "\n" not in runner.error
+    run_dir = runner.run_dir
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "failed"
+    assert (run_dir / "link_samples.parquet").exists()  # what was captured is kept
+    assert json.loads((run_dir / "fidelity.json").read_text())["verdict"] == "not faithful"
+    assert not list(cleanup.STATE_DIR.glob("*.json"))  # nothing of the run is left
+    assert not any(b"workloads.worker" in open(f"/proc/{p}/cmdline", "rb").read()
+                   for p in filter(str.isdigit, os.listdir("/proc"))
+                   if os.path.exists(f"/proc/{p}/cmdline"))
