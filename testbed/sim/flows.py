@@ -63,6 +63,7 @@ class Flow:
     rate: float = 0.0
     cap: float = float("inf")
     shared: set[LinkId] = field(default_factory=set)
+    _busy: set[LinkId] = field(default_factory=set)  # links it shares with active flows now
     _updated: float = 0.0
     _version: int = 0
 
@@ -162,7 +163,7 @@ class Network:
 
     def step(self) -> bool:
         """Process the next batch of simultaneous events; False when nothing is left."""
-        self._settle()
+        self.settle()
         while self._events:
             t, _, kind, obj, version = self._events[0]
             if kind == "done" and obj._version != version:
@@ -185,12 +186,14 @@ class Network:
         return True
 
     def run(self, until: float | None = None) -> float:
-        """Process events (up to time ``until`` if given); return the current time."""
+        """Process events (only those due by ``until`` if given); return the current time."""
         while True:
-            self._settle()
-            if until is not None and (not self._events or self._events[0][0] > until):
-                self.now = max(self.now, until) if self._events else self.now
-                return self.now
+            self.settle()
+            if until is not None:
+                live = [e for e in self._events[:1] if e[0] <= until]
+                if not live:
+                    self.now = max(self.now, until)
+                    return self.now
             if not self.step():
                 return self.now
 
@@ -211,9 +214,15 @@ class Network:
             return
         self.active.add(flow)
         owner = flow.owner if flow.owner is not None else flow
+        on_link = self._on_link
         for link in flow.links:
-            others = self._on_link.setdefault(link, set())
+            others = on_link.get(link)
+            if others is None:
+                on_link[link] = {flow}
+                continue
+            flow._busy.add(link)
             for other in others:
+                other._busy.add(link)
                 if (other.owner if other.owner is not None else other) != owner:
                     other.shared.add(link)
                     flow.shared.add(link)
@@ -228,18 +237,23 @@ class Network:
         if flow in self.active:
             self.active.discard(flow)
             self._dirty.discard(flow)
-            for link in flow.links:
+            for link in flow._busy:
                 others = self._on_link[link]
                 others.discard(flow)
-                if others:
-                    self._dirty.update(others)
-                else:
+                self._dirty.update(others)
+                if len(others) == 1:
+                    next(iter(others))._busy.discard(link)
+            for link in flow.links:
+                if link not in flow._busy:
                     del self._on_link[link]
+            flow._busy.clear()
         if flow.on_done is not None:
             flow.on_done(flow)
 
-    def _settle(self) -> None:
-        """Recompute the rates of every component touched since the last settle."""
+    def settle(self) -> None:
+        """Recompute now the rates of every component touched since the last settle.
+
+        :meth:`step` and :meth:`run` do this themselves; call it to read ``Flow.rate``."""
         while self._dirty:
             seed = self._dirty.pop()
             component = self._component(seed)
@@ -248,16 +262,18 @@ class Network:
 
     def _component(self, seed: Flow) -> list[Flow]:
         seen = {seed}
+        expanded: set[LinkId] = set()
         todo = [seed]
         while todo:
             flow = todo.pop()
-            for link in flow.links:
-                others = self._on_link[link]
-                if len(others) > 1:
-                    for other in others:
-                        if other not in seen:
-                            seen.add(other)
-                            todo.append(other)
+            for link in flow._busy:
+                if link in expanded:
+                    continue
+                expanded.add(link)
+                for other in self._on_link[link]:
+                    if other not in seen:
+                        seen.add(other)
+                        todo.append(other)
         return list(seen)
 
     def _share(self, flows: list[Flow]) -> None:
@@ -265,25 +281,37 @@ class Network:
         self.recomputes += 1
         rates = max_min_rates(
             flows,
-            {
-                link: self.capacity(link)
-                for flow in flows
-                for link in flow.links
-                if len(self._on_link[link]) > 1
-            },
+            {link: self.capacity(link) for flow in flows for link in flow._busy},
+            lambda flow: flow._busy,
         )
         now = self.now
         for flow in flows:
+            rate = rates[flow]
+            if rate == flow.rate:
+                continue  # same rate: its pending completion event is still right
             flow.remaining = max(0.0, flow.remaining - flow.rate * (now - flow._updated) / 8)
             flow._updated = now
-            flow.rate = rates[flow]
+            flow.rate = rate
             flow._version += 1
             finish = now + flow.remaining * 8 / flow.rate
             heapq.heappush(self._events, (finish, next(self._seq), "done", flow, flow._version))
+        if len(self._events) > 4 * len(self.active) + 1024:
+            # Drop superseded completion events so the heap stays O(active flows + timers).
+            self._events = [
+                e for e in self._events if e[2] != "done" or e[3]._version == e[4]
+            ]
+            heapq.heapify(self._events)
 
 
-def max_min_rates(flows: Sequence[Flow], shared: Mapping[LinkId, float]) -> dict[Flow, float]:
+def max_min_rates(
+    flows: Sequence[Flow],
+    shared: Mapping[LinkId, float],
+    links_of: Callable[[Flow], Iterable[LinkId]] | None = None,
+) -> dict[Flow, float]:
     """Progressive filling over ``flows``.
+
+    ``links_of(flow)`` lists the flow's links among ``shared`` (default: all its links,
+    filtered); the network passes the links it knows to be shared, to skip the others.
 
     Each flow is limited by its own ``cap`` (its rate when alone) and by the ``shared``
     links (link -> capacity), on which the sum of multiplicity x rate may not exceed the
@@ -294,11 +322,15 @@ def max_min_rates(flows: Sequence[Flow], shared: Mapping[LinkId, float]) -> dict
     frozen_load = dict.fromkeys(shared, 0.0)
     weight = dict.fromkeys(shared, 0)
     on_link: dict[LinkId, list[Flow]] = {link: [] for link in shared}
-    for flow in flows:
-        for link, k in flow.links.items():
-            if link in shared:
-                weight[link] += k
-                on_link[link].append(flow)
+    shared_links = {
+        flow: [link for link in (flow.links if links_of is None else links_of(flow))
+               if link in shared]
+        for flow in flows
+    }
+    for flow, links in shared_links.items():
+        for link in links:
+            weight[link] += flow.links[link]
+            on_link[link].append(flow)
     by_cap = sorted(flows, key=lambda f: f.cap)
     next_cap = 0
     unfrozen = len(flows)
@@ -323,8 +355,8 @@ def max_min_rates(flows: Sequence[Flow], shared: Mapping[LinkId, float]) -> dict
                 continue
             rates[flow] = min(level, flow.cap)
             unfrozen -= 1
-            for link, k in flow.links.items():
-                if link in shared:
-                    weight[link] -= k
-                    frozen_load[link] += k * rates[flow]
+            for link in shared_links[flow]:
+                k = flow.links[link]
+                weight[link] -= k
+                frozen_load[link] += k * rates[flow]
     return rates

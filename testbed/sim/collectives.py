@@ -1,0 +1,259 @@
+"""Collectives as sequences of synchronous steps of flows on a simulated :class:`Network`.
+
+A step is a set of flows ``(path, bytes)`` started together; it ends when its slowest flow
+ends, and the next step starts then. Algorithms:
+
+* ring All-Reduce: ``2(n-1)`` steps, rank ``i`` sends ``S/n`` bytes to rank ``i+1`` in each;
+* halving-doubling All-Reduce (power-of-two ``n``): Reduce-Scatter in ``log2 n`` rounds,
+  partner ``i XOR 2^r`` and ``S/2^(r+1)`` bytes in round ``r``, then the All-Gather in the
+  reverse order with the same sizes;
+* hierarchical (baseline) and Themis chunked All-Reduce on a multi-dimensional fabric,
+  with chunk plans from :func:`workloads.themis.plan` and phases from
+  :func:`workloads.model.chunk_phases`. As in :mod:`workloads.model`, every dimension serves
+  one chunk phase at a time (``fifo``: earliest ready first, ties by chunk index; ``scf``:
+  smallest phase first). A phase is a ring Reduce-Scatter, All-Reduce or All-Gather run in
+  every group of that dimension at once, step by step.
+
+A multi-dimensional fabric gives every host, in every dimension ``d``, one NIC link up to its
+group's switch and one down from it, both of ``B_d`` bit/s; the switch itself is non-blocking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from testbed.errors import FabricLabError
+from testbed.sim.flows import LinkId, Network
+from testbed.topology import coords_of, dim_peers
+from workloads.model import ORDERS, chunk_phases
+from workloads.themis import ChunkPlan, validate_shape
+from workloads.themis import plan as themis_plan
+
+Step = list[tuple[Sequence[LinkId], float]]
+PathFn = Callable[[Hashable, Hashable], Sequence[LinkId]]
+
+
+def ring_allreduce_steps(ranks: Sequence[Hashable], size: float, path: PathFn) -> list[Step]:
+    """Ring All-Reduce of ``size`` bytes: 2(n-1) steps of S/n bytes to the next rank."""
+    n = len(ranks)
+    if n < 2:
+        return []
+    flows = [(path(ranks[i], ranks[(i + 1) % n]), size / n) for i in range(n)]
+    return [list(flows) for _ in range(2 * (n - 1))]
+
+
+def halving_doubling_steps(
+    ranks: Sequence[Hashable], size: float, path: PathFn
+) -> list[Step]:
+    """Halving-doubling All-Reduce (Rabenseifner) of ``size`` bytes; n must be a power of 2."""
+    n = len(ranks)
+    if n < 2:
+        return []
+    if n & (n - 1):
+        raise FabricLabError(f"halving-doubling needs a power-of-two number of ranks, not {n}")
+    rounds = n.bit_length() - 1
+    reduce_scatter = [
+        [(path(ranks[i], ranks[i ^ (1 << r)]), size / 2 ** (r + 1)) for i in range(n)]
+        for r in range(rounds)
+    ]
+    return reduce_scatter + list(reversed(reduce_scatter))
+
+
+ALGORITHMS = {"ring": ring_allreduce_steps, "halving-doubling": halving_doubling_steps}
+
+
+def run_steps(
+    net: Network,
+    steps: Iterable[Step],
+    on_done: Callable[[float], None] | None = None,
+    owner: Hashable = None,
+    tag: object = None,
+) -> None:
+    """Issue ``steps`` one after the other on ``net``; call ``on_done(time)`` at the end.
+
+    Each step's flows start together (as separate max-min flows); the step ends when the
+    last of them ends. Empty steps and zero-byte flows are skipped.
+    """
+    remaining = iter(steps)
+
+    def next_step(_flow: object = None) -> None:
+        for step in remaining:
+            flows = [(p, b) for p, b in step if b > 0 and p]
+            if not flows:
+                continue
+            left = [len(flows)]
+
+            def one_done(_f: object, left: list[int] = left) -> None:
+                left[0] -= 1
+                if left[0] == 0:
+                    next_step()
+
+            for p, b in flows:
+                net.add_flow(p, b, tag=tag, owner=owner, on_done=one_done)
+            return
+        if on_done is not None:
+            on_done(net.now)
+
+    next_step()
+
+
+def allreduce_time(
+    net: Network, ranks: Sequence[Hashable], size: float, path: PathFn, algorithm: str = "ring"
+) -> float:
+    """Run one All-Reduce alone on ``net`` (from its current time) and return its duration."""
+    if algorithm not in ALGORITHMS:
+        raise FabricLabError(
+            f"algorithm {algorithm!r} is unknown; use one of {', '.join(ALGORITHMS)}"
+        )
+    start = net.now
+    finished: list[float] = []
+    run_steps(net, ALGORITHMS[algorithm](ranks, size, path), finished.append)
+    net.run()
+    if not finished:
+        raise FabricLabError("the All-Reduce did not finish")
+    return finished[0] - start
+
+
+# ---------------------------------------------------------------- multi-dimensional
+
+
+class MultidimFabric:
+    """Hosts ``0..N-1`` on a ``dim_sizes`` grid; per dimension one non-blocking switch per
+    group, every host linked to it by an up and a down link of ``dim_bandwidths_bps[d]``."""
+
+    def __init__(self, dim_sizes: Sequence[int], dim_bandwidths_bps: Sequence[float]) -> None:
+        self.sizes, self.bandwidths = validate_shape(dim_sizes, dim_bandwidths_bps)
+        self.hosts = 1
+        for n in self.sizes:
+            self.hosts *= n
+
+    def capacities(self) -> dict[LinkId, float]:
+        caps: dict[LinkId, float] = {}
+        for d, bw in enumerate(self.bandwidths):
+            for h in range(self.hosts):
+                caps[("up", d, h)] = float(bw)
+                caps[("down", d, h)] = float(bw)
+        return caps
+
+    def network(self) -> Network:
+        return Network(self.capacities())
+
+    def path(self, dim: int, src: int, dst: int) -> list[LinkId]:
+        return [("up", dim, src), ("down", dim, dst)]
+
+    def groups(self, dim: int) -> list[list[int]]:
+        """Every group of dimension ``dim``, each as host ids in ring (coordinate) order."""
+        return [
+            dim_peers(h, dim, self.sizes)
+            for h in range(self.hosts)
+            if coords_of(h, self.sizes)[dim] == 0
+        ]
+
+    def phase_steps(self, dim: int, op: str, size: float) -> list[Step]:
+        """Ring steps of one chunk phase in every group of ``dim`` at once.
+
+        ``size`` is the phase input per host (for AG, the shard each host holds). RS and AR
+        send size/n per step for n-1 and 2(n-1) steps; AG sends the shard for n-1 steps.
+        """
+        n = self.sizes[dim]
+        count, per_step = {"RS": (n - 1, size / n), "AR": (2 * (n - 1), size / n),
+                           "AG": (n - 1, size)}[op]
+        flows = [
+            (self.path(dim, g[i], g[(i + 1) % n]), per_step)
+            for g in self.groups(dim)
+            for i in range(n)
+        ]
+        return [list(flows) for _ in range(count)]
+
+
+@dataclass(frozen=True)
+class PhaseSpan:
+    chunk: int
+    dim: int
+    op: str
+    start: float
+    end: float
+
+
+@dataclass
+class HierarchicalResult:
+    time_s: float
+    schedule: list[PhaseSpan] = field(default_factory=list)
+
+
+def hierarchical_allreduce(
+    fabric: MultidimFabric,
+    plans: Sequence[ChunkPlan],
+    order: str = "fifo",
+    net: Network | None = None,
+) -> HierarchicalResult:
+    """Simulate a chunked hierarchical All-Reduce (plans from :func:`workloads.themis.plan`)."""
+    if order not in ORDERS:
+        raise FabricLabError(f"order {order!r} is unknown; use one of {', '.join(ORDERS)}")
+    net = net or fabric.network()
+    start = net.now
+    phases = {p.index: chunk_phases(p, fabric.sizes) for p in plans}
+    position = dict.fromkeys(phases, 0)
+    waiting: list[list[tuple[float, int]]] = [[] for _ in fabric.sizes]
+    busy = [False] * len(fabric.sizes)
+    schedule: list[PhaseSpan] = []
+    finished: list[float] = []
+
+    def key(chunk: int, ready: float) -> float:
+        return ready if order == "fifo" else float(phases[chunk][position[chunk]].sent)
+
+    def enqueue(chunk: int) -> None:
+        if position[chunk] < len(phases[chunk]):
+            ph = phases[chunk][position[chunk]]
+            waiting[ph.dim].append((key(chunk, net.now), chunk))
+        elif all(position[c] >= len(phases[c]) for c in phases) and not finished:
+            finished.append(net.now)
+
+    def pick(queue: list[tuple[float, int]]) -> tuple[float, int]:
+        low = min(k for k, _ in queue)
+        tol = 1e-9 * abs(low) + 1e-12
+        best = min((item for item in queue if item[0] <= low + tol), key=lambda it: it[1])
+        queue.remove(best)
+        return best
+
+    def dispatch() -> None:
+        for d in range(len(fabric.sizes)):
+            if busy[d] or not waiting[d]:
+                continue
+            _, chunk = pick(waiting[d])
+            ph = phases[chunk][position[chunk]]
+            busy[d] = True
+            began = net.now
+
+            def done(_t: float, d: int = d, chunk: int = chunk, ph=ph, began=began) -> None:
+                schedule.append(PhaseSpan(chunk, d, ph.op, began - start, net.now - start))
+                busy[d] = False
+                position[chunk] += 1
+                enqueue(chunk)
+                net.defer(dispatch)
+
+            run_steps(net, fabric.phase_steps(d, ph.op, float(ph.size)), done, tag=(chunk, d))
+
+    for chunk in sorted(phases):
+        enqueue(chunk)
+    dispatch()
+    net.run()
+    if not finished:
+        raise FabricLabError("the hierarchical All-Reduce did not finish")
+    schedule.sort(key=lambda s: (s.start, s.dim, s.chunk))
+    return HierarchicalResult(finished[0] - start, schedule)
+
+
+def themis_allreduce(
+    dim_sizes: Sequence[int],
+    dim_bandwidths_bps: Sequence[float],
+    total_bytes: int,
+    chunks: int,
+    policy: str = "themis",
+    order: str = "fifo",
+) -> HierarchicalResult:
+    """Plan (themis or baseline) and simulate one All-Reduce on a contention-free fabric."""
+    fabric = MultidimFabric(dim_sizes, dim_bandwidths_bps)
+    plans = themis_plan(dim_sizes, dim_bandwidths_bps, total_bytes, chunks, policy=policy)
+    return hierarchical_allreduce(fabric, plans, order)

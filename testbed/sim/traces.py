@@ -1,0 +1,230 @@
+"""Job traces for the cluster simulator: Helios and Philly readers, a synthetic generator.
+
+A job is a :class:`JobSpec`: arrival time, GPUs (one GPU = one host here), a model (which
+fixes the gradient bytes All-Reduced per iteration and the compute time per iteration) and
+a number of iterations. Traces give a duration instead of iterations; the duration is read
+as the job's run time on an idle cluster and turned into iterations with
+:func:`iterations_for`.
+
+Model mix (fp32 gradients, compute seconds per iteration are illustrative, not measured):
+ResNet-50 25.6 M params (102.4 MB), GNMT ~160 M (640 MB), the DLRM dense part ~20 M
+(80 MB) and BERT-large ~340 M (1.36 GB).
+
+Synthetic traces: power-of-two sizes 1..512 skewed toward small jobs (the shape the
+Philly and Helios analyses report: most jobs use one GPU, most GPU time goes to large
+jobs), log-normal durations (median 30 min, sigma 1.5, clipped to 1 min .. 7 days) and
+exponential inter-arrival times whose rate makes the offered GPU-time equal ``load`` times
+the cluster's capacity.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from testbed.errors import FabricLabError
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    grad_bytes: int
+    compute_s: float  # per iteration
+
+
+MODELS: dict[str, Model] = {
+    m.name: m
+    for m in (
+        Model("resnet50", 102_400_000, 0.10),
+        Model("gnmt", 640_000_000, 0.30),
+        Model("dlrm-dense", 80_000_000, 0.05),
+        Model("bert-large", 1_360_000_000, 0.40),
+    )
+}
+MODEL_MIX = {"resnet50": 0.35, "gnmt": 0.15, "dlrm-dense": 0.2, "bert-large": 0.3}
+SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+SIZE_WEIGHTS = (0.30, 0.10, 0.12, 0.15, 0.10, 0.08, 0.06, 0.04, 0.03, 0.02)
+DURATION_MEDIAN_S = 1800.0
+DURATION_SIGMA = 1.5
+DURATION_RANGE_S = (60.0, 7 * 86400.0)
+DEFAULT_LINK_BPS = 100e9
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One job: ``gradient bytes`` All-Reduced after each of ``iterations`` compute steps."""
+
+    job_id: str
+    arrival: float  # seconds from the trace start
+    gpus: int
+    model: str
+    iterations: int
+    compute_s: float
+    grad_bytes: int
+
+    def isolated_time(self, link_bps: float) -> float:
+        """Run time on an idle cluster: every ring flow at the full link rate."""
+        return self.iterations * (self.compute_s + comm_time(self.gpus, self.grad_bytes, link_bps))
+
+
+def comm_time(gpus: int, grad_bytes: float, link_bps: float) -> float:
+    """Contention-free ring All-Reduce time of ``grad_bytes`` over ``gpus`` hosts."""
+    if gpus < 2:
+        return 0.0
+    return 2 * (gpus - 1) / gpus * grad_bytes * 8 / link_bps
+
+
+def iterations_for(duration_s: float, gpus: int, model: Model, link_bps: float) -> int:
+    """Iterations that make the isolated run time closest to ``duration_s`` (at least 1)."""
+    per_iteration = model.compute_s + comm_time(gpus, model.grad_bytes, link_bps)
+    return max(1, round(duration_s / per_iteration))
+
+
+def _pick_model(rng: random.Random) -> Model:
+    names = list(MODEL_MIX)
+    return MODELS[rng.choices(names, weights=[MODEL_MIX[n] for n in names])[0]]
+
+
+def synthetic(
+    jobs: int, load: float, total_gpus: int, seed: int, link_bps: float = DEFAULT_LINK_BPS
+) -> list[JobSpec]:
+    """A reproducible synthetic trace; offered GPU-time / (total_gpus x span) ~ ``load``."""
+    if jobs < 1:
+        raise FabricLabError(f"--jobs is {jobs}; it must be at least 1")
+    if not 0 < load <= 10:
+        raise FabricLabError(f"--load is {load}; it must be in (0, 10]")
+    rng = random.Random(seed)
+    sizes = [s for s in SIZES if s <= total_gpus] or [1]
+    weights = SIZE_WEIGHTS[: len(sizes)]
+    drawn = []
+    for _ in range(jobs):
+        gpus = rng.choices(sizes, weights=weights)[0]
+        duration = rng.lognormvariate(math.log(DURATION_MEDIAN_S), DURATION_SIGMA)
+        duration = min(max(duration, DURATION_RANGE_S[0]), DURATION_RANGE_S[1])
+        drawn.append((gpus, duration, _pick_model(rng)))
+    mean_gpu_time = sum(g * d for g, d, _ in drawn) / jobs
+    rate = load * total_gpus / mean_gpu_time  # jobs per second
+    out = []
+    t = 0.0
+    for i, (gpus, duration, model) in enumerate(drawn):
+        if i:
+            t += rng.expovariate(rate)
+        out.append(
+            JobSpec(f"j{i}", t, gpus, model.name, iterations_for(duration, gpus, model, link_bps),
+                    model.compute_s, model.grad_bytes)
+        )
+    return out
+
+
+def _time(value: str, where: str) -> float:
+    """Seconds since the epoch from a number or an ISO-like 'YYYY-mm-dd HH:MM:SS' string."""
+    text = str(value).strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise FabricLabError(f"{where}: time {text!r} is neither seconds nor a date") from None
+
+
+def _from_rows(
+    rows: Sequence[tuple[str, float, int, float]], seed: int, link_bps: float
+) -> list[JobSpec]:
+    """(job_id, submit, gpus, duration) rows -> JobSpecs sorted by arrival, models seeded."""
+    if not rows:
+        raise FabricLabError("the trace holds no usable job (GPU jobs with a duration)")
+    rng = random.Random(seed)
+    t0 = min(r[1] for r in rows)
+    out = []
+    for job_id, submit, gpus, duration in sorted(rows, key=lambda r: (r[1], r[0])):
+        model = _pick_model(rng)
+        out.append(JobSpec(job_id, submit - t0, gpus, model.name,
+                           iterations_for(duration, gpus, model, link_bps),
+                           model.compute_s, model.grad_bytes))
+    return out
+
+
+HELIOS_COLUMNS = ("job_id", "gpu_num", "submit_time", "duration")
+
+
+def read_helios(path: str | Path, seed: int = 0, link_bps: float = DEFAULT_LINK_BPS
+                ) -> list[JobSpec]:
+    """SenseTime Helios ``cluster_log.csv``; CPU-only jobs and jobs without duration skipped."""
+    path = Path(path)
+    try:
+        with path.open(newline="") as fh:
+            reader = csv.DictReader(fh)
+            missing = [c for c in HELIOS_COLUMNS if c not in (reader.fieldnames or [])]
+            if missing:
+                raise FabricLabError(
+                    f"{path} is not a Helios cluster_log.csv: it has no column {missing[0]}"
+                )
+            rows = []
+            for line, rec in enumerate(reader, start=2):
+                where = f"{path} line {line}"
+                try:
+                    gpus = int(float(rec["gpu_num"] or 0))
+                    duration = float(rec["duration"] or 0)
+                except ValueError:
+                    raise FabricLabError(f"{where}: gpu_num or duration is not a number") from None
+                if gpus >= 1 and duration > 0:
+                    rows.append((str(rec["job_id"]), _time(rec["submit_time"], where), gpus,
+                                 duration))
+    except OSError as exc:
+        raise FabricLabError(f"cannot read trace {path}: {exc.strerror}") from None
+    return _from_rows(rows, seed, link_bps)
+
+
+def read_philly(path: str | Path, seed: int = 0, link_bps: float = DEFAULT_LINK_BPS
+                ) -> list[JobSpec]:
+    """Microsoft Philly ``cluster_job_log`` (JSON list). GPUs and run time from the last
+    attempt that has both times; jobs without one are skipped."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise FabricLabError(f"cannot read trace {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise FabricLabError(f"{path} is not JSON (line {exc.lineno}): {exc.msg}") from None
+    if not isinstance(data, list):
+        raise FabricLabError(f"{path} is not a Philly cluster_job_log: expected a JSON list")
+    rows = []
+    for i, job in enumerate(data):
+        where = f"{path} job {i}"
+        if not isinstance(job, dict) or "jobid" not in job or "submitted_time" not in job:
+            raise FabricLabError(f"{where} has no jobid or submitted_time")
+        for attempt in reversed(job.get("attempts") or []):
+            start, end = attempt.get("start_time"), attempt.get("end_time")
+            if start in (None, "None") or end in (None, "None"):
+                continue
+            gpus = sum(len(d.get("gpus") or []) for d in attempt.get("detail") or [])
+            duration = _time(end, where) - _time(start, where)
+            if gpus >= 1 and duration > 0:
+                rows.append((str(job["jobid"]), _time(job["submitted_time"], where), gpus,
+                             duration))
+            break
+    return _from_rows(rows, seed, link_bps)
+
+
+def load_trace(
+    spec: str, jobs: int, load: float, total_gpus: int, seed: int,
+    link_bps: float = DEFAULT_LINK_BPS,
+) -> list[JobSpec]:
+    """``synthetic``, ``helios:FILE`` or ``philly:FILE`` (trace files: first ``jobs`` jobs)."""
+    kind, _, arg = spec.partition(":")
+    if kind == "synthetic" and not arg:
+        return synthetic(jobs, load, total_gpus, seed, link_bps)
+    if kind in ("helios", "philly") and arg:
+        reader = read_helios if kind == "helios" else read_philly
+        return reader(arg, seed, link_bps)[:jobs]
+    raise FabricLabError(
+        f"--trace {spec!r} is unknown; use synthetic, helios:FILE or philly:FILE"
+    )
