@@ -73,6 +73,17 @@ def collective_table(collectives: pd.DataFrame) -> pd.DataFrame:
     return out[COLLECTIVE_COLUMNS]
 
 
+def _bandwidths(colls: pd.DataFrame) -> tuple[float | None, float | None]:
+    """(algbw, busbw) in GB/s as nccl-tests reports them: bytes over the mean time, i.e.
+    total bytes ÷ total time of these collectives (not the mean of per-collective rates)."""
+    t = float(colls["t"].sum()) if len(colls) else 0.0
+    if t <= 0:
+        return None, None
+    algbw = float(colls["size"].sum()) / t / 1e9
+    n = float(colls["world"].max())
+    return _num(algbw), _num(algbw * 2 * (n - 1) / n)
+
+
 def _stats(values: Iterable[float]) -> dict[str, float | None]:
     x = np.asarray([v for v in values if v == v], dtype=float)
     if not x.size:
@@ -120,17 +131,15 @@ def job_metrics(run: Run) -> pd.DataFrame:
         }
         sizes = {}
         for size, grp in jc.groupby("size", sort=True):
+            algbw, busbw = _bandwidths(grp)
             sizes[int(size)] = {"iterations": len(grp), "collective_s": _stats(grp["t"])["mean"],
-                                "algbw_gbps": _num(grp["algbw"].mean()),
-                                "busbw_gbps": _num(grp["busbw"].mean())}
+                                "algbw_gbps": algbw, "busbw_gbps": busbw}
         row["sizes"] = sizes
         head = jc[jc["size"] == jc["size"].max()] if len(jc) else jc
         row["size"] = int(head["size"].iloc[0]) if len(head) else None
         row["collective_s"] = _stats(head["t"])["mean"] if kind != "dnn" else _stats(jc["t"])[
             "mean"]
-        bw = head if kind != "dnn" else jc
-        row["algbw_gbps"] = _num(bw["algbw"].mean()) if len(bw) else None
-        row["busbw_gbps"] = _num(bw["busbw"].mean()) if len(bw) else None
+        row["algbw_gbps"], row["busbw_gbps"] = _bandwidths(head if kind != "dnn" else jc)
         row["exposed_comm_s"] = row["compute_share"] = None
         if kind == "dnn":
             it = run.iterations[(run.iterations["job"] == name)
