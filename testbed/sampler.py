@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import psutil
 
 from testbed.topology import FabricPlan
 
@@ -53,10 +54,11 @@ def read_net_dev(path: str) -> dict[str, tuple[int, int]]:
     return out
 
 
-def read_cpu() -> tuple[int, int]:
-    """(idle jiffies incl. iowait, total jiffies) from /proc/stat."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return fields[3] + fields[4], sum(fields[:8])
+def read_cpu() -> tuple[float, float]:
+    """(idle seconds incl. iowait, total seconds) of all CPUs since boot (psutil)."""
+    t = psutil.cpu_times()
+    total = t.user + t.nice + t.system + t.idle + t.iowait + t.irq + t.softirq + t.steal
+    return t.idle + t.iowait, total
 
 
 class LinkSampler:
@@ -66,7 +68,7 @@ class LinkSampler:
         self.probes = probes_for(plan, host_pids)
         self.period = 1.0 / hz
         self._rows: list[tuple[float, str, str, str, float, int]] = []
-        self._cpu: list[tuple[float, int, int]] = []
+        self._cpu: list[tuple[float, float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="link-sampler", daemon=True)
 
