@@ -107,7 +107,9 @@ def _fidelity(run: Run) -> dict[str, Any]:
                       "_r": peak / conf if conf and peak is not None else -1})
     links.sort(key=lambda r: -r["_r"])
     verdict = str(f.get("verdict") or "unknown")
-    return {"state": "ok" if verdict == "faithful" else "bad", "verdict": verdict,
+    # a simulated run has no emulation to distrust: it is a model, labelled as such
+    state = {"faithful": "ok", "simulated": "simulated"}.get(verdict, "bad")
+    return {"state": state, "verdict": verdict,
             "reasons": [str(r) for r in f.get("reasons") or []],
             "cpu": f"min {fmt_pct(f.get('cpu_idle_min'))}, mean {fmt_pct(f.get('cpu_idle_mean'))}",
             "links": links[:12], "more_links": max(len(links) - 12, 0),

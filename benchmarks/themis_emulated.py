@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from testbed.fabric import Fabric
+from testbed.sampler import read_cpu
 from testbed.spec import parse_fabric
 from testbed.topology import build_plan
 from testbed.units import parse_size
@@ -43,7 +44,7 @@ def main() -> None:
     args = ap.parse_args()
     size = parse_size(args.size)
     print(f"{'fabric (Mbit/s)':18} {'algorithm':14} {'time s':>7} {'util':>6} "
-          f"{'model util':>10} {'meas÷model':>10} correct")
+          f"{'model util':>10} {'meas÷model':>10} correct  cpu idle")
     for shape in args.shapes:
         dims = parse_shape(shape)
         name = shape.replace(":", " at ").replace(",", "/")
@@ -56,17 +57,21 @@ def main() -> None:
         times = {}
         with tempfile.TemporaryDirectory() as tmp, Fabric(plan, Path(tmp) / "f") as fab:
             for algo, order in (("baseline", "fifo"), ("themis", "scf")):
+                idle0 = read_cpu()
                 res = run_on_fabric(fab, [h.name for h in plan.hosts],
                                     out_dir=Path(tmp) / algo, algorithm=algo, order=order,
                                     sizes=[size], chunks=args.chunks, iterations=args.iters,
                                     warmup=1, timeout=120)
+                idle1 = read_cpu()
+                idle = (idle1[0] - idle0[0]) / (idle1[1] - idle0[1])
                 row = res.rows[0]
                 t = row.time_us / 1e6
                 model = predict(sizes, [r * GOODPUT for r in rates], size, args.chunks,
                                 policy=algo, order=order)
                 times[algo] = (t, model.time_s)
                 print(f"{name:18} {algo + '+' + order:14} {t:7.2f} {ideal / t:6.3f} "
-                      f"{ideal / model.time_s:10.3f} {model.time_s / t:10.3f} {row.correct}")
+                      f"{ideal / model.time_s:10.3f} {model.time_s / t:10.3f} {row.correct}  "
+                      f"{idle:6.0%}")
         (tb, mb), (tt, mt) = times["baseline"], times["themis"]
         print(f"{name:18} {'speedup':14} measured {tb / tt:.2f}x, model {mb / mt:.2f}x")
 

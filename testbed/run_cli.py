@@ -17,6 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=Path("results"),
                    help="where run directories go (default results/)")
     p.add_argument("--no-report", action="store_true", help="skip the report")
+    p.add_argument("--backend", choices=("emulated", "sim"), default="emulated",
+                   help="emulated: Mininet and real workers (needs root); sim: the flow-level "
+                   "simulator, same run directories (default emulated)")
     p.set_defaults(func=run)
 
 
@@ -24,8 +27,13 @@ def run(args: argparse.Namespace) -> int:
     from testbed.runner import Runner, summary_table
 
     experiments = load_experiments(args.spec)
-    runners = [Runner(exp, args.out) for exp in experiments]  # validates against the fabrics
-    require_fabric_ready()
+    if getattr(args, "backend", "emulated") == "sim":
+        from testbed.sim.backend import SimRunner
+
+        runners = [SimRunner(exp, args.out) for exp in experiments]  # validates and places
+    else:
+        runners = [Runner(exp, args.out) for exp in experiments]  # validates against the fabrics
+        require_fabric_ready()
     console = Console()
     run_dirs, failed = [], 0
     for r in runners:

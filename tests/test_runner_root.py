@@ -59,6 +59,14 @@ def test_runner_end_to_end(tmp_path):
     assert not cleanup.stale_states() and not list(cleanup.STATE_DIR.glob("*.json"))
 
 
+def cmdline(pid: str) -> list[bytes]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return []
+
+
 def test_worker_killed_mid_run_fails_cleanly(tmp_path):
     spec = dict(SPEC, solo_baselines=False, jobs=[
         {"name": "long", "hosts": ["h0", "h2"],
@@ -71,10 +79,7 @@ def test_worker_killed_mid_run_fails_cleanly(tmp_path):
     deadline = time.monotonic() + 60
     while victim is None and time.monotonic() < deadline:
         for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
-            except OSError:
-                continue
+            cmd = cmdline(pid)
             if b"workloads.worker" in cmd and any(b"config-rank1.json" in c for c in cmd):
                 victim = int(pid)
         time.sleep(0.5)
@@ -91,6 +96,5 @@ def test_worker_killed_mid_run_fails_cleanly(tmp_path):
     assert (run_dir / "link_samples.parquet").exists()  # what was captured is kept
     assert json.loads((run_dir / "fidelity.json").read_text())["verdict"] == "not faithful"
     assert not list(cleanup.STATE_DIR.glob("*.json"))  # nothing of the run is left
-    assert not any(b"workloads.worker" in open(f"/proc/{p}/cmdline", "rb").read()
-                   for p in filter(str.isdigit, os.listdir("/proc"))
-                   if os.path.exists(f"/proc/{p}/cmdline"))
+    assert not any(b"workloads.worker" in cmdline(p)
+                   for p in filter(str.isdigit, os.listdir("/proc")))

@@ -1,0 +1,451 @@
+"""`fabriclab run --backend sim`: run an experiment on the flow-level simulator instead of
+Mininet, writing a run directory with the emulator's layout (so ``fabriclab report`` and
+:mod:`analysis` read it unchanged).
+
+Run directory: ``spec.yaml``, ``env.json`` (``"backend": "sim"``), ``topology.json`` (the
+fabric plan), ``jobs.json`` (the emulator's job records; ``start``/``end`` in simulated
+seconds), ``jobs/<job>/collectives-rank{r}.parquet`` and ``phases-rank{r}.parquet``
+(:mod:`workloads.traces` schemas), ``fidelity.json`` (verdict ``simulated``) and
+``summary.json`` (:func:`analysis.metrics.summarise`). There are no link or CPU samples: the
+analysis treats them as absent.
+
+Semantics
+---------
+Placement
+    Explicit ``hosts`` as given, ``hosts_wanted`` through :class:`sdn_app.allocator.Cluster`
+    with the experiment's policy (``ecmp``/``vclos`` on leaf-spine, ``ocs-vclos`` on the OCS
+    fabric), as the controller places them: a job's ranks are its hosts in allocation order
+    (leaf, slot). A multidim job spans every host, rank r on host ``h<r>``.
+Routing
+    Leaf-spine paths are :func:`testbed.sim.cluster.host_path`: ``ecmp`` hashes every
+    connection's 5-tuple (source port drawn from ``random.Random(seed)``, fixed for the
+    connection's life; every run of a job, solo or together, opens new connections);
+    ``vclos``/``ocs-vclos`` pin host j of each leaf to the job's spine j / circuit j. A
+    multidim fabric gives each host an up and a down link per dimension
+    (:class:`testbed.sim.collectives.MultidimFabric`), which is what both ``switch`` and
+    ``ring`` dimensions offer ring traffic.
+Capacities
+    Every link runs at its plan rate x ``GOODPUT`` = 1448/1514: the emulator's links are
+    shaped on the wire, and bulk TCP with 1448-byte payloads in 1514-byte frames carries at
+    most that fraction of the rate as data (the ceiling calibration measures; see
+    ``testbed.calibrate.TCP_WIRE_FACTOR``). Latency, the TCP ramp and CPU limits are not
+    modelled: the simulated times are the emulator's best case.
+Collectives
+    ``ring``: the 2(n-1) synchronous steps of a ring All-Reduce over the job's ranks, each step
+    ``n`` flows of S/n bytes ending with its slowest flow; ``baseline``/``themis``: the chunked
+    hierarchical All-Reduce (chunk plans of :func:`workloads.themis.plan` with ``min(chunks,
+    count)`` chunks aligned to 4 bytes, as the worker plans them; ``fifo``/``scf`` dispatch
+    per dimension as in :mod:`workloads.model`), each phase a ring in every group of its
+    dimension. On leaf-spine a hierarchical job uses ``dims`` (default: the worker's 2-D
+    split) over its hosts' single NICs. Every flow of every running job shares links max-min
+    (:class:`testbed.sim.flows.Network`). A job runs ``warmup + iterations`` collectives of
+    each size back to back (no barrier cost); jobs run together, each from its
+    ``start_offset_s``; with ``solo_baselines`` every job first runs alone as ``<name>-solo``,
+    one after the other, each on an idle fabric, before the jobs run together.
+
+Only All-Reduce workloads run here; a DNN workload is a :class:`SpecError`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+
+from sdn_app.allocator import Allocation, Cluster
+from sdn_app.program import ocs_circuits, policy_for
+from testbed.errors import FabricLabError, SpecError
+from testbed.experiment import Experiment
+from testbed.runner import JobRun, check_against_fabric, environment
+from testbed.sim.cluster import host_path
+from testbed.sim.collectives import MultidimFabric, Step, run_steps
+from testbed.sim.flows import LinkId, Network
+from testbed.topology import FabricPlan, build_plan, dim_peers
+from testbed.workers import job_dims
+from workloads.launcher import default_dims
+from workloads.launcher import summarise as size_results
+from workloads.model import ORDERS, chunk_phases
+from workloads.themis import plan as themis_plan
+from workloads.traces import COLLECTIVE_SCHEMA, PHASE_SCHEMA, bandwidths
+
+# Data bytes per wire byte of bulk TCP: 1448-byte segments in 1514-byte Ethernet frames.
+GOODPUT = 1448 / 1514
+SPORTS = (32768, 61000)  # ephemeral source ports ECMP hashes over
+FABRIC_KINDS = ("ls", "sl", "cu", "cd", "cl")  # leaf-spine link ids that are not host links
+
+
+@dataclass
+class _Collective:
+    """One simulated collective of one job (the same for every rank)."""
+
+    coll: int
+    iteration: int
+    warmup: bool
+    size: int
+    start: float  # run-relative seconds
+    time: float
+    spans: list[tuple[int, int, int, str, int, float, float]] = field(default_factory=list)
+    # (chunk, phase index, dim, op, bytes, start, end), run-relative seconds
+
+
+@dataclass
+class _Placed:
+    """A placed job: its ranks' hosts, its allocation and its logical dimensions."""
+
+    run: JobRun
+    alloc: Allocation | None
+    dims: list[int]
+    collectives: list[_Collective] = field(default_factory=list)
+
+
+class SimRunner:
+    """One experiment on the simulator; the same attributes :func:`testbed.runner.summary_table`
+    reads from a :class:`testbed.runner.Runner` (``exp``, ``jobs``, ``status``, ``run_dir``)."""
+
+    def __init__(self, exp: Experiment, out_root: Path, seed: int = 1, console=None) -> None:
+        self.exp = exp
+        self.plan: FabricPlan = build_plan(exp.fabric)
+        check_against_fabric(exp, self.plan)
+        for i, job in enumerate(exp.jobs):
+            if job.workload.kind != "allreduce":
+                raise SpecError(f"jobs.{i}.workload: the sim backend runs allreduce workloads "
+                                "only")
+        if self.plan.kind == "multidim":
+            self.policy = "shortest"
+        elif exp.policy == "static":
+            raise SpecError("policy: the sim backend routes leaf-spine fabrics with ecmp, "
+                            "vclos or ocs-vclos, not static")
+        else:
+            self.policy = policy_for(self.plan, exp.policy)
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.out_root = Path(out_root)
+        self.console = console
+        self.status = "ok"
+        self.error: str | None = None
+        self.run_dir = self.out_root / f"{time.strftime('%Y%m%d-%H%M%S')}-{exp.name}"
+        self.placed = self._place()
+        self.jobs = [p.run for p in self.placed]
+        self.solos: list[_Placed] = []
+        # Every simulated leg ("solo <job>" or "together"): job -> the paths of its connections.
+        self.routes: dict[str, dict[str, list[list[LinkId]]]] = {}
+
+    # -- placement ------------------------------------------------------------------------------
+
+    def _place(self) -> list[_Placed]:
+        plan, out = self.plan, []
+        cluster = None
+        if plan.kind != "multidim":
+            s = plan.spec
+            cluster = Cluster(s["leaves"], s["spines"], s["hosts_per_leaf"], s.get("ocs_count", 0))
+        for spec in self.exp.jobs:
+            run = JobRun(spec.name, spec)
+            alloc = None
+            if cluster is None:
+                run.hosts = list(spec.hosts) if spec.hosts else [h.name for h in plan.hosts]
+                run.allocation = {"policy": self.policy}
+            else:
+                if spec.hosts:
+                    slots = [(plan.node(h).leaf, plan.node(h).slot) for h in spec.hosts]
+                    alloc = cluster.claim(spec.name, slots, self.policy)
+                else:
+                    alloc = cluster.allocate(spec.name, spec.hosts_wanted, self.policy)
+                hpl = plan.spec["hosts_per_leaf"]
+                run.hosts = [f"h{leaf * hpl + slot}" for leaf, slot in alloc.hosts]
+                run.allocation = {
+                    "policy": alloc.policy, "spines": list(alloc.spines),
+                    "ocs_ports": [{"ocs": c.ocs, "port_a": c.port_a, "port_b": c.port_b}
+                                  for c in ocs_circuits(plan, alloc)]}
+            dims = spec.dims
+            if dims is None and spec.algorithm != "ring" and plan.kind != "multidim":
+                dims = default_dims(len(run.hosts), spec.algorithm)
+            dims = job_dims(plan, run.hosts, dims) if spec.algorithm != "ring" else [
+                len(run.hosts)]
+            out.append(_Placed(run, alloc, dims))
+        return out
+
+    # -- the run --------------------------------------------------------------------------------
+
+    def run(self) -> Path:
+        base, k = self.run_dir, 1
+        while self.run_dir.exists():  # two runs of one experiment within the same second
+            k += 1
+            self.run_dir = base.with_name(f"{base.name}-{k}")
+        self.run_dir.mkdir(parents=True)
+        (self.run_dir / "spec.yaml").write_text(
+            yaml.safe_dump(self.exp.model_dump(mode="json"), sort_keys=False))
+        env = environment() | {"backend": "sim", "sim": {"goodput": GOODPUT, "seed": self.seed}}
+        (self.run_dir / "env.json").write_text(json.dumps(env, indent=1))
+        (self.run_dir / "topology.json").write_text(self.plan.to_json())
+        clock = 0.0
+        if self.exp.solo_baselines:
+            for p in self.placed:
+                solo = _Placed(JobRun(f"{p.run.name}-solo", p.run.spec, p.run.hosts,
+                                      p.run.allocation, solo_of=p.run.name), p.alloc, p.dims)
+                self.solos.append(solo)
+                clock = self._leg(f"solo {p.run.name}", [solo], clock, offsets=False)
+        self._leg("together", self.placed, clock, offsets=True)
+        for p in self.placed + self.solos:
+            self._write_traces(p)
+            p.run.rows = [asdict(r) for r in size_results(self.run_dir / "jobs" / p.run.name)]
+        self._write_results()
+        return self.run_dir
+
+    def _leg(self, what: str, jobs: list[_Placed], origin: float, offsets: bool) -> float:
+        """Simulate ``jobs`` together on an idle fabric from ``origin``; return the end time."""
+        net = Network()
+        self.routes[what] = {}
+        for p in jobs:
+            launch = self._launcher(net, p, self.routes[what].setdefault(p.run.name, []))
+            driver = _JobDriver(net, p, launch, origin)
+            net.at(p.run.spec.start_offset_s if offsets else 0.0, driver.begin)
+        end = net.run()
+        for p in jobs:
+            if p.run.status != "ok":
+                raise FabricLabError(f"job {p.run.name} did not finish in the simulation")
+        return origin + end
+
+    # -- routing --------------------------------------------------------------------------------
+
+    def _capacity(self, link: LinkId) -> float:
+        s = self.plan.spec
+        mbps = s["host_link_mbps"] if link[0] in ("hu", "hd") else s["uplink_mbps"]
+        return float(mbps) * 1e6 * GOODPUT
+
+    def _connection(self, net: Network, p: _Placed, a: int, b: int,
+                    routes: list[list[LinkId]]) -> list[LinkId]:
+        """The path of a new connection from rank ``a`` to rank ``b`` (leaf-spine)."""
+        hosts = [self.plan.node(h) for h in p.run.hosts]
+        src, dst = (hosts[a].leaf, hosts[a].slot), (hosts[b].leaf, hosts[b].slot)
+        sport = self.rng.randrange(*SPORTS) if p.alloc.policy == "ecmp" else 0
+        path = host_path(p.alloc, src, dst, self.plan.spec["spines"], sport)
+        for link in path:
+            net.capacities.setdefault(link, self._capacity(link))
+        routes.append(path)
+        return path
+
+    def _launcher(self, net: Network, p: _Placed, routes: list[list[LinkId]]
+                  ) -> Callable[[int, Callable[[list], None]], None]:
+        """``launch(size, done)``: start one collective of ``p`` now; ``done(spans)`` at its end."""
+        spec, n = p.run.spec, len(p.run.hosts)
+        owner = p.run.name
+        if spec.algorithm == "ring":
+            conns = [self._connection(net, p, r, (r + 1) % n, routes) for r in range(n)] \
+                if n > 1 else []
+
+            def ring(size: int, done: Callable[[list], None]) -> None:
+                t0 = net.now
+                steps = [[(c, size / n) for c in conns] for _ in range(2 * (n - 1))]
+
+                def end(_t: float) -> None:
+                    spans = [(0, 0, 0, "AR", size, t0, net.now)] if n > 1 else []
+                    done(spans)
+
+                run_steps(net, steps, end, owner=owner)
+
+            return ring
+        if self.plan.kind == "multidim":
+            mbps = [float(d["mbps"]) for d in self.plan.spec["dims"]]
+            fabric = MultidimFabric(p.dims, [m * 1e6 * GOODPUT for m in mbps])
+            for link, cap in fabric.capacities().items():
+                net.capacities.setdefault(link, cap)
+        else:
+            mbps = [float(self.plan.spec["host_link_mbps"])] * len(p.dims)
+            cache: dict[tuple[int, int, int], list[LinkId]] = {}
+
+            def route(dim: int, a: int, b: int) -> list[LinkId]:
+                if (dim, a, b) not in cache:
+                    cache[(dim, a, b)] = self._connection(net, p, a, b, routes)
+                return cache[(dim, a, b)]
+
+            fabric = _MappedFabric(p.dims, [m * 1e6 * GOODPUT for m in mbps], route)
+        plans_of: dict[int, list] = {}
+
+        def hierarchical(size: int, done: Callable[[list], None]) -> None:
+            count = size // 4
+            if size not in plans_of:  # the worker plans with the configured rates
+                plans_of[size] = themis_plan(p.dims, [m * 1e6 for m in mbps], size,
+                                             min(spec.chunks, count), spec.algorithm, align=4)
+            _Hierarchical(net, fabric, plans_of[size], spec.order, owner, done).start()
+
+        return hierarchical
+
+    # -- output ---------------------------------------------------------------------------------
+
+    def _write_traces(self, p: _Placed) -> None:
+        out = self.run_dir / "jobs" / p.run.name
+        out.mkdir(parents=True, exist_ok=True)
+        spec, world = p.run.spec, len(p.run.hosts)
+        chunks = 1 if spec.algorithm == "ring" else spec.chunks
+        sizes = tuple(p.dims)
+        for rank in range(world):
+            if spec.algorithm == "ring":
+                peers = {0: (rank + 1) % world}
+            else:
+                peers = {d: dim_peers(rank, d, sizes)[(dim_peers(rank, d, sizes).index(rank) + 1)
+                                                       % sizes[d]] for d in range(len(sizes))}
+            colls, phases = [], []
+            for c in p.collectives:
+                common = {"run_id": self.run_dir.name, "job_id": p.run.name, "rank": rank,
+                          "coll": c.coll, "iteration": c.iteration, "warmup": c.warmup}
+                algbw, busbw = bandwidths(c.size, c.time, world)
+                colls.append({**common, "size": c.size, "count": c.size // 4, "world": world,
+                              "algorithm": spec.algorithm, "transport": spec.transport,
+                              "chunks": min(chunks, c.size // 4), "start": c.start,
+                              "time": c.time, "algbw": algbw, "busbw": busbw, "correct": True})
+                for chunk, index, dim, op, nbytes, start, end in c.spans:
+                    phases.append({**common, "chunk": chunk, "phase": index, "dim": dim,
+                                   "op": op, "bytes": nbytes, "start": start, "end": end,
+                                   "peer": peers[dim]})
+            pq.write_table(pa.Table.from_pylist(colls, schema=COLLECTIVE_SCHEMA),
+                           out / f"collectives-rank{rank}.parquet")
+            pq.write_table(pa.Table.from_pylist(phases, schema=PHASE_SCHEMA),
+                           out / f"phases-rank{rank}.parquet")
+
+    def _write_results(self) -> None:
+        from analysis.load import load_run
+        from analysis.metrics import summarise
+
+        records = [j.record() for j in self.jobs + [s.run for s in self.solos]]
+        _write_json(self.run_dir / "jobs.json", records)
+        fidelity = {"verdict": "simulated", "reasons": [], "cpu_idle_min": None,
+                    "cpu_idle_mean": None, "links": [], "calibration": None,
+                    "backend": "sim", "goodput": GOODPUT, "seed": self.seed}
+        _write_json(self.run_dir / "fidelity.json", fidelity)
+        summary = summarise(load_run(self.run_dir))
+        summary["status"], summary["error"] = self.status, self.error
+        _write_json(self.run_dir / "summary.json", summary)
+
+
+def simulate_experiment(exp: Experiment, out_root: Path, seed: int = 1) -> Path:
+    """Simulate one experiment (one variant) and return its run directory under ``out_root``."""
+    return SimRunner(exp, out_root, seed=seed).run()
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_text(json.dumps(data, indent=1, default=str))
+    tmp.replace(path)
+
+
+# -- drivers ------------------------------------------------------------------------------------
+
+
+class _MappedFabric(MultidimFabric):
+    """Logical dimensions over leaf-spine hosts: ranks ``0..N-1`` on the ``dim_sizes`` grid,
+    every ring hop routed by ``route(dim, src rank, dst rank)`` over the shared fabric."""
+
+    def __init__(self, dim_sizes: Sequence[int], dim_bandwidths_bps: Sequence[float],
+                 route: Callable[[int, int, int], list[LinkId]]) -> None:
+        super().__init__(dim_sizes, dim_bandwidths_bps)
+        self._route = route
+
+    def path(self, dim: int, src: int, dst: int) -> list[LinkId]:
+        return self._route(dim, src, dst)
+
+
+class _JobDriver:
+    """Runs a job's collectives back to back on ``net``, recording each one."""
+
+    def __init__(self, net: Network, placed: _Placed,
+                 launch: Callable[[int, Callable[[list], None]], None], origin: float) -> None:
+        w = placed.run.spec.workload
+        self.net, self.placed, self.launch, self.origin = net, placed, launch, origin
+        self.work = [(size, it - w.warmup) for size in w.sizes
+                     for it in range(w.warmup + w.iterations)]
+        self.next = 0
+
+    def begin(self) -> None:
+        run = self.placed.run
+        run.status, run.start = "running", self.origin + self.net.now
+        self._launch_next()
+
+    def _launch_next(self) -> None:
+        if self.next == len(self.work):
+            run = self.placed.run
+            run.status, run.end = "ok", self.origin + self.net.now
+            return
+        size, iteration = self.work[self.next]
+        t0 = self.net.now
+
+        def done(spans: list) -> None:
+            o = self.origin
+            self.placed.collectives.append(_Collective(
+                self.next, iteration, iteration < 0, size, o + t0, self.net.now - t0,
+                [(c, i, d, op, b, o + s, o + e) for c, i, d, op, b, s, e in spans]))
+            self.next += 1
+            self.net.defer(self._launch_next)  # no recursion when a collective takes no time
+
+        self.launch(size, done)
+
+
+class _Hierarchical:
+    """One chunked hierarchical All-Reduce driven by events (other jobs may share ``net``):
+    every dimension serves one chunk phase at a time, picked ``fifo`` (earliest ready) or
+    ``scf`` (fewest bytes sent), ties by chunk index; ``done(spans)`` when all chunks end."""
+
+    def __init__(self, net: Network, fabric: MultidimFabric, plans: list, order: str,
+                 owner: str, done: Callable[[list], None]) -> None:
+        if order not in ORDERS:
+            raise FabricLabError(f"order {order!r} is unknown; use one of {', '.join(ORDERS)}")
+        self.net, self.fabric, self.order, self.owner, self.done = net, fabric, order, owner, done
+        self.phases = {p.index: chunk_phases(p, fabric.sizes) for p in plans}
+        self.position = dict.fromkeys(self.phases, 0)
+        self.waiting: list[list[tuple[float, int]]] = [[] for _ in fabric.sizes]
+        self.busy = [False] * len(fabric.sizes)
+        self.spans: list[tuple] = []
+        self.left = sum(1 for ph in self.phases.values() if ph)
+
+    def start(self) -> None:
+        if not self.left:
+            self.done([])
+            return
+        for chunk in sorted(self.phases):
+            self._enqueue(chunk)
+        self._dispatch()
+
+    def _enqueue(self, chunk: int) -> None:
+        i = self.position[chunk]
+        if i < len(self.phases[chunk]):
+            ph = self.phases[chunk][i]
+            key = self.net.now if self.order == "fifo" else float(ph.sent)
+            self.waiting[ph.dim].append((key, chunk))
+            return
+        self.left -= 1
+        if self.left == 0:
+            self.done(self.spans)
+
+    def _dispatch(self) -> None:
+        for d, queue in enumerate(self.waiting):
+            if self.busy[d] or not queue:
+                continue
+            low = min(k for k, _ in queue)
+            tol = 1e-9 * abs(low) + 1e-12
+            pick = min((it for it in queue if it[0] <= low + tol), key=lambda it: it[1])
+            queue.remove(pick)
+            chunk = pick[1]
+            index = self.position[chunk]
+            ph = self.phases[chunk][index]
+            self.busy[d] = True
+            began = self.net.now
+            n = self.fabric.sizes[d]
+            nbytes = round(float(ph.size) * (n if ph.op == "AG" else 1))  # the larger side
+
+            def end(_t: float, d: int = d, chunk: int = chunk, index: int = index,
+                    op: str = ph.op, nbytes: int = nbytes, began: float = began) -> None:
+                self.spans.append((chunk, index, d, op, nbytes, began, self.net.now))
+                self.busy[d] = False
+                self.position[chunk] += 1
+                self._enqueue(chunk)
+                self.net.defer(self._dispatch)
+
+            steps: list[Step] = self.fabric.phase_steps(d, ph.op, float(ph.size))
+            run_steps(self.net, steps, end, owner=self.owner, tag=(chunk, d))
