@@ -277,11 +277,20 @@ class Runner:
                                    f"{mbps:g} Mbit/s shaping")
             cpu = pd.read_parquet(self.run_dir / "cpu_samples.parquet")
             if len(cpu):
-                smooth = cpu["idle"].rolling(10, min_periods=1).mean()
-                idle_min, idle_mean = float(smooth.min()), float(cpu["idle"].mean())
+                # judge the CPU while measured collectives ran (not while workers started or
+                # wrote their traces), over one second of such samples at a time
+                period = 1.0 / self.exp.sample_hz
+                during = measuring(cpu["time"], self._collective_windows(), period)
+                if not during.any():
+                    during[:] = True
+                idle = cpu["idle"][during]
+                per_second = max(1, round(self.exp.sample_hz))
+                idle_min = float(idle.rolling(per_second, min_periods=1).mean().min())
+                idle_mean = float(idle.mean())
                 if idle_min < MIN_CPU_IDLE:
-                    reasons.append(f"CPU idle fell to {idle_min:.0%} (below {MIN_CPU_IDLE:.0%}):"
-                                   " the machine, not the links, may have set the rates")
+                    reasons.append(f"CPU idle fell to {idle_min:.0%} (below {MIN_CPU_IDLE:.0%}) "
+                                   "during measured collectives: the machine, not the links, "
+                                   "may have set the rates")
         cal = None
         if calibration is not None:
             cal = {"verdict": calibration.verdict, "aggregate_ratio": calibration.aggregate_ratio,
@@ -293,11 +302,21 @@ class Runner:
                 "cpu_idle_min": idle_min, "cpu_idle_mean": idle_mean, "links": links,
                 "calibration": cal}
 
+    def _collective_windows(self) -> list[tuple[float, float]]:
+        """(start, end) of every measured (not warm-up) collective of every rank and job."""
+        from workloads.traces import read_table
+
+        windows = []
+        for job_dir in sorted((self.run_dir / "jobs").glob("*")):
+            t = read_table(job_dir, "collectives").to_pandas()
+            t = t[~t["warmup"]]
+            windows += list(zip(t["start"], t["start"] + t["time"], strict=True))
+        return windows
+
     def _summary(self, records: list[dict], fidelity: dict[str, Any]) -> dict[str, Any]:
         try:
-            from analysis.metrics import summarise
-
             from analysis.load import load_run
+            from analysis.metrics import summarise
         except ImportError:
             summarise = None
         if summarise is not None:
@@ -312,6 +331,17 @@ class Runner:
                 "jobs": {r["name"]: {"hosts": r["hosts"], "status": r["status"],
                                      "results": r["results"]} for r in records},
                 "fidelity": {"verdict": fidelity["verdict"], "reasons": fidelity["reasons"]}}
+
+
+def measuring(times, windows: list[tuple[float, float]], period: float):
+    """Boolean mask: the sample interval (t - period, t] overlaps one of ``windows``."""
+    import numpy as np
+
+    t = np.asarray(times, dtype=float)
+    mask = np.zeros(t.size, dtype=bool)
+    for start, end in windows:
+        mask |= (t > start) & (t - period < end)
+    return mask
 
 
 def _write_json(path: Path, data: Any) -> None:
