@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import pytest
+from collective_helpers import allreduce_counts, inputs
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -25,11 +26,6 @@ except ImportError:  # planner not written yet: only the hierarchical tests need
 needs_themis = pytest.mark.skipif(themis is None, reason="workloads.themis is not there yet")
 
 
-def inputs(rank: int, count: int) -> np.ndarray:
-    """Integer-valued float32 input of ``rank``; distinct per rank and index."""
-    return ((np.arange(count) * 7 + rank * 13) % 101 + rank).astype(np.float32)
-
-
 def expected(world: int, count: int) -> np.ndarray:
     return np.sum([inputs(r, count) for r in range(world)], axis=0, dtype=np.float32)
 
@@ -41,16 +37,7 @@ def configs(tmp_path, world, dims=None, algorithm="ring", **kw):
 
 def allreduce_all(tmp_path, world, counts, dims=None, algorithm="ring", **kw):
     """All-Reduce every count on ``world`` in-process ranks; return each rank's results."""
-
-    def body(worker):
-        outs = []
-        for count in counts:
-            buf = inputs(worker.cfg.rank, count)
-            worker.allreduce(buf)
-            outs.append(buf)
-        return outs
-
-    return run_in_threads(configs(tmp_path, world, dims, algorithm, **kw), body)
+    return allreduce_counts(configs(tmp_path, world, dims, algorithm, **kw), counts)
 
 
 # ---------------------------------------------------------------- pieces

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from collective_helpers import allreduce_counts, inputs
 
 from testbed.errors import FabricLabError
 from workloads.launcher import local_configs, run_in_threads, run_local
@@ -13,23 +14,10 @@ pytest.importorskip("grpc")
 pytest.importorskip("workloads.themis")
 
 
-def inputs(rank: int, count: int) -> np.ndarray:
-    return ((np.arange(count) * 5 + rank * 11) % 97 + 2 * rank).astype(np.float32)
-
-
 def run(tmp_path, transport, world, dims, algorithm, counts, **kw):
     cfgs = local_configs(ranks=world, dims=dims, algorithm=algorithm, sizes=[4],
                          out_dir=tmp_path, transport=transport, timeout=10.0, **kw)
-
-    def body(worker):
-        outs = []
-        for count in counts:
-            buf = inputs(worker.cfg.rank, count)
-            worker.allreduce(buf)
-            outs.append(buf)
-        return outs
-
-    return run_in_threads(cfgs, body)
+    return allreduce_counts(cfgs, counts)
 
 
 @pytest.mark.parametrize(
