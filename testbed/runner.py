@@ -280,7 +280,8 @@ class Runner:
                 # judge the CPU while measured collectives ran (not while workers started or
                 # wrote their traces), over one second of such samples at a time
                 period = 1.0 / self.exp.sample_hz
-                during = measuring(cpu["time"], self._collective_windows(), period)
+                windows = self._collective_windows()
+                during = measuring(cpu["time"], windows, period)
                 if not during.any():
                     during[:] = True
                 idle = cpu["idle"][during]
@@ -290,7 +291,7 @@ class Runner:
                 if idle_min < MIN_CPU_IDLE:
                     reasons.append(f"CPU idle fell to {idle_min:.0%} (below {MIN_CPU_IDLE:.0%}) "
                                    "during measured collectives: the machine, not the links, "
-                                   "may have set the rates")
+                                   "may have set the rates" + self._busiest(windows))
         cal = None
         if calibration is not None:
             cal = {"verdict": calibration.verdict, "aggregate_ratio": calibration.aggregate_ratio,
@@ -301,6 +302,25 @@ class Runner:
         return {"verdict": "faithful" if not reasons else "not faithful", "reasons": reasons,
                 "cpu_idle_min": idle_min, "cpu_idle_mean": idle_mean, "links": links,
                 "calibration": cal}
+
+    def _busiest(self, windows: list[tuple[float, float]]) -> str:
+        """'; busiest then: ...' from the starved seconds the sampler recorded during
+        measured collectives, if any."""
+        path = self.run_dir / "cpu_starved.json"
+        if not path.exists():
+            return ""
+        seconds = json.loads(path.read_text())
+        overlap = measuring([s["time"] for s in seconds], windows, 1.0)
+        totals: dict[str, float] = {}
+        for second in (s for s, hit in zip(seconds, overlap, strict=True) if hit):
+            for p in second["busiest"]:
+                name = p["process"].split(" -m ")[-1].split()[0] if " -m " in p["process"] \
+                    else p["process"].split()[0].rsplit("/", 1)[-1]
+                totals[name] = totals.get(name, 0.0) + p["cpu"]
+        if not totals:
+            return ""
+        top = sorted(totals.items(), key=lambda kv: -kv[1])[:3]
+        return "; busiest then: " + ", ".join(f"{n} ({c:.1f} CPU-s)" for n, c in top)
 
     def _collective_windows(self) -> list[tuple[float, float]]:
         """(start, end) of every measured (not warm-up) collective of every rank and job."""

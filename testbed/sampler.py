@@ -7,6 +7,7 @@ root namespace, so one read of /proc/net/dev covers them all), else the host end
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass
@@ -61,6 +62,41 @@ def read_cpu() -> tuple[float, float]:
     return t.idle + t.iowait, total
 
 
+class BusyProcesses:
+    """Once a second, the processes that used the most CPU in that second — kept only for
+    seconds when the machine was short of CPU, so a run can say what starved it."""
+
+    def __init__(self, below_idle: float = 0.2, keep: int = 4) -> None:
+        self.below_idle = below_idle
+        self.keep = keep
+        self._last: dict[int, tuple[float, str]] = {}
+        self._last_cpu = read_cpu()
+        self._last_times = psutil.cpu_times()
+        self._last_t = time.monotonic()
+        self.starved: list[dict] = []
+
+    def tick(self) -> None:
+        now, cpu = time.monotonic(), read_cpu()
+        idle = (cpu[0] - self._last_cpu[0]) / max(cpu[1] - self._last_cpu[1], 1e-9)
+        seconds = now - self._last_t
+        current: dict[int, tuple[float, str]] = {}
+        for proc in psutil.process_iter(["cpu_times", "name", "cmdline"]):
+            times, cmd = proc.info["cpu_times"], proc.info["cmdline"] or [proc.info["name"]]
+            if times is not None:
+                current[proc.pid] = (times.user + times.system, " ".join(cmd)[:80])
+        times = psutil.cpu_times()
+        if idle < self.below_idle and self._last:
+            # a process born in this second counts with all its CPU time
+            used = sorted(((c - self._last.get(p, (0.0, ""))[0], label)
+                           for p, (c, label) in current.items()), reverse=True)[: self.keep]
+            split = {k: round((getattr(times, k) - getattr(self._last_times, k)) / seconds, 2)
+                     for k in ("user", "system", "softirq", "steal")}
+            self.starved.append({"time": now, "idle": round(idle, 3), "cpu": split, "busiest": [
+                {"cpu": round(u / seconds, 2), "process": label} for u, label in used if u > 0]})
+        self._last, self._last_cpu, self._last_t = current, cpu, now
+        self._last_times = times
+
+
 class LinkSampler:
     """Samples every link's counters and the CPU; ``stop()`` returns tidy tables."""
 
@@ -69,6 +105,7 @@ class LinkSampler:
         self.period = 1.0 / hz
         self._rows: list[tuple[float, str, str, str, float, int]] = []
         self._cpu: list[tuple[float, float, float]] = []
+        self.busy = BusyProcesses()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="link-sampler", daemon=True)
 
@@ -104,9 +141,12 @@ class LinkSampler:
         self._cpu.append((t, *read_cpu()))
 
     def _loop(self) -> None:
-        next_t = time.monotonic()
+        next_t = last_busy = time.monotonic()
         while not self._stop.is_set():
             self.sample()
+            if next_t - last_busy >= 1.0:
+                self.busy.tick()
+                last_busy = next_t
             next_t += self.period
             self._stop.wait(max(0.0, next_t - time.monotonic()))
 
@@ -129,6 +169,9 @@ class LinkSampler:
         out_dir.mkdir(parents=True, exist_ok=True)
         write_parquet(self.counters(), out_dir / "link_samples.parquet")
         write_parquet(self.cpu(), out_dir / "cpu_samples.parquet")
+        tmp = out_dir / "cpu_starved.json.partial"
+        tmp.write_text(json.dumps(self.busy.starved, indent=1))
+        tmp.replace(out_dir / "cpu_starved.json")
 
 
 def write_parquet(df: pd.DataFrame, path: Path) -> None:
