@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +19,7 @@ import jinja2
 
 from analysis import figures, metrics
 from analysis.load import Run, load_run
+from testbed.atomic import write_text
 from testbed.errors import FabricLabError
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -287,12 +287,6 @@ def _env() -> jinja2.Environment:
     return env
 
 
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
 def default_out(run_dirs: Sequence[str | Path]) -> Path:
     """One run: the run directory; several: ``comparison/`` inside the first one."""
     first = Path(run_dirs[0])
@@ -329,6 +323,6 @@ def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = No
     }
     env = _env()
     html = out / "report.html"
-    _write(html, env.get_template("report.html.j2").render(**ctx))
-    _write(out / "report.md", env.get_template("report.md.j2").render(**ctx))
+    write_text(html, env.get_template("report.html.j2").render(**ctx))
+    write_text(out / "report.md", env.get_template("report.md.j2").render(**ctx))
     return html

@@ -16,6 +16,7 @@ from sdn_app.allocator import (
 )
 from sdn_app.api import ApiError, JobRequest
 from sdn_app.program import Program, job_cookie, job_program, ocs_circuits
+from testbed.atomic import write_json
 from testbed.topology import FabricPlan
 
 
@@ -121,9 +122,7 @@ class JobManager:
         if self.state_file is None:
             return
         data = {"jobs": [a.to_dict() for a in self.allocations()], "flat": self.flat_jobs}
-        tmp = self.state_file.with_suffix(".partial")
-        tmp.write_text(json.dumps(data))
-        tmp.replace(self.state_file)
+        write_json(self.state_file, data, indent=None)
 
     def load(self) -> None:
         """Take back the jobs a previous controller run had placed."""

@@ -10,7 +10,6 @@ each directed link from interface counters over the steady part of the round.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sdn_app.static_routes import FlowRule, Unreachable, static_rules, trace
+from testbed.atomic import write_json
 from testbed.errors import FabricLabError
 from testbed.sampler import LinkSampler, mean_idle, window_rates
 from testbed.topology import FabricPlan, Link
@@ -284,9 +284,7 @@ def run(args: argparse.Namespace) -> int:
     cal = calibrate(plan, out, seconds=args.seconds, budget=args.budget,
                     max_flows=args.max_flows, progress=progress)
     path = out / "calibration.json"
-    tmp = path.with_suffix(".partial")
-    tmp.write_text(json.dumps(cal.to_dict(), indent=1))
-    tmp.replace(path)
+    write_json(path, cal.to_dict())
     print_calibration(cal, console)
     console.print(f"written {path}")
     return 0 if not cal.failures else 1

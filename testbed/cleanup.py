@@ -18,6 +18,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from testbed.atomic import write_json
+
 STATE_DIR = Path(os.environ.get("FABRICLAB_STATE_DIR", "/run/fabriclab"))
 
 
@@ -35,9 +37,7 @@ class RunState:
 
     def save(self) -> None:
         STATE_DIR.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self)))
-        tmp.replace(self.path)
+        write_json(self.path, asdict(self), indent=None)
 
     def forget(self) -> None:
         self.path.unlink(missing_ok=True)

@@ -25,6 +25,7 @@ from rich.live import Live
 from rich.table import Table
 
 from sdn_app.program import policy_for
+from testbed.atomic import write_json
 from testbed.calibrate import MIN_CPU_IDLE, TCP_WIRE_FACTOR, TOLERANCE, calibrate
 from testbed.errors import FabricLabError, SpecError
 from testbed.experiment import Experiment, JobSpec
@@ -250,11 +251,11 @@ class Runner:
 
     def _write_results(self, solos: list[JobRun], calibration) -> None:
         records = [j.record() for j in self.jobs + solos]
-        _write_json(self.run_dir / "jobs.json", records)
+        write_json(self.run_dir / "jobs.json", records)
         fidelity = self._fidelity(calibration)
-        _write_json(self.run_dir / "fidelity.json", fidelity)
+        write_json(self.run_dir / "fidelity.json", fidelity)
         summary = self._summary(records, fidelity)
-        _write_json(self.run_dir / "summary.json", summary)
+        write_json(self.run_dir / "summary.json", summary)
 
     def _fidelity(self, calibration) -> dict[str, Any]:
         """Configured vs achieved link rates and CPU headroom during the run."""
@@ -364,10 +365,6 @@ def measuring(times, windows: list[tuple[float, float]], period: float):
     return mask
 
 
-def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".partial")
-    tmp.write_text(json.dumps(data, indent=1, default=str))
-    tmp.replace(path)
 
 
 def summary_table(runner: Runner) -> Table:

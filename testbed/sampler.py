@@ -7,7 +7,6 @@ root namespace, so one read of /proc/net/dev covers them all), else the host end
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import psutil
 
+from testbed.atomic import write_json
 from testbed.topology import FabricPlan
 
 
@@ -169,9 +169,7 @@ class LinkSampler:
         out_dir.mkdir(parents=True, exist_ok=True)
         write_parquet(self.counters(), out_dir / "link_samples.parquet")
         write_parquet(self.cpu(), out_dir / "cpu_samples.parquet")
-        tmp = out_dir / "cpu_starved.json.partial"
-        tmp.write_text(json.dumps(self.busy.starved, indent=1))
-        tmp.replace(out_dir / "cpu_starved.json")
+        write_json(out_dir / "cpu_starved.json", self.busy.starved)
 
 
 def write_parquet(df: pd.DataFrame, path: Path) -> None:

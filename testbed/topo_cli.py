@@ -6,6 +6,7 @@ import argparse
 from collections import Counter
 from pathlib import Path
 
+from testbed.atomic import write_text
 from testbed.spec import load_fabric
 from testbed.topology import build_plan
 
@@ -25,8 +26,6 @@ def run(args: argparse.Namespace) -> int:
           f"({', '.join(f'{n} {r}' for r, n in sorted(roles.items()))}), "
           f"{len(plan.links)} links ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))})")
     if args.json:
-        tmp = args.json.with_name(args.json.name + ".partial")
-        tmp.write_text(plan.to_json())
-        tmp.replace(args.json)
+        write_text(args.json, plan.to_json())
         print(f"written {args.json}")
     return 0

@@ -10,17 +10,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import signal
-import subprocess
-import sys
-import threading
 import uuid
 from pathlib import Path
 
 from testbed.errors import FabricLabError
 from testbed.topology import FabricPlan
-from workloads.launcher import REPO_ROOT, LaunchResult, interrupt, kill_all, summarise, wait_all
+from workloads.launcher import LaunchResult, launch_workers, summarise
 
 BASE_PORT = 7100  # dimension d listens on BASE_PORT + d (each host has its own addresses)
 
@@ -76,25 +71,9 @@ def run_on_fabric(fab, hosts: list[str], *, out_dir: Path, wall_timeout: float |
     out_dir.mkdir(parents=True, exist_ok=True)
     config.setdefault("run_id", uuid.uuid4().hex[:12])
     configs = fabric_configs(fab.plan, hosts, out_dir=out_dir, **config)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    procs: dict[int, subprocess.Popen] = {}
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        for r, (host, cfg) in enumerate(zip(hosts, configs, strict=True)):
-            path = out_dir / f"config-rank{r}.json"
-            path.write_text(json.dumps(cfg))
-            with open(out_dir / f"stderr-rank{r}.txt", "wb") as err:
-                procs[r] = fab.popen(host, [sys.executable, "-m", "workloads.worker", str(path)],
-                                     cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
-                                     stderr=err)  # mnexec -d: own session
-        wait_all(procs, out_dir, wall_timeout)
-    finally:
-        kill_all(list(procs.values()))
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+    # mnexec -d gives each worker its own session, so no start_new_session here
+    launch_workers(dict(enumerate(configs)), out_dir,
+                   lambda rank, args, **kw: fab.popen(hosts[rank], args, **kw), wall_timeout)
     errors = sorted(out_dir.glob("error-rank*.json"))
     if errors:  # a worker that reported an error failed, whatever its exit code said
         raise FabricLabError(json.loads(errors[0].read_text()).get("message", "worker error"))

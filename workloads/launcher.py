@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -196,6 +197,20 @@ def run_local(
         max_active=max_active, dim_bandwidths=dim_bandwidths, timeout=timeout,
         collective_timeout=collective_timeout, dnn=dnn,
     )
+    launch_workers(
+        {r: {**configs[r], "stall": r in stall_ranks} for r in range(ranks) if r not in skip_ranks},
+        out, lambda _rank, args, **kw: subprocess.Popen(args, start_new_session=True, **kw),
+        wall_timeout,
+    )
+    summary = None if dnn is None else summarize(read_table(out, "iterations"))
+    return LaunchResult(out, summarise(out), summary)
+
+
+def launch_workers(configs: dict[int, dict], out: Path, spawn: Callable[..., subprocess.Popen],
+                   wall_timeout: float | None) -> None:
+    """Write each rank's config, start ``python -m workloads.worker`` for it through
+    ``spawn(rank, args, **popen_kwargs)`` (a local process, or one inside a fabric host),
+    wait for all, and kill every worker on failure, timeout, Ctrl-C or SIGTERM."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     procs: dict[int, subprocess.Popen] = {}
@@ -203,25 +218,17 @@ def run_local(
     if threading.current_thread() is threading.main_thread():  # SIGTERM cleans up like Ctrl-C
         previous = signal.signal(signal.SIGTERM, interrupt)
     try:
-        for r in range(ranks):
-            if r in skip_ranks:
-                continue
-            cfg = {**configs[r], "stall": r in stall_ranks}
+        for r, cfg in configs.items():
             path = out / f"config-rank{r}.json"
             path.write_text(json.dumps(cfg))
             with open(out / f"stderr-rank{r}.txt", "wb") as err:
-                procs[r] = subprocess.Popen(
-                    [sys.executable, "-m", "workloads.worker", str(path)],
-                    cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err,
-                    start_new_session=True,
-                )
+                procs[r] = spawn(r, [sys.executable, "-m", "workloads.worker", str(path)],
+                                 cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
         wait_all(procs, out, wall_timeout)
     finally:
         kill_all(list(procs.values()))
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-    summary = None if dnn is None else summarize(read_table(out, "iterations"))
-    return LaunchResult(out, summarise(out), summary)
 
 
 def interrupt(signum: int, frame: object) -> None:

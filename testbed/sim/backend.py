@@ -54,7 +54,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -62,6 +61,7 @@ import yaml
 
 from sdn_app.allocator import Allocation, Cluster
 from sdn_app.program import ocs_circuits, policy_for
+from testbed.atomic import write_json
 from testbed.errors import FabricLabError, SpecError
 from testbed.experiment import Experiment
 from testbed.runner import JobRun, check_against_fabric, environment
@@ -315,14 +315,14 @@ class SimRunner:
         from analysis.metrics import summarise
 
         records = [j.record() for j in self.jobs + [s.run for s in self.solos]]
-        _write_json(self.run_dir / "jobs.json", records)
+        write_json(self.run_dir / "jobs.json", records)
         fidelity = {"verdict": "simulated", "reasons": [], "cpu_idle_min": None,
                     "cpu_idle_mean": None, "links": [], "calibration": None,
                     "backend": "sim", "goodput": GOODPUT, "seed": self.seed}
-        _write_json(self.run_dir / "fidelity.json", fidelity)
+        write_json(self.run_dir / "fidelity.json", fidelity)
         summary = summarise(load_run(self.run_dir))
         summary["status"], summary["error"] = self.status, self.error
-        _write_json(self.run_dir / "summary.json", summary)
+        write_json(self.run_dir / "summary.json", summary)
 
 
 def simulate_experiment(exp: Experiment, out_root: Path, seed: int = 1) -> Path:
@@ -330,10 +330,6 @@ def simulate_experiment(exp: Experiment, out_root: Path, seed: int = 1) -> Path:
     return SimRunner(exp, out_root, seed=seed).run()
 
 
-def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".partial")
-    tmp.write_text(json.dumps(data, indent=1, default=str))
-    tmp.replace(path)
 
 
 # -- drivers ------------------------------------------------------------------------------------
