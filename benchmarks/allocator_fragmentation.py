@@ -65,19 +65,13 @@ def replay(stream: list[Arrival], cluster: Cluster, policy: str) -> tuple[Counte
         except AllocationRefused as refused:
             reason = refused.reason
             if reason == "fragmented":
-                reason = "frag links" if _hosts_fit(cluster, arrival.size, policy) else "frag hosts"
+                reason = f"frag {refused.cause}"
             outcomes[reason] += 1
         else:
             outcomes["placed"] += 1
             ends[arrival.job_id] = arrival.step + arrival.lifetime
         times.append(time.perf_counter() - start)
     return outcomes, times
-
-
-def _hosts_fit(cluster: Cluster, size: int, policy: str) -> bool:
-    """Would some m x n shape find m leaves with n free hosts, ignoring links?"""
-    free = [len(cluster.free_slots(leaf)) for leaf in range(cluster.leaves)]
-    return any(sum(f >= n for f in free) >= m for m, n in cluster.shapes(size, policy))
 
 
 def main() -> None:

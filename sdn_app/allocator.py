@@ -8,8 +8,8 @@ Vocabulary
 * A *link* is ``(leaf, spine)``. With ``ocs_count == 0`` there is one direct link
   between every leaf and every spine. With OCSes the "links" of a job are the
   (leaf, spine) pairs that its circuits realise.
-* An *OCS port*: every leaf has one port on every OCS, every spine has two
-  ports (0 and 1) on every OCS.
+* An *OCS port*: every leaf has one port on every OCS, every spine has
+  ``spine_ports_per_ocs`` ports (default two: 0 and 1) on every OCS.
 * A *circuit* is a :class:`Circuit` ``(ocs, end_a, end_b)``: ``end_a`` is always
   ``("leaf", leaf)``; ``end_b`` is ``("spine", spine, port)`` for a leaf-spine
   circuit or ``("leaf", other_leaf)`` for a direct leaf-leaf circuit.
@@ -26,13 +26,22 @@ Policies
 * ``ocs-vclos``: same host shapes, but links are circuits set up on demand:
   one leaf; else, for m == 2, a direct leaf-leaf circuit per host pair; else
   m leaves x n spines where every (leaf, spine) pair gets a circuit on some OCS
-  on which the leaf's port and one of the spine's two ports are idle. The
+  on which the leaf's port and one of the spine's ports are idle. The
   circuit assignment is solved spine by spine with a bipartite matching
   (networkx); see :meth:`Cluster._wire_spines` for why this part is a heuristic.
   Needs ``ocs_count >= 1``. Circuits of running jobs are never moved. The
   exclusive resources are OCS ports: two jobs may both hold a (leaf, spine)
   pair through circuits on different OCSes, unless the cluster is built with
   ``exclusive_ocs_links=True``.
+
+Placement (vclos and ocs-vclos)
+---------------------------------
+* ``joint`` (default): hosts and network are chosen together: for each shape the search
+  walks leaf sets until one has free links (vclos) or a circuit wiring (ocs-vclos).
+* ``hosts-first``: a network-oblivious GPU scheduler picks the hosts (the first shape
+  whose hosts fit, on the best-fit leaves), and the network must then join exactly those
+  leaves, or the job is refused as fragmented by links. This is where the wiring
+  flexibility of an OCS layer can matter.
 
 Host j of a cross-leaf job on each leaf (j-th lowest slot the job holds there)
 reaches other leaves only through the job's spine j (``spines[j]``), or, for a
@@ -51,6 +60,8 @@ import networkx as nx
 from testbed.errors import FabricLabError
 
 POLICIES = ("ecmp", "vclos", "ocs-vclos")
+PLACEMENTS = ("joint", "hosts-first")
+REWIRINGS = ("any", "conservative")
 
 # How many leaf sets ocs-vclos tries (best fit first) before calling a job fragmented.
 MAX_OCS_LEAF_SETS = 64
@@ -71,11 +82,17 @@ class AllocationRefused(FabricLabError):
     ``reason`` is one of ``"no_hosts"`` (message contains "not enough free hosts"),
     ``"fragmented"`` (enough free hosts, but no isolated virtual Clos exists) and
     ``"unshapeable"`` (no m x n shape of this size fits the cluster at all).
+
+    A ``fragmented`` refusal has a ``cause``: ``"hosts"`` when no m x n shape even finds
+    m leaves with n free hosts (no wiring could help), ``"links"`` when such leaves exist
+    but no free spine biclique (vclos) or circuit wiring (ocs-vclos) was found: the part
+    an OCS layer can fix. Other refusals have ``cause`` ``""``.
     """
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, cause: str = "") -> None:
         super().__init__(message)
         self.reason = reason
+        self.cause = cause
 
 
 class Circuit(NamedTuple):
@@ -177,8 +194,22 @@ class Cluster:
         ocs_count: int = 0,
         *,
         exclusive_ocs_links: bool = False,
+        spine_ports_per_ocs: int = 2,
+        placement: str = "joint",
+        rewiring: str = "any",
     ) -> None:
-        """``exclusive_ocs_links``: also forbid two ocs-vclos jobs the same (leaf, spine) pair.
+        """``spine_ports_per_ocs``: ports every spine has on every OCS (the emulated OCS
+        fabric has two; ``leaves / ocs_count`` gives a spine as many ports as it has leaf
+        links in the electrical fabric).
+
+        ``placement``: ``joint`` or ``hosts-first`` (see the module docstring).
+
+        ``rewiring`` (ocs-vclos): ``any`` (direct leaf-leaf circuits for two leaves, else
+        circuits on any idle ports) or ``conservative`` (circuits of the default wiring
+        first, then direct circuits, then only spine ports that no leaf's default circuit
+        can use; see :meth:`Cluster._try_ocs_vclos`).
+
+        ``exclusive_ocs_links``: also forbid two ocs-vclos jobs the same (leaf, spine) pair.
 
         By default only OCS ports are exclusive in ocs-vclos: two jobs may each hold a
         circuit between leaf l and spine s, on different OCSes (different ports, so
@@ -190,6 +221,7 @@ class Cluster:
             ("spines", spines, 1),
             ("hosts_per_leaf", hosts_per_leaf, 1),
             ("ocs_count", ocs_count, 0),
+            ("spine_ports_per_ocs", spine_ports_per_ocs, 1),
         ):
             if not isinstance(value, int) or value < low:
                 raise AllocationRequestError(f"{name} must be an integer >= {low}, got {value!r}")
@@ -197,6 +229,17 @@ class Cluster:
         self.spines = spines
         self.hosts_per_leaf = hosts_per_leaf
         self.ocs_count = ocs_count
+        if placement not in PLACEMENTS:
+            raise AllocationRequestError(
+                f"placement must be one of {', '.join(PLACEMENTS)}, got {placement!r}"
+            )
+        if rewiring not in REWIRINGS:
+            raise AllocationRequestError(
+                f"rewiring must be one of {', '.join(REWIRINGS)}, got {rewiring!r}"
+            )
+        self.spine_ports_per_ocs = spine_ports_per_ocs
+        self.placement = placement
+        self.rewiring = rewiring
         self.exclusive_ocs_links = exclusive_ocs_links
         self.jobs: dict[str, Allocation] = {}
         self._host_owner: dict[Host, str] = {}
@@ -405,19 +448,41 @@ class Cluster:
         leaf = self._best_fit_leaf(k)
         if leaf is not None:
             return self._single_leaf(job_id, policy, leaf, k)
+        allocation = None
         for m, n in shapes:
+            leaves = None
+            if self.placement == "hosts-first":
+                leaves = self._leaves_with(n)[:m]
+                if len(leaves) < m:
+                    continue
             allocation = (
-                self._try_vclos(job_id, m, n)
+                self._try_vclos(job_id, m, n, leaves)
                 if policy == "vclos"
-                else self._try_ocs_vclos(job_id, m, n)
+                else self._try_ocs_vclos(job_id, m, n, leaves)
             )
-            if allocation is not None:
-                return allocation
+            if allocation is not None or leaves is not None:
+                break
+        if allocation is not None:
+            return allocation
+        if self.hosts_fit(k, policy):
+            raise AllocationRefused(
+                "fragmented",
+                f"fragmented: leaves with enough free hosts for {k} exist, but no isolated set "
+                f"of {'spine links' if policy == 'vclos' else 'OCS circuits'} joins them; "
+                "retry after a job ends",
+                cause="links",
+            )
         raise AllocationRefused(
             "fragmented",
-            f"fragmented: {self.free_hosts()} hosts are free but no isolated "
-            f"virtual Clos of {k} hosts exists; retry after a job ends",
+            f"fragmented: {self.free_hosts()} hosts are free but no m leaves hold n free hosts "
+            f"each for any shape of {k} hosts; retry after a job ends",
+            cause="hosts",
         )
+
+    def hosts_fit(self, k: int, policy: str) -> bool:
+        """Would some m x n shape of k find m leaves with n free hosts, ignoring links?"""
+        free = [len(self.free_slots(leaf)) for leaf in range(self.leaves)]
+        return any(sum(f >= n for f in free) >= m for m, n in self.shapes(k, policy))
 
     def shapes(self, k: int, policy: str) -> list[tuple[int, int]]:
         """Cross-leaf shapes ``(m leaves, n hosts per leaf)`` tried for k, largest n first.
@@ -461,12 +526,20 @@ class Cluster:
 
     # ------------------------------------------------------------------- vclos
 
-    def _try_vclos(self, job_id: str, m: int, n: int) -> Allocation | None:
-        found = self.find_free_biclique(m, n)
-        if found is None:
-            return None
-        leaves, spines = found
-        return _clos_allocation(job_id, "vclos", self._take_slots(leaves, n), spines, {})
+    def _try_vclos(
+        self, job_id: str, m: int, n: int, leaves: list[int] | None = None
+    ) -> Allocation | None:
+        """m leaves x n spines with all links free; ``leaves`` fixes the leaves."""
+        if leaves is None:
+            found = self.find_free_biclique(m, n)
+            if found is None:
+                return None
+            leaves, spines = found
+        else:
+            spines = sorted(self._common_spines(leaves)[:n])
+            if len(spines) < n:
+                return None
+        return _clos_allocation(job_id, "vclos", self._take_slots(sorted(leaves), n), spines, {})
 
     def find_free_biclique(self, m: int, n: int) -> tuple[list[int], list[int]] | None:
         """Exact search: m leaves (>= n free hosts each) and n spines, all m*n links free.
@@ -495,13 +568,17 @@ class Cluster:
         leaves = extend(0, [], (1 << self.spines) - 1)
         if leaves is None:
             return None
+        return sorted(leaves), sorted(self._common_spines(leaves)[:n])
+
+    def _common_spines(self, leaves: Iterable[int]) -> list[int]:
+        """Spines with a free link to every one of ``leaves``, fewest free links first."""
+        leaves = list(leaves)
         common = [
             s
             for s in range(self.spines)
             if all((leaf, s) not in self._link_owner for leaf in leaves)
         ]
-        common.sort(key=lambda s: (self._free_links_of_spine(s), s))
-        return sorted(leaves), sorted(common[:n])
+        return sorted(common, key=lambda s: (self._free_links_of_spine(s), s))
 
     def _free_spine_mask(self, leaf: int) -> int:
         """Bit s is set when link (leaf, s) is unreserved."""
@@ -516,12 +593,30 @@ class Cluster:
 
     # --------------------------------------------------------------- ocs-vclos
 
-    def _try_ocs_vclos(self, job_id: str, m: int, n: int) -> Allocation | None:
-        if m == 2:
-            direct = self._try_direct_pair(job_id, n)
-            if direct is not None:
-                return direct
-        return self._try_ocs_spines(job_id, m, n)
+    def _try_ocs_vclos(
+        self, job_id: str, m: int, n: int, leaves: list[int] | None = None
+    ) -> Allocation | None:
+        """Circuits for m leaves x n spines, or direct leaf-leaf circuits for two leaves.
+
+        ``rewiring="any"``: direct circuits (m == 2), else circuits on any idle ports.
+        ``conservative``: default circuits only (see :meth:`_default_ports`: what static
+        vClos would do on the same leaves), then direct circuits, then default circuits
+        topped up with circuits on orphaned spine ports (see :meth:`_orphaned`). Measured
+        at cluster scale, ``any`` strands idle leaf ports on OCSes where no spine port is
+        idle and refuses jobs that static vClos places; ``conservative`` does not.
+        ``leaves`` fixes the leaves.
+        """
+        leaf_sets = None if leaves is None else [leaves]
+        pair = None if leaves is None else [tuple(leaves)]
+        found = None
+        if self.rewiring == "conservative":
+            found = self._try_ocs_spines(job_id, m, n, leaf_sets, passes=("default",))
+        if found is None and m == 2:
+            found = self._try_direct_pair(job_id, n, pair)
+        if found is None:
+            passes = ("match",) if self.rewiring == "any" else ("default", "match")
+            found = self._try_ocs_spines(job_id, m, n, leaf_sets, passes=passes)
+        return found
 
     def _idle_ocses(self, leaf: int) -> list[int]:
         """OCSes on which ``leaf``'s port is idle, lowest first."""
@@ -531,14 +626,18 @@ class Cluster:
         """Leaves with >= n free hosts and >= n idle OCS ports, best fit first."""
         return [leaf for leaf in self._leaves_with(n) if len(self._idle_ocses(leaf)) >= n]
 
-    def _try_direct_pair(self, job_id: str, n: int) -> Allocation | None:
+    def _try_direct_pair(
+        self, job_id: str, n: int, pairs: Iterable[tuple[int, ...]] | None = None
+    ) -> Allocation | None:
         """Two leaves, n hosts each; host j of leaf a <-> host j of leaf b over circuit j.
 
         Circuit j is a leaf-leaf circuit on the j-th lowest OCS where both leaves'
-        ports are idle. The first pair (best fit order) with n such OCSes wins.
-        No spine and no (leaf, spine) link is used.
+        ports are idle. The first pair (best fit order, or of ``pairs``) with n such OCSes
+        wins. No spine and no (leaf, spine) link is used.
         """
-        for a, b in combinations(self._ocs_leaves_with(n), 2):
+        if pairs is None:
+            pairs = combinations(self._ocs_leaves_with(n), 2)
+        for a, b in pairs:
             shared = sorted(set(self._idle_ocses(a)) & set(self._idle_ocses(b)))
             if len(shared) < n:
                 continue
@@ -552,10 +651,19 @@ class Cluster:
             )
         return None
 
-    def _try_ocs_spines(self, job_id: str, m: int, n: int) -> Allocation | None:
+    def _try_ocs_spines(
+        self,
+        job_id: str,
+        m: int,
+        n: int,
+        leaf_sets: Iterable[Iterable[int]] | None = None,
+        *,
+        passes: tuple[str, ...] = ("match",),
+    ) -> Allocation | None:
         """m leaves x n spines; each (leaf, spine) pair realised by one new circuit.
 
-        Leaf sets are tried best fit first (at most MAX_OCS_LEAF_SETS of them).
+        Leaf sets are tried best fit first (at most MAX_OCS_LEAF_SETS of them), or
+        only those of ``leaf_sets``. ``passes``: see :meth:`_wire_spines`.
         Only spines with >= m idle ports can serve m leaves; they are tried with
         the fewest idle ports first (keep idle spines for big jobs).
         """
@@ -565,8 +673,10 @@ class Cluster:
         )
         if len(spines) < n:
             return None
-        for leaves in islice(combinations(self._ocs_leaves_with(n), m), MAX_OCS_LEAF_SETS):
-            wiring = self._wire_spines(sorted(leaves), n, spines)
+        if leaf_sets is None:
+            leaf_sets = islice(combinations(self._ocs_leaves_with(n), m), MAX_OCS_LEAF_SETS)
+        for leaves in leaf_sets:
+            wiring = self._wire_spines(sorted(leaves), n, spines, passes)
             if wiring is not None:
                 spines = sorted(wiring)
                 ports = {
@@ -578,7 +688,7 @@ class Cluster:
         return None
 
     def _wire_spines(
-        self, leaves: list[int], n: int, spines: list[int]
+        self, leaves: list[int], n: int, spines: list[int], passes: tuple[str, ...] = ("match",)
     ) -> dict[int, dict[int, tuple[int, int]]] | None:
         """Pick n of ``spines`` (in order) and, for each, one circuit from every leaf.
 
@@ -591,34 +701,86 @@ class Cluster:
         ``l`` may take port ``(o, p)`` when its own port on OCS ``o`` is idle and
         not yet used by this job. A spine that cannot serve every leaf is skipped.
         With ``exclusive_ocs_links`` a (leaf, spine) pair held by another job is skipped.
+
+        ``passes`` run in order over the spines not yet taken: ``"default"`` takes spines
+        that every leaf reaches by its default circuit (:meth:`_default_ports`),
+        ``"match"`` uses the matching above.
         """
         m = len(leaves)
         used_leaf_ports: set[LeafPort] = set()
         wiring: dict[int, dict[int, tuple[int, int]]] = {}
-        for spine in spines:
-            if any((leaf, spine) in self._link_owner for leaf in leaves):
-                continue
-            match = self._match_leaves_to_spine(leaves, spine, used_leaf_ports)
-            if len(match) < m:
-                continue
-            wiring[spine] = match
-            used_leaf_ports |= {(ocs, leaf) for leaf, (ocs, _port) in match.items()}
-            if len(wiring) == n:
-                return wiring
+        for kind in passes:
+            for spine in spines:
+                if spine in wiring or any((leaf, spine) in self._link_owner for leaf in leaves):
+                    continue
+                if kind == "match":
+                    match = self._match_leaves_to_spine(leaves, spine, used_leaf_ports)
+                else:
+                    match = self._default_ports(leaves, spine, used_leaf_ports)
+                if len(match) < m:
+                    continue
+                wiring[spine] = match
+                used_leaf_ports |= {(ocs, leaf) for leaf, (ocs, _port) in match.items()}
+                if len(wiring) == n:
+                    return wiring
         return None
+
+    def _default_ports(
+        self, leaves: list[int], spine: int, used_leaf_ports: set[LeafPort]
+    ) -> dict[int, tuple[int, int]]:
+        """Each leaf's default circuit to ``spine``, or {} when one of them is busy.
+
+        The default wiring joins leaf ``l`` to spine ``s`` on OCS ``(l + s) % ocs_count``,
+        port ``(l // ocs_count) % spine_ports_per_ocs``. With ``ocs_count == spines`` and
+        ``spine_ports_per_ocs == leaves / ocs_count`` it is the electrical leaf-spine fabric,
+        so jobs that only use default circuits leave the OCS as static vClos would.
+        """
+        out: dict[int, tuple[int, int]] = {}
+        for leaf in leaves:
+            ocs = (leaf + spine) % self.ocs_count
+            if (ocs, leaf) in self._leaf_port_owner or (ocs, leaf) in used_leaf_ports:
+                return {}
+            first = (leaf // self.ocs_count) % self.spine_ports_per_ocs
+            ports = [first, *(p for p in range(self.spine_ports_per_ocs) if p != first)]
+            port = next(
+                (p for p in ports
+                 if (ocs, spine, p) not in self._spine_port_owner and (ocs, p) not in out.values()),
+                None,
+            )
+            if port is None:
+                return {}
+            out[leaf] = (ocs, port)
+        return out
 
     def _idle_spine_ports(self, spine: int) -> list[tuple[int, int]]:
         return [
             (o, p)
             for o in range(self.ocs_count)
-            for p in (0, 1)
+            for p in range(self.spine_ports_per_ocs)
             if (o, spine, p) not in self._spine_port_owner
         ]
+
+    def _orphaned(
+        self, ocs: int, spine: int, port: int, leaf: int, used_leaf_ports: set[LeafPort]
+    ) -> bool:
+        """True when every leaf other than ``leaf`` whose default circuit to ``spine`` ends
+        on spine port ``(ocs, port)`` has its own port on ``ocs`` busy (or there is none)."""
+        first = (ocs - spine) % self.ocs_count
+        for owner in range(first, self.leaves, self.ocs_count):
+            if owner == leaf or (owner // self.ocs_count) % self.spine_ports_per_ocs != port:
+                continue
+            if (ocs, owner) not in self._leaf_port_owner and (ocs, owner) not in used_leaf_ports:
+                return False
+        return True
 
     def _match_leaves_to_spine(
         self, leaves: list[int], spine: int, used_leaf_ports: set[LeafPort]
     ) -> dict[int, tuple[int, int]]:
         """Maximum matching leaf -> idle spine port (ocs, port) on an OCS the leaf can use.
+
+        With ``rewiring="conservative"`` a leaf may only take a spine port that no other leaf
+        could use by default (see :meth:`_orphaned`), so rewiring never takes a port that a
+        later job needs for a default circuit; with ``any`` it may.
 
         Nodes are the leaf ints (left) and (ocs, port) tuples (right): no strings, so the
         result does not depend on PYTHONHASHSEED and the same state gives the same answer.
@@ -627,7 +789,14 @@ class Cluster:
         graph.add_nodes_from(leaves)
         for ocs, port in self._idle_spine_ports(spine):
             for leaf in leaves:
-                if (ocs, leaf) not in self._leaf_port_owner and (ocs, leaf) not in used_leaf_ports:
+                if (
+                    (ocs, leaf) not in self._leaf_port_owner
+                    and (ocs, leaf) not in used_leaf_ports
+                    and (
+                        self.rewiring == "any"
+                        or self._orphaned(ocs, spine, port, leaf, used_leaf_ports)
+                    )
+                ):
                     graph.add_edge(leaf, (ocs, port))
         matching = nx.bipartite.hopcroft_karp_matching(graph, top_nodes=leaves)
         return {leaf: matching[leaf] for leaf in leaves if leaf in matching}

@@ -41,7 +41,7 @@ def check_cross_leaf_shape(job: Allocation) -> None:
         assert [job.spine_of[(leaf, slot)] for slot in slots] == list(job.spines)
 
 
-def check_circuits(job: Allocation) -> None:
+def check_circuits(job: Allocation, spine_ports_per_ocs: int = 2) -> None:
     """Circuits of an ocs-vclos job realise exactly its links, or its direct host pairs."""
     if not job.circuits:
         assert job.circuit_of == {}
@@ -50,7 +50,9 @@ def check_circuits(job: Allocation) -> None:
     assert set(job.circuit_of) == set(job.hosts)
     assert all(c.end_a == ("leaf", c.end_a[1]) for c in job.circuits)
     if job.spines:
-        assert all(c.end_b[0] == "spine" and c.end_b[2] in (0, 1) for c in job.circuits)
+        assert all(
+            c.end_b[0] == "spine" and 0 <= c.end_b[2] < spine_ports_per_ocs for c in job.circuits
+        )
         realised = Counter((c.end_a[1], c.end_b[1]) for c in job.circuits)
         assert realised == dict.fromkeys(job.links, 1)
         for host, index in job.circuit_of.items():
@@ -92,7 +94,7 @@ def check_cluster(cluster: Cluster) -> None:
             check_cross_leaf_shape(job)
         else:
             assert job.policy == "ocs-vclos" and len(job.leaves) == 2 and job.circuits
-        check_circuits(job)
+        check_circuits(job, cluster.spine_ports_per_ocs)
         for c in job.circuits:
             assert 0 <= c.ocs < cluster.ocs_count
             for end in (c.end_a, c.end_b):
@@ -102,7 +104,9 @@ def check_cluster(cluster: Cluster) -> None:
                     spine_ports[(c.ocs, end[1])] += 1
                     spine_port_ids.append((c.ocs, end[1], end[2]))
     assert all(count <= 1 for count in leaf_ports.values()), "a leaf uses two ports on one OCS"
-    assert all(count <= 2 for count in spine_ports.values()), "a spine uses > 2 ports on one OCS"
+    assert all(count <= cluster.spine_ports_per_ocs for count in spine_ports.values()), (
+        "a spine uses more ports on one OCS than it has"
+    )
     assert len(spine_port_ids) == len(set(spine_port_ids))
 
 
@@ -257,6 +261,56 @@ def test_ocs_vclos_rewires_spines_where_static_vclos_is_fragmented() -> None:
     check_cluster(ocs)
 
 
+def test_refusals_name_their_cause() -> None:
+    static = Cluster(4, 4, 4)
+    fragmenting_sequence(static, "vclos")
+    with pytest.raises(AllocationRefused) as refused:
+        static.allocate("x", 4, "vclos")
+    assert refused.value.cause == "links"  # leaves 0 and 3 have the hosts, not the spines
+
+    cluster = Cluster(4, 4, 4)
+    for job_id, leaf, count in (("a", 0, 2), ("b", 1, 2), ("c", 2, 3), ("d", 3, 3)):
+        cluster.claim(job_id, [(leaf, slot) for slot in range(count)], "vclos")
+    assert cluster.free_hosts() == 6  # free per leaf: 2, 2, 1, 1
+    with pytest.raises(AllocationRefused, match="no m leaves hold n free hosts") as refused:
+        cluster.allocate("x", 6, "vclos")  # 3 x 2 needs three leaves with 2 free
+    assert (refused.value.reason, refused.value.cause) == ("fragmented", "hosts")
+
+
+def test_hosts_first_placement_refuses_what_joint_placement_finds() -> None:
+    joint, first = Cluster(6, 4, 4), Cluster(6, 4, 4, placement="hosts-first")
+    for cluster in (joint, first):
+        fragmenting_sequence(cluster, "vclos")
+        assert cluster.jobs["j2"].leaves == (1, 2, 3)
+    # 6 hosts = 3 leaves x 2; best fit picks leaves 0, 3, 4, but 0 and 3 share no free spine.
+    assert joint.allocate("x", 6, "vclos").leaves == (0, 4, 5)
+    with pytest.raises(AllocationRefused) as refused:
+        first.allocate("x", 6, "vclos")
+    assert refused.value.cause == "links"
+
+
+def test_conservative_rewiring_uses_the_default_wiring_first() -> None:
+    cluster = Cluster(4, 4, 4, ocs_count=4, rewiring="conservative")
+    job = cluster.allocate("a", 12, "ocs-vclos")
+    assert job.spines == (0, 1, 2, 3)
+    assert all(c.ocs == (c.end_a[1] + c.end_b[1]) % 4 for c in job.circuits)
+    check_cluster(cluster)
+    # Two leaves: default circuits to spines before direct leaf-leaf circuits
+    # (rewiring="any" gives this job four direct circuits instead).
+    pair = Cluster(4, 4, 4, ocs_count=4, rewiring="conservative").allocate("b", 8, "ocs-vclos")
+    assert pair.leaves == (0, 1) and pair.spines == (0, 1, 2, 3)
+    assert all(c.end_b[0] == "spine" for c in pair.circuits)
+
+
+def test_bad_placement_or_rewiring_is_one_sentence() -> None:
+    with pytest.raises(AllocationRequestError, match="placement must be one of"):
+        Cluster(2, 2, 2, placement="random")
+    with pytest.raises(AllocationRequestError, match="rewiring must be one of"):
+        Cluster(2, 2, 2, rewiring="magic")
+    with pytest.raises(AllocationRequestError, match="spine_ports_per_ocs"):
+        Cluster(2, 2, 2, spine_ports_per_ocs=0)
+
+
 # ---------------------------------------------------------------- ocs-vclos
 
 
@@ -362,12 +416,24 @@ class AllocatorMachine(RuleBasedStateMachine):
         hosts_per_leaf=st.integers(1, 4),
         ocs_count=st.sampled_from([0, 0, 1, 2, 3, 4]),
         exclusive=st.booleans(),
+        spine_ports=st.integers(1, 3),
+        placement=st.sampled_from(["joint", "hosts-first"]),
+        rewiring=st.sampled_from(["any", "conservative"]),
     )
     def make_cluster(
-        self, leaves: int, spines: int, hosts_per_leaf: int, ocs_count: int, exclusive: bool
+        self,
+        leaves: int,
+        spines: int,
+        hosts_per_leaf: int,
+        ocs_count: int,
+        exclusive: bool,
+        spine_ports: int,
+        placement: str,
+        rewiring: str,
     ) -> None:
         self.cluster = Cluster(
-            leaves, spines, hosts_per_leaf, ocs_count, exclusive_ocs_links=exclusive
+            leaves, spines, hosts_per_leaf, ocs_count, exclusive_ocs_links=exclusive,
+            spine_ports_per_ocs=spine_ports, placement=placement, rewiring=rewiring,
         )
         self.policies = ("ecmp", "ocs-vclos" if ocs_count else "vclos")
 
@@ -386,10 +452,20 @@ class AllocatorMachine(RuleBasedStateMachine):
                 assert size > free_before
             elif refused.reason == "fragmented":
                 assert policy != "ecmp" and size <= free_before
+                # "hosts": no shape finds m leaves with n free hosts; "links": one does.
+                shape_fits = any(
+                    sum(free >= n for free in free_per_leaf) >= m
+                    for m, n in self.cluster.shapes(size, policy)
+                )
+                assert refused.cause == ("links" if shape_fits else "hosts")
             else:
                 assert refused.reason == "unshapeable" and policy != "ecmp"
                 assert not self.cluster.shapes(size, policy)
-            if refused.reason == "fragmented" and policy == "vclos":
+            if (
+                refused.reason == "fragmented"
+                and policy == "vclos"
+                and self.cluster.placement == "joint"
+            ):
                 assert not biclique_exists(self.cluster, size), "vclos missed a free biclique"
             return job_id  # released later: releasing an unknown id must fail cleanly
         assert job.size == size and job.policy == policy

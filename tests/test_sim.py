@@ -303,6 +303,15 @@ def test_simulate_cluster_cli_end_to_end(tmp_path: Path, policy: str) -> None:
     assert not list(tmp_path.glob(".*tmp"))
 
 
+def test_simulate_cluster_cli_placement_and_rewiring(tmp_path: Path) -> None:
+    assert _cli(tmp_path, "--jobs", "60", "--policy", "ocs-vclos", "--placement", "hosts-first",
+                "--rewiring", "conservative", "--load", "1.5") == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert (summary["placement"], summary["rewiring"]) == ("hosts-first", "conservative")
+    assert summary["spine_ports_per_ocs"] == 1  # 4 leaves / 4 OCSes: one port per leaf
+    assert 0 <= summary["refused_fragmented_links"] <= summary["refused_fragmented"]
+
+
 def test_simulate_cluster_cli_reads_traces(tmp_path: Path) -> None:
     assert _cli(tmp_path, "--leaves", "16", "--trace", f"helios:{DATA / 'helios_sample.csv'}") == 0
     assert json.loads((tmp_path / "summary.json").read_text())["jobs_completed"] == 4
@@ -320,6 +329,7 @@ def test_simulate_cluster_cli_reads_traces(tmp_path: Path) -> None:
         ["--leaves", "0"],
         ["--jobs", "0"],
         ["--collective", "ring", "--link-gbps", "0"],
+        ["--policy", "ocs-vclos", "--spine-ports-per-ocs", "-1"],
     ],
 )
 def test_bad_flags_give_one_sentence_and_exit_2(

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sdn_app.allocator import POLICIES
+from sdn_app.allocator import PLACEMENTS, POLICIES, REWIRINGS
 from testbed.errors import FabricLabError
 from testbed.sim.cluster import COLLECTIVES, ClusterConfig, simulate_cluster
 from testbed.sim.traces import load_trace
@@ -34,6 +34,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--ocs-count", type=int, default=None,
                    help="optical circuit switches for ocs-vclos (default: --spines, so a "
                    "leaf has as many uplinks as in the electrical fabric)")
+    p.add_argument("--spine-ports-per-ocs", type=int, default=0,
+                   help="ports each spine has on each OCS (default: leaves / OCSes, so a "
+                   "spine has as many ports as leaf links in the electrical fabric)")
+    p.add_argument("--placement", choices=PLACEMENTS, default="joint",
+                   help="vclos/ocs-vclos: choose hosts and network together (joint, default) "
+                   "or hosts first, network-oblivious (hosts-first)")
+    p.add_argument("--rewiring", choices=REWIRINGS, default="any",
+                   help="ocs-vclos: circuits on any idle ports (any, default) or default "
+                   "wiring first and only ports no default circuit needs (conservative)")
     p.add_argument("--policy", choices=POLICIES, default="ecmp", help="default ecmp")
     p.add_argument("--trace", default="synthetic",
                    help="synthetic, helios:FILE (cluster_log.csv) or philly:FILE "
@@ -64,7 +73,9 @@ def run(args: argparse.Namespace) -> int:
         raise FabricLabError(f"--ocs-count is {ocs}; it must be at least 0")
     config = ClusterConfig(
         leaves=args.leaves, spines=args.spines, hosts_per_leaf=args.hosts_per_leaf,
-        policy=args.policy, ocs_count=ocs, link_bps=args.link_gbps * 1e9,
+        policy=args.policy, ocs_count=ocs, spine_ports_per_ocs=args.spine_ports_per_ocs,
+        placement=args.placement, rewiring=args.rewiring,
+        link_bps=args.link_gbps * 1e9,
         rounds=args.rounds, seed=args.seed, collective=args.collective,
     )
     config.check()

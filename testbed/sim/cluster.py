@@ -60,6 +60,7 @@ Collective and abstraction for scale
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 import struct
@@ -70,7 +71,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sdn_app.allocator import POLICIES, Allocation, AllocationRefused, Cluster
+from sdn_app.allocator import (
+    PLACEMENTS,
+    POLICIES,
+    REWIRINGS,
+    Allocation,
+    AllocationRefused,
+    Cluster,
+)
 from testbed.errors import FabricLabError
 from testbed.sim.flows import Flow, LinkId, Network
 from testbed.sim.traces import JobSpec
@@ -215,6 +223,9 @@ class ClusterConfig:
     hosts_per_leaf: int
     policy: str
     ocs_count: int = 0
+    spine_ports_per_ocs: int = 0  # 0: ceil(leaves / ocs_count), a spine port per leaf
+    placement: str = "joint"  # or "hosts-first" (see sdn_app.allocator)
+    rewiring: str = "any"  # ocs-vclos: or "conservative" (see sdn_app.allocator)
     link_bps: float = 100e9
     rounds: int = 8
     seed: int = 1
@@ -235,12 +246,32 @@ class ClusterConfig:
             )
         if self.policy == "ocs-vclos" and self.ocs_count < 1:
             raise FabricLabError("--policy ocs-vclos needs --ocs-count of at least 1")
+        if self.placement not in PLACEMENTS:
+            raise FabricLabError(
+                f"--placement {self.placement!r} is unknown; use one of {', '.join(PLACEMENTS)}"
+            )
+        if self.rewiring not in REWIRINGS:
+            raise FabricLabError(
+                f"--rewiring {self.rewiring!r} is unknown; use one of {', '.join(REWIRINGS)}"
+            )
+        if self.spine_ports_per_ocs < 0:
+            raise FabricLabError(
+                f"--spine-ports-per-ocs is {self.spine_ports_per_ocs}; it must be at least 1 "
+                "(or 0 for one spine port per leaf)"
+            )
         if not self.link_bps > 0:
             raise FabricLabError(f"--link-gbps gives {self.link_bps} bit/s; it must be > 0")
 
     @property
     def total_gpus(self) -> int:
         return self.leaves * self.hosts_per_leaf
+
+    @property
+    def spine_ports(self) -> int:
+        """Ports per spine per OCS: as set, or enough for one port per leaf."""
+        if self.spine_ports_per_ocs:
+            return self.spine_ports_per_ocs
+        return max(1, math.ceil(self.leaves / max(1, self.ocs_count)))
 
 
 @dataclass
@@ -303,7 +334,9 @@ class ClusterSimulation:
         self.config = config
         self.jobs = sorted(jobs, key=lambda j: (j.arrival, j.job_id))
         ocs = config.ocs_count if config.policy == "ocs-vclos" else 0
-        self.cluster = Cluster(config.leaves, config.spines, config.hosts_per_leaf, ocs)
+        self.cluster = Cluster(config.leaves, config.spines, config.hosts_per_leaf, ocs,
+                               spine_ports_per_ocs=config.spine_ports,
+                               placement=config.placement, rewiring=config.rewiring)
         self.net = Network(default_capacity=config.link_bps)
         self.rng = random.Random(config.seed)
         self.queue: deque[JobRecord] = deque()
@@ -311,6 +344,7 @@ class ClusterSimulation:
         self.dropped_too_large = 0
         self.refused_unshapeable = 0
         self.refused_fragmented = 0  # admission attempts refused as fragmented
+        self.refused_fragmented_links = 0  # ... of which hosts fitted but links did not
         self.fragmented_jobs: set[str] = set()
 
     def run(self) -> ClusterResult:
@@ -347,6 +381,7 @@ class ClusterSimulation:
                     continue
                 if exc.reason == "fragmented":
                     self.refused_fragmented += 1
+                    self.refused_fragmented_links += exc.cause == "links"
                     self.fragmented_jobs.add(record.spec.job_id)
                 return
             self.queue.popleft()
@@ -455,9 +490,12 @@ class ClusterSimulation:
             "hosts_per_leaf": c.hosts_per_leaf,
             "gpus": c.total_gpus,
             "ocs_count": c.ocs_count if c.policy == "ocs-vclos" else 0,
+            "spine_ports_per_ocs": c.spine_ports if c.policy == "ocs-vclos" else 0,
             "link_gbps": c.link_bps / 1e9,
             "rounds": c.rounds,
             "collective": c.collective,
+            "placement": c.placement,
+            "rewiring": c.rewiring if c.policy == "ocs-vclos" else "",
             "seed": c.seed,
             "jobs_in_trace": len(self.jobs),
             "jobs_completed": len(rows),
@@ -465,6 +503,7 @@ class ClusterSimulation:
             "refused_unshapeable": self.refused_unshapeable,
             "refused_fragmented": self.refused_fragmented,
             "refused_fragmented_jobs": len(self.fragmented_jobs),
+            "refused_fragmented_links": self.refused_fragmented_links,
             "avg_jct": mean("jct"),
             "p50_jct": _percentile(jcts, 50),
             "p95_jct": _percentile(jcts, 95),
