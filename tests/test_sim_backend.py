@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -13,6 +14,7 @@ from analysis.metrics import summarise
 from testbed.errors import SpecError
 from testbed.experiment import expand
 from testbed.sim.backend import FABRIC_KINDS, GOODPUT, SimRunner, simulate_experiment
+from workloads.dnn import DnnWorkload
 from workloads.model import predict
 
 MIB = 1 << 20
@@ -156,11 +158,42 @@ def test_start_offsets_and_hosts_wanted(tmp_path: Path) -> None:
     assert not set(recs["a"]["hosts"]) & set(recs["b"]["hosts"])
 
 
-def test_dnn_workloads_are_refused(tmp_path: Path) -> None:
-    data = demo_like("ecmp")
-    data["jobs"][0]["workload"] = {"kind": "dnn", "model": "resnet50"}
+def test_dnn_iterations_overlap_backward_with_serial_bucket_all_reduces(tmp_path: Path) -> None:
+    """One 2-host ring job (vclos: alone on its spine): every iteration, by hand, is forward,
+    then each bucket's All-Reduce starting when both its backward and the previous bucket's
+    All-Reduce are done; the iteration ends with the later of backward and the last one."""
+    data = demo_like("vclos")
+    data["solo_baselines"] = False
+    dnn = {"kind": "dnn", "model": "resnet50", "scale": 0.001, "compute_scale": 0.1,
+           "iterations": 2, "warmup": 1}
+    data["jobs"] = [{**data["jobs"][0], "workload": dnn}]
+    _, run_dir = run(data, tmp_path)
+
+    prof = DnnWorkload(model="resnet50", scale=0.001, compute_scale=0.1).profile()
+    rate = 20e6 * GOODPUT
+    clock, comm_free = prof.forward_s, 0.0
+    for bucket in prof.buckets:
+        clock += bucket.backward_s
+        comm_free = max(clock, comm_free) + bucket.bytes * 8 / rate  # 2 ranks: S per rank
+    expected = max(clock, comm_free)
+
+    job = run_dir / "jobs" / "j0"
+    iters = pd.read_parquet(job / "iterations-rank0.parquet")
+    assert list(iters["iteration"]) == [-1, 0, 1] and list(iters["warmup"]) == [True, False, False]
+    assert iters["time"].tolist() == pytest.approx([expected] * 3, rel=1e-9)
+    assert iters["compute"].tolist() == pytest.approx([prof.compute_s] * 3)
+    buckets = pd.read_parquet(job / "buckets-rank1.parquet")
+    assert len(buckets) == 3 * len(prof.buckets)
+    assert (buckets["start"] >= buckets["ready"] - 1e-12).all()
+    summary = json.loads((run_dir / "summary.json").read_text())["jobs"]["j0"]
+    assert summary["workload"] == "dnn" and summary["mean_s"] == pytest.approx(expected)
+    assert 0 < summary["compute_share"] < 1
+
+
+def test_static_policy_is_refused(tmp_path: Path) -> None:
+    data = demo_like("static")
     (exp,) = expand(data)
-    with pytest.raises(SpecError, match="allreduce workloads only"):
+    with pytest.raises(SpecError, match="not static"):
         simulate_experiment(exp, tmp_path)
 
 

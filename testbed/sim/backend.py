@@ -43,7 +43,14 @@ Collectives
     ``start_offset_s``; with ``solo_baselines`` every job first runs alone as ``<name>-solo``,
     one after the other, each on an idle fabric, before the jobs run together.
 
-Only All-Reduce workloads run here; a DNN workload is a :class:`SpecError`.
+DNN workloads
+    The worker's iteration (:meth:`workloads.worker.Worker.run_dnn`) with the same profile
+    (:mod:`workloads.dnn`): forward compute, then each bucket's backward compute, after which
+    the bucket is queued for a communication thread that All-Reduces buckets one at a time in
+    order (DDP's overlap); the iteration ends when both backward and the last bucket are done,
+    and the next one starts at once (the emulator's untimed fill and barrier take no time).
+    Compute is exact (``sleep`` and ``busy`` alike: the CPU is not modelled). The run
+    directory gets ``iterations-rank{r}`` and ``buckets-rank{r}`` traces as the worker writes.
 """
 
 from __future__ import annotations
@@ -70,11 +77,18 @@ from testbed.sim.collectives import MultidimFabric, Step, run_steps
 from testbed.sim.flows import LinkId, Network
 from testbed.topology import FabricPlan, build_plan, dim_peers
 from testbed.workers import job_dims
+from workloads.dnn import DnnWorkload
 from workloads.launcher import default_dims
 from workloads.launcher import summarise as size_results
 from workloads.model import ORDERS, chunk_phases
 from workloads.themis import plan as themis_plan
-from workloads.traces import COLLECTIVE_SCHEMA, PHASE_SCHEMA, bandwidths
+from workloads.traces import (
+    BUCKET_SCHEMA,
+    COLLECTIVE_SCHEMA,
+    ITERATION_SCHEMA,
+    PHASE_SCHEMA,
+    bandwidths,
+)
 
 # Data bytes per wire byte of bulk TCP: 1448-byte segments in 1514-byte Ethernet frames.
 GOODPUT = 1448 / 1514
@@ -104,6 +118,8 @@ class _Placed:
     alloc: Allocation | None
     dims: list[int]
     collectives: list[_Collective] = field(default_factory=list)
+    iterations: list[dict] = field(default_factory=list)  # DNN: ITERATION_SCHEMA rows, no rank
+    buckets: list[dict] = field(default_factory=list)  # DNN: BUCKET_SCHEMA rows, no rank
 
 
 class SimRunner:
@@ -114,10 +130,6 @@ class SimRunner:
         self.exp = exp
         self.plan: FabricPlan = build_plan(exp.fabric)
         check_against_fabric(exp, self.plan)
-        for i, job in enumerate(exp.jobs):
-            if job.workload.kind != "allreduce":
-                raise SpecError(f"jobs.{i}.workload: the sim backend runs allreduce workloads "
-                                "only")
         if self.plan.kind == "multidim":
             self.policy = "shortest"
         elif exp.policy == "static":
@@ -205,7 +217,8 @@ class SimRunner:
         self.routes[what] = {}
         for p in jobs:
             launch = self._launcher(net, p, self.routes[what].setdefault(p.run.name, []))
-            driver = _JobDriver(net, p, launch, origin)
+            kind = _DnnDriver if p.run.spec.workload.kind == "dnn" else _JobDriver
+            driver = kind(net, p, launch, origin)
             net.at(p.run.spec.start_offset_s if offsets else 0.0, driver.begin)
         end = net.run()
         for p in jobs:
@@ -309,6 +322,13 @@ class SimRunner:
                            out / f"collectives-rank{rank}.parquet")
             pq.write_table(pa.Table.from_pylist(phases, schema=PHASE_SCHEMA),
                            out / f"phases-rank{rank}.parquet")
+            for kind, rows, schema in (("iterations", p.iterations, ITERATION_SCHEMA),
+                                       ("buckets", p.buckets, BUCKET_SCHEMA)):
+                if rows:
+                    table = [{**row, "run_id": self.run_dir.name, "job_id": p.run.name,
+                              "rank": rank} for row in rows]
+                    pq.write_table(pa.Table.from_pylist(table, schema=schema),
+                                   out / f"{kind}-rank{rank}.parquet")
 
     def _write_results(self) -> None:
         from analysis.load import load_run
@@ -381,6 +401,88 @@ class _JobDriver:
             self.net.defer(self._launch_next)  # no recursion when a collective takes no time
 
         self.launch(size, done)
+
+
+class _DnnDriver:
+    """Runs a DNN job's training iterations on ``net`` (see "DNN workloads" above)."""
+
+    def __init__(self, net: Network, placed: _Placed,
+                 launch: Callable[[int, Callable[[list], None]], None], origin: float) -> None:
+        w = placed.run.spec.workload
+        self.net, self.placed, self.launch, self.origin = net, placed, launch, origin
+        self.profile = DnnWorkload(model=w.model, scale=w.scale,
+                                   compute_scale=w.compute_scale).profile()
+        self.warmup, self.total = w.warmup, w.warmup + w.iterations
+        self.it = 0
+        self.coll = 0
+
+    def begin(self) -> None:
+        run = self.placed.run
+        run.status, run.start = "running", self.origin + self.net.now
+        self._iteration()
+
+    def _iteration(self) -> None:
+        if self.it == self.total:
+            run = self.placed.run
+            run.status, run.end = "ok", self.origin + self.net.now
+            return
+        prof, t0 = self.profile, self.net.now
+        ready, clock = [], t0 + prof.forward_s
+        for bucket in prof.buckets:
+            clock += bucket.backward_s
+            ready.append(clock)
+        state = {"queue": [], "busy": False, "done": 0, "comm": 0.0}
+        iteration, warm = self.it - self.warmup, self.it < self.warmup
+
+        def queued(i: int) -> None:
+            state["queue"].append(i)
+            serve()
+
+        def serve() -> None:
+            if state["busy"] or not state["queue"]:
+                return
+            i = state["queue"].pop(0)
+            state["busy"] = True
+            began, coll = self.net.now, self.coll
+            self.coll += 1
+            size = prof.buckets[i].bytes
+
+            def done(spans: list) -> None:
+                o, now = self.origin, self.net.now
+                self.placed.collectives.append(_Collective(
+                    coll, iteration, warm, size, o + began, now - began,
+                    [(c, k, d, op, b, o + s, o + e) for c, k, d, op, b, s, e in spans]))
+                self.placed.buckets.append({
+                    "iteration": iteration, "warmup": warm, "bucket": i, "coll": coll,
+                    "bytes": size, "backward": prof.buckets[i].backward_s,
+                    "ready": o + ready[i], "start": o + began, "end": o + now, "correct": True})
+                state["busy"], state["done"] = False, state["done"] + 1
+                state["comm"] += now - began
+                if state["done"] == len(prof.buckets):
+                    self.net.at(max(now, ready[-1]), finish)
+                else:
+                    self.net.defer(serve)
+
+            self.launch(size, done)
+
+        def finish() -> None:
+            o, end = self.origin, self.net.now
+            seconds = end - t0
+            self.placed.iterations.append({
+                "iteration": iteration, "warmup": warm, "model": prof.name,
+                "algorithm": self.placed.run.spec.algorithm,
+                "transport": self.placed.run.spec.transport, "world": len(self.placed.run.hosts),
+                "buckets": len(prof.buckets), "bytes": prof.total_bytes, "start": o + t0,
+                "end": o + end, "time": seconds, "compute": prof.compute_s,
+                "nominal_compute": prof.compute_s, "backward_end": o + ready[-1],
+                "comm": state["comm"], "exposed_comm": max(0.0, seconds - prof.compute_s),
+                "compute_share": prof.compute_s / seconds if seconds > 0 else 0.0,
+                "correct": True})
+            self.it += 1
+            self.net.defer(self._iteration)
+
+        for i, t in enumerate(ready):
+            self.net.at(t, lambda i=i: queued(i))
 
 
 class _Hierarchical:
