@@ -61,6 +61,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -368,26 +369,40 @@ class _MappedFabric(MultidimFabric):
         return self._route(dim, src, dst)
 
 
-class _JobDriver:
-    """Runs a job's collectives back to back on ``net``, recording each one."""
+class _Driver:
+    """Runs one job on ``net``: ``begin()`` marks it running and calls ``_next()`` until the
+    job calls ``_ended()``. ``launch(size, done)`` starts one collective of the job."""
 
     def __init__(self, net: Network, placed: _Placed,
                  launch: Callable[[int, Callable[[list], None]], None], origin: float) -> None:
-        w = placed.run.spec.workload
         self.net, self.placed, self.launch, self.origin = net, placed, launch, origin
-        self.work = [(size, it - w.warmup) for size in w.sizes
-                     for it in range(w.warmup + w.iterations)]
-        self.next = 0
 
     def begin(self) -> None:
         run = self.placed.run
         run.status, run.start = "running", self.origin + self.net.now
-        self._launch_next()
+        self._next()
 
-    def _launch_next(self) -> None:
+    def _next(self) -> None:
+        raise NotImplementedError
+
+    def _ended(self) -> None:
+        run = self.placed.run
+        run.status, run.end = "ok", self.origin + self.net.now
+
+
+class _JobDriver(_Driver):
+    """Runs a job's collectives back to back, recording each one."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        w = self.placed.run.spec.workload
+        self.work = [(size, it - w.warmup) for size in w.sizes
+                     for it in range(w.warmup + w.iterations)]
+        self.next = 0
+
+    def _next(self) -> None:
         if self.next == len(self.work):
-            run = self.placed.run
-            run.status, run.end = "ok", self.origin + self.net.now
+            self._ended()
             return
         size, iteration = self.work[self.next]
         t0 = self.net.now
@@ -398,33 +413,26 @@ class _JobDriver:
                 self.next, iteration, iteration < 0, size, o + t0, self.net.now - t0,
                 [(c, i, d, op, b, o + s, o + e) for c, i, d, op, b, s, e in spans]))
             self.next += 1
-            self.net.defer(self._launch_next)  # no recursion when a collective takes no time
+            self.net.defer(self._next)  # no recursion when a collective takes no time
 
         self.launch(size, done)
 
 
-class _DnnDriver:
-    """Runs a DNN job's training iterations on ``net`` (see "DNN workloads" above)."""
+class _DnnDriver(_Driver):
+    """Runs a DNN job's training iterations (see "DNN workloads" above)."""
 
-    def __init__(self, net: Network, placed: _Placed,
-                 launch: Callable[[int, Callable[[list], None]], None], origin: float) -> None:
-        w = placed.run.spec.workload
-        self.net, self.placed, self.launch, self.origin = net, placed, launch, origin
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        w = self.placed.run.spec.workload
         self.profile = DnnWorkload(model=w.model, scale=w.scale,
                                    compute_scale=w.compute_scale).profile()
         self.warmup, self.total = w.warmup, w.warmup + w.iterations
         self.it = 0
         self.coll = 0
 
-    def begin(self) -> None:
-        run = self.placed.run
-        run.status, run.start = "running", self.origin + self.net.now
-        self._iteration()
-
-    def _iteration(self) -> None:
+    def _next(self) -> None:
         if self.it == self.total:
-            run = self.placed.run
-            run.status, run.end = "ok", self.origin + self.net.now
+            self._ended()
             return
         prof, t0 = self.profile, self.net.now
         ready, clock = [], t0 + prof.forward_s
@@ -479,7 +487,7 @@ class _DnnDriver:
                 "compute_share": prof.compute_s / seconds if seconds > 0 else 0.0,
                 "correct": True})
             self.it += 1
-            self.net.defer(self._iteration)
+            self.net.defer(self._next)
 
         for i, t in enumerate(ready):
             self.net.at(t, lambda i=i: queued(i))
