@@ -11,9 +11,9 @@ sim``; runs are matched by experiment variant name, the newest run of a name win
     .venv/bin/python benchmarks/sim_crossval.py results/ results-sim/
 
 or simulate the specs and compare with an emulated root in one go (``--emulated results/``).
-The gap is (emulated - simulated) / simulated: the simulator is the emulator's best case
-(shaped rate x TCP goodput, no latency, no CPU limit), so a faithful emulation shows a small
-positive gap.
+DNN jobs are compared by their mean iteration time. The gap is (emulated - simulated) /
+simulated: the simulator is the emulator's best case (shaped rate x TCP goodput, no latency,
+no CPU limit), so a faithful emulation shows a small positive gap.
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ def run_dirs(root: Path) -> dict[str, Path]:
 
 
 def collective_times(run_dir: Path) -> dict[tuple[str, int], tuple[float | None, str]]:
-    """{(job, size): (mean collective seconds, job status)} of one run directory."""
+    """{(job, size): (mean collective seconds, job status)} of one run directory; a DNN job
+    gives one row, its mean iteration time, under size 0 (shown as "iteration")."""
     path = run_dir / "summary.json"
     summary: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
     if not isinstance(summary.get("jobs"), dict) or not all(
@@ -58,6 +59,9 @@ def collective_times(run_dir: Path) -> dict[tuple[str, int], tuple[float | None,
         summary = summarise(load_run(run_dir))
     out = {}
     for name, job in summary["jobs"].items():
+        if job.get("workload") == "dnn":
+            out[(name, 0)] = (job.get("mean_s"), str(job.get("status")))
+            continue
         for size, row in (job.get("sizes") or {}).items():
             out[(name, int(size))] = (row.get("collective_s"), str(job.get("status")))
         if not job.get("sizes"):
@@ -76,6 +80,8 @@ def table(roots: dict[str, dict[str, Path]]) -> dict[Key, dict[str, tuple[float 
 
 
 def _size(n: int) -> str:
+    if n == 0:
+        return "iteration"
     for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if n >= 1 << shift and n % (1 << shift) == 0:
             return f"{n >> shift}{unit}"
