@@ -1,12 +1,13 @@
 """Does OCS-vClos lower waiting time against static vClos? One trace, several cluster models.
 
     .venv/bin/python benchmarks/ocs_vs_vclos.py [--jobs 3000] [--load 1.0] [--seed 1]
-        [--leaves 128 --spines 64 --hosts-per-leaf 64]
+        [--leaves 128 --spines 64 --hosts-per-leaf 64] [--spine-ports-per-ocs P] [--ocs-only]
 
 Every row replays the same synthetic trace (FIFO admission, flat-ring All-Reduce) on the
 same 8192-GPU cluster. The OCS layer has as many ports as the electrical fabric has links
 (one leaf port per OCS, ``leaves / ocs`` spine ports per OCS, ``ocs = spines``), so it adds
-no capacity, only the freedom to choose which spine a leaf port reaches.
+no capacity, only the freedom to choose which spine a leaf port reaches. ``--spine-ports-per-ocs
+4`` gives every spine twice that (spare spine ports, as a spine with more ports than leaves).
 
 * ``placement``: ``joint`` chooses hosts and network together (the allocator walks leaf
   sets until the network fits); ``hosts-first`` picks the hosts network-obliviously and the
@@ -44,6 +45,9 @@ def main() -> None:
     p.add_argument("--leaves", type=int, default=128)
     p.add_argument("--spines", type=int, default=64)
     p.add_argument("--hosts-per-leaf", type=int, default=64)
+    p.add_argument("--spine-ports-per-ocs", type=int, default=0,
+                   help="default: leaves / OCSes (the electrical fabric's port count)")
+    p.add_argument("--ocs-only", action="store_true", help="skip the static vclos rows")
     args = p.parse_args()
     gpus = args.leaves * args.hosts_per_leaf
     trace = synthetic(args.jobs, args.load, gpus, args.seed)
@@ -53,10 +57,12 @@ def main() -> None:
           f"{'avg JCT s':>9} {'GPU util':>8} {'frag hosts':>10} {'frag links':>10} "
           f"{'jobs refused':>12}")
     for placement, policy, rewiring in ROWS:
+        if args.ocs_only and policy != "ocs-vclos":
+            continue
         config = ClusterConfig(
             args.leaves, args.spines, args.hosts_per_leaf, policy,
             ocs_count=args.spines if policy == "ocs-vclos" else 0, seed=args.seed,
-            placement=placement, rewiring=rewiring,
+            placement=placement, rewiring=rewiring, spine_ports_per_ocs=args.spine_ports_per_ocs,
         )
         started = time.perf_counter()
         s = simulate_cluster(trace, config).summary
