@@ -13,10 +13,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import matplotlib.ticker
 import numpy as np
 from matplotlib.patches import Patch
 
 from analysis import metrics
+from analysis.cluster import ClusterRun, utilisation_timeline
 from analysis.load import Run
 
 DPI = 100
@@ -174,11 +176,13 @@ def link_heatmap(run: Run, path: Path) -> Path | None:
     return _save(fig, path)
 
 
-def _cdf(ax: plt.Axes, values: Sequence[float], label: str, colour) -> None:
+def _cdf(ax: plt.Axes, values: Sequence[float], label: str, colour,
+         markers: bool = True) -> None:
     x = np.sort(np.asarray(values, dtype=float))
     y = np.arange(1, x.size + 1) / x.size
     ax.step(np.r_[x[0], x], np.r_[0, y], where="post", color=colour, lw=1.8, label=label)
-    ax.plot(x, y, "o", color=colour, ms=4)
+    if markers:
+        ax.plot(x, y, "o", color=colour, ms=4)
 
 
 def jct_cdfs(runs: Sequence[Run], path: Path) -> Path | None:
@@ -204,13 +208,17 @@ def jct_cdfs(runs: Sequence[Run], path: Path) -> Path | None:
             _cdf(ax, vals, label, RUN_COLOURS[i % 8])
         if key == "slowdown":
             ax.axvline(1, color="0.6", lw=1, ls=":")
-        ax.set_title(titles[key][0])
-        ax.set_xlabel(titles[key][1])
-        ax.set_ylabel("fraction of jobs")
-        ax.set_ylim(0, 1.05)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        _cdf_axes(ax, *titles[key])
     return _save(fig, path)
+
+
+def _cdf_axes(ax: plt.Axes, title: str, xlabel: str) -> None:
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("fraction of jobs")
+    ax.set_ylim(0, 1.05)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
 
 
 def comparison(runs: Sequence[Run], path: Path) -> Path | None:
@@ -245,4 +253,47 @@ def comparison(runs: Sequence[Run], path: Path) -> Path | None:
     axes[0].set_title("Iteration time per job (lower is better)")
     axes[1].set_title("Bus bandwidth per job (higher is better)")
     axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    return _save(fig, path)
+
+
+# ------------------------------------------------------- simulate-cluster runs
+
+
+def cluster_cdfs(runs: Sequence[ClusterRun], path: Path) -> Path | None:
+    """CDFs over completed jobs of JCT, waiting time and slowdown, one line per cluster run."""
+    runs = [r for r in runs if not r.jobs.empty]
+    if not runs:
+        return None
+    panels = [("jct", "Job completion time", "JCT (s)", "symlog"),
+              ("wait", "Waiting time", "wait (s)", "symlog"),
+              ("slowdown", "Slowdown vs isolated run", "slowdown (×)", "linear")]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 3.6))
+    for ax, (key, title, xlabel, scale) in zip(axes, panels, strict=True):
+        for i, run in enumerate(runs):
+            _cdf(ax, run.jobs[key].astype(float), run.label, RUN_COLOURS[i % 8],
+                 markers=len(run.jobs) <= 50)
+        if scale == "symlog":
+            ax.set_xscale("symlog", linthresh=1.0)
+        _cdf_axes(ax, title, xlabel)
+    return _save(fig, path)
+
+
+def cluster_utilisation(runs: Sequence[ClusterRun], path: Path) -> Path | None:
+    """Busy GPU fraction over time (hours since the first arrival), one line per run."""
+    runs = [r for r in runs if not r.jobs.empty and r.total_gpus]
+    if not runs:
+        return None
+    fig, ax = plt.subplots(figsize=(12, 3.4))
+    for i, run in enumerate(runs):
+        tl = utilisation_timeline(run.jobs.to_dict("records"), run.total_gpus)
+        t0 = float(run.jobs["arrival"].min())
+        ax.step((tl["time"] - t0) / 3600, tl["utilisation"], where="post",
+                color=RUN_COLOURS[i % 8], lw=1.2, label=run.label)
+    ax.set_title("GPU utilisation over time")
+    ax.set_xlabel("hours since the first arrival")
+    ax.set_ylabel("busy GPUs")
+    ax.set_ylim(0, 1.05)
+    ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
     return _save(fig, path)

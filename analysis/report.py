@@ -18,6 +18,7 @@ from typing import Any
 import jinja2
 
 from analysis import figures, metrics
+from analysis.cluster import comparison_rows, is_cluster_dir, load_cluster
 from analysis.load import Run, load_run
 from testbed.atomic import write_text
 from testbed.errors import FabricLabError
@@ -293,23 +294,78 @@ def default_out(run_dirs: Sequence[str | Path]) -> Path:
     return first if len(run_dirs) == 1 else first / "comparison"
 
 
-def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = None) -> Path:
-    """Write ``report.html`` and ``report.md`` (and the figures) for ``run_dirs`` into
-    ``out_dir`` (default :func:`default_out`); returns the HTML report's path."""
-    if not run_dirs:
-        raise FabricLabError("give at least one run directory to report on")
-    runs = [load_run(p) for p in run_dirs]
-    labels: dict[str, int] = {}
-    for r in runs:  # make labels unique so table columns and figure names do not collide
-        n = labels.get(r.label, 0)
-        labels[r.label] = n + 1
-        if n:
-            r.label = f"{r.label} ({n + 1})"
+def _out_dir(run_dirs: Sequence[str | Path], out_dir: str | Path | None) -> Path:
     out = Path(out_dir) if out_dir is not None else default_out(run_dirs)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise FabricLabError(f"cannot create the report directory {out}: {exc}") from None
+    return out
+
+
+def _unique_labels(runs: Sequence[Any]) -> None:
+    """Make labels unique so table columns and figure names do not collide."""
+    seen: dict[str, int] = {}
+    for r in runs:
+        n = seen.get(r.label, 0)
+        seen[r.label] = n + 1
+        if n:
+            r.label = f"{r.label} ({n + 1})"
+
+
+def _cluster_cell(value: Any, kind: str) -> str:
+    if kind == "text":
+        return "—" if value is None else str(value)
+    if kind == "time":
+        return fmt_time(value)
+    if kind == "times":
+        return " / ".join(fmt_time(v) for v in value)
+    if kind == "pct":
+        return fmt_pct(value)
+    if kind == "slowdown":
+        return f"{fmt_x(value[0], 3)} ({fmt_x(value[1])})"
+    return " / ".join("—" if v is None else str(v) for v in value)  # "pair" of counts
+
+
+def write_cluster_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = None
+                         ) -> Path:
+    """``report.html`` / ``report.md`` comparing simulate-cluster directories: a summary table,
+    CDFs of JCT, waiting time and slowdown, and GPU utilisation over time."""
+    runs = [load_cluster(p) for p in run_dirs]
+    _unique_labels(runs)
+    out = _out_dir(run_dirs, out_dir)
+    ctx = {
+        "title": "fabriclab cluster report: " + " vs ".join(r.label for r in runs),
+        "generated": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "runs": runs,
+        "rows": [{"metric": m, "cells": [_cluster_cell(v, kind) for v in values]}
+                 for m, values, kind in comparison_rows(runs)],
+        "cdfs": _figure(figures.cluster_cdfs(runs, out / "fig-cluster-cdfs.png")),
+        "utilisation": _figure(figures.cluster_utilisation(
+            runs, out / "fig-cluster-utilisation.png")),
+    }
+    env = _env()
+    html = out / "report.html"
+    write_text(html, env.get_template("cluster_report.html.j2").render(**ctx))
+    write_text(out / "report.md", env.get_template("cluster_report.md.j2").render(**ctx))
+    return html
+
+
+def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = None) -> Path:
+    """Write ``report.html`` and ``report.md`` (and the figures) for ``run_dirs`` into
+    ``out_dir`` (default :func:`default_out`); returns the HTML report's path.
+    simulate-cluster directories get :func:`write_cluster_report` instead."""
+    if not run_dirs:
+        raise FabricLabError("give at least one run directory to report on")
+    cluster = [is_cluster_dir(p) for p in run_dirs]
+    if any(cluster):
+        if not all(cluster):
+            raise FabricLabError("report on simulate-cluster directories or on experiment run "
+                                 "directories, not both at once")
+        return write_cluster_report(run_dirs, out_dir)
+    runs = [load_run(p) for p in run_dirs]
+    _unique_labels(runs)
+    out = _out_dir(run_dirs, out_dir)
     multi = len(runs) > 1
     ctxs = [_run_context(r, out, f"fig-{_slug(r.label)}-" if multi else "fig-") for r in runs]
     comparison = _comparison(ctxs) if multi else None

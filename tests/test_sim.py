@@ -300,7 +300,7 @@ def test_simulate_cluster_cli_end_to_end(tmp_path: Path, policy: str) -> None:
     assert len(rows) == summary["jobs_completed"] > 0
     assert {"job_id", "gpus", "arrival", "start", "finish", "jct", "wait", "run",
             "slowdown"} <= set(rows[0])
-    assert not list(tmp_path.glob(".*tmp"))
+    assert not list(tmp_path.glob("*.partial"))
 
 
 def test_simulate_cluster_cli_placement_and_rewiring(tmp_path: Path) -> None:

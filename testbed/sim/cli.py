@@ -1,21 +1,23 @@
 """`fabriclab simulate-cluster`: a multi-tenant trace on a simulated leaf-spine cluster.
 
-Writes ``DIR/jobs.csv`` (one row per completed job) and ``DIR/summary.json`` (averages,
-percentiles, utilisation, collisions, refusals and the run's parameters), each atomically.
+Writes ``DIR/jobs.csv`` (one row per completed job), ``DIR/utilisation.csv`` (busy GPUs over
+time) and ``DIR/summary.json`` (averages, percentiles, utilisation, collisions, refusals and the
+run's parameters), each atomically. ``fabriclab report DIR [DIR ...]`` compares such runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from analysis.cluster import utilisation_timeline
 from sdn_app.allocator import PLACEMENTS, POLICIES, REWIRINGS
+from testbed.atomic import write_text
 from testbed.errors import FabricLabError
 from testbed.sim.cluster import COLLECTIVES, ClusterConfig, simulate_cluster
 from testbed.sim.traces import load_trace
@@ -88,8 +90,10 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        write_jobs_csv(out / "jobs.csv", result.rows)
-        write_json(out / "summary.json", summary)
+        write_text(out / "jobs.csv", csv_text(result.rows))
+        timeline = utilisation_timeline(result.rows, config.total_gpus)
+        write_text(out / "utilisation.csv", timeline.to_csv(index=False))
+        write_text(out / "summary.json", json_text(summary))
     except OSError as exc:
         raise FabricLabError(f"cannot write results to {out}: {exc.strerror}") from None
     print(
@@ -99,34 +103,21 @@ def run(args: argparse.Namespace) -> int:
         f"{summary['gpu_utilisation']:.3f}, collided flows "
         f"{summary['collided_flow_fraction']:.3f} -> {out}"
     )
+    print(f"report: fabriclab report {out} [more simulate-cluster directories]")
     return 0
 
 
-def _atomic_write(path: Path, write: Any) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            write(fh)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def csv_text(rows: list[dict[str, Any]]) -> str:
+    """CSV of ``rows``, columns in the order of the first row."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["job_id"])
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
 
 
-def write_jobs_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    """One row per job, columns in the order of the first row (atomic)."""
-    fields = list(rows[0]) if rows else ["job_id"]
-
-    def write(fh: Any) -> None:
-        w = csv.DictWriter(fh, fieldnames=fields)
-        w.writeheader()
-        w.writerows(rows)
-
-    _atomic_write(path, write)
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    """JSON with NaN written as null (atomic)."""
+def json_text(data: dict[str, Any]) -> str:
+    """JSON with NaN written as null."""
     clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
              for k, v in data.items()}
-    _atomic_write(path, lambda fh: json.dump(clean, fh, indent=2, sort_keys=True))
+    return json.dumps(clean, indent=2, sort_keys=True)

@@ -49,7 +49,8 @@ Collective and abstraction for scale
     keeps each job's duty cycle and bytes exact while bounding the events per job.
     ``isolated`` (the slowdown's reference) is the job's run time alone on an idle cluster
     with the same placement and collision-free routing (the flow leaving host j of a leaf
-    through spine j).
+    through spine j, or, where that link already carries one of the job's flows, through the
+    least used spine: an uneven ECMP placement can make spine j collide with itself).
 
 ``collided_flow_fraction``
     A job's flows are its cross-leaf ring connections (fixed for its life). A flow is
@@ -169,7 +170,8 @@ def job_plan(
 
     ``ring``: one flat ring over all hosts in :func:`rank_order`; ``hierarchical``: RS in
     each leaf, a ring per rail, AG in each leaf. ``ideal``: route the flow leaving host j of
-    a leaf through spine j mod spines (no hash collisions; the isolated reference), else
+    a leaf through spine j mod spines, or the least used spine where that collides (the
+    isolated reference), else
     route as the job's policy does (ECMP source ports drawn from ``rng``).
     """
     by_leaf: dict[int, int] = {}
@@ -179,6 +181,18 @@ def job_plan(
         k = len(alloc.hosts)
         return JobPlan(2 * (k - 1) / k * grad_bytes * 8 / link_bps, [], [])
     index = {h: j for j, rail in enumerate(rails_of(alloc, wrap=False)) for h in rail}
+    used: dict[LinkId, int] = {}  # ideal routing: fabric links already given a flow
+
+    def ideal_spine(src: Host, dst: Host) -> int:
+        """Spine j for host j when its links are still unused, else the least used spine."""
+        def load(s: int) -> int:
+            return used.get(("ls", src[0], s), 0) + used.get(("sl", s, dst[0]), 0)
+
+        first = index[src] % spines
+        s = first if load(first) == 0 else min(range(spines), key=lambda k: (load(k), k))
+        for link in (("ls", src[0], s), ("sl", s, dst[0])):
+            used[link] = used.get(link, 0) + 1
+        return s
 
     def ring(members: list[Host]) -> list[list[LinkId]]:
         m = len(members)
@@ -186,7 +200,7 @@ def job_plan(
         for i in range(m):
             src, dst = members[i], members[(i + 1) % m]
             if ideal:
-                s = index[src] % spines
+                s = ideal_spine(src, dst)
                 out.append([("hu", *src), ("ls", src[0], s), ("sl", s, dst[0]), ("hd", *dst)])
             else:
                 sport = rng.randrange(32768, 61000) if rng is not None else 0

@@ -1,0 +1,125 @@
+"""Results of ``fabriclab simulate-cluster``: load them, and the metrics over time they imply.
+
+A cluster directory holds ``summary.json`` (a run's averages and parameters), ``jobs.csv``
+(one row per completed job: arrival, start, finish, jct, wait, run, slowdown, ...) and
+``utilisation.csv`` (busy GPUs over time, :func:`utilisation_timeline`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from testbed.errors import FabricLabError
+
+SUMMARY_KEY = "jobs_in_trace"  # only simulate-cluster summaries have it
+
+
+def is_cluster_dir(path: str | Path) -> bool:
+    """True for a directory written by ``simulate-cluster``."""
+    p = Path(path)
+    try:
+        summary = json.loads((p / "summary.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return (p / "jobs.csv").is_file() and isinstance(summary, dict) and SUMMARY_KEY in summary
+
+
+@dataclass
+class ClusterRun:
+    path: Path
+    label: str
+    summary: dict[str, Any]
+    jobs: pd.DataFrame
+
+    @property
+    def total_gpus(self) -> int:
+        return int(self.summary.get("gpus") or 0)
+
+
+def label_of(summary: Mapping[str, Any]) -> str:
+    """``policy`` plus what sets it apart: placement, rewiring, trace, load."""
+    parts = [str(summary.get("policy", "?"))]
+    if summary.get("placement", "joint") != "joint":
+        parts.append(str(summary["placement"]))
+    if summary.get("rewiring") and summary["rewiring"] != "any":
+        parts.append(f"{summary['rewiring']} rewiring")
+    return " ".join(parts)
+
+
+def load_cluster(path: str | Path) -> ClusterRun:
+    """Read one simulate-cluster directory, or say in one sentence why it is not one."""
+    p = Path(path)
+    if not is_cluster_dir(p):
+        raise FabricLabError(f"{p} is not a simulate-cluster directory (summary.json and "
+                             "jobs.csv from fabriclab simulate-cluster)")
+    summary = json.loads((p / "summary.json").read_text())
+    try:
+        jobs = pd.read_csv(p / "jobs.csv")
+    except (OSError, ValueError, pd.errors.ParserError) as exc:
+        raise FabricLabError(f"{p / 'jobs.csv'} cannot be read: {exc}") from None
+    return ClusterRun(p, label_of(summary), summary, jobs)
+
+
+def utilisation_timeline(rows: Iterable[Mapping[str, Any]], total_gpus: int) -> pd.DataFrame:
+    """Busy GPUs over time, as a step function: one row per instant a job starts or ends.
+
+    Columns ``time`` (s), ``busy_gpus`` (held from this instant to the next row) and
+    ``utilisation`` (``busy_gpus / total_gpus``). Jobs that start and end at once cancel.
+    """
+    events: dict[float, int] = {}
+    for r in rows:
+        start, finish, gpus = float(r["start"]), float(r["finish"]), int(r["gpus"])
+        events[start] = events.get(start, 0) + gpus
+        events[finish] = events.get(finish, 0) - gpus
+    times = sorted(events)
+    busy, out = 0, []
+    for t in times:
+        busy += events[t]
+        out.append((t, busy))
+    frame = pd.DataFrame(out, columns=["time", "busy_gpus"])
+    frame["utilisation"] = frame["busy_gpus"] / total_gpus if total_gpus else 0.0
+    return frame
+
+
+def comparison_rows(runs: list[ClusterRun]) -> list[tuple[str, list[Any], str]]:
+    """(metric, one value per run, kind) for the report's table; kind says how to format."""
+    def col(key: str) -> list[Any]:
+        return [r.summary.get(key) for r in runs]
+
+    links = col("refused_fragmented_links")
+    total = col("refused_fragmented")
+    return [
+        ("GPUs (leaves × hosts, spines)", [
+            f"{s.get('gpus')} ({s.get('leaves')} × {s.get('hosts_per_leaf')}, "
+            f"{s.get('spines')})" for s in (r.summary for r in runs)], "text"),
+        ("Policy", col("policy"), "text"),
+        ("Placement", [s.get("placement") if s.get("policy") != "ecmp" else "—"
+                       for s in (r.summary for r in runs)], "text"),
+        ("OCSes (spine ports each)", [
+            f"{s.get('ocs_count')} ({s.get('spine_ports_per_ocs')})" if s.get("ocs_count")
+            else "—" for s in (r.summary for r in runs)], "text"),
+        ("Trace, load", [f"{s.get('trace', '?')}, {s.get('load', '?')}"
+                         for s in (r.summary for r in runs)], "text"),
+        ("Jobs completed / in trace", [f"{s.get('jobs_completed')} / {s.get('jobs_in_trace')}"
+                                       for s in (r.summary for r in runs)], "text"),
+        ("Average JCT", col("avg_jct"), "time"),
+        ("p50 / p95 / p99 JCT", [
+            (s.get("p50_jct"), s.get("p95_jct"), s.get("p99_jct"))
+            for s in (r.summary for r in runs)], "times"),
+        ("Average wait", col("avg_wait"), "time"),
+        ("Average run time", col("avg_run"), "time"),
+        ("Mean slowdown (max)", [(s.get("avg_slowdown"), s.get("max_slowdown"))
+                                 for s in (r.summary for r in runs)], "slowdown"),
+        ("GPU utilisation", col("gpu_utilisation"), "pct"),
+        ("Flows collided", col("collided_flow_fraction"), "pct"),
+        ("Refusals: host shape / links", [
+            (None if t is None else t - (lk or 0), lk) for t, lk in zip(total, links,
+                                                                        strict=True)], "pair"),
+        ("Simulator wall time", col("wall_s"), "time"),
+    ]

@@ -1,0 +1,67 @@
+"""simulate-cluster results: GPU utilisation over time and the cluster report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.cluster import is_cluster_dir, load_cluster, utilisation_timeline
+from analysis.report import write_report
+from testbed.cli import main
+from testbed.errors import FabricLabError
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_utilisation_timeline_is_a_step_function_of_starts_and_finishes() -> None:
+    rows = [
+        {"start": 0.0, "finish": 10.0, "gpus": 4},
+        {"start": 5.0, "finish": 10.0, "gpus": 2},
+        {"start": 12.0, "finish": 12.0, "gpus": 8},  # starts and ends at once: no step
+        {"start": 15.0, "finish": 20.0, "gpus": 8},
+    ]
+    tl = utilisation_timeline(rows, total_gpus=8)
+    assert tl["time"].tolist() == [0.0, 5.0, 10.0, 12.0, 15.0, 20.0]
+    assert tl["busy_gpus"].tolist() == [4, 6, 0, 0, 8, 0]
+    assert tl["utilisation"].tolist() == [0.5, 0.75, 0.0, 0.0, 1.0, 0.0]
+
+
+def _simulate(out: Path, policy: str, *extra: str) -> Path:
+    assert main(["simulate-cluster", "--leaves", "4", "--spines", "4", "--hosts-per-leaf", "4",
+                 "--jobs", "40", "--load", "1.2", "--seed", "2", "--policy", policy,
+                 "--out", str(out), *extra]) == 0
+    return out
+
+
+def test_cluster_report_compares_policies(tmp_path: Path) -> None:
+    dirs = [_simulate(tmp_path / p, p) for p in ("ecmp", "vclos")]
+    dirs.append(_simulate(tmp_path / "ocs", "ocs-vclos", "--placement", "hosts-first"))
+    for d in dirs:
+        assert is_cluster_dir(d)
+        tl = pd.read_csv(d / "utilisation.csv")
+        summary = json.loads((d / "summary.json").read_text())
+        assert tl["busy_gpus"].between(0, summary["gpus"]).all()
+        assert tl["busy_gpus"].iloc[-1] == 0  # every job finished
+        jobs = pd.read_csv(d / "jobs.csv")
+        assert (jobs["slowdown"] >= 1 - 1e-9).all(), "a job ran faster than alone"
+    html = write_report(dirs, tmp_path / "report")
+    text = html.read_text()
+    for label in ("ecmp", "vclos", "ocs-vclos hosts-first"):
+        assert label in text
+    assert "Average wait" in text and "data:image/png;base64," in text
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "fig-cluster-cdfs.png" in md and "fig-cluster-utilisation.png" in md
+    assert (tmp_path / "report" / "fig-cluster-cdfs.png").stat().st_size > 0
+    assert load_cluster(dirs[2]).label == "ocs-vclos hosts-first"
+
+
+def test_report_refuses_mixed_directories(tmp_path: Path) -> None:
+    cluster = _simulate(tmp_path / "c", "vclos")
+    with pytest.raises(FabricLabError, match="not both at once"):
+        write_report([cluster, DATA / "run-tiny"], tmp_path / "r")
+    with pytest.raises(FabricLabError, match="not a simulate-cluster directory"):
+        load_cluster(DATA / "run-tiny")
+    assert not (tmp_path / "r").exists()
