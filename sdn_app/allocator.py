@@ -50,7 +50,7 @@ direct leaf-leaf job, through ``circuits[j]``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import combinations, islice
 from typing import Any, NamedTuple
@@ -541,8 +541,12 @@ class Cluster:
                 return None
         return _clos_allocation(job_id, "vclos", self._take_slots(sorted(leaves), n), spines, {})
 
-    def find_free_biclique(self, m: int, n: int) -> tuple[list[int], list[int]] | None:
+    def find_free_biclique(
+        self, m: int, n: int, mask_of: Callable[[int], int] | None = None
+    ) -> tuple[list[int], list[int]] | None:
         """Exact search: m leaves (>= n free hosts each) and n spines, all m*n links free.
+
+        ``mask_of(leaf)``: the spines a leaf can use, as a bitmask (default: its free links).
 
         Backtracking over leaves in best-fit order, keeping the set (a bitmask) of
         spines still free to every chosen leaf; a branch is cut as soon as fewer
@@ -550,15 +554,15 @@ class Cluster:
         win. Spines: among the common free ones, those with the fewest free links
         first, keeping idle spines for larger jobs.
         """
-        candidates = [
-            leaf for leaf in self._leaves_with(n) if self._free_spine_mask(leaf).bit_count() >= n
-        ]
+        mask_of = mask_of or self._free_spine_mask
+        masks = {leaf: mask_of(leaf) for leaf in self._leaves_with(n)}
+        candidates = [leaf for leaf, mask in masks.items() if mask.bit_count() >= n]
 
         def extend(start: int, chosen: list[int], common: int) -> list[int] | None:
             if len(chosen) == m:
                 return chosen
             for i in range(start, len(candidates) - (m - len(chosen)) + 1):
-                still_common = common & self._free_spine_mask(candidates[i])
+                still_common = common & masks[candidates[i]]
                 if still_common.bit_count() >= n:
                     found = extend(i + 1, [*chosen, candidates[i]], still_common)
                     if found is not None:
@@ -610,7 +614,12 @@ class Cluster:
         pair = None if leaves is None else [tuple(leaves)]
         found = None
         if self.rewiring == "conservative":
-            found = self._try_ocs_spines(job_id, m, n, leaf_sets, passes=("default",))
+            # The exact search static vClos does, over the links the default wiring offers.
+            default_sets = leaf_sets
+            if default_sets is None:
+                biclique = self.find_free_biclique(m, n, self._default_spine_mask)
+                default_sets = [] if biclique is None else [biclique[0]]
+            found = self._try_ocs_spines(job_id, m, n, default_sets, passes=("default",))
         if found is None and m == 2:
             found = self._try_direct_pair(job_id, n, pair)
         if found is None:
@@ -724,6 +733,14 @@ class Cluster:
                 if len(wiring) == n:
                     return wiring
         return None
+
+    def _default_spine_mask(self, leaf: int) -> int:
+        """Bit s is set when ``leaf``'s default circuit to spine s could be set up now."""
+        mask = 0
+        for spine in range(self.spines):
+            if self._default_ports([leaf], spine, set()):
+                mask |= 1 << spine
+        return mask
 
     def _default_ports(
         self, leaves: list[int], spine: int, used_leaf_ports: set[LeafPort]

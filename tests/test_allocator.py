@@ -7,7 +7,7 @@ from collections import Counter
 from itertools import combinations
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
@@ -300,6 +300,36 @@ def test_conservative_rewiring_uses_the_default_wiring_first() -> None:
     pair = Cluster(4, 4, 4, ocs_count=4, rewiring="conservative").allocate("b", 8, "ocs-vclos")
     assert pair.leaves == (0, 1) and pair.spines == (0, 1, 2, 3)
     assert all(c.end_b[0] == "spine" for c in pair.circuits)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    ops=st.lists(st.tuples(st.booleans(), st.integers(1, 12)), min_size=1, max_size=25),
+    leaves=st.integers(3, 6),
+    placement=st.sampled_from(["joint", "hosts-first"]),
+)
+def test_conservative_ocs_places_whatever_static_vclos_places_from_the_same_state(
+    ops: list[tuple[bool, int]], leaves: int, placement: str
+) -> None:
+    """With the fabric's own port count, conservative rewiring mirrors static vClos (default
+    circuits = links) until static vClos refuses a job that the OCS places otherwise."""
+    static = Cluster(leaves, 4, 4, placement=placement)
+    ocs = Cluster(leaves, 4, 4, ocs_count=4, spine_ports_per_ocs=-(-leaves // 4),
+                  placement=placement, rewiring="conservative")
+    for i, (arrive, size) in enumerate(ops):
+        if not arrive and static.jobs:
+            victim = sorted(static.jobs)[size % len(static.jobs)]
+            static.release(victim)
+            ocs.release(victim)
+            continue
+        try:
+            placed = static.allocate(f"j{i}", size, "vclos")
+        except AllocationRefused:
+            return  # from here on the OCS may do more, so the states may part
+        mirrored = ocs.allocate(f"j{i}", size, "ocs-vclos")
+        assert (mirrored.hosts, mirrored.spines) == (placed.hosts, placed.spines)
+        assert all(c.ocs == (c.end_a[1] + c.end_b[1]) % 4 for c in mirrored.circuits)
+        check_cluster(ocs)
 
 
 def test_bad_placement_or_rewiring_is_one_sentence() -> None:
