@@ -20,6 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", choices=("emulated", "sim"), default="emulated",
                    help="emulated: Mininet and real workers (needs root); sim: the flow-level "
                    "simulator, same run directories (default emulated)")
+    p.add_argument("--seed", type=int, default=1,
+                   help="sim backend: seed of the ECMP source ports (default 1)")
     p.set_defaults(func=run)
 
 
@@ -30,7 +32,8 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "backend", "emulated") == "sim":
         from testbed.sim.backend import SimRunner
 
-        runners = [SimRunner(exp, args.out) for exp in experiments]  # validates and places
+        seed = getattr(args, "seed", 1)
+        runners = [SimRunner(exp, args.out, seed=seed) for exp in experiments]  # validates
     else:
         runners = [Runner(exp, args.out) for exp in experiments]  # validates against the fabrics
         require_fabric_ready()

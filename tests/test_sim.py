@@ -263,6 +263,14 @@ def test_fifo_head_of_line_blocking() -> None:
     assert result.summary["avg_wait"] == pytest.approx((0 + 9 + 18) / 3)
 
 
+def test_progress_is_reported_as_jobs_finish() -> None:
+    jobs = [_job("a", 0, 4), _job("b", 1, 4), _job("c", 2, 1, compute=1)]
+    calls: list[tuple[int, int, float]] = []
+    simulate_cluster(jobs, ClusterConfig(2, 2, 2, "ecmp"),
+                     lambda done, total, now: calls.append((done, total, now)))
+    assert calls == [(1, 3, 10.0), (2, 3, 20.0), (3, 3, 21.0)]
+
+
 def test_isolated_vclos_jobs_run_at_their_isolated_time() -> None:
     jobs = [_job(f"j{i}", i, 8, iterations=20, compute=0.01, grad=50_000_000) for i in range(4)]
     result = simulate_cluster(jobs, ClusterConfig(4, 4, 4, "vclos", rounds=4))

@@ -8,12 +8,23 @@ run's parameters), each atomically. ``fabriclab report DIR [DIR ...]`` compares 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import io
 import json
 import math
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from analysis.cluster import utilisation_timeline
 from sdn_app.allocator import PLACEMENTS, POLICIES, REWIRINGS
@@ -85,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
         raise FabricLabError(f"--load is {args.load}; it must be in (0, 10]")
     jobs = load_trace(args.trace, args.jobs, args.load, config.total_gpus, args.seed,
                       config.link_bps)
-    result = simulate_cluster(jobs, config)
+    with _progress(len(jobs), config.policy) as update:
+        result = simulate_cluster(jobs, config, update)
     summary = {**result.summary, "trace": args.trace, "load": args.load}
     out = Path(args.out)
     try:
@@ -105,6 +117,24 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"report: fabriclab report {out} [more simulate-cluster directories]")
     return 0
+
+
+@contextlib.contextmanager
+def _progress(total: int, policy: str) -> Iterator[Callable[[int, int, float], None] | None]:
+    """A live bar on a terminal (jobs done, simulated hours); nothing when stderr is not one."""
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield None
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("jobs · {task.fields[hours]:.1f} h simulated"), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task(f"simulating {policy}", total=total, hours=0.0)
+
+        def update(done: int, _total: int, now: float) -> None:
+            bar.update(task, completed=done, hours=now / 3600)
+
+        yield update
 
 
 def csv_text(rows: list[dict[str, Any]]) -> str:

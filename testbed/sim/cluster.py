@@ -68,7 +68,7 @@ import struct
 import time
 import zlib
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -343,8 +343,11 @@ def _percentile(sorted_values: Sequence[float], q: float) -> float:
 class ClusterSimulation:
     """One run: feed :class:`JobSpec` s through FIFO admission onto the simulated fabric."""
 
-    def __init__(self, jobs: Sequence[JobSpec], config: ClusterConfig) -> None:
+    def __init__(self, jobs: Sequence[JobSpec], config: ClusterConfig,
+                 progress: Callable[[int, int, float], None] | None = None) -> None:
+        """``progress(done, total, now)`` is called whenever a job finishes."""
         config.check()
+        self.progress = progress
         self.config = config
         self.jobs = sorted(jobs, key=lambda j: (j.arrival, j.job_id))
         ocs = config.ocs_count if config.policy == "ocs-vclos" else 0
@@ -463,6 +466,8 @@ class ClusterSimulation:
         record.finish = self.net.now
         self.cluster.release(record.spec.job_id)
         self.records.append(record)
+        if self.progress is not None:
+            self.progress(len(self.records), len(self.jobs), self.net.now)
         self._admit()
 
     # ------------------------------------------------------------------ metrics
@@ -536,6 +541,7 @@ class ClusterSimulation:
         }
 
 
-def simulate_cluster(jobs: Sequence[JobSpec], config: ClusterConfig) -> ClusterResult:
+def simulate_cluster(jobs: Sequence[JobSpec], config: ClusterConfig,
+                     progress: Callable[[int, int, float], None] | None = None) -> ClusterResult:
     """Run ``jobs`` on the cluster of ``config``; per-job rows and a summary dict."""
-    return ClusterSimulation(jobs, config).run()
+    return ClusterSimulation(jobs, config, progress).run()
