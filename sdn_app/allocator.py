@@ -32,10 +32,14 @@ Policies
   Needs ``ocs_count >= 1``. Circuits of running jobs are never moved. The
   exclusive resources are OCS ports: two jobs may both hold a (leaf, spine)
   pair through circuits on different OCSes, unless the cluster is built with
-  ``exclusive_ocs_links=True``.
+  ``exclusive_ocs_links=True``. That is ``rewiring="any"`` (the default);
+  ``rewiring="conservative"`` first searches, exactly as vclos does, over the
+  *default wiring* (leaf l to spine s on OCS (l + s) mod ocs_count: the electrical
+  fabric), then tries direct circuits, then rewires only spine ports that no leaf's
+  default circuit can use (see :meth:`Cluster._try_ocs_vclos`).
 
 Placement (vclos and ocs-vclos)
----------------------------------
+-------------------------------
 * ``joint`` (default): hosts and network are chosen together: for each shape the search
   walks leaf sets until one has free links (vclos) or a circuit wiring (ocs-vclos).
 * ``hosts-first``: a network-oblivious GPU scheduler picks the hosts (the first shape

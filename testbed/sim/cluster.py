@@ -16,6 +16,11 @@ Admission
     how fragmentation turns into waiting time. The head is retried when a job ends. Jobs no
     policy could ever place (larger than the cluster, or ``unshapeable``) are dropped and
     counted as ``refused_unshapeable`` (a job refused while no other job runs is one of them).
+    ``refused_fragmented`` counts refused admission attempts, ``refused_fragmented_links``
+    those of them where leaves with the free hosts existed but no links or circuits joined
+    them. ``placement``, ``rewiring`` and ``spine_ports_per_ocs`` are passed to the allocator
+    (``spine_ports_per_ocs`` 0: leaves / OCSes, a spine port per leaf as in the electrical
+    fabric).
 
 Routing (host -> leaf -> spine -> leaf -> host)
     ``ecmp``: the spine is a CRC32 hash of the flow's 5-tuple (src, dst, a source port drawn
