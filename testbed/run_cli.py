@@ -22,6 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "simulator, same run directories (default emulated)")
     p.add_argument("--seed", type=int, default=1,
                    help="sim backend: seed of the ECMP source ports (default 1)")
+    p.add_argument("--step-latency-us", type=float, default=0.0,
+                   help="sim backend: delay before every ring step, in microseconds: "
+                   "per-message software and switching latency (default 0)")
     p.set_defaults(func=run)
 
 
@@ -32,8 +35,9 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "backend", "emulated") == "sim":
         from testbed.sim.backend import SimRunner
 
-        seed = getattr(args, "seed", 1)
-        runners = [SimRunner(exp, args.out, seed=seed) for exp in experiments]  # validates
+        seed, latency = getattr(args, "seed", 1), getattr(args, "step_latency_us", 0.0) / 1e6
+        runners = [SimRunner(exp, args.out, seed=seed, step_latency_s=latency)
+                   for exp in experiments]  # validates and places
     else:
         runners = [Runner(exp, args.out) for exp in experiments]  # validates against the fabrics
         require_fabric_ready()

@@ -11,7 +11,7 @@ import yaml
 
 from analysis.load import load_run
 from analysis.metrics import summarise
-from testbed.errors import SpecError
+from testbed.errors import FabricLabError, SpecError
 from testbed.experiment import expand
 from testbed.sim.backend import FABRIC_KINDS, GOODPUT, SimRunner, simulate_experiment
 from workloads.dnn import DnnWorkload
@@ -71,6 +71,20 @@ def test_vclos_jobs_run_at_their_solo_time_and_line_rate(tmp_path: Path) -> None
         assert job["spines"] and job["policy"] == "vclos"
         assert solo["solo_of"] == f"j{k}"
         assert job["slowdown"] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_step_latency_adds_alpha_per_ring_step(tmp_path: Path) -> None:
+    data = demo_like("vclos")
+    data["solo_baselines"] = False
+    (exp,) = expand(data)
+    run_dir = SimRunner(exp, tmp_path, step_latency_s=0.01).run()
+    jobs = json.loads((run_dir / "summary.json").read_text())["jobs"]
+    line = 2 * MIB * 8 / (20e6 * GOODPUT)
+    assert jobs["j0"]["mean_s"] == pytest.approx(line + 2 * 0.01, abs=1e-6)  # 2 steps
+    env = json.loads((run_dir / "env.json").read_text())
+    assert env["sim"]["step_latency_s"] == 0.01
+    with pytest.raises(FabricLabError, match="--step-latency-us"):
+        SimRunner(exp, tmp_path, step_latency_s=-1.0)
 
 
 # Seed 106 hashes the eight cross-leaf connections of the four jobs onto distinct uplinks

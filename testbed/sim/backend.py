@@ -28,8 +28,10 @@ Capacities
     Every link runs at its plan rate x ``GOODPUT`` = 1448/1514: the emulator's links are
     shaped on the wire, and bulk TCP with 1448-byte payloads in 1514-byte frames carries at
     most that fraction of the rate as data (the ceiling calibration measures; see
-    ``testbed.calibrate.TCP_WIRE_FACTOR``). Latency, the TCP ramp and CPU limits are not
-    modelled: the simulated times are the emulator's best case.
+    ``testbed.calibrate.TCP_WIRE_FACTOR``). The TCP ramp and CPU limits are not modelled;
+    latency only as ``step_latency_s`` before every ring step (default 0, ``fabriclab run
+    --backend sim --step-latency-us``): with 0 the simulated times are the emulator's best
+    case.
 Collectives
     ``ring``: the 2(n-1) synchronous steps of a ring All-Reduce over the job's ranks, each step
     ``n`` flows of S/n bytes ending with its slowest flow; ``baseline``/``themis``: the chunked
@@ -127,7 +129,11 @@ class SimRunner:
     """One experiment on the simulator; the same attributes :func:`testbed.runner.summary_table`
     reads from a :class:`testbed.runner.Runner` (``exp``, ``jobs``, ``status``, ``run_dir``)."""
 
-    def __init__(self, exp: Experiment, out_root: Path, seed: int = 1, console=None) -> None:
+    def __init__(self, exp: Experiment, out_root: Path, seed: int = 1, console=None,
+                 step_latency_s: float = 0.0) -> None:
+        if not 0 <= step_latency_s < 10:
+            raise FabricLabError(
+                f"--step-latency-us gives {step_latency_s} s; it must be in [0, 10) s")
         self.exp = exp
         self.plan: FabricPlan = build_plan(exp.fabric)
         check_against_fabric(exp, self.plan)
@@ -139,6 +145,7 @@ class SimRunner:
         else:
             self.policy = policy_for(self.plan, exp.policy)
         self.seed = seed
+        self.latency = step_latency_s
         self.rng = random.Random(seed)
         self.out_root = Path(out_root)
         self.console = console
@@ -195,7 +202,8 @@ class SimRunner:
         self.run_dir.mkdir(parents=True)
         (self.run_dir / "spec.yaml").write_text(
             yaml.safe_dump(self.exp.model_dump(mode="json"), sort_keys=False))
-        env = environment() | {"backend": "sim", "sim": {"goodput": GOODPUT, "seed": self.seed}}
+        env = environment() | {"backend": "sim", "sim": {
+            "goodput": GOODPUT, "seed": self.seed, "step_latency_s": self.latency}}
         (self.run_dir / "env.json").write_text(json.dumps(env, indent=1))
         (self.run_dir / "topology.json").write_text(self.plan.to_json())
         clock = 0.0
@@ -263,7 +271,7 @@ class SimRunner:
                     spans = [(0, 0, 0, "AR", size, t0, net.now)] if n > 1 else []
                     done(spans)
 
-                run_steps(net, steps, end, owner=owner)
+                run_steps(net, steps, end, owner=owner, latency=self.latency)
 
             return ring
         if self.plan.kind == "multidim":
@@ -288,7 +296,8 @@ class SimRunner:
             if size not in plans_of:  # the worker plans with the configured rates
                 plans_of[size] = themis_plan(p.dims, [m * 1e6 for m in mbps], size,
                                              min(spec.chunks, count), spec.algorithm, align=4)
-            _Hierarchical(net, fabric, plans_of[size], spec.order, owner, done).start()
+            _Hierarchical(net, fabric, plans_of[size], spec.order, owner, done,
+                          self.latency).start()
 
         return hierarchical
 
@@ -339,16 +348,18 @@ class SimRunner:
         write_json(self.run_dir / "jobs.json", records)
         fidelity = {"verdict": "simulated", "reasons": [], "cpu_idle_min": None,
                     "cpu_idle_mean": None, "links": [], "calibration": None,
-                    "backend": "sim", "goodput": GOODPUT, "seed": self.seed}
+                    "backend": "sim", "goodput": GOODPUT, "seed": self.seed,
+                    "step_latency_s": self.latency}
         write_json(self.run_dir / "fidelity.json", fidelity)
         summary = summarise(load_run(self.run_dir))
         summary["status"], summary["error"] = self.status, self.error
         write_json(self.run_dir / "summary.json", summary)
 
 
-def simulate_experiment(exp: Experiment, out_root: Path, seed: int = 1) -> Path:
+def simulate_experiment(exp: Experiment, out_root: Path, seed: int = 1,
+                        step_latency_s: float = 0.0) -> Path:
     """Simulate one experiment (one variant) and return its run directory under ``out_root``."""
-    return SimRunner(exp, out_root, seed=seed).run()
+    return SimRunner(exp, out_root, seed=seed, step_latency_s=step_latency_s).run()
 
 
 
@@ -499,10 +510,11 @@ class _Hierarchical:
     ``scf`` (fewest bytes sent), ties by chunk index; ``done(spans)`` when all chunks end."""
 
     def __init__(self, net: Network, fabric: MultidimFabric, plans: list, order: str,
-                 owner: str, done: Callable[[list], None]) -> None:
+                 owner: str, done: Callable[[list], None], latency: float = 0.0) -> None:
         if order not in ORDERS:
             raise FabricLabError(f"order {order!r} is unknown; use one of {', '.join(ORDERS)}")
         self.net, self.fabric, self.order, self.owner, self.done = net, fabric, order, owner, done
+        self.latency = latency
         self.phases = {p.index: chunk_phases(p, fabric.sizes) for p in plans}
         self.position = dict.fromkeys(self.phases, 0)
         self.waiting: list[list[tuple[float, int]]] = [[] for _ in fabric.sizes]
@@ -554,4 +566,5 @@ class _Hierarchical:
                 self.net.defer(self._dispatch)
 
             steps: list[Step] = self.fabric.phase_steps(d, ph.op, float(ph.size))
-            run_steps(self.net, steps, end, owner=self.owner, tag=(chunk, d))
+            run_steps(self.net, steps, end, owner=self.owner, tag=(chunk, d),
+                      latency=self.latency)

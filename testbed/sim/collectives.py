@@ -69,28 +69,37 @@ def run_steps(
     on_done: Callable[[float], None] | None = None,
     owner: Hashable = None,
     tag: object = None,
+    latency: float = 0.0,
 ) -> None:
     """Issue ``steps`` one after the other on ``net``; call ``on_done(time)`` at the end.
 
-    Each step's flows start together (as separate max-min flows); the step ends when the
-    last of them ends. Empty steps and zero-byte flows are skipped.
+    Each step's flows start together (as separate max-min flows), ``latency`` seconds after
+    the previous step ended (the alpha of an alpha-beta model: per-message software and
+    switching delay); the step ends when the last of them ends. Empty steps and zero-byte
+    flows are skipped.
     """
     remaining = iter(steps)
+
+    def start(flows: list[tuple[list, float]]) -> None:
+        left = [len(flows)]
+
+        def one_done(_f: object) -> None:
+            left[0] -= 1
+            if left[0] == 0:
+                next_step()
+
+        for p, b in flows:
+            net.add_flow(p, b, tag=tag, owner=owner, on_done=one_done)
 
     def next_step(_flow: object = None) -> None:
         for step in remaining:
             flows = [(p, b) for p, b in step if b > 0 and p]
             if not flows:
                 continue
-            left = [len(flows)]
-
-            def one_done(_f: object, left: list[int] = left) -> None:
-                left[0] -= 1
-                if left[0] == 0:
-                    next_step()
-
-            for p, b in flows:
-                net.add_flow(p, b, tag=tag, owner=owner, on_done=one_done)
+            if latency > 0:
+                net.at(net.now + latency, lambda flows=flows: start(flows))
+            else:
+                start(flows)
             return
         if on_done is not None:
             on_done(net.now)
