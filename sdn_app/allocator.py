@@ -247,6 +247,7 @@ class Cluster:
         self.exclusive_ocs_links = exclusive_ocs_links
         self.jobs: dict[str, Allocation] = {}
         self._host_owner: dict[Host, str] = {}
+        self._free_count = [hosts_per_leaf] * leaves  # free hosts per leaf
         self._link_owner: dict[Link, str] = {}
         self._leaf_port_owner: dict[LeafPort, str] = {}
         self._spine_port_owner: dict[SpinePort, str] = {}
@@ -264,6 +265,10 @@ class Cluster:
     def free_slots(self, leaf: int) -> list[int]:
         """Free slots under ``leaf``, lowest first."""
         return [s for s in range(self.hosts_per_leaf) if (leaf, s) not in self._host_owner]
+
+    def free_count(self, leaf: int) -> int:
+        """How many hosts under ``leaf`` are free."""
+        return self._free_count[leaf]
 
     def is_empty(self) -> bool:
         """True when no job, host, link or OCS port is in use."""
@@ -352,6 +357,7 @@ class Cluster:
         allocation = self.jobs.pop(job_id)
         for host in allocation.hosts:
             del self._host_owner[host]
+            self._free_count[host[0]] += 1
         for link in self._exclusive_links(allocation):
             del self._link_owner[link]
         for leaf_port in _leaf_ports(allocation.circuits):
@@ -387,6 +393,7 @@ class Cluster:
         for host in allocation.hosts:
             assert host not in self._host_owner, host
             self._host_owner[host] = job_id
+            self._free_count[host[0]] -= 1
         for link in self._exclusive_links(allocation):
             assert link not in self._link_owner, link
             self._link_owner[link] = job_id
@@ -419,11 +426,11 @@ class Cluster:
         single = self._best_fit_leaf(k)
         if single is not None:
             return self._single_leaf(job_id, "ecmp", single, k)
-        by_free = sorted(range(self.leaves), key=lambda leaf: (-len(self.free_slots(leaf)), leaf))
+        by_free = sorted(range(self.leaves), key=lambda leaf: (-self.free_count(leaf), leaf))
         hosts: list[Host] = []
         for index, leaf in enumerate(by_free):
             needed = k - len(hosts)
-            if len(self.free_slots(leaf)) >= needed:
+            if self.free_count(leaf) >= needed:
                 # The last leaf: the one with the fewest free hosts that still covers the rest.
                 last = self._best_fit_leaf(needed, among=by_free[index:])
                 assert last is not None
@@ -485,7 +492,7 @@ class Cluster:
 
     def hosts_fit(self, k: int, policy: str) -> bool:
         """Would some m x n shape of k find m leaves with n free hosts, ignoring links?"""
-        free = [len(self.free_slots(leaf)) for leaf in range(self.leaves)]
+        free = [self.free_count(leaf) for leaf in range(self.leaves)]
         return any(sum(f >= n for f in free) >= m for m, n in self.shapes(k, policy))
 
     def shapes(self, k: int, policy: str) -> list[tuple[int, int]]:
@@ -512,17 +519,17 @@ class Cluster:
     def _best_fit_leaf(self, k: int, among: Iterable[int] | None = None) -> int | None:
         """The leaf with the fewest free hosts that still has k free (lowest index on ties)."""
         fitting = [
-            (len(self.free_slots(leaf)), leaf)
+            (self.free_count(leaf), leaf)
             for leaf in (range(self.leaves) if among is None else among)
-            if len(self.free_slots(leaf)) >= k
+            if self.free_count(leaf) >= k
         ]
         return min(fitting)[1] if fitting else None
 
     def _leaves_with(self, n: int) -> list[int]:
         """Leaves with >= n free hosts, best fit first (fewest free, then index)."""
         return sorted(
-            (leaf for leaf in range(self.leaves) if len(self.free_slots(leaf)) >= n),
-            key=lambda leaf: (len(self.free_slots(leaf)), leaf),
+            (leaf for leaf in range(self.leaves) if self.free_count(leaf) >= n),
+            key=lambda leaf: (self.free_count(leaf), leaf),
         )
 
     def _take_slots(self, leaves: Iterable[int], n: int) -> dict[int, list[int]]:
@@ -680,9 +687,13 @@ class Cluster:
         Only spines with >= m idle ports can serve m leaves; they are tried with
         the fewest idle ports first (keep idle spines for big jobs).
         """
+        busy = [0] * self.spines
+        for _ocs, spine, _port in self._spine_port_owner:
+            busy[spine] += 1
+        total = self.ocs_count * self.spine_ports_per_ocs
         spines = sorted(
-            (s for s in range(self.spines) if len(self._idle_spine_ports(s)) >= m),
-            key=lambda s: (len(self._idle_spine_ports(s)), s),
+            (s for s in range(self.spines) if total - busy[s] >= m),
+            key=lambda s: (total - busy[s], s),
         )
         if len(spines) < n:
             return None
@@ -739,10 +750,15 @@ class Cluster:
         return None
 
     def _default_spine_mask(self, leaf: int) -> int:
-        """Bit s is set when ``leaf``'s default circuit to spine s could be set up now."""
+        """Bit s is set when ``leaf``'s default circuit to spine s could be set up now
+        (its port on OCS (leaf + s) % ocs_count and a port of s on that OCS are idle)."""
         mask = 0
+        ports = range(self.spine_ports_per_ocs)
         for spine in range(self.spines):
-            if self._default_ports([leaf], spine, set()):
+            ocs = (leaf + spine) % self.ocs_count
+            if (ocs, leaf) not in self._leaf_port_owner and any(
+                (ocs, spine, p) not in self._spine_port_owner for p in ports
+            ):
                 mask |= 1 << spine
         return mask
 

@@ -74,6 +74,8 @@ def check_cluster(cluster: Cluster) -> None:
     hosts = [h for job in cluster.jobs.values() for h in job.hosts]
     assert len(hosts) == len(set(hosts)), "a host was given to two jobs"
     assert cluster.free_hosts() == cluster.total_hosts - len(hosts)
+    for leaf in range(cluster.leaves):
+        assert cluster.free_count(leaf) == len(cluster.free_slots(leaf))
     exclusive = [
         job for job in cluster.jobs.values() if job.policy == "vclos" or cluster.exclusive_ocs_links
     ]
