@@ -14,13 +14,13 @@ heavy load (ECMP hash collisions slow jobs, vClos isolates them); OCS-vClos lowe
 time against static vClos (circuits are rewired per job, so less fragmentation).
 
 Measured here (seed 1, 5000 jobs, load 0.8, 2026-11-23, one core of two, shared):
-flat ring: ecmp 29-38 s wall, avg JCT 20782 s, avg wait 15046 s, slowdown 1.122 (max 3.1),
-71% of cross-leaf flows collided; vclos 8.5-13 s, avg JCT 5086 s (-75.5%), wait 7.5 s;
-ocs-vclos 16-21 s, identical to vclos (all 51 refusals are host shape, which circuits do not
-fix). See benchmarks/ocs_vs_vclos.py for heavier load. Hierarchical collective: ecmp avg JCT 5091 s,
-slowdown 1.0009: rails carry 1/64 of the bytes across the fabric, so collisions barely
-matter. Growth (ecmp, 1000 jobs): 256 GPUs 0.5 s, 1024 0.9 s, 4096 1.5 s, 8192 2.4 s;
-8192 GPUs with 2500 jobs 7.5 s, 5000 jobs 38 s.
+flat ring: ecmp 27 s wall, avg JCT 20782 s, avg wait 15046 s, slowdown 1.122 (max 3.1),
+71% of cross-leaf flows collided; vclos 5.7 s, avg JCT 5086 s (-75.5%), wait 7.5 s;
+ocs-vclos 12 s, identical to vclos (all 51 refusals are host shape, which circuits do not
+fix; see benchmarks/ocs_vs_vclos.py for heavier load). Hierarchical collective: ecmp avg JCT
+5091 s, slowdown 1.0009: rails carry 1/64 of the bytes across the fabric, so collisions
+barely matter. Growth (ecmp, 1000 jobs): 256 GPUs 0.6 s, 1024 0.8 s, 4096 1.2 s, 8192 0.9 s;
+8192 GPUs with 2500 jobs 5.6 s, 5000 jobs 27 s.
 """
 
 from __future__ import annotations
