@@ -699,8 +699,10 @@ class Cluster:
             return None
         if leaf_sets is None:
             leaf_sets = islice(combinations(self._ocs_leaves_with(n), m), MAX_OCS_LEAF_SETS)
+        index = (self._rewire_index()
+                 if "match" in passes and self.rewiring == "conservative" else None)
         for leaves in leaf_sets:
-            wiring = self._wire_spines(sorted(leaves), n, spines, passes)
+            wiring = self._wire_spines(sorted(leaves), n, spines, passes, index)
             if wiring is not None:
                 spines = sorted(wiring)
                 ports = {
@@ -712,7 +714,12 @@ class Cluster:
         return None
 
     def _wire_spines(
-        self, leaves: list[int], n: int, spines: list[int], passes: tuple[str, ...] = ("match",)
+        self,
+        leaves: list[int],
+        n: int,
+        spines: list[int],
+        passes: tuple[str, ...] = ("match",),
+        index: _RewireIndex | None = None,
     ) -> dict[int, dict[int, tuple[int, int]]] | None:
         """Pick n of ``spines`` (in order) and, for each, one circuit from every leaf.
 
@@ -728,17 +735,24 @@ class Cluster:
 
         ``passes`` run in order over the spines not yet taken: ``"default"`` takes spines
         that every leaf reaches by its default circuit (:meth:`_default_ports`),
-        ``"match"`` uses the matching above.
+        ``"match"`` uses the matching above. ``index`` (conservative rewiring): only the
+        spine ports it leaves open to these leaves are matched (see :meth:`_rewire_index`).
         """
         m = len(leaves)
+        candidates = None if index is None else index.ports_for(leaves)
         used_leaf_ports: set[LeafPort] = set()
         wiring: dict[int, dict[int, tuple[int, int]]] = {}
         for kind in passes:
             for spine in spines:
                 if spine in wiring or any((leaf, spine) in self._link_owner for leaf in leaves):
                     continue
+                if kind == "match" and candidates is not None and len(
+                        candidates.get(spine, ())) < m:
+                    continue  # fewer open ports than leaves: no matching can serve them all
                 if kind == "match":
-                    match = self._match_leaves_to_spine(leaves, spine, used_leaf_ports)
+                    match = self._match_leaves_to_spine(
+                        leaves, spine, used_leaf_ports,
+                        None if candidates is None else candidates.get(spine, []))
                 else:
                     match = self._default_ports(leaves, spine, used_leaf_ports)
                 if len(match) < m:
@@ -810,8 +824,30 @@ class Cluster:
                 return False
         return True
 
+    def _rewire_index(self) -> _RewireIndex:
+        """Idle spine ports by the leaves whose idle default circuits would need them.
+
+        A port whose default owners all have their own port on that OCS busy is open to any
+        leaf; one that an idle owner still needs is open only to a job holding that owner.
+        """
+        index = _RewireIndex()
+        for spine in range(self.spines):
+            for ocs, port in self._idle_spine_ports(spine):
+                first = (ocs - spine) % self.ocs_count
+                blockers = frozenset(
+                    owner for owner in range(first, self.leaves, self.ocs_count)
+                    if (owner // self.ocs_count) % self.spine_ports_per_ocs == port
+                    and (ocs, owner) not in self._leaf_port_owner
+                )
+                index.add((ocs, spine, port), blockers)
+        return index
+
     def _match_leaves_to_spine(
-        self, leaves: list[int], spine: int, used_leaf_ports: set[LeafPort]
+        self,
+        leaves: list[int],
+        spine: int,
+        used_leaf_ports: set[LeafPort],
+        candidates: list[tuple[int, int]] | None = None,
     ) -> dict[int, tuple[int, int]]:
         """Maximum matching leaf -> idle spine port (ocs, port) on an OCS the leaf can use.
 
@@ -824,7 +860,7 @@ class Cluster:
         """
         graph = nx.Graph()
         graph.add_nodes_from(leaves)
-        for ocs, port in self._idle_spine_ports(spine):
+        for ocs, port in self._idle_spine_ports(spine) if candidates is None else candidates:
             for leaf in leaves:
                 if (
                     (ocs, leaf) not in self._leaf_port_owner
@@ -840,6 +876,35 @@ class Cluster:
 
 
 # ----------------------------------------------------------------- helpers
+
+
+class _RewireIndex:
+    """Idle spine ports grouped by the set of idle default owners ("blockers") they have."""
+
+    def __init__(self) -> None:
+        self.open: dict[int, list[tuple[int, int]]] = {}  # spine -> ports nobody needs
+        self.by_blocker: dict[int, list[SpinePort]] = {}  # leaf -> ports only it needs
+        self.shared: list[tuple[SpinePort, frozenset[int]]] = []  # needed by several
+
+    def add(self, port: SpinePort, blockers: frozenset[int]) -> None:
+        if not blockers:
+            self.open.setdefault(port[1], []).append((port[0], port[2]))
+        elif len(blockers) == 1:
+            self.by_blocker.setdefault(next(iter(blockers)), []).append(port)
+        else:
+            self.shared.append((port, blockers))
+
+    def ports_for(self, leaves: Iterable[int]) -> dict[int, list[tuple[int, int]]]:
+        """spine -> the (ocs, port)s a job on ``leaves`` may take (blockers all its own)."""
+        leaf_set = set(leaves)
+        out = {spine: list(ports) for spine, ports in self.open.items()}
+        found = [p for leaf in leaf_set for p in self.by_blocker.get(leaf, [])]
+        found += [p for p, blockers in self.shared if blockers <= leaf_set]
+        for ocs, spine, port in sorted(found):
+            out.setdefault(spine, []).append((ocs, port))
+        for ports in out.values():
+            ports.sort()
+        return out
 
 
 def _clos_allocation(
