@@ -816,13 +816,20 @@ class Cluster:
     ) -> bool:
         """True when every leaf other than ``leaf`` whose default circuit to ``spine`` ends
         on spine port ``(ocs, port)`` has its own port on ``ocs`` busy (or there is none)."""
+        return all(
+            owner == leaf or (ocs, owner) in used_leaf_ports
+            for owner in self._idle_default_owners(ocs, spine, port)
+        )
+
+    def _idle_default_owners(self, ocs: int, spine: int, port: int) -> list[int]:
+        """Leaves whose default circuit to ``spine`` ends on its port ``(ocs, port)`` and whose
+        own port on ``ocs`` is idle (see :meth:`_default_ports` for the default wiring)."""
         first = (ocs - spine) % self.ocs_count
-        for owner in range(first, self.leaves, self.ocs_count):
-            if owner == leaf or (owner // self.ocs_count) % self.spine_ports_per_ocs != port:
-                continue
-            if (ocs, owner) not in self._leaf_port_owner and (ocs, owner) not in used_leaf_ports:
-                return False
-        return True
+        return [
+            owner for owner in range(first, self.leaves, self.ocs_count)
+            if (owner // self.ocs_count) % self.spine_ports_per_ocs == port
+            and (ocs, owner) not in self._leaf_port_owner
+        ]
 
     def _rewire_index(self) -> _RewireIndex:
         """Idle spine ports by the leaves whose idle default circuits would need them.
@@ -833,12 +840,7 @@ class Cluster:
         index = _RewireIndex()
         for spine in range(self.spines):
             for ocs, port in self._idle_spine_ports(spine):
-                first = (ocs - spine) % self.ocs_count
-                blockers = frozenset(
-                    owner for owner in range(first, self.leaves, self.ocs_count)
-                    if (owner // self.ocs_count) % self.spine_ports_per_ocs == port
-                    and (ocs, owner) not in self._leaf_port_owner
-                )
+                blockers = frozenset(self._idle_default_owners(ocs, spine, port))
                 index.add((ocs, spine, port), blockers)
         return index
 
