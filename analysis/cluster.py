@@ -89,37 +89,40 @@ def utilisation_timeline(rows: Iterable[Mapping[str, Any]], total_gpus: int) -> 
 
 def comparison_rows(runs: list[ClusterRun]) -> list[tuple[str, list[Any], str]]:
     """(metric, one value per run, kind) for the report's table; kind says how to format."""
-    def col(key: str) -> list[Any]:
-        return [r.summary.get(key) for r in runs]
+    summaries = [r.summary for r in runs]
 
-    links = col("refused_fragmented_links")
-    total = col("refused_fragmented")
+    def each(fn: Any) -> list[Any]:
+        return [fn(s) for s in summaries]
+
+    def col(key: str) -> list[Any]:
+        return each(lambda s: s.get(key))
+
+    def refusals(s: Mapping[str, Any]) -> tuple[Any, Any]:
+        total, links = s.get("refused_fragmented"), s.get("refused_fragmented_links")
+        return (None if total is None else total - (links or 0), links)
+
     return [
-        ("GPUs (leaves × hosts, spines)", [
-            f"{s.get('gpus')} ({s.get('leaves')} × {s.get('hosts_per_leaf')}, "
-            f"{s.get('spines')})" for s in (r.summary for r in runs)], "text"),
+        ("GPUs (leaves × hosts, spines)", each(
+            lambda s: f"{s.get('gpus')} ({s.get('leaves')} × {s.get('hosts_per_leaf')}, "
+                      f"{s.get('spines')})"), "text"),
         ("Policy", col("policy"), "text"),
-        ("Placement", [s.get("placement") if s.get("policy") != "ecmp" else "—"
-                       for s in (r.summary for r in runs)], "text"),
-        ("OCSes (spine ports each)", [
-            f"{s.get('ocs_count')} ({s.get('spine_ports_per_ocs')})" if s.get("ocs_count")
-            else "—" for s in (r.summary for r in runs)], "text"),
-        ("Trace, load", [f"{s.get('trace', '?')}, {s.get('load', '?')}"
-                         for s in (r.summary for r in runs)], "text"),
-        ("Jobs completed / in trace", [f"{s.get('jobs_completed')} / {s.get('jobs_in_trace')}"
-                                       for s in (r.summary for r in runs)], "text"),
+        ("Placement", each(
+            lambda s: s.get("placement") if s.get("policy") != "ecmp" else "—"), "text"),
+        ("OCSes (spine ports each)", each(
+            lambda s: f"{s.get('ocs_count')} ({s.get('spine_ports_per_ocs')})"
+            if s.get("ocs_count") else "—"), "text"),
+        ("Trace, load", each(lambda s: f"{s.get('trace', '?')}, {s.get('load', '?')}"), "text"),
+        ("Jobs completed / in trace", each(
+            lambda s: f"{s.get('jobs_completed')} / {s.get('jobs_in_trace')}"), "text"),
         ("Average JCT", col("avg_jct"), "time"),
-        ("p50 / p95 / p99 JCT", [
-            (s.get("p50_jct"), s.get("p95_jct"), s.get("p99_jct"))
-            for s in (r.summary for r in runs)], "times"),
+        ("p50 / p95 / p99 JCT", each(
+            lambda s: (s.get("p50_jct"), s.get("p95_jct"), s.get("p99_jct"))), "times"),
         ("Average wait", col("avg_wait"), "time"),
         ("Average run time", col("avg_run"), "time"),
-        ("Mean slowdown (max)", [(s.get("avg_slowdown"), s.get("max_slowdown"))
-                                 for s in (r.summary for r in runs)], "slowdown"),
+        ("Mean slowdown (max)", each(
+            lambda s: (s.get("avg_slowdown"), s.get("max_slowdown"))), "slowdown"),
         ("GPU utilisation", col("gpu_utilisation"), "pct"),
         ("Flows collided", col("collided_flow_fraction"), "pct"),
-        ("Refusals: host shape / links", [
-            (None if t is None else t - (lk or 0), lk) for t, lk in zip(total, links,
-                                                                        strict=True)], "pair"),
+        ("Refusals: host shape / links", each(refusals), "pair"),
         ("Simulator wall time", col("wall_s"), "time"),
     ]
