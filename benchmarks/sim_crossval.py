@@ -49,9 +49,11 @@ def run_dirs(root: Path) -> dict[str, Path]:
     return out
 
 
-def collective_times(run_dir: Path) -> dict[tuple[str, int], tuple[float | None, str]]:
+def collective_times(run_dir: Path, buckets: bool = False
+                     ) -> dict[tuple[str, int], tuple[float | None, str]]:
     """{(job, size): (mean collective seconds, job status)} of one run directory; a DNN job
-    gives one row, its mean iteration time, under size 0 (shown as "iteration")."""
+    gives one row, its mean iteration time, under size 0 (shown as "iteration"), and with
+    ``buckets`` also one row per bucket size."""
     path = run_dir / "summary.json"
     summary: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
     if not isinstance(summary.get("jobs"), dict) or not all(
@@ -61,7 +63,8 @@ def collective_times(run_dir: Path) -> dict[tuple[str, int], tuple[float | None,
     for name, job in summary["jobs"].items():
         if job.get("workload") == "dnn":
             out[(name, 0)] = (job.get("mean_s"), str(job.get("status")))
-            continue
+            if not buckets:
+                continue
         for size, row in (job.get("sizes") or {}).items():
             out[(name, int(size))] = (row.get("collective_s"), str(job.get("status")))
         if not job.get("sizes"):
@@ -69,12 +72,13 @@ def collective_times(run_dir: Path) -> dict[tuple[str, int], tuple[float | None,
     return out
 
 
-def table(roots: dict[str, dict[str, Path]]) -> dict[Key, dict[str, tuple[float | None, str]]]:
+def table(roots: dict[str, dict[str, Path]], buckets: bool = False
+          ) -> dict[Key, dict[str, tuple[float | None, str]]]:
     """{(variant, job, size): {side: (seconds, status)}} over every side's runs."""
     rows: dict[Key, dict[str, tuple[float | None, str]]] = {}
     for side, runs in roots.items():
         for variant, d in runs.items():
-            for (job, size), value in collective_times(d).items():
+            for (job, size), value in collective_times(d, buckets).items():
                 rows.setdefault((variant, job, size), {})[side] = value
     return rows
 
@@ -114,6 +118,22 @@ def render(rows: dict[Key, dict[str, tuple[float | None, str]]], sides: list[str
     return "\n".join(out)
 
 
+def extra_time(rows: dict[Key, dict[str, tuple[float | None, str]]]) -> str:
+    """Median and p10/p90 of emulated - simulated seconds per collective (iterations left out):
+    the time the simulator does not model, e.g. per-message latency."""
+    gaps = sorted(got["emulated"][0] - got["simulated"][0] for (_v, _j, size), got in rows.items()
+                  if size and got.get("emulated", (None,))[0] is not None
+                  and got.get("simulated", (None,))[0] is not None)
+    if not gaps:
+        return "no collective measured on both sides"
+
+    def q(f: float) -> float:
+        return gaps[min(len(gaps) - 1, int(f * len(gaps)))] * 1e3
+
+    return (f"emulated - simulated per collective over {len(gaps)} sizes: median {q(0.5):.1f} ms "
+            f"(p10 {q(0.1):.1f}, p90 {q(0.9):.1f})")
+
+
 def simulate(specs: list[Path], out: Path) -> dict[str, Path]:
     runs = {}
     for spec in specs:
@@ -128,12 +148,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("inputs", nargs="+", type=Path,
                     help="experiment specs (run on the sim), or EMULATED_ROOT SIM_ROOT")
     ap.add_argument("--emulated", type=Path, help="emulated results root to compare with")
+    ap.add_argument("--buckets", action="store_true",
+                    help="DNN jobs: also compare every bucket size's collective time")
     ap.add_argument("--sim-out", type=Path,
                     help="where the simulated run directories go (default: a temporary dir)")
     args = ap.parse_args(argv)
     if len(args.inputs) == 2 and all(p.is_dir() for p in args.inputs):
         roots = {"emulated": run_dirs(args.inputs[0]), "simulated": run_dirs(args.inputs[1])}
-        print(render(table(roots), ["emulated", "simulated"]))
+        rows = table(roots, args.buckets)
+        print(render(rows, ["emulated", "simulated"]))
+        print(extra_time(rows))
         return 0
     for p in args.inputs:
         if not p.is_file():
@@ -146,7 +170,10 @@ def main(argv: list[str] | None = None) -> int:
             # only the variants of these specs
             roots["emulated"] = {k: v for k, v in roots["emulated"].items()
                                  if k in roots["simulated"]}
-        print(render(table(roots), list(roots)))
+        rows = table(roots, args.buckets)
+        print(render(rows, list(roots)))
+        if args.emulated is not None:
+            print(extra_time(rows))
     return 0
 
 
