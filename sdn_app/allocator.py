@@ -65,7 +65,7 @@ from testbed.errors import FabricLabError
 
 POLICIES = ("ecmp", "vclos", "ocs-vclos")
 PLACEMENTS = ("joint", "hosts-first")
-REWIRINGS = ("any", "conservative")
+REWIRINGS = ("any", "conservative", "augment")
 
 # How many leaf sets ocs-vclos tries (best fit first) before calling a job fragmented.
 MAX_OCS_LEAF_SETS = 64
@@ -616,15 +616,17 @@ class Cluster:
         ``rewiring="any"``: direct circuits (m == 2), else circuits on any idle ports.
         ``conservative``: default circuits only (see :meth:`_default_ports`: what static
         vClos would do on the same leaves), then direct circuits, then default circuits
-        topped up with circuits on orphaned spine ports (see :meth:`_orphaned`). Measured
-        at cluster scale, ``any`` strands idle leaf ports on OCSes where no spine port is
-        idle and refuses jobs that static vClos places; ``conservative`` does not.
-        ``leaves`` fixes the leaves.
+        topped up with circuits on orphaned spine ports (see :meth:`_orphaned`).
+        ``augment``: default and direct circuits as ``conservative``, then
+        :meth:`_try_augment`. Measured at cluster scale (BENCHMARKS.md), ``any`` scatters
+        spine ports so that later jobs (whole leaves above all) can no longer be wired and
+        refuses jobs that static vClos places; ``conservative`` rarely rewires at all;
+        ``augment`` removes nearly every refusal for links. ``leaves`` fixes the leaves.
         """
         leaf_sets = None if leaves is None else [leaves]
         pair = None if leaves is None else [tuple(leaves)]
         found = None
-        if self.rewiring == "conservative":
+        if self.rewiring != "any":
             # The exact search static vClos does, over the links the default wiring offers.
             default_sets = leaf_sets
             if default_sets is None:
@@ -633,6 +635,8 @@ class Cluster:
             found = self._try_ocs_spines(job_id, m, n, default_sets, passes=("default",))
         if found is None and m == 2:
             found = self._try_direct_pair(job_id, n, pair)
+        if found is None and self.rewiring == "augment":
+            return self._try_augment(job_id, m, n, leaf_sets)
         if found is None:
             passes = ("match",) if self.rewiring == "any" else ("default", "match")
             found = self._try_ocs_spines(job_id, m, n, leaf_sets, passes=passes)
@@ -670,6 +674,80 @@ class Cluster:
                 job_id, "ocs-vclos", hosts, (a, b), circuits=circuits, circuit_of=circuit_of
             )
         return None
+
+    def _try_augment(
+        self, job_id: str, m: int, n: int, leaf_sets: Iterable[Iterable[int]] | None
+    ) -> Allocation | None:
+        """Circuits for m leaves x n spines, rewired where the default wiring falls short.
+
+        Leaf sets are tried best fit first (at most MAX_OCS_LEAF_SETS), or only those of
+        ``leaf_sets``; see :meth:`_augment_wiring` for the wiring of one set.
+        """
+        if leaf_sets is None:
+            leaf_sets = islice(combinations(self._ocs_leaves_with(n), m), MAX_OCS_LEAF_SETS)
+        for leaf_set in leaf_sets:
+            leaves = sorted(leaf_set)
+            wiring = self._augment_wiring(leaves, n)
+            if wiring is not None:
+                spines, ports = wiring
+                return _clos_allocation(
+                    job_id, "ocs-vclos", self._take_slots(leaves, n), spines, ports)
+        return None
+
+    def _augment_wiring(
+        self, leaves: list[int], n: int
+    ) -> tuple[list[int], dict[tuple[int, int], tuple[int, int]]] | None:
+        """n spines for ``leaves`` and, per leaf, one circuit to each on a distinct OCS.
+
+        The spines are the n that most of the leaves reach by their default circuit (then
+        those with the most idle ports). Each leaf in turn gets a perfect matching of those
+        spines to OCSes where its own port and a spine port are idle
+        (:func:`_match_from_default`): its default circuits where possible, rewired along
+        augmenting paths where not. Spine ports are shared by the leaves of the job, so a
+        leaf only takes what the leaves before it left. Returns ``(spines, {(leaf, j):
+        (ocs, port)})`` or None.
+        """
+        ocs_count, per_ocs = self.ocs_count, self.spine_ports_per_ocs
+        busy = self._spine_port_owner
+        idle = {
+            (ocs, spine): [p for p in range(per_ocs) if (ocs, spine, p) not in busy]
+            for ocs in range(ocs_count) for spine in range(self.spines)
+        }
+        total = [sum(len(idle[(ocs, spine)]) for ocs in range(ocs_count))
+                 for spine in range(self.spines)]
+        leaf_ocses = {leaf: [o for o in range(ocs_count) if (o, leaf) not in self._leaf_port_owner]
+                      for leaf in leaves}
+
+        def reaches_by_default(leaf: int, spine: int) -> bool:
+            ocs = (leaf + spine) % ocs_count
+            return (ocs, leaf) not in self._leaf_port_owner and bool(idle[(ocs, spine)])
+
+        candidates = [
+            s for s in range(self.spines)
+            if total[s] >= len(leaves) and not any((lf, s) in self._link_owner for lf in leaves)
+        ]
+        if len(candidates) < n:
+            return None
+        candidates.sort(
+            key=lambda s: (-sum(reaches_by_default(lf, s) for lf in leaves), -total[s], s))
+        spines = sorted(candidates[:n])
+        ports: dict[tuple[int, int], tuple[int, int]] = {}
+        for leaf in leaves:
+            match = _match_from_default(
+                spines, leaf_ocses[leaf], lambda s, lf=leaf: (lf + s) % ocs_count,
+                lambda o, s: bool(idle[(o, s)]))
+            if match is None:
+                return None
+            for j, spine in enumerate(spines):
+                ocs = match[spine]
+                free = idle[(ocs, spine)]
+                own = (leaf // ocs_count) % per_ocs if ocs == (leaf + spine) % ocs_count else None
+                # The leaf's own default port, else the port fewest idle leaves need by default.
+                port = own if own in free else min(free, key=lambda p, o=ocs, s=spine: (
+                    len(self._idle_default_owners(o, s, p)), p))
+                free.remove(port)
+                ports[(leaf, j)] = (ocs, port)
+        return spines, ports
 
     def _try_ocs_spines(
         self,
@@ -907,6 +985,45 @@ class _RewireIndex:
         for ports in out.values():
             ports.sort()
         return out
+
+
+def _match_from_default(
+    spines: list[int],
+    ocses: list[int],
+    default: Callable[[int], int],
+    usable: Callable[[int, int], bool],
+) -> dict[int, int] | None:
+    """A perfect matching spine -> OCS (one leaf's circuits), or None if there is none.
+
+    ``ocses``: the OCSes where the leaf's port is idle; ``usable(ocs, spine)``: the spine has
+    an idle port there. Starts from the default circuits (``default(spine)``) and adds every
+    other spine by an augmenting path (Kuhn's algorithm), so default circuits are only moved
+    when a spine cannot be reached otherwise.
+    """
+    open_ocses = set(ocses)
+    spine_of: dict[int, int] = {}  # ocs -> spine
+    ocs_of: dict[int, int] = {}  # spine -> ocs
+    for spine in spines:
+        ocs = default(spine)
+        if ocs in open_ocses and ocs not in spine_of and usable(ocs, spine):
+            spine_of[ocs], ocs_of[spine] = spine, ocs
+
+    def augment(spine: int, seen: set[int]) -> bool:
+        options = [o for o in ocses if o not in seen and usable(o, spine)]
+        taken = [o for o in options if o in spine_of]
+        for ocs in [o for o in options if o not in spine_of] + taken:  # free OCSes first
+            if ocs in seen:
+                continue
+            seen.add(ocs)
+            if ocs not in spine_of or augment(spine_of[ocs], seen):
+                spine_of[ocs], ocs_of[spine] = spine, ocs
+                return True
+        return False
+
+    for spine in spines:
+        if spine not in ocs_of and not augment(spine, set()):
+            return None
+    return ocs_of
 
 
 def _clos_allocation(

@@ -24,6 +24,7 @@ from sdn_app.allocator import (
     AllocationRequestError,
     Circuit,
     Cluster,
+    _match_from_default,
 )
 from testbed.errors import FabricLabError
 
@@ -309,15 +310,16 @@ def test_conservative_rewiring_uses_the_default_wiring_first() -> None:
     ops=st.lists(st.tuples(st.booleans(), st.integers(1, 12)), min_size=1, max_size=25),
     leaves=st.integers(3, 6),
     placement=st.sampled_from(["joint", "hosts-first"]),
+    rewiring=st.sampled_from(["conservative", "augment"]),
 )
-def test_conservative_ocs_places_whatever_static_vclos_places_from_the_same_state(
-    ops: list[tuple[bool, int]], leaves: int, placement: str
+def test_default_first_ocs_places_whatever_static_vclos_places_from_the_same_state(
+    ops: list[tuple[bool, int]], leaves: int, placement: str, rewiring: str
 ) -> None:
-    """With the fabric's own port count, conservative rewiring mirrors static vClos (default
-    circuits = links) until static vClos refuses a job that the OCS places otherwise."""
+    """With the fabric's own port count, conservative and augment rewiring mirror static
+    vClos (default circuits = links) until static vClos refuses a job the OCS places."""
     static = Cluster(leaves, 4, 4, placement=placement)
     ocs = Cluster(leaves, 4, 4, ocs_count=4, spine_ports_per_ocs=-(-leaves // 4),
-                  placement=placement, rewiring="conservative")
+                  placement=placement, rewiring=rewiring)
     for i, (arrive, size) in enumerate(ops):
         if not arrive and static.jobs:
             victim = sorted(static.jobs)[size % len(static.jobs)]
@@ -332,6 +334,33 @@ def test_conservative_ocs_places_whatever_static_vclos_places_from_the_same_stat
         assert (mirrored.hosts, mirrored.spines) == (placed.hosts, placed.spines)
         assert all(c.ocs == (c.end_a[1] + c.end_b[1]) % 4 for c in mirrored.circuits)
         check_cluster(ocs)
+
+
+def test_augment_rewiring_joins_the_leaves_static_vclos_cannot() -> None:
+    static = Cluster(6, 4, 4, placement="hosts-first")
+    ocs = Cluster(6, 4, 4, ocs_count=4, placement="hosts-first", rewiring="augment")
+    for cluster, policy in ((static, "vclos"), (ocs, "ocs-vclos")):
+        fragmenting_sequence(cluster, policy)
+    assert [ocs.jobs[j].spines for j in ("j1", "j2")] == [static.jobs[j].spines
+                                                          for j in ("j1", "j2")]
+    with pytest.raises(AllocationRefused) as refused:
+        static.allocate("x", 6, "vclos")  # best fit: leaves 0, 3, 4 share no free spine
+    assert refused.value.cause == "links"
+    job = ocs.allocate("x", 6, "ocs-vclos")
+    assert job.leaves == (0, 3, 4) and len(job.spines) == 2
+    rewired = [c for c in job.circuits if c.ocs != (c.end_a[1] + c.end_b[1]) % 4]
+    assert rewired and len(rewired) < len(job.circuits)  # default circuits kept where possible
+    check_cluster(ocs)
+
+
+def test_match_from_default_keeps_defaults_and_augments() -> None:
+    everywhere = lambda ocs, spine: True  # noqa: E731
+    # Both spines' default circuit is on OCS 0: spine 0 keeps it, spine 1 moves to OCS 1.
+    assert _match_from_default([0, 1], [0, 1], lambda s: 0, everywhere) == {0: 0, 1: 1}
+    # Spine 1 has no idle port on OCS 1: spine 0 leaves its default along an augmenting path.
+    only_zero = lambda ocs, spine: not (ocs == 1 and spine == 1)  # noqa: E731
+    assert _match_from_default([0, 1], [0, 1], lambda s: 0, only_zero) == {0: 1, 1: 0}
+    assert _match_from_default([0, 1], [0], lambda s: 0, everywhere) is None
 
 
 def test_bad_placement_or_rewiring_is_one_sentence() -> None:
@@ -450,7 +479,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         exclusive=st.booleans(),
         spine_ports=st.integers(1, 3),
         placement=st.sampled_from(["joint", "hosts-first"]),
-        rewiring=st.sampled_from(["any", "conservative"]),
+        rewiring=st.sampled_from(["any", "conservative", "augment"]),
     )
     def make_cluster(
         self,

@@ -49,13 +49,13 @@ def test_cluster_report_compares_policies(tmp_path: Path) -> None:
         assert (jobs["slowdown"] >= 1 - 1e-9).all(), "a job ran faster than alone"
     html = write_report(dirs, tmp_path / "report")
     text = html.read_text()
-    for label in ("ecmp", "vclos", "ocs-vclos hosts-first"):
+    for label in ("ecmp", "vclos", "ocs-vclos hosts-first augment rewiring"):
         assert label in text
     assert "Average wait" in text and "data:image/png;base64," in text
     md = (tmp_path / "report" / "report.md").read_text()
     assert "fig-cluster-cdfs.png" in md and "fig-cluster-utilisation.png" in md
     assert (tmp_path / "report" / "fig-cluster-cdfs.png").stat().st_size > 0
-    assert load_cluster(dirs[2]).label == "ocs-vclos hosts-first"
+    assert load_cluster(dirs[2]).label == "ocs-vclos hosts-first augment rewiring"
 
 
 def test_report_refuses_mixed_directories(tmp_path: Path) -> None:

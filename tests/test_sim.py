@@ -263,6 +263,22 @@ def test_fifo_head_of_line_blocking() -> None:
     assert result.summary["avg_wait"] == pytest.approx((0 + 9 + 18) / 3)
 
 
+def test_ocs_rewiring_starts_at_once_a_job_static_vclos_must_queue() -> None:
+    """The allocator tests' fragmenting sequence as a trace: when x arrives, leaves 0, 3 and
+    4 (best fit, hosts-first) have its hosts but no spine free to all three."""
+    jobs = [_job("j0", 0, 2, compute=5), _job("j1", 1, 6, compute=1000),
+            _job("j2", 2, 6, compute=1000), _job("x", 20, 6, compute=10)]
+    waits = {}
+    for policy in ("vclos", "ocs-vclos"):
+        config = ClusterConfig(6, 4, 4, policy, ocs_count=4 if policy == "ocs-vclos" else 0,
+                               placement="hosts-first", rewiring="augment")
+        result = simulate_cluster(jobs, config)
+        waits[policy] = {r["job_id"]: r["wait"] for r in result.rows}["x"]
+        links = result.summary["refused_fragmented_links"]
+        assert links == (1 if policy == "vclos" else 0)
+    assert waits["ocs-vclos"] == 0 and waits["vclos"] > 900  # until j1 or j2 ends
+
+
 def test_progress_is_reported_as_jobs_finish() -> None:
     jobs = [_job("a", 0, 4), _job("b", 1, 4), _job("c", 2, 1, compute=1)]
     calls: list[tuple[int, int, float]] = []
