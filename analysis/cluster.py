@@ -47,7 +47,7 @@ def label_of(summary: Mapping[str, Any]) -> str:
     parts = [str(summary.get("policy", "?"))]
     if summary.get("placement", "joint") != "joint":
         parts.append(str(summary["placement"]))
-    if summary.get("rewiring") and summary["rewiring"] != "any":
+    if summary.get("rewiring"):  # ocs-vclos only
         parts.append(f"{summary['rewiring']} rewiring")
     return " ".join(parts)
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/ocs_vs_vclos.py [--jobs 3000] [--load 1.0] [--seeds 1,2,3]
         [--leaves 128 --spines 64 --hosts-per-leaf 64] [--placements joint,hosts-first]
-        [--rewirings any,conservative] [--spine-ports-per-ocs P] [--no-bound]
+        [--rewirings any,conservative,augment] [--spine-ports-per-ocs P] [--no-bound]
 
 Every row of a seed replays the same synthetic trace (FIFO admission, flat-ring All-Reduce)
 on the same cluster. The OCS layer has as many ports as the electrical fabric has links
@@ -15,7 +15,9 @@ no capacity, only the freedom to choose what a leaf port reaches. ``--spine-port
   sets until the network fits); ``hosts-first`` picks the hosts network-obliviously and the
   network must join exactly those leaves.
 * ``rewiring`` (ocs-vclos): ``any`` takes any idle ports; ``conservative`` uses the default
-  wiring (the electrical fabric's) first and only spine ports no default circuit can use.
+  wiring (the electrical fabric's) first and only spine ports no default circuit can use;
+  ``augment`` uses the default wiring first, then gives each leaf a matching of the job's
+  spines to its idle ports that moves default circuits only along augmenting paths.
 * ``bound``: static vClos with four times the spines (every leaf has 4x its hosts in
   uplinks), so no job ever waits for links: the waiting time that host fragmentation and
   FIFO alone cause with this placement. No network design (OCS or other) with the same
@@ -52,7 +54,7 @@ def main() -> None:
     p.add_argument("--spines", type=int, default=64)
     p.add_argument("--hosts-per-leaf", type=int, default=64)
     p.add_argument("--placements", type=_words, default=["joint", "hosts-first"])
-    p.add_argument("--rewirings", type=_words, default=["any", "conservative"])
+    p.add_argument("--rewirings", type=_words, default=["any", "conservative", "augment"])
     p.add_argument("--spine-ports-per-ocs", type=int, default=0,
                    help="default: leaves / OCSes (the electrical fabric's port count)")
     p.add_argument("--no-bound", action="store_true", help="skip the no-link-limit row")

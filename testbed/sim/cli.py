@@ -53,9 +53,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--placement", choices=PLACEMENTS, default="joint",
                    help="vclos/ocs-vclos: choose hosts and network together (joint, default) "
                    "or hosts first, network-oblivious (hosts-first)")
-    p.add_argument("--rewiring", choices=REWIRINGS, default="any",
-                   help="ocs-vclos: circuits on any idle ports (any, default) or default "
-                   "wiring first and only ports no default circuit needs (conservative)")
+    p.add_argument("--rewiring", choices=REWIRINGS, default="augment",
+                   help="ocs-vclos: default wiring first, then a per-leaf matching that moves "
+                   "default circuits only where it must (augment, default); any idle ports "
+                   "(any, what the emulator's controller does); or only ports no default "
+                   "circuit needs (conservative)")
     p.add_argument("--policy", choices=POLICIES, default="ecmp", help="default ecmp")
     p.add_argument("--trace", default="synthetic",
                    help="synthetic, helios:FILE (cluster_log.csv) or philly:FILE "
