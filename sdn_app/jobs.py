@@ -29,7 +29,8 @@ class JobManager:
         self.cluster = None
         if plan.kind != "multidim":
             self.cluster = Cluster(spec["leaves"], spec["spines"], spec["hosts_per_leaf"],
-                                   spec.get("ocs_count", 0))
+                                   spec.get("ocs_count", 0),
+                                   rewiring=spec.get("ocs_rewiring", "any"))
         self.flat_jobs: dict[str, list[str]] = {}  # multidim: job -> host names
 
     # -- queries -----------------------------------------------------------------------------

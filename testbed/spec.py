@@ -61,6 +61,8 @@ class LeafSpineSpec(_Strict):
 class OcsLeafSpineSpec(LeafSpineSpec):
     kind: Literal["ocs_leaf_spine"]  # type: ignore[assignment]
     ocs_count: Count
+    # How the controller's allocator wires circuits (sdn_app.allocator.REWIRINGS).
+    ocs_rewiring: Literal["any", "conservative", "augment"] = "any"
 
     @property
     def num_switches(self) -> int:

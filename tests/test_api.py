@@ -117,6 +117,16 @@ def test_fragmentation_is_a_conflict_with_its_reason(app):
     assert status == 201 and reply["leaves"] == [0, 3] and reply["spines"] == []
 
 
+def test_controller_allocator_takes_the_fabric_rewiring(tmp_path):
+    fabric = LS | {"kind": "ocs_leaf_spine", "ocs_count": 4, "ocs_rewiring": "augment"}
+    manager = JobManager(build_plan(parse_fabric({"fabric": fabric})), "ocs-vclos")
+    assert manager.cluster.rewiring == "augment"
+    status, job = call(make_app(Book(manager)), "POST", "/jobs",
+                       {"job_id": "a", "hosts_wanted": 8})
+    # augment tries the default wiring first: spines, not the direct circuits `any` picks.
+    assert status == 201 and len(job["spines"]) == 4 and len(job["ocs_ports"]) == 8
+
+
 def test_jobs_survive_a_restart(tmp_path):
     plan = build_plan(parse_fabric({"fabric": LS}))
     first = JobManager(plan, "vclos", tmp_path / "jobs.json")

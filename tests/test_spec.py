@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sdn_app.allocator import REWIRINGS
 from testbed.errors import SpecError
-from testbed.spec import MAX_HOSTS, MAX_LINK_MBPS, load_fabric, parse_fabric
+from testbed.spec import MAX_HOSTS, MAX_LINK_MBPS, OcsLeafSpineSpec, load_fabric, parse_fabric
 
 LEAF_SPINE = {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,
               "host_link_mbps": 50, "uplink_mbps": 50}
@@ -60,6 +63,16 @@ def test_bad_multidim_names_dimension():
     assert "fabric.dims.0.kind" in err({"kind": "multidim", "dims": [{"size": 2, "mbps": 1,
                                                                        "kind": "mesh"}]})
     assert "fabric.dims" in err({"kind": "multidim", "dims": []})
+
+
+def test_ocs_rewiring_is_one_of_the_allocators():
+    ocs = LEAF_SPINE | {"kind": "ocs_leaf_spine", "ocs_count": 2}
+    assert parse_fabric({"fabric": ocs}).ocs_rewiring == "any"
+    assert parse_fabric({"fabric": ocs | {"ocs_rewiring": "augment"}}).ocs_rewiring == "augment"
+    msg = err(ocs | {"ocs_rewiring": "magic"})
+    assert "fabric.ocs_rewiring:" in msg and "'augment'" in msg
+    field = OcsLeafSpineSpec.model_fields["ocs_rewiring"].annotation
+    assert set(get_args(field)) == set(REWIRINGS)
 
 
 def test_ocs_needs_spine_ports():

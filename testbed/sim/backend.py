@@ -165,7 +165,8 @@ class SimRunner:
         cluster = None
         if plan.kind != "multidim":
             s = plan.spec
-            cluster = Cluster(s["leaves"], s["spines"], s["hosts_per_leaf"], s.get("ocs_count", 0))
+            cluster = Cluster(s["leaves"], s["spines"], s["hosts_per_leaf"], s.get("ocs_count", 0),
+                              rewiring=s.get("ocs_rewiring", "any"))
         for spec in self.exp.jobs:
             run = JobRun(spec.name, spec)
             alloc = None
