@@ -91,12 +91,17 @@ def test_ecmp_hash_collision_shows_in_counters(tmp_path):
         assert min(res.goodput_bps) < 0.7 * max(res.goodput_bps)
 
 
-def test_ocs_job_crosses_only_its_circuits_and_release_frees_them(tmp_path):
-    plan = plan_of(OCS)
+@pytest.mark.parametrize("rewiring", ["any", "augment"])
+def test_ocs_job_crosses_only_its_circuits_and_release_frees_them(tmp_path, rewiring):
+    plan = plan_of(OCS | {"ocs_rewiring": rewiring})
     with Fabric(plan, tmp_path / "run", policy="ocs-vclos", ocs_delay=0.3) as fab:
         ctl = fab.controller
         t0 = time.monotonic()
         job = ctl.create_job("j", hosts_wanted=6)  # 3 leaves x 2 hosts through spines
+        assert len(job["spines"]) == 2
+        if rewiring == "augment":  # the default wiring: leaf l to spine s on OCS (l + s) % 4
+            assert all(c["ocs"] == (c["a"]["leaf"] + c["b"]["spine"]) % 4
+                       for c in job["circuits"])
         assert time.monotonic() - t0 >= 0.3  # the circuits took their reconfiguration time
         names = job["host_names"]
         circuit_ports = {(c["ocs"], p) for c in job["ocs_ports"]
