@@ -715,13 +715,7 @@ class Cluster:
         }
         total = [sum(len(idle[(ocs, spine)]) for ocs in range(ocs_count))
                  for spine in range(self.spines)]
-        leaf_ocses = {leaf: [o for o in range(ocs_count) if (o, leaf) not in self._leaf_port_owner]
-                      for leaf in leaves}
-
-        def reaches_by_default(leaf: int, spine: int) -> bool:
-            ocs = (leaf + spine) % ocs_count
-            return (ocs, leaf) not in self._leaf_port_owner and bool(idle[(ocs, spine)])
-
+        defaults = {leaf: self._default_spine_mask(leaf) for leaf in leaves}
         candidates = [
             s for s in range(self.spines)
             if total[s] >= len(leaves) and not any((lf, s) in self._link_owner for lf in leaves)
@@ -729,19 +723,20 @@ class Cluster:
         if len(candidates) < n:
             return None
         candidates.sort(
-            key=lambda s: (-sum(reaches_by_default(lf, s) for lf in leaves), -total[s], s))
+            key=lambda s: (-sum(mask >> s & 1 for mask in defaults.values()), -total[s], s))
         spines = sorted(candidates[:n])
         ports: dict[tuple[int, int], tuple[int, int]] = {}
         for leaf in leaves:
             match = _match_from_default(
-                spines, leaf_ocses[leaf], lambda s, lf=leaf: (lf + s) % ocs_count,
+                spines, self._idle_ocses(leaf), lambda s, lf=leaf: self._default_circuit(lf, s)[0],
                 lambda o, s: bool(idle[(o, s)]))
             if match is None:
                 return None
             for j, spine in enumerate(spines):
                 ocs = match[spine]
                 free = idle[(ocs, spine)]
-                own = (leaf // ocs_count) % per_ocs if ocs == (leaf + spine) % ocs_count else None
+                default_ocs, default_port = self._default_circuit(leaf, spine)
+                own = default_port if ocs == default_ocs else None
                 # The leaf's own default port, else the port fewest idle leaves need by default.
                 port = own if own in free else min(free, key=lambda p, o=ocs, s=spine: (
                     len(self._idle_default_owners(o, s, p)), p))
@@ -841,13 +836,20 @@ class Cluster:
                     return wiring
         return None
 
+    def _default_circuit(self, leaf: int, spine: int) -> tuple[int, int]:
+        """``(ocs, spine port)`` of the default circuit from ``leaf`` to ``spine``: OCS
+        ``(leaf + spine) % ocs_count``, port ``(leaf // ocs_count) % spine_ports_per_ocs``
+        (see :meth:`_default_ports`)."""
+        return ((leaf + spine) % self.ocs_count,
+                (leaf // self.ocs_count) % self.spine_ports_per_ocs)
+
     def _default_spine_mask(self, leaf: int) -> int:
         """Bit s is set when ``leaf``'s default circuit to spine s could be set up now
         (its port on OCS (leaf + s) % ocs_count and a port of s on that OCS are idle)."""
         mask = 0
         ports = range(self.spine_ports_per_ocs)
         for spine in range(self.spines):
-            ocs = (leaf + spine) % self.ocs_count
+            ocs, _port = self._default_circuit(leaf, spine)
             if (ocs, leaf) not in self._leaf_port_owner and any(
                 (ocs, spine, p) not in self._spine_port_owner for p in ports
             ):
@@ -866,10 +868,9 @@ class Cluster:
         """
         out: dict[int, tuple[int, int]] = {}
         for leaf in leaves:
-            ocs = (leaf + spine) % self.ocs_count
+            ocs, first = self._default_circuit(leaf, spine)
             if (ocs, leaf) in self._leaf_port_owner or (ocs, leaf) in used_leaf_ports:
                 return {}
-            first = (leaf // self.ocs_count) % self.spine_ports_per_ocs
             ports = [first, *(p for p in range(self.spine_ports_per_ocs) if p != first)]
             port = next(
                 (p for p in ports
