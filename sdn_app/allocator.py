@@ -54,7 +54,7 @@ direct leaf-leaf job, through ``circuits[j]``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import combinations, islice
 from typing import Any, NamedTuple
@@ -251,6 +251,13 @@ class Cluster:
         self._link_owner: dict[Link, str] = {}
         self._leaf_port_owner: dict[LeafPort, str] = {}
         self._spine_port_owner: dict[SpinePort, str] = {}
+
+    @classmethod
+    def for_fabric(cls, spec: Mapping[str, Any]) -> Cluster:
+        """The cluster of a leaf-spine or OCS fabric spec (as a dict), with the fabric's
+        ``ocs_rewiring``: what the controller and the sim backend both place jobs on."""
+        return cls(spec["leaves"], spec["spines"], spec["hosts_per_leaf"],
+                   spec.get("ocs_count", 0), rewiring=spec.get("ocs_rewiring", "any"))
 
     # ----------------------------------------------------------------- queries
 

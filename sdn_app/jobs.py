@@ -25,12 +25,9 @@ class JobManager:
         self.plan = plan
         self.policy = policy
         self.state_file = state_file
-        spec = plan.spec
         self.cluster = None
         if plan.kind != "multidim":
-            self.cluster = Cluster(spec["leaves"], spec["spines"], spec["hosts_per_leaf"],
-                                   spec.get("ocs_count", 0),
-                                   rewiring=spec.get("ocs_rewiring", "any"))
+            self.cluster = Cluster.for_fabric(plan.spec)
         self.flat_jobs: dict[str, list[str]] = {}  # multidim: job -> host names
 
     # -- queries -----------------------------------------------------------------------------

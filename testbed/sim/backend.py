@@ -164,9 +164,7 @@ class SimRunner:
         plan, out = self.plan, []
         cluster = None
         if plan.kind != "multidim":
-            s = plan.spec
-            cluster = Cluster(s["leaves"], s["spines"], s["hosts_per_leaf"], s.get("ocs_count", 0),
-                              rewiring=s.get("ocs_rewiring", "any"))
+            cluster = Cluster.for_fabric(plan.spec)
         for spec in self.exp.jobs:
             run = JobRun(spec.name, spec)
             alloc = None
