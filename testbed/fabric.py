@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import shlex
 import signal
 import subprocess
 import threading
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from functools import partial
@@ -25,10 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from sdn_app.static_routes import FlowRule, static_rules
-from testbed import cleanup
+from testbed import cleanup, runlock
 from testbed.controller_proc import Controller
 from testbed.errors import FabricLabError
-from testbed.preflight import datapath, require_fabric_ready
+from testbed.failpoints import failpoint
+from testbed.preflight import datapath, ovs_running, require_fabric_ready
 from testbed.topology import FabricPlan, dim_peers, ring_neighbours
 
 log = logging.getLogger(__name__)
@@ -54,7 +53,9 @@ class Fabric:
         self.state: cleanup.RunState | None = None
         self.timings: dict[str, float] = {}
         self._old_sigterm: Any = None
-        self._lock = threading.Lock()
+        self._lock_cm: Any = None
+        self.leftovers: list[str] = []
+        self.restarts: list[float] = []  # monotonic times of controller restarts
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -67,23 +68,28 @@ class Fabric:
 
     def start(self) -> None:
         require_fabric_ready()
-        self._guard_other_runs()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "topology.json").write_text(self.plan.to_json())
-        self.state = cleanup.RunState(
-            run_id=f"{self.run_dir.name}-{uuid.uuid4().hex[:6]}", owner_pid=os.getpid(),
-            bridges=[s.name for s in self.plan.switches], root_intfs=self._root_intfs(),
-        )
-        self.state.save()
+        self._lock_cm = runlock.exclusive_run(f"fabric of {self.run_dir}")
+        self._lock_cm.__enter__()  # released by stop(), after the teardown is verified
+        try:
+            self._guard_other_runs()
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            (self.run_dir / "topology.json").write_text(self.plan.to_json())
+            # recorded before anything exists, so a kill at any later point is cleanable
+            self.state = cleanup.RunState.new(
+                self.run_dir, [s.name for s in self.plan.switches], self._root_intfs())
+            self.state.save()
+        except BaseException:
+            self._release_lock()
+            raise
         self._catch_sigterm()
         try:
             if self.policy is not None:
                 self.controller = Controller(self.run_dir, self.policy, self.ocs_delay)
-                self.state.pids.append(self.controller.start())
-                self.state.save()
+                self.state.add_process(self.controller.start())
             t0 = time.monotonic()
             self._build()
             self.timings["build_s"] = time.monotonic() - t0
+            failpoint("bring-up")
             t0 = time.monotonic()
             self.net.start()
             self.timings["switches_s"] = time.monotonic() - t0
@@ -102,26 +108,62 @@ class Fabric:
             raise
 
     def stop(self) -> list[str]:
-        """Tear everything down; return what could not be removed (empty when clean)."""
+        """Tear everything down; return what could not be removed (empty when clean). The
+        run's state file stays until everything it names is verified gone. Ctrl-C and
+        SIGTERM wait until the teardown is done (they are raised after it)."""
+        masked = threading.current_thread() is threading.main_thread()
+        if masked:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            return self._teardown()
+        finally:
+            if masked:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+    def _teardown(self) -> list[str]:
         t0 = time.monotonic()
         if self.controller is not None:
             self.controller.stop()
+        failpoint("teardown")
         if self.net is not None:
-            try:
-                self.net.stop()
-            except Exception as exc:  # keep going: the state file names the rest
-                log.warning("mininet stop failed: %s", exc)
+            if ovs_running():
+                try:
+                    self.net.stop()
+                except Exception as exc:  # keep going: the state file names the rest
+                    log.warning("mininet stop failed: %s", exc)
+            # else: Mininet's own stop would wait forever on ovs-vsctl; cleanup does it all
             self.net = None
         left: list[str] = []
         if self.state is not None:
-            cleanup.remove(self.state)
-            left = cleanup.leftovers(self.state)
+            left = cleanup.remove(self.state)
             if not left:
                 self.state.forget()
+            else:
+                log.warning("teardown left %s; `fabriclab clean` removes it later",
+                            ", ".join(left))
             self.state = None
+        self.leftovers = left
         self._restore_sigterm()
+        self._release_lock()
         self.timings["stop_s"] = time.monotonic() - t0
         return left
+
+    def health(self) -> str | None:
+        """None while the fabric can carry traffic, else one sentence saying why not. A
+        controller that died is restarted (it reinstalls every switch and running job)."""
+        if not ovs_running():
+            return ("Open vSwitch stopped during the run (ovs-vswitchd or ovsdb-server no "
+                    "longer answers), so the fabric forwards nothing; the traces so far are "
+                    "kept; start it again with `sudo bash scripts/start-ovs.sh`, then run "
+                    "`fabriclab clean`")
+        ctl = self.controller
+        if ctl is not None and ctl.proc is not None and ctl.proc.poll() is not None:
+            log.warning("the controller exited (code %s): restarting it", ctl.proc.returncode)
+            assert self.state is not None
+            self.state.add_process(ctl.start())
+            self.restarts.append(time.monotonic())
+            ctl.wait_ready()
+        return None
 
     # -- access ------------------------------------------------------------------------------
 
@@ -134,10 +176,8 @@ class Fabric:
     def popen(self, host: str, args: list[str], **kwargs: Any) -> subprocess.Popen:
         """Start a process inside a host (argument list, never a shell string)."""
         proc = self.host(host).popen(args, **kwargs)
-        with self._lock:  # jobs start their workers from several threads
-            if self.state is not None:
-                self.state.pids.append(proc.pid)
-                self.state.save()
+        if self.state is not None:  # recorded while still our unreaped child
+            self.state.add_process(proc.pid)
         return proc
 
     def install_rules(self, rules: list[FlowRule]) -> None:
@@ -163,38 +203,46 @@ class Fabric:
                     names.append(intf)
         return names
 
+    def _release_lock(self) -> None:
+        if self._lock_cm is not None:
+            self._lock_cm.__exit__(None, None, None)
+            self._lock_cm = None
+
     def _guard_other_runs(self) -> None:
+        """Clean what dead runs left, then refuse to build over names that exist: they are
+        not ours (Mininet would delete them), and this run could not tell them apart."""
         cleanup.clean_stale()
-        mine = {s.name for s in self.plan.switches}
-        clash = mine & cleanup.existing_bridges()
-        if clash:
+        taken = sorted({s.name for s in self.plan.switches} & cleanup.existing_bridges())
+        taken += cleanup.existing_intfs(self._root_intfs())
+        if taken:
             raise FabricLabError(
-                f"bridge {sorted(clash)[0]} already exists: another fabriclab run is up "
-                "(stop it) or something else uses these names (`fabriclab clean` removes "
-                "leftovers of crashed runs)"
+                f"{taken[0]} already exists and is not from a crashed fabriclab run this "
+                "machine can prove: remove it yourself (`ovs-vsctl del-br` or `ip link del`) "
+                "if it is a leftover, or stop whatever made it"
             )
 
     def _build(self) -> None:
         from mininet.log import setLogLevel
         from mininet.net import Mininet
-        from mininet.node import OVSSwitch, RemoteController
+        from mininet.node import RemoteController
 
+        from testbed.mn_nodes import OwnedHost, OwnedSwitch
         from testbed.mn_topo import FabricTopo
         from testbed.shaping import ShapedLink
 
         setLogLevel("error")
-        switch = partial(OVSSwitch, datapath=self.datapath, protocols="OpenFlow13",
-                         failMode="secure")
-        self.net = Mininet(topo=FabricTopo(self.plan), switch=switch, link=ShapedLink,
+        assert self.state is not None
+        switch = partial(OwnedSwitch, state=self.state, datapath=self.datapath,
+                         protocols="OpenFlow13", failMode="secure")
+        host = partial(OwnedHost, state=self.state)
+        link = partial(ShapedLink, mark=self.state.mark)
+        self.net = Mininet(topo=FabricTopo(self.plan), switch=switch, host=host, link=link,
                            controller=None, build=False, autoSetMacs=False,
                            autoStaticArp=False, waitConnected=False)
         if self.controller is not None:
             ip, port = self.controller.address
             self.net.addController(RemoteController("c0", ip=ip, port=port))
         self.net.build()
-        assert self.state is not None
-        self.state.pids += [n.pid for n in self.net.hosts + self.net.switches]
-        self.state.save()
 
     def _configure_hosts(self) -> None:
         """Static ARP and ring host routes, one ``ip -batch`` file per host; no IPv6 chatter."""

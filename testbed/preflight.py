@@ -37,8 +37,10 @@ def _run(args: list[str], timeout: float = 5) -> subprocess.CompletedProcess | N
 
 
 def ovs_running() -> bool:
-    out = _run(["ovs-vsctl", "--timeout=3", "show"])
-    return out is not None and out.returncode == 0
+    """Both OVS daemons answer: the database (ovsdb-server) and the switch (ovs-vswitchd)."""
+    db = _run(["ovs-vsctl", "--timeout=3", "show"])
+    sw = _run(["ovs-appctl", "--timeout=3", "-t", "ovs-vswitchd", "version"])
+    return all(out is not None and out.returncode == 0 for out in (db, sw))
 
 
 def datapath() -> str:

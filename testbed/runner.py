@@ -25,11 +25,13 @@ from rich.live import Live
 from rich.table import Table
 
 from sdn_app.program import policy_for
+from testbed import runlock
 from testbed.atomic import write_json
 from testbed.calibrate import MIN_CPU_IDLE, TCP_WIRE_FACTOR, TOLERANCE, calibrate
 from testbed.errors import FabricLabError, SpecError
 from testbed.experiment import Experiment, JobSpec
 from testbed.fabric import Fabric
+from testbed.failpoints import failpoint
 from testbed.sampler import LinkSampler
 from testbed.topology import FabricPlan, build_plan
 from testbed.workers import job_dims, run_on_fabric
@@ -114,16 +116,24 @@ class Runner:
         self.jobs = [JobRun(j.name, j) for j in exp.jobs]
         self.status = "ok"
         self.error: str | None = None
+        self.leftovers: list[str] = []
+        self.controller_restarts = 0
+        self._threads: list[threading.Thread] = []
 
     # -- the run -------------------------------------------------------------------------------
 
     def run(self) -> Path:
+        with runlock.exclusive_run(f"fabriclab run {self.exp.name}"):
+            return self._run()
+
+    def _run(self) -> Path:
         self.run_dir.mkdir(parents=True, exist_ok=False)
         (self.run_dir / "spec.yaml").write_text(
             yaml.safe_dump(self.exp.model_dump(mode="json"), sort_keys=False))
         (self.run_dir / "env.json").write_text(json.dumps(environment(), indent=1))
         calibration = None
         sampler: LinkSampler | None = None
+        fab: Fabric | None = None
         solos: list[JobRun] = []
         try:
             if self.exp.calibrate:
@@ -133,8 +143,8 @@ class Runner:
                                                                          self.exp.policy)
             self.console.print(f"[bold]{self.exp.name}[/]: bringing up {self.plan.kind} "
                                f"({len(self.plan.hosts)} hosts) with policy {policy or 'static'}")
-            with Fabric(self.plan, self.run_dir, policy=policy,
-                        ocs_delay=self.exp.ocs_delay_s) as fab:
+            fab = Fabric(self.plan, self.run_dir, policy=policy, ocs_delay=self.exp.ocs_delay_s)
+            with fab:
                 self._place(fab)
                 sampler = LinkSampler(self.plan, fab.host_pids(), hz=self.exp.sample_hz)
                 sampler.start()
@@ -152,10 +162,21 @@ class Runner:
         except FabricLabError as exc:
             self.status, self.error = "failed", str(exc)
         finally:
+            if fab is not None:
+                self.leftovers, self.controller_restarts = fab.leftovers, len(fab.restarts)
+            for t in self._threads:  # workers were ended by the teardown: let jobs record it
+                t.join(timeout=30)
+            if self.status == "incomplete":
+                for j in self.jobs + solos:
+                    if j.status != "ok":
+                        j.status, j.error = "incomplete", "interrupted"
             if sampler is not None:
                 sampler.stop()
                 sampler.save(self.run_dir)
             self._write_results(solos, calibration)
+            if self.leftovers:
+                self.console.print(f"[red]teardown left {', '.join(self.leftovers)}: run "
+                                   "`fabriclab clean` (once Open vSwitch runs)")
         return self.run_dir
 
     def _place(self, fab: Fabric) -> None:
@@ -167,6 +188,7 @@ class Runner:
                 job.allocation = fab.controller.create_job(
                     job.name, hosts=s.hosts, hosts_wanted=s.hosts_wanted)
                 job.hosts = job.allocation["host_names"]
+                failpoint("placement")
             else:
                 free = [h.name for h in self.plan.hosts if h.name not in taken]
                 job.hosts = list(s.hosts) if s.hosts else free[: s.hosts_wanted]
@@ -180,13 +202,22 @@ class Runner:
     def _run_jobs(self, fab: Fabric, jobs: list[JobRun], what: str) -> None:
         threads = [threading.Thread(target=self._run_job, args=(fab, j), daemon=True)
                    for j in jobs]
-        t0 = time.monotonic()
+        self._threads += threads
+        t0 = last_check = time.monotonic()
+        midway = False
         with Live(self._progress(jobs, what, t0), console=self.console,
                   refresh_per_second=2, transient=True) as live:
             for t in threads:
                 t.start()
             while any(t.is_alive() for t in threads):
                 live.update(self._progress(jobs, what, t0))
+                if time.monotonic() - last_check >= 1.0:  # OVS alive, controller restarted
+                    last_check = time.monotonic()
+                    if problem := fab.health():
+                        raise FabricLabError(problem)
+                if not midway and all(self._done(j) > 0 for j in jobs):
+                    midway = True
+                    failpoint("collective")
                 time.sleep(0.5)
         for j in jobs:
             self.console.print(f"  {j.name}: {j.status}"
@@ -345,10 +376,13 @@ class Runner:
                 summary = summarise(load_run(self.run_dir))
                 summary["status"] = self.status
                 summary["error"] = self.error
+                summary["controller_restarts"] = self.controller_restarts
+                summary["leftovers"] = self.leftovers
                 return summary
             except Exception as exc:  # never lose a run to a metrics bug: keep the basics
                 self.console.print(f"[yellow]metrics failed ({exc}); basic summary written")
         return {"run": self.run_dir.name, "status": self.status, "error": self.error,
+                "controller_restarts": self.controller_restarts, "leftovers": self.leftovers,
                 "jobs": {r["name"]: {"hosts": r["hosts"], "status": r["status"],
                                      "results": r["results"]} for r in records},
                 "fidelity": {"verdict": fidelity["verdict"], "reasons": fidelity["reasons"]}}

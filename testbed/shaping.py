@@ -19,6 +19,7 @@ for every class when it exceeds 200 kB (any rate above ~16 Mbit/s with the defau
 from __future__ import annotations
 
 import math
+import shlex
 
 from mininet.link import TCIntf, TCLink
 
@@ -64,13 +65,28 @@ class ShapedIntf(TCIntf):
 
 
 class ShapedLink(TCLink):
-    def __init__(self, node1, node2, **params):
+    """A veth pair shaped with the HTB tree above. With ``mark`` (the run's
+    ``fabriclab-run=<id>``), every end in the root namespace carries it as its alias, so
+    cleanup can tell this run's interfaces from anyone else's of the same name."""
+
+    def __init__(self, node1, node2, mark: str | None = None, **params):
         for key in ("delay", "jitter", "loss", "max_queue_size"):
             if params.get(key):
                 raise ValueError(f"{key} needs netem, which this kernel does not have")
         params.setdefault("cls1", ShapedIntf)
         params.setdefault("cls2", ShapedIntf)
+        self.mark = mark
         super().__init__(node1, node2, **params)
+
+    def makeIntfPair(self, intfname1, intfname2, addr1=None, addr2=None,
+                     node1=None, node2=None, deleteIntfs=True):
+        # Never delete an existing interface of the same name (Mininet's default): it may
+        # not be ours. The fabric refuses to start if any of its names already exists.
+        super().makeIntfPair(intfname1, intfname2, addr1, addr2, node1, node2,
+                             deleteIntfs=False)
+        for name, node in ((intfname1, node1), (intfname2, node2)):
+            if self.mark and node is not None and not node.inNamespace:
+                node.cmd(f"ip link set dev {shlex.quote(name)} alias {shlex.quote(self.mark)}")
 
 
 __all__ = ["ShapedIntf", "ShapedLink", "htb_commands", "htb_r2q", "queue_bytes"]

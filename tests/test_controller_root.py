@@ -132,7 +132,7 @@ def test_killed_controller_restarts_and_restores_forwarding(tmp_path):
         for sw in plan.switches:  # lose every rule, as a switch reboot would
             subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "del-flows", sw.name], check=True)
         assert not pings(fab, "h0", "h2")
-        fab.state.pids.append(ctl.start())
+        fab.state.add_process(ctl.start())
         ctl.wait_ready(timeout=60)
         for a, b in itertools.permutations(["h0", "h1", "h2", "h3"], 2):
             assert pings(fab, a, b), f"{a} -> {b} after the restart"

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from analysis.report import write_report
-from testbed import cleanup
+from testbed import cleanup, procs
 from testbed.experiment import expand
 from testbed.runner import Runner
 
@@ -78,14 +78,16 @@ def test_worker_killed_mid_run_fails_cleanly(tmp_path):
     victim = None
     deadline = time.monotonic() + 60
     while victim is None and time.monotonic() < deadline:
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            cmd = cmdline(pid)
-            if b"workloads.worker" in cmd and any(b"config-rank1.json" in c for c in cmd):
-                victim = int(pid)
+        # only among the processes the run recorded as its own
+        for state in cleanup.load_states()[0]:
+            for proc in state.processes():
+                cmd = cmdline(str(proc.pid))
+                if b"workloads.worker" in cmd and any(b"config-rank1.json" in c for c in cmd):
+                    victim = proc
         time.sleep(0.5)
     assert victim, "the worker never started"
     time.sleep(2)
-    os.kill(victim, signal.SIGKILL)
+    assert procs.send(victim, signal.SIGKILL)
     thread.join(timeout=120)
     assert not thread.is_alive()
     assert runner.status == "failed" and "rank" in runner.error
