@@ -110,15 +110,22 @@ class Fabric:
     def stop(self) -> list[str]:
         """Tear everything down; return what could not be removed (empty when clean). The
         run's state file stays until everything it names is verified gone. Ctrl-C and
-        SIGTERM wait until the teardown is done (they are raised after it)."""
-        masked = threading.current_thread() is threading.main_thread()
-        if masked:
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        SIGTERM during the teardown are held back and raised (as KeyboardInterrupt) after it.
+        (Blocking them would not do: the kernel hands a process signal to any thread that
+        does not block it, and Python then interrupts the main thread anyway.)"""
+        if threading.current_thread() is not threading.main_thread():
+            return self._teardown()
+        deferred: list[int] = []
+        held = {sig: signal.signal(sig, lambda signum, _frame: deferred.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             return self._teardown()
         finally:
-            if masked:
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+            for sig, handler in held.items():
+                signal.signal(sig, handler)
+            self._restore_sigterm()
+            if deferred:
+                raise KeyboardInterrupt
 
     def _teardown(self) -> list[str]:
         t0 = time.monotonic()
@@ -143,7 +150,6 @@ class Fabric:
                             ", ".join(left))
             self.state = None
         self.leftovers = left
-        self._restore_sigterm()
         self._release_lock()
         self.timings["stop_s"] = time.monotonic() - t0
         return left

@@ -1,0 +1,270 @@
+"""Fault injection on real fabrics (root): whatever happens to a run, nothing of it is left and
+nothing that is not its own is touched.
+
+Every test here runs with two canaries: a process in the caller's own network namespace and
+one in an unrelated namespace, neither started by any run. Both must survive every fault.
+Runs are the real CLI (``fabriclab run``) in a child process; faults are real signals, sent by
+the run to itself at a named point (``testbed.failpoints``) or by the test to a process the run
+recorded as its own, or to the OVS daemons.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from testbed import cleanup, procs
+from testbed.failpoints import POINTS
+from testbed.preflight import ovs_running
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+FABRICLAB = str(Path(sys.executable).parent / "fabriclab")
+ROOT = Path(__file__).resolve().parents[1]
+FABRIC = {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,
+          "host_link_mbps": 50, "uplink_mbps": 50}
+NAMES = ["leaf0", "leaf1", "spine0", "spine1"]
+
+
+def spec_file(tmp_path: Path, iterations: int = 20, policy: str = "vclos") -> Path:
+    spec = {"name": "fault", "fabric": FABRIC, "policy": policy, "timeout_s": 120,
+            "jobs": [{"name": "a", "hosts": ["h0", "h2"],
+                      "workload": {"kind": "allreduce", "sizes": ["1MiB"],
+                                   "iterations": iterations}},
+                     {"name": "b", "hosts_wanted": 2,
+                      "workload": {"kind": "allreduce", "sizes": ["1MiB"],
+                                   "iterations": iterations}}]}
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def fabriclab(*args: str, failpoint: str | None = None, **kw) -> subprocess.Popen:
+    env = dict(os.environ)
+    env.pop("FABRICLAB_FAILPOINT", None)
+    if failpoint:
+        env["FABRICLAB_FAILPOINT"] = failpoint
+    return subprocess.Popen([FABRICLAB, *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, **kw)
+
+
+def run_of(out: Path) -> cleanup.RunState | None:
+    """The state file of the run writing under ``out`` (None once forgotten)."""
+    for state in cleanup.load_states()[0]:
+        if state.run_dir.startswith(str(out)):
+            return state
+    return None
+
+
+def summary(out: Path) -> dict:
+    (path,) = out.glob("*/summary.json")
+    return json.loads(path.read_text())
+
+
+def assert_nothing_left(state: cleanup.RunState | None) -> None:
+    if state is not None:
+        assert cleanup.leftovers(state) == []
+        assert not state.path.exists() and not state.pin_dir.exists()
+    assert not set(NAMES) & cleanup.existing_bridges()
+    assert cleanup.existing_intfs([f"{n}-eth{i}" for n in NAMES for i in (1, 2, 3, 4)]) == []
+    assert cleanup.load_states() == ([], []), "a state file is left"
+
+
+def wait_for(what: str, predicate, timeout_s: float = 60.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(0.2)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+@pytest.fixture(autouse=True)
+def canaries():
+    """A process in our own namespace and one in an unrelated one: both must survive."""
+    mine = subprocess.Popen(["sleep", "900"], start_new_session=True)
+    other = subprocess.Popen(["unshare", "--net", "sleep", "900"], start_new_session=True)
+    ids = [procs.identify(mine.pid), procs.identify(other.pid)]
+    wait_for("the canary's namespace", lambda: procs.netns_of(other.pid) != procs.own_netns())
+    yield ids
+    alive = [p.alive() for p in ids]
+    for p in (mine, other):
+        p.kill()
+        p.wait()
+    assert alive == [True, True], "a canary was killed"
+
+
+def signalled_pids(strace_log: str) -> set[int]:
+    """PIDs that received a signal (other than the probe 0), by kill() or through a pidfd."""
+    hits: set[int] = set()
+    fds: dict[tuple[str, str], int] = {}
+    for line in strace_log.splitlines():
+        if m := re.match(r"(\d+)\s+pidfd_open\((\d+), \d+\)\s+= (\d+)", line):
+            fds[(m[1], m[3])] = int(m[2])
+        elif m := re.match(r"(\d+)\s+pidfd_send_signal\((\d+), (\w+)", line):
+            hits.add(fds[(m[1], m[2])])
+        elif m := re.match(r"\d+\s+(?:kill|tkill)\((-?\d+), (\w+)", line):
+            if m[2] != "0":
+                hits.add(int(m[1]))
+        elif m := re.match(r"\d+\s+tgkill\((-?\d+), -?\d+, (\w+)", line):
+            if m[2] != "0":
+                hits.add(int(m[1]))
+    return hits
+
+
+def clean_under_strace(tmp_path: Path) -> tuple[subprocess.CompletedProcess, set[int]]:
+    log = tmp_path / "strace.log"
+    out = subprocess.run(["strace", "-f", "-qq", "-o", str(log), "-e",
+                          "trace=kill,tkill,tgkill,pidfd_open,pidfd_send_signal",
+                          FABRICLAB, "clean"], capture_output=True, text=True, timeout=120)
+    return out, signalled_pids(log.read_text())
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_kill_9_at_any_point_then_clean_signals_only_the_run_and_leaves_nothing(
+        tmp_path, point, canaries):
+    out = tmp_path / "out"
+    run = fabriclab("run", str(spec_file(tmp_path)), "--out", str(out), "--no-report",
+                    failpoint=f"{point}:KILL")
+    log, _ = run.communicate(timeout=300)
+    assert run.returncode == -signal.SIGKILL, log
+    state = run_of(out)
+    assert state is not None and cleanup.leftovers(state), "the killed run left nothing?"
+    ours = {p.pid for p in cleanup.run_processes(state)}
+    result, hit = clean_under_strace(tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"run {state.run_id}: removed" in result.stdout
+    assert hit <= ours, f"clean signalled {sorted(hit - ours)}, not processes of the run"
+    assert not {c.pid for c in canaries} & hit
+    assert_nothing_left(state)
+    # and the machine is fit for the next run
+    again = fabriclab("run", str(spec_file(tmp_path, iterations=2)), "--out",
+                      str(tmp_path / "again"), "--no-report")
+    log, _ = again.communicate(timeout=300)
+    assert again.returncode == 0, log
+    assert summary(tmp_path / "again")["status"] == "ok"
+    assert_nothing_left(None)
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_ctrl_c_at_any_point_tears_everything_down_and_marks_the_run_incomplete(
+        tmp_path, point):
+    out = tmp_path / "out"
+    run = fabriclab("run", str(spec_file(tmp_path)), "--out", str(out), "--no-report",
+                    failpoint=f"{point}:INT")
+    log, _ = run.communicate(timeout=300)
+    assert run.returncode != 0, log
+    assert "Traceback" not in log, log
+    s = summary(out)
+    if point == "teardown":  # the jobs were done: the interrupted teardown still finished
+        assert s["status"] in ("ok", "incomplete")
+    else:
+        assert s["status"] == "incomplete" and s["error"] == "interrupted"
+    assert_nothing_left(None)
+
+
+def test_a_second_run_gets_one_sentence_and_the_first_is_untouched(tmp_path):
+    first = fabriclab("run", str(spec_file(tmp_path, iterations=200)), "--out",
+                      str(tmp_path / "first"), "--no-report")
+    try:
+        wait_for("the first run's workers", lambda: (s := run_of(tmp_path / "first"))
+                 and len(s.procs) > 10)
+        second = fabriclab("run", str(spec_file(tmp_path)), "--out", str(tmp_path / "second"),
+                           "--no-report")
+        log, _ = second.communicate(timeout=120)
+        assert second.returncode == 2
+        lines = [ln for ln in log.splitlines() if "another fabriclab run" in ln]
+        assert lines and "Traceback" not in log, log
+        assert first.poll() is None, "the first run was disturbed"
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=120)
+    assert summary(tmp_path / "first")["status"] == "incomplete"
+    assert_nothing_left(None)
+
+
+def ovs_daemons() -> list[procs.ProcessId]:
+    """The running OVS daemons, as their own pidfiles name them."""
+    found = []
+    for name in ("ovs-vswitchd", "ovsdb-server"):
+        try:
+            pid = int(Path(f"/run/openvswitch/{name}.pid").read_text())
+        except (OSError, ValueError):
+            continue
+        if (ident := procs.identify(pid)) is not None:
+            found.append(ident)
+    return found
+
+
+def start_ovs() -> None:
+    subprocess.run(["bash", str(ROOT / "scripts" / "start-ovs.sh")], check=True,
+                   capture_output=True, timeout=120)
+
+
+def test_ovs_killed_mid_run_fails_in_one_sentence_and_clean_finishes_once_ovs_is_back(
+        tmp_path):
+    out = tmp_path / "out"
+    run = fabriclab("run", str(spec_file(tmp_path, iterations=200)), "--out", str(out),
+                    "--no-report")
+    try:
+        wait_for("collectives under way", lambda: list(out.glob("*/jobs/a/*rank0*parquet")))
+        daemons = ovs_daemons()
+        assert len(daemons) == 2
+        procs.terminate(daemons, grace_s=0)  # SIGKILL, as a crash would
+        log, _ = run.communicate(timeout=180)
+        assert run.returncode == 1, log
+        s = summary(out)
+        assert s["status"] == "failed" and "Open vSwitch stopped" in s["error"]
+        assert "\n" not in s["error"] and "Traceback" not in log
+        assert list(out.glob("*/link_samples.parquet")), "the traces so far are kept"
+        state = run_of(out)
+        assert state is not None, "state forgotten although the bridges were not removed"
+        assert s["leftovers"] == ["bridges unverified (Open vSwitch is not running)"]
+        early = subprocess.run([FABRICLAB, "clean"], capture_output=True, text=True)
+        assert early.returncode == 1 and "Open vSwitch is not running" in early.stdout
+        assert state.path.exists()
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+        start_ovs()
+    assert ovs_running()
+    late = subprocess.run([FABRICLAB, "clean"], capture_output=True, text=True)
+    assert late.returncode == 0, late.stdout
+    assert_nothing_left(state)
+
+
+def test_controller_killed_mid_collective_is_restarted_and_the_jobs_finish(tmp_path):
+    out = tmp_path / "out"
+    run = fabriclab("run", str(spec_file(tmp_path, iterations=60)), "--out", str(out),
+                    "--no-report")
+    wait_for("collectives under way", lambda: list(out.glob("*/jobs/a/*rank0*parquet")))
+    state = run_of(out)
+
+    def controller():
+        for p in state.processes():
+            cmd = Path(f"/proc/{p.pid}/cmdline").read_bytes() if p.alive() else b""
+            if b"sdn_app.controller" in cmd:
+                return p
+        return None
+
+    victim = wait_for("the controller", controller)
+    assert procs.send(victim, signal.SIGKILL)
+    log, _ = run.communicate(timeout=300)
+    assert run.returncode == 0, log
+    s = summary(out)
+    assert s["status"] == "ok" and s["controller_restarts"] == 1
+    assert all(j["correct"] for j in s["jobs"].values())
+    ctl_log = next(out.glob("*/controller.log")).read_text()
+    assert ctl_log.count("leaf0 programmed") >= 2, "the restarted controller did not " \
+                                                  "reprogram the switches"
+    assert_nothing_left(state)
