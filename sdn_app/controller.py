@@ -36,7 +36,16 @@ from sdn_app.compat import (
     set_ev_cls,
 )
 from sdn_app.jobs import JobManager
-from sdn_app.program import GroupRule, Program, full_program, policy_for
+from sdn_app.program import (
+    GroupRule,
+    Program,
+    Uplink,
+    base_program,
+    broken_paths,
+    full_program,
+    policy_for,
+    uplink_ports,
+)
 from sdn_app.static_routes import FlowRule
 from testbed.topology import FabricPlan
 
@@ -62,6 +71,8 @@ class FabricController(RyuApp):
         self.ready: set[str] = set()
         self.barriers: dict[tuple[int, int], Any] = {}
         self.port_stats: dict[str, dict[int, dict[str, int]]] = {}
+        self.uplinks = uplink_ports(self.plan)  # (switch, port) -> (leaf, spine)
+        self.down: set[Uplink] = set()  # uplinks whose port reports link down
         self.lock = hub.BoundedSemaphore(1)  # one job change (and its barriers) at a time
         log.info("policy %s, %d switches, %d jobs reloaded", self.policy,
                  len(self.plan.switches), len(self.jobs.list_jobs()))
@@ -104,6 +115,43 @@ class FabricController(RyuApp):
             for s in ev.msg.body if s.port_no < ofproto_v1_3.OFPP_MAX
         }
 
+    @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    def _on_port_status(self, ev: Any) -> None:
+        """An uplink went down or came back: ECMP groups avoid spines that lost a link (the
+        buckets' watch_port already skips a dead local uplink; this also spares the far leaf)."""
+        msg, name = ev.msg, self.names.get(ev.msg.datapath.id)
+        uplink = self.uplinks.get((name, msg.desc.port_no))
+        if uplink is None:
+            return
+        ofp = msg.datapath.ofproto
+        down = (msg.reason == ofp.OFPPR_DELETE or bool(msg.desc.state & ofp.OFPPS_LINK_DOWN)
+                or bool(msg.desc.config & ofp.OFPPC_PORT_DOWN))
+        if down == (uplink in self.down):
+            return
+        (self.down.add if down else self.down.discard)(uplink)
+        log.warning("link leaf%d-spine%d is %s (reported by %s)", *uplink,
+                    "down" if down else "up", name)
+        hub.spawn(self._reroute)
+
+    def _reroute(self) -> None:
+        """Re-send every leaf's ECMP groups for the uplinks that are up now."""
+        if self.policy not in ("ecmp", "vclos"):
+            return
+        with self.lock:
+            prog = base_program(self.plan, self.policy, frozenset(self.down))
+            for name, dp in list(self.datapaths.items()):
+                for g in prog.for_switch(name).groups:
+                    dp.send_msg(self._group_mod(dp, g, modify=True))
+                self._barrier(dp)
+        for reason in self.broken_jobs().values():
+            log.error("%s", reason)
+
+    def broken_jobs(self) -> dict[str, str]:
+        """Jobs whose isolated path crosses a link that is down, each with one sentence."""
+        down = frozenset(self.down)
+        return {a.job_id: reason for a in self.jobs.allocations()
+                if (reason := broken_paths(a, down)) is not None}
+
     # -- programming -------------------------------------------------------------------------
 
     def _program_switch(self, name: str, dp: Any) -> None:
@@ -114,7 +162,8 @@ class FabricController(RyuApp):
                                           out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY))
             dp.send_msg(parser.OFPGroupMod(dp, command=ofp.OFPGC_DELETE,
                                            group_id=ofp.OFPG_ALL))
-            prog = full_program(self.plan, self.policy, self.jobs.allocations())
+            prog = full_program(self.plan, self.policy, self.jobs.allocations(),
+                                frozenset(self.down))
             self._send(dp, prog.for_switch(name))
             if self._barrier(dp):
                 self.ready.add(name)
@@ -142,13 +191,14 @@ class FabricController(RyuApp):
         return parser.OFPFlowMod(dp, cookie=f.cookie, priority=f.priority,
                                  match=parser.OFPMatch(**match), instructions=inst)
 
-    def _group_mod(self, dp: Any, g: GroupRule) -> Any:
+    def _group_mod(self, dp: Any, g: GroupRule, modify: bool = False) -> Any:
+        """A SELECT group; each bucket watches its own port, so OVS skips a bucket whose
+        port is down at once, before the controller has re-sent the groups."""
         ofp, parser = dp.ofproto, dp.ofproto_parser
-        buckets = [parser.OFPBucket(weight=1, watch_port=ofp.OFPP_ANY,
-                                    watch_group=ofp.OFPG_ANY,
+        buckets = [parser.OFPBucket(weight=1, watch_port=p, watch_group=ofp.OFPG_ANY,
                                     actions=[parser.OFPActionOutput(p)]) for p in g.ports]
-        return parser.OFPGroupMod(dp, command=ofp.OFPGC_ADD, type_=ofp.OFPGT_SELECT,
-                                  group_id=g.group_id, buckets=buckets)
+        return parser.OFPGroupMod(dp, command=ofp.OFPGC_MODIFY if modify else ofp.OFPGC_ADD,
+                                  type_=ofp.OFPGT_SELECT, group_id=g.group_id, buckets=buckets)
 
     def _barrier(self, dp: Any) -> bool:
         req = dp.ofproto_parser.OFPBarrierRequest(dp)
@@ -184,7 +234,9 @@ class FabricController(RyuApp):
     def health(self) -> dict[str, Any]:
         return {"ok": len(self.ready) == len(self.plan.switches), "framework": FRAMEWORK,
                 "policy": self.policy, "switches": len(self.plan.switches),
-                "connected": len(self.datapaths), "ready": len(self.ready)}
+                "connected": len(self.datapaths), "ready": len(self.ready),
+                "links_down": [f"leaf{leaf}-spine{spine}" for leaf, spine in sorted(self.down)],
+                "broken_jobs": self.broken_jobs()}
 
     def topology(self) -> dict[str, Any]:
         return self.plan.to_dict()

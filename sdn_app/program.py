@@ -76,13 +76,16 @@ def policy_for(plan: FabricPlan, policy: str | None) -> str:
     return policy
 
 
-def base_program(plan: FabricPlan, policy: str) -> Program:
-    """Rules that hold whatever jobs run."""
+Uplink = tuple[int, int]  # (leaf, spine) of a leaf-spine uplink
+
+
+def base_program(plan: FabricPlan, policy: str, down: frozenset[Uplink] = frozenset()) -> Program:
+    """Rules that hold whatever jobs run; ECMP leaves out spines behind ``down`` uplinks."""
     if policy == "shortest":
         return Program(static_rules(plan))
     if policy == "ocs-vclos":
         return Program(delivery_rules(plan, []))
-    return _ecmp_program(plan)
+    return _ecmp_program(plan, down)
 
 
 def job_program(plan: FabricPlan, alloc: Allocation) -> Program:
@@ -99,8 +102,9 @@ def job_program(plan: FabricPlan, alloc: Allocation) -> Program:
     return Program()
 
 
-def full_program(plan: FabricPlan, policy: str, jobs: Iterable[Allocation]) -> Program:
-    prog = base_program(plan, policy)
+def full_program(plan: FabricPlan, policy: str, jobs: Iterable[Allocation],
+                 down: frozenset[Uplink] = frozenset()) -> Program:
+    prog = base_program(plan, policy, down)
     for alloc in jobs:
         extra = job_program(plan, alloc)
         prog.flows += extra.flows
@@ -126,7 +130,35 @@ def ocs_circuits(plan: FabricPlan, alloc: Allocation) -> list[Circuit]:
 # -- internals --------------------------------------------------------------------------------
 
 
-def _ecmp_program(plan: FabricPlan) -> Program:
+def uplink_ports(plan: FabricPlan) -> dict[tuple[str, int], Uplink]:
+    """(switch, port) -> the (leaf, spine) uplink it belongs to, from either end."""
+    if plan.kind != "leaf_spine":
+        return {}
+    view = leaf_spine_view(plan, [])
+    ports = {(f"leaf{leaf}", p): (leaf, spine) for (leaf, spine), p in view.up_port.items()}
+    ports |= {(f"spine{spine}", p): (leaf, spine)
+              for (leaf, spine), p in view.down_port.items()}
+    return ports
+
+
+def broken_paths(alloc: Allocation, down: frozenset[Uplink]) -> str | None:
+    """One sentence if a vClos job is pinned to an uplink that is down, else None. (vClos
+    forbids every other path, so such a job cannot make progress.)"""
+    if alloc.policy != "vclos":
+        return None
+    leaves = sorted({leaf for leaf, _slot in alloc.hosts})
+    if len(leaves) < 2:
+        return None
+    for leaf, slot in sorted(alloc.hosts):
+        spine = alloc.spine_of.get((leaf, slot))
+        if spine is not None and (leaf, spine) in down:
+            return (f"job {alloc.job_id}: link leaf{leaf}-spine{spine} is down and the job's "
+                    f"vClos path for host slot {slot} of leaf {leaf} runs over it (vClos "
+                    "allows the job no other path)")
+    return None
+
+
+def _ecmp_program(plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Program:
     view = leaf_spine_view(plan, [])
     prog = Program(delivery_rules(plan, []))
     L = plan.spec["leaves"]
@@ -134,7 +166,8 @@ def _ecmp_program(plan: FabricPlan) -> Program:
         for dst_leaf in range(L):
             if src_leaf == dst_leaf:
                 continue
-            spines = sorted(view.spines_of(src_leaf) & view.spines_of(dst_leaf))
+            spines = sorted(s for s in view.spines_of(src_leaf) & view.spines_of(dst_leaf)
+                            if (src_leaf, s) not in down and (dst_leaf, s) not in down)
             gid = ECMP_GROUP + dst_leaf
             prog.groups.append(GroupRule(f"leaf{src_leaf}", gid,
                                          tuple(view.up_port[(src_leaf, s)] for s in spines)))

@@ -169,6 +169,13 @@ class Fabric:
             self.state.add_process(ctl.start())
             self.restarts.append(time.monotonic())
             ctl.wait_ready()
+        if ctl is not None:
+            try:
+                broken = ctl.get("/health").get("broken_jobs", {})
+            except (OSError, FabricLabError):
+                broken = {}  # a slow answer is not a fault; the next check asks again
+            if broken:
+                return next(iter(broken.values()))
         return None
 
     # -- access ------------------------------------------------------------------------------

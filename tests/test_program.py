@@ -9,10 +9,12 @@ import pytest
 from sdn_app.allocator import Cluster
 from sdn_app.program import (
     base_program,
+    broken_paths,
     full_program,
     job_cookie,
     job_program,
     policy_for,
+    uplink_ports,
 )
 from sdn_app.static_routes import Unreachable, trace
 from testbed.spec import parse_fabric
@@ -122,3 +124,35 @@ def test_policy_must_fit_the_fabric():
     assert policy_for(plan_of(OCS), None) == "ocs-vclos"
     with pytest.raises(ValueError, match="does not apply to a leaf_spine fabric"):
         policy_for(plan_of(LS), "ocs-vclos")
+
+
+def test_ecmp_avoids_spines_that_lost_a_link_from_both_ends():
+    plan = plan_of(LS)
+    down = frozenset({(0, 1)})  # leaf0-spine1
+    prog = base_program(plan, "ecmp", down)
+    groups = groups_of(prog)
+    H = 4
+    for (switch, _gid), ports in groups.items():
+        if switch in ("leaf0", "leaf1", "leaf2", "leaf3"):
+            assert (1 + H + 1 in ports) == (switch != "leaf0" and _gid != 1), (switch, _gid)
+    for a, b in itertools.permutations(plan.hosts[::3], 2):  # still every pair, any hash
+        for bucket in range(4):
+            path = trace(plan, prog.flows, a.name, b.name, groups=groups, bucket=bucket)
+            if {a.leaf, b.leaf} & {0} and a.leaf != b.leaf:
+                assert "spine1" not in spines_on(path)
+
+
+def test_uplink_ports_name_both_ends_and_a_broken_vclos_path_is_one_sentence():
+    plan = plan_of(LS)
+    ports = uplink_ports(plan)
+    assert ports[("leaf0", 1 + 4 + 2)] == (0, 2) and ports[("spine2", 1)] == (0, 2)
+    assert len(ports) == 2 * 4 * 4
+    cluster = Cluster(4, 4, 4)
+    a = cluster.claim("a", [(0, 0), (1, 0)], "vclos")
+    (spine,) = set(a.spines)
+    assert broken_paths(a, frozenset({(2, spine)})) is None  # not its leaves
+    reason = broken_paths(a, frozenset({(1, spine)}))
+    assert reason is not None and "\n" not in reason
+    assert reason.startswith("job a: link leaf1-spine") and "no other path" in reason
+    one_leaf = cluster.claim("c", [(3, 0), (3, 1)], "vclos")
+    assert broken_paths(one_leaf, frozenset({(3, s) for s in range(4)})) is None
