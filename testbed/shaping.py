@@ -80,13 +80,24 @@ class ShapedLink(TCLink):
 
     def makeIntfPair(self, intfname1, intfname2, addr1=None, addr2=None,
                      node1=None, node2=None, deleteIntfs=True):
-        # Never delete an existing interface of the same name (Mininet's default): it may
-        # not be ours. The fabric refuses to start if any of its names already exists.
-        super().makeIntfPair(intfname1, intfname2, addr1, addr2, node1, node2,
-                             deleteIntfs=False)
-        for name, node in ((intfname1, node1), (intfname2, node2)):
-            if self.mark and node is not None and not node.inNamespace:
-                node.cmd(f"ip link set dev {shlex.quote(name)} alias {shlex.quote(self.mark)}")
+        """Make the veth pair in node1's namespace, mark both ends, then move the second end
+        to node2's: one command in a session of its own, so a runner killed midway leaves
+        either nothing, or ends inside a namespace of the run (they die with it), or marked
+        ends. Never deletes an existing interface of the same name (Mininet's default): it
+        may not be ours, and the fabric refuses to start if any of its names exists."""
+        if not self.mark or node1 is None or node2 is None:
+            return super().makeIntfPair(intfname1, intfname2, addr1, addr2, node1, node2,
+                                        deleteIntfs=False)
+        q = shlex.quote
+        add = f"ip link add name {q(intfname1)}" + (f" address {q(addr1)}" if addr1 else "")
+        add += f" type veth peer name {q(intfname2)}" + (f" address {q(addr2)}" if addr2 else "")
+        steps = [add, f"ip link set dev {q(intfname1)} alias {q(self.mark)}",
+                 f"ip link set dev {q(intfname2)} alias {q(self.mark)}",
+                 f"ip link set dev {q(intfname2)} netns {int(node2.pid)}"]
+        out = node1.cmd("setsid -w sh -c " + q(" && ".join(steps)))
+        if out.strip():
+            raise RuntimeError(f"could not make the link {intfname1}-{intfname2}: {out.strip()}")
+        return None
 
 
 __all__ = ["ShapedIntf", "ShapedLink", "htb_commands", "htb_r2q", "queue_bytes"]

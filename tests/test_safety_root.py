@@ -11,11 +11,9 @@ recorded as its own, or to the OVS daemons.
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -24,45 +22,28 @@ import yaml
 
 from testbed import cleanup, procs
 from testbed.failpoints import POINTS
+from testbed.faults import (
+    FABRIC,
+    FABRICLAB,
+    Canaries,
+    fabriclab,
+    fault_spec,
+    ovs_daemons,
+    recorded,
+    residue,
+    run_of,
+)
 from testbed.preflight import ovs_running
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
-FABRICLAB = str(Path(sys.executable).parent / "fabriclab")
 ROOT = Path(__file__).resolve().parents[1]
-FABRIC = {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,
-          "host_link_mbps": 50, "uplink_mbps": 50}
-NAMES = ["leaf0", "leaf1", "spine0", "spine1"]
 
 
 def spec_file(tmp_path: Path, iterations: int = 20, policy: str = "vclos") -> Path:
-    spec = {"name": "fault", "fabric": FABRIC, "policy": policy, "timeout_s": 120,
-            "jobs": [{"name": "a", "hosts": ["h0", "h2"],
-                      "workload": {"kind": "allreduce", "sizes": ["1MiB"],
-                                   "iterations": iterations}},
-                     {"name": "b", "hosts_wanted": 2,
-                      "workload": {"kind": "allreduce", "sizes": ["1MiB"],
-                                   "iterations": iterations}}]}
     path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(spec))
+    path.write_text(yaml.safe_dump(fault_spec(iterations, policy)))
     return path
-
-
-def fabriclab(*args: str, failpoint: str | None = None, **kw) -> subprocess.Popen:
-    env = dict(os.environ)
-    env.pop("FABRICLAB_FAILPOINT", None)
-    if failpoint:
-        env["FABRICLAB_FAILPOINT"] = failpoint
-    return subprocess.Popen([FABRICLAB, *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, **kw)
-
-
-def run_of(out: Path) -> cleanup.RunState | None:
-    """The state file of the run writing under ``out`` (None once forgotten)."""
-    for state in cleanup.load_states()[0]:
-        if state.run_dir.startswith(str(out)):
-            return state
-    return None
 
 
 def summary(out: Path) -> dict:
@@ -74,9 +55,7 @@ def assert_nothing_left(state: cleanup.RunState | None) -> None:
     if state is not None:
         assert cleanup.leftovers(state) == []
         assert not state.path.exists() and not state.pin_dir.exists()
-    assert not set(NAMES) & cleanup.existing_bridges()
-    assert cleanup.existing_intfs([f"{n}-eth{i}" for n in NAMES for i in (1, 2, 3, 4)]) == []
-    assert cleanup.load_states() == ([], []), "a state file is left"
+    assert residue() == []
 
 
 def wait_for(what: str, predicate, timeout_s: float = 60.0):
@@ -91,16 +70,9 @@ def wait_for(what: str, predicate, timeout_s: float = 60.0):
 @pytest.fixture(autouse=True)
 def canaries():
     """A process in our own namespace and one in an unrelated one: both must survive."""
-    mine = subprocess.Popen(["sleep", "900"], start_new_session=True)
-    other = subprocess.Popen(["unshare", "--net", "sleep", "900"], start_new_session=True)
-    ids = [procs.identify(mine.pid), procs.identify(other.pid)]
-    wait_for("the canary's namespace", lambda: procs.netns_of(other.pid) != procs.own_netns())
-    yield ids
-    alive = [p.alive() for p in ids]
-    for p in (mine, other):
-        p.kill()
-        p.wait()
-    assert alive == [True, True], "a canary was killed"
+    with Canaries() as c:
+        yield c.ids
+        assert c.alive(), "a canary was killed"
 
 
 def signalled_pids(strace_log: str) -> set[int]:
@@ -189,19 +161,6 @@ def test_a_second_run_gets_one_sentence_and_the_first_is_untouched(tmp_path):
     assert_nothing_left(None)
 
 
-def ovs_daemons() -> list[procs.ProcessId]:
-    """The running OVS daemons, as their own pidfiles name them."""
-    found = []
-    for name in ("ovs-vswitchd", "ovsdb-server"):
-        try:
-            pid = int(Path(f"/run/openvswitch/{name}.pid").read_text())
-        except (OSError, ValueError):
-            continue
-        if (ident := procs.identify(pid)) is not None:
-            found.append(ident)
-    return found
-
-
 def start_ovs() -> None:
     subprocess.run(["bash", str(ROOT / "scripts" / "start-ovs.sh")], check=True,
                    capture_output=True, timeout=120)
@@ -246,15 +205,7 @@ def test_controller_killed_mid_collective_is_restarted_and_the_jobs_finish(tmp_p
                     "--no-report")
     wait_for("collectives under way", lambda: list(out.glob("*/jobs/a/*rank0*parquet")))
     state = run_of(out)
-
-    def controller():
-        for p in state.processes():
-            cmd = Path(f"/proc/{p.pid}/cmdline").read_bytes() if p.alive() else b""
-            if b"sdn_app.controller" in cmd:
-                return p
-        return None
-
-    victim = wait_for("the controller", controller)
+    victim = wait_for("the controller", lambda: recorded(state, b"sdn_app.controller"))
     assert procs.send(victim, signal.SIGKILL)
     log, _ = run.communicate(timeout=300)
     assert run.returncode == 0, log
@@ -275,7 +226,8 @@ def fabric_of(tmp_path: Path, policy: str):
     from testbed.spec import parse_fabric
     from testbed.topology import build_plan
 
-    return Fabric(build_plan(parse_fabric({"fabric": FABRIC})), tmp_path / "run", policy=policy)
+    return Fabric(build_plan(parse_fabric({"fabric": FABRIC})), tmp_path / "run",
+                  policy=policy)
 
 
 def set_link(fab, leaf: int, spine: int, up: bool) -> None:
