@@ -79,19 +79,23 @@ def one_round(work: Path, rng: random.Random, k: int) -> dict:
             run.send_signal(signal.SIGKILL if fault == "kill9" else signal.SIGINT)
             hit = "runner"
     elif fault in ("controller", "ovs"):
-        state = wait_until(lambda: run_of(out), 60)
+        wait_until(lambda: run_of(out), 60)
         time.sleep(min(delay, 8.0))
+        state = run_of(out)  # read again: the processes recorded by now
         if fault == "controller" and state is not None:
             victim = recorded(state, b"sdn_app.controller")
             hit = "controller" if victim and procs.send(victim, signal.SIGKILL) else None
-        elif fault == "ovs":
-            hit = "ovs" if procs.terminate(ovs_daemons(), grace_s=0) == [] else None
-    log, _ = run.communicate(timeout=600)
+        elif fault == "ovs" and state is not None and (daemons := ovs_daemons()):
+            procs.terminate(daemons, grace_s=0)
+            hit = "ovs"
+    run.communicate(timeout=600)
     row["runner_exit"] = run.returncode
     row["fault_hit"] = hit or ("failpoint" if failpoint else "run ended first")
     row["run_s"] = round(time.monotonic() - t0, 1)
     summaries = list(out.glob("*/summary.json"))
-    row["status"] = json.loads(summaries[0].read_text())["status"] if summaries else "killed"
+    summary = json.loads(summaries[0].read_text()) if summaries else {}
+    row["status"] = summary.get("status", "killed")
+    row["error"] = summary.get("error")
     if fault == "ovs":
         early = clean()
         row["clean_with_ovs_down"] = early.returncode
