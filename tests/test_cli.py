@@ -3,9 +3,33 @@
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
+
+import pytest
 
 from testbed import cleanup
 from testbed.cli import main
+from testbed.errors import FabricLabError
+from workloads import launcher
+from workloads.traces import read_table
+
+SMALL_ALLREDUCE = ["allreduce", "--ranks", "2", "--size", "64:128", "--iters", "1",
+                   "--warmup", "0", "--timeout", "10"]
+
+
+@pytest.fixture
+def private_tempdir(tmp_path, monkeypatch) -> Path:
+    """Make tempfile's default directory this test's own, so no other run's
+    ``fabriclab-allreduce-*`` directories come or go during the test."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    return tmp
+
+
+def allreduce_dirs() -> set[Path]:
+    return set(Path(tempfile.gettempdir()).glob("fabriclab-allreduce-*"))
 
 
 def test_topo_prints_counts_and_exports_json(tmp_path, capsys):
@@ -62,3 +86,48 @@ def test_clean_needs_root_or_reports(capsys):
         assert code == 0 and ("nothing to clean" in captured.out or "removed" in captured.out)
     else:
         assert code == 2 and "needs root" in captured.err
+
+
+def test_allreduce_without_out_leaves_no_temp_dir(private_tempdir, capsys):
+    before = allreduce_dirs()
+    assert main(SMALL_ALLREDUCE) == 0
+    out = capsys.readouterr().out
+    header = out.splitlines()[0]
+    assert "traces not kept (pass --out DIR to keep them)" in header
+    assert "fabriclab-allreduce-" not in out
+    assert [line.split()[0] for line in out.splitlines()[2:]] == ["64B", "128B"]
+    assert allreduce_dirs() == before
+
+
+def test_allreduce_with_out_keeps_the_traces_there(tmp_path, private_tempdir, capsys):
+    keep = tmp_path / "keep"
+    before = allreduce_dirs()
+    assert main([*SMALL_ALLREDUCE, "--out", str(keep)]) == 0
+    assert f"traces in {keep}" in capsys.readouterr().out.splitlines()[0]
+    colls = read_table(keep, "collectives").to_pandas()
+    assert sorted(set(colls["rank"])) == [0, 1] and sorted(set(colls["size"])) == [64, 128]
+    assert sorted(p.name for p in keep.glob("phases-rank*.parquet")) == [
+        "phases-rank0.parquet", "phases-rank1.parquet"]
+    assert allreduce_dirs() == before
+
+
+def test_failed_or_interrupted_allreduce_leaves_no_temp_dir(private_tempdir, monkeypatch,
+                                                            capsys):
+    before = allreduce_dirs()
+    with pytest.raises(FabricLabError, match="is that worker running"):
+        launcher.run_local(ranks=2, sizes=[64], timeout=1.0, skip_ranks=(1,),
+                           wall_timeout=30)
+    assert allreduce_dirs() == before
+
+    used: list[Path] = []
+
+    def interrupted(configs: dict, out: Path, spawn: object, wall_timeout: float | None) -> None:
+        used.append(out)
+        (out / "config-rank0.json").write_text("{}")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(launcher, "launch_workers", interrupted)
+    assert main(SMALL_ALLREDUCE) == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert len(used) == 1 and used[0].name.startswith("fabriclab-allreduce-")
+    assert not used[0].exists() and allreduce_dirs() == before

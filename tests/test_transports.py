@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 from collective_helpers import allreduce_counts, inputs
@@ -72,12 +74,15 @@ def test_disagreeing_schedules_are_detected_not_silently_wrong(tmp_path):
         run_in_threads(cfgs, body)
 
 
-@pytest.mark.parametrize("transport", ["zerocopy", "rpc"])
-def test_stalled_peer_is_a_timeout_on_both_transports(tmp_path, transport):
+def stalled_ring(tmp_path, transport: str,
+                 echo_timeout_s: float = 1.0) -> tuple[list[dict], Callable]:
+    """Three ring ranks where rank 1 connects but never takes part: rank 2 waits for it (the
+    root cause) and rank 0 waits for rank 2 (an echo), with ``echo_timeout_s`` as its timeout."""
     import time
 
     cfgs = local_configs(ranks=3, dims=[3], algorithm="ring", sizes=[4], out_dir=tmp_path,
                          transport=transport, timeout=1.0)
+    cfgs[0]["timeout"] = echo_timeout_s
 
     def body(worker):
         if worker.cfg.rank == 1:
@@ -85,5 +90,21 @@ def test_stalled_peer_is_a_timeout_on_both_transports(tmp_path, transport):
             return
         worker.allreduce(np.ones(100, dtype=np.float32))
 
-    with pytest.raises(FabricLabError, match=r"for data from rank 1 .*stalled"):
-        run_in_threads(cfgs, body)
+    return cfgs, body
+
+
+STALLED_ROOT_CAUSE = r"rank 2 waited more than 1 s for data from rank 1 .*stalled"
+
+
+@pytest.mark.parametrize("transport", ["zerocopy", "rpc"])
+def test_stalled_peer_is_a_timeout_on_both_transports(tmp_path, transport):
+    with pytest.raises(FabricLabError, match=STALLED_ROOT_CAUSE):
+        run_in_threads(*stalled_ring(tmp_path, transport))
+
+
+@pytest.mark.parametrize("transport", ["zerocopy", "rpc"])
+def test_echo_timing_out_first_does_not_hide_the_stalled_peer(tmp_path, transport):
+    """Rank 0's timeout (blaming rank 2) fires first: rank 2 must still time out on its own
+    and be reported, not be cut short into a "closed its connection" or "aborted" echo."""
+    with pytest.raises(FabricLabError, match=STALLED_ROOT_CAUSE):
+        run_in_threads(*stalled_ring(tmp_path, transport, echo_timeout_s=0.5))

@@ -42,7 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup", type=int, default=1, help="unmeasured iterations per size")
     p.add_argument("--timeout", type=float, default=60.0,
                    help="seconds any single wait (rendezvous, transfer) may take")
-    p.add_argument("--out", help="directory for configs, traces and logs (default: a temp dir)")
+    p.add_argument("--out", help="directory to keep the configs, traces and logs in "
+                   "(default: a temporary directory, removed at the end)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.set_defaults(func=run)
 
@@ -65,8 +66,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.as_dicts()))
         return 0 if all(r.correct for r in result.rows) else 1
+    kept = (f"traces in {result.out_dir}" if result.out_dir is not None
+            else "traces not kept (pass --out DIR to keep them)")
     print(f"# fabriclab allreduce: {args.ranks} ranks, algo {args.algo}, "
-          f"transport {args.transport}, traces in {result.out_dir}")
+          f"transport {args.transport}, {kept}")
     print(f"#{'size':>11} {'count':>12} {'time(us)':>12} {'algbw(GB/s)':>12} "
           f"{'busbw(GB/s)':>12} {'correct':>8}")
     for r in result.rows:

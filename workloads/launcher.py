@@ -24,15 +24,24 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from testbed.errors import FabricLabError
 from workloads.dnn import summarize
 from workloads.traces import read_table
 
+if TYPE_CHECKING:
+    from workloads.worker import Worker
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Root cause first: an error blaming a rank that failed itself is an echo, and so is
 # usually a peer_lost error; then by kind, then earliest.
 _KIND_RANK = {"internal": 0, "error": 1, "rendezvous": 2, "timeout": 3, "peer_lost": 4}
+
+
+def _cause_key(kind: str, peer: int | None, failed: set[int]) -> tuple[bool, int]:
+    """Sort key putting a job's root-cause error first (then sort by time, rank)."""
+    return peer in failed, _KIND_RANK.get(kind, 1)
 
 
 @dataclass(frozen=True)
@@ -49,7 +58,7 @@ class SizeResult:
 
 @dataclass(frozen=True)
 class LaunchResult:
-    out_dir: Path
+    out_dir: Path | None  # where the traces are; None when they were not kept
     rows: list[SizeResult]
     dnn: dict | None = None  # DNN mode: workloads.dnn.summarize of the iterations
 
@@ -138,7 +147,7 @@ def _root_cause(out_dir: Path, procs: dict[int, subprocess.Popen]) -> str:
             errors.append(json.loads(f.read_text()))
     if errors:
         failed = {e["rank"] for e in errors}
-        errors.sort(key=lambda e: (e.get("peer") in failed, _KIND_RANK.get(e["kind"], 1),
+        errors.sort(key=lambda e: (*_cause_key(e["kind"], e.get("peer"), failed),
                                    e["time"], e["rank"]))
         return errors[0]["message"]
     for rank, p in sorted(procs.items()):
@@ -181,6 +190,8 @@ def run_local(
 
     ``skip_ranks`` are never started and ``stall_ranks`` connect but never take part (both
     for testing failure handling). ``wall_timeout`` bounds the whole job.
+    Without ``out_dir`` the configs, logs and traces go in a temporary directory that is
+    removed when the job ends, however it ends (the result's ``out_dir`` is then None).
     Raises FabricLabError with the root-cause worker message on failure.
     """
     dims = list(dims) if dims else default_dims(ranks, algorithm)
@@ -188,22 +199,28 @@ def run_local(
         raise FabricLabError("give either sizes or a dnn workload to run")
     if math.prod(dims) != ranks:
         raise FabricLabError(f"dims {'x'.join(map(str, dims))} do not multiply to {ranks} ranks")
-    out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="fabriclab-allreduce-"))
-    out.mkdir(parents=True, exist_ok=True)
-    configs = local_configs(
-        ranks=ranks, dims=dims, algorithm=algorithm, sizes=sizes, out_dir=out,
-        run_id=run_id or uuid.uuid4().hex[:12], job_id=job_id, chunks=chunks,
-        transport=transport, iterations=iterations, warmup=warmup, order=order,
-        max_active=max_active, dim_bandwidths=dim_bandwidths, timeout=timeout,
-        collective_timeout=collective_timeout, dnn=dnn,
-    )
-    launch_workers(
-        {r: {**configs[r], "stall": r in stall_ranks} for r in range(ranks) if r not in skip_ranks},
-        out, lambda _rank, args, **kw: subprocess.Popen(args, start_new_session=True, **kw),
-        wall_timeout,
-    )
-    summary = None if dnn is None else summarize(read_table(out, "iterations"))
-    return LaunchResult(out, summarise(out), summary)
+    with contextlib.ExitStack() as stack:
+        if out_dir:
+            out = Path(out_dir)
+            out.mkdir(parents=True, exist_ok=True)
+        else:
+            out = Path(stack.enter_context(tempfile.TemporaryDirectory(
+                prefix="fabriclab-allreduce-", ignore_cleanup_errors=True)))
+        configs = local_configs(
+            ranks=ranks, dims=dims, algorithm=algorithm, sizes=sizes, out_dir=out,
+            run_id=run_id or uuid.uuid4().hex[:12], job_id=job_id, chunks=chunks,
+            transport=transport, iterations=iterations, warmup=warmup, order=order,
+            max_active=max_active, dim_bandwidths=dim_bandwidths, timeout=timeout,
+            collective_timeout=collective_timeout, dnn=dnn,
+        )
+        launch_workers(
+            {r: {**configs[r], "stall": r in stall_ranks}
+             for r in range(ranks) if r not in skip_ranks},
+            out, lambda _rank, args, **kw: subprocess.Popen(args, start_new_session=True, **kw),
+            wall_timeout,
+        )
+        summary = None if dnn is None else summarize(read_table(out, "iterations"))
+        return LaunchResult(out if out_dir else None, summarise(out), summary)
 
 
 def launch_workers(configs: dict[int, dict], out: Path, spawn: Callable[..., subprocess.Popen],
@@ -268,11 +285,14 @@ def summarise(out: Path) -> list[SizeResult]:
     return rows
 
 
-def run_in_threads(configs: list[dict], fn, timeout: float = 60.0) -> list:
+def run_in_threads(configs: list[dict], fn: Callable[[Worker], Any],
+                   timeout: float = 60.0) -> list:
     """Run every rank as a thread of this process (tests, benchmarks): connect a
     :class:`~workloads.worker.Worker` per config, then return ``[fn(worker) for each rank]``.
 
-    The first worker error is re-raised (root cause preferred over its echoes).
+    A failing rank drops only its own connections, as a failed worker process does, so
+    every other rank fails on its own terms: an echo blaming the failed rank, or its own
+    timeout. The root-cause error is re-raised, chosen as :func:`run_local` chooses it.
     """
     from workloads.worker import Worker, WorkerConfig
 
@@ -294,21 +314,24 @@ def run_in_threads(configs: list[dict], fn, timeout: float = 60.0) -> list:
             results[i] = fn(workers[i])
         except BaseException as exc:
             errors.append((workers[i].cfg.rank, exc))
-            for w in workers:
-                w.transport.abort()
+            # Not the other ranks' transports: that would cut short a peer's wait for a
+            # stalled rank and hide the root cause behind an "aborted" or "closed" echo.
+            workers[i].transport.abort()
 
     threads = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(len(workers))]
     for t in threads:
         t.start()
+    end = time.monotonic() + timeout
     for t in threads:
-        t.join(timeout)
+        t.join(max(0.0, end - time.monotonic()))
     for w in workers:
         w.close()
     if any(t.is_alive() for t in threads):
         raise FabricLabError(f"the in-process ranks did not finish within {timeout:g} s")
     if errors:
         failed = {rank for rank, _ in errors}
-        errors.sort(key=lambda e: (getattr(e[1], "peer", None) in failed,
-                                   _KIND_RANK.get(getattr(e[1], "kind", "internal"), 1)))
+        # errors is in failure order: the stable sort keeps the earliest first on ties.
+        errors.sort(key=lambda e: _cause_key(getattr(e[1], "kind", "internal"),
+                                             getattr(e[1], "peer", None), failed))
         raise errors[0][1]
     return results
