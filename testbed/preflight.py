@@ -73,9 +73,9 @@ def checks() -> list[Check]:
     root = is_root()
     out.append(Check("root", root, "running as root" if root else "not root",
                      "run fabriclab with sudo"))
-    htb = _run(["tc", "qdisc", "add", "dev", "lo", "root", "handle", "7:", "htb"]) if root else None
-    if htb is not None and htb.returncode == 0:
-        _run(["tc", "qdisc", "del", "dev", "lo", "root"])
+    # on the loopback of a throwaway namespace: nothing of the caller's is touched
+    htb = (_run(["unshare", "--net", "tc", "qdisc", "add", "dev", "lo", "root", "handle", "7:",
+                 "htb"]) if root else None)
     htb_ok = htb is not None and htb.returncode == 0
     out.append(Check("htb qdisc", htb_ok,
                      "HTB shaping works" if htb_ok else "cannot add an HTB qdisc (needs root)",
