@@ -22,8 +22,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    print(f"{'fabric':40} {'hosts':>5} {'sw':>3} {'links':>5} {'build s':>8} {'start s':>8} "
-          f"{'stop s':>7} {'left':>4}")
+    print(f"{'fabric':26} {'hosts':>5} {'sw':>3} {'links':>5} {'build s (min-max)':>19} "
+          f"{'start s (min-max)':>19} {'stop s (min-max)':>19} {'left':>4}")
     for path in FABRICS:
         plan = build_plan(load_fabric(path))
         runs = []
@@ -34,12 +34,13 @@ def main() -> None:
                 left = fab.stop()
                 runs.append((fab.timings, left))
             time.sleep(1)
-        med = {k: statistics.median(t[k] for t, _ in runs) for k in ("build_s", "start_s",
-                                                                     "stop_s")}
+        cells = []
+        for key in ("build_s", "start_s", "stop_s"):
+            values = [t[key] for t, _ in runs]
+            cells.append(f"{statistics.median(values):6.2f} ({min(values):.2f}-{max(values):.2f})")
         leftovers = sum(len(left) for _, left in runs)
-        print(f"{Path(path).stem:40} {len(plan.hosts):5} {len(plan.switches):3} "
-              f"{len(plan.links):5} {med['build_s']:8.2f} {med['start_s']:8.2f} "
-              f"{med['stop_s']:7.2f} {leftovers:4}")
+        print(f"{Path(path).stem:26} {len(plan.hosts):5} {len(plan.switches):3} "
+              f"{len(plan.links):5} {cells[0]:>19} {cells[1]:>19} {cells[2]:>19} {leftovers:4}")
     print(f"(median of {args.repeat} runs; 'left' counts anything teardown did not remove)")
 
 
