@@ -14,10 +14,12 @@ demo: install
 test:
 	@bash scripts/install.sh --test
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest
 
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 clean: install
 	$(VENV)/bin/fabriclab clean

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from testbed.errors import FabricLabError
+from testbed.core.errors import FabricLabError
 
 SUMMARY_KEY = "jobs_in_trace"  # only simulate-cluster summaries have it
 

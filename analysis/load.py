@@ -20,7 +20,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import yaml
 
-from testbed.errors import FabricLabError
+from testbed.core.errors import FabricLabError
 from workloads.traces import COLLECTIVE_SCHEMA, PHASE_SCHEMA, read_table
 
 MARKERS = ("spec.yaml", "topology.json", "jobs.json")

@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.load import Run, load_run
+from testbed.core.formulas import busbw_factor
 
 LEAF_SPINE_KINDS = ("uplink", "ocs-leaf", "ocs-spine")
 DIM_LINK_KINDS = ("dim", "ring")
@@ -69,7 +70,7 @@ def collective_table(collectives: pd.DataFrame) -> pd.DataFrame:
     t = out["t"].where(out["t"] > 0)
     out["algbw"] = out["size"] / t / 1e9
     n = out["world"].astype(float)
-    out["busbw"] = out["algbw"] * 2 * (n - 1) / n
+    out["busbw"] = out["algbw"] * busbw_factor(n)
     return out[COLLECTIVE_COLUMNS]
 
 
@@ -81,7 +82,7 @@ def _bandwidths(colls: pd.DataFrame) -> tuple[float | None, float | None]:
         return None, None
     algbw = float(colls["size"].sum()) / t / 1e9
     n = float(colls["world"].max())
-    return _num(algbw), _num(algbw * 2 * (n - 1) / n)
+    return _num(algbw), _num(algbw * busbw_factor(n))
 
 
 def _stats(values: Iterable[float]) -> dict[str, float | None]:

@@ -20,8 +20,8 @@ import jinja2
 from analysis import figures, metrics
 from analysis.cluster import comparison_rows, is_cluster_dir, load_cluster
 from analysis.load import Run, load_run
-from testbed.atomic import write_text
-from testbed.errors import FabricLabError
+from testbed.core.atomic import write_text
+from testbed.core.errors import FabricLabError
 
 TEMPLATES = Path(__file__).parent / "templates"
 SECTIONS = {  # id: heading

@@ -17,10 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from testbed.fabric import Fabric
-from testbed.spec import parse_fabric
-from testbed.topology import build_plan
-from testbed.traffic import Flow, run_flows
+from testbed.core.spec import parse_fabric
+from testbed.core.topology import build_plan
+from testbed.emulator.fabric import Fabric
+from testbed.emulator.traffic import Flow, run_flows
 
 LS = {"kind": "leaf_spine", "leaves": 4, "spines": 4, "hosts_per_leaf": 4,
       "host_link_mbps": 20, "uplink_mbps": 20}

@@ -11,9 +11,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from testbed.fabric import Fabric
-from testbed.spec import load_fabric
-from testbed.topology import build_plan
+from testbed.core.spec import load_fabric
+from testbed.core.topology import build_plan
+from testbed.emulator.fabric import Fabric
 
 FABRICS = ["experiments/fabrics/multidim-4x4x4.yaml", "experiments/fabrics/leaf-spine-4x4.yaml"]
 

@@ -15,10 +15,10 @@ import tempfile
 from pathlib import Path
 
 from sdn_app.static_routes import static_rules
-from testbed.calibrate import candidate_flows, run_rounds
-from testbed.fabric import Fabric
-from testbed.spec import parse_fabric
-from testbed.topology import build_plan
+from testbed.core.spec import parse_fabric
+from testbed.core.topology import build_plan
+from testbed.emulator.calibrate import candidate_flows, run_rounds
+from testbed.emulator.fabric import Fabric
 
 RATES = [50, 100, 200, 400]
 PAIRS = [1, 2, 4, 8]

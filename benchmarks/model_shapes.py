@@ -17,7 +17,7 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from testbed.units import format_size, parse_size
+from testbed.core.units import format_size, parse_size
 from workloads.model import predict
 
 # (dims, bit/s per host per dimension)

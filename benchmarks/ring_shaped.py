@@ -13,12 +13,12 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from testbed.fabric import Fabric
-from testbed.spec import parse_fabric
-from testbed.topology import build_plan
-from testbed.traffic import Flow, run_flows
-from testbed.units import parse_size
-from testbed.workers import run_on_fabric
+from testbed.core.spec import parse_fabric
+from testbed.core.topology import build_plan
+from testbed.core.units import parse_size
+from testbed.emulator.fabric import Fabric
+from testbed.emulator.traffic import Flow, run_flows
+from testbed.emulator.workers import run_on_fabric
 
 
 def main() -> None:

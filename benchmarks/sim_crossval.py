@@ -29,7 +29,7 @@ import yaml
 
 from analysis.load import MARKERS, load_run
 from analysis.metrics import summarise
-from testbed.experiment import load_experiments
+from testbed.core.experiment import load_experiments
 from testbed.sim.backend import simulate_experiment
 
 Key = tuple[str, str, int]  # (variant, job, size in bytes)

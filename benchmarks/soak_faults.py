@@ -30,9 +30,17 @@ from pathlib import Path
 
 import yaml
 
-from testbed import procs
-from testbed.failpoints import POINTS
-from testbed.faults import Canaries, fabriclab, fault_spec, ovs_daemons, recorded, residue, run_of
+from testbed.emulator import procs
+from testbed.emulator.failpoints import POINTS
+from testbed.emulator.faults import (
+    Canaries,
+    fabriclab,
+    fault_spec,
+    ovs_daemons,
+    recorded,
+    residue,
+    run_of,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 FAULTS = ("kill9", "kill9", "kill9@point", "sigint", "controller", "ovs")

@@ -15,15 +15,16 @@ import math
 import tempfile
 from pathlib import Path
 
-from testbed.fabric import Fabric
-from testbed.sampler import read_cpu
-from testbed.spec import parse_fabric
-from testbed.topology import build_plan
-from testbed.units import parse_size
-from testbed.workers import run_on_fabric
+from testbed.core.formulas import TCP_GOODPUT
+from testbed.core.spec import parse_fabric
+from testbed.core.topology import build_plan
+from testbed.core.units import parse_size
+from testbed.emulator.fabric import Fabric
+from testbed.emulator.sampler import read_cpu
+from testbed.emulator.workers import run_on_fabric
 from workloads.model import predict
 
-GOODPUT = 1448 / 1514
+GOODPUT = TCP_GOODPUT
 DEFAULT_SHAPES = ["4x4:12,6", "2x2x4:4,8,8", "2x4:6,12"]
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from testbed.units import format_size, parse_size_range
+from testbed.core.units import format_size, parse_size_range
 from workloads.launcher import run_local
 
 

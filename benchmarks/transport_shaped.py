@@ -9,11 +9,11 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from testbed.fabric import Fabric
-from testbed.spec import parse_fabric
-from testbed.topology import build_plan
-from testbed.units import format_size, parse_size_range
-from testbed.workers import run_on_fabric
+from testbed.core.spec import parse_fabric
+from testbed.core.topology import build_plan
+from testbed.core.units import format_size, parse_size_range
+from testbed.emulator.fabric import Fabric
+from testbed.emulator.workers import run_on_fabric
 
 
 def main() -> None:

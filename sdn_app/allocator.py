@@ -61,7 +61,7 @@ from typing import Any, NamedTuple
 
 import networkx as nx
 
-from testbed.errors import FabricLabError
+from testbed.core.errors import FabricLabError
 
 POLICIES = ("ecmp", "vclos", "ocs-vclos")
 PLACEMENTS = ("joint", "hosts-first")

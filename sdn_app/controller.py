@@ -1,7 +1,7 @@
 """The fabriclab SDN app (Ryu API, OpenFlow 1.3, proactive).
 
 Launched as ``python -m os_ken.cmd.manager sdn_app.controller`` (the testbed does this; see
-``testbed.controller_proc``) with its settings in the environment:
+``testbed.emulator.controller_proc``) with its settings in the environment:
 
     FABRICLAB_TOPOLOGY   topology JSON written by the testbed (required)
     FABRICLAB_POLICY     ecmp | vclos | ocs-vclos | shortest (default: by fabric kind)
@@ -43,11 +43,11 @@ from sdn_app.program import (
     base_program,
     broken_paths,
     full_program,
-    policy_for,
     uplink_ports,
 )
 from sdn_app.static_routes import FlowRule
-from testbed.topology import FabricPlan
+from testbed.core.policies import policy_for
+from testbed.core.topology import FabricPlan
 
 log = logging.getLogger("fabriclab.controller")
 BARRIER_TIMEOUT = 10.0

@@ -16,8 +16,8 @@ from sdn_app.allocator import (
 )
 from sdn_app.api import ApiError, JobRequest
 from sdn_app.program import Program, job_cookie, job_program, ocs_circuits
-from testbed.atomic import write_json
-from testbed.topology import FabricPlan
+from testbed.core.atomic import write_json
+from testbed.core.topology import FabricPlan
 
 
 class JobManager:
@@ -135,7 +135,7 @@ class JobManager:
     # -- names -------------------------------------------------------------------------------
 
     def _name(self, leaf: int, slot: int) -> str:
-        return self.plan.hosts[leaf * self.plan.spec["hosts_per_leaf"] + slot].name
+        return self.plan.host_at(leaf, slot).name
 
     def _slot(self, name: str) -> tuple[int, int]:
         if not self.plan.is_host(name):

@@ -30,9 +30,8 @@ from sdn_app.static_routes import (
     leaf_spine_view,
     static_rules,
 )
-from testbed.topology import FabricPlan, Host
+from testbed.core.topology import FabricPlan
 
-POLICIES = ("ecmp", "vclos", "ocs-vclos", "shortest")
 PRIO_JOB = 150  # above the ECMP default route, below local delivery
 ECMP_GROUP = 1  # group ids: 1 + destination leaf index
 
@@ -62,18 +61,6 @@ class Program:
 def job_cookie(job_id: str) -> int:
     """A stable non-zero 32-bit cookie per job id (0 marks the base program)."""
     return zlib.crc32(job_id.encode()) or 1
-
-
-def policy_for(plan: FabricPlan, policy: str | None) -> str:
-    """The policy to run: the given one, checked against the fabric, or the fabric's default."""
-    if policy is None:
-        return {"multidim": "shortest", "leaf_spine": "ecmp"}.get(plan.kind, "ocs-vclos")
-    allowed = {"multidim": ("shortest",), "leaf_spine": ("ecmp", "vclos"),
-               "ocs_leaf_spine": ("ocs-vclos",)}[plan.kind]
-    if policy not in allowed:
-        raise ValueError(f"policy {policy!r} does not apply to a {plan.kind} fabric; "
-                         f"use {' or '.join(allowed)}")
-    return policy
 
 
 Uplink = tuple[int, int]  # (leaf, spine) of a leaf-spine uplink
@@ -112,12 +99,8 @@ def full_program(plan: FabricPlan, policy: str, jobs: Iterable[Allocation],
     return prog
 
 
-def host_of(plan: FabricPlan, leaf: int, slot: int) -> Host:
-    return plan.hosts[leaf * plan.spec["hosts_per_leaf"] + slot]
-
-
 def ocs_circuits(plan: FabricPlan, alloc: Allocation) -> list[Circuit]:
-    """The allocator's circuits as OCS port pairs (see testbed.topology for the numbering)."""
+    """The allocator's circuits as OCS port pairs (see testbed.core.topology for the numbering)."""
     L = plan.spec["leaves"]
     out = []
     for c in alloc.circuits:
@@ -207,7 +190,7 @@ def _pinned_rules(plan: FabricPlan, alloc: Allocation, cookie: int, up_port) -> 
             continue
         for dleaf, dslot in alloc.hosts:
             if dleaf != leaf:
-                mac = host_of(plan, dleaf, dslot).nics[0].mac
+                mac = plan.host_at(dleaf, dslot).nics[0].mac
                 rules.append(FlowRule(f"leaf{leaf}", PRIO_JOB, port, in_port=1 + slot,
                                       eth_dst=mac, cookie=cookie))
     return rules
@@ -219,7 +202,7 @@ def _spine_rules_for_circuits(plan: FabricPlan, alloc: Allocation, circuits: lis
     view = leaf_spine_view(plan, circuits)
     rules = []
     for leaf, slot in alloc.hosts:
-        mac = host_of(plan, leaf, slot).nics[0].mac
+        mac = plan.host_at(leaf, slot).nics[0].mac
         for spine in alloc.spines:
             port = view.down_port.get((leaf, spine))
             if port is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from testbed.topology import FabricPlan, Host, Link
+from testbed.core.topology import FabricPlan, Host, Link
 
 PRIO_LOCAL = 200  # a leaf/dim switch delivering to a host it owns
 PRIO_ROUTE = 100  # a leaf sending a remote destination up, a spine sending down

@@ -28,8 +28,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from testbed.spec import LeafSpineSpec, MultidimSpec
-from testbed.topology import build_plan
+from testbed.core.spec import LeafSpineSpec, MultidimSpec
+from testbed.core.topology import build_plan
 from workloads.hierarchical import Topology
 from workloads.traces import COLLECTIVE_SCHEMA, PHASE_SCHEMA, bandwidths
 

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from testbed.preflight import is_root, ovs_running
+from testbed.emulator.preflight import is_root, ovs_running
 
 
 def _root_ready() -> str | None:

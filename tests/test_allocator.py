@@ -26,7 +26,7 @@ from sdn_app.allocator import (
     Cluster,
     _match_from_default,
 )
-from testbed.errors import FabricLabError
+from testbed.core.errors import FabricLabError
 
 # ------------------------------------------------------------------ helpers
 

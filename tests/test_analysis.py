@@ -20,7 +20,7 @@ from analysis import metrics
 from analysis.load import load_run
 from analysis.report import write_report
 from testbed.cli import main
-from testbed.errors import FabricLabError
+from testbed.core.errors import FabricLabError
 
 SECTION_HEADINGS = ("Summary", "Per-dimension utilisation", "Chunk schedule (Gantt)",
                     "Leaf-spine link heatmap", "Job completion time and slowdown", "Fidelity")

@@ -9,8 +9,8 @@ import pytest
 
 from sdn_app.api import make_app
 from sdn_app.jobs import JobManager
-from testbed.spec import parse_fabric
-from testbed.topology import build_plan
+from testbed.core.spec import parse_fabric
+from testbed.core.topology import build_plan
 
 LS = {"kind": "leaf_spine", "leaves": 4, "spines": 4, "hosts_per_leaf": 4,
       "host_link_mbps": 20, "uplink_mbps": 20}

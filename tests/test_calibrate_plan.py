@@ -6,10 +6,10 @@ import pandas as pd
 import pytest
 
 from sdn_app.static_routes import static_rules
-from testbed.calibrate import Calibration, LinkResult, candidate_flows, plan_rounds
-from testbed.sampler import window_rates
-from testbed.spec import parse_fabric
-from testbed.topology import build_plan
+from testbed.core.spec import parse_fabric
+from testbed.core.topology import build_plan
+from testbed.emulator.calibrate import Calibration, LinkResult, candidate_flows, plan_rounds
+from testbed.emulator.sampler import window_rates
 
 FABRICS = [
     {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from testbed import cleanup
 from testbed.cli import main
-from testbed.errors import FabricLabError
+from testbed.core.errors import FabricLabError
+from testbed.emulator import cleanup
 from workloads import launcher
 from workloads.traces import read_table
 
@@ -131,3 +133,17 @@ def test_failed_or_interrupted_allreduce_leaves_no_temp_dir(private_tempdir, mon
     assert "interrupted" in capsys.readouterr().err
     assert len(used) == 1 and used[0].name.startswith("fabriclab-allreduce-")
     assert not used[0].exists() and allreduce_dirs() == before
+
+
+def test_a_command_imports_only_its_own_module(tmp_path):
+    """`fabriclab topo` loads neither pandas, the simulator, the emulator nor the SDN framework."""
+    root = Path(__file__).resolve().parents[1]
+    code = ("import sys; from testbed.cli import main; "
+            f"rc = main(['topo', {str(root / 'experiments/fabrics/multidim-2x4.yaml')!r}, "
+            f"'--json', {str(tmp_path / 'topo.json')!r}]); "
+            "heavy = ('pandas', 'matplotlib', 'testbed.sim', 'testbed.emulator', 'mininet', "
+            "'os_ken', 'analysis'); "
+            "print(rc, sorted(m for m in heavy if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=tmp_path)
+    assert out.stdout.strip().splitlines()[-1] == "0 []", out.stdout + out.stderr

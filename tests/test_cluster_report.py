@@ -11,7 +11,7 @@ import pytest
 from analysis.cluster import is_cluster_dir, load_cluster, utilisation_timeline
 from analysis.report import write_report
 from testbed.cli import main
-from testbed.errors import FabricLabError
+from testbed.core.errors import FabricLabError
 
 DATA = Path(__file__).parent / "data"
 

@@ -13,7 +13,7 @@ from collective_helpers import allreduce_counts, inputs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from testbed.errors import FabricLabError
+from testbed.core.errors import FabricLabError
 from workloads.collectives import RingGroup, all_gather, reduce_scatter, shard_bounds
 from workloads.hierarchical import Topology, chunk_phases, phase_segments, schedule
 from workloads.launcher import local_configs, run_in_threads, run_local
@@ -184,6 +184,9 @@ def test_launcher_processes_ring_and_themis_exact(tmp_path):
                      warmup=1, timeout=20, wall_timeout=60, out_dir=tmp_path / "ring")
     assert [r.count for r in ring.rows] == [64, 1001]
     assert all(r.correct and r.time_us > 0 and r.algbw > 0 for r in ring.rows)
+    for r in ring.rows:  # nccl-tests units: GB/s, busbw = algbw * 2(n-1)/n
+        assert r.algbw == pytest.approx(r.size / (r.time_us / 1e6) / 1e9)
+        assert r.busbw == pytest.approx(r.algbw * 2 * 4 / 5)
     hier = run_local(ranks=6, dims=[2, 3], sizes=[4 * 777], algorithm="themis", chunks=4,
                      iterations=2, timeout=20, wall_timeout=60, out_dir=tmp_path / "themis")
     assert [r.correct for r in hier.rows] == [True]

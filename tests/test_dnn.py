@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from testbed.errors import FabricLabError
+from testbed.core.errors import FabricLabError
 from workloads import dnn
 from workloads.launcher import local_configs, run_in_threads, run_local
 from workloads.traces import TraceWriter, read_table

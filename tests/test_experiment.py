@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from testbed.cli import main
-from testbed.errors import SpecError
-from testbed.experiment import expand, load_experiments
-from testbed.runner import Runner
-from testbed.spec import parse_fabric
-from testbed.topology import build_plan
+from testbed.core.errors import SpecError
+from testbed.core.experiment import expand, load_experiments
+from testbed.core.spec import parse_fabric
+from testbed.core.topology import build_plan
+from testbed.emulator.runner import Runner
 
 BASE = {
     "name": "t",

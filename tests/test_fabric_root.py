@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from testbed import cleanup
-from testbed.calibrate import TCP_WIRE_FACTOR
-from testbed.fabric import Fabric
-from testbed.sampler import LinkSampler, window_rates
-from testbed.spec import parse_fabric
-from testbed.topology import build_plan
-from testbed.traffic import Flow, run_flows
+from testbed.core.spec import parse_fabric
+from testbed.core.topology import build_plan
+from testbed.emulator import cleanup
+from testbed.emulator.calibrate import TCP_WIRE_FACTOR
+from testbed.emulator.fabric import Fabric
+from testbed.emulator.sampler import LinkSampler, window_rates
+from testbed.emulator.traffic import Flow, run_flows
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -64,7 +64,7 @@ def test_leaf_spine_reaches_all_shapes_and_tears_down(tmp_path):
         server.wait(timeout=10)
         rates = window_rates(sampler.counters(), start + 1, start + 3.7)
         counted = rates.set_index(["src", "dst"]).loc[("h0", "leaf0"), "achieved_mbps"]
-        achieved = counted * TCP_WIRE_FACTOR  # wire-equivalent: see testbed.calibrate
+        achieved = counted * TCP_WIRE_FACTOR  # wire-equivalent: see testbed.emulator.calibrate
         goodput = json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
         assert 0.9 * 50 <= achieved <= 1.1 * 50, f"h0->leaf0 carried {achieved:.1f} Mbit/s"
         assert 0.85 * 50 <= goodput <= 1.05 * 50
@@ -93,11 +93,11 @@ def test_multidim_reaches_what_routing_allows(tmp_path):
 
 SCRIPT = """
 import sys, time
-from testbed.calibrate import TCP_WIRE_FACTOR
-from testbed.fabric import Fabric
-from testbed.spec import parse_fabric
-from testbed.topology import build_plan
-from testbed.traffic import Flow, run_flows
+from testbed.emulator.calibrate import TCP_WIRE_FACTOR
+from testbed.emulator.fabric import Fabric
+from testbed.core.spec import parse_fabric
+from testbed.core.topology import build_plan
+from testbed.emulator.traffic import Flow, run_flows
 plan = build_plan(parse_fabric({"fabric": %r}))
 fab = Fabric(plan, sys.argv[1])
 with fab:

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from testbed import cleanup, procs, runlock
-from testbed.errors import FabricLabError
-from testbed.procs import ProcessId
+from testbed.core.errors import FabricLabError
+from testbed.emulator import cleanup, procs, runlock
+from testbed.emulator.procs import ProcessId
 
 
 @pytest.fixture
@@ -120,7 +120,7 @@ def test_unreadable_state_files_are_reported_not_deleted(state_dir, monkeypatch)
 
 
 def test_a_second_run_gets_one_sentence(state_dir):
-    code = ("import sys; from testbed import cleanup, runlock; from pathlib import Path;"
+    code = ("import sys; from testbed.emulator import cleanup, runlock; from pathlib import Path;"
             f"cleanup.STATE_DIR = Path({str(state_dir)!r});"
             "\ntry:\n    with runlock.exclusive_run('second'): pass\n"
             "except Exception as e:\n    print(e); sys.exit(3)")
@@ -136,7 +136,7 @@ def test_a_second_run_gets_one_sentence(state_dir):
 
 
 def test_the_lock_dies_with_its_holder(state_dir):
-    code = ("import time; from testbed import cleanup, runlock; from pathlib import Path;"
+    code = ("import time; from testbed.emulator import cleanup, runlock; from pathlib import Path;"
             f"cleanup.STATE_DIR = Path({str(state_dir)!r});"
             "\nwith runlock.exclusive_run('doomed'):\n    print('held', flush=True);"
             " time.sleep(60)")

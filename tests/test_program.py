@@ -13,12 +13,12 @@ from sdn_app.program import (
     full_program,
     job_cookie,
     job_program,
-    policy_for,
     uplink_ports,
 )
 from sdn_app.static_routes import Unreachable, trace
-from testbed.spec import parse_fabric
-from testbed.topology import build_plan
+from testbed.core.policies import policy_for
+from testbed.core.spec import parse_fabric
+from testbed.core.topology import build_plan
 
 LS = {"kind": "leaf_spine", "leaves": 4, "spines": 4, "hosts_per_leaf": 4,
       "host_link_mbps": 20, "uplink_mbps": 20}

@@ -12,9 +12,9 @@ import time
 import pytest
 
 from analysis.report import write_report
-from testbed import cleanup, procs
-from testbed.experiment import expand
-from testbed.runner import Runner
+from testbed.core.experiment import expand
+from testbed.emulator import cleanup, procs
+from testbed.emulator.runner import Runner
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

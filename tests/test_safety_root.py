@@ -3,9 +3,9 @@ nothing that is not its own is touched.
 
 Every test here runs with two canaries: a process in the caller's own network namespace and
 one in an unrelated namespace, neither started by any run. Both must survive every fault.
-Runs are the real CLI (``fabriclab run``) in a child process; faults are real signals, sent by
-the run to itself at a named point (``testbed.failpoints``) or by the test to a process the run
-recorded as its own, or to the OVS daemons.
+Runs are the real CLI (``fabriclab run``) in a child process; faults are real signals, sent
+by the run to itself at a named point (``testbed.emulator.failpoints``) or by the test to a
+process the run recorded as its own, or to the OVS daemons.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from testbed import cleanup, procs
-from testbed.failpoints import POINTS
-from testbed.faults import (
+from testbed.emulator import cleanup, procs
+from testbed.emulator.failpoints import POINTS
+from testbed.emulator.faults import (
     FABRIC,
     FABRICLAB,
     Canaries,
@@ -33,7 +33,7 @@ from testbed.faults import (
     residue,
     run_of,
 )
-from testbed.preflight import ovs_running
+from testbed.emulator.preflight import ovs_running
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -222,9 +222,9 @@ def test_controller_killed_mid_collective_is_restarted_and_the_jobs_finish(tmp_p
 
 
 def fabric_of(tmp_path: Path, policy: str):
-    from testbed.fabric import Fabric
-    from testbed.spec import parse_fabric
-    from testbed.topology import build_plan
+    from testbed.core.spec import parse_fabric
+    from testbed.core.topology import build_plan
+    from testbed.emulator.fabric import Fabric
 
     return Fabric(build_plan(parse_fabric({"fabric": FABRIC})), tmp_path / "run",
                   policy=policy)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from testbed.sampler import BusyProcesses, read_cpu, read_net_dev
+from testbed.emulator.sampler import BusyProcesses, read_cpu, read_net_dev
 
 
 def test_read_net_dev_gives_rx_and_tx_bytes(tmp_path):

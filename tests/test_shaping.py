@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.shaping import ShapedLink, htb_commands, htb_r2q, queue_bytes
+from testbed.emulator.shaping import ShapedLink, htb_commands, htb_r2q, queue_bytes
 
 
 def test_tree_has_rate_cap_ack_class_and_bounded_fifo():

@@ -11,7 +11,7 @@ import pytest
 
 from sdn_app.allocator import Allocation, Cluster
 from testbed.cli import main
-from testbed.errors import FabricLabError
+from testbed.core.errors import FabricLabError
 from testbed.sim.cluster import (
     ClusterConfig,
     ecmp_spine,

@@ -11,8 +11,8 @@ import yaml
 
 from analysis.load import load_run
 from analysis.metrics import summarise
-from testbed.errors import FabricLabError, SpecError
-from testbed.experiment import expand
+from testbed.core.errors import FabricLabError, SpecError
+from testbed.core.experiment import expand
 from testbed.sim.backend import FABRIC_KINDS, GOODPUT, SimRunner, simulate_experiment
 from workloads.dnn import DnnWorkload
 from workloads.model import predict

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sdn_app.allocator import REWIRINGS
-from testbed.errors import SpecError
-from testbed.spec import MAX_HOSTS, MAX_LINK_MBPS, OcsLeafSpineSpec, load_fabric, parse_fabric
+from testbed.core.errors import SpecError
+from testbed.core.spec import MAX_HOSTS, MAX_LINK_MBPS, OcsLeafSpineSpec, load_fabric, parse_fabric
 
 LEAF_SPINE = {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,
               "host_link_mbps": 50, "uplink_mbps": 50}

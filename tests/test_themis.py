@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from testbed import cli
-from testbed.errors import FabricLabError
+from testbed.core.errors import FabricLabError
 from workloads.model import predict, simulate
 from workloads.themis import ChunkPlan, bytes_sent_per_dim, chunk_offsets, plan, split_sizes
 
@@ -333,9 +333,7 @@ def test_8x16_shape_from_the_paper():
 
 
 @pytest.fixture
-def run_cli(monkeypatch, capsys):
-    # Only this module's commands: the other command modules are not needed here.
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ["workloads.plan_cli"])
+def run_cli(capsys):
 
     def run(*argv: str) -> tuple[int, str, str]:
         code = cli.main(list(argv))

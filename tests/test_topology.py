@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sdn_app.static_routes import Unreachable, default_circuits, static_rules, trace
-from testbed.spec import parse_fabric
-from testbed.topology import (
+from testbed.core.spec import parse_fabric
+from testbed.core.topology import (
     FabricPlan,
     build_plan,
     coords_of,

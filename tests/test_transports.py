@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from collective_helpers import allreduce_counts, inputs
 
-from testbed.errors import FabricLabError
+from testbed.core.errors import FabricLabError
 from workloads.launcher import local_configs, run_in_threads, run_local
 from workloads.transport import RPC_MAX_MESSAGE, RpcTransport
 

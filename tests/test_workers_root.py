@@ -5,10 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from testbed.fabric import Fabric
-from testbed.spec import parse_fabric
-from testbed.topology import build_plan
-from testbed.workers import run_on_fabric
+from testbed.core.spec import parse_fabric
+from testbed.core.topology import build_plan
+from testbed.emulator.fabric import Fabric
+from testbed.emulator.workers import run_on_fabric
 from workloads.traces import read_table
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]

@@ -26,9 +26,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from testbed.errors import FabricLabError
+from testbed.core.errors import FabricLabError
 from workloads.dnn import summarize
-from workloads.traces import read_table
+from workloads.traces import bandwidths, read_table
 
 if TYPE_CHECKING:
     from workloads.worker import Worker
@@ -277,10 +277,10 @@ def summarise(out: Path) -> list[SizeResult]:
         per_rank = g.groupby("rank")["time"].mean()
         t = float(per_rank.max())
         world = int(g["world"].iloc[0])
-        algbw = size / t / 1e9 if t > 0 else 0.0
+        algbw, busbw = bandwidths(int(size), t, world)  # GB/s, as nccl-tests prints
         rows.append(SizeResult(
             size=int(size), count=int(g["count"].iloc[0]), time_us=t * 1e6, algbw=algbw,
-            busbw=algbw * 2 * (world - 1) / world, correct=bool(g["correct"].all()),
+            busbw=busbw, correct=bool(g["correct"].all()),
         ))
     return rows
 

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from testbed.errors import FabricLabError
+from testbed.core.errors import FabricLabError
 from workloads.themis import ChunkPlan, plan, validate_shape
 
 ORDERS = ("fifo", "scf")

@@ -30,7 +30,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from testbed.errors import FabricLabError
+from testbed.core.errors import FabricLabError
 
 POLICIES = ("themis", "baseline")
 

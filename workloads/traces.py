@@ -22,6 +22,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from testbed.core import formulas
+
 PHASE_SCHEMA = pa.schema([
     ("run_id", pa.string()), ("job_id", pa.string()), ("rank", pa.int32()),
     ("coll", pa.int64()), ("iteration", pa.int32()), ("warmup", pa.bool_()),
@@ -71,8 +73,8 @@ SCHEMAS = {"phases": PHASE_SCHEMA, "collectives": COLLECTIVE_SCHEMA,
 
 def bandwidths(size: int, seconds: float, world: int) -> tuple[float, float]:
     """nccl-tests All-Reduce bandwidths in GB/s: algbw = S/t, busbw = algbw·2(n-1)/n."""
-    algbw = size / seconds / 1e9 if seconds > 0 else 0.0
-    return algbw, algbw * 2 * (world - 1) / world
+    algbw, busbw = formulas.bandwidths(size, seconds, world)
+    return algbw / 1e9, busbw / 1e9
 
 
 def _write_atomic(rows: list[dict], schema: pa.Schema, path: Path) -> None:

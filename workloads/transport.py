@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from testbed.errors import FabricLabError
+from testbed.core.errors import FabricLabError
 
 TRANSPORTS = ("zerocopy", "rpc")
 

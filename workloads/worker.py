@@ -40,7 +40,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from testbed.errors import FabricLabError
+from testbed.core.errors import FabricLabError
 from workloads.collectives import RingGroup, all_reduce
 from workloads.dnn import DnnWorkload
 from workloads.hierarchical import PhaseRecord, Schedule, Topology, run_hierarchical, schedule

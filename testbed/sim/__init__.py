@@ -6,5 +6,5 @@
 * :mod:`testbed.sim.cluster` — leaf-spine routing (ECMP, vClos, OCS-vClos) and the
   multi-tenant FIFO cluster simulation.
 * :mod:`testbed.sim.traces` — Helios / Philly trace readers and a synthetic generator.
-* :mod:`testbed.sim.cli` — ``fabriclab simulate-cluster``.
+* :mod:`testbed.cli.simulate_cluster` — ``fabriclab simulate-cluster``.
 """

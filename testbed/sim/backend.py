@@ -28,7 +28,7 @@ Capacities
     Every link runs at its plan rate x ``GOODPUT`` = 1448/1514: the emulator's links are
     shaped on the wire, and bulk TCP with 1448-byte payloads in 1514-byte frames carries at
     most that fraction of the rate as data (the ceiling calibration measures; see
-    ``testbed.calibrate.TCP_WIRE_FACTOR``). The TCP ramp and CPU limits are not modelled;
+    ``testbed.emulator.calibrate.TCP_WIRE_FACTOR``). The TCP ramp and CPU limits are not modelled;
     latency only as ``step_latency_s`` before every ring step (default 0, ``fabriclab run
     --backend sim --step-latency-us``): with 0 the simulated times are the emulator's best
     case.
@@ -70,16 +70,18 @@ import pyarrow.parquet as pq
 import yaml
 
 from sdn_app.allocator import Allocation, Cluster
-from sdn_app.program import ocs_circuits, policy_for
-from testbed.atomic import write_json
-from testbed.errors import FabricLabError, SpecError
-from testbed.experiment import Experiment
-from testbed.runner import JobRun, check_against_fabric, environment
+from sdn_app.program import ocs_circuits
+from testbed.core.atomic import write_json
+from testbed.core.errors import FabricLabError, SpecError
+from testbed.core.experiment import Experiment
+from testbed.core.formulas import TCP_GOODPUT
+from testbed.core.jobs import JobRun, check_against_fabric, job_dims
+from testbed.core.policies import policy_for
+from testbed.core.rundir import base_environment
+from testbed.core.topology import FabricPlan, build_plan, dim_peers
 from testbed.sim.cluster import host_path
 from testbed.sim.collectives import MultidimFabric, Step, run_steps
 from testbed.sim.flows import LinkId, Network
-from testbed.topology import FabricPlan, build_plan, dim_peers
-from testbed.workers import job_dims
 from workloads.dnn import DnnWorkload
 from workloads.launcher import default_dims
 from workloads.launcher import summarise as size_results
@@ -93,8 +95,7 @@ from workloads.traces import (
     bandwidths,
 )
 
-# Data bytes per wire byte of bulk TCP: 1448-byte segments in 1514-byte Ethernet frames.
-GOODPUT = 1448 / 1514
+GOODPUT = TCP_GOODPUT  # data bytes per wire byte of bulk TCP
 SPORTS = (32768, 61000)  # ephemeral source ports ECMP hashes over
 FABRIC_KINDS = ("ls", "sl", "cu", "cd", "cl")  # leaf-spine link ids that are not host links
 
@@ -125,9 +126,25 @@ class _Placed:
     buckets: list[dict] = field(default_factory=list)  # DNN: BUCKET_SCHEMA rows, no rank
 
 
+class SimBackend:
+    """The flow-level simulator behind :class:`testbed.core.backend.Backend`."""
+
+    name = "sim"
+
+    def __init__(self, seed: int = 1, step_latency_s: float = 0.0) -> None:
+        self.seed, self.step_latency_s = seed, step_latency_s
+
+    def check(self, experiment: Experiment) -> None:
+        SimRunner(experiment, Path("/nonexistent"), self.seed,
+                  step_latency_s=self.step_latency_s)  # validates and places, writes nothing
+
+    def run(self, experiment: Experiment, out: Path, console: Any = None) -> Path:
+        return SimRunner(experiment, out, self.seed, console, self.step_latency_s).run()
+
+
 class SimRunner:
-    """One experiment on the simulator; the same attributes :func:`testbed.runner.summary_table`
-    reads from a :class:`testbed.runner.Runner` (``exp``, ``jobs``, ``status``, ``run_dir``)."""
+    """One experiment on the simulator, with the attributes the CLI's summary table reads from
+    an emulated run too (``exp``, ``jobs``, ``status``, ``run_dir``)."""
 
     def __init__(self, exp: Experiment, out_root: Path, seed: int = 1, console=None,
                  step_latency_s: float = 0.0) -> None:
@@ -177,8 +194,7 @@ class SimRunner:
                     alloc = cluster.claim(spec.name, slots, self.policy)
                 else:
                     alloc = cluster.allocate(spec.name, spec.hosts_wanted, self.policy)
-                hpl = plan.spec["hosts_per_leaf"]
-                run.hosts = [f"h{leaf * hpl + slot}" for leaf, slot in alloc.hosts]
+                run.hosts = [plan.host_at(leaf, slot).name for leaf, slot in alloc.hosts]
                 run.allocation = {
                     "policy": alloc.policy, "spines": list(alloc.spines),
                     "ocs_ports": [{"ocs": c.ocs, "port_a": c.port_a, "port_b": c.port_b}
@@ -201,7 +217,7 @@ class SimRunner:
         self.run_dir.mkdir(parents=True)
         (self.run_dir / "spec.yaml").write_text(
             yaml.safe_dump(self.exp.model_dump(mode="json"), sort_keys=False))
-        env = environment() | {"backend": "sim", "sim": {
+        env = base_environment() | {"backend": "sim", "sim": {
             "goodput": GOODPUT, "seed": self.seed, "step_latency_s": self.latency}}
         (self.run_dir / "env.json").write_text(json.dumps(env, indent=1))
         (self.run_dir / "topology.json").write_text(self.plan.to_json())

@@ -1,6 +1,6 @@
 """Multi-tenant leaf-spine cluster simulation: FIFO admission, allocator, flow-level network.
 
-Pure algorithms, no I/O (the CLI in :mod:`testbed.sim.cli` writes the files).
+Pure algorithms, no I/O (the CLI in :mod:`testbed.cli.simulate_cluster` writes the files).
 
 Cluster
     ``leaves`` x ``hosts_per_leaf`` hosts, ``spines`` spines; one host is one GPU. Every
@@ -85,7 +85,7 @@ from sdn_app.allocator import (
     AllocationRefused,
     Cluster,
 )
-from testbed.errors import FabricLabError
+from testbed.core.errors import FabricLabError
 from testbed.sim.flows import Flow, LinkId, Network
 from testbed.sim.traces import JobSpec
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from testbed.errors import FabricLabError
+from testbed.core.errors import FabricLabError
+from testbed.core.topology import coords_of, dim_peers
 from testbed.sim.flows import LinkId, Network
-from testbed.topology import coords_of, dim_peers
 from workloads.model import ORDERS, chunk_phases
 from workloads.themis import ChunkPlan, validate_shape
 from workloads.themis import plan as themis_plan

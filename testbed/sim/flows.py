@@ -31,7 +31,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from testbed.errors import FabricLabError
+from testbed.core.errors import FabricLabError
 
 LinkId = Hashable
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from testbed.errors import FabricLabError
+from testbed.core.errors import FabricLabError
 
 
 @dataclass(frozen=True)

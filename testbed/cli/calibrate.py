@@ -1,0 +1,49 @@
+"""``fabriclab calibrate``: saturate every link of a fabric and compare achieved with configured
+rates (exit 1 if the fabric is not faithful)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from testbed.core.errors import FabricLabError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("calibrate", help="saturate every link and check achieved vs configured")
+    p.add_argument("spec", help="YAML file with a fabric: block")
+    p.add_argument("--out", type=Path, default=None,
+                   help="run directory (default results/<timestamp>-calibrate)")
+    p.add_argument("--seconds", type=float, default=4.0, help="length of each round")
+    p.add_argument("--budget", type=float, default=800.0,
+                   help="offered load per round in link-Mbit/s (sum of rate x links crossed)")
+    p.add_argument("--max-flows", type=int, default=4, help="concurrent flows per round")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from testbed.core.atomic import write_json
+    from testbed.core.spec import load_fabric
+    from testbed.core.topology import build_plan
+    from testbed.emulator.calibrate import calibrate, print_calibration
+
+    if args.seconds < 2:
+        raise FabricLabError("--seconds must be at least 2 (one second is warm-up)")
+    spec = load_fabric(args.spec)
+    out = args.out or Path("results") / f"{time.strftime('%Y%m%d-%H%M%S')}-calibrate"
+    console = Console()
+    plan = build_plan(spec)
+
+    def progress(done: int, total: int) -> None:
+        console.print(f"  round {done}/{total} done", highlight=False)
+
+    cal = calibrate(plan, out, seconds=args.seconds, budget=args.budget,
+                    max_flows=args.max_flows, progress=progress)
+    path = out / "calibration.json"
+    write_json(path, cal.to_dict())
+    print_calibration(cal, console)
+    console.print(f"written {path}")
+    return 0 if not cal.failures else 1

@@ -1,0 +1,24 @@
+"""``fabriclab clean``: remove what crashed runs left, and only what they can be proven to have
+made (see :mod:`testbed.emulator.cleanup`)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("clean", help="remove bridges, interfaces and processes of crashed runs")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from testbed.emulator.cleanup import clean_stale
+    from testbed.emulator.preflight import require_root
+
+    require_root("clean up after a run")
+    report = clean_stale()
+    for line in report:
+        print(line)
+    if not report:
+        print("nothing to clean: no crashed fabriclab run left anything behind")
+    return 1 if any("could not" in ln or "not running" in ln for ln in report) else 0

@@ -1,0 +1,251 @@
+"""`fabriclab plan` and `fabriclab model`: the Themis chunk planner and its predictive model.
+
+Both take the network as ``--dims 4x4x4`` (hosts per group in each dimension) and
+``--bw 200,100,50`` (Gbit/s per host in each dimension), and the collective as
+``--size 256MiB --chunks 64``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+from rich.console import Console
+from rich.table import Table
+
+from testbed.core.errors import FabricLabError
+from testbed.core.units import format_size, parse_size
+from workloads.model import ORDERS, Prediction, predict
+from workloads.themis import POLICIES, bytes_sent_per_dim, plan
+
+_BW_HELP = (
+    "bandwidth per host in each dimension, in Gbit/s, comma-separated in --dims order "
+    "(e.g. 200,100,50; fractions allowed: 0.04 is 40 Mbit/s)"
+)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "plan",
+        help="show the chunk plan (dimension order per chunk) of a hierarchical All-Reduce",
+        description="Split an All-Reduce into chunks and show each chunk's Reduce-Scatter "
+        "dimension order (All-Gather is the reverse) and the traffic each dimension carries.",
+    )
+    _add_common(p)
+    p.add_argument("--policy", choices=POLICIES, default="themis",
+                   help="themis: greedy per-chunk order; baseline: 0,1,...,D-1 (default themis)")
+    p.add_argument("--align", type=int, default=1,
+                   help="chunk sizes are multiples of this many bytes (default 1; 4 for float32)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.set_defaults(func=run_plan)
+
+    m = subparsers.add_parser(
+        "model",
+        help="predict the time and bandwidth utilisation of a hierarchical All-Reduce",
+        description="Event-driven, bandwidth-only model of the chunked All-Reduce. Without "
+        "--policy, baseline and themis are shown side by side with the speedup.",
+    )
+    _add_common(m)
+    m.add_argument("--policy", choices=POLICIES, default=None,
+                   help="model one policy only (default: both, with the speedup)")
+    m.add_argument("--order", choices=ORDERS, default="fifo",
+                   help="which waiting chunk phase a dimension serves first: fifo (by readiness)"
+                   " or scf (smallest first) (default fifo)")
+    m.add_argument("--json", action="store_true",
+                   help="print JSON (including the per-phase schedule) instead of tables")
+    m.set_defaults(func=run_model)
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dims", required=True,
+                   help="hosts per group in each dimension, separated by x (e.g. 4x4x4)")
+    p.add_argument("--bw", required=True, help=_BW_HELP)
+    p.add_argument("--size", required=True,
+                   help="bytes to all-reduce (e.g. 256MiB, 1GiB, 4096)")
+    p.add_argument("--chunks", type=int, required=True, help="number of chunks (e.g. 64)")
+
+
+def parse_dims(text: str) -> tuple[int, ...]:
+    """'4x4x4' -> (4, 4, 4)."""
+    parts = text.lower().split("x")
+    if not all(part.strip().isdigit() and int(part) >= 1 for part in parts):
+        raise FabricLabError(
+            f"--dims {text!r} must be host counts of at least 1 separated by x, e.g. 4x4x4"
+        )
+    return tuple(int(part) for part in parts)
+
+
+def parse_bw(text: str, dims: tuple[int, ...]) -> tuple[float, ...]:
+    """'200,100,50' (Gbit/s) -> bit/s per dimension, checked against --dims."""
+    values = []
+    for part in text.split(","):
+        try:
+            value = float(part)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value <= 0:
+            raise FabricLabError(
+                f"--bw {text!r} must be positive Gbit/s values separated by commas, e.g. 200,100,50"
+            )
+        values.append(value * 1e9)
+    if len(values) != len(dims):
+        raise FabricLabError(
+            f"--bw has {len(values)} values but --dims has {len(dims)} dimensions"
+        )
+    return tuple(values)
+
+
+def _parse_common(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[float, ...], int]:
+    dims = parse_dims(args.dims)
+    bw = parse_bw(args.bw, dims)
+    size = parse_size(args.size)
+    if size < 1:
+        raise FabricLabError(f"--size {args.size!r} must be at least 1 byte")
+    if args.chunks < 1:
+        raise FabricLabError(f"--chunks is {args.chunks} but must be at least 1")
+    if args.chunks > size:
+        raise FabricLabError(f"--chunks is {args.chunks} but --size has only {size} bytes")
+    return dims, bw, size
+
+
+def _fmt_bytes(n: float) -> str:
+    text = format_size(n)
+    return text if parse_size(text) == n else f"{n:,.0f}B"
+
+
+def _gbps(bps: float) -> str:
+    return f"{bps / 1e9:g}"
+
+
+def _order(order: tuple[int, ...]) -> str:
+    return "→".join(str(d) for d in order) or "-"
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    dims, bw, size = _parse_common(args)
+    if args.align < 1:
+        raise FabricLabError(f"--align is {args.align} but must be at least 1")
+    plans = plan(dims, bw, size, args.chunks, policy=args.policy, align=args.align)
+    sent = bytes_sent_per_dim(plans, dims)
+    load_s = [s / (b / 8) for s, b in zip(sent, bw, strict=True)]
+    if args.json:
+        print(json.dumps({
+            "dims": list(dims),
+            "bw_gbps": [b / 1e9 for b in bw],
+            "total_bytes": size,
+            "policy": args.policy,
+            "chunks": [
+                {"index": p.index, "size": p.size, "rs_order": list(p.rs_order),
+                 "ag_order": list(p.ag_order)}
+                for p in plans
+            ],
+            "dimensions": [
+                {"dim": d, "hosts": n, "bw_gbps": bw[d] / 1e9, "sent_bytes_per_host": sent[d],
+                 "busy_s": load_s[d]}
+                for d, n in enumerate(dims)
+            ],
+        }, indent=2))
+        return 0
+
+    console = Console()
+    console.print(f"{args.policy} plan: {_fmt_bytes(size)} in {len(plans)} chunks over "
+                  f"{'x'.join(map(str, dims))} at {','.join(_gbps(b) for b in bw)} Gbit/s")
+    table = Table()
+    table.add_column("chunk", justify="right")
+    table.add_column("size", justify="right")
+    table.add_column("RS order")
+    table.add_column("AG order")
+    for p in plans:
+        table.add_row(str(p.index), _fmt_bytes(p.size), _order(p.rs_order), _order(p.ag_order))
+    console.print(table)
+
+    console.print("per-dimension load: bytes each host sends (RS+AR+AG), time at that rate, "
+                  "and how many chunks start there")
+    loads = Table()
+    loads.add_column("dim", justify="right")
+    loads.add_column("hosts", justify="right")
+    loads.add_column("Gbit/s", justify="right")
+    loads.add_column("sent/host", justify="right")
+    loads.add_column("busy", justify="right")
+    loads.add_column("chunks first", justify="right")
+    for d, n in enumerate(dims):
+        first = sum(1 for p in plans if p.rs_order and p.rs_order[0] == d)
+        loads.add_row(str(d), str(n), _gbps(bw[d]), _fmt_bytes(sent[d]),
+                      _fmt_time(load_s[d]), str(first))
+    console.print(loads)
+    return 0
+
+
+def _prediction_json(p: Prediction, with_schedule: bool = True) -> dict:
+    out = {
+        "policy": p.policy,
+        "order": p.order,
+        "time_s": p.time_s,
+        "ideal_time_s": p.ideal_time_s,
+        "utilisation": p.utilisation,
+        "dimensions": [
+            {"dim": d.index, "hosts": d.size, "bw_gbps": d.bandwidth_bps / 1e9,
+             "sent_bytes_per_host": d.sent_bytes, "busy_s": d.busy_s,
+             "utilisation": d.utilisation}
+            for d in p.dims
+        ],
+        "rs_orders": [list(c.rs_order) for c in p.plans],
+    }
+    if with_schedule:
+        out["schedule"] = [
+            {"chunk": r.chunk, "dim": r.dim, "op": r.op, "bytes": r.bytes, "sent": r.sent,
+             "start_s": r.start, "end_s": r.end}
+            for r in p.schedule
+        ]
+    return out
+
+
+def run_model(args: argparse.Namespace) -> int:
+    dims, bw, size = _parse_common(args)
+    policies = [args.policy] if args.policy else ["baseline", "themis"]
+    results = [predict(dims, bw, size, args.chunks, policy=pol, order=args.order)
+               for pol in policies]
+    speedup = results[0].time_s / results[1].time_s if len(results) == 2 else None
+    if args.json:
+        doc = {
+            "dims": list(dims),
+            "bw_gbps": [b / 1e9 for b in bw],
+            "total_bytes": size,
+            "chunks": args.chunks,
+            "order": args.order,
+            "predictions": [_prediction_json(r) for r in results],
+        }
+        if speedup is not None:
+            doc["speedup"] = speedup
+        print(json.dumps(doc, indent=2))
+        return 0
+
+    console = Console()
+    shape = "x".join(map(str, dims))
+    console.print(
+        f"All-Reduce {_fmt_bytes(size)} in {args.chunks} chunks, {shape} at "
+        f"{','.join(_gbps(b) for b in bw)} Gbit/s per host, {args.order} order"
+    )
+    table = Table()
+    table.add_column("")
+    for r in results:
+        table.add_column(r.policy, justify="right")
+    table.add_row("time", *[_fmt_time(r.time_s) for r in results])
+    table.add_row("ideal time", *[_fmt_time(r.ideal_time_s) for r in results])
+    table.add_row("utilisation", *[f"{r.utilisation:.3f}" for r in results])
+    for d, n in enumerate(dims):
+        table.add_row(f"dim {d} ({n} hosts, {_gbps(bw[d])} Gbit/s)",
+                      *[f"{r.dims[d].utilisation:.3f}" for r in results])
+    console.print(table)
+    if speedup is not None:
+        console.print(f"themis speedup over baseline: {speedup:.3f}x")
+    return 0
+
+
+def _fmt_time(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.3f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3f} ms"
+    return f"{seconds * 1e6:.3f} µs"

@@ -1,0 +1,155 @@
+"""`fabriclab simulate-cluster`: a multi-tenant trace on a simulated leaf-spine cluster.
+
+Writes ``DIR/jobs.csv`` (one row per completed job), ``DIR/utilisation.csv`` (busy GPUs over
+time) and ``DIR/summary.json`` (averages, percentiles, utilisation, collisions, refusals and the
+run's parameters), each atomically. ``fabriclab report DIR [DIR ...]`` compares such runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import io
+import json
+import math
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from analysis.cluster import utilisation_timeline
+from sdn_app.allocator import PLACEMENTS, POLICIES, REWIRINGS
+from testbed.core.atomic import write_text
+from testbed.core.errors import FabricLabError
+from testbed.sim.cluster import COLLECTIVES, ClusterConfig, simulate_cluster
+from testbed.sim.traces import load_trace
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "simulate-cluster",
+        help="run a job trace on a simulated leaf-spine cluster (ecmp, vclos or ocs-vclos)",
+        description="FIFO admission of a job trace onto a flow-level simulation of a "
+        "leaf-spine cluster (one host = one GPU); writes jobs.csv and summary.json.",
+    )
+    p.add_argument("--leaves", type=int, default=128, help="leaf switches (default 128)")
+    p.add_argument("--spines", type=int, default=64, help="spine switches (default 64)")
+    p.add_argument("--hosts-per-leaf", type=int, default=64, help="hosts per leaf (default 64)")
+    p.add_argument("--ocs-count", type=int, default=None,
+                   help="optical circuit switches for ocs-vclos (default: --spines, so a "
+                   "leaf has as many uplinks as in the electrical fabric)")
+    p.add_argument("--spine-ports-per-ocs", type=int, default=0,
+                   help="ports each spine has on each OCS (default: leaves / OCSes, so a "
+                   "spine has as many ports as leaf links in the electrical fabric)")
+    p.add_argument("--placement", choices=PLACEMENTS, default="joint",
+                   help="vclos/ocs-vclos: choose hosts and network together (joint, default) "
+                   "or hosts first, network-oblivious (hosts-first)")
+    p.add_argument("--rewiring", choices=REWIRINGS, default="augment",
+                   help="ocs-vclos: default wiring first, then a per-leaf matching that moves "
+                   "default circuits only where it must (augment, default); any idle ports "
+                   "(any, what the emulator's controller does); or only ports no default "
+                   "circuit needs (conservative)")
+    p.add_argument("--policy", choices=POLICIES, default="ecmp", help="default ecmp")
+    p.add_argument("--trace", default="synthetic",
+                   help="synthetic, helios:FILE (cluster_log.csv) or philly:FILE "
+                   "(cluster_job_log JSON) (default synthetic)")
+    p.add_argument("--jobs", type=int, default=1000,
+                   help="jobs to generate, or the first N of a trace file (default 1000)")
+    p.add_argument("--load", type=float, default=0.8,
+                   help="synthetic offered GPU-time / capacity (default 0.8)")
+    p.add_argument("--seed", type=int, default=1, help="RNG seed (trace, ECMP ports)")
+    p.add_argument("--link-gbps", type=float, default=100.0,
+                   help="rate of every NIC, leaf-spine link and circuit in Gbit/s (default 100)")
+    p.add_argument("--rounds", type=int, default=8,
+                   help="simulate each job's iterations as at most this many rounds (default 8)")
+    p.add_argument("--collective", choices=COLLECTIVES, default="ring",
+                   help="cross-leaf All-Reduce: flat ring or hierarchical rails (default ring)")
+    p.add_argument("--out", required=True, help="output directory")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.jobs < 1:
+        raise FabricLabError(f"--jobs is {args.jobs}; it must be at least 1")
+    if not (math.isfinite(args.link_gbps) and args.link_gbps > 0):
+        raise FabricLabError(f"--link-gbps is {args.link_gbps}; it must be a positive number")
+    ocs = args.ocs_count if args.ocs_count is not None else (
+        args.spines if args.policy == "ocs-vclos" else 0)
+    if ocs < 0:
+        raise FabricLabError(f"--ocs-count is {ocs}; it must be at least 0")
+    config = ClusterConfig(
+        leaves=args.leaves, spines=args.spines, hosts_per_leaf=args.hosts_per_leaf,
+        policy=args.policy, ocs_count=ocs, spine_ports_per_ocs=args.spine_ports_per_ocs,
+        placement=args.placement, rewiring=args.rewiring,
+        link_bps=args.link_gbps * 1e9,
+        rounds=args.rounds, seed=args.seed, collective=args.collective,
+    )
+    config.check()
+    if not (math.isfinite(args.load) and 0 < args.load <= 10):
+        raise FabricLabError(f"--load is {args.load}; it must be in (0, 10]")
+    jobs = load_trace(args.trace, args.jobs, args.load, config.total_gpus, args.seed,
+                      config.link_bps)
+    with _progress(len(jobs), config.policy) as update:
+        result = simulate_cluster(jobs, config, update)
+    summary = {**result.summary, "trace": args.trace, "load": args.load}
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        write_text(out / "jobs.csv", csv_text(result.rows))
+        timeline = utilisation_timeline(result.rows, config.total_gpus)
+        write_text(out / "utilisation.csv", timeline.to_csv(index=False))
+        write_text(out / "summary.json", json_text(summary))
+    except OSError as exc:
+        raise FabricLabError(f"cannot write results to {out}: {exc.strerror}") from None
+    print(
+        f"{summary['policy']}: {summary['jobs_completed']} jobs, "
+        f"avg JCT {summary['avg_jct']:.1f} s, avg wait {summary['avg_wait']:.1f} s, "
+        f"avg slowdown {summary['avg_slowdown']:.3f}, GPU utilisation "
+        f"{summary['gpu_utilisation']:.3f}, collided flows "
+        f"{summary['collided_flow_fraction']:.3f} -> {out}"
+    )
+    print(f"report: fabriclab report {out} [more simulate-cluster directories]")
+    return 0
+
+
+@contextlib.contextmanager
+def _progress(total: int, policy: str) -> Iterator[Callable[[int, int, float], None] | None]:
+    """A live bar on a terminal (jobs done, simulated hours); nothing when stderr is not one."""
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield None
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("jobs · {task.fields[hours]:.1f} h simulated"), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task(f"simulating {policy}", total=total, hours=0.0)
+
+        def update(done: int, _total: int, now: float) -> None:
+            bar.update(task, completed=done, hours=now / 3600)
+
+        yield update
+
+
+def csv_text(rows: list[dict[str, Any]]) -> str:
+    """CSV of ``rows``, columns in the order of the first row."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["job_id"])
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def json_text(data: dict[str, Any]) -> str:
+    """JSON with NaN written as null."""
+    clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+             for k, v in data.items()}
+    return json.dumps(clean, indent=2, sort_keys=True)

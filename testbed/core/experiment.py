@@ -1,0 +1,164 @@
+"""Experiment specs: a fabric, a routing policy and jobs, optionally in several variants.
+
+    name: contention
+    fabric: {kind: leaf_spine, ...}          # the fabric block of testbed.core.spec, unchanged
+    policy: ecmp                              # ecmp | vclos | ocs-vclos | shortest | static
+    solo_baselines: true                      # run every job alone first
+    jobs:
+      - name: a
+        hosts_wanted: 4                       # or hosts: [h0, h1, h4, h5]
+        algorithm: ring                       # ring | baseline | themis
+        workload: {kind: allreduce, sizes: [4MiB], iterations: 5}
+    variants:                     # each a run of its own: its keys replace the ones above
+      - {name: ecmp}
+      - {name: vclos, policy: vclos}
+      - {name: themis, job_overrides: {algorithm: themis, order: scf}}
+
+Every mistake is one sentence naming the field path (``jobs.1.workload.sizes.0: ...``).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from testbed.core.errors import SpecError
+from testbed.core.spec import FabricSpec, load_yaml, validate
+from testbed.core.units import parse_size
+
+NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$"  # safe in paths and shell words
+Name = Annotated[str, Field(pattern=NAME)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AllReduceWorkload(_Strict):
+    kind: Literal["allreduce"] = "allreduce"
+    sizes: Annotated[list[int], Field(min_length=1, max_length=32)]
+    iterations: Annotated[int, Field(ge=1, le=10_000)] = 5
+    warmup: Annotated[int, Field(ge=0, le=100)] = 1
+
+    @field_validator("sizes", mode="before")
+    @classmethod
+    def _sizes(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            return [parse_size(x) if isinstance(x, str) else x for x in v]
+        return v
+
+    @field_validator("sizes")
+    @classmethod
+    def _floats(cls, v: list[int]) -> list[int]:
+        for s in v:
+            if s < 4 or s % 4:
+                raise ValueError(f"{s} bytes is not a whole number of float32 values (>= 4)")
+        return v
+
+
+class DnnWorkload(_Strict):
+    kind: Literal["dnn"]
+    model: Literal["resnet50", "gnmt", "dlrm", "transformer"]
+    scale: Annotated[float, Field(gt=0, le=1)] = 0.01
+    compute_scale: Annotated[float, Field(ge=0, le=10)] = 1.0
+    compute: Literal["sleep", "busy"] = "sleep"
+    iterations: Annotated[int, Field(ge=1, le=10_000)] = 3
+    warmup: Annotated[int, Field(ge=0, le=100)] = 1
+
+
+class JobSpec(_Strict):
+    name: Name
+    hosts: Annotated[list[str], Field(min_length=1)] | None = None
+    hosts_wanted: Annotated[int, Field(ge=1)] | None = None
+    algorithm: Literal["ring", "baseline", "themis"] = "ring"
+    order: Literal["fifo", "scf"] = "fifo"
+    chunks: Annotated[int, Field(ge=1, le=4096)] = 4
+    transport: Literal["zerocopy", "rpc"] = "zerocopy"
+    dims: list[Annotated[int, Field(ge=1)]] | None = None  # logical split on leaf-spine
+    workload: Annotated[AllReduceWorkload | DnnWorkload, Field(discriminator="kind")]
+    start_offset_s: Annotated[float, Field(ge=0, le=3600)] = 0.0
+
+    @field_validator("hosts")
+    @classmethod
+    def _host_names(cls, v: list[str] | None) -> list[str] | None:
+        for h in v or []:
+            if not re.fullmatch(r"h[0-9]{1,4}", h):
+                raise ValueError(f"{h!r} is not a host name (h0, h1, ...)")
+        if v is not None and len(set(v)) != len(v):
+            raise ValueError("a host is listed twice")
+        return v
+
+    @model_validator(mode="after")
+    def _one_of(self) -> JobSpec:
+        if (self.hosts is None) == (self.hosts_wanted is None):
+            raise ValueError("give exactly one of hosts or hosts_wanted")
+        return self
+
+
+class Experiment(_Strict):
+    """One run: what `fabriclab run` brings up, runs and tears down."""
+
+    name: Name
+    fabric: FabricSpec
+    policy: Literal["ecmp", "vclos", "ocs-vclos", "shortest", "static"] | None = None
+    ocs_delay_s: Annotated[float, Field(ge=0, le=60)] = 0.0
+    solo_baselines: bool = False
+    calibrate: bool = False
+    sample_hz: Annotated[float, Field(ge=1, le=50)] = 10.0
+    timeout_s: Annotated[float, Field(gt=0, le=24 * 3600)] = 600.0
+    jobs: Annotated[list[JobSpec], Field(min_length=1, max_length=64)]
+
+    @model_validator(mode="after")
+    def _unique(self) -> Experiment:
+        names = [j.name for j in self.jobs]
+        if len(set(names)) != len(names):
+            raise ValueError("job names must be unique")
+        explicit = [h for j in self.jobs for h in (j.hosts or [])]
+        if len(set(explicit)) != len(explicit):
+            raise ValueError("two jobs list the same host")
+        return self
+
+
+class Variant(BaseModel):
+    """A variant names itself and replaces any top-level key of the experiment (``policy``,
+    ``fabric``, ``jobs``, ...); ``job_overrides`` is merged into every job."""
+
+    model_config = ConfigDict(extra="allow")
+    name: Name
+    job_overrides: dict[str, Any] | None = None
+
+
+class ExperimentFile(BaseModel):
+    """The YAML file: an experiment, optionally with variants."""
+
+    model_config = ConfigDict(extra="allow")
+    name: Name
+    variants: list[Variant] | None = None
+
+
+def expand(data: dict[str, Any], source: str = "spec") -> list[Experiment]:
+    """Validate a spec mapping and return its runs (one per variant, or just the one)."""
+    head = validate(ExperimentFile, data, source)
+    base = {k: v for k, v in data.items() if k != "variants"}
+    if not head.variants:
+        return [validate(Experiment, base, source)]
+    runs = []
+    for i, variant in enumerate(head.variants):
+        merged = copy.deepcopy(base)
+        merged.update(copy.deepcopy(variant.model_extra or {}))
+        merged["name"] = f"{head.name}-{variant.name}"
+        if variant.job_overrides:
+            merged["jobs"] = [dict(j, **variant.job_overrides) for j in merged.get("jobs", [])]
+        runs.append(validate(Experiment, merged, f"{source} (variants.{i}: {variant.name})"))
+    return runs
+
+
+def load_experiments(path: str | Path) -> list[Experiment]:
+    data = load_yaml(path)
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: expected a mapping at the top level")
+    return expand(data, str(path))

@@ -1,0 +1,80 @@
+"""A job of a run, on either backend: its record in ``jobs.json``, the checks only a built plan
+can make, and its logical dimensions (the job -> worker contract)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from testbed.core.errors import FabricLabError, SpecError
+from testbed.core.experiment import Experiment, JobSpec
+from testbed.core.policies import policy_for
+from testbed.core.topology import FabricPlan
+
+
+@dataclass
+class JobRun:
+    """One job of a run (or the solo baseline of one)."""
+
+    name: str
+    spec: JobSpec
+    hosts: list[str] = field(default_factory=list)
+    allocation: dict[str, Any] = field(default_factory=dict)
+    solo_of: str | None = None
+    status: str = "pending"  # pending | running | ok | failed | incomplete
+    start: float | None = None
+    end: float | None = None
+    error: str | None = None
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def record(self) -> dict[str, Any]:
+        s = self.spec
+        return {
+            "name": self.name, "hosts": self.hosts, "solo_of": self.solo_of,
+            "policy": self.allocation.get("policy"), "spines": self.allocation.get("spines", []),
+            "circuits": self.allocation.get("ocs_ports", []), "algorithm": s.algorithm,
+            "order": s.order, "chunks": s.chunks, "transport": s.transport,
+            "workload": s.workload.model_dump(), "start": self.start, "end": self.end,
+            "status": self.status, "error": self.error, "results": self.rows,
+        }
+
+
+def check_against_fabric(exp: Experiment, plan: FabricPlan) -> None:
+    """What only the built plan can tell: hosts exist, jobs fit, the policy fits the fabric."""
+    names = {h.name for h in plan.hosts}
+    for i, job in enumerate(exp.jobs):
+        for h in job.hosts or []:
+            if h not in names:
+                raise SpecError(f"jobs.{i}.hosts: {h} is not a host of this fabric "
+                                f"(h0..h{len(names) - 1})")
+        size = len(job.hosts) if job.hosts else job.hosts_wanted
+        if size > len(names):
+            raise SpecError(f"jobs.{i}.hosts_wanted: {size} hosts, the fabric has {len(names)}")
+        if plan.kind == "multidim" and size != len(names):
+            raise SpecError(f"jobs.{i}: a job on a multidim fabric spans all {len(names)} hosts")
+        if job.algorithm == "ring" and plan.kind == "multidim":
+            raise SpecError(f"jobs.{i}.algorithm: a flat ring needs a leaf-spine fabric; use "
+                            "baseline or themis on multidim")
+    if exp.policy not in (None, "static"):
+        try:
+            policy_for(plan, exp.policy)
+        except ValueError as exc:
+            raise SpecError(f"policy: {exc}") from None
+
+
+def job_dims(plan: FabricPlan, hosts: list[str], dims: list[int] | None) -> list[int]:
+    """The logical dimensions of a job: the fabric's own on a multidim fabric, else the
+    given split (or one flat dimension) over the hosts' single NICs."""
+    if plan.kind == "multidim":
+        sizes = [d["size"] for d in plan.spec["dims"]]
+        if hosts != [h.name for h in plan.hosts]:
+            raise FabricLabError("a multidim job spans every host of the fabric, in host order")
+        if dims and list(dims) != sizes:
+            raise FabricLabError(f"dims must be the fabric's own, {'x'.join(map(str, sizes))}")
+        return sizes
+    dims = list(dims) if dims else [len(hosts)]
+    if math.prod(dims) != len(hosts):
+        raise FabricLabError(f"dims {'x'.join(map(str, dims))} do not multiply to "
+                             f"{len(hosts)} hosts")
+    return dims

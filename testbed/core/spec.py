@@ -1,0 +1,185 @@
+"""Fabric specs: parse YAML, validate with pydantic, and explain mistakes in one sentence.
+
+Three fabric kinds share one ``fabric:`` block shape (other spec files embed it unchanged):
+
+- ``leaf_spine``: one link between every leaf and every spine;
+- ``ocs_leaf_spine``: leaves and spines wired to a layer of optical circuit switches instead;
+- ``multidim``: N = prod(size) hosts, one NIC per dimension, each dimension a switch per group
+  or a ring of point-to-point links.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from testbed.core.errors import SpecError
+
+# What one 2-core machine shapes faithfully (shared/DESIGN.md, BENCHMARKS.md): Mininet's HTB
+# shaping accepts at most 1000 Mbit/s per link, and the userspace datapath forwards about
+# 1 Gbit/s in total, so faster links could never be saturated anyway.
+MAX_LINK_MBPS = 1000
+# The 4x4x4 fabric (64 hosts, 48 switches) builds in seconds; twice that is still carried.
+MAX_HOSTS = 128
+MAX_SWITCHES = 128
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+Mbps = Annotated[float, Field(gt=0, le=MAX_LINK_MBPS)]
+Count = Annotated[int, Field(ge=1)]
+
+
+class LeafSpineSpec(_Strict):
+    kind: Literal["leaf_spine"]
+    leaves: Count
+    spines: Count
+    hosts_per_leaf: Count
+    host_link_mbps: Mbps
+    uplink_mbps: Mbps
+
+    @property
+    def num_hosts(self) -> int:
+        return self.leaves * self.hosts_per_leaf
+
+    @property
+    def num_switches(self) -> int:
+        return self.leaves + self.spines
+
+    @model_validator(mode="after")
+    def _fits(self) -> LeafSpineSpec:
+        _check_size(self.num_hosts, self.num_switches)
+        return self
+
+
+class OcsLeafSpineSpec(LeafSpineSpec):
+    kind: Literal["ocs_leaf_spine"]  # type: ignore[assignment]
+    ocs_count: Count
+    # How the controller's allocator wires circuits (sdn_app.allocator.REWIRINGS).
+    ocs_rewiring: Literal["any", "conservative", "augment"] = "any"
+
+    @property
+    def num_switches(self) -> int:
+        return self.leaves + self.spines + self.ocs_count
+
+    @model_validator(mode="after")
+    def _ports(self) -> OcsLeafSpineSpec:
+        if self.leaves > 2 * self.spines:
+            raise ValueError(
+                f"an OCS wires each leaf to one spine port and each spine has two ports per OCS, "
+                f"so {self.leaves} leaves need at least {math.ceil(self.leaves / 2)} spines"
+            )
+        return self
+
+
+class DimSpec(_Strict):
+    size: Count
+    mbps: Mbps
+    kind: Literal["switch", "ring"] = "switch"
+
+
+class MultidimSpec(_Strict):
+    kind: Literal["multidim"]
+    dims: Annotated[list[DimSpec], Field(min_length=1, max_length=8)]
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(d.size for d in self.dims)
+
+    @property
+    def num_hosts(self) -> int:
+        return math.prod(self.sizes)
+
+    @property
+    def num_switches(self) -> int:
+        return sum(
+            self.num_hosts // d.size for d in self.dims if d.kind == "switch" and d.size > 1
+        )
+
+    @model_validator(mode="after")
+    def _fits(self) -> MultidimSpec:
+        _check_size(self.num_hosts, self.num_switches)
+        return self
+
+
+FabricSpec = Annotated[
+    LeafSpineSpec | OcsLeafSpineSpec | MultidimSpec, Field(discriminator="kind")
+]
+
+
+class FabricFile(_Strict):
+    """A file holding only a fabric (what `calibrate` and `topo` read)."""
+
+    fabric: FabricSpec
+
+
+def _check_size(hosts: int, switches: int) -> None:
+    if hosts > MAX_HOSTS:
+        raise ValueError(f"{hosts} hosts is more than this machine carries (at most {MAX_HOSTS})")
+    if switches > MAX_SWITCHES:
+        raise ValueError(
+            f"{switches} switches is more than this machine carries (at most {MAX_SWITCHES})"
+        )
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    # pydantic puts the discriminator value in the path (fabric.leaf_spine.leaves): drop it.
+    tags = ("leaf_spine", "ocs_leaf_spine", "multidim", "allreduce", "dnn")
+    parts = [str(p) for p in loc if p not in tags]
+    return ".".join(parts) or "(top level)"
+
+
+def _explain(exc: ValidationError) -> str:
+    """One sentence per mistake, each naming the field path."""
+    messages = []
+    for err in exc.errors():
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        elif err["type"] == "union_tag_invalid":
+            msg = "kind must be one of leaf_spine, ocs_leaf_spine, multidim"
+        elif err["type"] == "less_than_equal" and "mbps" in str(err["loc"][-1]):
+            msg = f"{msg} (the most this machine shapes faithfully)"
+        messages.append(f"{_field_path(err['loc'])}: {msg}")
+    return "; ".join(messages)
+
+
+def validate(model: type[BaseModel], data: Any, source: str = "spec") -> Any:
+    """Validate ``data`` against ``model``; raise SpecError with every mistake named."""
+    if not isinstance(data, dict):
+        raise SpecError(f"{source}: expected a mapping at the top level")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(f"{source}: {_explain(exc)}") from None
+
+
+def load_yaml(path: str | Path) -> Any:
+    """Read a YAML file, turning I/O and syntax problems into one sentence."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SpecError(f"cannot read spec {path}: {exc.strerror}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise SpecError(f"{path} is not valid YAML{where}") from None
+
+
+def load_fabric(path: str | Path) -> LeafSpineSpec | OcsLeafSpineSpec | MultidimSpec:
+    """Load a YAML file with a ``fabric:`` block and return the validated fabric spec."""
+    return validate(FabricFile, load_yaml(path), source=str(path)).fabric
+
+
+def parse_fabric(data: dict) -> LeafSpineSpec | OcsLeafSpineSpec | MultidimSpec:
+    """Validate an in-memory ``{'fabric': {...}}`` mapping."""
+    return validate(FabricFile, data).fabric

@@ -1,0 +1,314 @@
+"""The built fabric as plain data: every host, NIC, switch and link, with deterministic names,
+ports, dpids, IPs and MACs. Pure Python (no Mininet): the Mininet ``Topo``, the controller, the
+sampler and the tests all read this one plan, and it round-trips through JSON.
+
+Conventions
+- Hosts are ``h<i>``. Leaf-spine host i sits on leaf i // hosts_per_leaf at slot i % hosts_per_leaf.
+  Multidim host ids are mixed-radix with dimension 0 fastest.
+- Host ports count from 0 (``h3-eth0``); switch ports from 1 (OpenFlow has no port 0).
+- Leaf-spine: leaf port 1+slot goes to its host, port 1+hosts_per_leaf+s to spine s (or to OCS s
+  in the OCS fabric); spine port 1+l to leaf l. OCS o: port 1+l to leaf l, port 1+L+2s+p to port p
+  of spine s; spine s port 1+2o+p goes to OCS o.
+- Multidim dimension d uses subnet 10.(d+1).0.0/16; leaf-spine uses 10.0.0.0/16. Host i's address
+  in a subnet ends in i+1. A ``switch`` dimension joins each group through switch ``d<d>s<g>``
+  (member with coordinate k on port k+1). A ``ring`` dimension of size n >= 3 gives each host two
+  NICs, ``next`` and ``prev``, with the same address; size 2 needs one link; size 1 none.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from testbed.core.spec import LeafSpineSpec, MultidimSpec, OcsLeafSpineSpec
+
+ROLE_CODES = {"leaf": 0x01, "spine": 0x02, "ocs": 0x03, "dim": 0x10}
+
+
+@dataclass(frozen=True)
+class Nic:
+    intf: str
+    port: int
+    ip: str
+    prefix: int
+    mac: str
+    dim: int | None = None  # multidim dimension, None on leaf-spine
+    side: str = "host"  # "host", or "next"/"prev" for ring NICs
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    index: int
+    nics: tuple[Nic, ...]
+    coords: tuple[int, ...] = ()
+    leaf: int | None = None
+    slot: int | None = None
+
+    def nic(self, dim: int | None = None, side: str | None = None) -> Nic:
+        for n in self.nics:
+            if n.dim == dim and (side is None or n.side == side):
+                return n
+        raise KeyError(f"{self.name} has no NIC for dimension {dim}")
+
+    def ip(self, dim: int | None = None) -> str:
+        return self.nic(dim).ip
+
+
+@dataclass(frozen=True)
+class Switch:
+    name: str
+    dpid: int
+    role: str  # leaf | spine | ocs | dim
+    index: int
+    dim: int | None = None
+
+    @property
+    def dpid_hex(self) -> str:
+        return f"{self.dpid:016x}"
+
+
+@dataclass(frozen=True)
+class Link:
+    a: str
+    a_port: int
+    b: str
+    b_port: int
+    mbps: float
+    kind: str  # host | uplink | ocs-leaf | ocs-spine | dim | ring
+    dim: int | None = None
+
+    @property
+    def a_intf(self) -> str:
+        return f"{self.a}-eth{self.a_port}"
+
+    @property
+    def b_intf(self) -> str:
+        return f"{self.b}-eth{self.b_port}"
+
+    @property
+    def name(self) -> str:
+        return f"{self.a}:{self.a_port}-{self.b}:{self.b_port}"
+
+
+@dataclass(frozen=True)
+class FabricPlan:
+    kind: str
+    spec: dict[str, Any]
+    hosts: tuple[Host, ...]
+    switches: tuple[Switch, ...]
+    links: tuple[Link, ...]
+    _by_name: dict[str, Host | Switch] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._by_name.update({h.name: h for h in self.hosts})
+        self._by_name.update({s.name: s for s in self.switches})
+
+    def node(self, name: str) -> Host | Switch:
+        return self._by_name[name]
+
+    def host_at(self, leaf: int, slot: int) -> Host:
+        """The host in ``slot`` of ``leaf`` on a leaf-spine fabric (hosts are numbered leaf
+        by leaf: host i sits on leaf i // hosts_per_leaf)."""
+        return self.hosts[leaf * self.spec["hosts_per_leaf"] + slot]
+
+    def is_host(self, name: str) -> bool:
+        return isinstance(self._by_name.get(name), Host)
+
+    def switches_with_role(self, role: str) -> list[Switch]:
+        return [s for s in self.switches if s.role == role]
+
+    def link_between(self, a: str, b: str) -> list[Link]:
+        return [lk for lk in self.links if {lk.a, lk.b} == {a, b}]
+
+    def graph(self) -> nx.MultiGraph:
+        """Nodes are host/switch names; one edge per link, keyed by the link's name."""
+        g = nx.MultiGraph()
+        g.add_nodes_from((h.name, {"kind": "host"}) for h in self.hosts)
+        g.add_nodes_from((s.name, {"kind": s.role}) for s in self.switches)
+        for lk in self.links:
+            g.add_edge(lk.a, lk.b, key=lk.name, link=lk)
+        return g
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "spec": self.spec,
+            "switches": [asdict(s) | {"dpid_hex": s.dpid_hex} for s in self.switches],
+            "hosts": [asdict(h) for h in self.hosts],
+            "links": [asdict(lk) | {"a_intf": lk.a_intf, "b_intf": lk.b_intf}
+                      for lk in self.links],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FabricPlan:
+        hosts = tuple(
+            Host(
+                name=h["name"], index=h["index"], coords=tuple(h["coords"]),
+                leaf=h["leaf"], slot=h["slot"], nics=tuple(Nic(**n) for n in h["nics"]),
+            )
+            for h in data["hosts"]
+        )
+        switches = tuple(
+            Switch(**{k: v for k, v in s.items() if k != "dpid_hex"}) for s in data["switches"]
+        )
+        links = tuple(
+            Link(**{k: v for k, v in lk.items() if k not in ("a_intf", "b_intf")})
+            for lk in data["links"]
+        )
+        return cls(data["kind"], data["spec"], hosts, switches, links)
+
+    @classmethod
+    def from_json(cls, text: str) -> FabricPlan:
+        return cls.from_dict(json.loads(text))
+
+
+def host_address(subnet: int, index: int) -> str:
+    """Host ``index`` in 10.<subnet>.0.0/16 (addresses start at .0.1)."""
+    n = index + 1
+    return f"10.{subnet}.{n >> 8}.{n & 0xFF}"
+
+
+def host_mac(group: int, index: int) -> str:
+    n = index + 1
+    return f"02:00:00:{group:02x}:{n >> 8:02x}:{n & 0xFF:02x}"
+
+
+def _dpid(role: str, index: int, dim: int = 0) -> int:
+    return (ROLE_CODES[role] + dim) << 40 | (index + 1)
+
+
+def build_plan(spec: LeafSpineSpec | OcsLeafSpineSpec | MultidimSpec) -> FabricPlan:
+    """The deterministic plan of the fabric a spec describes."""
+    if isinstance(spec, MultidimSpec):
+        return _multidim(spec)
+    return _leaf_spine(spec)
+
+
+def _leaf_spine(spec: LeafSpineSpec | OcsLeafSpineSpec) -> FabricPlan:
+    L, S, H = spec.leaves, spec.spines, spec.hosts_per_leaf
+    ocs = spec.ocs_count if isinstance(spec, OcsLeafSpineSpec) else 0
+    hosts, links = [], []
+    switches = [Switch(f"leaf{lf}", _dpid("leaf", lf), "leaf", lf) for lf in range(L)]
+    switches += [Switch(f"spine{s}", _dpid("spine", s), "spine", s) for s in range(S)]
+    switches += [Switch(f"ocs{o}", _dpid("ocs", o), "ocs", o) for o in range(ocs)]
+    for lf, j in itertools.product(range(L), range(H)):
+        i = lf * H + j
+        nic = Nic(f"h{i}-eth0", 0, host_address(0, i), 16, host_mac(0, i))
+        hosts.append(Host(f"h{i}", i, (nic,), leaf=lf, slot=j))
+        links.append(Link(f"h{i}", 0, f"leaf{lf}", 1 + j, spec.host_link_mbps, "host"))
+    if not ocs:
+        for lf, s in itertools.product(range(L), range(S)):
+            links.append(Link(f"leaf{lf}", 1 + H + s, f"spine{s}", 1 + lf, spec.uplink_mbps,
+                              "uplink"))
+    for o, lf in itertools.product(range(ocs), range(L)):
+        links.append(Link(f"leaf{lf}", 1 + H + o, f"ocs{o}", 1 + lf, spec.uplink_mbps, "ocs-leaf"))
+    for o, s, p in itertools.product(range(ocs), range(S), range(2)):
+        links.append(Link(
+            f"spine{s}", 1 + 2 * o + p, f"ocs{o}", 1 + L + 2 * s + p, spec.uplink_mbps, "ocs-spine"
+        ))
+    return FabricPlan(spec.kind, spec.model_dump(), tuple(hosts), tuple(switches), tuple(links))
+
+
+def coords_of(index: int, sizes: tuple[int, ...]) -> tuple[int, ...]:
+    """Mixed-radix coordinates of a host id, dimension 0 fastest."""
+    out = []
+    for n in sizes:
+        out.append(index % n)
+        index //= n
+    return tuple(out)
+
+
+def index_of(coords: tuple[int, ...] | list[int], sizes: tuple[int, ...]) -> int:
+    index, stride = 0, 1
+    for c, n in zip(coords, sizes, strict=True):
+        index += c * stride
+        stride *= n
+    return index
+
+
+def group_of(index: int, dim: int, sizes: tuple[int, ...]) -> int:
+    """The group of dimension ``dim`` a host belongs to: its id with coordinate ``dim`` removed."""
+    c = list(coords_of(index, sizes))
+    del c[dim]
+    rest = sizes[:dim] + sizes[dim + 1:]
+    return index_of(c, rest)
+
+
+def dim_peers(index: int, dim: int, sizes: tuple[int, ...]) -> list[int]:
+    """Host ids in the dimension-``dim`` group of ``index`` (itself included), by coordinate."""
+    c = list(coords_of(index, sizes))
+    peers = []
+    for k in range(sizes[dim]):
+        c[dim] = k
+        peers.append(index_of(c, sizes))
+    return peers
+
+
+def ring_neighbours(index: int, dim: int, sizes: tuple[int, ...]) -> tuple[int, int]:
+    """(next, prev) host ids around the dimension-``dim`` ring."""
+    peers = dim_peers(index, dim, sizes)
+    k = coords_of(index, sizes)[dim]
+    n = sizes[dim]
+    return peers[(k + 1) % n], peers[(k - 1) % n]
+
+
+def _multidim(spec: MultidimSpec) -> FabricPlan:
+    sizes = spec.sizes
+    N = spec.num_hosts
+    nics: dict[int, list[Nic]] = {i: [] for i in range(N)}
+    switches, links = [], []
+
+    def add_nic(i: int, dim: int, side: str) -> int:
+        port = len(nics[i])
+        group = dim | (0x80 if side == "prev" else 0)
+        prefix = 16 if side == "host" else 32  # ring NICs share one address: host routes
+        nics[i].append(Nic(f"h{i}-eth{port}", port, host_address(dim + 1, i), prefix,
+                           host_mac(group, i), dim, side))
+        return port
+
+    for d, dspec in enumerate(spec.dims):
+        n = dspec.size
+        if n == 1:
+            continue
+        if dspec.kind == "switch":
+            groups = N // n
+            for g in range(groups):
+                sw = Switch(f"d{d}s{g}", _dpid("dim", g, d), "dim", g, d)
+                switches.append(sw)
+            for i in range(N):
+                port = add_nic(i, d, "host")
+                k = coords_of(i, sizes)[d]
+                links.append(Link(f"h{i}", port, f"d{d}s{group_of(i, d, sizes)}", k + 1,
+                                  dspec.mbps, "dim", d))
+        elif n == 2:
+            for i in range(N):
+                add_nic(i, d, "host")
+            for i in range(N):
+                j, _ = ring_neighbours(i, d, sizes)
+                if i < j:
+                    links.append(Link(f"h{i}", _port(nics[i], d), f"h{j}", _port(nics[j], d),
+                                      dspec.mbps, "ring", d))
+        else:
+            for i in range(N):
+                add_nic(i, d, "next")
+                add_nic(i, d, "prev")
+            for i in range(N):
+                j, _ = ring_neighbours(i, d, sizes)
+                links.append(Link(f"h{i}", _port(nics[i], d, "next"), f"h{j}",
+                                  _port(nics[j], d, "prev"), dspec.mbps, "ring", d))
+    hosts = tuple(Host(f"h{i}", i, tuple(nics[i]), coords=coords_of(i, sizes)) for i in range(N))
+    assert len(switches) == spec.num_switches and math.prod(sizes) == N
+    return FabricPlan(spec.kind, spec.model_dump(), hosts, tuple(switches), tuple(links))
+
+
+def _port(nics: list[Nic], dim: int, side: str = "host") -> int:
+    return next(n.port for n in nics if n.dim == dim and n.side == side)

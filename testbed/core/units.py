@@ -1,0 +1,56 @@
+"""Parse and format sizes (bytes) and rates (bit/s) as users write them."""
+
+from __future__ import annotations
+
+import re
+
+from testbed.core.errors import FabricLabError
+
+_SIZE_UNITS = {
+    "": 1, "b": 1,
+    "k": 1000, "kb": 1000, "kib": 1024,
+    "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
+    "g": 1000**3, "gb": 1000**3, "gib": 1024**3,
+}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(text: str | int) -> int:
+    """'256MiB' -> 268435456; '1KiB' -> 1024; '64' -> 64 (bytes)."""
+    if isinstance(text, int):
+        return text
+    m = _SIZE_RE.match(text)
+    unit = m.group(2).lower() if m else None
+    if not m or unit not in _SIZE_UNITS:
+        raise FabricLabError(f"size {text!r} is not a size; write e.g. 64, 1KiB, 256MiB or 1GiB")
+    return int(float(m.group(1)) * _SIZE_UNITS[unit])
+
+
+def parse_size_range(text: str) -> list[int]:
+    """'1KiB:256MiB' -> [1024, 2048, ..., 268435456] (doubling); '4MiB' -> [4194304]."""
+    if ":" not in text:
+        return [parse_size(text)]
+    lo_text, hi_text = text.split(":", 1)
+    lo, hi = parse_size(lo_text), parse_size(hi_text)
+    if lo < 1 or hi < lo:
+        raise FabricLabError(f"size range {text!r} must go from a positive size up to a larger one")
+    sizes = []
+    s = lo
+    while s <= hi:
+        sizes.append(s)
+        s *= 2
+    return sizes
+
+
+def format_size(n: float) -> str:
+    """268435456 -> '256MiB'."""
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= scale:
+            value = n / scale
+            return f"{value:.0f}{unit}" if value == int(value) else f"{value:.2f}{unit}"
+    return f"{n:.0f}B"
+
+
+def mbps(bits_per_second: float) -> float:
+    """bit/s -> Mbit/s, for display."""
+    return bits_per_second / 1e6

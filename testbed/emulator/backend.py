@@ -1,0 +1,23 @@
+"""The emulated backend behind :class:`testbed.core.backend.Backend`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from testbed.core.experiment import Experiment
+from testbed.emulator.preflight import require_fabric_ready
+from testbed.emulator.runner import Runner
+
+
+class EmulatedBackend:
+    """Mininet fabric, SDN controller and real worker processes (needs root)."""
+
+    name = "emulated"
+
+    def check(self, experiment: Experiment) -> None:
+        Runner(experiment, Path("/nonexistent"))  # validates against its fabric, creates nothing
+        require_fabric_ready()
+
+    def run(self, experiment: Experiment, out: Path, console: Any = None) -> Path:
+        return Runner(experiment, out, console).run()

@@ -1,0 +1,314 @@
+"""Bring an emulated fabric up and tear it down completely, also on Ctrl-C, SIGTERM or errors.
+
+    with Fabric(plan, run_dir) as fab:          # static routes, no controller
+        fab.host("h0").cmd("ping -c1 10.0.0.2")
+
+    with Fabric(plan, run_dir, policy="vclos") as fab:   # the SDN app programs it
+        fab.controller.create_job("train", hosts_wanted=8)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from sdn_app.static_routes import FlowRule, static_rules
+from testbed.core.errors import FabricLabError
+from testbed.core.topology import FabricPlan, dim_peers, ring_neighbours
+from testbed.emulator import cleanup, runlock
+from testbed.emulator.controller_proc import Controller
+from testbed.emulator.failpoints import failpoint
+from testbed.emulator.preflight import datapath, ovs_running, require_fabric_ready
+
+log = logging.getLogger(__name__)
+
+
+class Fabric:
+    """A running Mininet fabric built from a plan.
+
+    With a ``policy`` the SDN controller (``sdn_app.controller``) runs beside the fabric and
+    programs it (``start`` returns once every switch is programmed); without one the fabric
+    forwards with the static proactive rules from ``sdn_app.static_routes``.
+    """
+
+    def __init__(self, plan: FabricPlan, run_dir: Path | str, policy: str | None = None,
+                 ocs_delay: float = 0.0) -> None:
+        self.plan = plan
+        self.run_dir = Path(run_dir)
+        self.policy = policy
+        self.ocs_delay = ocs_delay
+        self.controller: Controller | None = None
+        self.datapath = datapath()
+        self.net: Any = None
+        self.state: cleanup.RunState | None = None
+        self.timings: dict[str, float] = {}
+        self._old_sigterm: Any = None
+        self._lock_cm: Any = None
+        self.leftovers: list[str] = []
+        self.restarts: list[float] = []  # monotonic times of controller restarts
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def __enter__(self) -> Fabric:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        require_fabric_ready()
+        self._lock_cm = runlock.exclusive_run(f"fabric of {self.run_dir}")
+        self._lock_cm.__enter__()  # released by stop(), after the teardown is verified
+        try:
+            self._guard_other_runs()
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            (self.run_dir / "topology.json").write_text(self.plan.to_json())
+            # recorded before anything exists, so a kill at any later point is cleanable
+            self.state = cleanup.RunState.new(
+                self.run_dir, [s.name for s in self.plan.switches], self._root_intfs())
+            self.state.save()
+        except BaseException:
+            self._release_lock()
+            raise
+        self._catch_sigterm()
+        try:
+            if self.policy is not None:
+                self.controller = Controller(self.run_dir, self.policy, self.ocs_delay)
+                self.state.add_process(self.controller.start())
+            t0 = time.monotonic()
+            self._build()
+            self.timings["build_s"] = time.monotonic() - t0
+            failpoint("bring-up")
+            t0 = time.monotonic()
+            self.net.start()
+            self.timings["switches_s"] = time.monotonic() - t0
+            t1 = time.monotonic()
+            self._configure_hosts()
+            self.timings["hosts_s"] = time.monotonic() - t1
+            t1 = time.monotonic()
+            if self.controller is None:
+                self.install_rules(static_rules(self.plan))
+            else:
+                self.controller.wait_ready()
+            self.timings["rules_s"] = time.monotonic() - t1
+            self.timings["start_s"] = time.monotonic() - t0
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> list[str]:
+        """Tear everything down; return what could not be removed (empty when clean). The
+        run's state file stays until everything it names is verified gone. Ctrl-C and
+        SIGTERM during the teardown are held back and raised (as KeyboardInterrupt) after it.
+        (Blocking them would not do: the kernel hands a process signal to any thread that
+        does not block it, and Python then interrupts the main thread anyway.)"""
+        if threading.current_thread() is not threading.main_thread():
+            return self._teardown()
+        deferred: list[int] = []
+        held = {sig: signal.signal(sig, lambda signum, _frame: deferred.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            return self._teardown()
+        finally:
+            for sig, handler in held.items():
+                signal.signal(sig, handler)
+            self._restore_sigterm()
+            if deferred:
+                raise KeyboardInterrupt
+
+    def _teardown(self) -> list[str]:
+        t0 = time.monotonic()
+        if self.controller is not None:
+            self.controller.stop()
+        failpoint("teardown")
+        if self.net is not None:
+            if ovs_running():
+                try:
+                    self.net.stop()
+                except Exception as exc:  # keep going: the state file names the rest
+                    log.warning("mininet stop failed: %s", exc)
+            # else: Mininet's own stop would wait forever on ovs-vsctl; cleanup does it all
+            self.net = None
+        left: list[str] = []
+        if self.state is not None:
+            left = cleanup.remove(self.state)
+            if not left:
+                self.state.forget()
+            else:
+                log.warning("teardown left %s; `fabriclab clean` removes it later",
+                            ", ".join(left))
+            self.state = None
+        self.leftovers = left
+        self._release_lock()
+        self.timings["stop_s"] = time.monotonic() - t0
+        return left
+
+    def health(self) -> str | None:
+        """None while the fabric can carry traffic, else one sentence saying why not. A
+        controller that died is restarted (it reinstalls every switch and running job)."""
+        if not ovs_running():
+            return ("Open vSwitch stopped during the run (ovs-vswitchd or ovsdb-server no "
+                    "longer answers), so the fabric forwards nothing; the traces so far are "
+                    "kept; start it again with `sudo bash scripts/start-ovs.sh`, then run "
+                    "`fabriclab clean`")
+        ctl = self.controller
+        if ctl is not None and ctl.proc is not None and ctl.proc.poll() is not None:
+            log.warning("the controller exited (code %s): restarting it", ctl.proc.returncode)
+            assert self.state is not None
+            self.state.add_process(ctl.start())
+            self.restarts.append(time.monotonic())
+            ctl.wait_ready()
+        if ctl is not None:
+            try:
+                broken = ctl.get("/health").get("broken_jobs", {})
+            except (OSError, FabricLabError):
+                broken = {}  # a slow answer is not a fault; the next check asks again
+            if broken:
+                return next(iter(broken.values()))
+        return None
+
+    # -- access ------------------------------------------------------------------------------
+
+    def host(self, name: str) -> Any:
+        return self.net.get(name)
+
+    def host_pids(self) -> dict[str, int]:
+        return {h.name: h.pid for h in self.net.hosts}
+
+    def popen(self, host: str, args: list[str], **kwargs: Any) -> subprocess.Popen:
+        """Start a process inside a host (argument list, never a shell string)."""
+        proc = self.host(host).popen(args, **kwargs)
+        if self.state is not None:  # recorded while still our unreaped child
+            self.state.add_process(proc.pid)
+        return proc
+
+    def install_rules(self, rules: list[FlowRule]) -> None:
+        """Add proactive rules with ovs-ofctl (one call per switch)."""
+        per_switch: dict[str, list[str]] = defaultdict(list)
+        for r in rules:
+            per_switch[r.switch].append(r.to_ofctl())
+        for switch, lines in per_switch.items():
+            out = subprocess.run(
+                ["ovs-ofctl", "-O", "OpenFlow13", "add-flows", switch, "-"],
+                input="\n".join(lines) + "\n", capture_output=True, text=True,
+            )
+            if out.returncode != 0:
+                raise FabricLabError(f"could not program {switch}: {out.stderr.strip()}")
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _root_intfs(self) -> list[str]:
+        names = []
+        for lk in self.plan.links:
+            for node, intf in ((lk.a, lk.a_intf), (lk.b, lk.b_intf)):
+                if not self.plan.is_host(node):
+                    names.append(intf)
+        return names
+
+    def _release_lock(self) -> None:
+        if self._lock_cm is not None:
+            self._lock_cm.__exit__(None, None, None)
+            self._lock_cm = None
+
+    def _guard_other_runs(self) -> None:
+        """Clean what dead runs left, then refuse to build over names that exist: they are
+        not ours (Mininet would delete them), and this run could not tell them apart."""
+        cleanup.clean_stale()
+        taken = sorted({s.name for s in self.plan.switches} & cleanup.existing_bridges())
+        taken += cleanup.existing_intfs(self._root_intfs())
+        if taken:
+            raise FabricLabError(
+                f"{taken[0]} already exists and is not from a crashed fabriclab run this "
+                "machine can prove: remove it yourself (`ovs-vsctl del-br` or `ip link del`) "
+                "if it is a leftover, or stop whatever made it"
+            )
+
+    def _build(self) -> None:
+        from mininet.log import setLogLevel
+        from mininet.net import Mininet
+        from mininet.node import RemoteController
+
+        from testbed.emulator.mn_nodes import OwnedHost, OwnedSwitch
+        from testbed.emulator.mn_topo import FabricTopo
+        from testbed.emulator.shaping import ShapedLink
+
+        setLogLevel("error")
+        assert self.state is not None
+        switch = partial(OwnedSwitch, state=self.state, datapath=self.datapath,
+                         protocols="OpenFlow13", failMode="secure")
+        host = partial(OwnedHost, state=self.state)
+        link = partial(ShapedLink, mark=self.state.mark)
+        self.net = Mininet(topo=FabricTopo(self.plan), switch=switch, host=host, link=link,
+                           controller=None, build=False, autoSetMacs=False,
+                           autoStaticArp=False, waitConnected=False)
+        if self.controller is not None:
+            ip, port = self.controller.address
+            self.net.addController(RemoteController("c0", ip=ip, port=port))
+        self.net.build()
+
+    def _configure_hosts(self) -> None:
+        """Static ARP and ring host routes, one ``ip -batch`` file per host; no IPv6 chatter."""
+        setup = self.run_dir / "setup"
+        setup.mkdir(exist_ok=True)
+        for h in self.plan.hosts:
+            path = setup / f"{h.name}.ip"
+            path.write_text("\n".join(self._host_commands(h.index)) + "\n")
+            out = self.host(h.name).cmd(
+                "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 && "
+                f"ip -batch {shlex.quote(str(path))} && echo fabriclab-ok"
+            )
+            if "fabriclab-ok" not in out:
+                raise FabricLabError(f"could not configure {h.name}: {out.strip()}")
+
+    def _host_commands(self, index: int) -> Iterator[str]:
+        plan, me = self.plan, self.plan.hosts[index]
+        if plan.kind != "multidim":
+            nic = me.nics[0]
+            for other in plan.hosts:
+                if other.index != index:
+                    o = other.nics[0]
+                    yield f"neigh replace {o.ip} lladdr {o.mac} dev {nic.intf} nud permanent"
+            return
+        sizes = tuple(d["size"] for d in plan.spec["dims"])
+        for d, dim in enumerate(plan.spec["dims"]):
+            if dim["size"] == 1:
+                continue
+            if dim["kind"] == "switch" or dim["size"] == 2:
+                nic = me.nic(d)
+                for j in dim_peers(index, d, sizes):
+                    if j != index:
+                        o = plan.hosts[j].nic(d)
+                        yield f"neigh replace {o.ip} lladdr {o.mac} dev {nic.intf} nud permanent"
+                continue
+            nxt, prv = ring_neighbours(index, d, sizes)
+            for peer, mine, theirs in ((nxt, "next", "prev"), (prv, "prev", "next")):
+                nic, o = me.nic(d, mine), plan.hosts[peer].nic(d, theirs)
+                yield f"route replace {o.ip}/32 dev {nic.intf}"
+                yield f"neigh replace {o.ip} lladdr {o.mac} dev {nic.intf} nud permanent"
+
+    def _catch_sigterm(self) -> None:
+        """Turn SIGTERM into KeyboardInterrupt so `with Fabric(...)` unwinds and tears down."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def handler(signum: int, frame: object) -> None:
+            raise KeyboardInterrupt
+
+        self._old_sigterm = signal.signal(signal.SIGTERM, handler)
+
+    def _restore_sigterm(self) -> None:
+        if self._old_sigterm is not None:
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGTERM, self._old_sigterm)
+            self._old_sigterm = None

@@ -1,0 +1,128 @@
+"""Checks the machine before a fabric is built: each problem becomes one sentence with its fix."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from testbed.core.errors import PrivilegeError
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    required: bool = True
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def require_root(what: str) -> None:
+    if not is_root():
+        raise PrivilegeError(f"fabriclab needs root to {what}: run it with sudo")
+
+
+def _run(args: list[str], timeout: float = 5) -> subprocess.CompletedProcess | None:
+    try:
+        return subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def ovs_running() -> bool:
+    """Both OVS daemons answer: the database (ovsdb-server) and the switch (ovs-vswitchd)."""
+    db = _run(["ovs-vsctl", "--timeout=3", "show"])
+    sw = _run(["ovs-appctl", "--timeout=3", "-t", "ovs-vswitchd", "version"])
+    return all(out is not None and out.returncode == 0 for out in (db, sw))
+
+
+def datapath() -> str:
+    """``kernel`` where the openvswitch module is loaded, else ``user`` (netdev)."""
+    return "kernel" if Path("/sys/module/openvswitch").exists() else "user"
+
+
+def userspace_tso() -> bool:
+    out = _run(["ovs-vsctl", "--timeout=3", "get", "Open_vSwitch", ".",
+                "other_config:userspace-tso-enable"])
+    return out is not None and out.returncode == 0 and out.stdout.strip() == '"true"'
+
+
+def require_fabric_ready() -> None:
+    """Everything a fabric bring-up needs, or a PrivilegeError naming the fix."""
+    require_root("build the emulated network")
+    for tool in ("mnexec", "ovs-vsctl", "ovs-ofctl", "tc"):
+        if shutil.which(tool) is None:
+            raise PrivilegeError(f"{tool} is missing: run `sudo make install`")
+    if not ovs_running():
+        raise PrivilegeError(
+            "Open vSwitch is not running: run `sudo bash scripts/start-ovs.sh` "
+            "(make install does it)"
+        )
+
+
+def checks() -> list[Check]:
+    """Every item `fabriclab doctor` reports."""
+    out: list[Check] = []
+    root = is_root()
+    out.append(Check("root", root, "running as root" if root else "not root",
+                     "run fabriclab with sudo"))
+    # on the loopback of a throwaway namespace: nothing of the caller's is touched
+    htb = (_run(["unshare", "--net", "tc", "qdisc", "add", "dev", "lo", "root", "handle", "7:",
+                 "htb"]) if root else None)
+    htb_ok = htb is not None and htb.returncode == 0
+    out.append(Check("htb qdisc", htb_ok,
+                     "HTB shaping works" if htb_ok else "cannot add an HTB qdisc (needs root)",
+                     "load sch_htb (modprobe sch_htb) and run as root"))
+    tun = Path("/dev/net/tun").exists()
+    out.append(Check("/dev/net/tun", tun, "present" if tun else "missing",
+                     "mkdir -p /dev/net && mknod /dev/net/tun c 10 200"))
+    ovs = ovs_running()
+    out.append(Check("ovs daemons", ovs, "ovsdb-server and ovs-vswitchd answer" if ovs
+                     else "not running", "sudo bash scripts/start-ovs.sh"))
+    dp = datapath()
+    tso = userspace_tso() if ovs else False
+    dp_ok = dp == "kernel" or tso
+    out.append(Check("ovs datapath", dp_ok,
+                     f"{dp} datapath" + ("" if dp == "kernel" else
+                                         f", userspace TSO {'on' if tso else 'off'}"),
+                     "sudo bash scripts/start-ovs.sh (turns userspace TSO on and restarts "
+                     "ovs-vswitchd)"))
+    for tool, fix in (("mnexec", "sudo apt-get install mininet"),
+                      ("iperf3", "sudo apt-get install iperf3"),
+                      ("ethtool", "sudo apt-get install ethtool")):
+        path = shutil.which(tool)
+        out.append(Check(tool, path is not None, path or "missing", fix))
+    try:
+        import mininet.net  # noqa: F401
+        mn_ok = True
+    except ImportError:
+        mn_ok = False
+    out.append(Check("mininet", mn_ok, "importable" if mn_ok else "not importable",
+                     "sudo make install (venv from /usr/bin/python3 with system site packages)"))
+    ok, detail = _osken()
+    out.append(Check("os-ken", ok, detail, "sudo apt-get install python3-os-ken"))
+    docker = shutil.which("docker")
+    engine = _run(["docker", "info", "--format", "{{.ServerVersion}}"]) if docker else None
+    engine_ok = engine is not None and engine.returncode == 0
+    out.append(Check("docker engine", engine_ok,
+                     f"engine {engine.stdout.strip()}" if engine_ok else "no engine answers",
+                     "apt-get install docker.io, then start dockerd", required=False))
+    return out
+
+
+def _osken() -> tuple[bool, str]:
+    if shutil.which("osken-manager") is None:
+        return False, "osken-manager missing"
+    try:
+        import os_ken
+
+        return True, f"os-ken {getattr(os_ken, '__version__', '?')}"
+    except ImportError:
+        return False, "os_ken not importable"

@@ -1,0 +1,341 @@
+"""Run one experiment end to end: fabric and controller up, jobs placed through the controller,
+workers started in their hosts, every link and the CPU sampled, everything collected into one
+run directory, everything torn down — also on Ctrl-C or a failing worker, which mark the run
+incomplete or failed and keep what was captured.
+
+Run directory (``results/<timestamp>-<name>/``): ``spec.yaml``, ``env.json``, ``topology.json``,
+``controller.log``, ``jobs.json``, ``jobs/<job>/`` (worker configs and traces),
+``link_samples.parquet``, ``cpu_samples.parquet``, ``fidelity.json``, ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from testbed.core.atomic import write_json
+from testbed.core.errors import FabricLabError
+from testbed.core.experiment import Experiment
+from testbed.core.jobs import JobRun, check_against_fabric, job_dims
+from testbed.core.policies import policy_for
+from testbed.core.rundir import base_environment
+from testbed.core.topology import build_plan
+from testbed.emulator import runlock
+from testbed.emulator.calibrate import MIN_CPU_IDLE, TCP_WIRE_FACTOR, TOLERANCE, calibrate
+from testbed.emulator.fabric import Fabric
+from testbed.emulator.failpoints import failpoint
+from testbed.emulator.sampler import LinkSampler
+from testbed.emulator.workers import run_on_fabric
+from workloads.launcher import default_dims
+
+
+def environment() -> dict[str, Any]:
+    """env.json of an emulated run: the shared fields plus the controller and datapath."""
+    from sdn_app.compat import FRAMEWORK
+    from testbed.emulator.preflight import datapath
+
+    return base_environment() | {"controller": FRAMEWORK, "datapath": datapath()}
+
+
+class Runner:
+    def __init__(self, exp: Experiment, out_root: Path, console: Console | None = None) -> None:
+        self.exp = exp
+        self.plan = build_plan(exp.fabric)
+        check_against_fabric(exp, self.plan)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        self.run_dir = Path(out_root) / f"{stamp}-{exp.name}"
+        self.console = console or Console()
+        self.jobs = [JobRun(j.name, j) for j in exp.jobs]
+        self.status = "ok"
+        self.error: str | None = None
+        self.leftovers: list[str] = []
+        self.controller_restarts = 0
+        self._threads: list[threading.Thread] = []
+
+    # -- the run -------------------------------------------------------------------------------
+
+    def run(self) -> Path:
+        with runlock.exclusive_run(f"fabriclab run {self.exp.name}"):
+            return self._run()
+
+    def _run(self) -> Path:
+        self.run_dir.mkdir(parents=True, exist_ok=False)
+        (self.run_dir / "spec.yaml").write_text(
+            yaml.safe_dump(self.exp.model_dump(mode="json"), sort_keys=False))
+        (self.run_dir / "env.json").write_text(json.dumps(environment(), indent=1))
+        calibration = None
+        sampler: LinkSampler | None = None
+        fab: Fabric | None = None
+        solos: list[JobRun] = []
+        try:
+            if self.exp.calibrate:
+                self.console.print(f"[bold]{self.exp.name}[/]: calibrating the fabric")
+                calibration = calibrate(self.plan, self.run_dir / "calibration", seconds=3.0)
+            policy = None if self.exp.policy == "static" else policy_for(self.plan,
+                                                                         self.exp.policy)
+            self.console.print(f"[bold]{self.exp.name}[/]: bringing up {self.plan.kind} "
+                               f"({len(self.plan.hosts)} hosts) with policy {policy or 'static'}")
+            fab = Fabric(self.plan, self.run_dir, policy=policy, ocs_delay=self.exp.ocs_delay_s)
+            with fab:
+                self._place(fab)
+                sampler = LinkSampler(self.plan, fab.host_pids(), hz=self.exp.sample_hz)
+                sampler.start()
+                if self.exp.solo_baselines:
+                    for job in self.jobs:
+                        solo = JobRun(f"{job.name}-solo", job.spec, job.hosts, job.allocation,
+                                      solo_of=job.name)
+                        solos.append(solo)
+                        self._run_jobs(fab, [solo], f"solo run of {job.name}")
+                self._run_jobs(fab, self.jobs, "all jobs together")
+                sampler.stop()
+        except KeyboardInterrupt:
+            self.status, self.error = "incomplete", "interrupted"
+            self.console.print("[yellow]interrupted: tearing down, keeping what was captured")
+        except FabricLabError as exc:
+            self.status, self.error = "failed", str(exc)
+        finally:
+            if fab is not None:
+                self.leftovers, self.controller_restarts = fab.leftovers, len(fab.restarts)
+            for t in self._threads:  # workers were ended by the teardown: let jobs record it
+                t.join(timeout=30)
+            if self.status == "incomplete":
+                for j in self.jobs + solos:
+                    if j.status != "ok":
+                        j.status, j.error = "incomplete", "interrupted"
+            if sampler is not None:
+                sampler.stop()
+                sampler.save(self.run_dir)
+            self._write_results(solos, calibration)
+            if self.leftovers:
+                self.console.print(f"[red]teardown left {', '.join(self.leftovers)}: run "
+                                   "`fabriclab clean` (once Open vSwitch runs)")
+        return self.run_dir
+
+    def _place(self, fab: Fabric) -> None:
+        """Allocate every job through the controller (or take its listed hosts)."""
+        taken: set[str] = set()
+        for job in self.jobs:
+            s = job.spec
+            if fab.controller is not None:
+                job.allocation = fab.controller.create_job(
+                    job.name, hosts=s.hosts, hosts_wanted=s.hosts_wanted)
+                job.hosts = job.allocation["host_names"]
+                failpoint("placement")
+            else:
+                free = [h.name for h in self.plan.hosts if h.name not in taken]
+                job.hosts = list(s.hosts) if s.hosts else free[: s.hosts_wanted]
+                if len(job.hosts) < (s.hosts_wanted or 0):
+                    raise FabricLabError(f"job {job.name}: not enough free hosts")
+            taken.update(job.hosts)
+            self.console.print(f"  job {job.name}: {', '.join(job.hosts)}"
+                               + (f" (spines {job.allocation['spines']})"
+                                  if job.allocation.get("spines") else ""))
+
+    def _run_jobs(self, fab: Fabric, jobs: list[JobRun], what: str) -> None:
+        threads = [threading.Thread(target=self._run_job, args=(fab, j), daemon=True)
+                   for j in jobs]
+        self._threads += threads
+        t0 = last_check = time.monotonic()
+        midway = False
+        with Live(self._progress(jobs, what, t0), console=self.console,
+                  refresh_per_second=2, transient=True) as live:
+            for t in threads:
+                t.start()
+            while any(t.is_alive() for t in threads):
+                live.update(self._progress(jobs, what, t0))
+                if time.monotonic() - last_check >= 1.0:  # OVS alive, controller restarted
+                    last_check = time.monotonic()
+                    if problem := fab.health():
+                        raise FabricLabError(problem)
+                if not midway and all(self._done(j) > 0 for j in jobs):
+                    midway = True
+                    failpoint("collective")
+                time.sleep(0.5)
+        for j in jobs:
+            self.console.print(f"  {j.name}: {j.status}"
+                               + (f" ({j.end - j.start:.1f} s)" if j.end and j.start else "")
+                               + (f": {j.error}" if j.error else ""))
+        failed = [j for j in jobs if j.status != "ok"]
+        if failed:
+            raise FabricLabError(f"job {failed[0].name} failed: {failed[0].error}")
+
+    def _run_job(self, fab: Fabric, job: JobRun) -> None:
+        s = job.spec
+        time.sleep(s.start_offset_s if job.solo_of is None else 0.0)
+        job.status, job.start = "running", time.monotonic()
+        dims = s.dims
+        if dims is None and s.algorithm != "ring" and self.plan.kind != "multidim":
+            dims = default_dims(len(job.hosts), s.algorithm)
+        try:
+            job_dims(self.plan, job.hosts, dims)
+            w = s.workload
+            extra: dict[str, Any] = {}
+            if w.kind == "dnn":
+                extra["dnn"] = w.model_dump(exclude={"kind", "iterations", "warmup"})
+                sizes = [4]
+            else:
+                sizes = w.sizes
+            res = run_on_fabric(
+                fab, job.hosts, out_dir=self.run_dir / "jobs" / job.name,
+                wall_timeout=self.exp.timeout_s, algorithm=s.algorithm, sizes=sizes,
+                dims=dims, run_id=self.run_dir.name, job_id=job.name, chunks=s.chunks,
+                order=s.order, transport=s.transport, iterations=w.iterations,
+                warmup=w.warmup, **extra)
+            job.rows = res.as_dicts()
+            job.status = "ok"
+        except FabricLabError as exc:
+            job.status, job.error = "failed", str(exc)
+        except Exception as exc:  # a bug must still end the job cleanly
+            job.status, job.error = "failed", f"{type(exc).__name__}: {exc}"
+        finally:
+            job.end = time.monotonic()
+
+    def _progress(self, jobs: list[JobRun], what: str, t0: float) -> Table:
+        table = Table(title=f"{self.exp.name}: {what} — {time.monotonic() - t0:.0f} s")
+        for col in ("job", "hosts", "status", "collectives done"):
+            table.add_column(col)
+        for j in jobs:
+            table.add_row(j.name, str(len(j.hosts)), j.status, str(self._done(j)))
+        return table
+
+    def _done(self, job: JobRun) -> int:
+        """Collectives rank 0 has finished (from its periodic partial trace)."""
+        d = self.run_dir / "jobs" / job.name
+        for f in (d / "collectives-rank0.parquet", d / "collectives-rank0.partial.parquet"):
+            try:
+                import pyarrow.parquet as pq
+
+                return pq.read_metadata(f).num_rows
+            except (OSError, ValueError):
+                continue
+        return 0
+
+    # -- results -------------------------------------------------------------------------------
+
+    def _write_results(self, solos: list[JobRun], calibration) -> None:
+        records = [j.record() for j in self.jobs + solos]
+        write_json(self.run_dir / "jobs.json", records)
+        fidelity = self._fidelity(calibration)
+        write_json(self.run_dir / "fidelity.json", fidelity)
+        summary = self._summary(records, fidelity)
+        write_json(self.run_dir / "summary.json", summary)
+
+    def _fidelity(self, calibration) -> dict[str, Any]:
+        """Configured vs achieved link rates and CPU headroom during the run."""
+        import pandas as pd
+
+        reasons: list[str] = []
+        links: list[dict[str, Any]] = []
+        idle_min = idle_mean = None
+        samples = self.run_dir / "link_samples.parquet"
+        if samples.exists():
+            df = pd.read_parquet(samples)
+            for (src, dst, mbps), g in df.groupby(["src", "dst", "mbps"]):
+                g = g.sort_values("time")
+                rate = (g["bytes"].diff() * 8 / g["time"].diff() / 1e6).rolling(10).mean()
+                peak = float(rate.max() * TCP_WIRE_FACTOR) if len(g) > 10 else 0.0
+                links.append({"src": src, "dst": dst, "configured_mbps": float(mbps),
+                              "peak_mbps": round(peak, 3)})
+                if peak > float(mbps) * (1 + TOLERANCE):
+                    reasons.append(f"{src}->{dst} ran at {peak:.1f} Mbit/s, above its "
+                                   f"{mbps:g} Mbit/s shaping")
+            cpu = pd.read_parquet(self.run_dir / "cpu_samples.parquet")
+            if len(cpu):
+                # judge the CPU while measured collectives ran (not while workers started or
+                # wrote their traces), over one second of such samples at a time
+                period = 1.0 / self.exp.sample_hz
+                windows = self._collective_windows()
+                during = measuring(cpu["time"], windows, period)
+                if not during.any():
+                    during[:] = True
+                idle = cpu["idle"][during]
+                per_second = max(1, round(self.exp.sample_hz))
+                idle_min = float(idle.rolling(per_second, min_periods=1).mean().min())
+                idle_mean = float(idle.mean())
+                if idle_min < MIN_CPU_IDLE:
+                    reasons.append(f"CPU idle fell to {idle_min:.0%} (below {MIN_CPU_IDLE:.0%}) "
+                                   "during measured collectives: the machine, not the links, "
+                                   "may have set the rates" + self._busiest(windows))
+        cal = None
+        if calibration is not None:
+            cal = {"verdict": calibration.verdict, "aggregate_ratio": calibration.aggregate_ratio,
+                   "failures": calibration.failures}
+            reasons += [f"calibration: {f}" for f in calibration.failures]
+        if self.status != "ok":
+            reasons.append(f"run {self.status}: {self.error}")
+        return {"verdict": "faithful" if not reasons else "not faithful", "reasons": reasons,
+                "cpu_idle_min": idle_min, "cpu_idle_mean": idle_mean, "links": links,
+                "calibration": cal}
+
+    def _busiest(self, windows: list[tuple[float, float]]) -> str:
+        """'; busiest then: ...' from the starved seconds the sampler recorded during
+        measured collectives, if any."""
+        path = self.run_dir / "cpu_starved.json"
+        if not path.exists():
+            return ""
+        seconds = json.loads(path.read_text())
+        overlap = measuring([s["time"] for s in seconds], windows, 1.0)
+        totals: dict[str, float] = {}
+        for second in (s for s, hit in zip(seconds, overlap, strict=True) if hit):
+            for p in second["busiest"]:
+                name = p["process"].split(" -m ")[-1].split()[0] if " -m " in p["process"] \
+                    else p["process"].split()[0].rsplit("/", 1)[-1]
+                totals[name] = totals.get(name, 0.0) + p["cpu"]
+        if not totals:
+            return ""
+        top = sorted(totals.items(), key=lambda kv: -kv[1])[:3]
+        return "; busiest then: " + ", ".join(f"{n} ({c:.1f} CPU-s)" for n, c in top)
+
+    def _collective_windows(self) -> list[tuple[float, float]]:
+        """(start, end) of every measured (not warm-up) collective of every rank and job."""
+        from workloads.traces import read_table
+
+        windows = []
+        for job_dir in sorted((self.run_dir / "jobs").glob("*")):
+            t = read_table(job_dir, "collectives").to_pandas()
+            t = t[~t["warmup"]]
+            windows += list(zip(t["start"], t["start"] + t["time"], strict=True))
+        return windows
+
+    def _summary(self, records: list[dict], fidelity: dict[str, Any]) -> dict[str, Any]:
+        try:
+            from analysis.load import load_run
+            from analysis.metrics import summarise
+        except ImportError:
+            summarise = None
+        if summarise is not None:
+            try:
+                summary = summarise(load_run(self.run_dir))
+                summary["status"] = self.status
+                summary["error"] = self.error
+                summary["controller_restarts"] = self.controller_restarts
+                summary["leftovers"] = self.leftovers
+                return summary
+            except Exception as exc:  # never lose a run to a metrics bug: keep the basics
+                self.console.print(f"[yellow]metrics failed ({exc}); basic summary written")
+        return {"run": self.run_dir.name, "status": self.status, "error": self.error,
+                "controller_restarts": self.controller_restarts, "leftovers": self.leftovers,
+                "jobs": {r["name"]: {"hosts": r["hosts"], "status": r["status"],
+                                     "results": r["results"]} for r in records},
+                "fidelity": {"verdict": fidelity["verdict"], "reasons": fidelity["reasons"]}}
+
+
+def measuring(times, windows: list[tuple[float, float]], period: float):
+    """Boolean mask: the sample interval (t - period, t] overlaps one of ``windows``."""
+    import numpy as np
+
+    t = np.asarray(times, dtype=float)
+    mask = np.zeros(t.size, dtype=bool)
+    for start, end in windows:
+        mask |= (t > start) & (t - period < end)
+    return mask
+
+

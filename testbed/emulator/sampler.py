@@ -1,0 +1,195 @@
+"""Per-link byte counters and CPU idle, sampled in a background thread at >= 10 Hz.
+
+Each link is read at one end: the switch end where there is one (switch interfaces live in the
+root namespace, so one read of /proc/net/dev covers them all), else the host end through
+``/proc/<host pid>/net/dev``, which shows that host's network namespace.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import psutil
+
+from testbed.core.atomic import write_json
+from testbed.core.topology import FabricPlan
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Where a link's two directions are counted."""
+
+    link: str
+    src: str  # the a->b direction is src -> dst
+    dst: str
+    mbps: float
+    proc: str  # /proc/<pid>/net/dev to read
+    intf: str
+    ab_is_tx: bool  # a->b bytes are this interface's tx bytes (else its rx bytes)
+
+
+def probes_for(plan: FabricPlan, host_pids: dict[str, int]) -> list[Probe]:
+    out = []
+    for lk in plan.links:
+        if not plan.is_host(lk.b):
+            out.append(Probe(lk.name, lk.a, lk.b, lk.mbps, "/proc/net/dev", lk.b_intf, False))
+        elif not plan.is_host(lk.a):
+            out.append(Probe(lk.name, lk.a, lk.b, lk.mbps, "/proc/net/dev", lk.a_intf, True))
+        else:
+            proc = f"/proc/{host_pids[lk.a]}/net/dev"
+            out.append(Probe(lk.name, lk.a, lk.b, lk.mbps, proc, lk.a_intf, True))
+    return out
+
+
+def read_net_dev(path: str) -> dict[str, tuple[int, int]]:
+    """{interface: (rx_bytes, tx_bytes)} from a /proc net/dev file."""
+    out = {}
+    for line in Path(path).read_text().splitlines()[2:]:
+        name, _, rest = line.partition(":")
+        fields = rest.split()
+        out[name.strip()] = (int(fields[0]), int(fields[8]))
+    return out
+
+
+def read_cpu() -> tuple[float, float]:
+    """(idle seconds incl. iowait, total seconds) of all CPUs since boot (psutil)."""
+    t = psutil.cpu_times()
+    total = t.user + t.nice + t.system + t.idle + t.iowait + t.irq + t.softirq + t.steal
+    return t.idle + t.iowait, total
+
+
+class BusyProcesses:
+    """Once a second, the processes that used the most CPU in that second — kept only for
+    seconds when the machine was short of CPU, so a run can say what starved it."""
+
+    def __init__(self, below_idle: float = 0.2, keep: int = 4) -> None:
+        self.below_idle = below_idle
+        self.keep = keep
+        self._last: dict[int, tuple[float, str]] = {}
+        self._last_cpu = read_cpu()
+        self._last_times = psutil.cpu_times()
+        self._last_t = time.monotonic()
+        self.starved: list[dict] = []
+
+    def tick(self) -> None:
+        now, cpu = time.monotonic(), read_cpu()
+        idle = (cpu[0] - self._last_cpu[0]) / max(cpu[1] - self._last_cpu[1], 1e-9)
+        seconds = now - self._last_t
+        current: dict[int, tuple[float, str]] = {}
+        for proc in psutil.process_iter(["cpu_times", "name", "cmdline"]):
+            times, cmd = proc.info["cpu_times"], proc.info["cmdline"] or [proc.info["name"]]
+            if times is not None:
+                current[proc.pid] = (times.user + times.system, " ".join(cmd)[:80])
+        times = psutil.cpu_times()
+        if idle < self.below_idle and self._last:
+            # a process born in this second counts with all its CPU time
+            used = sorted(((c - self._last.get(p, (0.0, ""))[0], label)
+                           for p, (c, label) in current.items()), reverse=True)[: self.keep]
+            split = {k: round((getattr(times, k) - getattr(self._last_times, k)) / seconds, 2)
+                     for k in ("user", "system", "softirq", "steal")}
+            self.starved.append({"time": now, "idle": round(idle, 3), "cpu": split, "busiest": [
+                {"cpu": round(u / seconds, 2), "process": label} for u, label in used if u > 0]})
+        self._last, self._last_cpu, self._last_t = current, cpu, now
+        self._last_times = times
+
+
+class LinkSampler:
+    """Samples every link's counters and the CPU; ``stop()`` returns tidy tables."""
+
+    def __init__(self, plan: FabricPlan, host_pids: dict[str, int], hz: float = 10.0) -> None:
+        self.probes = probes_for(plan, host_pids)
+        self.period = 1.0 / hz
+        self._rows: list[tuple[float, str, str, str, float, int]] = []
+        self._cpu: list[tuple[float, float, float]] = []
+        self.busy = BusyProcesses()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="link-sampler", daemon=True)
+
+    def __enter__(self) -> LinkSampler:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def sample(self) -> None:
+        t = time.monotonic()
+        files = {p.proc for p in self.probes}
+        counters = {}
+        for f in files:
+            try:
+                counters[f] = read_net_dev(f)
+            except OSError:  # a host went away mid-run
+                counters[f] = {}
+        for p in self.probes:
+            rx, tx = counters[p.proc].get(p.intf, (0, 0))
+            ab, ba = (tx, rx) if p.ab_is_tx else (rx, tx)
+            self._rows.append((t, p.link, p.src, p.dst, p.mbps, ab))
+            self._rows.append((t, p.link, p.dst, p.src, p.mbps, ba))
+        self._cpu.append((t, *read_cpu()))
+
+    def _loop(self) -> None:
+        next_t = last_busy = time.monotonic()
+        while not self._stop.is_set():
+            self.sample()
+            if next_t - last_busy >= 1.0:
+                self.busy.tick()
+                last_busy = next_t
+            next_t += self.period
+            self._stop.wait(max(0.0, next_t - time.monotonic()))
+
+    def mark(self) -> int:
+        """A position in the samples; ``counters(since=mark)`` returns only what came after."""
+        return len(self._rows)
+
+    def counters(self, since: int = 0) -> pd.DataFrame:
+        """One row per sample and link direction: time, link, src, dst, mbps, bytes (cumulative)."""
+        rows = self._rows[since:]  # a snapshot: the sampler thread keeps appending
+        return pd.DataFrame(rows, columns=["time", "link", "src", "dst", "mbps", "bytes"])
+
+    def cpu(self) -> pd.DataFrame:
+        """One row per sample interval: time (end of interval), idle fraction."""
+        df = pd.DataFrame(self._cpu[:], columns=["time", "idle", "total"])
+        d = df.diff().iloc[1:]
+        return pd.DataFrame({"time": df["time"].iloc[1:], "idle": d["idle"] / d["total"]})
+
+    def save(self, out_dir: Path) -> None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_parquet(self.counters(), out_dir / "link_samples.parquet")
+        write_parquet(self.cpu(), out_dir / "cpu_samples.parquet")
+        write_json(out_dir / "cpu_starved.json", self.busy.starved)
+
+
+def write_parquet(df: pd.DataFrame, path: Path) -> None:
+    """Write atomically: a crash never leaves a truncated file under the final name."""
+    tmp = path.with_name(path.name + ".partial")
+    df.to_parquet(tmp, index=False)
+    tmp.replace(path)
+
+
+def window_rates(counters: pd.DataFrame, t0: float, t1: float) -> pd.DataFrame:
+    """Mean rate (Mbit/s) of every link direction between the first and last sample in
+    [t0, t1]: columns link, src, dst, mbps (configured), achieved_mbps."""
+    w = counters[(counters["time"] >= t0) & (counters["time"] <= t1)]
+    g = w.sort_values("time").groupby(["link", "src", "dst", "mbps"], sort=False)
+    first, last = g.first(), g.last()
+    seconds = last["time"] - first["time"]
+    achieved = (last["bytes"] - first["bytes"]) * 8 / 1e6 / seconds.where(seconds > 0)
+    return achieved.rename("achieved_mbps").reset_index()
+
+
+def mean_idle(cpu: pd.DataFrame, t0: float, t1: float) -> float:
+    w = cpu[(cpu["time"] > t0) & (cpu["time"] <= t1)]
+    return float(w["idle"].mean()) if len(w) else float("nan")

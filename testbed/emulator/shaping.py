@@ -1,0 +1,106 @@
+"""Link shaping: Mininet's TCLink with HTB and bandwidth only (this kernel has no netem, and of
+the other qdiscs only HTB, TBF and the plain FIFOs; the only classifier is u32).
+
+Each shaped interface gets one HTB class at the link rate with two children:
+
+- ``5:10``, strict priority, for IP packets under 128 bytes (pure ACKs, handshakes);
+- ``5:20`` for everything else, behind a byte-limited FIFO of QUEUE_MS at the link rate.
+
+Why: with userspace TSO a veth carries 64 KiB TCP packets. In one FIFO, the ACKs of a flow
+wait behind (and are tail-dropped with) the 64 KiB segments of a flow going the other way,
+and two opposite TCP flows on one 50 Mbit/s path measured 48 and 10 Mbit/s. With the ACK
+class both measured 47-49 Mbit/s (BENCHMARKS.md). The parent class still caps the sum at the
+link rate. Without a queue limit the FIFO would hold 1000 packets of 64 KiB: seconds.
+
+``r2q`` is scaled with the rate: the kernel derives the HTB quantum as rate / r2q and warns
+for every class when it exceeds 200 kB (any rate above ~16 Mbit/s with the default of 10).
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+
+from mininet.link import TCIntf, TCLink
+
+QUEUE_MS = 20.0
+MIN_QUEUE_BYTES = 4 * 65536
+ACK_BYTES = 128  # IP packets shorter than this take the priority class
+
+
+def queue_bytes(mbps: float, ms: float = QUEUE_MS) -> int:
+    """The data FIFO limit: ``ms`` of traffic at the link rate, at least four TSO segments."""
+    return max(MIN_QUEUE_BYTES, int(mbps * 1e6 / 8 * ms / 1000))
+
+
+def htb_r2q(mbps: float) -> int:
+    """r2q giving an HTB quantum of at most 100 kB at ``mbps``."""
+    return max(10, math.ceil(mbps * 1e6 / 8 / 100_000))
+
+
+def htb_commands(mbps: float) -> list[str]:
+    """tc commands (Mininet's ``%s %s`` = tc binary, interface) for one shaped interface."""
+    mask = 0xFFFF & ~(ACK_BYTES - 1)  # IP total length < ACK_BYTES
+    return [
+        f"%s qdisc add dev %s root handle 5:0 htb default 20 r2q {htb_r2q(mbps)}",
+        f"%s class add dev %s parent 5:0 classid 5:1 htb rate {mbps:f}Mbit burst 15k",
+        f"%s class add dev %s parent 5:1 classid 5:10 htb rate {mbps / 10:f}Mbit "
+        f"ceil {mbps:f}Mbit burst 15k prio 0",
+        f"%s class add dev %s parent 5:1 classid 5:20 htb rate {mbps * 0.9:f}Mbit "
+        f"ceil {mbps:f}Mbit burst 15k prio 1",
+        "%s qdisc add dev %s parent 5:10 handle 10: pfifo limit 1000",
+        f"%s qdisc add dev %s parent 5:20 handle 20: bfifo limit {queue_bytes(mbps)}",
+        f"%s filter add dev %s parent 5: protocol ip prio 1 u32 "
+        f"match u16 0x0000 {mask:#06x} at 2 flowid 5:10",
+    ]
+
+
+class ShapedIntf(TCIntf):
+    """A TCIntf whose only shaping is the HTB tree above (delay/loss/queue options refused)."""
+
+    def bwCmds(self, bw=None, **_ignored):
+        if bw is None:
+            return [], " root "
+        return htb_commands(bw), " parent 20: "
+
+
+class ShapedLink(TCLink):
+    """A veth pair shaped with the HTB tree above. With ``mark`` (the run's
+    ``fabriclab-run=<id>``), every end in the root namespace carries it as its alias, so
+    cleanup can tell this run's interfaces from anyone else's of the same name."""
+
+    def __init__(self, node1, node2, mark: str | None = None, **params):
+        for key in ("delay", "jitter", "loss", "max_queue_size"):
+            if params.get(key):
+                raise ValueError(f"{key} needs netem, which this kernel does not have")
+        params.setdefault("cls1", ShapedIntf)
+        params.setdefault("cls2", ShapedIntf)
+        self.mark = mark
+        super().__init__(node1, node2, **params)
+
+    def makeIntfPair(self, intfname1, intfname2, addr1=None, addr2=None,
+                     node1=None, node2=None, deleteIntfs=True):
+        """Make the veth pair in node1's namespace, mark both ends, then move the second end
+        to node2's: one command in a session of its own, so a runner killed midway leaves
+        either nothing, or ends inside a namespace of the run (they die with it), or marked
+        ends. Never deletes an existing interface of the same name (Mininet's default): it
+        may not be ours, and the fabric refuses to start if any of its names exists."""
+        if not self.mark or node1 is None or node2 is None:
+            return super().makeIntfPair(intfname1, intfname2, addr1, addr2, node1, node2,
+                                        deleteIntfs=False)
+        q = shlex.quote
+        add = f"link add name {intfname1}" + (f" address {addr1}" if addr1 else "")
+        add += f" type veth peer name {intfname2}" + (f" address {addr2}" if addr2 else "")
+        batch = [add, f"link set dev {intfname1} alias {self.mark}",
+                 f"link set dev {intfname2} alias {self.mark}",
+                 f"link set dev {intfname2} netns {int(node2.pid)}"]
+        # names, MACs and the mark are plain tokens (validated plan names, run id), and each
+        # line is one shell word below; ip -batch stops at the first failing line
+        script = "printf '%s\\n' " + " ".join(q(line) for line in batch) + " | ip -batch -"
+        out = node1.cmd("setsid -w sh -c " + q(script))
+        if out.strip():
+            raise RuntimeError(f"could not make the link {intfname1}-{intfname2}: {out.strip()}")
+        return None
+
+
+__all__ = ["ShapedIntf", "ShapedLink", "htb_commands", "htb_r2q", "queue_bytes"]

@@ -1,0 +1,69 @@
+"""Run an All-Reduce job's worker processes inside the hosts of a live fabric.
+
+Rank r runs in host ``hosts[r]`` and, for every dimension, listens on that host's NIC of
+the dimension (multidim) or its one NIC (leaf-spine), so each dimension's traffic crosses the
+links the fabric shaped for it. Everything else — waiting, root-cause errors, killing every
+worker on failure, nccl-tests style results — is the local launcher's.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+from testbed.core.errors import FabricLabError
+from testbed.core.jobs import job_dims
+from testbed.core.topology import FabricPlan
+from workloads.launcher import LaunchResult, launch_workers, summarise
+
+BASE_PORT = 7100  # dimension d listens on BASE_PORT + d (each host has its own addresses)
+
+
+def fabric_configs(plan: FabricPlan, hosts: list[str], *, algorithm: str, sizes: list[int],
+                   out_dir: Path, dims: list[int] | None = None, run_id: str = "run",
+                   job_id: str = "job0", iterations: int = 5, warmup: int = 1,
+                   **options) -> list[dict]:
+    """Worker configs (dicts) for a job on ``hosts`` of a fabric."""
+    dims = job_dims(plan, hosts, dims)
+    multidim = plan.kind == "multidim"
+    addresses = []
+    for name in hosts:
+        h = plan.node(name)
+        row = []
+        for d, n in enumerate(dims):
+            nic = h.nic(d) if multidim and n > 1 else h.nics[0]
+            row.append({"ip": nic.ip, "port": BASE_PORT + d})
+        addresses.append(row)
+    if multidim:
+        bandwidths = [float(d["mbps"]) * 1e6 for d in plan.spec["dims"]]
+    else:
+        bandwidths = [float(plan.spec["host_link_mbps"]) * 1e6] * len(dims)
+    options.setdefault("dim_bandwidths", bandwidths)
+    workload = {"sizes": sizes, "iterations": iterations, "warmup": warmup}
+    return [{"run_id": run_id, "job_id": job_id, "rank": r, "world_size": len(hosts),
+             "dims": dims, "addresses": addresses, "algorithm": algorithm,
+             "workload": workload, "out_dir": str(out_dir), **options}
+            for r in range(len(hosts))]
+
+
+def run_on_fabric(fab, hosts: list[str], *, out_dir: Path, wall_timeout: float | None = None,
+                  **config) -> LaunchResult:
+    """Start one worker per host, wait for all, return per-size results (raises the
+    root-cause worker error as a FabricLabError; every worker is gone when it returns)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    config.setdefault("run_id", uuid.uuid4().hex[:12])
+    configs = fabric_configs(fab.plan, hosts, out_dir=out_dir, **config)
+    # mnexec -d gives each worker its own session, so no start_new_session here
+    launch_workers(dict(enumerate(configs)), out_dir,
+                   lambda rank, args, **kw: fab.popen(hosts[rank], args, **kw), wall_timeout)
+    errors = sorted(out_dir.glob("error-rank*.json"))
+    if errors:  # a worker that reported an error failed, whatever its exit code said
+        raise FabricLabError(json.loads(errors[0].read_text()).get("message", "worker error"))
+    result = LaunchResult(out_dir, summarise(out_dir))
+    if not result.rows:
+        raise FabricLabError("the workers finished without recording a single collective")
+    wrong = [r.size for r in result.rows if not r.correct]
+    if wrong:
+        raise FabricLabError(f"the All-Reduce of {wrong[0]} bytes gave a wrong sum on some rank")
+    return result
