@@ -55,9 +55,11 @@ def wait_until(predicate, timeout_s: float) -> object:
     return None
 
 
-def clean() -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "testbed.cli", "clean"], capture_output=True,
-                          text=True, cwd=ROOT)
+def clean() -> int:
+    """`fabriclab clean`, as a user would run it; its exit status."""
+    proc = fabriclab("clean")
+    proc.communicate(timeout=300)
+    return proc.returncode
 
 
 def start_ovs() -> None:
@@ -105,11 +107,9 @@ def one_round(work: Path, rng: random.Random, k: int) -> dict:
     row["status"] = summary.get("status", "killed")
     row["error"] = summary.get("error")
     if fault == "ovs":
-        early = clean()
-        row["clean_with_ovs_down"] = early.returncode
+        row["clean_with_ovs_down"] = clean()
         start_ovs()
-    result = clean()
-    row["clean_exit"] = result.returncode
+    row["clean_exit"] = clean()
     row["leftovers"] = residue()
     return row
 
@@ -137,11 +137,12 @@ def main() -> int:
         final.communicate(timeout=600)
         final_ok = final.returncode == 0 and not residue()
         alive = canaries.alive()
-    dirty = [r for r in rows if r["leftovers"]]
+    dirty = [r for r in rows if r["leftovers"] or r["clean_exit"] != 0]
     hit = sum(r["fault_hit"] not in ("run ended first",) for r in rows)
     kinds = sorted({r["fault"].split("@")[0] for r in rows})
     print(f"soak: {len(rows)} rounds ({', '.join(kinds)}), {hit} faults landed mid-run, "
-          f"{sum(len(r['leftovers']) for r in rows)} leftovers in {len(dirty)} rounds, "
+          f"{sum(len(r['leftovers']) for r in rows)} leftovers, {len(dirty)} rounds with "
+          "leftovers or a failed clean, "
           f"canaries {'alive' if alive else 'KILLED'}, final normal run "
           f"{'passed' if final_ok else 'FAILED'}")
     if args.json:

@@ -9,6 +9,7 @@ as its own (see :mod:`testbed.emulator.cleanup`), or to the OVS daemons named by
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -41,8 +42,12 @@ def fabriclab(*args: str, failpoint: str | None = None) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "FABRICLAB_FAILPOINT"}
     if failpoint:
         env["FABRICLAB_FAILPOINT"] = failpoint
+    # Ctrl-C must reach the run as Ctrl-C even if this process was started in the background
+    # (a non-interactive shell starts background jobs with SIGINT ignored, and that is
+    # inherited; Python then never raises KeyboardInterrupt)
     return subprocess.Popen([FABRICLAB, *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def run_of(out: Path) -> cleanup.RunState | None:
