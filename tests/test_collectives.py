@@ -238,7 +238,10 @@ def test_interrupt_leaves_no_worker_behind(tmp_path):
     code = ("import sys; from workloads.launcher import run_local; "
             "run_local(ranks=4, sizes=[4 << 20], iterations=1000, timeout=30, "
             f"out_dir={str(tmp_path)!r})")
-    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
+    # SIGINT restored in the child: a shell starts background jobs with it ignored, and
+    # the child would inherit that (then no KeyboardInterrupt, whatever this test sends)
+    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     children: list[psutil.Process] = []
     deadline = time.monotonic() + 20
     while len(children) < 4 and time.monotonic() < deadline:
@@ -301,19 +304,10 @@ def test_trace_writer_partial_then_final(tmp_path):
 
 
 def cli(argv: list[str]) -> int:
-    """Run ``fabriclab allreduce`` the way testbed.cli.main does (only this subcommand)."""
-    import argparse
+    """``fabriclab ARGV`` in this process (the CLI imports only the command's own module)."""
+    from testbed.cli import main
 
-    from workloads import allreduce_cli
-
-    parser = argparse.ArgumentParser(prog="fabriclab")
-    allreduce_cli.register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except FabricLabError as exc:
-        print(f"fabriclab {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+    return main(argv)
 
 
 @needs_themis
