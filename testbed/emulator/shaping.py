@@ -80,20 +80,32 @@ class ShapedLink(TCLink):
 
     def makeIntfPair(self, intfname1, intfname2, addr1=None, addr2=None,
                      node1=None, node2=None, deleteIntfs=True):
-        """Make the veth pair in node1's namespace, mark both ends, then move the second end
-        to node2's: one command in a session of its own, so a runner killed midway leaves
-        either nothing, or ends inside a namespace of the run (they die with it), or marked
-        ends. Never deletes an existing interface of the same name (Mininet's default): it
-        may not be ours, and the fabric refuses to start if any of its names exists."""
+        """Make the veth pair and mark its root-namespace ends, so that a runner killed at
+        any moment leaves nothing ``fabriclab clean`` cannot prove is the run's:
+
+        - a pair with an end in a host's (pinned) namespace dies with that namespace, so it
+          is made as Mininet makes it, each end in place, and then marked;
+        - a pair between two switches lives wholly in the root namespace: it is made and both
+          ends marked by one ``ip -batch`` in a session of its own, which a dying runner's
+          hangup cannot cut short.
+
+        Never deletes an existing interface of the same name (Mininet's default): it may not
+        be ours, and the fabric refuses to start if any of its names exists."""
         if not self.mark or node1 is None or node2 is None:
             return super().makeIntfPair(intfname1, intfname2, addr1, addr2, node1, node2,
                                         deleteIntfs=False)
         q = shlex.quote
+        if node1.inNamespace or node2.inNamespace:
+            super().makeIntfPair(intfname1, intfname2, addr1, addr2, node1, node2,
+                                 deleteIntfs=False)
+            for name, node in ((intfname1, node1), (intfname2, node2)):
+                if not node.inNamespace:
+                    node.cmd(f"ip link set dev {q(name)} alias {q(self.mark)}")
+            return None
         add = f"link add name {intfname1}" + (f" address {addr1}" if addr1 else "")
         add += f" type veth peer name {intfname2}" + (f" address {addr2}" if addr2 else "")
         batch = [add, f"link set dev {intfname1} alias {self.mark}",
-                 f"link set dev {intfname2} alias {self.mark}",
-                 f"link set dev {intfname2} netns {int(node2.pid)}"]
+                 f"link set dev {intfname2} alias {self.mark}"]
         # names, MACs and the mark are plain tokens (validated plan names, run id), and each
         # line is one shell word below; ip -batch stops at the first failing line
         script = "printf '%s\\n' " + " ".join(q(line) for line in batch) + " | ip -batch -"
