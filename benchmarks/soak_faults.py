@@ -40,19 +40,11 @@ from testbed.emulator.faults import (
     recorded,
     residue,
     run_of,
+    wait_until,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
 FAULTS = ("kill9", "kill9", "kill9@point", "sigint", "controller", "ovs")
-
-
-def wait_until(predicate, timeout_s: float) -> object:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.1)
-    return None
 
 
 def clean() -> int:

@@ -32,6 +32,7 @@ from testbed.emulator.faults import (
     recorded,
     residue,
     run_of,
+    wait_until,
 )
 from testbed.emulator.preflight import ovs_running
 
@@ -59,12 +60,10 @@ def assert_nothing_left(state: cleanup.RunState | None) -> None:
 
 
 def wait_for(what: str, predicate, timeout_s: float = 60.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.2)
-    pytest.fail(f"timed out waiting for {what}")
+    value = wait_until(predicate, timeout_s, poll_s=0.2)
+    if not value:
+        pytest.fail(f"timed out waiting for {what}")
+    return value
 
 
 @pytest.fixture(autouse=True)

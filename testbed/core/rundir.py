@@ -1,5 +1,10 @@
-"""What every run directory holds whichever backend made it (``env.json`` here; the layout is
-described in :mod:`testbed.emulator.runner`)."""
+"""What every run directory holds, whichever backend made it.
+
+``results/<timestamp>-<name>/``: ``spec.yaml``, ``env.json`` (written from
+:func:`base_environment` plus the backend's own fields), ``topology.json``, ``jobs.json``,
+``jobs/<job>/`` (worker configs and parquet traces), ``fidelity.json`` and ``summary.json``;
+the emulator adds ``controller.log``, ``link_samples.parquet`` and ``cpu_samples.parquet``.
+"""
 
 from __future__ import annotations
 

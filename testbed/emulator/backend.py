@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from testbed.core.experiment import Experiment
+from testbed.core.jobs import check_against_fabric
+from testbed.core.topology import build_plan
 from testbed.emulator.preflight import require_fabric_ready
 from testbed.emulator.runner import Runner
 
@@ -16,7 +18,7 @@ class EmulatedBackend:
     name = "emulated"
 
     def check(self, experiment: Experiment) -> None:
-        Runner(experiment, Path("/nonexistent"))  # validates against its fabric, creates nothing
+        check_against_fabric(experiment, build_plan(experiment.fabric))
         require_fabric_ready()
 
     def run(self, experiment: Experiment, out: Path, console: Any = None) -> Path:

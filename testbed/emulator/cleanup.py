@@ -207,8 +207,11 @@ def leftovers(state: RunState) -> list[str]:
 def remove(state: RunState, grace_s: float = 2.0) -> list[str]:
     """Remove everything the run provably made; return what is left (see ``leftovers``)."""
     procs.terminate(run_processes(state), grace_s)
-    for pin, ns in pins(state).items():
-        if ns is not None and procs.in_netns([ns]):
+    pinned = pins(state)
+    occupied = {procs.netns_of(p.pid) for p in
+                procs.in_netns(ns for ns in pinned.values() if ns is not None)}
+    for pin, ns in pinned.items():
+        if ns is not None and ns in occupied:
             continue  # a process survived SIGKILL (uninterruptible): keep the pin, retry later
         if ns is not None:
             subprocess.run(["umount", str(pin)], capture_output=True)

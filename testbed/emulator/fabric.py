@@ -53,7 +53,7 @@ class Fabric:
         self.state: cleanup.RunState | None = None
         self.timings: dict[str, float] = {}
         self._old_sigterm: Any = None
-        self._lock_cm: Any = None
+        self._locked = False
         self.leftovers: list[str] = []
         self.restarts: list[float] = []  # monotonic times of controller restarts
 
@@ -68,8 +68,8 @@ class Fabric:
 
     def start(self) -> None:
         require_fabric_ready()
-        self._lock_cm = runlock.exclusive_run(f"fabric of {self.run_dir}")
-        self._lock_cm.__enter__()  # released by stop(), after the teardown is verified
+        runlock.acquire(f"fabric of {self.run_dir}")  # released by stop(), after the teardown
+        self._locked = True
         try:
             self._guard_other_runs()
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -217,9 +217,9 @@ class Fabric:
         return names
 
     def _release_lock(self) -> None:
-        if self._lock_cm is not None:
-            self._lock_cm.__exit__(None, None, None)
-            self._lock_cm = None
+        if self._locked:
+            runlock.release()
+            self._locked = False
 
     def _guard_other_runs(self) -> None:
         """Clean what dead runs left, then refuse to build over names that exist: they are

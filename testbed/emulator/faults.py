@@ -13,12 +13,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from testbed.emulator import cleanup, procs
 from testbed.emulator.procs import ProcessId
 
 FABRICLAB = str(Path(sys.executable).parent / "fabriclab")
+T = TypeVar("T")
 OVS_PIDFILES = ("/run/openvswitch/ovs-vswitchd.pid", "/run/openvswitch/ovsdb-server.pid")
 
 
@@ -48,6 +51,16 @@ def fabriclab(*args: str, failpoint: str | None = None) -> subprocess.Popen:
     return subprocess.Popen([FABRICLAB, *args], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def wait_until(predicate: Callable[[], T], timeout_s: float, poll_s: float = 0.1) -> T | None:
+    """The first truthy value of ``predicate()`` within ``timeout_s`` (None if none came)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(poll_s)
+    return None
 
 
 def run_of(out: Path) -> cleanup.RunState | None:

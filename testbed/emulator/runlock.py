@@ -39,9 +39,9 @@ def holder() -> dict | None:
     return info if isinstance(info, dict) else None
 
 
-@contextlib.contextmanager
-def exclusive_run(what: str) -> Iterator[None]:
-    """Hold the machine's fabric lock for ``what``; a clear error if another run holds it."""
+def acquire(what: str) -> None:
+    """Take the machine's fabric lock for ``what`` (re-entrant within this process); a clear
+    error if another run holds it. Each acquire is paired with one :func:`release`."""
     global _depth, _fd
     with _guard:
         if _depth == 0:
@@ -64,12 +64,24 @@ def exclusive_run(what: str) -> Iterator[None]:
                                       "since": time.strftime("%Y-%m-%d %H:%M:%S")}).encode(), 0)
             _fd = fd
         _depth += 1
+
+
+def release() -> None:
+    """Undo one :func:`acquire`; the last one drops the lock."""
+    global _depth, _fd
+    with _guard:
+        _depth -= 1
+        if _depth == 0 and _fd is not None:
+            os.ftruncate(_fd, 0)
+            os.close(_fd)  # releases the flock
+            _fd = None
+
+
+@contextlib.contextmanager
+def exclusive_run(what: str) -> Iterator[None]:
+    """Hold the machine's fabric lock for ``what`` while the block runs."""
+    acquire(what)
     try:
         yield
     finally:
-        with _guard:
-            _depth -= 1
-            if _depth == 0 and _fd is not None:
-                os.ftruncate(_fd, 0)
-                os.close(_fd)  # releases the flock
-                _fd = None
+        release()

@@ -1,11 +1,8 @@
 """Run one experiment end to end: fabric and controller up, jobs placed through the controller,
 workers started in their hosts, every link and the CPU sampled, everything collected into one
 run directory, everything torn down — also on Ctrl-C or a failing worker, which mark the run
-incomplete or failed and keep what was captured.
-
-Run directory (``results/<timestamp>-<name>/``): ``spec.yaml``, ``env.json``, ``topology.json``,
-``controller.log``, ``jobs.json``, ``jobs/<job>/`` (worker configs and traces),
-``link_samples.parquet``, ``cpu_samples.parquet``, ``fidelity.json``, ``summary.json``.
+incomplete or failed and keep what was captured. The run directory's layout is described in
+:mod:`testbed.core.rundir`.
 """
 
 from __future__ import annotations
@@ -145,17 +142,18 @@ class Runner:
         self._threads += threads
         t0 = last_check = time.monotonic()
         midway = False
-        with Live(self._progress(jobs, what, t0), console=self.console,
+        with Live(self._progress(jobs, what, t0, {}), console=self.console,
                   refresh_per_second=2, transient=True) as live:
             for t in threads:
                 t.start()
             while any(t.is_alive() for t in threads):
-                live.update(self._progress(jobs, what, t0))
+                done = {j.name: self._done(j) for j in jobs}
+                live.update(self._progress(jobs, what, t0, done))
                 if time.monotonic() - last_check >= 1.0:  # OVS alive, controller restarted
                     last_check = time.monotonic()
                     if problem := fab.health():
                         raise FabricLabError(problem)
-                if not midway and all(self._done(j) > 0 for j in jobs):
+                if not midway and all(done.values()):
                     midway = True
                     failpoint("collective")
                 time.sleep(0.5)
@@ -198,12 +196,13 @@ class Runner:
         finally:
             job.end = time.monotonic()
 
-    def _progress(self, jobs: list[JobRun], what: str, t0: float) -> Table:
+    def _progress(self, jobs: list[JobRun], what: str, t0: float,
+                  done: dict[str, int]) -> Table:
         table = Table(title=f"{self.exp.name}: {what} — {time.monotonic() - t0:.0f} s")
         for col in ("job", "hosts", "status", "collectives done"):
             table.add_column(col)
         for j in jobs:
-            table.add_row(j.name, str(len(j.hosts)), j.status, str(self._done(j)))
+            table.add_row(j.name, str(len(j.hosts)), j.status, str(done.get(j.name, 0)))
         return table
 
     def _done(self, job: JobRun) -> int:
