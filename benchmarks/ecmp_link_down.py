@@ -1,6 +1,6 @@
 """What Open vSwitch does on its own when an ECMP uplink goes down, and what the controller adds.
 
-    sudo .venv/bin/python benchmarks/ecmp_link_down.py
+    .venv/bin/python benchmarks/ecmp_link_down.py   # as root
 
 A 2-leaf, 2-spine fabric under the ``ecmp`` policy. The link leaf0-spine0 is set down, then
 12 TCP connections (one per source port, 64 KiB each) go each way between h0 (leaf0) and h2

@@ -1,6 +1,6 @@
 """Bring-up and teardown time of the two reference fabrics (root).
 
-    sudo .venv/bin/python benchmarks/fabric_lifecycle.py [--repeat 3]
+    .venv/bin/python benchmarks/fabric_lifecycle.py [--repeat 3]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Soak: many runs, each hit by one random fault, each followed by `fabriclab clean`; after
 every round nothing of any run may be left and both canaries must be alive.
 
-    sudo .venv/bin/python benchmarks/soak_faults.py --rounds 20 --seed 1
+    .venv/bin/python benchmarks/soak_faults.py --rounds 20 --seed 1   # as root
 
 Faults (drawn at random each round, with a random moment):
 - ``kill9``: SIGKILL to the runner after a random delay (bring-up, placement, collectives or
