@@ -1,0 +1,138 @@
+"""Registries of what researchers plug in: routing policies, collective algorithms, transports.
+
+Each registry maps a name to an object that lives *above* the core (a policy module in
+``sdn_app.policies``, a collective in ``workloads.collectives`` ...). The core holds only the
+names and where to find them, as ``"module:attribute"`` strings, and imports an entry the first
+time it is asked for, so validating a spec never loads the SDN framework or the simulator.
+
+Outside code adds entries in either of two ways:
+
+- at run time: ``POLICIES.register("my-policy", "my_pkg.policy:POLICY")`` (or the object);
+- installed: a Python entry point in the registry's group, e.g. in the plug-in's
+  ``pyproject.toml``::
+
+      [project.entry-points."fabriclab.policies"]
+      my-policy = "my_pkg.policy:POLICY"
+
+The spec's allowed values (``policy:``, ``algorithm:``, ``transport:``) are the registry's
+names, so a plug-in is usable from a YAML experiment as soon as it is installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import re
+from collections.abc import Mapping
+from typing import Any, Generic, TypeVar
+
+from testbed.core.errors import FabricLabError
+
+T = TypeVar("T")
+NAME = re.compile(r"[a-z][a-z0-9-]{0,31}")
+TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+
+
+class RegistryError(FabricLabError, ValueError):
+    """An unknown name, or an entry that cannot be loaded (one sentence)."""
+
+
+class Registry(Generic[T]):
+    """Names -> plug-in objects, loaded lazily; built-ins first, then registered, then entry
+    points of ``group``."""
+
+    def __init__(self, group: str, noun: str, builtins: Mapping[str, str]) -> None:
+        self.group = group
+        self.noun = noun
+        self._targets: dict[str, T | str] = {}
+        self._loaded: dict[str, T] = {}
+        self._scanned = False
+        for name, target in builtins.items():
+            self.register(name, target)
+
+    def register(self, name: str, target: T | str) -> None:
+        """Add ``name``: an object, or a ``"module:attribute"`` string imported on first use."""
+        if not NAME.fullmatch(name):
+            raise RegistryError(f"{name!r} cannot name a {self.noun}: use lower-case letters, "
+                                "digits and dashes, starting with a letter")
+        if isinstance(target, str) and not TARGET.fullmatch(target):
+            raise RegistryError(f"{self.noun} {name!r}: {target!r} is not 'module:attribute'")
+        if name in self._targets and self._targets[name] is not target:
+            raise RegistryError(f"a {self.noun} called {name!r} is already registered")
+        self._targets[name] = target
+
+    def unregister(self, name: str) -> None:
+        """Forget ``name`` (tests use this to undo a registration)."""
+        self._targets.pop(name, None)
+        self._loaded.pop(name, None)
+
+    def names(self) -> tuple[str, ...]:
+        """Every name, without importing any entry."""
+        self._scan_entry_points()
+        return tuple(self._targets)
+
+    def get(self, name: str) -> T:
+        """The entry called ``name``, imported if need be."""
+        if name in self._loaded:
+            return self._loaded[name]
+        if name not in self.names():
+            raise RegistryError(self._unknown(name))
+        target = self._targets[name]
+        obj = _load(target, f"{self.noun} {name!r}") if isinstance(target, str) else target
+        self._loaded[name] = obj
+        return obj
+
+    def check(self, name: str) -> str:
+        """``name`` if it is registered, else a ValueError naming the choices (for pydantic
+        validators, which turn it into "field: message")."""
+        if name not in self.names():
+            raise RegistryError(self._unknown(name))
+        return name
+
+    def items(self) -> list[tuple[str, T]]:
+        return [(name, self.get(name)) for name in self.names()]
+
+    def _unknown(self, name: str) -> str:
+        return f"{name!r} is not a {self.noun}; choose one of {', '.join(self.names())}"
+
+    def _scan_entry_points(self) -> None:
+        if self._scanned:
+            return
+        self._scanned = True
+        for ep in importlib.metadata.entry_points(group=self.group):
+            if ep.name not in self._targets:
+                self.register(ep.name, ep.value)
+
+
+def _load(target: str, what: str) -> Any:
+    module, _, attr = target.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise RegistryError(f"{what} cannot be loaded from {target}: {exc}") from None
+
+
+POLICIES: Registry[Any] = Registry("fabriclab.policies", "routing policy", {
+    "ecmp": "sdn_app.policies.ecmp:POLICY",
+    "ecmp-l3": "sdn_app.policies.ecmp_l3:POLICY",
+    "vclos": "sdn_app.policies.vclos:POLICY",
+    "ocs-vclos": "sdn_app.policies.ocs_vclos:POLICY",
+    "shortest": "sdn_app.policies.shortest:POLICY",
+})
+
+COLLECTIVES: Registry[Any] = Registry("fabriclab.collectives", "collective algorithm", {
+    "ring": "workloads.collectives.ring:COLLECTIVE",
+    "halving-doubling": "workloads.collectives.halving_doubling:COLLECTIVE",
+})
+
+TRANSPORTS: Registry[Any] = Registry("fabriclab.transports", "transport", {
+    "zerocopy": "workloads.transport:ZeroCopyTransport",
+    "rpc": "workloads.transport:RpcTransport",
+})
+
+# Hierarchical All-Reduce schedules: the per-chunk order of dimensions (Themis and its
+# baseline); each dimension then runs a collective from COLLECTIVES.
+SCHEDULES: Registry[Any] = Registry("fabriclab.schedules", "chunk schedule", {
+    "baseline": "workloads.themis:BASELINE",
+    "themis": "workloads.themis:THEMIS",
+})
