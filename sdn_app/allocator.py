@@ -55,7 +55,7 @@ direct leaf-leaf job, through ``circuits[j]``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import combinations, islice
 from typing import Any, NamedTuple
 
@@ -289,18 +289,24 @@ class Cluster:
 
     # ----------------------------------------------------- allocate / release
 
-    def allocate(self, job_id: str, hosts_wanted: int, policy: str) -> Allocation:
-        """Place a job of ``hosts_wanted`` hosts, or raise :class:`AllocationRefused`."""
+    def allocate(self, job_id: str, hosts_wanted: int, policy: str,
+                 label: str | None = None) -> Allocation:
+        """Place a job of ``hosts_wanted`` hosts, or raise :class:`AllocationRefused`.
+        ``policy`` is how to place it (one of POLICIES); ``label``, if given, is the routing
+        policy recorded in the allocation (a policy that places jobs as ``ecmp`` does)."""
         self._check_request(job_id, hosts_wanted, policy)
         if policy == "ecmp":
             allocation = self._place_ecmp(job_id, hosts_wanted)
         else:
             allocation = self._place_clos(job_id, hosts_wanted, policy)
+        if label is not None:
+            allocation = replace(allocation, policy=label)
         self._commit(allocation)
         return allocation
 
-    def claim(self, job_id: str, hosts: Iterable[Host], policy: str) -> Allocation:
-        """Give a job exactly these ``(leaf, slot)`` hosts (policies ``ecmp`` and ``vclos``).
+    def claim(self, job_id: str, hosts: Iterable[Host], policy: str,
+              label: str | None = None) -> Allocation:
+        """Give a job exactly these ``(leaf, slot)`` hosts (placements ``ecmp`` and ``vclos``).
 
         Under vclos the hosts must form an m x n shape (n hosts on each of m leaves); the job
         gets n spines whose links to all m leaves are free, host j of each leaf using spine j.
@@ -327,6 +333,8 @@ class Cluster:
             raise AllocationRequestError(
                 "explicit hosts work with ecmp and vclos; ask ocs-vclos for hosts_wanted"
             )
+        if label is not None:
+            allocation = replace(allocation, policy=label)
         self._commit(allocation)
         return allocation
 
@@ -413,8 +421,10 @@ class Cluster:
         self.jobs[job_id] = allocation
 
     def _exclusive_links(self, allocation: Allocation) -> frozenset[Link]:
-        """The (leaf, spine) pairs no other job may use while this one runs."""
-        if allocation.policy == "vclos" or self.exclusive_ocs_links:
+        """The (leaf, spine) pairs no other job may use while this one runs (a vClos job's
+        links; an OCS job's only under ``exclusive_ocs_links``). Decided by the allocation's
+        shape, not its policy name, so a policy that places as vclos does gets the same."""
+        if not allocation.circuits or self.exclusive_ocs_links:
             return allocation.links
         return frozenset()
 

@@ -36,6 +36,7 @@ from sdn_app.compat import (
     set_ev_cls,
 )
 from sdn_app.jobs import JobManager
+from sdn_app.policies import policy_for
 from sdn_app.program import (
     GroupRule,
     Program,
@@ -46,7 +47,6 @@ from sdn_app.program import (
     uplink_ports,
 )
 from sdn_app.static_routes import FlowRule
-from testbed.core.policies import policy_for
 from testbed.core.topology import FabricPlan
 
 log = logging.getLogger("fabriclab.controller")
@@ -134,14 +134,19 @@ class FabricController(RyuApp):
         hub.spawn(self._reroute)
 
     def _reroute(self) -> None:
-        """Re-send every leaf's ECMP groups for the uplinks that are up now."""
-        if self.policy not in ("ecmp", "vclos"):
+        """Re-send the policy's base program for the uplinks that are up now: groups are
+        modified in place, flows overwritten (an add replaces the rule of equal match and
+        priority), so ECMP groups and per-pair routes alike avoid the dead links."""
+        if not self.uplinks:
             return
         with self.lock:
             prog = base_program(self.plan, self.policy, frozenset(self.down))
             for name, dp in list(self.datapaths.items()):
-                for g in prog.for_switch(name).groups:
+                mine = prog.for_switch(name)
+                for g in mine.groups:
                     dp.send_msg(self._group_mod(dp, g, modify=True))
+                for f in mine.flows:
+                    dp.send_msg(self._flow_mod(dp, f))
                 self._barrier(dp)
         for reason in self.broken_jobs().values():
             log.error("%s", reason)

@@ -17,6 +17,7 @@ from sdn_app.allocator import (
 from sdn_app.api import ApiError, JobRequest
 from sdn_app.program import Program, job_cookie, job_program, ocs_circuits
 from testbed.core.atomic import write_json
+from testbed.core.registry import POLICIES
 from testbed.core.topology import FabricPlan
 
 
@@ -62,17 +63,19 @@ class JobManager:
         policy = req.policy or self.policy
         if self.cluster is None:
             return self._create_flat(req), Program()
-        if policy not in ("ecmp", self.policy):
+        allowed = POLICIES.get(self.policy).allowed_for_jobs()
+        if policy not in allowed:
             raise ApiError(400, f"policy: this fabric runs {self.policy}; a job may ask for "
-                                f"{self.policy} or ecmp")
+                                f"{' or '.join(allowed)}")
         if req.job_id in self.cluster.jobs:
             raise ApiError(409, f"job {req.job_id} is already running")
         try:
             if req.hosts is not None:
-                alloc = self.cluster.claim(req.job_id, [self._slot(h) for h in req.hosts],
-                                           policy)
+                alloc = POLICIES.get(policy).claim(self.cluster, req.job_id,
+                                                   [self._slot(h) for h in req.hosts])
             else:
-                alloc = self.cluster.allocate(req.job_id, req.hosts_wanted, policy)
+                alloc = POLICIES.get(policy).allocate(self.cluster, req.job_id,
+                                                      req.hosts_wanted)
         except AllocationRequestError as exc:
             raise ApiError(400, str(exc)) from None
         except AllocationRefused as exc:  # valid, but cannot be placed now

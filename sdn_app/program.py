@@ -4,32 +4,23 @@ The controller turns this program into OpenFlow 1.3 messages; the tests check it
 ``static_routes.trace`` tracer. Rules belonging to a job carry the job's cookie so they can be
 listed and deleted together.
 
-Policies
-- ``ecmp``: a leaf sends traffic for another leaf to a SELECT group over its uplinks (OVS
-  hashes each flow's headers, so two elephant flows can land on one uplink).
-- ``vclos``: each job host's cross-leaf traffic is pinned to the job's spine for that host;
-  traffic outside any job falls back to ECMP.
-- ``ocs-vclos``: OCS switches hold only the circuits of running jobs; job hosts are pinned to
-  their circuit (through a spine, or direct leaf to leaf).
-- ``shortest``: multidim fabrics; each dimension switch forwards by destination.
+Each routing policy (``sdn_app.policies``, one module each) says what its program holds;
+this module composes them and keeps the pieces several policies share.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from sdn_app.allocator import Allocation
 from sdn_app.static_routes import (
-    PRIO_ROUTE,
     Circuit,
     FlowRule,
-    circuit_rules,
-    delivery_rules,
     leaf_spine_view,
-    static_rules,
 )
+from testbed.core.registry import POLICIES
 from testbed.core.topology import FabricPlan
 
 PRIO_JOB = 150  # above the ECMP default route, below local delivery
@@ -67,26 +58,13 @@ Uplink = tuple[int, int]  # (leaf, spine) of a leaf-spine uplink
 
 
 def base_program(plan: FabricPlan, policy: str, down: frozenset[Uplink] = frozenset()) -> Program:
-    """Rules that hold whatever jobs run; ECMP leaves out spines behind ``down`` uplinks."""
-    if policy == "shortest":
-        return Program(static_rules(plan))
-    if policy == "ocs-vclos":
-        return Program(delivery_rules(plan, []))
-    return _ecmp_program(plan, down)
+    """Rules that hold whatever jobs run under ``policy``; ``down``: leaf-spine links down."""
+    return POLICIES.get(policy).base_program(plan, down)
 
 
 def job_program(plan: FabricPlan, alloc: Allocation) -> Program:
     """Rules one job adds (all with the job's cookie); empty for ecmp and one-leaf jobs."""
-    cookie = job_cookie(alloc.job_id)
-    if alloc.policy == "vclos":
-        return Program(_pinned_rules(plan, alloc, cookie, _vclos_up_port(plan)))
-    if alloc.policy == "ocs-vclos":
-        circuits = ocs_circuits(plan, alloc)
-        prog = Program(circuit_rules(circuits, cookie))
-        prog.flows += _pinned_rules(plan, alloc, cookie, _ocs_up_port(plan, alloc))
-        prog.flows += _spine_rules_for_circuits(plan, alloc, circuits, cookie)
-        return prog
-    return Program()
+    return POLICIES.get(alloc.policy).job_program(plan, alloc)
 
 
 def full_program(plan: FabricPlan, policy: str, jobs: Iterable[Allocation],
@@ -97,6 +75,11 @@ def full_program(plan: FabricPlan, policy: str, jobs: Iterable[Allocation],
         prog.flows += extra.flows
         prog.groups += extra.groups
     return prog
+
+
+def broken_paths(alloc: Allocation, down: frozenset[Uplink]) -> str | None:
+    """One sentence if the job's policy leaves it no path with ``down`` links down."""
+    return POLICIES.get(alloc.policy).broken(alloc, down)
 
 
 def ocs_circuits(plan: FabricPlan, alloc: Allocation) -> list[Circuit]:
@@ -110,9 +93,6 @@ def ocs_circuits(plan: FabricPlan, alloc: Allocation) -> list[Circuit]:
     return out
 
 
-# -- internals --------------------------------------------------------------------------------
-
-
 def uplink_ports(plan: FabricPlan) -> dict[tuple[str, int], Uplink]:
     """(switch, port) -> the (leaf, spine) uplink it belongs to, from either end."""
     if plan.kind != "leaf_spine":
@@ -124,68 +104,13 @@ def uplink_ports(plan: FabricPlan) -> dict[tuple[str, int], Uplink]:
     return ports
 
 
-def broken_paths(alloc: Allocation, down: frozenset[Uplink]) -> str | None:
-    """One sentence if a vClos job is pinned to an uplink that is down, else None. (vClos
-    forbids every other path, so such a job cannot make progress.)"""
-    if alloc.policy != "vclos":
-        return None
-    leaves = sorted({leaf for leaf, _slot in alloc.hosts})
-    if len(leaves) < 2:
-        return None
-    for leaf, slot in sorted(alloc.hosts):
-        spine = alloc.spine_of.get((leaf, slot))
-        if spine is not None and (leaf, spine) in down:
-            return (f"job {alloc.job_id}: link leaf{leaf}-spine{spine} is down and the job's "
-                    f"vClos path for host slot {slot} of leaf {leaf} runs over it (vClos "
-                    "allows the job no other path)")
-    return None
-
-
-def _ecmp_program(plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Program:
-    view = leaf_spine_view(plan, [])
-    prog = Program(delivery_rules(plan, []))
-    L = plan.spec["leaves"]
-    for src_leaf in range(L):
-        for dst_leaf in range(L):
-            if src_leaf == dst_leaf:
-                continue
-            spines = sorted(s for s in view.spines_of(src_leaf) & view.spines_of(dst_leaf)
-                            if (src_leaf, s) not in down and (dst_leaf, s) not in down)
-            gid = ECMP_GROUP + dst_leaf
-            prog.groups.append(GroupRule(f"leaf{src_leaf}", gid,
-                                         tuple(view.up_port[(src_leaf, s)] for s in spines)))
-            for dst in plan.hosts:
-                if dst.leaf == dst_leaf:
-                    prog.flows.append(FlowRule(f"leaf{src_leaf}", PRIO_ROUTE, 0,
-                                               eth_dst=dst.nics[0].mac, group=gid))
-    return prog
-
-
-def _vclos_up_port(plan: FabricPlan):
-    H = plan.spec["hosts_per_leaf"]
-
-    def up(leaf: int, slot: int, alloc: Allocation) -> int | None:
-        spine = alloc.spine_of.get((leaf, slot))
-        return None if spine is None else 1 + H + spine
-
-    return up
-
-
-def _ocs_up_port(plan: FabricPlan, alloc: Allocation):
-    H = plan.spec["hosts_per_leaf"]
-
-    def up(leaf: int, slot: int, alloc: Allocation) -> int | None:
-        index = alloc.circuit_of.get((leaf, slot))
-        return None if index is None else 1 + H + alloc.circuits[index].ocs
-
-    return up
-
-
-def _pinned_rules(plan: FabricPlan, alloc: Allocation, cookie: int, up_port) -> list[FlowRule]:
-    """Each job host sends traffic for job hosts on other leaves out of its own uplink."""
+def pinned_rules(plan: FabricPlan, alloc: Allocation, cookie: int,
+                 up_port: Callable[[int, int], int | None]) -> list[FlowRule]:
+    """Each job host sends traffic for job hosts on other leaves out of its own uplink
+    (``up_port(leaf, slot)``; None leaves the host on the fabric's base routes)."""
     rules = []
     for leaf, slot in alloc.hosts:
-        port = up_port(leaf, slot, alloc)
+        port = up_port(leaf, slot)
         if port is None:
             continue
         for dleaf, dslot in alloc.hosts:
@@ -193,19 +118,4 @@ def _pinned_rules(plan: FabricPlan, alloc: Allocation, cookie: int, up_port) -> 
                 mac = plan.host_at(dleaf, dslot).nics[0].mac
                 rules.append(FlowRule(f"leaf{leaf}", PRIO_JOB, port, in_port=1 + slot,
                                       eth_dst=mac, cookie=cookie))
-    return rules
-
-
-def _spine_rules_for_circuits(plan: FabricPlan, alloc: Allocation, circuits: list[Circuit],
-                              cookie: int) -> list[FlowRule]:
-    """On an OCS fabric a spine reaches a leaf only through the job's circuit to it."""
-    view = leaf_spine_view(plan, circuits)
-    rules = []
-    for leaf, slot in alloc.hosts:
-        mac = plan.host_at(leaf, slot).nics[0].mac
-        for spine in alloc.spines:
-            port = view.down_port.get((leaf, spine))
-            if port is not None:
-                rules.append(FlowRule(f"spine{spine}", PRIO_JOB, port, eth_dst=mac,
-                                      cookie=cookie))
     return rules

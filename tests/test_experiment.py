@@ -52,7 +52,7 @@ def test_variants_replace_keys_and_override_jobs():
 
 @pytest.mark.parametrize(("change", "words"), [
     ({"name": "bad name"}, "name: String should match pattern"),
-    ({"policy": "magic"}, "policy: Input should be"),
+    ({"policy": "magic"}, "policy: 'magic' is not a routing policy; choose one of ecmp, "),
     ({"jobs": []}, "jobs: List should have at least 1 item"),
     ({"jobs": [{"name": "a", "workload": {"kind": "allreduce", "sizes": [64]}}]},
      "jobs.0: give exactly one of hosts or hosts_wanted"),
@@ -69,7 +69,7 @@ def test_variants_replace_keys_and_override_jobs():
     ({"jobs": [{"name": "a", "hosts_wanted": 9,
                 "workload": {"kind": "allreduce", "sizes": [64]}}]},
      "jobs.0.hosts_wanted: 9 hosts, the fabric has 4"),
-    ({"policy": "ocs-vclos"}, "policy: policy 'ocs-vclos' does not apply to a leaf_spine"),
+    ({"policy": "ocs-vclos"}, "policy: ocs-vclos does not route a leaf_spine fabric; use ecmp"),
     ({"colour": "red"}, "colour: unknown key"),
 ])
 def test_mistakes_name_their_field(change, words):

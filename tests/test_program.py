@@ -7,6 +7,7 @@ import itertools
 import pytest
 
 from sdn_app.allocator import Cluster
+from sdn_app.policies import policy_for
 from sdn_app.program import (
     base_program,
     broken_paths,
@@ -16,7 +17,7 @@ from sdn_app.program import (
     uplink_ports,
 )
 from sdn_app.static_routes import Unreachable, trace
-from testbed.core.policies import policy_for
+from testbed.core.errors import SpecError
 from testbed.core.spec import parse_fabric
 from testbed.core.topology import build_plan
 
@@ -122,7 +123,7 @@ def test_ocs_direct_pair_circuits():
 def test_policy_must_fit_the_fabric():
     assert policy_for(plan_of(LS), None) == "ecmp"
     assert policy_for(plan_of(OCS), None) == "ocs-vclos"
-    with pytest.raises(ValueError, match="does not apply to a leaf_spine fabric"):
+    with pytest.raises(SpecError, match="does not route a leaf_spine fabric; use ecmp or "):
         policy_for(plan_of(LS), "ocs-vclos")
 
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from sdn_app.allocator import Allocation, Cluster
+from sdn_app.policies.ecmp import ecmp_spine
 from testbed.cli import main
 from testbed.core.errors import FabricLabError
 from testbed.sim.cluster import (
     ClusterConfig,
-    ecmp_spine,
     host_path,
     job_plan,
     rank_order,

@@ -32,8 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from testbed.core.errors import FabricLabError
-
-TRANSPORTS = ("zerocopy", "rpc")
+from testbed.core.registry import TRANSPORTS
 
 # Header of every transfer: sender, channel, slot, collective, chunk, phase, step, nbytes.
 HEADER = struct.Struct("!IIIIIIIQ")
@@ -639,9 +638,6 @@ class RpcTransport(Transport):
 
 
 def make_transport(name: str, me: int, timeout: float) -> Transport:
-    """The transport called ``name`` (``zerocopy`` or ``rpc``) for rank ``me``."""
-    if name == "zerocopy":
-        return ZeroCopyTransport(me, timeout)
-    if name == "rpc":
-        return RpcTransport(me, timeout)
-    raise FabricLabError(f"transport {name!r} is unknown; use one of {', '.join(TRANSPORTS)}")
+    """The registered transport called ``name`` (``zerocopy``, ``rpc`` or a plug-in's) for
+    rank ``me``: a :class:`Transport` subclass built as ``cls(me, timeout)``."""
+    return TRANSPORTS.get(name)(me, timeout)

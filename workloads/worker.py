@@ -35,12 +35,20 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from testbed.core.errors import FabricLabError
+from testbed.core.registry import TRANSPORTS
 from workloads.collectives import RingGroup, all_reduce
 from workloads.dnn import DnnWorkload
 from workloads.hierarchical import PhaseRecord, Schedule, Topology, run_hierarchical, schedule
@@ -95,7 +103,7 @@ class WorkerConfig(BaseModel):
     order: Literal["fifo", "scf"] = "fifo"
     max_active: int = Field(default=1, ge=1)
     dim_bandwidths: list[float] | None = None  # planning only; default equal
-    transport: Literal["zerocopy", "rpc"] = "zerocopy"
+    transport: Annotated[str, AfterValidator(TRANSPORTS.check)] = "zerocopy"
     workload: Workload | None = None  # at least one of workload and dnn; dnn wins
     dnn: DnnWorkload | None = None
     timeout: float = Field(default=30.0, gt=0)  # any single wait (rendezvous, transfer)

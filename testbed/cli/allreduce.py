@@ -6,6 +6,7 @@ import argparse
 import json
 
 from testbed.core.errors import FabricLabError
+from testbed.core.registry import TRANSPORTS
 from testbed.core.units import format_size, parse_size_range
 from workloads.launcher import run_local
 
@@ -37,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="order of chunk phases within a dimension")
     p.add_argument("--max-active", type=int, default=1,
                    help="chunk phases a dimension runs at once")
-    p.add_argument("--transport", choices=["zerocopy", "rpc"], default="zerocopy")
+    p.add_argument("--transport", choices=TRANSPORTS.names(), default="zerocopy")
     p.add_argument("--iters", type=int, default=5, help="measured iterations per size")
     p.add_argument("--warmup", type=int, default=1, help="unmeasured iterations per size")
     p.add_argument("--timeout", type=float, default=60.0,

@@ -27,17 +27,17 @@ from rich.progress import (
 )
 
 from analysis.cluster import utilisation_timeline
-from sdn_app.allocator import PLACEMENTS, POLICIES, REWIRINGS
+from sdn_app.allocator import PLACEMENTS, REWIRINGS
 from testbed.core.atomic import write_text
 from testbed.core.errors import FabricLabError
-from testbed.sim.cluster import COLLECTIVES, ClusterConfig, simulate_cluster
+from testbed.sim.cluster import COLLECTIVES, ClusterConfig, cluster_policy, simulate_cluster
 from testbed.sim.traces import load_trace
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "simulate-cluster",
-        help="run a job trace on a simulated leaf-spine cluster (ecmp, vclos or ocs-vclos)",
+        help="run a job trace on a simulated leaf-spine cluster (any leaf-spine policy)",
         description="FIFO admission of a job trace onto a flow-level simulation of a "
         "leaf-spine cluster (one host = one GPU); writes jobs.csv and summary.json.",
     )
@@ -58,7 +58,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "default circuits only where it must (augment, default); any idle ports "
                    "(any, what the emulator's controller does); or only ports no default "
                    "circuit needs (conservative)")
-    p.add_argument("--policy", choices=POLICIES, default="ecmp", help="default ecmp")
+    p.add_argument("--policy", default="ecmp",
+                   help="a leaf-spine routing policy: ecmp (default), ecmp-l3, vclos, "
+                   "ocs-vclos or one registered by a plug-in")
     p.add_argument("--trace", default="synthetic",
                    help="synthetic, helios:FILE (cluster_log.csv) or philly:FILE "
                    "(cluster_job_log JSON) (default synthetic)")
@@ -83,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if not (math.isfinite(args.link_gbps) and args.link_gbps > 0):
         raise FabricLabError(f"--link-gbps is {args.link_gbps}; it must be a positive number")
     ocs = args.ocs_count if args.ocs_count is not None else (
-        args.spines if args.policy == "ocs-vclos" else 0)
+        args.spines if cluster_policy(args.policy).placement == "ocs-vclos" else 0)
     if ocs < 0:
         raise FabricLabError(f"--ocs-count is {ocs}; it must be at least 0")
     config = ClusterConfig(

@@ -2,7 +2,8 @@
 
     name: contention
     fabric: {kind: leaf_spine, ...}          # the fabric block of testbed.core.spec, unchanged
-    policy: ecmp                              # ecmp | vclos | ocs-vclos | shortest | static
+    policy: ecmp                              # a registered policy (ecmp, ecmp-l3, vclos,
+                                              # ocs-vclos, shortest, ...) or static
     solo_baselines: true                      # run every job alone first
     jobs:
       - name: a
@@ -24,9 +25,17 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from testbed.core.errors import SpecError
+from testbed.core.registry import POLICIES, TRANSPORTS
 from testbed.core.spec import FabricSpec, load_yaml, validate
 from testbed.core.units import parse_size
 
@@ -60,6 +69,10 @@ class AllReduceWorkload(_Strict):
         return v
 
 
+def _policy_or_static(name: str) -> str:
+    return name if name == "static" else POLICIES.check(name)
+
+
 class DnnWorkload(_Strict):
     kind: Literal["dnn"]
     model: Literal["resnet50", "gnmt", "dlrm", "transformer"]
@@ -77,7 +90,7 @@ class JobSpec(_Strict):
     algorithm: Literal["ring", "baseline", "themis"] = "ring"
     order: Literal["fifo", "scf"] = "fifo"
     chunks: Annotated[int, Field(ge=1, le=4096)] = 4
-    transport: Literal["zerocopy", "rpc"] = "zerocopy"
+    transport: Annotated[str, AfterValidator(TRANSPORTS.check)] = "zerocopy"
     dims: list[Annotated[int, Field(ge=1)]] | None = None  # logical split on leaf-spine
     workload: Annotated[AllReduceWorkload | DnnWorkload, Field(discriminator="kind")]
     start_offset_s: Annotated[float, Field(ge=0, le=3600)] = 0.0
@@ -104,7 +117,8 @@ class Experiment(_Strict):
 
     name: Name
     fabric: FabricSpec
-    policy: Literal["ecmp", "vclos", "ocs-vclos", "shortest", "static"] | None = None
+    # A registered routing policy, or "static": no controller, the fabric's proactive rules.
+    policy: Annotated[str, AfterValidator(_policy_or_static)] | None = None
     ocs_delay_s: Annotated[float, Field(ge=0, le=60)] = 0.0
     solo_baselines: bool = False
     calibrate: bool = False

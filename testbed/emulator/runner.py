@@ -18,11 +18,11 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from sdn_app.policies import policy_for
 from testbed.core.atomic import write_json
 from testbed.core.errors import FabricLabError
 from testbed.core.experiment import Experiment
 from testbed.core.jobs import JobRun, check_against_fabric, job_dims
-from testbed.core.policies import policy_for
 from testbed.core.rundir import base_environment
 from testbed.core.topology import build_plan
 from testbed.emulator import runlock
@@ -47,6 +47,8 @@ class Runner:
         self.exp = exp
         self.plan = build_plan(exp.fabric)
         check_against_fabric(exp, self.plan)
+        # "static": no controller, the fabric's proactive rules (sdn_app.static_routes).
+        self.policy = None if exp.policy == "static" else policy_for(self.plan, exp.policy)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         self.run_dir = Path(out_root) / f"{stamp}-{exp.name}"
         self.console = console or Console()
@@ -76,8 +78,7 @@ class Runner:
             if self.exp.calibrate:
                 self.console.print(f"[bold]{self.exp.name}[/]: calibrating the fabric")
                 calibration = calibrate(self.plan, self.run_dir / "calibration", seconds=3.0)
-            policy = None if self.exp.policy == "static" else policy_for(self.plan,
-                                                                         self.exp.policy)
+            policy = self.policy
             self.console.print(f"[bold]{self.exp.name}[/]: bringing up {self.plan.kind} "
                                f"({len(self.plan.hosts)} hosts) with policy {policy or 'static'}")
             fab = Fabric(self.plan, self.run_dir, policy=policy, ocs_delay=self.exp.ocs_delay_s)

@@ -17,7 +17,8 @@ Placement
     fabric), as the controller places them: a job's ranks are its hosts in allocation order
     (leaf, slot). A multidim job spans every host, rank r on host ``h<r>``.
 Routing
-    Leaf-spine paths are :func:`testbed.sim.cluster.host_path`: ``ecmp`` hashes every
+    Leaf-spine paths are the policy's (:meth:`sdn_app.policies.base.RoutingPolicy.path`):
+    ``ecmp`` hashes every
     connection's 5-tuple (source port drawn from ``random.Random(seed)``, fixed for the
     connection's life; every run of a job, solo or together, opens new connections);
     ``vclos``/``ocs-vclos`` pin host j of each leaf to the job's spine j / circuit j. A
@@ -70,13 +71,15 @@ import pyarrow.parquet as pq
 import yaml
 
 from sdn_app.allocator import Allocation, Cluster
+from sdn_app.policies import get as get_policy
+from sdn_app.policies import policy_for
+from sdn_app.policies.ecmp import SPORTS
 from sdn_app.program import ocs_circuits
 from testbed.core.atomic import write_json
 from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.experiment import Experiment
 from testbed.core.formulas import TCP_GOODPUT
 from testbed.core.jobs import JobRun, check_against_fabric, job_dims
-from testbed.core.policies import policy_for
 from testbed.core.rundir import base_environment
 from testbed.core.topology import FabricPlan, build_plan, dim_peers
 from testbed.sim.cluster import host_path
@@ -96,7 +99,6 @@ from workloads.traces import (
 )
 
 GOODPUT = TCP_GOODPUT  # data bytes per wire byte of bulk TCP
-SPORTS = (32768, 61000)  # ephemeral source ports ECMP hashes over
 FABRIC_KINDS = ("ls", "sl", "cu", "cd", "cl")  # leaf-spine link ids that are not host links
 
 
@@ -157,8 +159,8 @@ class SimRunner:
         if self.plan.kind == "multidim":
             self.policy = "shortest"
         elif exp.policy == "static":
-            raise SpecError("policy: the sim backend routes leaf-spine fabrics with ecmp, "
-                            "vclos or ocs-vclos, not static")
+            raise SpecError("policy: the sim backend needs a routing policy, not static (no "
+                            "controller); name one or leave policy out")
         else:
             self.policy = policy_for(self.plan, exp.policy)
         self.seed = seed
@@ -191,9 +193,10 @@ class SimRunner:
             else:
                 if spec.hosts:
                     slots = [(plan.node(h).leaf, plan.node(h).slot) for h in spec.hosts]
-                    alloc = cluster.claim(spec.name, slots, self.policy)
+                    alloc = get_policy(self.policy).claim(cluster, spec.name, slots)
                 else:
-                    alloc = cluster.allocate(spec.name, spec.hosts_wanted, self.policy)
+                    alloc = get_policy(self.policy).allocate(cluster, spec.name,
+                                                             spec.hosts_wanted)
                 run.hosts = [plan.host_at(leaf, slot).name for leaf, slot in alloc.hosts]
                 run.allocation = {
                     "policy": alloc.policy, "spines": list(alloc.spines),
@@ -262,7 +265,7 @@ class SimRunner:
         """The path of a new connection from rank ``a`` to rank ``b`` (leaf-spine)."""
         hosts = [self.plan.node(h) for h in p.run.hosts]
         src, dst = (hosts[a].leaf, hosts[a].slot), (hosts[b].leaf, hosts[b].slot)
-        sport = self.rng.randrange(*SPORTS) if p.alloc.policy == "ecmp" else 0
+        sport = self.rng.randrange(*SPORTS) if get_policy(p.alloc.policy).per_flow_paths else 0
         path = host_path(p.alloc, src, dst, self.plan.spec["spines"], sport)
         for link in path:
             net.capacities.setdefault(link, self._capacity(link))

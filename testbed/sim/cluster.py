@@ -69,9 +69,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
-import struct
 import time
-import zlib
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -79,50 +77,34 @@ from typing import Any
 
 from sdn_app.allocator import (
     PLACEMENTS,
-    POLICIES,
     REWIRINGS,
     Allocation,
     AllocationRefused,
     Cluster,
 )
+from sdn_app.policies import RoutingPolicy, applicable
+from sdn_app.policies import get as get_policy
+from sdn_app.policies.ecmp import SPORTS
 from testbed.core.errors import FabricLabError
 from testbed.sim.flows import Flow, LinkId, Network
 from testbed.sim.traces import JobSpec
 
 Host = tuple[int, int]
-DPORT = 29500
 
 
-def ecmp_spine(src: Host, dst: Host, sport: int, spines: int, dport: int = DPORT) -> int:
-    """Deterministic ECMP choice: CRC32 of the 5-tuple modulo the number of spines."""
-    key = struct.pack(">IIIIHHB", src[0], src[1], dst[0], dst[1], sport, dport, 6)
-    return zlib.crc32(key) % spines
-
+def cluster_policy(name: str) -> RoutingPolicy:
+    """The registered policy ``name``, if it routes a leaf-spine or an OCS fabric."""
+    known = [n for kind in ("leaf_spine", "ocs_leaf_spine") for n in applicable(kind)]
+    if name not in known:
+        raise FabricLabError(f"--policy {name!r} is not a leaf-spine routing policy; use one "
+                             f"of {', '.join(known)}")
+    return get_policy(name)
 
 def host_path(
     alloc: Allocation, src: Host, dst: Host, spines: int, sport: int = 0
 ) -> list[LinkId]:
-    """Directed links from ``src`` to ``dst`` for a job placed by ``alloc``."""
-    (la, sa), (lb, sb) = src, dst
-    if la == lb:
-        return [("hu", la, sa), ("hd", lb, sb)]
-    if alloc.policy == "ecmp":
-        s = ecmp_spine(src, dst, sport, spines)
-        return [("hu", la, sa), ("ls", la, s), ("sl", s, lb), ("hd", lb, sb)]
-    if alloc.policy == "vclos":
-        s = alloc.spine_of[src]
-        return [("hu", la, sa), ("ls", la, s), ("sl", s, lb), ("hd", lb, sb)]
-    up = alloc.circuits[alloc.circuit_of[src]]
-    if up.end_b[0] == "leaf":  # direct leaf-leaf circuit
-        return [("hu", la, sa), ("cl", up.ocs, la, lb), ("hd", lb, sb)]
-    _, s, port = up.end_b
-    down = next(c for c in alloc.circuits if c.end_a == ("leaf", lb) and c.end_b[1] == s)
-    return [
-        ("hu", la, sa),
-        ("cu", up.ocs, la, s, port),
-        ("cd", down.ocs, s, down.end_b[2], lb),
-        ("hd", lb, sb),
-    ]
+    """Directed links from ``src`` to ``dst`` for a job placed by ``alloc``: its policy's."""
+    return get_policy(alloc.policy).path(alloc, src, dst, spines, sport)
 
 
 @dataclass(frozen=True)
@@ -208,7 +190,7 @@ def job_plan(
                 s = ideal_spine(src, dst)
                 out.append([("hu", *src), ("ls", src[0], s), ("sl", s, dst[0]), ("hd", *dst)])
             else:
-                sport = rng.randrange(32768, 61000) if rng is not None else 0
+                sport = rng.randrange(*SPORTS) if rng is not None else 0
                 out.append(host_path(alloc, src, dst, spines, sport))
         return out
 
@@ -251,10 +233,7 @@ class ClusterConfig:
     collective: str = "ring"
 
     def check(self) -> None:
-        if self.policy not in POLICIES:
-            raise FabricLabError(
-                f"--policy {self.policy!r} is unknown; use one of {', '.join(POLICIES)}"
-            )
+        cluster_policy(self.policy)
         for name in ("leaves", "spines", "hosts_per_leaf", "rounds"):
             if getattr(self, name) < 1:
                 flag = name.replace("_", "-")
@@ -263,7 +242,7 @@ class ClusterConfig:
             raise FabricLabError(
                 f"--collective {self.collective!r} is unknown; use one of {', '.join(COLLECTIVES)}"
             )
-        if self.policy == "ocs-vclos" and self.ocs_count < 1:
+        if self.uses_ocs and self.ocs_count < 1:
             raise FabricLabError("--policy ocs-vclos needs --ocs-count of at least 1")
         if self.placement not in PLACEMENTS:
             raise FabricLabError(
@@ -280,6 +259,10 @@ class ClusterConfig:
             )
         if not self.link_bps > 0:
             raise FabricLabError(f"--link-gbps gives {self.link_bps} bit/s; it must be > 0")
+
+    @property
+    def uses_ocs(self) -> bool:
+        return cluster_policy(self.policy).placement == "ocs-vclos"
 
     @property
     def total_gpus(self) -> int:
@@ -355,7 +338,7 @@ class ClusterSimulation:
         self.progress = progress
         self.config = config
         self.jobs = sorted(jobs, key=lambda j: (j.arrival, j.job_id))
-        ocs = config.ocs_count if config.policy == "ocs-vclos" else 0
+        ocs = config.ocs_count if config.uses_ocs else 0
         self.cluster = Cluster(config.leaves, config.spines, config.hosts_per_leaf, ocs,
                                spine_ports_per_ocs=config.spine_ports,
                                placement=config.placement, rewiring=config.rewiring)
@@ -393,8 +376,8 @@ class ClusterSimulation:
         while self.queue:
             record = self.queue[0]
             try:
-                alloc = self.cluster.allocate(record.spec.job_id, record.spec.gpus,
-                                              self.config.policy)
+                alloc = get_policy(self.config.policy).allocate(
+                    self.cluster, record.spec.job_id, record.spec.gpus)
             except AllocationRefused as exc:
                 if exc.reason == "unshapeable" or not self.cluster.jobs:
                     # Refused on an empty cluster: no amount of waiting will place it.
@@ -417,7 +400,7 @@ class ClusterSimulation:
         record.leaves = len(alloc.leaves)
         plan = job_plan(alloc, spec.grad_bytes, c.link_bps, c.spines, self.rng,
                         collective=c.collective)
-        ideal = plan if alloc.policy != "ecmp" else job_plan(
+        ideal = plan if not get_policy(alloc.policy).hashed else job_plan(
             alloc, spec.grad_bytes, c.link_bps, c.spines, None, ideal=True,
             collective=c.collective)
         record.isolated = spec.iterations * (
@@ -513,13 +496,13 @@ class ClusterSimulation:
             "spines": c.spines,
             "hosts_per_leaf": c.hosts_per_leaf,
             "gpus": c.total_gpus,
-            "ocs_count": c.ocs_count if c.policy == "ocs-vclos" else 0,
-            "spine_ports_per_ocs": c.spine_ports if c.policy == "ocs-vclos" else 0,
+            "ocs_count": c.ocs_count if c.uses_ocs else 0,
+            "spine_ports_per_ocs": c.spine_ports if c.uses_ocs else 0,
             "link_gbps": c.link_bps / 1e9,
             "rounds": c.rounds,
             "collective": c.collective,
             "placement": c.placement,
-            "rewiring": c.rewiring if c.policy == "ocs-vclos" else "",
+            "rewiring": c.rewiring if c.uses_ocs else "",
             "seed": c.seed,
             "jobs_in_trace": len(self.jobs),
             "jobs_completed": len(rows),

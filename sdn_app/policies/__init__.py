@@ -1,0 +1,36 @@
+"""Routing policies, one module each, registered in :data:`testbed.core.registry.POLICIES`.
+
+Built in: ``ecmp``, ``ecmp-l3``, ``vclos``, ``ocs-vclos`` (leaf-spine and OCS fabrics) and
+``shortest`` (multidim). A new policy subclasses :class:`~sdn_app.policies.base.RoutingPolicy`
+and registers itself (see docs/extending.md).
+"""
+
+from __future__ import annotations
+
+from sdn_app.policies.base import RoutingPolicy
+from testbed.core.errors import SpecError
+from testbed.core.registry import POLICIES
+from testbed.core.topology import FabricPlan
+
+# The policy a fabric runs when the experiment names none.
+DEFAULTS = {"leaf_spine": "ecmp", "ocs_leaf_spine": "ocs-vclos", "multidim": "shortest"}
+
+
+def get(name: str) -> RoutingPolicy:
+    """The registered policy called ``name`` (a RegistryError names the choices)."""
+    return POLICIES.get(name)
+
+
+def applicable(kind: str) -> list[str]:
+    """Names of the registered policies that route a ``kind`` fabric."""
+    return [n for n, p in POLICIES.items() if kind in p.fabric_kinds]
+
+
+def policy_for(plan: FabricPlan, name: str | None) -> str:
+    """The policy to run: ``name``, checked against the fabric, or the fabric's default."""
+    if name is None:
+        return DEFAULTS[plan.kind]
+    if plan.kind not in get(name).fabric_kinds:
+        raise SpecError(f"policy: {name} does not route a {plan.kind} fabric; use "
+                        f"{' or '.join(applicable(plan.kind))}")
+    return name

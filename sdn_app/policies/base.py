@@ -1,0 +1,82 @@
+"""The interface every routing policy implements, for the controller and for the simulator.
+
+A policy is one object (conventionally ``POLICY`` in its own module) registered in
+:data:`testbed.core.registry.POLICIES`. It answers four questions:
+
+- which fabrics it routes (``fabric_kinds``) and how the allocator places a job for it
+  (``placement``: any free hosts, a vClos shape, or an OCS shape);
+- what every switch holds whatever jobs run (:meth:`base_program`) and what one placed job adds
+  (:meth:`job_program`): the controller turns both into OpenFlow, the tests trace them;
+- which directed links a flow from host ``src`` to host ``dst`` of a placed job crosses
+  (:meth:`path`): the simulator routes its flows with it, so both backends route alike;
+- whether a link failure leaves a job without a path (:meth:`broken`).
+
+Hosts are ``(leaf, slot)`` pairs. Directed links are tuples: ``("hu", leaf, slot)`` host up,
+``("hd", leaf, slot)`` host down, ``("ls", leaf, spine)``, ``("sl", spine, leaf)``, and on OCS
+fabrics ``("cu", ocs, leaf, spine, port)``, ``("cd", ocs, spine, port, leaf)``,
+``("cl", ocs, leaf_a, leaf_b)``.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from sdn_app.allocator import Allocation, Cluster
+from sdn_app.program import Program, Uplink
+from testbed.core.topology import FabricPlan
+
+Host = tuple[int, int]
+LinkId = tuple
+PLACEMENTS = ("ecmp", "vclos", "ocs-vclos")  # the allocator's three ways to place a job
+
+
+class RoutingPolicy:
+    """Base class: ECMP-style placement (any free hosts), no per-job rules, never broken."""
+
+    name: ClassVar[str]
+    fabric_kinds: ClassVar[tuple[str, ...]] = ("leaf_spine",)
+    placement: ClassVar[str] = "ecmp"
+    # The policies a job may ask for on a fabric that runs this one (the fabric's own first).
+    job_policies: ClassVar[tuple[str, ...]] = ()
+    # Flows of one host pair can take different paths (the simulator draws source ports).
+    per_flow_paths: ClassVar[bool] = False
+    # The path depends on a hash, so two flows can collide where an isolated fabric would not.
+    hashed: ClassVar[bool] = False
+
+    def allowed_for_jobs(self) -> tuple[str, ...]:
+        return self.job_policies or (self.name,)
+
+    # -- the controller ---------------------------------------------------------------------
+
+    def base_program(self, plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Program:
+        """Rules that hold whatever jobs run; ``down`` lists leaf-spine links that are down."""
+        raise NotImplementedError
+
+    def job_program(self, plan: FabricPlan, alloc: Allocation) -> Program:
+        """Rules one placed job adds (all carrying the job's cookie)."""
+        return Program()
+
+    def allocate(self, cluster: Cluster, job_id: str, hosts_wanted: int) -> Allocation:
+        return cluster.allocate(job_id, hosts_wanted, self.placement, label=self.name)
+
+    def claim(self, cluster: Cluster, job_id: str, hosts: list[Host]) -> Allocation:
+        return cluster.claim(job_id, hosts, self.placement, label=self.name)
+
+    def broken(self, alloc: Allocation, down: frozenset[Uplink]) -> str | None:
+        """One sentence if the job has no path left with ``down`` links down, else None."""
+        return None
+
+    # -- the simulator ----------------------------------------------------------------------
+
+    def path(self, alloc: Allocation, src: Host, dst: Host, spines: int,
+             sport: int = 0) -> list[LinkId]:
+        """Directed links of a flow from ``src`` to ``dst`` (``sport``: its source port)."""
+        raise NotImplementedError
+
+
+def via_spine(src: Host, dst: Host, spine: int) -> list[LinkId]:
+    """The links of a leaf-spine path through ``spine`` (or within one leaf)."""
+    (la, sa), (lb, sb) = src, dst
+    if la == lb:
+        return [("hu", la, sa), ("hd", lb, sb)]
+    return [("hu", la, sa), ("ls", la, spine), ("sl", spine, lb), ("hd", lb, sb)]

@@ -1,0 +1,59 @@
+"""``ecmp``: each leaf sends traffic for another leaf to an OpenFlow SELECT group over its
+uplinks; Open vSwitch hashes each flow's 5-tuple to a bucket, so two elephant flows can land
+on one uplink while another idles. The simulator hashes the same way (CRC32 of the 5-tuple)."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+from sdn_app.policies.base import Host, LinkId, RoutingPolicy, via_spine
+from sdn_app.program import ECMP_GROUP, GroupRule, Program, Uplink
+from sdn_app.static_routes import PRIO_ROUTE, FlowRule, delivery_rules, leaf_spine_view
+from testbed.core.topology import FabricPlan
+
+DPORT = 29500  # the workers' first listening port
+SPORTS = (32768, 61000)  # the ephemeral source ports a connection draws from
+
+
+def ecmp_spine(src: Host, dst: Host, sport: int, spines: int, dport: int = DPORT) -> int:
+    """Deterministic ECMP choice: CRC32 of the 5-tuple modulo the number of spines."""
+    key = struct.pack(">IIIIHHB", src[0], src[1], dst[0], dst[1], sport, dport, 6)
+    return zlib.crc32(key) % spines
+
+
+def ecmp_program(plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Program:
+    """Delivery rules, plus per (leaf, destination leaf) a SELECT group over the spines both
+    reach, leaving out spines behind a link that is down."""
+    view = leaf_spine_view(plan, [])
+    prog = Program(delivery_rules(plan, []))
+    L = plan.spec["leaves"]
+    for src_leaf in range(L):
+        for dst_leaf in range(L):
+            if src_leaf == dst_leaf:
+                continue
+            spines = sorted(s for s in view.spines_of(src_leaf) & view.spines_of(dst_leaf)
+                            if (src_leaf, s) not in down and (dst_leaf, s) not in down)
+            gid = ECMP_GROUP + dst_leaf
+            prog.groups.append(GroupRule(f"leaf{src_leaf}", gid,
+                                         tuple(view.up_port[(src_leaf, s)] for s in spines)))
+            for dst in plan.hosts:
+                if dst.leaf == dst_leaf:
+                    prog.flows.append(FlowRule(f"leaf{src_leaf}", PRIO_ROUTE, 0,
+                                               eth_dst=dst.nics[0].mac, group=gid))
+    return prog
+
+
+class Ecmp(RoutingPolicy):
+    name = "ecmp"
+    per_flow_paths = True
+    hashed = True
+
+    def base_program(self, plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Program:
+        return ecmp_program(plan, down)
+
+    def path(self, alloc, src: Host, dst: Host, spines: int, sport: int = 0) -> list[LinkId]:
+        return via_spine(src, dst, ecmp_spine(src, dst, sport, spines))
+
+
+POLICY = Ecmp()

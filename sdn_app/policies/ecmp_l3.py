@@ -1,0 +1,53 @@
+"""``ecmp-l3``: multipath on addresses only, the Linux kernel's default multipath hash
+(``fib_multipath_hash_policy=0``). Every flow between two hosts takes one path, so a pair's
+parallel connections cannot spread, and pairs collide where their hashes meet.
+
+The controller computes the hash itself and installs one rule per (source host, destination
+host) on each leaf, so the emulator and the simulator choose the same spine for every pair. A
+spine that lost a link to either leaf is left out of the choice.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Sequence
+
+from sdn_app.policies.base import Host, LinkId, RoutingPolicy, via_spine
+from sdn_app.program import Program, Uplink
+from sdn_app.static_routes import PRIO_ROUTE, FlowRule, delivery_rules, leaf_spine_view
+from testbed.core.topology import FabricPlan
+
+
+def l3_spine(src: Host, dst: Host, spines: Sequence[int]) -> int:
+    """The spine of every flow from ``src`` to ``dst``: CRC32 of the two addresses."""
+    key = struct.pack(">IIII", src[0], src[1], dst[0], dst[1])
+    return spines[zlib.crc32(key) % len(spines)]
+
+
+class EcmpL3(RoutingPolicy):
+    name = "ecmp-l3"
+    hashed = True
+
+    def base_program(self, plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Program:
+        view = leaf_spine_view(plan, [])
+        prog = Program(delivery_rules(plan, []))
+        for src in plan.hosts:
+            for dst in plan.hosts:
+                if src.leaf == dst.leaf:
+                    continue
+                spines = sorted(s for s in view.spines_of(src.leaf) & view.spines_of(dst.leaf)
+                                if (src.leaf, s) not in down and (dst.leaf, s) not in down)
+                if not spines:
+                    continue
+                spine = l3_spine((src.leaf, src.slot), (dst.leaf, dst.slot), spines)
+                prog.flows.append(FlowRule(f"leaf{src.leaf}", PRIO_ROUTE,
+                                           view.up_port[(src.leaf, spine)], in_port=1 + src.slot,
+                                           eth_dst=dst.nics[0].mac))
+        return prog
+
+    def path(self, alloc, src: Host, dst: Host, spines: int, sport: int = 0) -> list[LinkId]:
+        return via_spine(src, dst, l3_spine(src, dst, range(spines)))
+
+
+POLICY = EcmpL3()

@@ -1,0 +1,60 @@
+"""``ocs-vclos``: leaves and spines meet through optical circuit switches, which hold only the
+circuits of running jobs. The allocator picks a job's circuits (through a spine, or direct
+leaf to leaf) and the job's hosts are pinned to them."""
+
+from __future__ import annotations
+
+from sdn_app.allocator import Allocation
+from sdn_app.policies.base import Host, LinkId, RoutingPolicy
+from sdn_app.program import PRIO_JOB, Program, Uplink, job_cookie, ocs_circuits, pinned_rules
+from sdn_app.static_routes import FlowRule, circuit_rules, delivery_rules
+from sdn_app.static_routes import leaf_spine_view as view_of
+from testbed.core.topology import FabricPlan
+
+
+class OcsVclos(RoutingPolicy):
+    name = "ocs-vclos"
+    fabric_kinds = ("ocs_leaf_spine",)
+    placement = "ocs-vclos"
+    job_policies = ("ocs-vclos", "ecmp")
+
+    def base_program(self, plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Program:
+        return Program(delivery_rules(plan, []))
+
+    def job_program(self, plan: FabricPlan, alloc: Allocation) -> Program:
+        cookie = job_cookie(alloc.job_id)
+        circuits = ocs_circuits(plan, alloc)
+        H = plan.spec["hosts_per_leaf"]
+
+        def up(leaf: int, slot: int) -> int | None:
+            index = alloc.circuit_of.get((leaf, slot))
+            return None if index is None else 1 + H + alloc.circuits[index].ocs
+
+        prog = Program(circuit_rules(circuits, cookie))
+        prog.flows += pinned_rules(plan, alloc, cookie, up)
+        # A spine reaches a leaf only through the job's circuit to it.
+        view = view_of(plan, circuits)
+        for leaf, slot in alloc.hosts:
+            mac = plan.host_at(leaf, slot).nics[0].mac
+            for spine in alloc.spines:
+                port = view.down_port.get((leaf, spine))
+                if port is not None:
+                    prog.flows.append(FlowRule(f"spine{spine}", PRIO_JOB, port, eth_dst=mac,
+                                               cookie=cookie))
+        return prog
+
+    def path(self, alloc: Allocation, src: Host, dst: Host, spines: int,
+             sport: int = 0) -> list[LinkId]:
+        (la, sa), (lb, sb) = src, dst
+        if la == lb:
+            return [("hu", la, sa), ("hd", lb, sb)]
+        up = alloc.circuits[alloc.circuit_of[src]]
+        if up.end_b[0] == "leaf":  # direct leaf-leaf circuit
+            return [("hu", la, sa), ("cl", up.ocs, la, lb), ("hd", lb, sb)]
+        _, s, port = up.end_b
+        down = next(c for c in alloc.circuits if c.end_a == ("leaf", lb) and c.end_b[1] == s)
+        return [("hu", la, sa), ("cu", up.ocs, la, s, port), ("cd", down.ocs, s, down.end_b[2], lb),
+                ("hd", lb, sb)]
+
+
+POLICY = OcsVclos()

@@ -1,0 +1,48 @@
+"""``vclos``: each job gets spines of its own (a virtual Clos); each job host's cross-leaf
+traffic is pinned to its spine, so jobs never share a fabric link. Traffic outside any job
+falls back to ECMP."""
+
+from __future__ import annotations
+
+from sdn_app.allocator import Allocation
+from sdn_app.policies.base import Host, LinkId, RoutingPolicy, via_spine
+from sdn_app.policies.ecmp import ecmp_program
+from sdn_app.program import Program, Uplink, job_cookie, pinned_rules
+from testbed.core.topology import FabricPlan
+
+
+class Vclos(RoutingPolicy):
+    name = "vclos"
+    placement = "vclos"
+    job_policies = ("vclos", "ecmp")
+
+    def base_program(self, plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Program:
+        return ecmp_program(plan, down)
+
+    def job_program(self, plan: FabricPlan, alloc: Allocation) -> Program:
+        H = plan.spec["hosts_per_leaf"]
+
+        def up(leaf: int, slot: int) -> int | None:
+            spine = alloc.spine_of.get((leaf, slot))
+            return None if spine is None else 1 + H + spine
+
+        return Program(pinned_rules(plan, alloc, job_cookie(alloc.job_id), up))
+
+    def broken(self, alloc: Allocation, down: frozenset[Uplink]) -> str | None:
+        """vClos forbids every other path, so a job pinned to a dead uplink cannot progress."""
+        if len({leaf for leaf, _slot in alloc.hosts}) < 2:
+            return None
+        for leaf, slot in sorted(alloc.hosts):
+            spine = alloc.spine_of.get((leaf, slot))
+            if spine is not None and (leaf, spine) in down:
+                return (f"job {alloc.job_id}: link leaf{leaf}-spine{spine} is down and the "
+                        f"job's vClos path for host slot {slot} of leaf {leaf} runs over it "
+                        "(vClos allows the job no other path)")
+        return None
+
+    def path(self, alloc: Allocation, src: Host, dst: Host, spines: int,
+             sport: int = 0) -> list[LinkId]:
+        return via_spine(src, dst, alloc.spine_of.get(src, 0))
+
+
+POLICY = Vclos()
