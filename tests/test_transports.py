@@ -9,6 +9,7 @@ import pytest
 from collective_helpers import allreduce_counts, inputs
 
 from testbed.core.errors import FabricLabError
+from testbed.core.registry import TRANSPORTS
 from workloads.launcher import local_configs, run_in_threads, run_local
 from workloads.transport import RPC_MAX_MESSAGE, RpcTransport
 
@@ -54,7 +55,7 @@ def test_rpc_workers_as_processes(tmp_path):
     assert [r.correct for r in res.rows] == [True]
 
 
-@pytest.mark.parametrize("transport", ["zerocopy", "rpc"])
+@pytest.mark.parametrize("transport", TRANSPORTS.names())
 def test_rpc_and_zerocopy_missing_peer_is_a_rendezvous_error(tmp_path, transport):
     cfgs = local_configs(ranks=2, dims=[2], algorithm="ring", sizes=[4], out_dir=tmp_path,
                          transport=transport, timeout=1.0)
@@ -96,13 +97,13 @@ def stalled_ring(tmp_path, transport: str,
 STALLED_ROOT_CAUSE = r"rank 2 waited more than 1 s for data from rank 1 .*stalled"
 
 
-@pytest.mark.parametrize("transport", ["zerocopy", "rpc"])
+@pytest.mark.parametrize("transport", TRANSPORTS.names())
 def test_stalled_peer_is_a_timeout_on_both_transports(tmp_path, transport):
     with pytest.raises(FabricLabError, match=STALLED_ROOT_CAUSE):
         run_in_threads(*stalled_ring(tmp_path, transport))
 
 
-@pytest.mark.parametrize("transport", ["zerocopy", "rpc"])
+@pytest.mark.parametrize("transport", TRANSPORTS.names())
 def test_echo_timing_out_first_does_not_hide_the_stalled_peer(tmp_path, transport):
     """Rank 0's timeout (blaming rank 2) fires first: rank 2 must still time out on its own
     and be reported, not be cut short into a "closed its connection" or "aborted" echo."""
