@@ -45,7 +45,7 @@ class ClusterRun:
 def label_of(summary: Mapping[str, Any]) -> str:
     """``policy`` plus what sets it apart: placement, rewiring, trace, load."""
     parts = [str(summary.get("policy", "?"))]
-    if summary.get("placement", "joint") != "joint":
+    if summary.get("placement", "joint") not in ("joint", ""):
         parts.append(str(summary["placement"]))
     if summary.get("rewiring"):  # ocs-vclos only
         parts.append(f"{summary['rewiring']} rewiring")
@@ -107,7 +107,7 @@ def comparison_rows(runs: list[ClusterRun]) -> list[tuple[str, list[Any], str]]:
                       f"{s.get('spines')})"), "text"),
         ("Policy", col("policy"), "text"),
         ("Placement", each(
-            lambda s: s.get("placement") if s.get("policy") != "ecmp" else "—"), "text"),
+            lambda s: (s.get("placement") if s.get("policy") != "ecmp" else "") or "—"), "text"),
         ("OCSes (spine ports each)", each(
             lambda s: f"{s.get('ocs_count')} ({s.get('spine_ports_per_ocs')})"
             if s.get("ocs_count") else "—"), "text"),

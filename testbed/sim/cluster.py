@@ -501,7 +501,8 @@ class ClusterSimulation:
             "link_gbps": c.link_bps / 1e9,
             "rounds": c.rounds,
             "collective": c.collective,
-            "placement": c.placement,
+            # How hosts and network were chosen together; moot where any free hosts do.
+            "placement": c.placement if cluster_policy(c.policy).placement != "ecmp" else "",
             "rewiring": c.rewiring if c.uses_ocs else "",
             "seed": c.seed,
             "jobs_in_trace": len(self.jobs),
