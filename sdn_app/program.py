@@ -20,7 +20,7 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from sdn_app.allocator import Allocation
+from sdn_app.allocation.ledger import Allocation
 from sdn_app.static_routes import (
     PRIO_ROUTE,
     Circuit,

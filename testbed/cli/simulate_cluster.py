@@ -27,7 +27,8 @@ from rich.progress import (
 )
 
 from analysis.cluster import utilisation_timeline
-from sdn_app.allocator import PLACEMENTS, POLICIES, REWIRINGS
+from sdn_app.allocation.cluster import PLACEMENTS, POLICIES
+from sdn_app.allocation.ocs import REWIRINGS
 from testbed.core.atomic import write_text
 from testbed.core.errors import FabricLabError
 from testbed.sim.cluster import COLLECTIVES, ClusterConfig, simulate_cluster

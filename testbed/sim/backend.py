@@ -12,10 +12,11 @@ analysis treats them as absent.
 Semantics
 ---------
 Placement
-    Explicit ``hosts`` as given, ``hosts_wanted`` through :class:`sdn_app.allocator.Cluster`
-    with the experiment's policy (``ecmp``/``vclos`` on leaf-spine, ``ocs-vclos`` on the OCS
-    fabric), as the controller places them: a job's ranks are its hosts in allocation order
-    (leaf, slot). A multidim job spans every host, rank r on host ``h<r>``.
+    Explicit ``hosts`` as given, ``hosts_wanted`` through
+    :class:`sdn_app.allocation.cluster.Cluster` with the experiment's policy (``ecmp``/``vclos``
+    on leaf-spine, ``ocs-vclos`` on the OCS fabric), as the controller places them: a job's
+    ranks are its hosts in allocation order (leaf, slot). A multidim job spans every host,
+    rank r on host ``h<r>``.
 Routing
     Leaf-spine paths are :func:`testbed.sim.cluster.host_path`: ``ecmp`` hashes every
     connection's 5-tuple (source port drawn from ``random.Random(seed)``, fixed for the
@@ -69,7 +70,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from sdn_app.allocator import Allocation, Cluster
+from sdn_app.allocation.cluster import Cluster
+from sdn_app.allocation.ledger import Allocation
 from sdn_app.program import ocs_circuits
 from testbed.core.atomic import write_json
 from testbed.core.errors import FabricLabError, SpecError
