@@ -30,7 +30,7 @@ from sdn_app.static_routes import (
     leaf_spine_view,
     static_rules,
 )
-from testbed.core.topology import FabricPlan
+from testbed.core.topology import FabricPlan, leaf_uplink_port, ocs_leaf_port, ocs_spine_port
 
 PRIO_JOB = 150  # above the ECMP default route, below local delivery
 ECMP_GROUP = 1  # group ids: 1 + destination leaf index
@@ -104,8 +104,9 @@ def ocs_circuits(plan: FabricPlan, alloc: Allocation) -> list[Circuit]:
     L = plan.spec["leaves"]
     out = []
     for c in alloc.circuits:
-        a = 1 + c.end_a[1]
-        b = 1 + c.end_b[1] if c.end_b[0] == "leaf" else 1 + L + 2 * c.end_b[1] + c.end_b[2]
+        a = ocs_leaf_port(c.end_a[1])
+        b = (ocs_leaf_port(c.end_b[1]) if c.end_b[0] == "leaf"
+             else ocs_spine_port(L, c.end_b[1], c.end_b[2]))
         out.append(Circuit(f"ocs{c.ocs}", a, b))
     return out
 
@@ -166,7 +167,7 @@ def _vclos_up_port(plan: FabricPlan):
 
     def up(leaf: int, slot: int, alloc: Allocation) -> int | None:
         spine = alloc.spine_of.get((leaf, slot))
-        return None if spine is None else 1 + H + spine
+        return None if spine is None else leaf_uplink_port(H, spine)
 
     return up
 
@@ -176,7 +177,7 @@ def _ocs_up_port(plan: FabricPlan, alloc: Allocation):
 
     def up(leaf: int, slot: int, alloc: Allocation) -> int | None:
         index = alloc.circuit_of.get((leaf, slot))
-        return None if index is None else 1 + H + alloc.circuits[index].ocs
+        return None if index is None else leaf_uplink_port(H, alloc.circuits[index].ocs)
 
     return up
 

@@ -39,7 +39,7 @@ Policies
   ``exclusive_ocs_links=True``. How circuits are chosen is the cluster's *rewiring*
   (:data:`.ocs.REWIRINGS`): ``any`` (the default), ``conservative`` or ``augment``;
   the last two start from the *default wiring*
-  (:func:`.ocs.default_circuit`).
+  (:func:`testbed.core.topology.default_circuit`).
 
 Placement (vclos and ocs-vclos)
 -------------------------------

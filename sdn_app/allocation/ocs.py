@@ -31,6 +31,7 @@ from sdn_app.allocation.ledger import (
     clos_allocation,
 )
 from sdn_app.allocation.vclos import find_free_biclique
+from testbed.core import topology
 
 # How many leaf sets ocs-vclos tries (best fit first) before calling a job fragmented.
 MAX_OCS_LEAF_SETS = 64
@@ -407,15 +408,10 @@ def match_from_default(
 
 
 def default_circuit(ledger: Ledger, leaf: int, spine: int) -> tuple[int, int]:
-    """``(ocs, spine port)`` of the default circuit from ``leaf`` to ``spine``: OCS
-    ``(leaf + spine) % ocs_count``, port ``(leaf // ocs_count) % spine_ports_per_ocs``.
-
-    With ``ocs_count == spines`` and ``spine_ports_per_ocs == leaves / ocs_count`` it is the
-    electrical leaf-spine fabric, so jobs that only use default circuits leave the OCS as
-    static vClos would.
-    """
-    return ((leaf + spine) % ledger.ocs_count,
-            (leaf // ledger.ocs_count) % ledger.spine_ports_per_ocs)
+    """``(ocs, spine port)`` of the default circuit from ``leaf`` to ``spine`` on this cluster
+    (:func:`testbed.core.topology.default_circuit`). Jobs that only use default circuits
+    leave the OCS as static vClos would."""
+    return topology.default_circuit(leaf, spine, ledger.ocs_count, ledger.spine_ports_per_ocs)
 
 
 def default_spine_mask(ledger: Ledger, leaf: int) -> int:
@@ -468,12 +464,9 @@ def orphaned(
 def idle_default_owners(ledger: Ledger, ocs: int, spine: int, port: int) -> list[int]:
     """Leaves whose default circuit to ``spine`` ends on its port ``(ocs, port)`` and whose
     own port on ``ocs`` is idle (see :func:`default_circuit`)."""
-    first = (ocs - spine) % ledger.ocs_count
-    return [
-        owner for owner in range(first, ledger.leaves, ledger.ocs_count)
-        if (owner // ledger.ocs_count) % ledger.spine_ports_per_ocs == port
-        and ledger.leaf_port_idle(ocs, owner)
-    ]
+    owners = topology.default_circuit_leaves(
+        ocs, spine, port, ledger.leaves, ledger.ocs_count, ledger.spine_ports_per_ocs)
+    return [owner for owner in owners if ledger.leaf_port_idle(ocs, owner)]
 
 
 def rewire_index(ledger: Ledger) -> RewireIndex:
