@@ -101,7 +101,7 @@ def full_program(plan: FabricPlan, policy: str, jobs: Iterable[Allocation],
 
 def ocs_circuits(plan: FabricPlan, alloc: Allocation) -> list[Circuit]:
     """The allocator's circuits as OCS port pairs (see testbed.core.topology for the numbering)."""
-    L = plan.spec["leaves"]
+    L = plan.spec.leaves
     out = []
     for c in alloc.circuits:
         a = ocs_leaf_port(c.end_a[1])
@@ -145,7 +145,7 @@ def broken_paths(alloc: Allocation, down: frozenset[Uplink]) -> str | None:
 def _ecmp_program(plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Program:
     view = leaf_spine_view(plan, [])
     prog = Program(delivery_rules(plan, []))
-    L = plan.spec["leaves"]
+    L = plan.spec.leaves
     for src_leaf in range(L):
         for dst_leaf in range(L):
             if src_leaf == dst_leaf:
@@ -163,7 +163,7 @@ def _ecmp_program(plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Pr
 
 
 def _vclos_up_port(plan: FabricPlan):
-    H = plan.spec["hosts_per_leaf"]
+    H = plan.spec.hosts_per_leaf
 
     def up(leaf: int, slot: int, alloc: Allocation) -> int | None:
         spine = alloc.spine_of.get((leaf, slot))
@@ -173,7 +173,7 @@ def _vclos_up_port(plan: FabricPlan):
 
 
 def _ocs_up_port(plan: FabricPlan, alloc: Allocation):
-    H = plan.spec["hosts_per_leaf"]
+    H = plan.spec.hosts_per_leaf
 
     def up(leaf: int, slot: int, alloc: Allocation) -> int | None:
         index = alloc.circuit_of.get((leaf, slot))

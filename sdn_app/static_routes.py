@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from testbed.core.spec import OcsLeafSpineSpec
 from testbed.core.topology import (
     FabricPlan,
     Host,
@@ -73,12 +74,11 @@ class LeafSpineView:
 def default_circuits(plan: FabricPlan) -> list[Circuit]:
     """Static OCS wiring: the fabric's :func:`~testbed.core.topology.default_wiring`."""
     spec = plan.spec
-    L, ocs_count = spec["leaves"], spec.get("ocs_count", 0)
-    if not ocs_count:
+    if not isinstance(spec, OcsLeafSpineSpec):
         return []
     return [
-        Circuit(f"ocs{o}", ocs_leaf_port(leaf), ocs_spine_port(L, spine, p))
-        for o, leaf, spine, p in default_wiring(L, spec["spines"], ocs_count)
+        Circuit(f"ocs{o}", ocs_leaf_port(leaf), ocs_spine_port(spec.leaves, spine, p))
+        for o, leaf, spine, p in default_wiring(spec.leaves, spec.spines, spec.ocs_count)
     ]
 
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 from sdn_app.allocation.ledger import (
     Allocation,
@@ -15,6 +14,7 @@ from sdn_app.allocation.ledger import (
 )
 from sdn_app.allocation.ocs import REWIRINGS
 from sdn_app.allocation.vclos import claim_vclos, find_free_biclique, try_vclos
+from testbed.core.spec import LeafSpineSpec, OcsLeafSpineSpec
 
 POLICIES = ("ecmp", "vclos", "ocs-vclos")
 PLACEMENTS = ("joint", "hosts-first")
@@ -66,11 +66,13 @@ class Cluster(Ledger):
         self.rewiring = rewiring
 
     @classmethod
-    def for_fabric(cls, spec: Mapping[str, Any]) -> Cluster:
-        """The cluster of a leaf-spine or OCS fabric spec (as a dict), with the fabric's
+    def for_fabric(cls, spec: LeafSpineSpec | OcsLeafSpineSpec) -> Cluster:
+        """The cluster of a leaf-spine or OCS fabric spec, with the fabric's
         ``ocs_rewiring``: what the controller and the sim backend both place jobs on."""
-        return cls(spec["leaves"], spec["spines"], spec["hosts_per_leaf"],
-                   spec.get("ocs_count", 0), rewiring=spec.get("ocs_rewiring", "any"))
+        if isinstance(spec, OcsLeafSpineSpec):
+            return cls(spec.leaves, spec.spines, spec.hosts_per_leaf, spec.ocs_count,
+                       rewiring=spec.ocs_rewiring)
+        return cls(spec.leaves, spec.spines, spec.hosts_per_leaf)
 
     # ----------------------------------------------------- allocate / claim
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import networkx as nx
 
-from testbed.core.spec import LeafSpineSpec, MultidimSpec, OcsLeafSpineSpec
+from testbed.core.spec import LeafSpineSpec, MultidimSpec, OcsLeafSpineSpec, parse_fabric
 
 ROLE_CODES = {"leaf": 0x01, "spine": 0x02, "ocs": 0x03, "dim": 0x10}
 
@@ -103,7 +103,7 @@ class Link:
 @dataclass(frozen=True)
 class FabricPlan:
     kind: str
-    spec: dict[str, Any]
+    spec: LeafSpineSpec | OcsLeafSpineSpec | MultidimSpec  # the validated spec it was built from
     hosts: tuple[Host, ...]
     switches: tuple[Switch, ...]
     links: tuple[Link, ...]
@@ -119,7 +119,8 @@ class FabricPlan:
     def host_at(self, leaf: int, slot: int) -> Host:
         """The host in ``slot`` of ``leaf`` on a leaf-spine fabric (hosts are numbered leaf
         by leaf: host i sits on leaf i // hosts_per_leaf)."""
-        return self.hosts[leaf * self.spec["hosts_per_leaf"] + slot]
+        assert not isinstance(self.spec, MultidimSpec), "host_at is for leaf-spine fabrics"
+        return self.hosts[leaf * self.spec.hosts_per_leaf + slot]
 
     def is_host(self, name: str) -> bool:
         return isinstance(self._by_name.get(name), Host)
@@ -142,7 +143,7 @@ class FabricPlan:
     def to_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
-            "spec": self.spec,
+            "spec": self.spec.model_dump(),
             "switches": [asdict(s) | {"dpid_hex": s.dpid_hex} for s in self.switches],
             "hosts": [asdict(h) for h in self.hosts],
             "links": [asdict(lk) | {"a_intf": lk.a_intf, "b_intf": lk.b_intf}
@@ -168,7 +169,7 @@ class FabricPlan:
             Link(**{k: v for k, v in lk.items() if k not in ("a_intf", "b_intf")})
             for lk in data["links"]
         )
-        return cls(data["kind"], data["spec"], hosts, switches, links)
+        return cls(data["kind"], parse_fabric({"fabric": data["spec"]}), hosts, switches, links)
 
     @classmethod
     def from_json(cls, text: str) -> FabricPlan:
@@ -297,7 +298,7 @@ def _leaf_spine(spec: LeafSpineSpec | OcsLeafSpineSpec) -> FabricPlan:
     for o, s, p in itertools.product(range(ocs), range(S), range(SPINE_PORTS_PER_OCS)):
         links.append(Link(f"spine{s}", spine_ocs_port(o, p), f"ocs{o}", ocs_spine_port(L, s, p),
                           spec.uplink_mbps, "ocs-spine"))
-    return FabricPlan(spec.kind, spec.model_dump(), tuple(hosts), tuple(switches), tuple(links))
+    return FabricPlan(spec.kind, spec, tuple(hosts), tuple(switches), tuple(links))
 
 
 def coords_of(index: int, sizes: tuple[int, ...]) -> tuple[int, ...]:
@@ -389,7 +390,7 @@ def _multidim(spec: MultidimSpec) -> FabricPlan:
                                   _port(nics[j], d, "prev"), dspec.mbps, "ring", d))
     hosts = tuple(Host(f"h{i}", i, tuple(nics[i]), coords=coords_of(i, sizes)) for i in range(N))
     assert len(switches) == spec.num_switches and math.prod(sizes) == N
-    return FabricPlan(spec.kind, spec.model_dump(), hosts, tuple(switches), tuple(links))
+    return FabricPlan(spec.kind, spec, hosts, tuple(switches), tuple(links))
 
 
 def _port(nics: list[Nic], dim: int, side: str = "host") -> int:

@@ -256,7 +256,7 @@ class SimRunner:
 
     def _capacity(self, link: LinkId) -> float:
         s = self.plan.spec
-        mbps = s["host_link_mbps"] if link[0] in ("hu", "hd") else s["uplink_mbps"]
+        mbps = s.host_link_mbps if link[0] in ("hu", "hd") else s.uplink_mbps
         return float(mbps) * 1e6 * GOODPUT
 
     def _connection(self, net: Network, p: _Placed, a: int, b: int,
@@ -265,7 +265,7 @@ class SimRunner:
         hosts = [self.plan.node(h) for h in p.run.hosts]
         src, dst = (hosts[a].leaf, hosts[a].slot), (hosts[b].leaf, hosts[b].slot)
         sport = self.rng.randrange(*SPORTS) if p.alloc.policy == "ecmp" else 0
-        path = host_path(p.alloc, src, dst, self.plan.spec["spines"], sport)
+        path = host_path(p.alloc, src, dst, self.plan.spec.spines, sport)
         for link in path:
             net.capacities.setdefault(link, self._capacity(link))
         routes.append(path)
@@ -292,12 +292,12 @@ class SimRunner:
 
             return ring
         if self.plan.kind == "multidim":
-            mbps = [float(d["mbps"]) for d in self.plan.spec["dims"]]
+            mbps = [float(d.mbps) for d in self.plan.spec.dims]
             fabric = MultidimFabric(p.dims, [m * 1e6 * GOODPUT for m in mbps])
             for link, cap in fabric.capacities().items():
                 net.capacities.setdefault(link, cap)
         else:
-            mbps = [float(self.plan.spec["host_link_mbps"])] * len(p.dims)
+            mbps = [float(self.plan.spec.host_link_mbps)] * len(p.dims)
             cache: dict[tuple[int, int, int], list[LinkId]] = {}
 
             def route(dim: int, a: int, b: int) -> list[LinkId]:
