@@ -26,7 +26,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from sdn_app.allocator import AllocationRefused, Cluster
+from sdn_app.allocation.cluster import Cluster
+from sdn_app.allocation.ledger import AllocationRefused
 
 LEAVES, HOSTS_PER_LEAF, OCS_COUNT = 16, 8, 8
 # (policy, ocs_count, exclusive_ocs_links)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from sdn_app.allocator import POLICIES
+from sdn_app.allocation.cluster import POLICIES
 from testbed.sim.cluster import ClusterConfig, simulate_cluster
 from testbed.sim.traces import synthetic
 

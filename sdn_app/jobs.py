@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sdn_app.allocator import (
+from sdn_app.allocation.cluster import Cluster
+from sdn_app.allocation.ledger import (
     Allocation,
     AllocationRefused,
     AllocationRequestError,
-    Cluster,
     allocation_from_dict,
 )
 from sdn_app.api import ApiError, JobRequest

@@ -14,14 +14,14 @@ import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from sdn_app.allocator import Allocation
+from sdn_app.allocation.ledger import Allocation
 from sdn_app.static_routes import (
     Circuit,
     FlowRule,
     leaf_spine_view,
 )
 from testbed.core.registry import POLICIES
-from testbed.core.topology import FabricPlan
+from testbed.core.topology import FabricPlan, ocs_leaf_port, ocs_spine_port
 
 PRIO_JOB = 150  # above the ECMP default route, below local delivery
 ECMP_GROUP = 1  # group ids: 1 + destination leaf index
@@ -84,11 +84,12 @@ def broken_paths(alloc: Allocation, down: frozenset[Uplink]) -> str | None:
 
 def ocs_circuits(plan: FabricPlan, alloc: Allocation) -> list[Circuit]:
     """The allocator's circuits as OCS port pairs (see testbed.core.topology for the numbering)."""
-    L = plan.spec["leaves"]
+    L = plan.spec.leaves
     out = []
     for c in alloc.circuits:
-        a = 1 + c.end_a[1]
-        b = 1 + c.end_b[1] if c.end_b[0] == "leaf" else 1 + L + 2 * c.end_b[1] + c.end_b[2]
+        a = ocs_leaf_port(c.end_a[1])
+        b = (ocs_leaf_port(c.end_b[1]) if c.end_b[0] == "leaf"
+             else ocs_spine_port(L, c.end_b[1], c.end_b[2]))
         out.append(Circuit(f"ocs{c.ocs}", a, b))
     return out
 

@@ -5,15 +5,24 @@ controller, and the controller app installs the same rules as OpenFlow messages.
 
 Routing used here (``static``): a leaf sends traffic for another leaf up to one spine reachable
 from both leaves, chosen deterministically per (source host, destination host) pair — the same
-spreading ECMP does, without the hash. OCS switches hold default circuits that wire leaf l to
-spine (o + l) mod S on OCS o. Multidim switches forward by destination MAC.
+spreading ECMP does, without the hash. OCS switches hold the default wiring
+(:func:`testbed.core.topology.default_wiring`: leaf l meets spine s on OCS (l + s) mod ocs_count).
+Multidim switches forward by destination MAC.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from testbed.core.topology import FabricPlan, Host, Link
+from testbed.core.spec import OcsLeafSpineSpec
+from testbed.core.topology import (
+    FabricPlan,
+    Host,
+    Link,
+    default_wiring,
+    ocs_leaf_port,
+    ocs_spine_port,
+)
 
 PRIO_LOCAL = 200  # a leaf/dim switch delivering to a host it owns
 PRIO_ROUTE = 100  # a leaf sending a remote destination up, a spine sending down
@@ -63,15 +72,14 @@ class LeafSpineView:
 
 
 def default_circuits(plan: FabricPlan) -> list[Circuit]:
-    """Static OCS wiring: on OCS o, leaf l's port meets port l // S of spine (o + l) mod S."""
+    """Static OCS wiring: the fabric's :func:`~testbed.core.topology.default_wiring`."""
     spec = plan.spec
-    L, S = spec["leaves"], spec["spines"]
-    out = []
-    for o in range(spec.get("ocs_count", 0)):
-        for leaf in range(L):
-            spine, p = (o + leaf) % S, leaf // S
-            out.append(Circuit(f"ocs{o}", 1 + leaf, 1 + L + 2 * spine + p))
-    return out
+    if not isinstance(spec, OcsLeafSpineSpec):
+        return []
+    return [
+        Circuit(f"ocs{o}", ocs_leaf_port(leaf), ocs_spine_port(spec.leaves, spine, p))
+        for o, leaf, spine, p in default_wiring(spec.leaves, spec.spines, spec.ocs_count)
+    ]
 
 
 def leaf_spine_view(plan: FabricPlan, circuits: list[Circuit]) -> LeafSpineView:

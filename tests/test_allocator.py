@@ -1,4 +1,4 @@
-"""Tests for sdn_app.allocator: hand-checkable cases plus random arrival/release sequences."""
+"""Tests for sdn_app.allocation: hand-checkable cases plus random arrival/release sequences."""
 
 from __future__ import annotations
 
@@ -18,14 +18,14 @@ from hypothesis.stateful import (
     rule,
 )
 
-from sdn_app.allocator import (
+from sdn_app.allocation.cluster import Cluster
+from sdn_app.allocation.ledger import (
     Allocation,
     AllocationRefused,
     AllocationRequestError,
     Circuit,
-    Cluster,
-    _match_from_default,
 )
+from sdn_app.allocation.ocs import match_from_default
 from testbed.core.errors import FabricLabError
 
 # ------------------------------------------------------------------ helpers
@@ -353,14 +353,14 @@ def test_augment_rewiring_joins_the_leaves_static_vclos_cannot() -> None:
     check_cluster(ocs)
 
 
-def test_match_from_default_keeps_defaults_and_augments() -> None:
+def testmatch_from_default_keeps_defaults_and_augments() -> None:
     everywhere = lambda ocs, spine: True  # noqa: E731
     # Both spines' default circuit is on OCS 0: spine 0 keeps it, spine 1 moves to OCS 1.
-    assert _match_from_default([0, 1], [0, 1], lambda s: 0, everywhere) == {0: 0, 1: 1}
+    assert match_from_default([0, 1], [0, 1], lambda s: 0, everywhere) == {0: 0, 1: 1}
     # Spine 1 has no idle port on OCS 1: spine 0 leaves its default along an augmenting path.
     only_zero = lambda ocs, spine: not (ocs == 1 and spine == 1)  # noqa: E731
-    assert _match_from_default([0, 1], [0, 1], lambda s: 0, only_zero) == {0: 1, 1: 0}
-    assert _match_from_default([0, 1], [0], lambda s: 0, everywhere) is None
+    assert match_from_default([0, 1], [0, 1], lambda s: 0, only_zero) == {0: 1, 1: 0}
+    assert match_from_default([0, 1], [0], lambda s: 0, everywhere) is None
 
 
 def test_bad_placement_or_rewiring_is_one_sentence() -> None:

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from testbed.core.spec import parse_fabric
-from testbed.core.topology import build_plan
+from testbed.core.topology import build_plan, default_circuit
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.traffic import Flow, run_flows
 
@@ -103,7 +103,7 @@ def test_ocs_job_crosses_only_its_circuits_and_release_frees_them(tmp_path, rewi
         job = ctl.create_job("j", hosts_wanted=6)  # 3 leaves x 2 hosts through spines
         assert len(job["spines"]) == 2
         if rewiring == "augment":  # the default wiring: leaf l to spine s on OCS (l + s) % 4
-            assert all(c["ocs"] == (c["a"]["leaf"] + c["b"]["spine"]) % 4
+            assert all(c["ocs"] == default_circuit(c["a"]["leaf"], c["b"]["spine"], 4)[0]
                        for c in job["circuits"])
         assert time.monotonic() - t0 >= 0.3  # the circuits took their reconfiguration time
         names = job["host_names"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sdn_app.allocator import Cluster
+from sdn_app.allocation.cluster import Cluster
 from sdn_app.policies import applicable, get, policy_for
 from sdn_app.policies.ecmp_l3 import l3_spine
 from sdn_app.program import base_program, full_program
@@ -85,7 +85,7 @@ def test_policy_reaches_every_pair_of_job_hosts(name: str, kind: str) -> None:
         for src, dst in itertools.permutations(alloc.hosts, 2):
             a, b = plan.host_at(*src), plan.host_at(*dst)
             path = trace(plan, prog.flows, a.name, b.name, groups=groups)
-            sim = policy.path(alloc, src, dst, plan.spec.get("spines", 0), sport=40000)
+            sim = policy.path(alloc, src, dst, getattr(plan.spec, "spines", 0), sport=40000)
             assert sim[0] == ("hu", *src) and sim[-1] == ("hd", *dst)
             if kind == "leaf_spine" and not policy.per_flow_paths:
                 assert traced_spine(path) == sim_spine(sim), (src, dst)

@@ -36,7 +36,7 @@ def predicted_links(name: str, kind: str, hosts_by_job: dict[str, list[str]]) ->
         assert sorted(hosts) == sorted(alloc.hosts)  # the controller placed as we do
         for i, src in enumerate(hosts):
             dst = hosts[(i + 1) % len(hosts)]
-            for link in policy.path(alloc, src, dst, plan.spec["spines"]):
+            for link in policy.path(alloc, src, dst, plan.spec.spines):
                 if link[0] == "ls":
                     out.add((f"leaf{link[1]}", f"spine{link[2]}"))
                 elif link[0] == "sl":

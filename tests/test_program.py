@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from sdn_app.allocator import Cluster
+from sdn_app.allocation.cluster import Cluster
 from sdn_app.policies import policy_for
 from sdn_app.program import (
     base_program,

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sdn_app.allocator import Allocation, Cluster
+from sdn_app.allocation.cluster import Cluster
+from sdn_app.allocation.ledger import Allocation
 from sdn_app.policies.ecmp import ecmp_spine
 from testbed.cli import main
 from testbed.core.errors import FabricLabError

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sdn_app.allocator import REWIRINGS
+from sdn_app.allocation.ocs import REWIRINGS
 from testbed.core.errors import SpecError
 from testbed.core.spec import MAX_HOSTS, MAX_LINK_MBPS, OcsLeafSpineSpec, load_fabric, parse_fabric
 

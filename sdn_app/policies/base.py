@@ -4,7 +4,8 @@ A policy is one object (conventionally ``POLICY`` in its own module) registered 
 :data:`testbed.core.registry.POLICIES`. It answers four questions:
 
 - which fabrics it routes (``fabric_kinds``) and how the allocator places a job for it
-  (``placement``: any free hosts, a vClos shape, or an OCS shape);
+  (``allocates_as``: the allocator policy whose placement it uses: ``ecmp`` any free hosts,
+  ``vclos`` a vClos shape, ``ocs-vclos`` an OCS shape);
 - what every switch holds whatever jobs run (:meth:`base_program`) and what one placed job adds
   (:meth:`job_program`): the controller turns both into OpenFlow, the tests trace them;
 - which directed links a flow from host ``src`` to host ``dst`` of a placed job crosses
@@ -21,13 +22,13 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from sdn_app.allocator import Allocation, Cluster
+from sdn_app.allocation.cluster import Cluster
+from sdn_app.allocation.ledger import Allocation
 from sdn_app.program import Program, Uplink
 from testbed.core.topology import FabricPlan
 
 Host = tuple[int, int]
 LinkId = tuple
-PLACEMENTS = ("ecmp", "vclos", "ocs-vclos")  # the allocator's three ways to place a job
 
 
 class RoutingPolicy:
@@ -35,7 +36,7 @@ class RoutingPolicy:
 
     name: ClassVar[str]
     fabric_kinds: ClassVar[tuple[str, ...]] = ("leaf_spine",)
-    placement: ClassVar[str] = "ecmp"
+    allocates_as: ClassVar[str] = "ecmp"
     # The policies a job may ask for on a fabric that runs this one (the fabric's own first).
     job_policies: ClassVar[tuple[str, ...]] = ()
     # Flows of one host pair can take different paths (the simulator draws source ports).
@@ -57,10 +58,10 @@ class RoutingPolicy:
         return Program()
 
     def allocate(self, cluster: Cluster, job_id: str, hosts_wanted: int) -> Allocation:
-        return cluster.allocate(job_id, hosts_wanted, self.placement, label=self.name)
+        return cluster.allocate(job_id, hosts_wanted, self.allocates_as, label=self.name)
 
     def claim(self, cluster: Cluster, job_id: str, hosts: list[Host]) -> Allocation:
-        return cluster.claim(job_id, hosts, self.placement, label=self.name)
+        return cluster.claim(job_id, hosts, self.allocates_as, label=self.name)
 
     def broken(self, alloc: Allocation, down: frozenset[Uplink]) -> str | None:
         """One sentence if the job has no path left with ``down`` links down, else None."""

@@ -27,7 +27,7 @@ def ecmp_program(plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Pro
     reach, leaving out spines behind a link that is down."""
     view = leaf_spine_view(plan, [])
     prog = Program(delivery_rules(plan, []))
-    L = plan.spec["leaves"]
+    L = plan.spec.leaves
     for src_leaf in range(L):
         for dst_leaf in range(L):
             if src_leaf == dst_leaf:

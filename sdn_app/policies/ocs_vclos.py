@@ -4,18 +4,18 @@ leaf to leaf) and the job's hosts are pinned to them."""
 
 from __future__ import annotations
 
-from sdn_app.allocator import Allocation
+from sdn_app.allocation.ledger import Allocation
 from sdn_app.policies.base import Host, LinkId, RoutingPolicy
 from sdn_app.program import PRIO_JOB, Program, Uplink, job_cookie, ocs_circuits, pinned_rules
 from sdn_app.static_routes import FlowRule, circuit_rules, delivery_rules
 from sdn_app.static_routes import leaf_spine_view as view_of
-from testbed.core.topology import FabricPlan
+from testbed.core.topology import FabricPlan, leaf_uplink_port
 
 
 class OcsVclos(RoutingPolicy):
     name = "ocs-vclos"
     fabric_kinds = ("ocs_leaf_spine",)
-    placement = "ocs-vclos"
+    allocates_as = "ocs-vclos"
     job_policies = ("ocs-vclos", "ecmp")
 
     def base_program(self, plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Program:
@@ -24,11 +24,11 @@ class OcsVclos(RoutingPolicy):
     def job_program(self, plan: FabricPlan, alloc: Allocation) -> Program:
         cookie = job_cookie(alloc.job_id)
         circuits = ocs_circuits(plan, alloc)
-        H = plan.spec["hosts_per_leaf"]
+        H = plan.spec.hosts_per_leaf
 
         def up(leaf: int, slot: int) -> int | None:
             index = alloc.circuit_of.get((leaf, slot))
-            return None if index is None else 1 + H + alloc.circuits[index].ocs
+            return None if index is None else leaf_uplink_port(H, alloc.circuits[index].ocs)
 
         prog = Program(circuit_rules(circuits, cookie))
         prog.flows += pinned_rules(plan, alloc, cookie, up)

@@ -4,27 +4,27 @@ falls back to ECMP."""
 
 from __future__ import annotations
 
-from sdn_app.allocator import Allocation
+from sdn_app.allocation.ledger import Allocation
 from sdn_app.policies.base import Host, LinkId, RoutingPolicy, via_spine
 from sdn_app.policies.ecmp import ecmp_program
 from sdn_app.program import Program, Uplink, job_cookie, pinned_rules
-from testbed.core.topology import FabricPlan
+from testbed.core.topology import FabricPlan, leaf_uplink_port
 
 
 class Vclos(RoutingPolicy):
     name = "vclos"
-    placement = "vclos"
+    allocates_as = "vclos"
     job_policies = ("vclos", "ecmp")
 
     def base_program(self, plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Program:
         return ecmp_program(plan, down)
 
     def job_program(self, plan: FabricPlan, alloc: Allocation) -> Program:
-        H = plan.spec["hosts_per_leaf"]
+        H = plan.spec.hosts_per_leaf
 
         def up(leaf: int, slot: int) -> int | None:
             spine = alloc.spine_of.get((leaf, slot))
-            return None if spine is None else 1 + H + spine
+            return None if spine is None else leaf_uplink_port(H, spine)
 
         return Program(pinned_rules(plan, alloc, job_cookie(alloc.job_id), up))
 

@@ -27,7 +27,8 @@ from rich.progress import (
 )
 
 from analysis.cluster import utilisation_timeline
-from sdn_app.allocator import PLACEMENTS, REWIRINGS
+from sdn_app.allocation.cluster import PLACEMENTS
+from sdn_app.allocation.ocs import REWIRINGS
 from testbed.core.atomic import write_text
 from testbed.core.errors import FabricLabError
 from testbed.sim.cluster import COLLECTIVES, ClusterConfig, cluster_policy, simulate_cluster
@@ -85,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     if not (math.isfinite(args.link_gbps) and args.link_gbps > 0):
         raise FabricLabError(f"--link-gbps is {args.link_gbps}; it must be a positive number")
     ocs = args.ocs_count if args.ocs_count is not None else (
-        args.spines if cluster_policy(args.policy).placement == "ocs-vclos" else 0)
+        args.spines if cluster_policy(args.policy).allocates_as == "ocs-vclos" else 0)
     if ocs < 0:
         raise FabricLabError(f"--ocs-count is {ocs}; it must be at least 0")
     config = ClusterConfig(

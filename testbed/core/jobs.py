@@ -62,7 +62,7 @@ def job_dims(plan: FabricPlan, hosts: list[str], dims: list[int] | None) -> list
     """The logical dimensions of a job: the fabric's own on a multidim fabric, else the
     given split (or one flat dimension) over the hosts' single NICs."""
     if plan.kind == "multidim":
-        sizes = [d["size"] for d in plan.spec["dims"]]
+        sizes = list(plan.spec.sizes)
         if hosts != [h.name for h in plan.hosts]:
             raise FabricLabError("a multidim job spans every host of the fabric, in host order")
         if dims and list(dims) != sizes:

@@ -61,7 +61,7 @@ class LeafSpineSpec(_Strict):
 class OcsLeafSpineSpec(LeafSpineSpec):
     kind: Literal["ocs_leaf_spine"]  # type: ignore[assignment]
     ocs_count: Count
-    # How the controller's allocator wires circuits (sdn_app.allocator.REWIRINGS).
+    # How the controller's allocator wires circuits (sdn_app.allocation.ocs.REWIRINGS).
     ocs_rewiring: Literal["any", "conservative", "augment"] = "any"
 
     @property

@@ -8,7 +8,11 @@ Conventions
 - Host ports count from 0 (``h3-eth0``); switch ports from 1 (OpenFlow has no port 0).
 - Leaf-spine: leaf port 1+slot goes to its host, port 1+hosts_per_leaf+s to spine s (or to OCS s
   in the OCS fabric); spine port 1+l to leaf l. OCS o: port 1+l to leaf l, port 1+L+2s+p to port p
-  of spine s; spine s port 1+2o+p goes to OCS o.
+  of spine s; spine s port 1+2o+p goes to OCS o (``leaf_uplink_port``, ``ocs_leaf_port``,
+  ``ocs_spine_port``, ``spine_ocs_port``).
+- Default OCS wiring (``default_circuit``): leaf l meets spine s on OCS (l + s) mod ocs_count,
+  at port (l // ocs_count) mod 2 of the spine. What the fabric holds without a controller, and
+  what the allocator's ``conservative`` and ``augment`` rewirings start from.
 - Multidim dimension d uses subnet 10.(d+1).0.0/16; leaf-spine uses 10.0.0.0/16. Host i's address
   in a subnet ends in i+1. A ``switch`` dimension joins each group through switch ``d<d>s<g>``
   (member with coordinate k on port k+1). A ``ring`` dimension of size n >= 3 gives each host two
@@ -25,7 +29,7 @@ from typing import Any
 
 import networkx as nx
 
-from testbed.core.spec import LeafSpineSpec, MultidimSpec, OcsLeafSpineSpec
+from testbed.core.spec import LeafSpineSpec, MultidimSpec, OcsLeafSpineSpec, parse_fabric
 
 ROLE_CODES = {"leaf": 0x01, "spine": 0x02, "ocs": 0x03, "dim": 0x10}
 
@@ -99,7 +103,7 @@ class Link:
 @dataclass(frozen=True)
 class FabricPlan:
     kind: str
-    spec: dict[str, Any]
+    spec: LeafSpineSpec | OcsLeafSpineSpec | MultidimSpec  # the validated spec it was built from
     hosts: tuple[Host, ...]
     switches: tuple[Switch, ...]
     links: tuple[Link, ...]
@@ -115,7 +119,8 @@ class FabricPlan:
     def host_at(self, leaf: int, slot: int) -> Host:
         """The host in ``slot`` of ``leaf`` on a leaf-spine fabric (hosts are numbered leaf
         by leaf: host i sits on leaf i // hosts_per_leaf)."""
-        return self.hosts[leaf * self.spec["hosts_per_leaf"] + slot]
+        assert not isinstance(self.spec, MultidimSpec), "host_at is for leaf-spine fabrics"
+        return self.hosts[leaf * self.spec.hosts_per_leaf + slot]
 
     def is_host(self, name: str) -> bool:
         return isinstance(self._by_name.get(name), Host)
@@ -138,7 +143,7 @@ class FabricPlan:
     def to_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
-            "spec": self.spec,
+            "spec": self.spec.model_dump(),
             "switches": [asdict(s) | {"dpid_hex": s.dpid_hex} for s in self.switches],
             "hosts": [asdict(h) for h in self.hosts],
             "links": [asdict(lk) | {"a_intf": lk.a_intf, "b_intf": lk.b_intf}
@@ -164,11 +169,89 @@ class FabricPlan:
             Link(**{k: v for k, v in lk.items() if k not in ("a_intf", "b_intf")})
             for lk in data["links"]
         )
-        return cls(data["kind"], data["spec"], hosts, switches, links)
+        return cls(data["kind"], parse_fabric({"fabric": data["spec"]}), hosts, switches, links)
 
     @classmethod
     def from_json(cls, text: str) -> FabricPlan:
         return cls.from_dict(json.loads(text))
+
+
+# -- leaf-spine port numbering and the default OCS wiring ---------------------------------------
+
+SPINE_PORTS_PER_OCS = 2  # every spine of the OCS fabric has two ports on every OCS
+
+
+def leaf_uplink_port(hosts_per_leaf: int, index: int) -> int:
+    """A leaf's port to spine ``index`` (leaf-spine) or to OCS ``index`` (OCS fabric)."""
+    return 1 + hosts_per_leaf + index
+
+
+def spine_ocs_port(ocs: int, port: int) -> int:
+    """A spine's port ``port`` (0 or 1) toward OCS ``ocs``."""
+    return 1 + SPINE_PORTS_PER_OCS * ocs + port
+
+
+def ocs_leaf_port(leaf: int) -> int:
+    """An OCS's port to ``leaf`` (the same on every OCS)."""
+    return 1 + leaf
+
+
+def ocs_spine_port(leaves: int, spine: int, port: int) -> int:
+    """An OCS's port to port ``port`` of ``spine``, on a fabric of ``leaves`` leaves."""
+    return 1 + leaves + SPINE_PORTS_PER_OCS * spine + port
+
+
+def default_circuit(
+    leaf: int, spine: int, ocs_count: int, spine_ports: int = SPINE_PORTS_PER_OCS
+) -> tuple[int, int]:
+    """``(ocs, spine port)`` of the default circuit between ``leaf`` and ``spine``: OCS
+    ``(leaf + spine) % ocs_count``, port ``(leaf // ocs_count) % spine_ports``.
+
+    With ``ocs_count == spines`` and ``leaves <= spine_ports * ocs_count`` the default circuits
+    of all (leaf, spine) pairs form the electrical leaf-spine fabric (see ``default_wiring``).
+    """
+    return (leaf + spine) % ocs_count, (leaf // ocs_count) % spine_ports
+
+
+def default_circuit_leaves(
+    ocs: int, spine: int, port: int, leaves: int, ocs_count: int,
+    spine_ports: int = SPINE_PORTS_PER_OCS,
+) -> list[int]:
+    """The leaves whose default circuit to ``spine`` is ``(ocs, port)``, lowest first (the
+    inverse of ``default_circuit``; only leaves congruent to ocs - spine can qualify)."""
+    return [
+        leaf for leaf in range((ocs - spine) % ocs_count, leaves, ocs_count)
+        if default_circuit(leaf, spine, ocs_count, spine_ports) == (ocs, port)
+    ]
+
+
+def default_wiring(
+    leaves: int, spines: int, ocs_count: int, spine_ports: int = SPINE_PORTS_PER_OCS
+) -> list[tuple[int, int, int, int]]:
+    """The default circuits of a whole OCS fabric, as ``(ocs, leaf, spine, spine port)``
+    sorted by OCS then leaf.
+
+    Pair by pair in (leaf, spine) order, each pair's ``default_circuit``, on another port of
+    the spine on that OCS when the default port is taken, and left out when the leaf's port on
+    that OCS or every port of the spine there is taken. Nothing is left out when
+    ``spines <= ocs_count`` and ``leaves <= spine_ports * ocs_count``: then every leaf reaches
+    every spine. With fewer OCSes than spines a leaf reaches at most ``ocs_count`` spines.
+    """
+    leaf_taken: set[tuple[int, int]] = set()
+    spine_taken: set[tuple[int, int, int]] = set()
+    out = []
+    for leaf, spine in itertools.product(range(leaves), range(spines)):
+        ocs, first = default_circuit(leaf, spine, ocs_count, spine_ports)
+        if (ocs, leaf) in leaf_taken:
+            continue
+        ports = [first, *(p for p in range(spine_ports) if p != first)]
+        port = next((p for p in ports if (ocs, spine, p) not in spine_taken), None)
+        if port is None:
+            continue
+        leaf_taken.add((ocs, leaf))
+        spine_taken.add((ocs, spine, port))
+        out.append((ocs, leaf, spine, port))
+    return sorted(out)
 
 
 def host_address(subnet: int, index: int) -> str:
@@ -207,15 +290,15 @@ def _leaf_spine(spec: LeafSpineSpec | OcsLeafSpineSpec) -> FabricPlan:
         links.append(Link(f"h{i}", 0, f"leaf{lf}", 1 + j, spec.host_link_mbps, "host"))
     if not ocs:
         for lf, s in itertools.product(range(L), range(S)):
-            links.append(Link(f"leaf{lf}", 1 + H + s, f"spine{s}", 1 + lf, spec.uplink_mbps,
-                              "uplink"))
+            links.append(Link(f"leaf{lf}", leaf_uplink_port(H, s), f"spine{s}", 1 + lf,
+                              spec.uplink_mbps, "uplink"))
     for o, lf in itertools.product(range(ocs), range(L)):
-        links.append(Link(f"leaf{lf}", 1 + H + o, f"ocs{o}", 1 + lf, spec.uplink_mbps, "ocs-leaf"))
-    for o, s, p in itertools.product(range(ocs), range(S), range(2)):
-        links.append(Link(
-            f"spine{s}", 1 + 2 * o + p, f"ocs{o}", 1 + L + 2 * s + p, spec.uplink_mbps, "ocs-spine"
-        ))
-    return FabricPlan(spec.kind, spec.model_dump(), tuple(hosts), tuple(switches), tuple(links))
+        links.append(Link(f"leaf{lf}", leaf_uplink_port(H, o), f"ocs{o}", ocs_leaf_port(lf),
+                          spec.uplink_mbps, "ocs-leaf"))
+    for o, s, p in itertools.product(range(ocs), range(S), range(SPINE_PORTS_PER_OCS)):
+        links.append(Link(f"spine{s}", spine_ocs_port(o, p), f"ocs{o}", ocs_spine_port(L, s, p),
+                          spec.uplink_mbps, "ocs-spine"))
+    return FabricPlan(spec.kind, spec, tuple(hosts), tuple(switches), tuple(links))
 
 
 def coords_of(index: int, sizes: tuple[int, ...]) -> tuple[int, ...]:
@@ -307,7 +390,7 @@ def _multidim(spec: MultidimSpec) -> FabricPlan:
                                   _port(nics[j], d, "prev"), dspec.mbps, "ring", d))
     hosts = tuple(Host(f"h{i}", i, tuple(nics[i]), coords=coords_of(i, sizes)) for i in range(N))
     assert len(switches) == spec.num_switches and math.prod(sizes) == N
-    return FabricPlan(spec.kind, spec.model_dump(), hosts, tuple(switches), tuple(links))
+    return FabricPlan(spec.kind, spec, hosts, tuple(switches), tuple(links))
 
 
 def _port(nics: list[Nic], dim: int, side: str = "host") -> int:

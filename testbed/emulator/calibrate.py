@@ -53,7 +53,7 @@ def candidate_flows(plan: FabricPlan, rules: list[FlowRule]) -> list[ProbeFlow]:
     """Every reachable (src, dst, dimension) pair, with its path under ``rules``."""
     dims: list[int | None] = [None]
     if plan.kind == "multidim":
-        dims = [d for d, dim in enumerate(plan.spec["dims"]) if dim["size"] > 1]
+        dims = [d for d, dim in enumerate(plan.spec.dims) if dim.size > 1]
     flows = []
     for dim in dims:
         for s in plan.hosts:
@@ -211,7 +211,8 @@ def calibrate(plan: FabricPlan, run_dir: Path, seconds: float = 4.0, warmup: flo
         links, idles, cpu, goodput = run_rounds(fab, rounds, seconds, warmup, progress)
     cpu.to_csv(run_dir / "cpu_samples.csv", index=False)
     return Calibration(
-        fabric=plan.spec, datapath=datapath(), rounds=len(rounds), seconds_per_round=seconds,
+        fabric=plan.spec.model_dump(), datapath=datapath(), rounds=len(rounds),
+        seconds_per_round=seconds,
         links=links, cpu_idle_min=min(idles), cpu_idle_mean=sum(idles) / len(idles),
         iperf_goodput_ratio=sum(goodput) / len(goodput), bring_up_s=bring_up,
     )

@@ -280,11 +280,11 @@ class Fabric:
                     o = other.nics[0]
                     yield f"neigh replace {o.ip} lladdr {o.mac} dev {nic.intf} nud permanent"
             return
-        sizes = tuple(d["size"] for d in plan.spec["dims"])
-        for d, dim in enumerate(plan.spec["dims"]):
-            if dim["size"] == 1:
+        sizes = plan.spec.sizes
+        for d, dim in enumerate(plan.spec.dims):
+            if dim.size == 1:
                 continue
-            if dim["kind"] == "switch" or dim["size"] == 2:
+            if dim.kind == "switch" or dim.size == 2:
                 nic = me.nic(d)
                 for j in dim_peers(index, d, sizes):
                     if j != index:

@@ -36,9 +36,9 @@ def fabric_configs(plan: FabricPlan, hosts: list[str], *, algorithm: str, sizes:
             row.append({"ip": nic.ip, "port": BASE_PORT + d})
         addresses.append(row)
     if multidim:
-        bandwidths = [float(d["mbps"]) * 1e6 for d in plan.spec["dims"]]
+        bandwidths = [float(d.mbps) * 1e6 for d in plan.spec.dims]
     else:
-        bandwidths = [float(plan.spec["host_link_mbps"]) * 1e6] * len(dims)
+        bandwidths = [float(plan.spec.host_link_mbps) * 1e6] * len(dims)
     options.setdefault("dim_bandwidths", bandwidths)
     workload = {"sizes": sizes, "iterations": iterations, "warmup": warmup}
     return [{"run_id": run_id, "job_id": job_id, "rank": r, "world_size": len(hosts),

@@ -12,10 +12,11 @@ analysis treats them as absent.
 Semantics
 ---------
 Placement
-    Explicit ``hosts`` as given, ``hosts_wanted`` through :class:`sdn_app.allocator.Cluster`
-    with the experiment's policy (``ecmp``/``vclos`` on leaf-spine, ``ocs-vclos`` on the OCS
-    fabric), as the controller places them: a job's ranks are its hosts in allocation order
-    (leaf, slot). A multidim job spans every host, rank r on host ``h<r>``.
+    Explicit ``hosts`` as given, ``hosts_wanted`` through
+    :class:`sdn_app.allocation.cluster.Cluster` with the experiment's policy (``ecmp``/``vclos``
+    on leaf-spine, ``ocs-vclos`` on the OCS fabric), as the controller places them: a job's
+    ranks are its hosts in allocation order (leaf, slot). A multidim job spans every host,
+    rank r on host ``h<r>``.
 Routing
     Leaf-spine paths are the policy's (:meth:`sdn_app.policies.base.RoutingPolicy.path`):
     ``ecmp`` hashes every
@@ -70,7 +71,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from sdn_app.allocator import Allocation, Cluster
+from sdn_app.allocation.cluster import Cluster
+from sdn_app.allocation.ledger import Allocation
 from sdn_app.policies import get as get_policy
 from sdn_app.policies import policy_for
 from sdn_app.policies.ecmp import SPORTS
@@ -257,7 +259,7 @@ class SimRunner:
 
     def _capacity(self, link: LinkId) -> float:
         s = self.plan.spec
-        mbps = s["host_link_mbps"] if link[0] in ("hu", "hd") else s["uplink_mbps"]
+        mbps = s.host_link_mbps if link[0] in ("hu", "hd") else s.uplink_mbps
         return float(mbps) * 1e6 * GOODPUT
 
     def _connection(self, net: Network, p: _Placed, a: int, b: int,
@@ -266,7 +268,7 @@ class SimRunner:
         hosts = [self.plan.node(h) for h in p.run.hosts]
         src, dst = (hosts[a].leaf, hosts[a].slot), (hosts[b].leaf, hosts[b].slot)
         sport = self.rng.randrange(*SPORTS) if get_policy(p.alloc.policy).per_flow_paths else 0
-        path = host_path(p.alloc, src, dst, self.plan.spec["spines"], sport)
+        path = host_path(p.alloc, src, dst, self.plan.spec.spines, sport)
         for link in path:
             net.capacities.setdefault(link, self._capacity(link))
         routes.append(path)
@@ -293,12 +295,12 @@ class SimRunner:
 
             return ring
         if self.plan.kind == "multidim":
-            mbps = [float(d["mbps"]) for d in self.plan.spec["dims"]]
+            mbps = [float(d.mbps) for d in self.plan.spec.dims]
             fabric = MultidimFabric(p.dims, [m * 1e6 * GOODPUT for m in mbps])
             for link, cap in fabric.capacities().items():
                 net.capacities.setdefault(link, cap)
         else:
-            mbps = [float(self.plan.spec["host_link_mbps"])] * len(p.dims)
+            mbps = [float(self.plan.spec.host_link_mbps)] * len(p.dims)
             cache: dict[tuple[int, int, int], list[LinkId]] = {}
 
             def route(dim: int, a: int, b: int) -> list[LinkId]:

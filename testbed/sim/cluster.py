@@ -10,7 +10,7 @@ Cluster
 
 Admission
     Strict FIFO: jobs queue in arrival order and only the head may be placed
-    (:meth:`sdn_app.allocator.Cluster.allocate`); while the head is refused (no free hosts,
+    (:meth:`sdn_app.allocation.cluster.Cluster.allocate`); while the head is refused (no free hosts,
     or no isolated virtual Clos: ``fragmented``), every job behind it waits too, even one
     that would fit. That head-of-line blocking is FIFO's nature and is kept on purpose: it is
     how fragmentation turns into waiting time. The head is retried when a job ends. Jobs no
@@ -75,13 +75,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sdn_app.allocator import (
-    PLACEMENTS,
-    REWIRINGS,
-    Allocation,
-    AllocationRefused,
-    Cluster,
-)
+from sdn_app.allocation.cluster import PLACEMENTS, Cluster
+from sdn_app.allocation.ledger import Allocation, AllocationRefused
+from sdn_app.allocation.ocs import REWIRINGS
 from sdn_app.policies import RoutingPolicy, applicable
 from sdn_app.policies import get as get_policy
 from sdn_app.policies.ecmp import SPORTS
@@ -225,8 +221,8 @@ class ClusterConfig:
     policy: str
     ocs_count: int = 0
     spine_ports_per_ocs: int = 0  # 0: ceil(leaves / ocs_count), a spine port per leaf
-    placement: str = "joint"  # or "hosts-first" (see sdn_app.allocator)
-    rewiring: str = "augment"  # ocs-vclos: or "any", "conservative" (see sdn_app.allocator)
+    placement: str = "joint"  # or "hosts-first" (see sdn_app.allocation)
+    rewiring: str = "augment"  # ocs-vclos: or "any", "conservative" (see sdn_app.allocation.ocs)
     link_bps: float = 100e9
     rounds: int = 8
     seed: int = 1
@@ -262,7 +258,7 @@ class ClusterConfig:
 
     @property
     def uses_ocs(self) -> bool:
-        return cluster_policy(self.policy).placement == "ocs-vclos"
+        return cluster_policy(self.policy).allocates_as == "ocs-vclos"
 
     @property
     def total_gpus(self) -> int:
@@ -502,7 +498,7 @@ class ClusterSimulation:
             "rounds": c.rounds,
             "collective": c.collective,
             # How hosts and network were chosen together; moot where any free hosts do.
-            "placement": c.placement if cluster_policy(c.policy).placement != "ecmp" else "",
+            "placement": c.placement if cluster_policy(c.policy).allocates_as != "ecmp" else "",
             "rewiring": c.rewiring if c.uses_ocs else "",
             "seed": c.seed,
             "jobs_in_trace": len(self.jobs),

@@ -15,7 +15,7 @@ class SingleSpine(RoutingPolicy):
     def base_program(self, plan, down=frozenset()):
         view = leaf_spine_view(plan, [])
         prog = Program(delivery_rules(plan, []))
-        for leaf in range(plan.spec["leaves"]):
+        for leaf in range(plan.spec.leaves):
             for dst in plan.hosts:
                 if dst.leaf != leaf:
                     prog.flows.append(FlowRule(f"leaf{leaf}", PRIO_ROUTE, view.up_port[(leaf, 0)],

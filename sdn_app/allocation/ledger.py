@@ -1,0 +1,373 @@
+"""What a job holds (:class:`Allocation`, :class:`Circuit`), the allocation errors, and the
+:class:`Ledger`: who holds each host, (leaf, spine) link and OCS port of a cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from testbed.core.errors import FabricLabError
+
+Host = tuple[int, int]
+Link = tuple[int, int]
+LeafPort = tuple[int, int]  # (ocs, leaf)
+SpinePort = tuple[int, int, int]  # (ocs, spine, port)
+
+
+class AllocationRequestError(FabricLabError, ValueError):
+    """The request itself is wrong (unknown policy, duplicate id, bad size, ...)."""
+
+
+class AllocationRefused(FabricLabError):
+    """The request is valid but cannot be placed now (or ever, for ``unshapeable``).
+
+    ``reason`` is one of ``"no_hosts"`` (message contains "not enough free hosts"),
+    ``"fragmented"`` (enough free hosts, but no isolated virtual Clos exists) and
+    ``"unshapeable"`` (no m x n shape of this size fits the cluster at all).
+
+    A ``fragmented`` refusal has a ``cause``: ``"hosts"`` when no m x n shape even finds
+    m leaves with n free hosts (no wiring could help), ``"links"`` when such leaves exist
+    but no free spine biclique (vclos) or circuit wiring (ocs-vclos) was found: the part
+    an OCS layer can fix. Other refusals have ``cause`` ``""``.
+    """
+
+    def __init__(self, reason: str, message: str, cause: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.cause = cause
+
+
+class Circuit(NamedTuple):
+    """One OCS circuit; ``end_a`` is ``("leaf", l)``, ``end_b`` a leaf or spine end."""
+
+    ocs: int
+    end_a: tuple
+    end_b: tuple
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ocs": self.ocs, "a": _end_to_dict(self.end_a), "b": _end_to_dict(self.end_b)}
+
+
+def _end_to_dict(end: tuple) -> dict[str, Any]:
+    if end[0] == "leaf":
+        return {"kind": "leaf", "leaf": end[1]}
+    return {"kind": "spine", "spine": end[1], "port": end[2]}
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """What a job got. Treat as read-only (the dict fields are not copied).
+
+    * ``hosts``: ``(leaf, slot)`` pairs, sorted.
+    * ``leaves``: leaves holding the job's hosts, sorted.
+    * ``spines``: the job's spines in host order (host j on each leaf uses
+      ``spines[j]``); empty for ecmp, single-leaf and direct leaf-leaf jobs.
+    * ``links``: reserved ``(leaf, spine)`` pairs (empty for ecmp / one leaf / direct).
+    * ``circuits``: OCS circuits of an ocs-vclos job, in leaf order then host order.
+    * ``spine_of``: host -> the spine it uses toward other leaves (cross-leaf
+      vclos / ocs-vclos jobs through spines only; empty otherwise).
+    * ``circuit_of``: host -> index in ``circuits`` of the circuit carrying its
+      cross-leaf traffic (ocs-vclos only; for a direct leaf-leaf job both hosts
+      j of the two leaves map to the same circuit j).
+    """
+
+    job_id: str
+    policy: str
+    hosts: tuple[Host, ...]
+    leaves: tuple[int, ...]
+    spines: tuple[int, ...] = ()
+    links: frozenset[Link] = frozenset()
+    circuits: tuple[Circuit, ...] = ()
+    spine_of: dict[Host, int] = field(default_factory=dict)
+    circuit_of: dict[Host, int] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return len(self.hosts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able view (lists and string keys only)."""
+        return {
+            "job_id": self.job_id,
+            "policy": self.policy,
+            "hosts": [list(h) for h in self.hosts],
+            "leaves": list(self.leaves),
+            "spines": list(self.spines),
+            "links": [list(link) for link in sorted(self.links)],
+            "circuits": [c.to_dict() for c in self.circuits],
+            "spine_of": [
+                {"leaf": leaf, "slot": slot, "spine": spine}
+                for (leaf, slot), spine in sorted(self.spine_of.items())
+            ],
+            "circuit_of": [
+                {"leaf": leaf, "slot": slot, "circuit": index}
+                for (leaf, slot), index in sorted(self.circuit_of.items())
+            ],
+        }
+
+
+def allocation_from_dict(d: dict[str, Any]) -> Allocation:
+    """The inverse of ``Allocation.to_dict``."""
+
+    def end(e: dict[str, Any]) -> tuple:
+        return ("leaf", e["leaf"]) if e["kind"] == "leaf" else ("spine", e["spine"], e["port"])
+
+    return Allocation(
+        job_id=d["job_id"],
+        policy=d["policy"],
+        hosts=tuple(tuple(h) for h in d["hosts"]),
+        leaves=tuple(d["leaves"]),
+        spines=tuple(d["spines"]),
+        links=frozenset(tuple(lk) for lk in d["links"]),
+        circuits=tuple(Circuit(c["ocs"], end(c["a"]), end(c["b"])) for c in d["circuits"]),
+        spine_of={(r["leaf"], r["slot"]): r["spine"] for r in d["spine_of"]},
+        circuit_of={(r["leaf"], r["slot"]): r["circuit"] for r in d["circuit_of"]},
+    )
+
+
+def clos_allocation(
+    job_id: str,
+    policy: str,
+    slots: dict[int, list[int]],
+    spines: list[int],
+    ports: dict[tuple[int, int], tuple[int, int]],
+) -> Allocation:
+    """Build a cross-leaf allocation: host j on each leaf uses ``spines[j]``.
+
+    ``ports`` maps (leaf, j) -> (ocs, spine_port) for OCS jobs; empty for vclos.
+    """
+    leaves = sorted(slots)
+    spine_of = {(leaf, slots[leaf][j]): spines[j] for leaf in leaves for j in range(len(spines))}
+    circuits: list[Circuit] = []
+    circuit_of: dict[Host, int] = {}
+    for leaf in leaves:
+        for j, spine in enumerate(spines):
+            if ports:
+                ocs, port = ports[(leaf, j)]
+                circuit_of[(leaf, slots[leaf][j])] = len(circuits)
+                circuits.append(Circuit(ocs, ("leaf", leaf), ("spine", spine, port)))
+    return Allocation(
+        job_id=job_id,
+        policy=policy,
+        hosts=tuple(sorted(spine_of)),
+        leaves=tuple(leaves),
+        spines=tuple(spines),
+        links=frozenset((leaf, spine) for leaf in leaves for spine in spines),
+        circuits=tuple(circuits),
+        spine_of=spine_of,
+        circuit_of=circuit_of,
+    )
+
+
+def leaves_of(hosts: Iterable[Host]) -> tuple[int, ...]:
+    return tuple(sorted({leaf for leaf, _slot in hosts}))
+
+
+class Ledger:
+    """Hosts, links and OCS ports of one cluster, and the jobs holding them."""
+
+    def __init__(
+        self,
+        leaves: int,
+        spines: int,
+        hosts_per_leaf: int,
+        ocs_count: int = 0,
+        *,
+        exclusive_ocs_links: bool = False,
+        spine_ports_per_ocs: int = 2,
+    ) -> None:
+        for name, value, low in (
+            ("leaves", leaves, 1),
+            ("spines", spines, 1),
+            ("hosts_per_leaf", hosts_per_leaf, 1),
+            ("ocs_count", ocs_count, 0),
+            ("spine_ports_per_ocs", spine_ports_per_ocs, 1),
+        ):
+            if not isinstance(value, int) or value < low:
+                raise AllocationRequestError(f"{name} must be an integer >= {low}, got {value!r}")
+        self.leaves = leaves
+        self.spines = spines
+        self.hosts_per_leaf = hosts_per_leaf
+        self.ocs_count = ocs_count
+        self.spine_ports_per_ocs = spine_ports_per_ocs
+        self.exclusive_ocs_links = exclusive_ocs_links
+        self.jobs: dict[str, Allocation] = {}
+        self._host_owner: dict[Host, str] = {}
+        self._free_count = [hosts_per_leaf] * leaves  # free hosts per leaf
+        self._link_owner: dict[Link, str] = {}
+        self._leaf_port_owner: dict[LeafPort, str] = {}
+        self._spine_port_owner: dict[SpinePort, str] = {}
+
+    # ------------------------------------------------------------------- hosts
+
+    @property
+    def total_hosts(self) -> int:
+        return self.leaves * self.hosts_per_leaf
+
+    def free_hosts(self) -> int:
+        """Number of hosts not given to any job."""
+        return self.total_hosts - len(self._host_owner)
+
+    def free_slots(self, leaf: int) -> list[int]:
+        """Free slots under ``leaf``, lowest first."""
+        return [s for s in range(self.hosts_per_leaf) if (leaf, s) not in self._host_owner]
+
+    def free_count(self, leaf: int) -> int:
+        """How many hosts under ``leaf`` are free."""
+        return self._free_count[leaf]
+
+    def best_fit_leaf(self, k: int, among: Iterable[int] | None = None) -> int | None:
+        """The leaf with the fewest free hosts that still has k free (lowest index on ties)."""
+        fitting = [
+            (self.free_count(leaf), leaf)
+            for leaf in (range(self.leaves) if among is None else among)
+            if self.free_count(leaf) >= k
+        ]
+        return min(fitting)[1] if fitting else None
+
+    def leaves_with(self, n: int) -> list[int]:
+        """Leaves with >= n free hosts, best fit first (fewest free, then index)."""
+        return sorted(
+            (leaf for leaf in range(self.leaves) if self.free_count(leaf) >= n),
+            key=lambda leaf: (self.free_count(leaf), leaf),
+        )
+
+    def take_slots(self, leaves: Iterable[int], n: int) -> dict[int, list[int]]:
+        """The n lowest free slots of each of ``leaves``."""
+        return {leaf: self.free_slots(leaf)[:n] for leaf in leaves}
+
+    def claimable(self, hosts: list[Host]) -> dict[int, list[int]]:
+        """Check that ``hosts`` exist and are free; their slots by leaf."""
+        for leaf, slot in hosts:
+            if not (0 <= leaf < self.leaves and 0 <= slot < self.hosts_per_leaf):
+                raise AllocationRequestError(f"host ({leaf}, {slot}) is not in the cluster")
+            if (leaf, slot) in self._host_owner:
+                raise AllocationRefused(
+                    "busy", f"host ({leaf}, {slot}) is held by job {self._host_owner[(leaf, slot)]}"
+                )
+        slots: dict[int, list[int]] = {}
+        for leaf, slot in hosts:
+            slots.setdefault(leaf, []).append(slot)
+        return slots
+
+    # ------------------------------------------------------------ spine links
+
+    def link_free(self, leaf: int, spine: int) -> bool:
+        """No job holds the (leaf, spine) pair exclusively."""
+        return (leaf, spine) not in self._link_owner
+
+    def free_spine_mask(self, leaf: int) -> int:
+        """Bit s is set when link (leaf, s) is unreserved."""
+        mask = 0
+        for s in range(self.spines):
+            if (leaf, s) not in self._link_owner:
+                mask |= 1 << s
+        return mask
+
+    def free_links_of_spine(self, spine: int) -> int:
+        return sum((leaf, spine) not in self._link_owner for leaf in range(self.leaves))
+
+    # --------------------------------------------------------------- OCS ports
+
+    def leaf_port_idle(self, ocs: int, leaf: int) -> bool:
+        return (ocs, leaf) not in self._leaf_port_owner
+
+    def spine_port_idle(self, ocs: int, spine: int, port: int) -> bool:
+        return (ocs, spine, port) not in self._spine_port_owner
+
+    def idle_ocses(self, leaf: int) -> list[int]:
+        """OCSes on which ``leaf``'s port is idle, lowest first."""
+        return [o for o in range(self.ocs_count) if (o, leaf) not in self._leaf_port_owner]
+
+    def idle_spine_ports(self, spine: int) -> list[tuple[int, int]]:
+        """``(ocs, port)`` of every idle port of ``spine``."""
+        return [
+            (o, p)
+            for o in range(self.ocs_count)
+            for p in range(self.spine_ports_per_ocs)
+            if (o, spine, p) not in self._spine_port_owner
+        ]
+
+    def busy_spine_ports(self) -> list[int]:
+        """How many of each spine's OCS ports are held."""
+        busy = [0] * self.spines
+        for _ocs, spine, _port in self._spine_port_owner:
+            busy[spine] += 1
+        return busy
+
+    # --------------------------------------------------------------- jobs
+
+    def is_empty(self) -> bool:
+        """True when no job, host, link or OCS port is in use."""
+        return not (
+            self.jobs
+            or self._host_owner
+            or self._link_owner
+            or self._leaf_port_owner
+            or self._spine_port_owner
+        )
+
+    def adopt(self, allocation: Allocation) -> None:
+        """Take back a job that was placed before (a restarted controller reloading its state)."""
+        if allocation.job_id in self.jobs:
+            raise AllocationRequestError(f"job id {allocation.job_id!r} is already running")
+        busy = [h for h in allocation.hosts if h in self._host_owner]
+        if busy:
+            raise AllocationRefused("busy", f"host {busy[0]} is held by another job")
+        self.commit(allocation)
+
+    def release(self, job_id: str) -> Allocation:
+        """Free everything held by ``job_id`` and return its allocation."""
+        if job_id not in self.jobs:
+            raise AllocationRequestError(f"no running job with id {job_id!r}")
+        allocation = self.jobs.pop(job_id)
+        for host in allocation.hosts:
+            del self._host_owner[host]
+            self._free_count[host[0]] += 1
+        for link in self._exclusive_links(allocation):
+            del self._link_owner[link]
+        for leaf_port in _leaf_ports(allocation.circuits):
+            del self._leaf_port_owner[leaf_port]
+        for spine_port in _spine_ports(allocation.circuits):
+            del self._spine_port_owner[spine_port]
+        return allocation
+
+    def commit(self, allocation: Allocation) -> None:
+        """Record that ``allocation``'s job holds its hosts, links and ports."""
+        job_id = allocation.job_id
+        for host in allocation.hosts:
+            assert host not in self._host_owner, host
+            self._host_owner[host] = job_id
+            self._free_count[host[0]] -= 1
+        for link in self._exclusive_links(allocation):
+            assert link not in self._link_owner, link
+            self._link_owner[link] = job_id
+        for leaf_port in _leaf_ports(allocation.circuits):
+            assert leaf_port not in self._leaf_port_owner, leaf_port
+            self._leaf_port_owner[leaf_port] = job_id
+        for spine_port in _spine_ports(allocation.circuits):
+            assert spine_port not in self._spine_port_owner, spine_port
+            self._spine_port_owner[spine_port] = job_id
+        self.jobs[job_id] = allocation
+
+    def _exclusive_links(self, allocation: Allocation) -> frozenset[Link]:
+        """The (leaf, spine) pairs no other job may use while this one runs (a vClos job's
+        links; an OCS job's only under ``exclusive_ocs_links``). Decided by the allocation's
+        shape, not its policy name, so a policy that places as vclos does gets the same."""
+        if not allocation.circuits or self.exclusive_ocs_links:
+            return allocation.links
+        return frozenset()
+
+
+def _leaf_ports(circuits: Iterable[Circuit]) -> Iterator[LeafPort]:
+    for circuit in circuits:
+        for end in (circuit.end_a, circuit.end_b):
+            if end[0] == "leaf":
+                yield (circuit.ocs, end[1])
+
+
+def _spine_ports(circuits: Iterable[Circuit]) -> Iterator[SpinePort]:
+    for circuit in circuits:
+        if circuit.end_b[0] == "spine":
+            yield (circuit.ocs, circuit.end_b[1], circuit.end_b[2])

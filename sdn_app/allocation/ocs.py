@@ -1,0 +1,512 @@
+"""OCS-vClos: each job's (leaf, spine) pairs become circuits set up on idle OCS ports.
+
+How circuits are chosen is a *rewiring* strategy (:data:`REWIRINGS`, by name):
+
+* ``any``: direct leaf-leaf circuits for two leaves, else circuits on any idle ports.
+* ``conservative``: first the exact search static vClos does, over the *default wiring*
+  (:func:`default_circuit`: what static vClos would do on the same leaves), then direct
+  circuits, then default circuits topped up with circuits on orphaned spine ports (see
+  :func:`orphaned`).
+* ``augment``: default and direct circuits as ``conservative``, then :func:`try_augment`.
+
+Measured at cluster scale (BENCHMARKS.md), ``any`` scatters spine ports so that later jobs
+(whole leaves above all) can no longer be wired and refuses jobs that static vClos places;
+``conservative`` rarely rewires at all; ``augment`` removes nearly every refusal for links.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from itertools import combinations, islice
+
+import networkx as nx
+
+from sdn_app.allocation.ledger import (
+    Allocation,
+    Circuit,
+    LeafPort,
+    Ledger,
+    SpinePort,
+    clos_allocation,
+)
+from sdn_app.allocation.vclos import find_free_biclique
+from testbed.core import topology
+
+# How many leaf sets ocs-vclos tries (best fit first) before calling a job fragmented.
+MAX_OCS_LEAF_SETS = 64
+
+LeafSets = Iterable[Iterable[int]]
+
+
+# ------------------------------------------------------------ rewiring strategies
+
+
+class Rewiring(ABC):
+    """One way of wiring a cross-leaf job's circuits."""
+
+    name: str
+
+    @abstractmethod
+    def place(
+        self, ledger: Ledger, job_id: str, m: int, n: int, leaves: list[int] | None
+    ) -> Allocation | None:
+        """Circuits for m leaves x n hosts, or None; ``leaves`` fixes the leaves."""
+
+
+class AnyRewiring(Rewiring):
+    """Direct circuits for two leaves, else circuits on any idle ports."""
+
+    name = "any"
+
+    def place(
+        self, ledger: Ledger, job_id: str, m: int, n: int, leaves: list[int] | None
+    ) -> Allocation | None:
+        found = None
+        if m == 2:
+            found = try_direct_pair(ledger, job_id, n, None if leaves is None else [tuple(leaves)])
+        if found is None:
+            leaf_sets = None if leaves is None else [leaves]
+            found = try_ocs_spines(ledger, job_id, m, n, leaf_sets, passes=("match",))
+        return found
+
+
+class _DefaultFirst(Rewiring):
+    """Default circuits only, then direct circuits, then :meth:`rewire`."""
+
+    def place(
+        self, ledger: Ledger, job_id: str, m: int, n: int, leaves: list[int] | None
+    ) -> Allocation | None:
+        leaf_sets = None if leaves is None else [leaves]
+        found = try_default(ledger, job_id, m, n, leaf_sets)
+        if found is None and m == 2:
+            found = try_direct_pair(ledger, job_id, n, None if leaves is None else [tuple(leaves)])
+        if found is None:
+            found = self.rewire(ledger, job_id, m, n, leaf_sets)
+        return found
+
+    @abstractmethod
+    def rewire(
+        self, ledger: Ledger, job_id: str, m: int, n: int, leaf_sets: LeafSets | None
+    ) -> Allocation | None:
+        """Circuits beyond the default wiring, when it could not serve the job."""
+
+
+class ConservativeRewiring(_DefaultFirst):
+    """Default circuits topped up with circuits on orphaned spine ports only."""
+
+    name = "conservative"
+
+    def rewire(
+        self, ledger: Ledger, job_id: str, m: int, n: int, leaf_sets: LeafSets | None
+    ) -> Allocation | None:
+        return try_ocs_spines(
+            ledger, job_id, m, n, leaf_sets, passes=("default", "match"), orphans_only=True
+        )
+
+
+class AugmentRewiring(_DefaultFirst):
+    """Per leaf, default circuits moved along augmenting paths where needed."""
+
+    name = "augment"
+
+    def rewire(
+        self, ledger: Ledger, job_id: str, m: int, n: int, leaf_sets: LeafSets | None
+    ) -> Allocation | None:
+        return try_augment(ledger, job_id, m, n, leaf_sets)
+
+
+REWIRINGS: dict[str, Rewiring] = {
+    r.name: r for r in (AnyRewiring(), ConservativeRewiring(), AugmentRewiring())
+}
+
+
+# ------------------------------------------------------------ placement steps
+
+
+def try_default(
+    ledger: Ledger, job_id: str, m: int, n: int, leaf_sets: LeafSets | None
+) -> Allocation | None:
+    """The exact search static vClos does, over the links the default wiring offers."""
+    if leaf_sets is None:
+        biclique = find_free_biclique(
+            ledger, m, n, lambda leaf: default_spine_mask(ledger, leaf))
+        leaf_sets = [] if biclique is None else [biclique[0]]
+    return try_ocs_spines(ledger, job_id, m, n, leaf_sets, passes=("default",))
+
+
+def ocs_leaves_with(ledger: Ledger, n: int) -> list[int]:
+    """Leaves with >= n free hosts and >= n idle OCS ports, best fit first."""
+    return [leaf for leaf in ledger.leaves_with(n) if len(ledger.idle_ocses(leaf)) >= n]
+
+
+def try_direct_pair(
+    ledger: Ledger, job_id: str, n: int, pairs: Iterable[tuple[int, ...]] | None = None
+) -> Allocation | None:
+    """Two leaves, n hosts each; host j of leaf a <-> host j of leaf b over circuit j.
+
+    Circuit j is a leaf-leaf circuit on the j-th lowest OCS where both leaves'
+    ports are idle. The first pair (best fit order, or of ``pairs``) with n such OCSes
+    wins. No spine and no (leaf, spine) link is used.
+    """
+    if pairs is None:
+        pairs = combinations(ocs_leaves_with(ledger, n), 2)
+    for a, b in pairs:
+        shared = sorted(set(ledger.idle_ocses(a)) & set(ledger.idle_ocses(b)))
+        if len(shared) < n:
+            continue
+        a, b = min(a, b), max(a, b)
+        slots = ledger.take_slots((a, b), n)
+        circuits = tuple(Circuit(o, ("leaf", a), ("leaf", b)) for o in shared[:n])
+        circuit_of = {(leaf, slots[leaf][j]): j for leaf in (a, b) for j in range(n)}
+        hosts = tuple((leaf, s) for leaf in (a, b) for s in slots[leaf])
+        return Allocation(
+            job_id, "ocs-vclos", hosts, (a, b), circuits=circuits, circuit_of=circuit_of
+        )
+    return None
+
+
+def try_ocs_spines(
+    ledger: Ledger,
+    job_id: str,
+    m: int,
+    n: int,
+    leaf_sets: LeafSets | None = None,
+    *,
+    passes: tuple[str, ...] = ("match",),
+    orphans_only: bool = False,
+) -> Allocation | None:
+    """m leaves x n spines; each (leaf, spine) pair realised by one new circuit.
+
+    Leaf sets are tried best fit first (at most MAX_OCS_LEAF_SETS of them), or
+    only those of ``leaf_sets``. ``passes`` and ``orphans_only``: see :func:`wire_spines`.
+    Only spines with >= m idle ports can serve m leaves; they are tried with
+    the fewest idle ports first (keep idle spines for big jobs).
+    """
+    busy = ledger.busy_spine_ports()
+    total = ledger.ocs_count * ledger.spine_ports_per_ocs
+    spines = sorted(
+        (s for s in range(ledger.spines) if total - busy[s] >= m),
+        key=lambda s: (total - busy[s], s),
+    )
+    if len(spines) < n:
+        return None
+    if leaf_sets is None:
+        leaf_sets = islice(combinations(ocs_leaves_with(ledger, n), m), MAX_OCS_LEAF_SETS)
+    index = rewire_index(ledger) if "match" in passes and orphans_only else None
+    for leaves in leaf_sets:
+        wiring = wire_spines(ledger, sorted(leaves), n, spines, passes, index, orphans_only)
+        if wiring is not None:
+            spines = sorted(wiring)
+            ports = {
+                (leaf, j): wiring[s][leaf] for j, s in enumerate(spines) for leaf in leaves
+            }
+            return clos_allocation(
+                job_id, "ocs-vclos", ledger.take_slots(sorted(leaves), n), spines, ports
+            )
+    return None
+
+
+def wire_spines(
+    ledger: Ledger,
+    leaves: list[int],
+    n: int,
+    spines: list[int],
+    passes: tuple[str, ...] = ("match",),
+    index: RewireIndex | None = None,
+    orphans_only: bool = False,
+) -> dict[int, dict[int, tuple[int, int]]] | None:
+    """Pick n of ``spines`` (in order) and, for each, one circuit from every leaf.
+
+    Returns ``{spine: {leaf: (ocs, spine_port)}}`` or None.
+
+    Assigning an OCS to every (leaf, spine) pair at once is a 3-index
+    assignment problem (NP-hard in general), so this goes spine by spine: for
+    each candidate spine, a maximum bipartite matching (networkx
+    Hopcroft-Karp) between the leaves and the spine's idle ports, where leaf
+    ``l`` may take port ``(o, p)`` when its own port on OCS ``o`` is idle and
+    not yet used by this job. A spine that cannot serve every leaf is skipped.
+    With ``exclusive_ocs_links`` a (leaf, spine) pair held by another job is skipped.
+
+    ``passes`` run in order over the spines not yet taken: ``"default"`` takes spines
+    that every leaf reaches by its default circuit (:func:`default_ports`),
+    ``"match"`` uses the matching above (with ``orphans_only``, on orphaned spine ports
+    only: see :func:`match_leaves_to_spine`). ``index`` (conservative rewiring): only the
+    spine ports it leaves open to these leaves are matched (see :func:`rewire_index`).
+    """
+    m = len(leaves)
+    candidates = None if index is None else index.ports_for(leaves)
+    used_leaf_ports: set[LeafPort] = set()
+    wiring: dict[int, dict[int, tuple[int, int]]] = {}
+    for kind in passes:
+        for spine in spines:
+            if spine in wiring or any(not ledger.link_free(leaf, spine) for leaf in leaves):
+                continue
+            if kind == "match" and candidates is not None and len(
+                    candidates.get(spine, ())) < m:
+                continue  # fewer open ports than leaves: no matching can serve them all
+            if kind == "match":
+                match = match_leaves_to_spine(
+                    ledger, leaves, spine, used_leaf_ports,
+                    None if candidates is None else candidates.get(spine, []), orphans_only)
+            else:
+                match = default_ports(ledger, leaves, spine, used_leaf_ports)
+            if len(match) < m:
+                continue
+            wiring[spine] = match
+            used_leaf_ports |= {(ocs, leaf) for leaf, (ocs, _port) in match.items()}
+            if len(wiring) == n:
+                return wiring
+    return None
+
+
+def match_leaves_to_spine(
+    ledger: Ledger,
+    leaves: list[int],
+    spine: int,
+    used_leaf_ports: set[LeafPort],
+    candidates: list[tuple[int, int]] | None = None,
+    orphans_only: bool = False,
+) -> dict[int, tuple[int, int]]:
+    """Maximum matching leaf -> idle spine port (ocs, port) on an OCS the leaf can use.
+
+    With ``orphans_only`` (conservative rewiring) a leaf may only take a spine port that no
+    other leaf could use by default (see :func:`orphaned`), so rewiring never takes a port
+    that a later job needs for a default circuit; without it, it may.
+
+    Nodes are the leaf ints (left) and (ocs, port) tuples (right): no strings, so the
+    result does not depend on PYTHONHASHSEED and the same state gives the same answer.
+    """
+    graph = nx.Graph()
+    graph.add_nodes_from(leaves)
+    for ocs, port in ledger.idle_spine_ports(spine) if candidates is None else candidates:
+        for leaf in leaves:
+            if (
+                ledger.leaf_port_idle(ocs, leaf)
+                and (ocs, leaf) not in used_leaf_ports
+                and (
+                    not orphans_only
+                    or orphaned(ledger, ocs, spine, port, leaf, used_leaf_ports)
+                )
+            ):
+                graph.add_edge(leaf, (ocs, port))
+    matching = nx.bipartite.hopcroft_karp_matching(graph, top_nodes=leaves)
+    return {leaf: matching[leaf] for leaf in leaves if leaf in matching}
+
+
+def try_augment(
+    ledger: Ledger, job_id: str, m: int, n: int, leaf_sets: LeafSets | None
+) -> Allocation | None:
+    """Circuits for m leaves x n spines, rewired where the default wiring falls short.
+
+    Leaf sets are tried best fit first (at most MAX_OCS_LEAF_SETS), or only those of
+    ``leaf_sets``; see :func:`augment_wiring` for the wiring of one set.
+    """
+    if leaf_sets is None:
+        leaf_sets = islice(combinations(ocs_leaves_with(ledger, n), m), MAX_OCS_LEAF_SETS)
+    for leaf_set in leaf_sets:
+        leaves = sorted(leaf_set)
+        wiring = augment_wiring(ledger, leaves, n)
+        if wiring is not None:
+            spines, ports = wiring
+            return clos_allocation(
+                job_id, "ocs-vclos", ledger.take_slots(leaves, n), spines, ports)
+    return None
+
+
+def augment_wiring(
+    ledger: Ledger, leaves: list[int], n: int
+) -> tuple[list[int], dict[tuple[int, int], tuple[int, int]]] | None:
+    """n spines for ``leaves`` and, per leaf, one circuit to each on a distinct OCS.
+
+    The spines are the n that most of the leaves reach by their default circuit (then
+    those with the most idle ports). Each leaf in turn gets a perfect matching of those
+    spines to OCSes where its own port and a spine port are idle
+    (:func:`match_from_default`): its default circuits where possible, rewired along
+    augmenting paths where not. Spine ports are shared by the leaves of the job, so a
+    leaf only takes what the leaves before it left. Returns ``(spines, {(leaf, j):
+    (ocs, port)})`` or None.
+    """
+    ocs_count, per_ocs = ledger.ocs_count, ledger.spine_ports_per_ocs
+    idle = {
+        (ocs, spine): [p for p in range(per_ocs) if ledger.spine_port_idle(ocs, spine, p)]
+        for ocs in range(ocs_count) for spine in range(ledger.spines)
+    }
+    total = [sum(len(idle[(ocs, spine)]) for ocs in range(ocs_count))
+             for spine in range(ledger.spines)]
+    defaults = {leaf: default_spine_mask(ledger, leaf) for leaf in leaves}
+    candidates = [
+        s for s in range(ledger.spines)
+        if total[s] >= len(leaves) and all(ledger.link_free(lf, s) for lf in leaves)
+    ]
+    if len(candidates) < n:
+        return None
+    candidates.sort(
+        key=lambda s: (-sum(mask >> s & 1 for mask in defaults.values()), -total[s], s))
+    spines = sorted(candidates[:n])
+    ports: dict[tuple[int, int], tuple[int, int]] = {}
+    for leaf in leaves:
+        match = match_from_default(
+            spines, ledger.idle_ocses(leaf),
+            lambda s, lf=leaf: default_circuit(ledger, lf, s)[0],
+            lambda o, s: bool(idle[(o, s)]))
+        if match is None:
+            return None
+        for j, spine in enumerate(spines):
+            ocs = match[spine]
+            free = idle[(ocs, spine)]
+            default_ocs, default_port = default_circuit(ledger, leaf, spine)
+            own = default_port if ocs == default_ocs else None
+            # The leaf's own default port, else the port fewest idle leaves need by default.
+            port = own if own in free else min(free, key=lambda p, o=ocs, s=spine: (
+                len(idle_default_owners(ledger, o, s, p)), p))
+            free.remove(port)
+            ports[(leaf, j)] = (ocs, port)
+    return spines, ports
+
+
+def match_from_default(
+    spines: list[int],
+    ocses: list[int],
+    default: Callable[[int], int],
+    usable: Callable[[int, int], bool],
+) -> dict[int, int] | None:
+    """A perfect matching spine -> OCS (one leaf's circuits), or None if there is none.
+
+    ``ocses``: the OCSes where the leaf's port is idle; ``usable(ocs, spine)``: the spine has
+    an idle port there. Starts from the default circuits (``default(spine)``) and adds every
+    other spine by an augmenting path (Kuhn's algorithm), so default circuits are only moved
+    when a spine cannot be reached otherwise.
+    """
+    open_ocses = set(ocses)
+    spine_of: dict[int, int] = {}  # ocs -> spine
+    ocs_of: dict[int, int] = {}  # spine -> ocs
+    for spine in spines:
+        ocs = default(spine)
+        if ocs in open_ocses and ocs not in spine_of and usable(ocs, spine):
+            spine_of[ocs], ocs_of[spine] = spine, ocs
+
+    def augment(spine: int, seen: set[int]) -> bool:
+        options = [o for o in ocses if o not in seen and usable(o, spine)]
+        taken = [o for o in options if o in spine_of]
+        for ocs in [o for o in options if o not in spine_of] + taken:  # free OCSes first
+            if ocs in seen:
+                continue
+            seen.add(ocs)
+            if ocs not in spine_of or augment(spine_of[ocs], seen):
+                spine_of[ocs], ocs_of[spine] = spine, ocs
+                return True
+        return False
+
+    for spine in spines:
+        if spine not in ocs_of and not augment(spine, set()):
+            return None
+    return ocs_of
+
+
+# ------------------------------------------------------------ the default wiring
+
+
+def default_circuit(ledger: Ledger, leaf: int, spine: int) -> tuple[int, int]:
+    """``(ocs, spine port)`` of the default circuit from ``leaf`` to ``spine`` on this cluster
+    (:func:`testbed.core.topology.default_circuit`). Jobs that only use default circuits
+    leave the OCS as static vClos would."""
+    return topology.default_circuit(leaf, spine, ledger.ocs_count, ledger.spine_ports_per_ocs)
+
+
+def default_spine_mask(ledger: Ledger, leaf: int) -> int:
+    """Bit s is set when ``leaf``'s default circuit to spine s could be set up now
+    (its port on that OCS and a port of s on that OCS are idle)."""
+    mask = 0
+    ports = range(ledger.spine_ports_per_ocs)
+    for spine in range(ledger.spines):
+        ocs, _port = default_circuit(ledger, leaf, spine)
+        if ledger.leaf_port_idle(ocs, leaf) and any(
+            ledger.spine_port_idle(ocs, spine, p) for p in ports
+        ):
+            mask |= 1 << spine
+    return mask
+
+
+def default_ports(
+    ledger: Ledger, leaves: list[int], spine: int, used_leaf_ports: set[LeafPort]
+) -> dict[int, tuple[int, int]]:
+    """Each leaf's default circuit to ``spine`` (:func:`default_circuit`; another port of
+    the spine on the same OCS if that one is busy), or {} when one of them is busy."""
+    out: dict[int, tuple[int, int]] = {}
+    for leaf in leaves:
+        ocs, first = default_circuit(ledger, leaf, spine)
+        if not ledger.leaf_port_idle(ocs, leaf) or (ocs, leaf) in used_leaf_ports:
+            return {}
+        ports = [first, *(p for p in range(ledger.spine_ports_per_ocs) if p != first)]
+        port = next(
+            (p for p in ports
+             if ledger.spine_port_idle(ocs, spine, p) and (ocs, p) not in out.values()),
+            None,
+        )
+        if port is None:
+            return {}
+        out[leaf] = (ocs, port)
+    return out
+
+
+def orphaned(
+    ledger: Ledger, ocs: int, spine: int, port: int, leaf: int, used_leaf_ports: set[LeafPort]
+) -> bool:
+    """True when every leaf other than ``leaf`` whose default circuit to ``spine`` ends
+    on spine port ``(ocs, port)`` has its own port on ``ocs`` busy (or there is none)."""
+    return all(
+        owner == leaf or (ocs, owner) in used_leaf_ports
+        for owner in idle_default_owners(ledger, ocs, spine, port)
+    )
+
+
+def idle_default_owners(ledger: Ledger, ocs: int, spine: int, port: int) -> list[int]:
+    """Leaves whose default circuit to ``spine`` ends on its port ``(ocs, port)`` and whose
+    own port on ``ocs`` is idle (see :func:`default_circuit`)."""
+    owners = topology.default_circuit_leaves(
+        ocs, spine, port, ledger.leaves, ledger.ocs_count, ledger.spine_ports_per_ocs)
+    return [owner for owner in owners if ledger.leaf_port_idle(ocs, owner)]
+
+
+def rewire_index(ledger: Ledger) -> RewireIndex:
+    """Idle spine ports by the leaves whose idle default circuits would need them.
+
+    A port whose default owners all have their own port on that OCS busy is open to any
+    leaf; one that an idle owner still needs is open only to a job holding that owner.
+    """
+    index = RewireIndex()
+    for spine in range(ledger.spines):
+        for ocs, port in ledger.idle_spine_ports(spine):
+            blockers = frozenset(idle_default_owners(ledger, ocs, spine, port))
+            index.add((ocs, spine, port), blockers)
+    return index
+
+
+class RewireIndex:
+    """Idle spine ports grouped by the set of idle default owners ("blockers") they have."""
+
+    def __init__(self) -> None:
+        self.open: dict[int, list[tuple[int, int]]] = {}  # spine -> ports nobody needs
+        self.by_blocker: dict[int, list[SpinePort]] = {}  # leaf -> ports only it needs
+        self.shared: list[tuple[SpinePort, frozenset[int]]] = []  # needed by several
+
+    def add(self, port: SpinePort, blockers: frozenset[int]) -> None:
+        if not blockers:
+            self.open.setdefault(port[1], []).append((port[0], port[2]))
+        elif len(blockers) == 1:
+            self.by_blocker.setdefault(next(iter(blockers)), []).append(port)
+        else:
+            self.shared.append((port, blockers))
+
+    def ports_for(self, leaves: Iterable[int]) -> dict[int, list[tuple[int, int]]]:
+        """spine -> the (ocs, port)s a job on ``leaves`` may take (blockers all its own)."""
+        leaf_set = set(leaves)
+        out = {spine: list(ports) for spine, ports in self.open.items()}
+        found = [p for leaf in leaf_set for p in self.by_blocker.get(leaf, [])]
+        found += [p for p, blockers in self.shared if blockers <= leaf_set]
+        for ocs, spine, port in sorted(found):
+            out.setdefault(spine, []).append((ocs, port))
+        for ports in out.values():
+            ports.sort()
+        return out

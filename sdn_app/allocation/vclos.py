@@ -1,0 +1,85 @@
+"""Static vClos: a job's m leaves and n spines must have all m*n links free (a free biclique)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from sdn_app.allocation.ledger import Allocation, AllocationRefused, Ledger, clos_allocation
+
+
+def try_vclos(
+    ledger: Ledger, job_id: str, m: int, n: int, leaves: list[int] | None = None
+) -> Allocation | None:
+    """m leaves x n spines with all links free; ``leaves`` fixes the leaves."""
+    if leaves is None:
+        found = find_free_biclique(ledger, m, n)
+        if found is None:
+            return None
+        leaves, spines = found
+    else:
+        spines = sorted(common_spines(ledger, leaves)[:n])
+        if len(spines) < n:
+            return None
+    return clos_allocation(job_id, "vclos", ledger.take_slots(sorted(leaves), n), spines, {})
+
+
+def claim_vclos(ledger: Ledger, job_id: str, slots: dict[int, list[int]]) -> Allocation:
+    """Explicit hosts (n on each of m leaves) and n spines with free links to all m leaves."""
+    sizes = {len(v) for v in slots.values()}
+    if len(sizes) != 1:
+        raise AllocationRefused(
+            "unshapeable", "vclos needs the same number of hosts on every leaf of a job"
+        )
+    n = sizes.pop()
+    free = [s for s in range(ledger.spines) if all(ledger.link_free(leaf, s) for leaf in slots)]
+    if len(free) < n:
+        raise AllocationRefused(
+            "fragmented",
+            f"fragmented: {n} spines with free links to leaves {sorted(slots)} are needed, "
+            f"{len(free)} exist",
+        )
+    free.sort(key=lambda s: (ledger.free_links_of_spine(s), s))
+    return clos_allocation(job_id, "vclos", slots, sorted(free[:n]), {})
+
+
+def find_free_biclique(
+    ledger: Ledger, m: int, n: int, mask_of: Callable[[int], int] | None = None
+) -> tuple[list[int], list[int]] | None:
+    """Exact search: m leaves (>= n free hosts each) and n spines, all m*n links free.
+
+    ``mask_of(leaf)``: the spines a leaf can use, as a bitmask (default: its free links).
+
+    Backtracking over leaves in best-fit order, keeping the set (a bitmask) of
+    spines still free to every chosen leaf; a branch is cut as soon as fewer
+    than n common spines remain. The first hit is returned, so best-fit leaves
+    win. Spines: among the common free ones, those with the fewest free links
+    first, keeping idle spines for larger jobs.
+    """
+    mask_of = mask_of or ledger.free_spine_mask
+    masks = {leaf: mask_of(leaf) for leaf in ledger.leaves_with(n)}
+    candidates = [leaf for leaf, mask in masks.items() if mask.bit_count() >= n]
+
+    def extend(start: int, chosen: list[int], common: int) -> list[int] | None:
+        if len(chosen) == m:
+            return chosen
+        for i in range(start, len(candidates) - (m - len(chosen)) + 1):
+            still_common = common & masks[candidates[i]]
+            if still_common.bit_count() >= n:
+                found = extend(i + 1, [*chosen, candidates[i]], still_common)
+                if found is not None:
+                    return found
+        return None
+
+    leaves = extend(0, [], (1 << ledger.spines) - 1)
+    if leaves is None:
+        return None
+    return sorted(leaves), sorted(common_spines(ledger, leaves)[:n])
+
+
+def common_spines(ledger: Ledger, leaves: Iterable[int]) -> list[int]:
+    """Spines with a free link to every one of ``leaves``, fewest free links first."""
+    leaves = list(leaves)
+    common = [
+        s for s in range(ledger.spines) if all(ledger.link_free(leaf, s) for leaf in leaves)
+    ]
+    return sorted(common, key=lambda s: (ledger.free_links_of_spine(s), s))
