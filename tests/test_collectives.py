@@ -14,7 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from testbed.core.errors import FabricLabError
-from workloads.collectives import RingGroup, all_gather, reduce_scatter, shard_bounds
+from workloads.collectives import Group, shard_bounds
+from workloads.collectives.ring import COLLECTIVE as RING
 from workloads.hierarchical import Topology, chunk_phases, phase_segments, schedule
 from workloads.launcher import local_configs, run_in_threads, run_local
 from workloads.traces import TraceWriter, bandwidths, read_table
@@ -77,11 +78,11 @@ def test_ring_reduce_scatter_and_all_gather(tmp_path):
 
     def body(worker):
         link = worker.transport.links[(0, 0)]
-        group = RingGroup(worker.cfg.rank, world, link)
+        group = Group(worker.cfg.rank, world, (link,))
         buf = inputs(worker.cfg.rank, count)
-        lo, hi = reduce_scatter(group, buf, coll=0)
+        lo, hi = RING.reduce_scatter(group, buf, coll=0)
         owned = buf[lo:hi].copy()
-        all_gather(group, buf, coll=1)
+        RING.all_gather(group, buf, coll=1)
         return (lo, hi), owned, buf
 
     want = expected(world, count)

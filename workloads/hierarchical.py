@@ -2,7 +2,8 @@
 
 Ranks are numbered mixed-radix over ``dims`` with dimension 0 fastest: rank ``r`` has
 coordinate ``c_d = (r // prod(dims[:d])) % dims[d]``. A dimension-``d`` group is the ``dims[d]``
-ranks that differ only in ``c_d``; they form a ring in coordinate order.
+ranks that differ only in ``c_d``, at positions ``c_d``; each phase runs the dimension's
+collective (:mod:`workloads.collectives`, ring by default) over that group.
 
 Each chunk (from :func:`workloads.themis.plan`) Reduce-Scatters through its ``rs_order``
 (after RS on ``d`` the rank keeps the shard matching ``c_d``), All-Reduces on the last
@@ -31,7 +32,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from workloads.collectives import RingGroup, all_gather, all_reduce, reduce_scatter, shard_bounds
+from workloads.collectives import Collective, Group, shard_bounds
 from workloads.transport import CollectiveError, CollectiveTimeout, Link
 
 ORDERS = ("fifo", "scf")
@@ -63,8 +64,12 @@ class Topology:
 
     def neighbour(self, rank: int, dim: int, delta: int) -> int:
         """The rank ``delta`` positions along the dimension-``dim`` ring from ``rank``."""
+        return self.member(rank, dim, self.coords(rank)[dim] + delta)
+
+    def member(self, rank: int, dim: int, pos: int) -> int:
+        """The rank at position ``pos`` (mod the size) of ``rank``'s dimension-``dim`` group."""
         c = list(self.coords(rank))
-        c[dim] = (c[dim] + delta) % self.dims[dim]
+        c[dim] = pos % self.dims[dim]
         return self.rank_of(c)
 
 
@@ -216,13 +221,19 @@ def run_hierarchical(
     deadline: float,
     abort: Callable[[], None] = lambda: None,
     record: Callable[[PhaseRecord], None] | None = None,
+    collective: Collective | None = None,
 ) -> None:
     """All-Reduce ``buf`` in place following ``plans`` and ``sched``; raise on any failure.
 
+    Every phase runs ``collective`` (default ring) in its dimension's group; ``links`` holds,
+    per ``(dimension, slot)``, its :meth:`~Collective.link_roles` links at link slots
+    ``slot·k .. slot·k+k-1`` (:func:`group_links`).
     ``plans`` sizes are bytes and must be multiples of the element size. ``deadline`` is a
     ``time.monotonic()`` instant; ``abort`` wakes the transport's blocked transfers when one
     executor fails so the others stop at once.
     """
+    if collective is None:
+        from workloads.collectives.ring import COLLECTIVE as collective
     coords = topo.coords(rank)
     item = buf.itemsize
     segments: dict[int, list[tuple[int, int]]] = {}
@@ -252,23 +263,21 @@ def run_hierarchical(
                 )
 
     def serve(key: tuple[int, int], seq: Sequence[Phase]) -> None:
-        d, _ = key
-        group = RingGroup(coords[d], topo.dims[d], links[key])
+        d, slot = key
+        n = topo.dims[d]
+        group = Group(coords[d], n, group_links(links, d, slot, collective.link_count(n)))
+        peer = topo.member(rank, d, coords[d] + 1)
+        run = {"RS": collective.reduce_scatter, "AR": collective.all_reduce,
+               "AG": collective.all_gather}
         try:
             for ph in seq:
                 wait_for(ph)
                 lo, hi = segments[ph.chunk][ph.index]
                 view = buf[lo:hi]
                 start = time.monotonic()
-                if ph.op == "RS":
-                    reduce_scatter(group, view, coll, ph.chunk, ph.index)
-                elif ph.op == "AR":
-                    all_reduce(group, view, coll, ph.chunk, ph.index)
-                else:
-                    all_gather(group, view, coll, ph.chunk, ph.index)
+                run[ph.op](group, view, coll, ph.chunk, ph.index)
                 end = time.monotonic()
                 if record is not None:
-                    peer = links[key].next_rank
                     record(PhaseRecord(coll, ph.chunk, ph.index, d, ph.op, view.nbytes,
                                        start, end, peer))
                 done[(ph.chunk, ph.index)].set()
@@ -290,6 +299,12 @@ def run_hierarchical(
     if errors:
         primary = [e for e in errors if getattr(e, "kind", "") != "peer_lost"] or errors
         raise primary[0]
+
+
+def group_links(links: dict[tuple[int, int], Link], channel: int, slot: int,
+                k: int) -> tuple[Link, ...]:
+    """The ``k`` links of one group slot: link slots ``slot·k .. slot·k+k-1`` of ``channel``."""
+    return tuple(links[(channel, slot * k + i)] for i in range(k))
 
 
 class _Aborted(Exception):
