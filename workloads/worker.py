@@ -241,7 +241,7 @@ class Worker:
             plans = SCHEDULES.get(cfg.algorithm).plan(cfg.dims, bws, count * 4,
                                                       min(chunks, count), align=4)
             self._schedules[key] = (plans, schedule(plans, cfg.dims, bws, cfg.order,
-                                                    cfg.max_active))
+                                                    cfg.max_active, cfg.collective()))
         return self._schedules[key]
 
     def allreduce(self, buf: np.ndarray, chunks: int | None = None,

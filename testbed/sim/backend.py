@@ -85,12 +85,10 @@ from testbed.core.registry import COLLECTIVES, SCHEDULES
 from testbed.core.rundir import base_environment
 from testbed.core.topology import FabricPlan, build_plan, dim_peers
 from testbed.sim.cluster import host_path
-from testbed.sim.collectives import MultidimFabric, Step, run_steps
+from testbed.sim.collectives import HierarchicalRun, MultidimFabric, run_steps
 from testbed.sim.flows import LinkId, Network
-from workloads.collectives import Collective
 from workloads.dnn import DnnWorkload
 from workloads.launcher import summarise as size_results
-from workloads.model import ORDERS, chunk_phases
 from workloads.traces import (
     BUCKET_SCHEMA,
     COLLECTIVE_SCHEMA,
@@ -322,8 +320,14 @@ class SimRunner:
             if size not in plans_of:  # the worker plans with the configured rates
                 plans_of[size] = chunk_schedule.plan(p.dims, [m * 1e6 for m in mbps], size,
                                                      min(spec.chunks, count), align=4)
-            _Hierarchical(net, fabric, plans_of[size], spec.order, owner, done,
-                          self.latency, collective).start()
+
+            def end(runs: list) -> None:  # AG phases record their larger (gathered) side
+                done([(ph.chunk, ph.index, ph.dim, ph.op,
+                       round(float(ph.size) * (p.dims[ph.dim] if ph.op == "AG" else 1)),
+                       began, ended) for ph, began, ended in runs])
+
+            HierarchicalRun(net, fabric, plans_of[size], spec.order, collective, end, owner,
+                            self.latency).start()
 
         return hierarchical
 
@@ -529,72 +533,3 @@ class _DnnDriver(_Driver):
 
         for i, t in enumerate(ready):
             self.net.at(t, lambda i=i: queued(i))
-
-
-class _Hierarchical:
-    """One chunked hierarchical All-Reduce driven by events (other jobs may share ``net``):
-    every dimension serves one chunk phase at a time, picked ``fifo`` (earliest ready) or
-    ``scf`` (fewest bytes sent), ties by chunk index; ``done(spans)`` when all chunks end."""
-
-    def __init__(self, net: Network, fabric: MultidimFabric, plans: list, order: str,
-                 owner: str, done: Callable[[list], None], latency: float = 0.0,
-                 collective: Collective | None = None) -> None:
-        if order not in ORDERS:
-            raise FabricLabError(f"order {order!r} is unknown; use one of {', '.join(ORDERS)}")
-        self.net, self.fabric, self.order, self.owner, self.done = net, fabric, order, owner, done
-        self.latency = latency
-        self.collective = collective
-        self.phases = {p.index: chunk_phases(p, fabric.sizes) for p in plans}
-        self.position = dict.fromkeys(self.phases, 0)
-        self.waiting: list[list[tuple[float, int]]] = [[] for _ in fabric.sizes]
-        self.busy = [False] * len(fabric.sizes)
-        self.spans: list[tuple] = []
-        self.left = sum(1 for ph in self.phases.values() if ph)
-
-    def start(self) -> None:
-        if not self.left:
-            self.done([])
-            return
-        for chunk in sorted(self.phases):
-            self._enqueue(chunk)
-        self._dispatch()
-
-    def _enqueue(self, chunk: int) -> None:
-        i = self.position[chunk]
-        if i < len(self.phases[chunk]):
-            ph = self.phases[chunk][i]
-            key = self.net.now if self.order == "fifo" else float(ph.sent)
-            self.waiting[ph.dim].append((key, chunk))
-            return
-        self.left -= 1
-        if self.left == 0:
-            self.done(self.spans)
-
-    def _dispatch(self) -> None:
-        for d, queue in enumerate(self.waiting):
-            if self.busy[d] or not queue:
-                continue
-            low = min(k for k, _ in queue)
-            tol = 1e-9 * abs(low) + 1e-12
-            pick = min((it for it in queue if it[0] <= low + tol), key=lambda it: it[1])
-            queue.remove(pick)
-            chunk = pick[1]
-            index = self.position[chunk]
-            ph = self.phases[chunk][index]
-            self.busy[d] = True
-            began = self.net.now
-            n = self.fabric.sizes[d]
-            nbytes = round(float(ph.size) * (n if ph.op == "AG" else 1))  # the larger side
-
-            def end(_t: float, d: int = d, chunk: int = chunk, index: int = index,
-                    op: str = ph.op, nbytes: int = nbytes, began: float = began) -> None:
-                self.spans.append((chunk, index, d, op, nbytes, began, self.net.now))
-                self.busy[d] = False
-                self.position[chunk] += 1
-                self._enqueue(chunk)
-                self.net.defer(self._dispatch)
-
-            steps: list[Step] = self.fabric.phase_steps(d, ph.op, float(ph.size),
-                                                        self.collective)
-            run_steps(self.net, steps, end, owner=self.owner, tag=(chunk, d),
-                      latency=self.latency)

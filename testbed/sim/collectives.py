@@ -7,8 +7,8 @@ ends, and the next step starts then. Algorithms:
   its :meth:`~workloads.collectives.Collective.transfers`, positions mapped to ranks, each
   transfer a flow on the path between them;
 * hierarchical (baseline) and Themis chunked All-Reduce on a multi-dimensional fabric,
-  with chunk plans from :func:`workloads.themis.plan` and phases from
-  :func:`workloads.model.chunk_phases`. As in :mod:`workloads.model`, every dimension serves
+  with chunk plans from :func:`workloads.themis.plan`, dispatched by the chunk-schedule engine
+  the model and the workers use (:mod:`workloads.schedule_engine`): every dimension serves
   one chunk phase at a time (``fifo``: earliest ready first, ties by chunk index; ``scf``:
   smallest phase first). A phase is a Reduce-Scatter, All-Reduce or All-Gather of the
   dimension's collective (ring unless given) run in every group of that dimension at once,
@@ -28,11 +28,13 @@ from testbed.core.registry import COLLECTIVES
 from testbed.core.topology import coords_of, dim_peers
 from testbed.sim.flows import LinkId, Network
 from workloads.collectives import Collective
-from workloads.model import ORDERS, chunk_phases
+from workloads.schedule_engine import ChunkEngine, Phase, check_order, chunk_phases
 from workloads.themis import ChunkPlan, validate_shape
 from workloads.themis import plan as themis_plan
 
 Step = list[tuple[Sequence[LinkId], float]]
+# Float event times this close tie (relative, absolute): ties then go to the lower chunk.
+SIM_TOLERANCE = (1e-9, 1e-12)
 PathFn = Callable[[Hashable, Hashable], Sequence[LinkId]]
 
 
@@ -170,6 +172,47 @@ class HierarchicalResult:
     schedule: list[PhaseSpan] = field(default_factory=list)
 
 
+class HierarchicalRun:
+    """One chunked hierarchical All-Reduce on ``net`` (other jobs may share it), its phases
+    dispatched by the shared chunk-schedule engine (:mod:`workloads.schedule_engine`): a
+    dispatched phase runs as steps of flows in every group of its dimension and finishes when
+    its last step ends. ``on_end(runs)`` when every chunk is done, ``runs`` being
+    ``(phase, start, end)`` in the order the phases ended."""
+
+    def __init__(self, net: Network, fabric: MultidimFabric, plans: Sequence[ChunkPlan],
+                 order: str, collective: Collective, on_end: Callable[[list], None],
+                 owner: Hashable = None, latency: float = 0.0) -> None:
+        self.net, self.fabric, self.collective = net, fabric, collective
+        self.on_end, self.owner, self.latency = on_end, owner, latency
+        chunks = [chunk_phases(p, fabric.sizes, collective) for p in plans]
+        self.engine = ChunkEngine(chunks, len(fabric.sizes), order, tolerance=SIM_TOLERANCE)
+        self.runs: list[tuple[Phase, float, float]] = []
+
+    def start(self) -> None:
+        self.engine.begin(self.net.now)
+        if self.engine.done:
+            self.on_end([])
+            return
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        for phase, slot in self.engine.dispatch():
+            began = self.net.now
+
+            def end(_t: float, phase: Phase = phase, slot: int = slot,
+                    began: float = began) -> None:
+                self.runs.append((phase, began, self.net.now))
+                self.engine.finish(phase, slot, self.net.now)
+                if self.engine.done:
+                    self.on_end(self.runs)
+                self.net.defer(self._dispatch)
+
+            steps = self.fabric.phase_steps(phase.dim, phase.op, float(phase.size),
+                                            self.collective)
+            run_steps(self.net, steps, end, owner=self.owner, tag=(phase.chunk, phase.dim),
+                      latency=self.latency)
+
+
 def hierarchical_allreduce(
     fabric: MultidimFabric,
     plans: Sequence[ChunkPlan],
@@ -179,59 +222,21 @@ def hierarchical_allreduce(
 ) -> HierarchicalResult:
     """Simulate a chunked hierarchical All-Reduce (plans from :func:`workloads.themis.plan`),
     every dimension running the collective ``dim_algorithm``."""
-    if order not in ORDERS:
-        raise FabricLabError(f"order {order!r} is unknown; use one of {', '.join(ORDERS)}")
+    check_order(order)
     collective = COLLECTIVES.get(dim_algorithm)
     for n in fabric.sizes:
         checked_collective(dim_algorithm, n)
     net = net or fabric.network()
     start = net.now
-    phases = {p.index: chunk_phases(p, fabric.sizes) for p in plans}
-    position = dict.fromkeys(phases, 0)
-    waiting: list[list[tuple[float, int]]] = [[] for _ in fabric.sizes]
-    busy = [False] * len(fabric.sizes)
-    schedule: list[PhaseSpan] = []
     finished: list[float] = []
+    schedule: list[PhaseSpan] = []
 
-    def key(chunk: int, ready: float) -> float:
-        return ready if order == "fifo" else float(phases[chunk][position[chunk]].sent)
+    def on_end(runs: list[tuple[Phase, float, float]]) -> None:
+        finished.append(net.now)
+        schedule.extend(PhaseSpan(ph.chunk, ph.dim, ph.op, began - start, end - start)
+                        for ph, began, end in runs)
 
-    def enqueue(chunk: int) -> None:
-        if position[chunk] < len(phases[chunk]):
-            ph = phases[chunk][position[chunk]]
-            waiting[ph.dim].append((key(chunk, net.now), chunk))
-        elif all(position[c] >= len(phases[c]) for c in phases) and not finished:
-            finished.append(net.now)
-
-    def pick(queue: list[tuple[float, int]]) -> tuple[float, int]:
-        low = min(k for k, _ in queue)
-        tol = 1e-9 * abs(low) + 1e-12
-        best = min((item for item in queue if item[0] <= low + tol), key=lambda it: it[1])
-        queue.remove(best)
-        return best
-
-    def dispatch() -> None:
-        for d in range(len(fabric.sizes)):
-            if busy[d] or not waiting[d]:
-                continue
-            _, chunk = pick(waiting[d])
-            ph = phases[chunk][position[chunk]]
-            busy[d] = True
-            began = net.now
-
-            def done(_t: float, d: int = d, chunk: int = chunk, ph=ph, began=began) -> None:
-                schedule.append(PhaseSpan(chunk, d, ph.op, began - start, net.now - start))
-                busy[d] = False
-                position[chunk] += 1
-                enqueue(chunk)
-                net.defer(dispatch)
-
-            steps = fabric.phase_steps(d, ph.op, float(ph.size), collective)
-            run_steps(net, steps, done, tag=(chunk, d))
-
-    for chunk in sorted(phases):
-        enqueue(chunk)
-    dispatch()
+    HierarchicalRun(net, fabric, plans, order, collective, on_end).start()
     net.run()
     if not finished:
         raise FabricLabError("the hierarchical All-Reduce did not finish")
