@@ -344,3 +344,22 @@ def test_sim_allreduce_time_halving_doubling_partner_order():
     assert [[(p[0], b) for p, b in step][:2] for step in steps] == [
         [(("a", "c"), 32.0), (("b", "d"), 32.0)], [(("a", "b"), 16.0), (("b", "a"), 16.0)],
         [(("a", "b"), 16.0), (("b", "a"), 16.0)], [(("a", "c"), 32.0), (("b", "d"), 32.0)]]
+
+
+def test_a_registered_collective_is_usable_from_a_spec_and_the_workers(tmp_path):
+    class Mirror(type(RING)):
+        name = "mirror-ring"
+
+    COLLECTIVES.register("mirror-ring", Mirror())
+    try:
+        (exp,) = expand(_exp({"hosts_wanted": 3, "algorithm": "mirror-ring"}))
+        assert exp.jobs[0].algorithm == "mirror-ring"
+        (exp,) = expand(_exp({"hosts_wanted": 4, "algorithm": "themis",
+                              "dim_algorithm": "mirror-ring"}))
+        results = allreduce_counts(configs(tmp_path, 3, algorithm="mirror-ring"), [10])
+        for (buf,) in results:
+            np.testing.assert_array_equal(buf, expected(3, 10))
+    finally:
+        COLLECTIVES.unregister("mirror-ring")
+    with pytest.raises(SpecError, match="mirror-ring"):
+        expand(_exp({"hosts_wanted": 3, "algorithm": "mirror-ring"}))
