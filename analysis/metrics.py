@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.load import Run, load_run
+from testbed.core.algorithms import is_flat
 from testbed.core.formulas import busbw_factor
 
 LEAF_SPINE_KINDS = ("uplink", "ocs-leaf", "ocs-spine")
@@ -433,7 +434,7 @@ def _job_dims(run: Run) -> dict[str, list[int]]:
     out = {}
     for j in run.jobs:
         dims = j.get("dims") or (j.get("workload") or {}).get("dims") or fabric
-        if j.get("algorithm") == "ring":
+        if is_flat(str(j.get("algorithm"))):
             dims = [len(j.get("hosts") or []) or 2]
         out[str(j["name"])] = list(dims)
     return out

@@ -14,9 +14,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from testbed.core.errors import FabricLabError
-from workloads.collectives import RingGroup, all_gather, reduce_scatter, shard_bounds
-from workloads.hierarchical import Topology, chunk_phases, phase_segments, schedule
+from workloads.collectives import Group, shard_bounds
+from workloads.collectives.ring import COLLECTIVE as RING
+from workloads.hierarchical import Topology, phase_segments, schedule
 from workloads.launcher import local_configs, run_in_threads, run_local
+from workloads.schedule_engine import chunk_phases
 from workloads.traces import TraceWriter, bandwidths, read_table
 
 try:
@@ -77,11 +79,11 @@ def test_ring_reduce_scatter_and_all_gather(tmp_path):
 
     def body(worker):
         link = worker.transport.links[(0, 0)]
-        group = RingGroup(worker.cfg.rank, world, link)
+        group = Group(worker.cfg.rank, world, (link,))
         buf = inputs(worker.cfg.rank, count)
-        lo, hi = reduce_scatter(group, buf, coll=0)
+        lo, hi = RING.reduce_scatter(group, buf, coll=0)
         owned = buf[lo:hi].copy()
-        all_gather(group, buf, coll=1)
+        RING.all_gather(group, buf, coll=1)
         return (lo, hi), owned, buf
 
     want = expected(world, count)
@@ -131,9 +133,10 @@ def test_hierarchical_orders_and_parallel_slots(tmp_path, order, max_active):
 
 def test_chunk_phases_and_segments():
     dims = (2, 3)
-    phases = chunk_phases(0, 120, (1, 0), dims)
+    phases = chunk_phases(themis.ChunkPlan(0, 120, (1, 0)), dims)
     assert [(p.dim, p.op) for p in phases] == [(1, "RS"), (0, "AR"), (1, "AG")]
-    assert [p.nominal for p in phases] == [120, 40, 40]
+    assert [p.size for p in phases] == [120, 40, 40]
+    assert [p.sent for p in phases] == [80, 40, 80] and [p.steps for p in phases] == [2, 2, 2]
     # coords (1, 2): RS on dim 1 keeps the third of 30 elements, AG restores them.
     assert phase_segments(phases, 10, 30, (1, 2), dims) == [(10, 40), (30, 40), (10, 40)]
 

@@ -100,3 +100,28 @@ def test_worker_killed_mid_run_fails_cleanly(tmp_path):
     assert not list(cleanup.STATE_DIR.glob("*.json"))  # nothing of the run is left
     assert not any(b"workloads.worker" in cmdline(p)
                    for p in filter(str.isdigit, os.listdir("/proc")))
+
+
+def test_runner_halving_doubling_flat_and_per_dimension(tmp_path):
+    """The spec's algorithm and dim_algorithm reach the workers on a real fabric."""
+    spec = {
+        "name": "hd", "policy": "ecmp",
+        "fabric": {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 4,
+                   "host_link_mbps": 50, "uplink_mbps": 50},
+        "jobs": [
+            {"name": "flat", "hosts": ["h0", "h1", "h4", "h5"], "algorithm": "halving-doubling",
+             "workload": {"kind": "allreduce", "sizes": ["256KiB"], "iterations": 2}},
+            {"name": "dims", "hosts": ["h2", "h3", "h6", "h7"], "algorithm": "themis",
+             "dim_algorithm": "halving-doubling", "dims": [2, 2], "chunks": 3,
+             "workload": {"kind": "allreduce", "sizes": ["256KiB"], "iterations": 2}},
+        ],
+    }
+    (exp,) = expand(spec)
+    runner = Runner(exp, tmp_path)
+    run_dir = runner.run()
+    assert runner.status == "ok", runner.error
+    jobs = {j["name"]: j for j in json.loads((run_dir / "jobs.json").read_text())}
+    assert jobs["dims"]["dim_algorithm"] == "halving-doubling"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["jobs"]["flat"]["correct"] and summary["jobs"]["dims"]["correct"]
+    assert not cleanup.stale_states()

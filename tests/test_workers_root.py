@@ -57,3 +57,29 @@ def test_flat_ring_on_one_shaped_switch_both_transports(tmp_path):
         # 1 MiB over 50 Mbit/s links cannot beat the links: busbw stays under the rate
         assert result[-1].busbw * 8e9 < 50e6 * 1.05, transport
     assert isinstance(read_table(tmp_path / "rpc", "collectives").to_pandas(), pd.DataFrame)
+
+
+SWITCHED = {"kind": "multidim", "dims": [{"size": 2, "mbps": 40, "kind": "switch"},
+                                         {"size": 4, "mbps": 20, "kind": "switch"}]}
+LEAF = {"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 4,
+        "host_link_mbps": 50, "uplink_mbps": 50}
+
+
+@pytest.mark.parametrize(("fabric", "config"), [
+    (LEAF, {"algorithm": "halving-doubling"}),
+    (SWITCHED, {"algorithm": "themis", "dim_algorithm": "halving-doubling", "chunks": 5,
+                "order": "scf"}),
+], ids=["flat", "themis-per-dimension"])
+def test_halving_doubling_through_shaped_links(tmp_path, fabric, config):
+    plan = plan_of(fabric)
+    hosts = [h.name for h in plan.hosts]
+    sizes = [4 * 1001, 256 * 1024]  # uneven shards, and 256 KiB
+    with Fabric(plan, tmp_path / "fabric") as fab:
+        res = run_on_fabric(fab, hosts, out_dir=tmp_path / "hd", sizes=sizes, iterations=2,
+                            warmup=1, timeout=30, wall_timeout=180, **config)
+    assert [r.size for r in res.rows] == sizes
+    assert all(r.correct for r in res.rows), "a rank's result is not the sum of all inputs"
+    phases = read_table(tmp_path / "hd", "phases").to_pandas()
+    assert set(phases["rank"]) == set(range(len(hosts)))
+    if config["algorithm"] == "themis":
+        assert set(phases["dim"]) == {0, 1}

@@ -2,17 +2,19 @@
 
 Ranks are numbered mixed-radix over ``dims`` with dimension 0 fastest: rank ``r`` has
 coordinate ``c_d = (r // prod(dims[:d])) % dims[d]``. A dimension-``d`` group is the ``dims[d]``
-ranks that differ only in ``c_d``; they form a ring in coordinate order.
+ranks that differ only in ``c_d``, at positions ``c_d``; each phase runs the dimension's
+collective (:mod:`workloads.collectives`, ring by default) over that group.
 
 Each chunk (from :func:`workloads.themis.plan`) Reduce-Scatters through its ``rs_order``
 (after RS on ``d`` the rank keeps the shard matching ``c_d``), All-Reduces on the last
 dimension of that order and All-Gathers back in ``ag_order``. Dimensions run concurrently,
 each on its own links; a dimension serves at most ``max_active`` chunk phases at a time.
 
-Deadlock freedom: every member of a ring must serve the dimension's phases in the *same*
-order. :func:`schedule` derives that order from the plan alone, by an exact (Fraction)
-event simulation of the bandwidth model with deterministic tie-breaks, so every rank computes
-the identical per-``(dimension, slot)`` sequence. The executor runs each sequence in order on
+Deadlock freedom: every member of a group must serve the dimension's phases in the *same*
+order. :func:`schedule` derives that order from the plan alone, by running the chunk-schedule
+engine (:mod:`workloads.schedule_engine`) exactly (Fractions) on the bandwidth model with
+deterministic tie-breaks, so every rank computes the identical per-``(dimension, slot)``
+sequence. The executor runs each sequence in order on
 its own thread, waiting only for the phase's predecessor within its chunk. Because the
 simulated schedule is feasible (a phase starts after its predecessor ends), the phase with the
 earliest simulated start among the unfinished ones can always proceed, so execution never
@@ -31,10 +33,20 @@ from fractions import Fraction
 
 import numpy as np
 
-from workloads.collectives import RingGroup, all_gather, all_reduce, reduce_scatter, shard_bounds
+from testbed.core.errors import FabricLabError
+from workloads.collectives import Collective, Group, shard_bounds
+from workloads.schedule_engine import (
+    ORDERS,
+    ChunkEngine,
+    Phase,
+    check_order,
+    chunk_phases,
+    run_analytic,
+)
 from workloads.transport import CollectiveError, CollectiveTimeout, Link
 
-ORDERS = ("fifo", "scf")
+__all__ = ["ORDERS", "Phase", "Schedule", "Topology", "chunk_phases", "run_hierarchical",
+           "schedule"]
 
 
 @dataclass(frozen=True)
@@ -63,46 +75,13 @@ class Topology:
 
     def neighbour(self, rank: int, dim: int, delta: int) -> int:
         """The rank ``delta`` positions along the dimension-``dim`` ring from ``rank``."""
+        return self.member(rank, dim, self.coords(rank)[dim] + delta)
+
+    def member(self, rank: int, dim: int, pos: int) -> int:
+        """The rank at position ``pos`` (mod the size) of ``rank``'s dimension-``dim`` group."""
         c = list(self.coords(rank))
-        c[dim] = (c[dim] + delta) % self.dims[dim]
+        c[dim] = pos % self.dims[dim]
         return self.rank_of(c)
-
-
-@dataclass(frozen=True)
-class Phase:
-    """One chunk phase: ``op`` (RS/AR/AG) on ``dim``; ``nominal`` = bytes per host entering it."""
-
-    chunk: int
-    index: int
-    dim: int
-    op: str
-    nominal: Fraction
-
-    def sent(self, n: int) -> Fraction:
-        """Bytes each host sends in this phase on a ring of ``n``."""
-        if self.op == "RS":
-            return self.nominal * (n - 1) / n
-        if self.op == "AR":
-            return 2 * self.nominal * (n - 1) / n
-        return self.nominal * (n - 1)
-
-
-def chunk_phases(
-    chunk: int, size: int, rs_order: Sequence[int], dims: Sequence[int]
-) -> list[Phase]:
-    """RS on ``rs_order[:-1]``, AR on ``rs_order[-1]``, AG back in reverse; sizes nominal."""
-    if not rs_order:
-        return []
-    phases = []
-    s = Fraction(size)
-    for d in rs_order[:-1]:
-        phases.append(Phase(chunk, len(phases), d, "RS", s))
-        s /= dims[d]
-    phases.append(Phase(chunk, len(phases), rs_order[-1], "AR", s))
-    for d in reversed(rs_order[:-1]):
-        phases.append(Phase(chunk, len(phases), d, "AG", s))
-        s *= dims[d]
-    return phases
 
 
 @dataclass(frozen=True)
@@ -115,57 +94,25 @@ class Schedule:
 
 def schedule(
     plans: Sequence, dims: Sequence[int], bandwidths: Sequence[float] | None = None,
-    order: str = "fifo", max_active: int = 1,
+    order: str = "fifo", max_active: int = 1, collective: Collective | None = None,
 ) -> Schedule:
-    """Simulate the plan under the bandwidth model (exactly) and return the service orders.
+    """Run the plan through the chunk-schedule engine (exactly) and return the service orders.
 
-    A dimension with a free slot (lowest index first) starts a waiting phase at once; among
-    waiting phases ``fifo`` picks the earliest ready, ``scf`` the fewest bytes sent; ties go
-    to the lower chunk index. A phase on ring ``n`` with per-host bandwidth ``B`` lasts
-    ``sent(n)/B`` (slots of one dimension are modelled as independent, for ordering only).
-    Only the plan, ``dims``, ``bandwidths``, ``order`` and ``max_active`` matter, so every
-    rank gets the same result.
+    A phase of ``collective`` (default ring) on a dimension with per-host bandwidth ``B``
+    lasts ``sent/B`` (slots of one dimension are modelled as independent, for ordering only).
+    Only the plan, ``dims``, ``bandwidths``, ``order``, ``max_active`` and the collective
+    matter, so every rank gets the same result.
     """
-    if order not in ORDERS:
-        raise CollectiveError(f"order {order!r} is unknown; use one of {', '.join(ORDERS)}")
+    try:
+        check_order(order)
+    except FabricLabError as exc:
+        raise CollectiveError(str(exc)) from None
     bw = [Fraction(b) for b in (bandwidths or [1.0] * len(dims))]
-    chunks = tuple(
-        tuple(chunk_phases(p.index, p.size, p.rs_order, dims)) for p in plans
-    )
-    waiting: dict[int, list[tuple[Fraction, Phase]]] = defaultdict(list)
-    busy: dict[int, list[bool]] = defaultdict(lambda: [False] * max_active)
-    running: list[tuple[Fraction, int, int, Phase]] = []
+    chunks = tuple(tuple(chunk_phases(p, dims, collective)) for p in plans)
+    engine = ChunkEngine(chunks, len(dims), order, max_active)
     sequences: dict[tuple[int, int], list[Phase]] = defaultdict(list)
-    for phases in chunks:
-        if phases:
-            waiting[phases[0].dim].append((Fraction(0), phases[0]))
-
-    def key(item: tuple[Fraction, Phase]) -> tuple:
-        ready, ph = item
-        first = ready if order == "fifo" else ph.sent(dims[ph.dim])
-        return (first, ph.chunk, ph.index)
-
-    now = Fraction(0)
-    while True:
-        for d in sorted(waiting):
-            while waiting[d] and not all(busy[d]):
-                item = min(waiting[d], key=key)
-                waiting[d].remove(item)
-                ph = item[1]
-                slot = busy[d].index(False)
-                busy[d][slot] = True
-                running.append((now + ph.sent(dims[d]) / bw[d], d, slot, ph))
-                sequences[(d, slot)].append(ph)
-        if not running:
-            break
-        now = min(r[0] for r in running)
-        for end, d, slot, ph in [r for r in running if r[0] == now]:
-            running.remove((end, d, slot, ph))
-            busy[d][slot] = False
-            phases = chunks[ph.chunk]
-            if ph.index + 1 < len(phases):
-                nxt = phases[ph.index + 1]
-                waiting[nxt.dim].append((now, nxt))
+    for run in run_analytic(engine, lambda ph: ph.sent / bw[ph.dim]):
+        sequences[(run.phase.dim, run.slot)].append(run.phase)
     return Schedule(chunks, {k: tuple(v) for k, v in sequences.items()})
 
 
@@ -216,13 +163,19 @@ def run_hierarchical(
     deadline: float,
     abort: Callable[[], None] = lambda: None,
     record: Callable[[PhaseRecord], None] | None = None,
+    collective: Collective | None = None,
 ) -> None:
     """All-Reduce ``buf`` in place following ``plans`` and ``sched``; raise on any failure.
 
+    Every phase runs ``collective`` (default ring) in its dimension's group; ``links`` holds,
+    per ``(dimension, slot)``, its :meth:`~Collective.link_roles` links at link slots
+    ``slot·k .. slot·k+k-1`` (:func:`group_links`).
     ``plans`` sizes are bytes and must be multiples of the element size. ``deadline`` is a
     ``time.monotonic()`` instant; ``abort`` wakes the transport's blocked transfers when one
     executor fails so the others stop at once.
     """
+    if collective is None:
+        from workloads.collectives.ring import COLLECTIVE as collective
     coords = topo.coords(rank)
     item = buf.itemsize
     segments: dict[int, list[tuple[int, int]]] = {}
@@ -252,23 +205,21 @@ def run_hierarchical(
                 )
 
     def serve(key: tuple[int, int], seq: Sequence[Phase]) -> None:
-        d, _ = key
-        group = RingGroup(coords[d], topo.dims[d], links[key])
+        d, slot = key
+        n = topo.dims[d]
+        group = Group(coords[d], n, group_links(links, d, slot, collective.link_count(n)))
+        peer = topo.member(rank, d, coords[d] + 1)
+        run = {"RS": collective.reduce_scatter, "AR": collective.all_reduce,
+               "AG": collective.all_gather}
         try:
             for ph in seq:
                 wait_for(ph)
                 lo, hi = segments[ph.chunk][ph.index]
                 view = buf[lo:hi]
                 start = time.monotonic()
-                if ph.op == "RS":
-                    reduce_scatter(group, view, coll, ph.chunk, ph.index)
-                elif ph.op == "AR":
-                    all_reduce(group, view, coll, ph.chunk, ph.index)
-                else:
-                    all_gather(group, view, coll, ph.chunk, ph.index)
+                run[ph.op](group, view, coll, ph.chunk, ph.index)
                 end = time.monotonic()
                 if record is not None:
-                    peer = links[key].next_rank
                     record(PhaseRecord(coll, ph.chunk, ph.index, d, ph.op, view.nbytes,
                                        start, end, peer))
                 done[(ph.chunk, ph.index)].set()
@@ -290,6 +241,12 @@ def run_hierarchical(
     if errors:
         primary = [e for e in errors if getattr(e, "kind", "") != "peer_lost"] or errors
         raise primary[0]
+
+
+def group_links(links: dict[tuple[int, int], Link], channel: int, slot: int,
+                k: int) -> tuple[Link, ...]:
+    """The ``k`` links of one group slot: link slots ``slot·k .. slot·k+k-1`` of ``channel``."""
+    return tuple(links[(channel, slot * k + i)] for i in range(k))
 
 
 class _Aborted(Exception):

@@ -26,7 +26,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from testbed.core.algorithms import check_algorithm, default_dims, groups_error
 from testbed.core.errors import FabricLabError
+from testbed.core.registry import COLLECTIVES
 from workloads.dnn import summarize
 from workloads.traces import bandwidths, read_table
 
@@ -96,15 +98,6 @@ def free_ports(ip: str, n: int) -> list[int]:
     raise FabricLabError(f"found only {len(ports)} free TCP ports on {ip}, {n} are needed")
 
 
-def default_dims(ranks: int, algorithm: str) -> list[int]:
-    """``[ranks]`` for ring; otherwise the 2-D split with the smallest factor ≥ 2 first."""
-    if algorithm != "ring":
-        for f in range(2, math.isqrt(ranks) + 1):
-            if ranks % f == 0:
-                return [f, ranks // f]
-    return [ranks]
-
-
 def local_configs(
     *, ranks: int, dims: list[int], algorithm: str, sizes: list[int] | None = None,
     out_dir: Path | str, run_id: str = "local", job_id: str = "job0", **options,
@@ -163,6 +156,7 @@ def run_local(
     ranks: int,
     sizes: list[int] | None = None,
     algorithm: str = "ring",
+    dim_algorithm: str = "ring",
     dims: list[int] | None = None,
     chunks: int = 4,
     transport: str = "zerocopy",
@@ -199,6 +193,10 @@ def run_local(
         raise FabricLabError("give either sizes or a dnn workload to run")
     if math.prod(dims) != ranks:
         raise FabricLabError(f"dims {'x'.join(map(str, dims))} do not multiply to {ranks} ranks")
+    check_algorithm(algorithm)
+    COLLECTIVES.check(dim_algorithm)
+    if bad := groups_error(algorithm, dim_algorithm, ranks, dims):
+        raise FabricLabError(bad[1])
     with contextlib.ExitStack() as stack:
         if out_dir:
             out = Path(out_dir)
@@ -208,6 +206,7 @@ def run_local(
                 prefix="fabriclab-allreduce-", ignore_cleanup_errors=True)))
         configs = local_configs(
             ranks=ranks, dims=dims, algorithm=algorithm, sizes=sizes, out_dir=out,
+            dim_algorithm=dim_algorithm,
             run_id=run_id or uuid.uuid4().hex[:12], job_id=job_id, chunks=chunks,
             transport=transport, iterations=iterations, warmup=warmup, order=order,
             max_active=max_active, dim_bandwidths=dim_bandwidths, timeout=timeout,

@@ -5,8 +5,11 @@ converted to bytes/s inside; times are seconds. Internally all arithmetic is exa
 (:class:`fractions.Fraction`), so simultaneous events tie exactly and the schedule is
 deterministic; the results are reported as floats.
 
-Each dimension serves one chunk phase at a time. A ring phase on a dimension of ``n`` hosts
-with per-host bandwidth ``B`` (bytes/s), for an input of ``s`` bytes per host, takes
+Each dimension serves one chunk phase at a time, in the order of the chunk-schedule engine
+(:mod:`workloads.schedule_engine`). A phase of the dimension's collective (ring or
+halving-doubling alike, both bandwidth optimal: :meth:`workloads.collectives.Collective.sent_bytes`)
+on a dimension of ``n`` hosts with per-host bandwidth ``B`` (bytes/s), for an input of ``s``
+bytes per host, takes (plus ``step_latency_s`` per step of the collective, 0 by default)
 
 * Reduce-Scatter ``RS``: ``(n-1)·s/(n·B)``, output ``s/n``;
 * All-Gather ``AG``: ``(n-1)·s/B`` where ``s`` is the input shard, output ``n·s``;
@@ -30,15 +33,16 @@ nobody, so its bandwidth cannot be used). Hence utilisation is never above 1.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from testbed.core.errors import FabricLabError
+from testbed.core.registry import COLLECTIVES
+from workloads.schedule_engine import ORDERS, ChunkEngine, check_order, chunk_phases, run_analytic
 from workloads.themis import ChunkPlan, plan, validate_shape
 
-ORDERS = ("fifo", "scf")
+__all__ = ["ORDERS", "DimStats", "PhaseRun", "Prediction", "predict", "simulate"]
 
 
 @dataclass(frozen=True)
@@ -96,51 +100,23 @@ def _prod(values: Sequence[int]) -> int:
     return out
 
 
-@dataclass(frozen=True)
-class _Phase:
-    chunk: int
-    dim: int
-    op: str
-    size: Fraction  # input per host
-    sent: Fraction  # bytes each host sends
-
-
-def chunk_phases(chunk: ChunkPlan, dim_sizes: Sequence[int]) -> list[_Phase]:
-    """The sequential phases of one chunk (RS..., AR, AG...), exact sizes."""
-    order = chunk.rs_order
-    if not order:
-        return []
-    s = Fraction(chunk.size)
-    rs: list[_Phase] = []
-    for d in order[:-1]:
-        n = dim_sizes[d]
-        rs.append(_Phase(chunk.index, d, "RS", s, s * (n - 1) / n))
-        s /= n
-    last = order[-1]
-    n = dim_sizes[last]
-    ar = _Phase(chunk.index, last, "AR", s, 2 * s * (n - 1) / n)
-    ag = []
-    for p in reversed(rs):
-        n = dim_sizes[p.dim]
-        shard = p.size / n
-        ag.append(_Phase(chunk.index, p.dim, "AG", shard, shard * (n - 1)))
-    return [*rs, ar, *ag]
-
-
 def simulate(
     plans: Sequence[ChunkPlan],
     dim_sizes: Sequence[int],
     dim_bandwidths_bps: Sequence[float],
     order: str = "fifo",
+    dim_algorithm: str = "ring",
+    step_latency_s: float = 0.0,
 ) -> Prediction:
     """Run the event-driven model on given chunk plans (e.g. from :func:`workloads.themis.plan`).
 
-    ``dim_bandwidths_bps`` in bit/s per host per dimension. ``policy`` in the result is
-    ``"custom"``; :func:`predict` fills it in.
+    ``dim_bandwidths_bps`` in bit/s per host per dimension; every dimension runs the
+    collective ``dim_algorithm``, a phase lasting its bytes sent over the bandwidth plus
+    ``step_latency_s`` per step. ``policy`` in the result is ``"custom"``; :func:`predict`
+    fills it in.
     """
     sizes, bandwidths = validate_shape(dim_sizes, dim_bandwidths_bps)
-    if order not in ORDERS:
-        raise FabricLabError(f"order {order!r} is unknown; use one of {', '.join(ORDERS)}")
+    check_order(order)
     if not plans:
         raise FabricLabError("plans must hold at least one chunk")
     hosts = _prod(sizes)
@@ -156,54 +132,24 @@ def simulate(
                 f"plans[{p.index}] has rs_order {p.rs_order} which is not a set of "
                 f"dimensions with more than one host"
             )
+    collective = COLLECTIVES.get(dim_algorithm)
+    for n in sizes:
+        if reason := collective.group_size_error(n):
+            raise FabricLabError(f"dim_sizes: {reason}")
     bytes_per_s = [Fraction(b) / 8 for b in bandwidths]
+    latency = Fraction(step_latency_s)
 
-    phases = {p.index: chunk_phases(p, sizes) for p in plans}
-    next_phase = dict.fromkeys(phases, 0)
-    # Per-dimension waiting queue of (key, chunk, phase); key depends on the order policy.
-    waiting: list[list[tuple[Fraction, int, _Phase]]] = [[] for _ in sizes]
-    busy_until: list[Fraction | None] = [None] * len(sizes)  # None = free
-    running: list[tuple[Fraction, int, int]] = []  # heap of (end, dim, chunk)
-    runs: list[tuple[_Phase, Fraction, Fraction]] = []
+    chunks = [chunk_phases(p, sizes, collective) for p in plans]
+    engine = ChunkEngine(chunks, len(sizes), order)
+    runs = run_analytic(engine, lambda ph: ph.sent / bytes_per_s[ph.dim] + ph.steps * latency)
     busy = [Fraction(0)] * len(sizes)
     sent = [Fraction(0)] * len(sizes)
-
-    def enqueue(chunk: int, now: Fraction) -> None:
-        i = next_phase[chunk]
-        if i >= len(phases[chunk]):
-            return
-        ph = phases[chunk][i]
-        key = now if order == "fifo" else ph.sent
-        heapq.heappush(waiting[ph.dim], (key, chunk, ph))
-
-    now = Fraction(0)
-    for chunk in sorted(phases):
-        enqueue(chunk, now)
-    while True:
-        for d in range(len(sizes)):
-            if busy_until[d] is None and waiting[d]:
-                _, chunk, ph = heapq.heappop(waiting[d])
-                duration = ph.sent / bytes_per_s[d]
-                end = now + duration
-                busy_until[d] = end
-                busy[d] += duration
-                sent[d] += ph.sent
-                runs.append((ph, now, end))
-                heapq.heappush(running, (end, d, chunk))
-        if not running:
-            break
-        now = running[0][0]
-        done = []
-        while running and running[0][0] == now:
-            _, d, chunk = heapq.heappop(running)
-            busy_until[d] = None
-            done.append(chunk)
-        for chunk in sorted(done):
-            next_phase[chunk] += 1
-            enqueue(chunk, now)
+    for r in runs:
+        busy[r.phase.dim] += r.end - r.start
+        sent[r.phase.dim] += r.phase.sent
 
     total = Fraction(sum(p.size for p in plans))
-    time_s = now
+    time_s = max(r.end for r in runs)
     useful_bw = sum(bytes_per_s[d] for d in range(len(sizes)) if sizes[d] > 1)
     ideal = 2 * total * (1 - Fraction(1, hosts)) / useful_bw
     dims = tuple(
@@ -218,8 +164,9 @@ def simulate(
         for d in range(len(sizes))
     )
     schedule = tuple(
-        PhaseRun(ph.chunk, ph.dim, ph.op, float(ph.size), float(ph.sent), float(s), float(e))
-        for ph, s, e in sorted(runs, key=lambda r: (r[1], r[0].dim, r[0].chunk))
+        PhaseRun(r.phase.chunk, r.phase.dim, r.phase.op, float(r.phase.size),
+                 float(r.phase.sent), float(r.start), float(r.end))
+        for r in sorted(runs, key=lambda r: (r.start, r.phase.dim, r.phase.chunk))
     )
     return Prediction(
         dim_sizes=sizes,
@@ -245,12 +192,16 @@ def predict(
     policy: str = "themis",
     order: str = "fifo",
     align: int = 1,
+    dim_algorithm: str = "ring",
+    step_latency_s: float = 0.0,
 ) -> Prediction:
     """Plan an All-Reduce of ``total_bytes`` (bytes) in ``chunks`` chunks and predict it.
 
-    ``dim_bandwidths_bps``: bit/s per host per dimension. ``policy``: ``themis`` or
-    ``baseline`` (see :mod:`workloads.themis`); ``order``: ``fifo`` or ``scf``.
+    ``dim_bandwidths_bps``: bit/s per host per dimension. ``policy``: a chunk schedule
+    (``themis``, ``baseline``: :mod:`workloads.themis`); ``order``: ``fifo`` or ``scf``;
+    ``dim_algorithm`` and ``step_latency_s``: see :func:`simulate`.
     """
     plans = plan(dim_sizes, dim_bandwidths_bps, total_bytes, chunks, policy=policy, align=align)
-    result = simulate(plans, dim_sizes, dim_bandwidths_bps, order=order)
+    result = simulate(plans, dim_sizes, dim_bandwidths_bps, order=order,
+                      dim_algorithm=dim_algorithm, step_latency_s=step_latency_s)
     return replace(result, policy=policy)

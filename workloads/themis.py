@@ -7,7 +7,8 @@ through the dimensions in its ``rs_order`` (the data shrinks by each dimension's
 All-Reduces on the last dimension of that order and All-Gathers back in ``ag_order``, the
 exact reverse of the Reduce-Scatter order without that last dimension.
 
-Policies:
+Schedules (registered in :data:`testbed.core.registry.SCHEDULES`, as :data:`BASELINE` and
+:data:`THEMIS`):
 
 ``baseline``
     every chunk uses the fixed order 0, 1, ..., D-1.
@@ -29,10 +30,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from testbed.core.errors import FabricLabError
-
-POLICIES = ("themis", "baseline")
+from testbed.core.registry import SCHEDULES
 
 # A chunk keeps the baseline order while the load gap is worth less than chunk/16 bytes.
 BALANCE_THRESHOLD_DIVISOR = 16
@@ -125,6 +126,45 @@ def _charge(
         s /= n
 
 
+@dataclass(frozen=True)
+class ChunkSchedule:
+    """A hierarchical All-Reduce schedule: how each chunk orders the dimensions. ``balance``:
+    Themis's greedy (else the fixed baseline order). Each dimension then runs a collective."""
+
+    name: str
+    balance: bool
+    is_flat: ClassVar[bool] = False  # a schedule runs per dimension, never as one flat group
+
+    def plan(self, dim_sizes: Sequence[int], dim_bandwidths: Sequence[float],
+             total_bytes: int, chunks: int, align: int = 1) -> list[ChunkPlan]:
+        """The chunks of one All-Reduce of ``total_bytes`` (see :func:`plan`)."""
+        sizes, bandwidths = validate_shape(dim_sizes, dim_bandwidths)
+        chunk_sizes = split_sizes(total_bytes, chunks, align)
+        active = tuple(d for d, n in enumerate(sizes) if n > 1)
+        load = [0.0] * len(sizes)
+        plans = []
+        for index, size in enumerate(chunk_sizes):
+            order = active
+            if self.balance and len(active) > 1:
+                by_load = tuple(sorted(active, key=lambda d: (load[d], d)))
+                first, last = by_load[0], by_load[-1]
+                n_first = sizes[first]
+                gap_bytes = (
+                    (load[last] - load[first])
+                    * (bandwidths[first] / bandwidths[0])
+                    / ((n_first - 1) / n_first)
+                )
+                if gap_bytes >= size / BALANCE_THRESHOLD_DIVISOR:
+                    order = by_load
+            _charge(load, order, size, sizes, bandwidths)
+            plans.append(ChunkPlan(index=index, size=size, rs_order=order))
+        return plans
+
+
+BASELINE = ChunkSchedule("baseline", balance=False)
+THEMIS = ChunkSchedule("themis", balance=True)
+
+
 def plan(
     dim_sizes: Sequence[int],
     dim_bandwidths: Sequence[float],
@@ -136,32 +176,15 @@ def plan(
     """Plan the chunks of one All-Reduce of ``total_bytes`` over the given network.
 
     ``dim_bandwidths`` is per host per dimension, in any unit (only ratios matter).
+    ``policy`` names a schedule of :data:`~testbed.core.registry.SCHEDULES`.
     ``align``: chunk sizes are multiples of it, see :func:`split_sizes`.
     Returns one :class:`ChunkPlan` per chunk, in index order.
     """
-    sizes, bandwidths = validate_shape(dim_sizes, dim_bandwidths)
-    if policy not in POLICIES:
-        raise FabricLabError(f"policy {policy!r} is unknown; use one of {', '.join(POLICIES)}")
-    chunk_sizes = split_sizes(total_bytes, chunks, align)
-    active = tuple(d for d, n in enumerate(sizes) if n > 1)
-    load = [0.0] * len(sizes)
-    plans = []
-    for index, size in enumerate(chunk_sizes):
-        order = active
-        if policy == "themis" and len(active) > 1:
-            by_load = tuple(sorted(active, key=lambda d: (load[d], d)))
-            first, last = by_load[0], by_load[-1]
-            n_first = sizes[first]
-            gap_bytes = (
-                (load[last] - load[first])
-                * (bandwidths[first] / bandwidths[0])
-                / ((n_first - 1) / n_first)
-            )
-            if gap_bytes >= size / BALANCE_THRESHOLD_DIVISOR:
-                order = by_load
-        _charge(load, order, size, sizes, bandwidths)
-        plans.append(ChunkPlan(index=index, size=size, rs_order=order))
-    return plans
+    validate_shape(dim_sizes, dim_bandwidths)
+    if policy not in SCHEDULES.names():
+        raise FabricLabError(f"policy {policy!r} is unknown; use one of "
+                             f"{', '.join(SCHEDULES.names())}")
+    return SCHEDULES.get(policy).plan(dim_sizes, dim_bandwidths, total_bytes, chunks, align)
 
 
 def chunk_offsets(plans: Sequence[ChunkPlan]) -> list[int]:

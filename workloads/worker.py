@@ -4,9 +4,11 @@ The worker listens on its address of every dimension, connects to its ring neigh
 (rendezvous with retries until ``timeout``), then runs the workload on those persistent
 connections: for every size, ``warmup`` + ``iterations`` All-Reduces of a float32 buffer.
 
-Algorithms: ``ring`` is one flat ring over all ranks in rank order, carried on every rank's
-dimension-0 address (``dims`` only names the addresses then); ``baseline`` and ``themis`` are
-the chunked hierarchical All-Reduce of :mod:`workloads.hierarchical` with that chunk plan.
+Algorithms: a collective of the registry (``ring``, ``halving-doubling``) runs flat over all
+ranks, positions in rank order, carried on every rank's dimension-0 address (``dims`` only
+names the addresses then); a chunk schedule (``baseline``, ``themis``) runs the chunked
+hierarchical All-Reduce of :mod:`workloads.hierarchical` with that chunk plan, every dimension
+running the collective ``dim_algorithm``.
 
 Data: rank ``r`` holds ``(r+1)·(i mod 251 + 1)`` at index ``i``, so the exact result is
 ``W(W+1)/2·(i mod 251 + 1)``, exact in float32 for any realistic world size ``W``; every
@@ -44,14 +46,23 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
+from testbed.core.algorithms import check_algorithm, groups_error, is_flat
 from testbed.core.errors import FabricLabError
-from testbed.core.registry import TRANSPORTS
-from workloads.collectives import RingGroup, all_reduce
+from testbed.core.registry import COLLECTIVES, SCHEDULES, TRANSPORTS
+from workloads.collectives import Collective, Group
 from workloads.dnn import DnnWorkload
-from workloads.hierarchical import PhaseRecord, Schedule, Topology, run_hierarchical, schedule
+from workloads.hierarchical import (
+    PhaseRecord,
+    Schedule,
+    Topology,
+    group_links,
+    run_hierarchical,
+    schedule,
+)
 from workloads.traces import TraceWriter, bandwidths
 from workloads.transport import (
     CollectiveTimeout,
@@ -98,7 +109,8 @@ class WorkerConfig(BaseModel):
     world_size: int = Field(ge=1)
     dims: list[int] = Field(min_length=1)
     addresses: list[list[Address]]  # [rank][dimension]
-    algorithm: Literal["ring", "baseline", "themis"] = "ring"
+    algorithm: str = "ring"  # a collective (flat) or a chunk schedule (per dimension)
+    dim_algorithm: str = "ring"  # the collective every dimension of a schedule runs
     chunks: int = Field(default=4, ge=1)
     order: Literal["fifo", "scf"] = "fifo"
     max_active: int = Field(default=1, ge=1)
@@ -110,6 +122,16 @@ class WorkerConfig(BaseModel):
     collective_timeout: float = Field(default=600.0, gt=0)  # one whole collective
     out_dir: str
     stall: bool = False  # testing: connect, then never take part
+
+    @field_validator("algorithm")
+    @classmethod
+    def _algorithm(cls, v: str) -> str:
+        return check_algorithm(v)
+
+    @field_validator("dim_algorithm")
+    @classmethod
+    def _dim_algorithm(cls, v: str) -> str:
+        return COLLECTIVES.check(v)
 
     @model_validator(mode="after")
     def _shape(self) -> WorkerConfig:
@@ -125,7 +147,18 @@ class WorkerConfig(BaseModel):
             raise ValueError("dim_bandwidths must have one value per dimension")
         if self.workload is None and self.dnn is None:
             raise ValueError("give a workload (sizes) or a dnn workload (a model)")
+        if bad := groups_error(self.algorithm, self.dim_algorithm, self.world_size, self.dims):
+            raise ValueError(f"{bad[0]}: {bad[1]}")
         return self
+
+    @property
+    def flat(self) -> bool:
+        """Whether the algorithm is one collective over all ranks (not a chunk schedule)."""
+        return is_flat(self.algorithm)
+
+    def collective(self) -> Collective:
+        """The collective of the flat group, or of every dimension under a schedule."""
+        return COLLECTIVES.get(self.algorithm if self.flat else self.dim_algorithm)
 
     def endpoint(self, rank: int, dim: int) -> Endpoint:
         a = self.addresses[rank][dim]
@@ -133,24 +166,32 @@ class WorkerConfig(BaseModel):
 
 
 def link_plan(cfg: WorkerConfig) -> tuple[dict[int, Endpoint], list[LinkSpec]]:
-    """The channels this rank listens on and the ring links it needs."""
-    me, world = cfg.rank, cfg.world_size
-    if cfg.algorithm == "ring":
-        if world == 1:
+    """The channels this rank listens on and the links its collective needs: one per
+    :meth:`~workloads.collectives.Collective.link_roles` entry, in the flat group (channel 0,
+    positions = ranks) or in every dimension's group, for each of ``max_active`` slots
+    (link slot ``slot·k + i`` for role ``i`` of ``k``)."""
+    me, coll = cfg.rank, cfg.collective()
+    if cfg.flat:
+        roles = coll.link_roles(me, cfg.world_size)
+        if not roles:
             return {}, []
-        nxt, prev = (me + 1) % world, (me - 1) % world
-        spec = LinkSpec(0, 0, nxt, prev, cfg.endpoint(me, 0), cfg.endpoint(nxt, 0))
-        return {0: cfg.endpoint(me, 0)}, [spec]
+        local = cfg.endpoint(me, 0)
+        return {0: local}, [LinkSpec(0, i, nxt, prev, local, cfg.endpoint(nxt, 0))
+                            for i, (nxt, prev) in enumerate(roles)]
     topo = Topology(tuple(cfg.dims))
     listen: dict[int, Endpoint] = {}
     specs = []
     for d, n in enumerate(cfg.dims):
         if n == 1:
             continue
-        listen[d] = cfg.endpoint(me, d)
-        nxt, prev = topo.neighbour(me, d, 1), topo.neighbour(me, d, -1)
+        listen[d] = local = cfg.endpoint(me, d)
+        pos = topo.coords(me)[d]
+        roles = [(topo.member(me, d, nxt), topo.member(me, d, prev))
+                 for nxt, prev in coll.link_roles(pos, n)]
         for slot in range(cfg.max_active):
-            specs.append(LinkSpec(d, slot, nxt, prev, cfg.endpoint(me, d), cfg.endpoint(nxt, d)))
+            specs.extend(LinkSpec(d, slot * len(roles) + i, nxt, prev, local,
+                                  cfg.endpoint(nxt, d))
+                         for i, (nxt, prev) in enumerate(roles))
     return listen, specs
 
 
@@ -194,15 +235,14 @@ class Worker:
         self.transport.connect(link_plan(self.cfg)[1], time.monotonic() + self.cfg.timeout)
 
     def _plan(self, count: int, chunks: int) -> tuple[list, Schedule]:
-        from workloads.themis import plan
-
         key = (count, chunks)
         if key not in self._schedules:
             cfg = self.cfg
             bws = cfg.dim_bandwidths or [1.0] * len(cfg.dims)
-            plans = plan(cfg.dims, bws, count * 4, min(chunks, count), cfg.algorithm, align=4)
+            plans = SCHEDULES.get(cfg.algorithm).plan(cfg.dims, bws, count * 4,
+                                                      min(chunks, count), align=4)
             self._schedules[key] = (plans, schedule(plans, cfg.dims, bws, cfg.order,
-                                                    cfg.max_active))
+                                                    cfg.max_active, cfg.collective()))
         return self._schedules[key]
 
     def allreduce(self, buf: np.ndarray, chunks: int | None = None,
@@ -212,19 +252,21 @@ class Worker:
         coll = self.coll
         self.coll += 1
         links = self.transport.links
-        if cfg.algorithm == "ring":
-            link = links.get((0, 0))
+        collective = cfg.collective()
+        if cfg.flat:
+            world = cfg.world_size
+            group = Group(cfg.rank, world, group_links(links, 0, 0, collective.link_count(world)))
             start = time.monotonic()
-            all_reduce(RingGroup(cfg.rank, cfg.world_size, link), buf, coll)
-            if record is not None and link is not None:
+            collective.all_reduce(group, buf, coll)
+            if record is not None and world > 1:
                 record(PhaseRecord(coll, 0, 0, 0, "AR", buf.nbytes, start, time.monotonic(),
-                                   link.next_rank))
+                                   (cfg.rank + 1) % world))
             return coll
         plans, sched = self._plan(buf.size, chunks or cfg.chunks)
         run_hierarchical(
             buf, coll, plans, sched, self.topo, cfg.rank, links,
             deadline=time.monotonic() + cfg.collective_timeout,
-            abort=self.transport.abort, record=record,
+            abort=self.transport.abort, record=record, collective=collective,
         )
         return coll
 
@@ -274,7 +316,7 @@ class Worker:
         trace.collectives.append({
             **common, "size": count * 4, "count": count, "world": cfg.world_size,
             "algorithm": cfg.algorithm, "transport": cfg.transport,
-            "chunks": 1 if cfg.algorithm == "ring" else min(cfg.chunks, count),
+            "chunks": 1 if cfg.flat else min(cfg.chunks, count),
             "start": start, "time": seconds, "algbw": algbw, "busbw": busbw,
             "correct": ok,
         })

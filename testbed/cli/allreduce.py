@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
+from testbed.core.algorithms import algorithm_names, is_flat
 from testbed.core.errors import FabricLabError
-from testbed.core.registry import TRANSPORTS
+from testbed.core.registry import COLLECTIVES, TRANSPORTS
 from testbed.core.units import format_size, parse_size_range
 from workloads.launcher import run_local
 
@@ -30,9 +31,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--ranks", type=int, default=8, help="number of worker processes")
     p.add_argument("--size", default="1KiB:1MiB", help="size or doubling range, e.g. 1KiB:256MiB")
-    p.add_argument("--algo", choices=["ring", "baseline", "themis"], default="ring")
-    p.add_argument("--dims", help="dimension sizes, e.g. 2x4 (default: ring over all ranks, "
-                   "or a 2-D split for baseline/themis)")
+    p.add_argument("--algo", choices=algorithm_names(), default="ring",
+                   help="a collective over all ranks, or a chunk schedule over --dims "
+                   "(default ring)")
+    p.add_argument("--dim-algo", choices=COLLECTIVES.names(), default="ring",
+                   help="the collective each dimension of a chunk schedule runs (default ring)")
+    p.add_argument("--dims", help="dimension sizes, e.g. 2x4 (default: one group of all "
+                   "ranks for a collective, a 2-D split for a chunk schedule)")
     p.add_argument("--chunks", type=int, default=8, help="chunks per collective (hierarchical)")
     p.add_argument("--order", choices=["fifo", "scf"], default="fifo",
                    help="order of chunk phases within a dimension")
@@ -59,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     if sizes[0] < 4:
         raise FabricLabError(f"size {args.size!r} is below one float32 (4 bytes)")
     result = run_local(
-        ranks=args.ranks, sizes=sizes, algorithm=args.algo, dims=dims, chunks=args.chunks,
+        ranks=args.ranks, sizes=sizes, algorithm=args.algo, dim_algorithm=args.dim_algo,
+        dims=dims, chunks=args.chunks,
         transport=args.transport, iterations=args.iters, warmup=args.warmup,
         order=args.order, max_active=args.max_active, timeout=args.timeout,
         collective_timeout=max(600.0, 10 * args.timeout), out_dir=args.out,
@@ -69,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
         return 0 if all(r.correct for r in result.rows) else 1
     kept = (f"traces in {result.out_dir}" if result.out_dir is not None
             else "traces not kept (pass --out DIR to keep them)")
-    print(f"# fabriclab allreduce: {args.ranks} ranks, algo {args.algo}, "
+    algo = args.algo if is_flat(args.algo) else f"{args.algo}/{args.dim_algo}"
+    print(f"# fabriclab allreduce: {args.ranks} ranks, algo {algo}, "
           f"transport {args.transport}, {kept}")
     print(f"#{'size':>11} {'count':>12} {'time(us)':>12} {'algbw(GB/s)':>12} "
           f"{'busbw(GB/s)':>12} {'correct':>8}")

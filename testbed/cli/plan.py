@@ -15,9 +15,10 @@ from rich.console import Console
 from rich.table import Table
 
 from testbed.core.errors import FabricLabError
+from testbed.core.registry import SCHEDULES
 from testbed.core.units import format_size, parse_size
 from workloads.model import ORDERS, Prediction, predict
-from workloads.themis import POLICIES, bytes_sent_per_dim, plan
+from workloads.themis import bytes_sent_per_dim, plan
 
 _BW_HELP = (
     "bandwidth per host in each dimension, in Gbit/s, comma-separated in --dims order "
@@ -33,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "dimension order (All-Gather is the reverse) and the traffic each dimension carries.",
     )
     _add_common(p)
-    p.add_argument("--policy", choices=POLICIES, default="themis",
+    p.add_argument("--policy", choices=SCHEDULES.names(), default="themis",
                    help="themis: greedy per-chunk order; baseline: 0,1,...,D-1 (default themis)")
     p.add_argument("--align", type=int, default=1,
                    help="chunk sizes are multiples of this many bytes (default 1; 4 for float32)")
@@ -47,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--policy, baseline and themis are shown side by side with the speedup.",
     )
     _add_common(m)
-    m.add_argument("--policy", choices=POLICIES, default=None,
+    m.add_argument("--policy", choices=SCHEDULES.names(), default=None,
                    help="model one policy only (default: both, with the speedup)")
     m.add_argument("--order", choices=ORDERS, default="fifo",
                    help="which waiting chunk phase a dimension serves first: fifo (by readiness)"

@@ -8,7 +8,9 @@
     jobs:
       - name: a
         hosts_wanted: 4                       # or hosts: [h0, h1, h4, h5]
-        algorithm: ring                       # ring | baseline | themis
+        algorithm: ring                       # a collective (ring | halving-doubling) or
+                                              # a chunk schedule (baseline | themis)
+        dim_algorithm: ring                   # the collective each dimension of a schedule runs
         workload: {kind: allreduce, sizes: [4MiB], iterations: 5}
     variants:                     # each a run of its own: its keys replace the ones above
       - {name: ecmp}
@@ -34,8 +36,9 @@ from pydantic import (
     model_validator,
 )
 
+from testbed.core.algorithms import check_algorithm, groups_error
 from testbed.core.errors import SpecError
-from testbed.core.registry import POLICIES, TRANSPORTS
+from testbed.core.registry import COLLECTIVES, POLICIES, TRANSPORTS
 from testbed.core.spec import FabricSpec, load_yaml, validate
 from testbed.core.units import parse_size
 
@@ -87,13 +90,24 @@ class JobSpec(_Strict):
     name: Name
     hosts: Annotated[list[str], Field(min_length=1)] | None = None
     hosts_wanted: Annotated[int, Field(ge=1)] | None = None
-    algorithm: Literal["ring", "baseline", "themis"] = "ring"
+    algorithm: str = "ring"  # COLLECTIVES (one flat group) or SCHEDULES (per dimension)
+    dim_algorithm: str = "ring"  # COLLECTIVES: what each dimension of a schedule runs
     order: Literal["fifo", "scf"] = "fifo"
     chunks: Annotated[int, Field(ge=1, le=4096)] = 4
     transport: Annotated[str, AfterValidator(TRANSPORTS.check)] = "zerocopy"
     dims: list[Annotated[int, Field(ge=1)]] | None = None  # logical split on leaf-spine
     workload: Annotated[AllReduceWorkload | DnnWorkload, Field(discriminator="kind")]
     start_offset_s: Annotated[float, Field(ge=0, le=3600)] = 0.0
+
+    @field_validator("algorithm")
+    @classmethod
+    def _algorithm(cls, v: str) -> str:
+        return check_algorithm(v)
+
+    @field_validator("dim_algorithm")
+    @classmethod
+    def _dim_algorithm(cls, v: str) -> str:
+        return COLLECTIVES.check(v)
 
     @field_validator("hosts")
     @classmethod
@@ -109,6 +123,9 @@ class JobSpec(_Strict):
     def _one_of(self) -> JobSpec:
         if (self.hosts is None) == (self.hosts_wanted is None):
             raise ValueError("give exactly one of hosts or hosts_wanted")
+        world = len(self.hosts) if self.hosts else self.hosts_wanted
+        if bad := groups_error(self.algorithm, self.dim_algorithm, world, self.dims):
+            raise ValueError(f"{bad[0]}: {bad[1]} (job {self.name})")
         return self
 
 

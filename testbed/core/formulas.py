@@ -19,3 +19,16 @@ def bandwidths(size: float, seconds: float, world: float) -> tuple[float, float]
     in bytes per second: algbw = S/t, busbw = algbw * 2(n-1)/n."""
     algbw = size / seconds if seconds > 0 else 0.0
     return algbw, algbw * busbw_factor(world)
+
+
+def phase_sent_bytes(op: str, size_bytes, group: int):
+    """Bytes each rank sends in one bandwidth-optimal collective phase over ``group`` ranks
+    (ring and halving-doubling alike), exact for Fractions: ``size_bytes`` is the input per
+    rank (for ``AG`` the shard it holds). RS (n-1)/n·S, AR twice that, AG (n-1)·shard."""
+    if op == "RS":
+        return size_bytes * (group - 1) / group
+    if op == "AR":
+        return 2 * size_bytes * (group - 1) / group
+    if op == "AG":
+        return size_bytes * (group - 1)
+    raise ValueError(f"phase op {op!r} is not RS, AR or AG")

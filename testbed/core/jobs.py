@@ -7,8 +7,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from testbed.core.algorithms import default_dims, groups_error, is_flat, ring_dimension_error
 from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.experiment import Experiment, JobSpec
+from testbed.core.registry import SCHEDULES
 from testbed.core.topology import FabricPlan
 
 
@@ -33,7 +35,8 @@ class JobRun:
             "name": self.name, "hosts": self.hosts, "solo_of": self.solo_of,
             "policy": self.allocation.get("policy"), "spines": self.allocation.get("spines", []),
             "circuits": self.allocation.get("ocs_ports", []), "algorithm": s.algorithm,
-            "order": s.order, "chunks": s.chunks, "transport": s.transport,
+            "dim_algorithm": s.dim_algorithm, "order": s.order, "chunks": s.chunks,
+            "transport": s.transport,
             "workload": s.workload.model_dump(), "start": self.start, "end": self.end,
             "status": self.status, "error": self.error, "results": self.rows,
         }
@@ -53,9 +56,23 @@ def check_against_fabric(exp: Experiment, plan: FabricPlan) -> None:
             raise SpecError(f"jobs.{i}.hosts_wanted: {size} hosts, the fabric has {len(names)}")
         if plan.kind == "multidim" and size != len(names):
             raise SpecError(f"jobs.{i}: a job on a multidim fabric spans all {len(names)} hosts")
-        if job.algorithm == "ring" and plan.kind == "multidim":
-            raise SpecError(f"jobs.{i}.algorithm: a flat ring needs a leaf-spine fabric; use "
-                            "baseline or themis on multidim")
+        flat = is_flat(job.algorithm)
+        if flat and plan.kind == "multidim":
+            raise SpecError(f"jobs.{i}.algorithm: a flat {job.algorithm} needs a leaf-spine "
+                            f"fabric; use a chunk schedule ({', '.join(SCHEDULES.names())}) "
+                            "on multidim")
+        dims = job.dims
+        if plan.kind == "multidim":
+            dims = [d.size for d in plan.spec.dims]
+        elif dims is None and not flat:
+            dims = default_dims(size, job.algorithm)
+        if bad := groups_error(job.algorithm, job.dim_algorithm, size, dims):
+            raise SpecError(f"jobs.{i}.{bad[0]}: {bad[1]} (job {job.name})")
+        for d, dim in enumerate(plan.spec.dims if plan.kind == "multidim" else []):
+            if dim.kind == "ring" and (
+                    bad_ring := ring_dimension_error(job.dim_algorithm, dim.size)):
+                raise SpecError(f"jobs.{i}.dim_algorithm: {bad_ring} (job {job.name}, "
+                                f"fabric.dims.{d})")
 
 
 def job_dims(plan: FabricPlan, hosts: list[str], dims: list[int] | None) -> list[int]:

@@ -19,6 +19,7 @@ from rich.live import Live
 from rich.table import Table
 
 from sdn_app.policies import policy_for
+from testbed.core.algorithms import default_dims, is_flat
 from testbed.core.atomic import write_json
 from testbed.core.errors import FabricLabError
 from testbed.core.experiment import Experiment
@@ -31,7 +32,6 @@ from testbed.emulator.fabric import Fabric
 from testbed.emulator.failpoints import failpoint
 from testbed.emulator.sampler import LinkSampler
 from testbed.emulator.workers import run_on_fabric
-from workloads.launcher import default_dims
 
 
 def environment() -> dict[str, Any]:
@@ -171,7 +171,7 @@ class Runner:
         time.sleep(s.start_offset_s if job.solo_of is None else 0.0)
         job.status, job.start = "running", time.monotonic()
         dims = s.dims
-        if dims is None and s.algorithm != "ring" and self.plan.kind != "multidim":
+        if dims is None and not is_flat(s.algorithm) and self.plan.kind != "multidim":
             dims = default_dims(len(job.hosts), s.algorithm)
         try:
             job_dims(self.plan, job.hosts, dims)
@@ -184,7 +184,8 @@ class Runner:
                 sizes = w.sizes
             res = run_on_fabric(
                 fab, job.hosts, out_dir=self.run_dir / "jobs" / job.name,
-                wall_timeout=self.exp.timeout_s, algorithm=s.algorithm, sizes=sizes,
+                wall_timeout=self.exp.timeout_s, algorithm=s.algorithm,
+                dim_algorithm=s.dim_algorithm, sizes=sizes,
                 dims=dims, run_id=self.run_dir.name, job_id=job.name, chunks=s.chunks,
                 order=s.order, transport=s.transport, iterations=w.iterations,
                 warmup=w.warmup, **extra)

@@ -35,17 +35,20 @@ Capacities
     --backend sim --step-latency-us``): with 0 the simulated times are the emulator's best
     case.
 Collectives
-    ``ring``: the 2(n-1) synchronous steps of a ring All-Reduce over the job's ranks, each step
-    ``n`` flows of S/n bytes ending with its slowest flow; ``baseline``/``themis``: the chunked
+    A flat collective (``ring``, ``halving-doubling``, any of the registry): its synchronous
+    steps over the job's ranks (:meth:`workloads.collectives.Collective.transfers`; a ring's
+    2(n-1) steps of ``n`` flows of S/n bytes), each step ending with its slowest flow, one
+    connection per ordered pair of ranks; ``baseline``/``themis``: the chunked
     hierarchical All-Reduce (chunk plans of :func:`workloads.themis.plan` with ``min(chunks,
     count)`` chunks aligned to 4 bytes, as the worker plans them; ``fifo``/``scf`` dispatch
-    per dimension as in :mod:`workloads.model`), each phase a ring in every group of its
-    dimension. On leaf-spine a hierarchical job uses ``dims`` (default: the worker's 2-D
-    split) over its hosts' single NICs. Every flow of every running job shares links max-min
-    (:class:`testbed.sim.flows.Network`). A job runs ``warmup + iterations`` collectives of
-    each size back to back (no barrier cost); jobs run together, each from its
-    ``start_offset_s``; with ``solo_baselines`` every job first runs alone as ``<name>-solo``,
-    one after the other, each on an idle fabric, before the jobs run together.
+    per dimension as in :mod:`workloads.model`), each phase the job's ``dim_algorithm`` in
+    every group of its dimension. On leaf-spine a hierarchical job uses ``dims`` (default:
+    the worker's 2-D split) over its hosts' single NICs. Every flow of every running job
+    shares links max-min (:class:`testbed.sim.flows.Network`). A job runs ``warmup +
+    iterations`` collectives of each size back to back (no barrier cost); jobs run together,
+    each from its ``start_offset_s``; with ``solo_baselines`` every job first runs alone as
+    ``<name>-solo``, one after the other, each on an idle fabric, before the jobs run
+    together.
 
 DNN workloads
     The worker's iteration (:meth:`workloads.worker.Worker.run_dnn`) with the same profile
@@ -77,21 +80,20 @@ from sdn_app.policies import get as get_policy
 from sdn_app.policies import policy_for
 from sdn_app.policies.ecmp import SPORTS
 from sdn_app.program import ocs_circuits
+from testbed.core.algorithms import default_dims, is_flat
 from testbed.core.atomic import write_json
 from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.experiment import Experiment
 from testbed.core.formulas import TCP_GOODPUT
 from testbed.core.jobs import JobRun, check_against_fabric, job_dims
+from testbed.core.registry import COLLECTIVES, SCHEDULES
 from testbed.core.rundir import base_environment
 from testbed.core.topology import FabricPlan, build_plan, dim_peers
 from testbed.sim.cluster import host_path
-from testbed.sim.collectives import MultidimFabric, Step, run_steps
+from testbed.sim.collectives import HierarchicalRun, MultidimFabric, run_steps
 from testbed.sim.flows import LinkId, Network
 from workloads.dnn import DnnWorkload
-from workloads.launcher import default_dims
 from workloads.launcher import summarise as size_results
-from workloads.model import ORDERS, chunk_phases
-from workloads.themis import plan as themis_plan
 from workloads.traces import (
     BUCKET_SCHEMA,
     COLLECTIVE_SCHEMA,
@@ -205,10 +207,10 @@ class SimRunner:
                     "ocs_ports": [{"ocs": c.ocs, "port_a": c.port_a, "port_b": c.port_b}
                                   for c in ocs_circuits(plan, alloc)]}
             dims = spec.dims
-            if dims is None and spec.algorithm != "ring" and plan.kind != "multidim":
+            flat = is_flat(spec.algorithm)
+            if dims is None and not flat and plan.kind != "multidim":
                 dims = default_dims(len(run.hosts), spec.algorithm)
-            dims = job_dims(plan, run.hosts, dims) if spec.algorithm != "ring" else [
-                len(run.hosts)]
+            dims = [len(run.hosts)] if flat else job_dims(plan, run.hosts, dims)
             out.append(_Placed(run, alloc, dims))
         return out
 
@@ -279,13 +281,18 @@ class SimRunner:
         """``launch(size, done)``: start one collective of ``p`` now; ``done(spans)`` at its end."""
         spec, n = p.run.spec, len(p.run.hosts)
         owner = p.run.name
-        if spec.algorithm == "ring":
-            conns = [self._connection(net, p, r, (r + 1) % n, routes) for r in range(n)] \
-                if n > 1 else []
+        if is_flat(spec.algorithm):
+            collective = COLLECTIVES.get(spec.algorithm)
+            conns: dict[tuple[int, int], list[LinkId]] = {}
+            for step in collective.transfers("AR", n, 1.0):  # one connection per pair
+                for a, b, _ in step:
+                    if (a, b) not in conns:
+                        conns[(a, b)] = self._connection(net, p, a, b, routes)
 
-            def ring(size: int, done: Callable[[list], None]) -> None:
+            def flat(size: int, done: Callable[[list], None]) -> None:
                 t0 = net.now
-                steps = [[(c, size / n) for c in conns] for _ in range(2 * (n - 1))]
+                steps = [[(conns[(a, b)], nbytes) for a, b, nbytes in step]
+                         for step in collective.transfers("AR", n, size)]
 
                 def end(_t: float) -> None:
                     spans = [(0, 0, 0, "AR", size, t0, net.now)] if n > 1 else []
@@ -293,7 +300,7 @@ class SimRunner:
 
                 run_steps(net, steps, end, owner=owner, latency=self.latency)
 
-            return ring
+            return flat
         if self.plan.kind == "multidim":
             mbps = [float(d.mbps) for d in self.plan.spec.dims]
             fabric = MultidimFabric(p.dims, [m * 1e6 * GOODPUT for m in mbps])
@@ -310,14 +317,22 @@ class SimRunner:
 
             fabric = _MappedFabric(p.dims, [m * 1e6 * GOODPUT for m in mbps], route)
         plans_of: dict[int, list] = {}
+        chunk_schedule = SCHEDULES.get(spec.algorithm)
+        collective = COLLECTIVES.get(spec.dim_algorithm)
 
         def hierarchical(size: int, done: Callable[[list], None]) -> None:
             count = size // 4
             if size not in plans_of:  # the worker plans with the configured rates
-                plans_of[size] = themis_plan(p.dims, [m * 1e6 for m in mbps], size,
-                                             min(spec.chunks, count), spec.algorithm, align=4)
-            _Hierarchical(net, fabric, plans_of[size], spec.order, owner, done,
-                          self.latency).start()
+                plans_of[size] = chunk_schedule.plan(p.dims, [m * 1e6 for m in mbps], size,
+                                                     min(spec.chunks, count), align=4)
+
+            def end(runs: list) -> None:  # AG phases record their larger (gathered) side
+                done([(ph.chunk, ph.index, ph.dim, ph.op,
+                       round(float(ph.size) * (p.dims[ph.dim] if ph.op == "AG" else 1)),
+                       began, ended) for ph, began, ended in runs])
+
+            HierarchicalRun(net, fabric, plans_of[size], spec.order, collective, end, owner,
+                            self.latency).start()
 
         return hierarchical
 
@@ -327,10 +342,11 @@ class SimRunner:
         out = self.run_dir / "jobs" / p.run.name
         out.mkdir(parents=True, exist_ok=True)
         spec, world = p.run.spec, len(p.run.hosts)
-        chunks = 1 if spec.algorithm == "ring" else spec.chunks
+        flat = is_flat(spec.algorithm)
+        chunks = 1 if flat else spec.chunks
         sizes = tuple(p.dims)
         for rank in range(world):
-            if spec.algorithm == "ring":
+            if flat:
                 peers = {0: (rank + 1) % world}
             else:
                 peers = {d: dim_peers(rank, d, sizes)[(dim_peers(rank, d, sizes).index(rank) + 1)
@@ -522,69 +538,3 @@ class _DnnDriver(_Driver):
 
         for i, t in enumerate(ready):
             self.net.at(t, lambda i=i: queued(i))
-
-
-class _Hierarchical:
-    """One chunked hierarchical All-Reduce driven by events (other jobs may share ``net``):
-    every dimension serves one chunk phase at a time, picked ``fifo`` (earliest ready) or
-    ``scf`` (fewest bytes sent), ties by chunk index; ``done(spans)`` when all chunks end."""
-
-    def __init__(self, net: Network, fabric: MultidimFabric, plans: list, order: str,
-                 owner: str, done: Callable[[list], None], latency: float = 0.0) -> None:
-        if order not in ORDERS:
-            raise FabricLabError(f"order {order!r} is unknown; use one of {', '.join(ORDERS)}")
-        self.net, self.fabric, self.order, self.owner, self.done = net, fabric, order, owner, done
-        self.latency = latency
-        self.phases = {p.index: chunk_phases(p, fabric.sizes) for p in plans}
-        self.position = dict.fromkeys(self.phases, 0)
-        self.waiting: list[list[tuple[float, int]]] = [[] for _ in fabric.sizes]
-        self.busy = [False] * len(fabric.sizes)
-        self.spans: list[tuple] = []
-        self.left = sum(1 for ph in self.phases.values() if ph)
-
-    def start(self) -> None:
-        if not self.left:
-            self.done([])
-            return
-        for chunk in sorted(self.phases):
-            self._enqueue(chunk)
-        self._dispatch()
-
-    def _enqueue(self, chunk: int) -> None:
-        i = self.position[chunk]
-        if i < len(self.phases[chunk]):
-            ph = self.phases[chunk][i]
-            key = self.net.now if self.order == "fifo" else float(ph.sent)
-            self.waiting[ph.dim].append((key, chunk))
-            return
-        self.left -= 1
-        if self.left == 0:
-            self.done(self.spans)
-
-    def _dispatch(self) -> None:
-        for d, queue in enumerate(self.waiting):
-            if self.busy[d] or not queue:
-                continue
-            low = min(k for k, _ in queue)
-            tol = 1e-9 * abs(low) + 1e-12
-            pick = min((it for it in queue if it[0] <= low + tol), key=lambda it: it[1])
-            queue.remove(pick)
-            chunk = pick[1]
-            index = self.position[chunk]
-            ph = self.phases[chunk][index]
-            self.busy[d] = True
-            began = self.net.now
-            n = self.fabric.sizes[d]
-            nbytes = round(float(ph.size) * (n if ph.op == "AG" else 1))  # the larger side
-
-            def end(_t: float, d: int = d, chunk: int = chunk, index: int = index,
-                    op: str = ph.op, nbytes: int = nbytes, began: float = began) -> None:
-                self.spans.append((chunk, index, d, op, nbytes, began, self.net.now))
-                self.busy[d] = False
-                self.position[chunk] += 1
-                self._enqueue(chunk)
-                self.net.defer(self._dispatch)
-
-            steps: list[Step] = self.fabric.phase_steps(d, ph.op, float(ph.size))
-            run_steps(self.net, steps, end, owner=self.owner, tag=(chunk, d),
-                      latency=self.latency)

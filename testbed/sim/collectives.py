@@ -3,16 +3,16 @@
 A step is a set of flows ``(path, bytes)`` started together; it ends when its slowest flow
 ends, and the next step starts then. Algorithms:
 
-* ring All-Reduce: ``2(n-1)`` steps, rank ``i`` sends ``S/n`` bytes to rank ``i+1`` in each;
-* halving-doubling All-Reduce (power-of-two ``n``): Reduce-Scatter in ``log2 n`` rounds,
-  partner ``i XOR 2^r`` and ``S/2^(r+1)`` bytes in round ``r``, then the All-Gather in the
-  reverse order with the same sizes;
+* any collective of :data:`~testbed.core.registry.COLLECTIVES` (ring, halving-doubling, ...):
+  its :meth:`~workloads.collectives.Collective.transfers`, positions mapped to ranks, each
+  transfer a flow on the path between them;
 * hierarchical (baseline) and Themis chunked All-Reduce on a multi-dimensional fabric,
-  with chunk plans from :func:`workloads.themis.plan` and phases from
-  :func:`workloads.model.chunk_phases`. As in :mod:`workloads.model`, every dimension serves
+  with chunk plans from :func:`workloads.themis.plan`, dispatched by the chunk-schedule engine
+  the model and the workers use (:mod:`workloads.schedule_engine`): every dimension serves
   one chunk phase at a time (``fifo``: earliest ready first, ties by chunk index; ``scf``:
-  smallest phase first). A phase is a ring Reduce-Scatter, All-Reduce or All-Gather run in
-  every group of that dimension at once, step by step.
+  smallest phase first). A phase is a Reduce-Scatter, All-Reduce or All-Gather of the
+  dimension's collective (ring unless given) run in every group of that dimension at once,
+  step by step.
 
 A multi-dimensional fabric gives every host, in every dimension ``d``, one NIC link up to its
 group's switch and one down from it, both of ``B_d`` bit/s; the switch itself is non-blocking.
@@ -24,43 +24,34 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from testbed.core.errors import FabricLabError
+from testbed.core.registry import COLLECTIVES
 from testbed.core.topology import coords_of, dim_peers
 from testbed.sim.flows import LinkId, Network
-from workloads.model import ORDERS, chunk_phases
+from workloads.collectives import Collective
+from workloads.schedule_engine import ChunkEngine, Phase, check_order, chunk_phases
 from workloads.themis import ChunkPlan, validate_shape
 from workloads.themis import plan as themis_plan
 
 Step = list[tuple[Sequence[LinkId], float]]
+# Float event times this close tie (relative, absolute): ties then go to the lower chunk.
+SIM_TOLERANCE = (1e-9, 1e-12)
 PathFn = Callable[[Hashable, Hashable], Sequence[LinkId]]
 
 
-def ring_allreduce_steps(ranks: Sequence[Hashable], size: float, path: PathFn) -> list[Step]:
-    """Ring All-Reduce of ``size`` bytes: 2(n-1) steps of S/n bytes to the next rank."""
-    n = len(ranks)
-    if n < 2:
-        return []
-    flows = [(path(ranks[i], ranks[(i + 1) % n]), size / n) for i in range(n)]
-    return [list(flows) for _ in range(2 * (n - 1))]
+def collective_steps(collective: Collective, op: str, ranks: Sequence[Hashable], size: float,
+                     path: PathFn) -> list[Step]:
+    """Phase ``op`` of ``collective`` over ``ranks`` (position i = ``ranks[i]``) as steps of
+    flows; ``size`` is the input per rank (for AG the shard each holds)."""
+    return [[(path(ranks[a], ranks[b]), nbytes) for a, b, nbytes in step]
+            for step in collective.transfers(op, len(ranks), size)]
 
 
-def halving_doubling_steps(
-    ranks: Sequence[Hashable], size: float, path: PathFn
-) -> list[Step]:
-    """Halving-doubling All-Reduce (Rabenseifner) of ``size`` bytes; n must be a power of 2."""
-    n = len(ranks)
-    if n < 2:
-        return []
-    if n & (n - 1):
-        raise FabricLabError(f"halving-doubling needs a power-of-two number of ranks, not {n}")
-    rounds = n.bit_length() - 1
-    reduce_scatter = [
-        [(path(ranks[i], ranks[i ^ (1 << r)]), size / 2 ** (r + 1)) for i in range(n)]
-        for r in range(rounds)
-    ]
-    return reduce_scatter + list(reversed(reduce_scatter))
-
-
-ALGORITHMS = {"ring": ring_allreduce_steps, "halving-doubling": halving_doubling_steps}
+def checked_collective(name: str, n: int) -> Collective:
+    """The collective called ``name``, if a group of ``n`` ranks suits it (else one sentence)."""
+    collective = COLLECTIVES.get(name)
+    if reason := collective.group_size_error(n):
+        raise FabricLabError(reason)
+    return collective
 
 
 def run_steps(
@@ -111,13 +102,10 @@ def allreduce_time(
     net: Network, ranks: Sequence[Hashable], size: float, path: PathFn, algorithm: str = "ring"
 ) -> float:
     """Run one All-Reduce alone on ``net`` (from its current time) and return its duration."""
-    if algorithm not in ALGORITHMS:
-        raise FabricLabError(
-            f"algorithm {algorithm!r} is unknown; use one of {', '.join(ALGORITHMS)}"
-        )
+    collective = checked_collective(algorithm, len(ranks))
     start = net.now
     finished: list[float] = []
-    run_steps(net, ALGORITHMS[algorithm](ranks, size, path), finished.append)
+    run_steps(net, collective_steps(collective, "AR", ranks, size, path), finished.append)
     net.run()
     if not finished:
         raise FabricLabError("the All-Reduce did not finish")
@@ -159,21 +147,14 @@ class MultidimFabric:
             if coords_of(h, self.sizes)[dim] == 0
         ]
 
-    def phase_steps(self, dim: int, op: str, size: float) -> list[Step]:
-        """Ring steps of one chunk phase in every group of ``dim`` at once.
-
-        ``size`` is the phase input per host (for AG, the shard each host holds). RS and AR
-        send size/n per step for n-1 and 2(n-1) steps; AG sends the shard for n-1 steps.
-        """
-        n = self.sizes[dim]
-        count, per_step = {"RS": (n - 1, size / n), "AR": (2 * (n - 1), size / n),
-                           "AG": (n - 1, size)}[op]
-        flows = [
-            (self.path(dim, g[i], g[(i + 1) % n]), per_step)
-            for g in self.groups(dim)
-            for i in range(n)
-        ]
-        return [list(flows) for _ in range(count)]
+    def phase_steps(self, dim: int, op: str, size: float,
+                    collective: Collective | None = None) -> list[Step]:
+        """Steps of one chunk phase of ``collective`` (default ring) in every group of
+        ``dim`` at once; ``size`` is the phase input per host (for AG, the shard it holds)."""
+        collective = collective or COLLECTIVES.get("ring")
+        groups = self.groups(dim)
+        return [[(self.path(dim, g[a], g[b]), nbytes) for g in groups for a, b, nbytes in step]
+                for step in collective.transfers(op, self.sizes[dim], size)]
 
 
 @dataclass(frozen=True)
@@ -191,62 +172,71 @@ class HierarchicalResult:
     schedule: list[PhaseSpan] = field(default_factory=list)
 
 
+class HierarchicalRun:
+    """One chunked hierarchical All-Reduce on ``net`` (other jobs may share it), its phases
+    dispatched by the shared chunk-schedule engine (:mod:`workloads.schedule_engine`): a
+    dispatched phase runs as steps of flows in every group of its dimension and finishes when
+    its last step ends. ``on_end(runs)`` when every chunk is done, ``runs`` being
+    ``(phase, start, end)`` in the order the phases ended."""
+
+    def __init__(self, net: Network, fabric: MultidimFabric, plans: Sequence[ChunkPlan],
+                 order: str, collective: Collective, on_end: Callable[[list], None],
+                 owner: Hashable = None, latency: float = 0.0) -> None:
+        self.net, self.fabric, self.collective = net, fabric, collective
+        self.on_end, self.owner, self.latency = on_end, owner, latency
+        chunks = [chunk_phases(p, fabric.sizes, collective) for p in plans]
+        self.engine = ChunkEngine(chunks, len(fabric.sizes), order, tolerance=SIM_TOLERANCE)
+        self.runs: list[tuple[Phase, float, float]] = []
+
+    def start(self) -> None:
+        self.engine.begin(self.net.now)
+        if self.engine.done:
+            self.on_end([])
+            return
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        for phase, slot in self.engine.dispatch():
+            began = self.net.now
+
+            def end(_t: float, phase: Phase = phase, slot: int = slot,
+                    began: float = began) -> None:
+                self.runs.append((phase, began, self.net.now))
+                self.engine.finish(phase, slot, self.net.now)
+                if self.engine.done:
+                    self.on_end(self.runs)
+                self.net.defer(self._dispatch)
+
+            steps = self.fabric.phase_steps(phase.dim, phase.op, float(phase.size),
+                                            self.collective)
+            run_steps(self.net, steps, end, owner=self.owner, tag=(phase.chunk, phase.dim),
+                      latency=self.latency)
+
+
 def hierarchical_allreduce(
     fabric: MultidimFabric,
     plans: Sequence[ChunkPlan],
     order: str = "fifo",
     net: Network | None = None,
+    dim_algorithm: str = "ring",
 ) -> HierarchicalResult:
-    """Simulate a chunked hierarchical All-Reduce (plans from :func:`workloads.themis.plan`)."""
-    if order not in ORDERS:
-        raise FabricLabError(f"order {order!r} is unknown; use one of {', '.join(ORDERS)}")
+    """Simulate a chunked hierarchical All-Reduce (plans from :func:`workloads.themis.plan`),
+    every dimension running the collective ``dim_algorithm``."""
+    check_order(order)
+    collective = COLLECTIVES.get(dim_algorithm)
+    for n in fabric.sizes:
+        checked_collective(dim_algorithm, n)
     net = net or fabric.network()
     start = net.now
-    phases = {p.index: chunk_phases(p, fabric.sizes) for p in plans}
-    position = dict.fromkeys(phases, 0)
-    waiting: list[list[tuple[float, int]]] = [[] for _ in fabric.sizes]
-    busy = [False] * len(fabric.sizes)
-    schedule: list[PhaseSpan] = []
     finished: list[float] = []
+    schedule: list[PhaseSpan] = []
 
-    def key(chunk: int, ready: float) -> float:
-        return ready if order == "fifo" else float(phases[chunk][position[chunk]].sent)
+    def on_end(runs: list[tuple[Phase, float, float]]) -> None:
+        finished.append(net.now)
+        schedule.extend(PhaseSpan(ph.chunk, ph.dim, ph.op, began - start, end - start)
+                        for ph, began, end in runs)
 
-    def enqueue(chunk: int) -> None:
-        if position[chunk] < len(phases[chunk]):
-            ph = phases[chunk][position[chunk]]
-            waiting[ph.dim].append((key(chunk, net.now), chunk))
-        elif all(position[c] >= len(phases[c]) for c in phases) and not finished:
-            finished.append(net.now)
-
-    def pick(queue: list[tuple[float, int]]) -> tuple[float, int]:
-        low = min(k for k, _ in queue)
-        tol = 1e-9 * abs(low) + 1e-12
-        best = min((item for item in queue if item[0] <= low + tol), key=lambda it: it[1])
-        queue.remove(best)
-        return best
-
-    def dispatch() -> None:
-        for d in range(len(fabric.sizes)):
-            if busy[d] or not waiting[d]:
-                continue
-            _, chunk = pick(waiting[d])
-            ph = phases[chunk][position[chunk]]
-            busy[d] = True
-            began = net.now
-
-            def done(_t: float, d: int = d, chunk: int = chunk, ph=ph, began=began) -> None:
-                schedule.append(PhaseSpan(chunk, d, ph.op, began - start, net.now - start))
-                busy[d] = False
-                position[chunk] += 1
-                enqueue(chunk)
-                net.defer(dispatch)
-
-            run_steps(net, fabric.phase_steps(d, ph.op, float(ph.size)), done, tag=(chunk, d))
-
-    for chunk in sorted(phases):
-        enqueue(chunk)
-    dispatch()
+    HierarchicalRun(net, fabric, plans, order, collective, on_end).start()
     net.run()
     if not finished:
         raise FabricLabError("the hierarchical All-Reduce did not finish")
@@ -261,8 +251,9 @@ def themis_allreduce(
     chunks: int,
     policy: str = "themis",
     order: str = "fifo",
+    dim_algorithm: str = "ring",
 ) -> HierarchicalResult:
     """Plan (themis or baseline) and simulate one All-Reduce on a contention-free fabric."""
     fabric = MultidimFabric(dim_sizes, dim_bandwidths_bps)
     plans = themis_plan(dim_sizes, dim_bandwidths_bps, total_bytes, chunks, policy=policy)
-    return hierarchical_allreduce(fabric, plans, order)
+    return hierarchical_allreduce(fabric, plans, order, dim_algorithm=dim_algorithm)

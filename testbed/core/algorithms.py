@@ -1,0 +1,69 @@
+"""A job's All-Reduce algorithm, checked against the registries: a collective of
+:data:`~testbed.core.registry.COLLECTIVES` runs over all the job's ranks as one flat group; a
+schedule of :data:`~testbed.core.registry.SCHEDULES` runs a chunked hierarchical All-Reduce
+whose every dimension runs the collective ``dim_algorithm``. Checking a name only reads the
+registry's names; checking group sizes loads that one collective (never a backend)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from testbed.core.registry import COLLECTIVES, SCHEDULES, RegistryError
+
+
+def algorithm_names() -> tuple[str, ...]:
+    """Every value a job's ``algorithm`` may take: collectives (flat), then schedules."""
+    return COLLECTIVES.names() + SCHEDULES.names()
+
+
+def check_algorithm(name: str) -> str:
+    """``name`` if a collective or a schedule is called that, else a ValueError naming both."""
+    if name not in algorithm_names():
+        raise RegistryError(
+            f"{name!r} is neither a collective algorithm ({', '.join(COLLECTIVES.names())}) "
+            f"nor a chunk schedule ({', '.join(SCHEDULES.names())})")
+    return name
+
+
+def is_flat(algorithm: str) -> bool:
+    """Whether ``algorithm`` runs over the job as one group (a collective, not a schedule)."""
+    return algorithm in COLLECTIVES.names()
+
+
+def groups_error(algorithm: str, dim_algorithm: str, world: int,
+                 dims: Sequence[int] | None) -> tuple[str, str] | None:
+    """``(field, reason)`` when the job's groups do not suit its collective: all ``world``
+    ranks for a flat one, every dimension of ``dims`` (if known) for a schedule."""
+    if is_flat(algorithm):
+        reason = COLLECTIVES.get(algorithm).group_size_error(world)
+        return ("algorithm", reason) if reason else None
+    if dims is None:
+        return None
+    collective = COLLECTIVES.get(dim_algorithm)
+    for n in dims:
+        if n > 1 and (reason := collective.group_size_error(n)):
+            return ("dim_algorithm", f"{reason} in dims {'x'.join(map(str, dims))}")
+    return None
+
+
+def ring_dimension_error(dim_algorithm: str, n: int) -> str | None:
+    """Why a ``kind: ring`` dimension of ``n`` hosts (point-to-point links to the next and
+    previous host only) cannot carry ``dim_algorithm``: its links must join ring neighbours."""
+    near = {(p, (p + 1) % n) for p in range(n)} | {(p, (p - 1) % n) for p in range(n)}
+    roles = COLLECTIVES.get(dim_algorithm).link_roles
+    if all((p, a) in near and (p, b) in near for p in range(n) for a, b in roles(p, n)):
+        return None
+    return (f"{dim_algorithm} exchanges data beyond ring neighbours, which a ring dimension "
+            f"of {n} hosts has no links for; make that dimension kind: switch or use "
+            "dim_algorithm: ring")
+
+
+def default_dims(ranks: int, algorithm: str) -> list[int]:
+    """``[ranks]`` for a flat collective; for a schedule the 2-D split with the smallest
+    factor ≥ 2 first (``[ranks]`` if there is none)."""
+    if not is_flat(algorithm):
+        for f in range(2, math.isqrt(ranks) + 1):
+            if ranks % f == 0:
+                return [f, ranks // f]
+    return [ranks]

@@ -1,0 +1,118 @@
+"""What every collective algorithm shares: shards, a rank's group, and the :class:`Collective`
+interface each algorithm module fills in (as ``COLLECTIVE``, registered in
+:data:`testbed.core.registry.COLLECTIVES`).
+
+A collective runs over one *group* of ``n`` ranks at positions ``0..n-1`` (a flat job is one
+group of all ranks; a hierarchical job runs one group per dimension). A buffer of any length
+is split into ``n`` shards by :func:`shard_bounds`; after a Reduce-Scatter the rank at position
+``p`` holds the reduced shard ``p``, and an All-Gather starts from that state. Each algorithm
+says, for every layer:
+
+* workers: :meth:`Collective.link_roles` (whom a position sends to and receives from, one
+  link each) and the in-place :meth:`~Collective.reduce_scatter` / :meth:`~Collective.all_gather`
+  over a :class:`Group` holding those links in role order;
+* simulator: :meth:`~Collective.transfers`, the synchronous steps as pure data, each a list of
+  ``(src position, dst position, bytes)``;
+* model: :meth:`~Collective.sent_bytes` and :meth:`~Collective.step_count` per phase.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from testbed.core.formulas import phase_sent_bytes
+from workloads.transport import Link
+
+OPS = ("RS", "AR", "AG")
+Transfer = tuple[int, int, float]  # (src position, dst position, bytes); bytes may be Fraction
+
+
+def shard_bounds(count: int, parts: int) -> list[tuple[int, int]]:
+    """Split ``count`` elements into ``parts`` contiguous ranges; the first ones get one more."""
+    base, extra = divmod(count, parts)
+    bounds = []
+    lo = 0
+    for i in range(parts):
+        hi = lo + base + (1 if i < extra else 0)
+        bounds.append((lo, hi))
+        lo = hi
+    return bounds
+
+
+@dataclass(frozen=True)
+class Group:
+    """This rank's place in one group: its position, the group size and its links, in the
+    order of :meth:`Collective.link_roles` (none when the group is this rank alone)."""
+
+    pos: int
+    size: int
+    links: tuple[Link, ...] = ()
+
+
+class Collective(ABC):
+    """One All-Reduce algorithm (Reduce-Scatter then All-Gather) over a group of ranks."""
+
+    name: ClassVar[str]
+    is_flat: ClassVar[bool] = True  # runs over a job as one group (a schedule is not flat)
+
+    def group_size_error(self, n: int) -> str | None:
+        """Why ``n`` ranks cannot form a group of this algorithm (None: they can)."""
+        return None
+
+    @abstractmethod
+    def link_roles(self, pos: int, n: int) -> list[tuple[int, int]]:
+        """Per link position ``pos`` needs: (position it sends to, position it receives from)."""
+
+    def link_count(self, n: int) -> int:
+        """Links each position of a group of ``n`` holds."""
+        return len(self.link_roles(0, n))
+
+    @abstractmethod
+    def reduce_scatter(self, group: Group, buf: np.ndarray, coll: int, chunk: int = 0,
+                       phase: int = 0, first_step: int = 0) -> tuple[int, int]:
+        """Reduce-Scatter ``buf`` in place; return the element range of the shard now owned."""
+
+    @abstractmethod
+    def all_gather(self, group: Group, buf: np.ndarray, coll: int, chunk: int = 0,
+                   phase: int = 0, first_step: int = 0) -> None:
+        """All-Gather in place: position ``p`` starts owning shard ``p`` of ``buf``."""
+
+    def all_reduce(self, group: Group, buf: np.ndarray, coll: int, chunk: int = 0,
+                   phase: int = 0) -> None:
+        """Reduce-Scatter then All-Gather in place (transfer steps numbered on)."""
+        self.reduce_scatter(group, buf, coll, chunk, phase)
+        self.all_gather(group, buf, coll, chunk, phase,
+                        first_step=self.step_count("RS", group.size))
+
+    @abstractmethod
+    def rs_transfers(self, n: int, size_bytes: float) -> list[list[Transfer]]:
+        """Reduce-Scatter of ``size_bytes`` per rank, as synchronous steps of transfers."""
+
+    @abstractmethod
+    def ag_transfers(self, n: int, shard_bytes: float) -> list[list[Transfer]]:
+        """All-Gather from a ``shard_bytes`` shard per rank, as synchronous steps."""
+
+    def transfers(self, op: str, n: int, size_bytes: float) -> list[list[Transfer]]:
+        """The steps of phase ``op`` (RS, AR or AG) on ``n`` ranks; ``size_bytes`` is the input
+        per rank (for AG the shard each holds). No steps for a group of one."""
+        if n < 2:
+            return []
+        if op == "RS":
+            return self.rs_transfers(n, size_bytes)
+        if op == "AG":
+            return self.ag_transfers(n, size_bytes)
+        if op == "AR":
+            return self.rs_transfers(n, size_bytes) + self.ag_transfers(n, size_bytes / n)
+        raise ValueError(f"phase op {op!r} is not one of {', '.join(OPS)}")
+
+    def step_count(self, op: str, n: int) -> int:
+        """Synchronous steps of phase ``op`` on ``n`` ranks."""
+        return len(self.transfers(op, n, 1.0))
+
+    def sent_bytes(self, op: str, n: int, size_bytes: float) -> float:
+        """Bytes each rank sends in phase ``op`` (both built-ins are bandwidth optimal)."""
+        return phase_sent_bytes(op, size_bytes, n)
