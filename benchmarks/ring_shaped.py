@@ -1,10 +1,12 @@
-"""Ring All-Reduce of 8 ranks on one shaped switch, against the link rate and iperf3 (root).
+"""All-Reduce of 8 ranks on one shaped switch, against the link rate and iperf3 (root), for
+each flat collective (ring, halving-doubling) and transport.
 
 busbw (nccl-tests: algbw·2(n−1)/n) is what each link carries per second, so on a ring it
 should approach the goodput a single TCP flow gets on the same link. The figure that
 matters is busbw ÷ iperf3 goodput (target ≥ 0.95); busbw ÷ link rate includes TCP/IP headers.
 
-    sudo .venv/bin/python benchmarks/ring_shaped.py [--mbps 50] [--size 8MiB]
+    .venv/bin/python benchmarks/ring_shaped.py [--mbps 50] [--size 8MiB]
+        [--algorithms ring,halving-doubling]   (as root)
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ def main() -> None:
     ap.add_argument("--size", default="8MiB")
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--algorithms", default="ring",
+                    help="comma-separated flat collectives (default ring)")
     args = ap.parse_args()
     plan = build_plan(parse_fabric({"fabric": {
         "kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": args.ranks,
@@ -37,17 +41,19 @@ def main() -> None:
         iperf = run_flows(fab, [Flow(h0.name, h1.name, h0.ip(), h1.ip())], 8).goodput_bps[0]
         print(f"iperf3 goodput on one {args.mbps:g} Mbit/s link: {iperf / 1e6:.2f} Mbit/s "
               f"({iperf / (args.mbps * 1e6):.3f} of the rate)")
-        print(f"{'transport':10} {'size':>8} {'time s':>8} {'busbw Mbit/s':>12} "
-              f"{'÷ rate':>7} {'÷ iperf3':>8} correct")
-        for transport in ("zerocopy", "rpc"):
-            res = run_on_fabric(fab, hosts, out_dir=Path(tmp) / transport, algorithm="ring",
-                                sizes=[parse_size(args.size)], transport=transport,
-                                iterations=args.iters, warmup=1, timeout=60)
-            for r in res.rows:
-                busbw = r.busbw * 8e9  # GB/s -> bit/s
-                print(f"{transport:10} {args.size:>8} {r.time_us / 1e6:8.2f} "
-                      f"{busbw / 1e6:12.2f} {busbw / (args.mbps * 1e6):7.3f} "
-                      f"{busbw / iperf:8.3f} {r.correct}")
+        print(f"{'algorithm':17} {'transport':10} {'size':>8} {'time s':>8} "
+              f"{'busbw Mbit/s':>12} {'÷ rate':>7} {'÷ iperf3':>8} correct")
+        for algorithm in args.algorithms.split(","):
+            for transport in ("zerocopy", "rpc"):
+                res = run_on_fabric(fab, hosts, out_dir=Path(tmp) / algorithm / transport,
+                                    algorithm=algorithm, sizes=[parse_size(args.size)],
+                                    transport=transport, iterations=args.iters, warmup=1,
+                                    timeout=60)
+                for r in res.rows:
+                    busbw = r.busbw * 8e9  # GB/s -> bit/s
+                    print(f"{algorithm:17} {transport:10} {args.size:>8} "
+                          f"{r.time_us / 1e6:8.2f} {busbw / 1e6:12.2f} "
+                          f"{busbw / (args.mbps * 1e6):7.3f} {busbw / iperf:8.3f} {r.correct}")
 
 
 if __name__ == "__main__":
