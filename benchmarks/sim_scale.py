@@ -15,7 +15,9 @@ time against static vClos (circuits are rewired per job, so less fragmentation).
 
 Measured here (seed 1, 5000 jobs, load 0.8, 2026-11-23, one core of two, shared):
 flat ring: ecmp 27 s wall, avg JCT 20782 s, avg wait 15046 s, slowdown 1.122 (max 3.1),
-71% of cross-leaf flows collided; vclos 5.7 s, avg JCT 5086 s (-75.5%), wait 7.5 s;
+71% of cross-leaf flows collided; ecmp-l3 (2026-11-23) avg JCT 21911 s, slowdown 1.126, 69%
+collided (seeds 2 and 3 with 2500 jobs: +1.6% and -1.7% JCT against ecmp); vclos 5.7 s,
+avg JCT 5086 s (-75.5%), wait 7.5 s;
 ocs-vclos 12 s, identical to vclos (all 51 refusals are host shape, which circuits do not
 fix; see benchmarks/ocs_vs_vclos.py for heavier load). Hierarchical collective: ecmp avg JCT
 5091 s, slowdown 1.0009: rails carry 1/64 of the bytes across the fabric, so collisions

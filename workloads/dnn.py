@@ -70,7 +70,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
+
+from testbed.core.experiment import DnnWorkload as DnnSpec
 
 BYTES_PER_PARAM = 4  # float32 gradients
 DEFAULT_CAP_MB = 25.0
@@ -322,22 +324,22 @@ def profile(name: str, scale: float = 1.0, compute_scale: float = 1.0,
 # ---------------------------------------------------------------- worker config
 
 
-class DnnWorkload(BaseModel):
-    """The DNN mode of a worker: replay ``model``'s training iterations (see :func:`profile`).
+class DnnWorkload(DnnSpec):
+    """The DNN mode of a worker: the spec's DNN workload (:class:`testbed.core.experiment.
+    DnnWorkload`, whose fields and defaults it keeps) plus what only the worker needs. Replays
+    ``model``'s training iterations (see :func:`profile`).
 
     ``compute`` is how compute time is spent: ``sleep`` (like a GPU: the CPU stays free for
     communication) or ``busy`` (spin on small numpy work, competing with the communication
-    thread for the interpreter and a core: a stress mode). ``iterations`` / ``warmup`` left
-    unset come from the worker's size workload if it has one, else 3 and 1.
+    thread for the interpreter and a core: a stress mode). ``model`` may be an alias here.
+    ``iterations`` / ``warmup`` left unset come from the worker's size workload if it has one,
+    else 3 and 1.
     """
 
-    model_config = ConfigDict(extra="forbid")
-    model: str
-    scale: float = Field(default=1e-3, gt=0, le=1)
-    compute_scale: float = Field(default=1.0, ge=0)
-    iterations: int | None = Field(default=None, ge=1)
-    warmup: int | None = Field(default=None, ge=0)
-    compute: Literal["sleep", "busy"] = "sleep"
+    kind: Literal["dnn"] = "dnn"
+    model: str  # type: ignore[assignment]
+    iterations: int | None = Field(default=None, ge=1)  # type: ignore[assignment]
+    warmup: int | None = Field(default=None, ge=0)  # type: ignore[assignment]
     bucket_cap_mb: float = Field(default=DEFAULT_CAP_MB, gt=0)
 
     @field_validator("model")
