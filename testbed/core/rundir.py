@@ -10,7 +10,15 @@ from __future__ import annotations
 
 import os
 import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+import yaml
+
+from testbed.core.atomic import write_json
+from testbed.core.experiment import Experiment
 
 
 def base_environment() -> dict[str, Any]:
@@ -25,3 +33,35 @@ def base_environment() -> dict[str, Any]:
             versions[pkg] = None
     return {"python": platform.python_version(), "kernel": platform.release(),
             "machine": platform.machine(), "cpus": os.cpu_count(), "packages": versions}
+
+
+def new_run_dir(out_root: Path, name: str) -> Path:
+    """Create and return ``out_root/<timestamp>-<name>``, with ``-2``, ``-3`` ... appended when
+    a run of the same name started within the same second."""
+    base = Path(out_root) / f"{time.strftime('%Y%m%d-%H%M%S')}-{name}"
+    path, k = base, 1
+    while True:
+        try:
+            path.mkdir(parents=True)
+            return path
+        except FileExistsError:
+            k += 1
+            path = base.with_name(f"{base.name}-{k}")
+
+
+def write_head(run_dir: Path, exp: Experiment, env: dict[str, Any]) -> None:
+    """What a run writes before it starts: ``spec.yaml`` (the expanded experiment) and
+    ``env.json`` (:func:`base_environment` plus the backend's fields)."""
+    (run_dir / "spec.yaml").write_text(
+        yaml.safe_dump(exp.model_dump(mode="json"), sort_keys=False))
+    write_json(run_dir / "env.json", env)
+
+
+def write_results(run_dir: Path, records: list[dict[str, Any]], fidelity: dict[str, Any],
+                  summarise: Callable[[], dict[str, Any]]) -> None:
+    """What a run writes when it ends, each file atomically: ``jobs.json`` (one record per
+    job and solo baseline), ``fidelity.json``, then ``summary.json`` from ``summarise()``
+    (which may read the first two back, as :func:`analysis.metrics.summarise` does)."""
+    write_json(run_dir / "jobs.json", records)
+    write_json(run_dir / "fidelity.json", fidelity)
+    write_json(run_dir / "summary.json", summarise())

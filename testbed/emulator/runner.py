@@ -13,18 +13,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
 from sdn_app.policies import policy_for
 from testbed.core.algorithms import default_dims, is_flat
-from testbed.core.atomic import write_json
 from testbed.core.errors import FabricLabError
 from testbed.core.experiment import Experiment
 from testbed.core.jobs import JobRun, check_against_fabric, job_dims
-from testbed.core.rundir import base_environment
+from testbed.core.rundir import base_environment, new_run_dir, write_head, write_results
 from testbed.core.topology import build_plan
 from testbed.emulator import runlock
 from testbed.emulator.calibrate import MIN_CPU_IDLE, TCP_WIRE_FACTOR, TOLERANCE, calibrate
@@ -49,8 +47,9 @@ class Runner:
         check_against_fabric(exp, self.plan)
         # "static": no controller, the fabric's proactive rules (sdn_app.static_routes).
         self.policy = None if exp.policy == "static" else policy_for(self.plan, exp.policy)
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        self.run_dir = Path(out_root) / f"{stamp}-{exp.name}"
+        self.out_root = Path(out_root)
+        # Where the run will go; the run directory itself is made (unique) when it starts.
+        self.run_dir = self.out_root / f"{time.strftime('%Y%m%d-%H%M%S')}-{exp.name}"
         self.console = console or Console()
         self.jobs = [JobRun(j.name, j) for j in exp.jobs]
         self.status = "ok"
@@ -66,10 +65,8 @@ class Runner:
             return self._run()
 
     def _run(self) -> Path:
-        self.run_dir.mkdir(parents=True, exist_ok=False)
-        (self.run_dir / "spec.yaml").write_text(
-            yaml.safe_dump(self.exp.model_dump(mode="json"), sort_keys=False))
-        (self.run_dir / "env.json").write_text(json.dumps(environment(), indent=1))
+        self.run_dir = new_run_dir(self.out_root, self.exp.name)
+        write_head(self.run_dir, self.exp, environment())
         calibration = None
         sampler: LinkSampler | None = None
         fab: Fabric | None = None
@@ -223,11 +220,8 @@ class Runner:
 
     def _write_results(self, solos: list[JobRun], calibration) -> None:
         records = [j.record() for j in self.jobs + solos]
-        write_json(self.run_dir / "jobs.json", records)
         fidelity = self._fidelity(calibration)
-        write_json(self.run_dir / "fidelity.json", fidelity)
-        summary = self._summary(records, fidelity)
-        write_json(self.run_dir / "summary.json", summary)
+        write_results(self.run_dir, records, fidelity, lambda: self._summary(records, fidelity))
 
     def _fidelity(self, calibration) -> dict[str, Any]:
         """Configured vs achieved link rates and CPU headroom during the run."""

@@ -62,7 +62,6 @@ DNN workloads
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -72,7 +71,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import yaml
 
 from sdn_app.allocation.cluster import Cluster
 from sdn_app.allocation.ledger import Allocation
@@ -81,13 +79,12 @@ from sdn_app.policies import policy_for
 from sdn_app.policies.ecmp import SPORTS
 from sdn_app.program import ocs_circuits
 from testbed.core.algorithms import default_dims, is_flat
-from testbed.core.atomic import write_json
 from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.experiment import Experiment
 from testbed.core.formulas import TCP_GOODPUT
 from testbed.core.jobs import JobRun, check_against_fabric, job_dims
 from testbed.core.registry import COLLECTIVES, SCHEDULES
-from testbed.core.rundir import base_environment
+from testbed.core.rundir import base_environment, new_run_dir, write_head, write_results
 from testbed.core.topology import FabricPlan, build_plan, dim_peers
 from testbed.sim.cluster import host_path
 from testbed.sim.collectives import HierarchicalRun, MultidimFabric, run_steps
@@ -217,16 +214,9 @@ class SimRunner:
     # -- the run --------------------------------------------------------------------------------
 
     def run(self) -> Path:
-        base, k = self.run_dir, 1
-        while self.run_dir.exists():  # two runs of one experiment within the same second
-            k += 1
-            self.run_dir = base.with_name(f"{base.name}-{k}")
-        self.run_dir.mkdir(parents=True)
-        (self.run_dir / "spec.yaml").write_text(
-            yaml.safe_dump(self.exp.model_dump(mode="json"), sort_keys=False))
-        env = base_environment() | {"backend": "sim", "sim": {
-            "goodput": GOODPUT, "seed": self.seed, "step_latency_s": self.latency}}
-        (self.run_dir / "env.json").write_text(json.dumps(env, indent=1))
+        self.run_dir = new_run_dir(self.out_root, self.exp.name)
+        write_head(self.run_dir, self.exp, base_environment() | {"backend": "sim", "sim": {
+            "goodput": GOODPUT, "seed": self.seed, "step_latency_s": self.latency}})
         (self.run_dir / "topology.json").write_text(self.plan.to_json())
         clock = 0.0
         if self.exp.solo_baselines:
@@ -381,15 +371,17 @@ class SimRunner:
         from analysis.metrics import summarise
 
         records = [j.record() for j in self.jobs + [s.run for s in self.solos]]
-        write_json(self.run_dir / "jobs.json", records)
         fidelity = {"verdict": "simulated", "reasons": [], "cpu_idle_min": None,
                     "cpu_idle_mean": None, "links": [], "calibration": None,
                     "backend": "sim", "goodput": GOODPUT, "seed": self.seed,
                     "step_latency_s": self.latency}
-        write_json(self.run_dir / "fidelity.json", fidelity)
-        summary = summarise(load_run(self.run_dir))
-        summary["status"], summary["error"] = self.status, self.error
-        write_json(self.run_dir / "summary.json", summary)
+
+        def summary() -> dict[str, Any]:
+            out = summarise(load_run(self.run_dir))
+            out["status"], out["error"] = self.status, self.error
+            return out
+
+        write_results(self.run_dir, records, fidelity, summary)
 
 
 def simulate_experiment(exp: Experiment, out_root: Path, seed: int = 1,
