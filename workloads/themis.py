@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from testbed.core.errors import FabricLabError
+from testbed.core.formulas import phase_sent_bytes
 from testbed.core.registry import SCHEDULES
 
 # A chunk keeps the baseline order while the load gap is worth less than chunk/16 bytes.
@@ -122,7 +123,7 @@ def _charge(
     s = float(size)
     for d in order:
         n = sizes[d]
-        load[d] += s * (n - 1) / n / (bandwidths[d] / bandwidths[0])
+        load[d] += phase_sent_bytes("RS", s, n) / (bandwidths[d] / bandwidths[0])
         s /= n
 
 
@@ -210,6 +211,6 @@ def bytes_sent_per_dim(
         s = float(p.size)
         for d in p.rs_order:
             n = dim_sizes[d]
-            sent[d] += 2 * s * (n - 1) / n
+            sent[d] += phase_sent_bytes("AR", s, n)
             s /= n
     return sent

@@ -82,6 +82,7 @@ from sdn_app.policies import RoutingPolicy, applicable
 from sdn_app.policies import get as get_policy
 from sdn_app.policies.ecmp import SPORTS
 from testbed.core.errors import FabricLabError
+from testbed.core.formulas import busbw_factor
 from testbed.sim.flows import Flow, LinkId, Network
 from testbed.sim.traces import JobSpec
 
@@ -162,7 +163,7 @@ def job_plan(
         by_leaf[leaf] = by_leaf.get(leaf, 0) + 1
     if len(by_leaf) == 1:
         k = len(alloc.hosts)
-        return JobPlan(2 * (k - 1) / k * grad_bytes * 8 / link_bps, [], [])
+        return JobPlan(busbw_factor(k) * grad_bytes * 8 / link_bps, [], [])
     index = {h: j for j, rail in enumerate(rails_of(alloc, wrap=False)) for h in rail}
     used: dict[LinkId, int] = {}  # ideal routing: fabric links already given a flow
 
@@ -192,12 +193,12 @@ def job_plan(
 
     if collective == "ring":
         n = len(alloc.hosts)
-        return JobPlan(0.0, [ring(rank_order(alloc))], [2 * (n - 1) / n * grad_bytes])
-    intra = max(2 * (k - 1) / k for k in by_leaf.values()) * grad_bytes * 8 / link_bps
+        return JobPlan(0.0, [ring(rank_order(alloc))], [busbw_factor(n) * grad_bytes])
+    intra = max(busbw_factor(k) for k in by_leaf.values()) * grad_bytes * 8 / link_bps
     rails = rails_of(alloc)
     shard = grad_bytes / len(rails)
     return JobPlan(intra, [ring(r) for r in rails],
-                   [2 * (len(r) - 1) / len(r) * shard for r in rails])
+                   [busbw_factor(len(r)) * shard for r in rails])
 
 
 def rails_time(plan: JobPlan, link_bps: float) -> float:

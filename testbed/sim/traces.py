@@ -29,6 +29,7 @@ from datetime import datetime
 from pathlib import Path
 
 from testbed.core.errors import FabricLabError
+from testbed.core.formulas import busbw_factor
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def comm_time(gpus: int, grad_bytes: float, link_bps: float) -> float:
     """Contention-free ring All-Reduce time of ``grad_bytes`` over ``gpus`` hosts."""
     if gpus < 2:
         return 0.0
-    return 2 * (gpus - 1) / gpus * grad_bytes * 8 / link_bps
+    return busbw_factor(gpus) * grad_bytes * 8 / link_bps
 
 
 def iterations_for(duration_s: float, gpus: int, model: Model, link_bps: float) -> int:
