@@ -125,3 +125,25 @@ def test_runner_halving_doubling_flat_and_per_dimension(tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["jobs"]["flat"]["correct"] and summary["jobs"]["dims"]["correct"]
     assert not cleanup.stale_states()
+
+
+def test_runner_dnn_job(tmp_path):
+    """A DNN job's iterations reach the workers (as the DNN workload's own, with no size
+    workload) and every bucket's All-Reduce is exact, on a real fabric."""
+    spec = {
+        "name": "dnn", "policy": "ecmp",
+        "fabric": {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,
+                   "host_link_mbps": 50, "uplink_mbps": 50},
+        "jobs": [{"name": "r", "hosts_wanted": 4,
+                  "workload": {"kind": "dnn", "model": "resnet50", "scale": 0.001,
+                               "compute_scale": 0.01, "iterations": 2, "warmup": 1}}],
+    }
+    (exp,) = expand(spec)
+    runner = Runner(exp, tmp_path)
+    run_dir = runner.run()
+    assert runner.status == "ok", runner.error
+    cfg = json.loads(next((run_dir / "jobs" / "r").glob("*rank0*.json")).read_text())
+    assert "workload" not in cfg or cfg["workload"] is None
+    assert (cfg["dnn"]["iterations"], cfg["dnn"]["warmup"]) == (2, 1)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["jobs"]["r"]["correct"] and summary["jobs"]["r"]["mean_s"] > 0

@@ -98,29 +98,39 @@ def free_ports(ip: str, n: int) -> list[int]:
     raise FabricLabError(f"found only {len(ports)} free TCP ports on {ip}, {n} are needed")
 
 
-def local_configs(
-    *, ranks: int, dims: list[int], algorithm: str, sizes: list[int] | None = None,
-    out_dir: Path | str, run_id: str = "local", job_id: str = "job0", **options,
+def worker_configs(
+    addresses: list[list[dict]], *, dims: list[int], algorithm: str,
+    sizes: list[int] | None = None, out_dir: Path | str, run_id: str, job_id: str,
+    iterations: int = 5, warmup: int = 1, dnn: dict | None = None, **options,
 ) -> list[dict]:
-    """Worker configs (as dicts) for ``ranks`` ranks on loopback, one free port per rank per
-    dimension; ``options`` are further :class:`~workloads.worker.WorkerConfig` fields, with
-    ``iterations`` and ``warmup`` going into the workload. With a ``dnn`` option (DNN mode)
-    there is no size workload; ``iterations``/``warmup`` go into ``dnn`` unless it sets its own."""
+    """Worker configs (as dicts), one per rank, the one builder for loopback and fabric jobs:
+    ``addresses[rank][dim]`` is ``{"ip", "port"}`` where the rank listens in each dimension;
+    ``options`` are further :class:`~workloads.worker.WorkerConfig` fields. ``iterations`` and
+    ``warmup`` go into the size workload, or with ``dnn`` (DNN mode, no size workload) into
+    the DNN workload unless it sets its own."""
+    if dnn is not None:
+        work = {"dnn": {"iterations": iterations, "warmup": warmup, **dnn}}
+    else:
+        work = {"workload": {"sizes": sizes, "iterations": iterations, "warmup": warmup}}
+    return [
+        {"run_id": run_id, "job_id": job_id, "rank": r, "world_size": len(addresses),
+         "dims": dims, "addresses": addresses, "algorithm": algorithm, **work,
+         "out_dir": str(out_dir), **options}
+        for r in range(len(addresses))
+    ]
+
+
+def local_configs(
+    *, ranks: int, dims: list[int], algorithm: str, out_dir: Path | str,
+    run_id: str = "local", job_id: str = "job0", **options,
+) -> list[dict]:
+    """Worker configs for ``ranks`` ranks on loopback: dimension d on 127.0.0.<d+1>, one free
+    port per rank (see :func:`worker_configs` for ``options``)."""
     ports = [free_ports(f"127.0.0.{d + 1}", ranks) for d in range(len(dims))]
     addresses = [[{"ip": f"127.0.0.{d + 1}", "port": ports[d][r]} for d in range(len(dims))]
                  for r in range(ranks)]
-    iterations, warmup = options.pop("iterations", 5), options.pop("warmup", 1)
-    if options.get("dnn") is not None:
-        work = {"dnn": {"iterations": iterations, "warmup": warmup, **options.pop("dnn")}}
-    else:
-        options.pop("dnn", None)
-        work = {"workload": {"sizes": sizes, "iterations": iterations, "warmup": warmup}}
-    return [
-        {"run_id": run_id, "job_id": job_id, "rank": r, "world_size": ranks, "dims": dims,
-         "addresses": addresses, "algorithm": algorithm, **work,
-         "out_dir": str(out_dir), **options}
-        for r in range(ranks)
-    ]
+    return worker_configs(addresses, dims=dims, algorithm=algorithm, out_dir=out_dir,
+                          run_id=run_id, job_id=job_id, **options)
 
 
 def kill_all(procs: list[subprocess.Popen]) -> None:

@@ -176,16 +176,14 @@ class Runner:
             extra: dict[str, Any] = {}
             if w.kind == "dnn":
                 extra["dnn"] = w.model_dump(exclude={"kind", "iterations", "warmup"})
-                sizes = [4]
             else:
-                sizes = w.sizes
+                extra["sizes"] = w.sizes
             res = run_on_fabric(
                 fab, job.hosts, out_dir=self.run_dir / "jobs" / job.name,
                 wall_timeout=self.exp.timeout_s, algorithm=s.algorithm,
-                dim_algorithm=s.dim_algorithm, sizes=sizes,
-                dims=dims, run_id=self.run_dir.name, job_id=job.name, chunks=s.chunks,
-                order=s.order, transport=s.transport, iterations=w.iterations,
-                warmup=w.warmup, **extra)
+                dim_algorithm=s.dim_algorithm, dims=dims, run_id=self.run_dir.name,
+                job_id=job.name, chunks=s.chunks, order=s.order, transport=s.transport,
+                iterations=w.iterations, warmup=w.warmup, **extra)
             job.rows = res.as_dicts()
             job.status = "ok"
         except FabricLabError as exc:

@@ -15,16 +15,16 @@ from pathlib import Path
 from testbed.core.errors import FabricLabError
 from testbed.core.jobs import job_dims
 from testbed.core.topology import FabricPlan
-from workloads.launcher import LaunchResult, launch_workers, summarise
+from workloads.launcher import LaunchResult, launch_workers, summarise, worker_configs
 
 BASE_PORT = 7100  # dimension d listens on BASE_PORT + d (each host has its own addresses)
 
 
-def fabric_configs(plan: FabricPlan, hosts: list[str], *, algorithm: str, sizes: list[int],
-                   out_dir: Path, dims: list[int] | None = None, run_id: str = "run",
-                   job_id: str = "job0", iterations: int = 5, warmup: int = 1,
+def fabric_configs(plan: FabricPlan, hosts: list[str], *, algorithm: str, out_dir: Path,
+                   dims: list[int] | None = None, run_id: str = "run", job_id: str = "job0",
                    **options) -> list[dict]:
-    """Worker configs (dicts) for a job on ``hosts`` of a fabric."""
+    """Worker configs (dicts) for a job on ``hosts`` of a fabric: rank r listens on
+    ``hosts[r]``'s NIC of each dimension (see :func:`workloads.launcher.worker_configs`)."""
     dims = job_dims(plan, hosts, dims)
     multidim = plan.kind == "multidim"
     addresses = []
@@ -40,11 +40,8 @@ def fabric_configs(plan: FabricPlan, hosts: list[str], *, algorithm: str, sizes:
     else:
         bandwidths = [float(plan.spec.host_link_mbps) * 1e6] * len(dims)
     options.setdefault("dim_bandwidths", bandwidths)
-    workload = {"sizes": sizes, "iterations": iterations, "warmup": warmup}
-    return [{"run_id": run_id, "job_id": job_id, "rank": r, "world_size": len(hosts),
-             "dims": dims, "addresses": addresses, "algorithm": algorithm,
-             "workload": workload, "out_dir": str(out_dir), **options}
-            for r in range(len(hosts))]
+    return worker_configs(addresses, dims=dims, algorithm=algorithm, out_dir=out_dir,
+                          run_id=run_id, job_id=job_id, **options)
 
 
 def run_on_fabric(fab, hosts: list[str], *, out_dir: Path, wall_timeout: float | None = None,
