@@ -37,22 +37,26 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
 import numpy as np
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
     ValidationError,
-    field_validator,
     model_validator,
 )
 
-from testbed.core.algorithms import check_algorithm, groups_error, is_flat
+from testbed.core.algorithms import (
+    AlgorithmName,
+    CollectiveName,
+    TransportName,
+    groups_error,
+    is_flat,
+)
 from testbed.core.errors import FabricLabError
-from testbed.core.registry import COLLECTIVES, SCHEDULES, TRANSPORTS
+from testbed.core.registry import COLLECTIVES, SCHEDULES
 from workloads.collectives import Collective, Group
 from workloads.dnn import DnnWorkload
 from workloads.hierarchical import (
@@ -109,29 +113,19 @@ class WorkerConfig(BaseModel):
     world_size: int = Field(ge=1)
     dims: list[int] = Field(min_length=1)
     addresses: list[list[Address]]  # [rank][dimension]
-    algorithm: str = "ring"  # a collective (flat) or a chunk schedule (per dimension)
-    dim_algorithm: str = "ring"  # the collective every dimension of a schedule runs
+    algorithm: AlgorithmName = "ring"  # a collective (flat) or a chunk schedule (per dim)
+    dim_algorithm: CollectiveName = "ring"  # the collective every dimension of a schedule runs
     chunks: int = Field(default=4, ge=1)
     order: Literal["fifo", "scf"] = "fifo"
     max_active: int = Field(default=1, ge=1)
     dim_bandwidths: list[float] | None = None  # planning only; default equal
-    transport: Annotated[str, AfterValidator(TRANSPORTS.check)] = "zerocopy"
+    transport: TransportName = "zerocopy"
     workload: Workload | None = None  # at least one of workload and dnn; dnn wins
     dnn: DnnWorkload | None = None
     timeout: float = Field(default=30.0, gt=0)  # any single wait (rendezvous, transfer)
     collective_timeout: float = Field(default=600.0, gt=0)  # one whole collective
     out_dir: str
     stall: bool = False  # testing: connect, then never take part
-
-    @field_validator("algorithm")
-    @classmethod
-    def _algorithm(cls, v: str) -> str:
-        return check_algorithm(v)
-
-    @field_validator("dim_algorithm")
-    @classmethod
-    def _dim_algorithm(cls, v: str) -> str:
-        return COLLECTIVES.check(v)
 
     @model_validator(mode="after")
     def _shape(self) -> WorkerConfig:

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Annotated
 
-from testbed.core.registry import COLLECTIVES, SCHEDULES, RegistryError
+from pydantic import AfterValidator
+
+from testbed.core.registry import COLLECTIVES, SCHEDULES, TRANSPORTS, RegistryError
 
 
 def algorithm_names() -> tuple[str, ...]:
@@ -24,6 +27,12 @@ def check_algorithm(name: str) -> str:
             f"{name!r} is neither a collective algorithm ({', '.join(COLLECTIVES.names())}) "
             f"nor a chunk schedule ({', '.join(SCHEDULES.names())})")
     return name
+
+
+# Spec and worker-config field types: the names the registries hold now.
+AlgorithmName = Annotated[str, AfterValidator(check_algorithm)]
+CollectiveName = Annotated[str, AfterValidator(COLLECTIVES.check)]
+TransportName = Annotated[str, AfterValidator(TRANSPORTS.check)]
 
 
 def is_flat(algorithm: str) -> bool:

@@ -36,9 +36,9 @@ from pydantic import (
     model_validator,
 )
 
-from testbed.core.algorithms import check_algorithm, groups_error
+from testbed.core.algorithms import AlgorithmName, CollectiveName, TransportName, groups_error
 from testbed.core.errors import SpecError
-from testbed.core.registry import COLLECTIVES, POLICIES, TRANSPORTS
+from testbed.core.registry import POLICIES
 from testbed.core.spec import FabricSpec, load_yaml, validate
 from testbed.core.units import parse_size
 
@@ -90,24 +90,14 @@ class JobSpec(_Strict):
     name: Name
     hosts: Annotated[list[str], Field(min_length=1)] | None = None
     hosts_wanted: Annotated[int, Field(ge=1)] | None = None
-    algorithm: str = "ring"  # COLLECTIVES (one flat group) or SCHEDULES (per dimension)
-    dim_algorithm: str = "ring"  # COLLECTIVES: what each dimension of a schedule runs
+    algorithm: AlgorithmName = "ring"  # COLLECTIVES (one flat group) or SCHEDULES (per dim)
+    dim_algorithm: CollectiveName = "ring"  # what each dimension of a schedule runs
     order: Literal["fifo", "scf"] = "fifo"
     chunks: Annotated[int, Field(ge=1, le=4096)] = 4
-    transport: Annotated[str, AfterValidator(TRANSPORTS.check)] = "zerocopy"
+    transport: TransportName = "zerocopy"
     dims: list[Annotated[int, Field(ge=1)]] | None = None  # logical split on leaf-spine
     workload: Annotated[AllReduceWorkload | DnnWorkload, Field(discriminator="kind")]
     start_offset_s: Annotated[float, Field(ge=0, le=3600)] = 0.0
-
-    @field_validator("algorithm")
-    @classmethod
-    def _algorithm(cls, v: str) -> str:
-        return check_algorithm(v)
-
-    @field_validator("dim_algorithm")
-    @classmethod
-    def _dim_algorithm(cls, v: str) -> str:
-        return COLLECTIVES.check(v)
 
     @field_validator("hosts")
     @classmethod
