@@ -13,6 +13,7 @@ controller running (it re-sends every leaf's groups without the spine that lost 
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -72,6 +73,7 @@ def one_way(fab: Fabric, src: str, dst: str) -> int:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     plan = build_plan(parse_fabric({"fabric": FABRIC}))
     print(f"{'controller':12} {'connections from h0 (leaf0)':>30} {'from h2 (leaf1)':>26}")
     for controller in ("killed", "running"):

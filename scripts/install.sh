@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(mininet openvswitch-switch python3-os-ken python3-venv python3-pip
-              iperf3 ethtool iputils-ping iproute2 psmisc procps)
+              iperf3 ethtool iputils-ping iproute2 psmisc procps make)
 # Only `make test` needs these: vagrant checks the Vagrantfile.
 TEST_APT_PACKAGES=(vagrant)
 [ "${1:-}" = "--test" ] && APT_PACKAGES+=("${TEST_APT_PACKAGES[@]}")
@@ -21,7 +21,7 @@ for p in "${APT_PACKAGES[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
     if ! is_root; then
-        echo "install: missing Debian packages (${missing[*]}); run as root: sudo make install" >&2
+        echo "install: missing Debian packages (${missing[*]}); run this again as root" >&2
         exit 1
     fi
     echo "install: apt-get install ${missing[*]}"
@@ -39,6 +39,26 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
     echo "install: pip install -e .[test,rpc,docker] into $VENV"
     "$VENV/bin/pip" install -q --disable-pip-version-check -e ".[test,rpc,docker]"
     echo "$want" > "$STAMP"
+fi
+
+# `fabriclab` on root's PATH and on Debian's sudo PATH: a link to this checkout's wrapper,
+# made only where nothing stands, or where a link to another fabriclab checkout's wrapper
+# (or to one since deleted) stands; anything else is left alone.
+LINK=/usr/local/bin/fabriclab
+ours() {  # $1: a link's target; true if it is a fabriclab checkout's bin/fabriclab
+    case "$1" in */bin/fabriclab) ;; *) return 1 ;; esac
+    local checkout; checkout="$(dirname "$(dirname "$1")")"
+    [ ! -e "$1" ] || grep -qs '^name = "fabriclab"' "$checkout/pyproject.toml"
+}
+if is_root; then
+    target="$PWD/bin/fabriclab"
+    if [ -L "$LINK" ] && ours "$(readlink "$LINK")"; then
+        [ "$(readlink "$LINK")" = "$target" ] || ln -sfn "$target" "$LINK"
+    elif [ ! -e "$LINK" ] && [ ! -L "$LINK" ]; then
+        ln -s "$target" "$LINK"
+    else
+        echo "install: $LINK exists and is not fabriclab's; left alone (use $target)" >&2
+    fi
 fi
 
 if is_root; then

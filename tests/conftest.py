@@ -13,7 +13,7 @@ def _root_ready() -> str | None:
     if not is_root():
         return "needs root"
     if not ovs_running():
-        return "Open vSwitch daemons are not running (sudo make install starts them)"
+        return "Open vSwitch daemons are not running (`make install` as root starts them)"
     return None
 
 

@@ -40,7 +40,7 @@ MARK = "fabriclab-run"  # OVS external_ids key and interface alias prefix
 RUN_ID = re.compile(r"^fl-[0-9a-f]{12}$")  # reaches shell commands (Mininet's): keep it plain
 _save_lock = threading.Lock()  # workers are started (and recorded) from several threads
 OVS_DOWN = ("Open vSwitch is not running, so this run's bridges cannot be checked or removed: "
-            "start it (`sudo bash scripts/start-ovs.sh`) and run `fabriclab clean` again")
+            "start it (`bash scripts/start-ovs.sh` as root) and run `fabriclab clean` again")
 
 
 class OvsUnreachable(Exception):

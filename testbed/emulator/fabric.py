@@ -160,7 +160,7 @@ class Fabric:
         if not ovs_running():
             return ("Open vSwitch stopped during the run (ovs-vswitchd or ovsdb-server no "
                     "longer answers), so the fabric forwards nothing; the traces so far are "
-                    "kept; start it again with `sudo bash scripts/start-ovs.sh`, then run "
+                    "kept; start it again with `bash scripts/start-ovs.sh` as root, then run "
                     "`fabriclab clean`")
         ctl = self.controller
         if ctl is not None and ctl.proc is not None and ctl.proc.poll() is not None:

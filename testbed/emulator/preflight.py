@@ -26,7 +26,8 @@ def is_root() -> bool:
 
 def require_root(what: str) -> None:
     if not is_root():
-        raise PrivilegeError(f"fabriclab needs root to {what}: run it with sudo")
+        raise PrivilegeError(f"fabriclab needs root to {what}: run it in a root shell "
+                             "(or with sudo)")
 
 
 def _run(args: list[str], timeout: float = 5) -> subprocess.CompletedProcess | None:
@@ -59,10 +60,10 @@ def require_fabric_ready() -> None:
     require_root("build the emulated network")
     for tool in ("mnexec", "ovs-vsctl", "ovs-ofctl", "tc"):
         if shutil.which(tool) is None:
-            raise PrivilegeError(f"{tool} is missing: run `sudo make install`")
+            raise PrivilegeError(f"{tool} is missing: run `make install` as root")
     if not ovs_running():
         raise PrivilegeError(
-            "Open vSwitch is not running: run `sudo bash scripts/start-ovs.sh` "
+            "Open vSwitch is not running: run `bash scripts/start-ovs.sh` as root "
             "(make install does it)"
         )
 
@@ -72,7 +73,7 @@ def checks() -> list[Check]:
     out: list[Check] = []
     root = is_root()
     out.append(Check("root", root, "running as root" if root else "not root",
-                     "run fabriclab with sudo"))
+                     "run fabriclab as root"))
     # on the loopback of a throwaway namespace: nothing of the caller's is touched
     htb = (_run(["unshare", "--net", "tc", "qdisc", "add", "dev", "lo", "root", "handle", "7:",
                  "htb"]) if root else None)
@@ -85,18 +86,18 @@ def checks() -> list[Check]:
                      "mkdir -p /dev/net && mknod /dev/net/tun c 10 200"))
     ovs = ovs_running()
     out.append(Check("ovs daemons", ovs, "ovsdb-server and ovs-vswitchd answer" if ovs
-                     else "not running", "sudo bash scripts/start-ovs.sh"))
+                     else "not running", "bash scripts/start-ovs.sh (as root)"))
     dp = datapath()
     tso = userspace_tso() if ovs else False
     dp_ok = dp == "kernel" or tso
     out.append(Check("ovs datapath", dp_ok,
                      f"{dp} datapath" + ("" if dp == "kernel" else
                                          f", userspace TSO {'on' if tso else 'off'}"),
-                     "sudo bash scripts/start-ovs.sh (turns userspace TSO on and restarts "
+                     "bash scripts/start-ovs.sh (as root) (turns userspace TSO on and restarts "
                      "ovs-vswitchd)"))
-    for tool, fix in (("mnexec", "sudo apt-get install mininet"),
-                      ("iperf3", "sudo apt-get install iperf3"),
-                      ("ethtool", "sudo apt-get install ethtool")):
+    for tool, fix in (("mnexec", "apt-get install mininet (as root)"),
+                      ("iperf3", "apt-get install iperf3 (as root)"),
+                      ("ethtool", "apt-get install ethtool (as root)")):
         path = shutil.which(tool)
         out.append(Check(tool, path is not None, path or "missing", fix))
     try:
@@ -105,9 +106,9 @@ def checks() -> list[Check]:
     except ImportError:
         mn_ok = False
     out.append(Check("mininet", mn_ok, "importable" if mn_ok else "not importable",
-                     "sudo make install (venv from /usr/bin/python3 with system site packages)"))
+                     "make install as root (venv from /usr/bin/python3 with system site packages)"))
     ok, detail = _osken()
-    out.append(Check("os-ken", ok, detail, "sudo apt-get install python3-os-ken"))
+    out.append(Check("os-ken", ok, detail, "apt-get install python3-os-ken (as root)"))
     docker = shutil.which("docker")
     engine = _run(["docker", "info", "--format", "{{.ServerVersion}}"]) if docker else None
     engine_ok = engine is not None and engine.returncode == 0
