@@ -160,6 +160,8 @@ def _iterations(job_dir: Path, job: str) -> pd.DataFrame | None:
 def load_run(path: str | Path) -> Run:
     """Parse a run directory; raise :class:`FabricLabError` if ``path`` is not one."""
     root = Path(path)
+    if not root.exists():
+        raise FabricLabError(f"{path} does not exist")
     if not root.is_dir() or not any((root / m).exists() for m in MARKERS):
         raise FabricLabError(
             f"{path} is not a run directory (it has none of {', '.join(MARKERS)})"

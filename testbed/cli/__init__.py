@@ -49,6 +49,14 @@ def main(argv: list[str] | None = None) -> int:
     except FabricLabError as exc:
         print(f"fabriclab {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except UnicodeDecodeError as exc:  # a spec or trace file that is not text
+        print(f"fabriclab {args.command}: error: an input file is not UTF-8 text (byte "
+              f"{exc.start}: {exc.object[exc.start:exc.start + 1]!r})", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a path the user gave: missing, a directory, not a directory ...
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"fabriclab {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"fabriclab {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -58,8 +58,12 @@ def run(args: argparse.Namespace) -> int:
     dims = parse_dims(args.dims) if args.dims else None
     if args.ranks < 1:
         raise FabricLabError("--ranks must be at least 1")
-    if args.chunks < 1 or args.iters < 1 or args.warmup < 0 or args.max_active < 1:
-        raise FabricLabError("--chunks, --iters and --max-active must be positive")
+    for flag, value, low in (("--chunks", args.chunks, 1), ("--iters", args.iters, 1),
+                             ("--warmup", args.warmup, 0), ("--max-active", args.max_active, 1)):
+        if value < low:
+            raise FabricLabError(f"{flag} is {value}; it must be at least {low}")
+    if not args.timeout > 0:
+        raise FabricLabError(f"--timeout is {args.timeout}; it must be more than 0 seconds")
     sizes = parse_size_range(args.size)
     if sizes[0] < 4:
         raise FabricLabError(f"size {args.size!r} is below one float32 (4 bytes)")

@@ -83,6 +83,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise FabricLabError(f"--jobs is {args.jobs}; it must be at least 1")
+    if args.seed < 0:
+        raise FabricLabError(f"--seed is {args.seed}; it must be 0 or more")
+    if not args.out.strip():
+        raise FabricLabError("--out is empty; name the directory to write the results to")
     if not (math.isfinite(args.link_gbps) and args.link_gbps > 0):
         raise FabricLabError(f"--link-gbps is {args.link_gbps}; it must be a positive number")
     ocs = args.ocs_count if args.ocs_count is not None else (

@@ -164,9 +164,12 @@ def load_yaml(path: str | Path) -> Any:
     """Read a YAML file, turning I/O and syntax problems into one sentence."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError(f"cannot read spec {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path} is not UTF-8 text (byte {exc.start} is "
+                        f"{exc.object[exc.start:exc.start + 1]!r})") from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -176,8 +179,12 @@ def load_yaml(path: str | Path) -> Any:
 
 
 def load_fabric(path: str | Path) -> LeafSpineSpec | OcsLeafSpineSpec | MultidimSpec:
-    """Load a YAML file with a ``fabric:`` block and return the validated fabric spec."""
-    return validate(FabricFile, load_yaml(path), source=str(path)).fabric
+    """The validated ``fabric:`` block of a YAML file: a fabric file, or any file holding
+    one (an experiment spec); the file's other keys are not this function's to check."""
+    data = load_yaml(path)
+    if isinstance(data, dict) and "fabric" in data:
+        data = {"fabric": data["fabric"]}
+    return validate(FabricFile, data, source=str(path)).fabric
 
 
 def parse_fabric(data: dict) -> LeafSpineSpec | OcsLeafSpineSpec | MultidimSpec:

@@ -161,7 +161,7 @@ def read_helios(path: str | Path, seed: int = 0, link_bps: float = DEFAULT_LINK_
     """SenseTime Helios ``cluster_log.csv``; CPU-only jobs and jobs without duration skipped."""
     path = Path(path)
     try:
-        with path.open(newline="") as fh:
+        with path.open(newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
             missing = [c for c in HELIOS_COLUMNS if c not in (reader.fieldnames or [])]
             if missing:
@@ -181,6 +181,9 @@ def read_helios(path: str | Path, seed: int = 0, link_bps: float = DEFAULT_LINK_
                                  duration))
     except OSError as exc:
         raise FabricLabError(f"cannot read trace {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise FabricLabError(f"{path} is not a text (UTF-8) CSV file: byte {exc.start} is "
+                             f"{exc.object[exc.start:exc.start + 1]!r}") from None
     return _from_rows(rows, seed, link_bps)
 
 
@@ -190,9 +193,12 @@ def read_philly(path: str | Path, seed: int = 0, link_bps: float = DEFAULT_LINK_
     attempt that has both times; jobs without one are skipped."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise FabricLabError(f"cannot read trace {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise FabricLabError(f"{path} is not a text (UTF-8) JSON file: byte {exc.start} is "
+                             f"{exc.object[exc.start:exc.start + 1]!r}") from None
     except json.JSONDecodeError as exc:
         raise FabricLabError(f"{path} is not JSON (line {exc.lineno}): {exc.msg}") from None
     if not isinstance(data, list):

@@ -1,0 +1,54 @@
+"""Bad input at the command line (no root): one sentence naming the field or the path, exit 2,
+no traceback and no half-written file; and what should work does (`topo` on an experiment)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from testbed.cli import main
+
+ROOT = Path(__file__).parent.parent
+FABRIC = str(ROOT / "experiments" / "fabrics" / "multidim-2x4.yaml")
+DEMO = str(ROOT / "experiments" / "demo.yaml")
+SMALL = ["simulate-cluster", "--leaves", "2", "--spines", "2", "--hosts-per-leaf", "2",
+         "--jobs", "3"]
+
+
+@pytest.fixture
+def files(tmp_path: Path, monkeypatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.yaml").write_bytes(b"name: \xff\xfe\n")
+    (tmp_path / "bad.csv").write_bytes(b"job_id,gpu_num\n\xff,1\n")
+    (tmp_path / "afile").write_text("")
+    (tmp_path / "adir").mkdir()
+    return tmp_path
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["topo", "bad.yaml"], "bad.yaml is not UTF-8 text (byte 6"),
+    (["run", "bad.yaml", "--backend", "sim"], "bad.yaml is not UTF-8 text"),
+    (["topo", FABRIC, "--json", "nodir/x.json"], "cannot write nodir/x.json: No such file"),
+    (["topo", FABRIC, "--json", "adir"], "cannot write adir: Is a directory"),
+    (["run", DEMO, "--backend", "sim", "--out", "afile"], "Not a directory"),
+    ([*SMALL, "--trace", "helios:bad.csv", "--out", "o"], "bad.csv is not a text (UTF-8) CSV"),
+    ([*SMALL, "--out", ""], "--out is empty"),
+    ([*SMALL, "--seed", "-1", "--out", "o"], "--seed is -1; it must be 0 or more"),
+    (["report", "/nonexistent-run"], "/nonexistent-run does not exist"),
+    (["allreduce", "--ranks", "2", "--size", "4KiB", "--warmup", "-1"],
+     "--warmup is -1; it must be at least 0"),
+    (["allreduce", "--ranks", "2", "--size", "4KiB", "--timeout", "0"],
+     "--timeout is 0.0; it must be more than 0 seconds"),
+], ids=lambda v: " ".join(v)[:60] if isinstance(v, list) else None)
+def test_one_sentence_and_nothing_left(files: Path, capsys, argv: list[str], words: str) -> None:
+    before = sorted(p.name for p in files.rglob("*"))
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and "\n" not in err and "Traceback" not in err, err
+    assert sorted(p.name for p in files.rglob("*")) == before  # nothing half-written
+
+
+def test_topo_reads_the_fabric_block_of_an_experiment(files: Path, capsys) -> None:
+    assert main(["topo", DEMO]) == 0
+    assert "leaf_spine: 8 hosts" in capsys.readouterr().out
