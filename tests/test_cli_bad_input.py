@@ -3,6 +3,8 @@ no traceback and no half-written file; and what should work does (`topo` on an e
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -52,3 +54,20 @@ def test_one_sentence_and_nothing_left(files: Path, capsys, argv: list[str], wor
 def test_topo_reads_the_fabric_block_of_an_experiment(files: Path, capsys) -> None:
     assert main(["topo", DEMO]) == 0
     assert "leaf_spine: 8 hosts" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("argv", "not_loaded"), [
+    (["--help"], ("pandas", "matplotlib", "networkx", "pydantic", "testbed.sim", "sdn_app")),
+    (["topo", FABRIC], ("pandas", "matplotlib", "networkx", "testbed.sim", "sdn_app")),
+    (["report", "--help"], ("pandas", "matplotlib")),
+])
+def test_light_commands_load_no_heavy_module(argv: list[str], not_loaded: tuple[str, ...]) -> None:
+    """What makes `fabriclab --help` and `topo` start fast (startup time itself is not
+    asserted: the machine is shared)."""
+    code = ("import sys, contextlib, io\nfrom testbed.cli import main\n"
+            "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    main({argv!r})\n"
+            f"print([m for m in {not_loaded!r} if m in sys.modules])")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stdout + proc.stderr

@@ -13,30 +13,51 @@ import sys
 
 from testbed.core.errors import FabricLabError
 
-COMMANDS = {  # command -> the module that registers it
-    "doctor": "testbed.cli.doctor",
-    "clean": "testbed.cli.clean",
-    "calibrate": "testbed.cli.calibrate",
-    "topo": "testbed.cli.topo",
-    "run": "testbed.cli.run",
-    "allreduce": "testbed.cli.allreduce",
-    "plan": "testbed.cli.plan",
-    "model": "testbed.cli.plan",
-    "simulate-cluster": "testbed.cli.simulate_cluster",
-    "report": "testbed.cli.report",
+COMMANDS = {  # command -> (the module that registers it, its line in `fabriclab --help`)
+    "doctor": ("testbed.cli.doctor", "check what the testbed needs on this machine (root for "
+               "a full check)"),
+    "clean": ("testbed.cli.clean", "remove bridges, interfaces and processes of crashed runs "
+              "(root)"),
+    "calibrate": ("testbed.cli.calibrate", "saturate every link and check achieved vs "
+                  "configured rates (root)"),
+    "topo": ("testbed.cli.topo", "validate a fabric spec and print or export its topology"),
+    "run": ("testbed.cli.run", "run an experiment (all its variants) and write a report "
+            "(root, or --backend sim)"),
+    "allreduce": ("testbed.cli.allreduce", "run All-Reduce across local worker processes "
+                  "(loopback)"),
+    "plan": ("testbed.cli.plan", "show the chunk plan (dimension order per chunk) of a "
+             "hierarchical All-Reduce"),
+    "model": ("testbed.cli.plan", "predict the time and bandwidth utilisation of a "
+              "hierarchical All-Reduce"),
+    "simulate-cluster": ("testbed.cli.simulate_cluster", "run a job trace on a simulated "
+                         "leaf-spine cluster"),
+    "report": ("testbed.cli.report", "turn run directories into report.html and report.md"),
 }
 
 
+class _Commands:
+    """The subparsers, giving every command its line from :data:`COMMANDS`."""
+
+    def __init__(self, sub: argparse._SubParsersAction) -> None:
+        self.sub = sub
+
+    def add_parser(self, name: str, **kwargs: object) -> argparse.ArgumentParser:
+        return self.sub.add_parser(name, help=COMMANDS[name][1], **kwargs)
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser; with a known ``command``, only that command's module is imported."""
+    """The parser. With a known ``command`` only that command's module is imported; without
+    one (``fabriclab --help``) none is: the listing comes from :data:`COMMANDS`."""
     parser = argparse.ArgumentParser(
         prog="fabriclab",
         description="Emulated testbed for the network side of distributed training.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    modules = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
-    for name in modules:
-        importlib.import_module(name).register(sub)
+    if command in COMMANDS:
+        importlib.import_module(COMMANDS[command][0]).register(_Commands(sub))
+    else:
+        for name, (_module, line) in COMMANDS.items():
+            sub.add_parser(name, help=line)
     return parser
 
 

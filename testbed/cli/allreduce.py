@@ -25,7 +25,7 @@ def parse_dims(text: str) -> list[int]:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "allreduce", help="run All-Reduce across local worker processes (loopback)",
+        "allreduce",
         description="Run a real chunked All-Reduce across local worker processes on loopback "
         "and print nccl-tests style results.",
     )

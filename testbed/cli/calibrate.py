@@ -11,7 +11,7 @@ from testbed.core.errors import FabricLabError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("calibrate", help="saturate every link and check achieved vs configured")
+    p = sub.add_parser("calibrate")
     p.add_argument("spec", help="YAML file with a fabric: block")
     p.add_argument("--out", type=Path, default=None,
                    help="run directory (default results/<timestamp>-calibrate)")

@@ -7,7 +7,7 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("clean", help="remove bridges, interfaces and processes of crashed runs")
+    p = sub.add_parser("clean")
     p.set_defaults(func=run)
 
 

@@ -11,7 +11,7 @@ from testbed.emulator.preflight import checks
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("doctor", help="check what the testbed needs on this machine")
+    p = sub.add_parser("doctor")
     p.set_defaults(func=run)
 
 

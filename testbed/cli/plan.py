@@ -29,7 +29,6 @@ _BW_HELP = (
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "plan",
-        help="show the chunk plan (dimension order per chunk) of a hierarchical All-Reduce",
         description="Split an All-Reduce into chunks and show each chunk's Reduce-Scatter "
         "dimension order (All-Gather is the reverse) and the traffic each dimension carries.",
     )
@@ -43,7 +42,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     m = subparsers.add_parser(
         "model",
-        help="predict the time and bandwidth utilisation of a hierarchical All-Reduce",
         description="Event-driven, bandwidth-only model of the chunked All-Reduce. Without "
         "--policy, baseline and themis are shown side by side with the speedup.",
     )

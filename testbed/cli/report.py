@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from analysis.report import write_report
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "report",
-        help="turn one or more run directories into report.html and report.md",
         description="Write report.html (self-contained) and report.md with figures. One run: "
                     "into the run directory; several runs: a comparison, into "
                     "FIRST_RUN/comparison unless --out is given.",
@@ -22,5 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from analysis.report import write_report  # pandas and matplotlib: only when it runs
+
     print(write_report(args.runs, args.out))
     return 0

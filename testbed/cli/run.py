@@ -16,7 +16,7 @@ BACKENDS = ("emulated", "sim")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="run an experiment (all its variants) and write a report")
+    p = sub.add_parser("run")
     p.add_argument("spec", help="experiment YAML")
     p.add_argument("--out", type=Path, default=Path("results"),
                    help="where run directories go (default results/)")

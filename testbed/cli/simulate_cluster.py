@@ -26,7 +26,6 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from analysis.cluster import utilisation_timeline
 from sdn_app.allocation.cluster import PLACEMENTS
 from sdn_app.allocation.ocs import REWIRINGS
 from testbed.core.atomic import write_text
@@ -38,7 +37,6 @@ from testbed.sim.traces import load_trace
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "simulate-cluster",
-        help="run a job trace on a simulated leaf-spine cluster (any leaf-spine policy)",
         description="FIFO admission of a job trace onto a flow-level simulation of a "
         "leaf-spine cluster (one host = one GPU); writes jobs.csv and summary.json.",
     )
@@ -112,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         out.mkdir(parents=True, exist_ok=True)
         write_text(out / "jobs.csv", csv_text(result.rows))
+        from analysis.cluster import utilisation_timeline  # pandas: only when it runs
+
         timeline = utilisation_timeline(result.rows, config.total_gpus)
         write_text(out / "utilisation.csv", timeline.to_csv(index=False))
         write_text(out / "summary.json", json_text(summary))

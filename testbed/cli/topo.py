@@ -12,7 +12,7 @@ from testbed.core.topology import build_plan
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("topo", help="validate a fabric spec and print or export its topology")
+    p = sub.add_parser("topo")
     p.add_argument("spec", help="YAML file with a fabric: block")
     p.add_argument("--json", type=Path, default=None, help="write the topology JSON here")
     p.set_defaults(func=run)

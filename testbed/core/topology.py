@@ -25,11 +25,12 @@ import itertools
 import json
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from testbed.core.spec import LeafSpineSpec, MultidimSpec, OcsLeafSpineSpec, parse_fabric
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 ROLE_CODES = {"leaf": 0x01, "spine": 0x02, "ocs": 0x03, "dim": 0x10}
 
@@ -133,6 +134,8 @@ class FabricPlan:
 
     def graph(self) -> nx.MultiGraph:
         """Nodes are host/switch names; one edge per link, keyed by the link's name."""
+        import networkx as nx  # 0.1 s to import: only for the callers that want a graph
+
         g = nx.MultiGraph()
         g.add_nodes_from((h.name, {"kind": "host"}) for h in self.hosts)
         g.add_nodes_from((s.name, {"kind": s.role}) for s in self.switches)
