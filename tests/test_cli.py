@@ -147,3 +147,30 @@ def test_a_command_imports_only_its_own_module(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=tmp_path)
     assert out.stdout.strip().splitlines()[-1] == "0 []", out.stdout + out.stderr
+
+
+def test_doctor_without_root_says_it_cannot_tell(tmp_path):
+    """As a normal user the OVS sockets and qdiscs are out of reach: doctor says it cannot
+    tell, instead of reporting OVS down and suggesting a restart of ovs-vswitchd."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).parent.parent
+    command = [sys.executable, "-m", "testbed.cli", "doctor"]
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("setpriv is missing: cannot drop root for this test")
+        command = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *command]
+    env = dict(os.environ, HOME=str(tmp_path), PYTHONDONTWRITEBYTECODE="1",
+               COLUMNS="200")
+    proc = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    lines = {line.split("│")[1].strip(): line for line in proc.stdout.splitlines()
+             if line.count("│") > 3}
+    for item in ("ovs daemons", "ovs datapath", "htb qdisc"):
+        assert "unknown" in lines[item] and "without root" in lines[item]
+    assert "not running" not in proc.stdout and "restarts" not in proc.stdout

@@ -21,7 +21,8 @@ def run(args: argparse.Namespace) -> int:
         table.add_column(col)
     failed = 0
     for c in checks():
-        status = "ok" if c.ok else ("FAIL" if c.required else "optional")
+        status = ("ok" if c.ok else "unknown" if not c.known
+                  else "FAIL" if c.required else "optional")
         failed += (not c.ok) and c.required
         table.add_row(c.name, status, c.detail, "" if c.ok else c.fix)
     Console().print(table)
