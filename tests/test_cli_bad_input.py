@@ -25,6 +25,11 @@ def files(tmp_path: Path, monkeypatch) -> Path:
     (tmp_path / "bad.csv").write_bytes(b"job_id,gpu_num\n\xff,1\n")
     (tmp_path / "afile").write_text("")
     (tmp_path / "adir").mkdir()
+    (tmp_path / "var.yaml").write_text(
+        "name: v\nfabric: {kind: leaf_spine, leaves: 2, spines: 2, hosts_per_leaf: 2, "
+        "host_link_mbps: 20, uplink_mbps: 20}\njobs:\n  - {name: a, hosts_wanted: 2, "
+        "workload: {kind: allreduce, sizes: [4KiB]}}\nvariants:\n  - {name: ok}\n"
+        "  - {name: big, job_overrides: {hosts_wanted: 9}}\n")
     return tmp_path
 
 
@@ -38,6 +43,8 @@ def files(tmp_path: Path, monkeypatch) -> Path:
     ([*SMALL, "--out", ""], "--out is empty"),
     ([*SMALL, "--seed", "-1", "--out", "o"], "--seed is -1; it must be 0 or more"),
     (["report", "/nonexistent-run"], "/nonexistent-run does not exist"),
+    (["run", "var.yaml", "--backend", "sim", "--out", "r"],
+     "var.yaml (run v-big): jobs.0.hosts_wanted: 9 hosts, the fabric has 4"),
     (["allreduce", "--ranks", "2", "--size", "4KiB", "--warmup", "-1"],
      "--warmup is -1; it must be at least 0"),
     (["allreduce", "--ranks", "2", "--size", "4KiB", "--timeout", "0"],

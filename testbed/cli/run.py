@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from testbed.core.backend import Backend
+from testbed.core.errors import FabricLabError
 from testbed.core.experiment import load_experiments
 
 BACKENDS = ("emulated", "sim")
@@ -65,7 +66,11 @@ def run(args: argparse.Namespace) -> int:
     experiments = load_experiments(args.spec)
     backend = backend_of(args)
     for exp in experiments:  # every variant is checked before the first one runs
-        backend.check(exp)
+        try:
+            backend.check(exp)
+        except FabricLabError as exc:
+            where = f"{args.spec}" + (f" (run {exp.name})" if len(experiments) > 1 else "")
+            raise FabricLabError(f"{where}: {exc}") from None
     console = Console()
     run_dirs, failed = [], 0
     for exp in experiments:
