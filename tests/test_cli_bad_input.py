@@ -43,6 +43,8 @@ def files(tmp_path: Path, monkeypatch) -> Path:
     ([*SMALL, "--out", ""], "--out is empty"),
     ([*SMALL, "--seed", "-1", "--out", "o"], "--seed is -1; it must be 0 or more"),
     (["report", "/nonexistent-run"], "/nonexistent-run does not exist"),
+    (["model", "--dims", "1", "--bw", "1", "--size", "1MiB", "--chunks", "4"],
+     "--dims 1 is a single host: there is nothing to all-reduce"),
     (["run", "var.yaml", "--backend", "sim", "--out", "r"],
      "var.yaml (run v-big): jobs.0.hosts_wanted: 9 hosts, the fabric has 4"),
     (["allreduce", "--ranks", "2", "--size", "4KiB", "--warmup", "-1"],

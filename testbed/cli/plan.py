@@ -97,6 +97,9 @@ def parse_bw(text: str, dims: tuple[int, ...]) -> tuple[float, ...]:
 
 def _parse_common(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[float, ...], int]:
     dims = parse_dims(args.dims)
+    if math.prod(dims) < 2:
+        raise FabricLabError(f"--dims {args.dims} is a single host: there is nothing to "
+                             "all-reduce; give at least two hosts, e.g. 4x4")
     bw = parse_bw(args.bw, dims)
     size = parse_size(args.size)
     if size < 1:
