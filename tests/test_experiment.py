@@ -51,7 +51,7 @@ def test_variants_replace_keys_and_override_jobs():
 
 
 @pytest.mark.parametrize(("change", "words"), [
-    ({"name": "bad name"}, "name: String should match pattern"),
+    ({"name": "bad name"}, "name: 'bad name' is not a name: use 1 to 40 letters, digits"),
     ({"policy": "magic"}, "policy: 'magic' is not a routing policy; choose one of ecmp, "),
     ({"jobs": []}, "jobs: List should have at least 1 item"),
     ({"jobs": [{"name": "a", "workload": {"kind": "allreduce", "sizes": [64]}}]},

@@ -142,6 +142,9 @@ def _explain(exc: ValidationError) -> str:
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
+        elif err["type"] == "string_pattern_mismatch":  # the names of runs, jobs, variants
+            msg = (f"{err['input']!r} is not a name: use 1 to 40 letters, digits, '.', '_' or "
+                   "'-', starting with a letter or digit")
         elif err["type"] == "union_tag_invalid":
             msg = "kind must be one of leaf_spine, ocs_leaf_spine, multidim"
         elif err["type"] == "less_than_equal" and "mbps" in str(err["loc"][-1]):
