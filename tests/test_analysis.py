@@ -181,7 +181,7 @@ def test_not_a_run_directory(tmp_path, capsys):
         load_run(tmp_path)
     assert main(["report", str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err.strip()
-    assert "is not a run directory" in err and "\n" not in err and "Traceback" not in err
+    assert "missing does not exist" in err and "\n" not in err and "Traceback" not in err
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "jobs.json").write_text("{not json")

@@ -229,3 +229,24 @@ def test_cli_runs_the_sim_backend_and_the_report_renders(tmp_path: Path) -> None
         assert summary["status"] == "ok" and summary["jobs"]["j0"]["mean_s"] > 0
     report = write_report(run_dirs, tmp_path / "report")
     assert report.exists() and "clidemo-vclos" in report.read_text()
+
+
+def test_what_the_simulator_does_not_model_is_not_reported_as_a_result(tmp_path: Path,
+                                                                         capsys) -> None:
+    """The sim backend moves no data and models no transport: summary.json says so, the check
+    warns, and the report says n/a instead of a transport ratio of 1.00x."""
+    from analysis.report import write_report
+    from testbed.sim.backend import SimBackend
+
+    data = demo_like("ecmp")
+    data["jobs"][0]["transport"] = "rpc"
+    (exp,) = expand(data)
+    SimBackend().check(exp)
+    assert "does not model transports (rpc, zerocopy)" in capsys.readouterr().err
+    _runner, run_dir = run(data, tmp_path)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["not_modelled"] == ["transport", "correctness"]
+    assert summary["jobs"]["j0"]["correct"] is None
+    assert summary["jobs"]["j0"]["transport"] == "rpc (not simulated)"
+    report = write_report([run_dir], run_dir)
+    assert "does not model the\ntransport" in report.read_text()
