@@ -55,8 +55,9 @@ def files(tmp_path: Path, monkeypatch) -> Path:
 def test_one_sentence_and_nothing_left(files: Path, capsys, argv: list[str], words: str) -> None:
     before = sorted(p.name for p in files.rglob("*"))
     assert main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert words in err and "\n" not in err and "Traceback" not in err, err
+    *warnings, err = capsys.readouterr().err.strip().splitlines()
+    assert words in err and err.startswith("fabriclab ") and "Traceback" not in err, err
+    assert all(w.startswith("warning: ") for w in warnings), warnings
     assert sorted(p.name for p in files.rglob("*")) == before  # nothing half-written
 
 
