@@ -4,7 +4,7 @@ Launched as ``python -m os_ken.cmd.manager sdn_app.controller`` (the testbed doe
 ``testbed.emulator.controller_proc``) with its settings in the environment:
 
     FABRICLAB_TOPOLOGY   topology JSON written by the testbed (required)
-    FABRICLAB_POLICY     ecmp | vclos | ocs-vclos | shortest (default: by fabric kind)
+    FABRICLAB_POLICY     a registered routing policy (default: by fabric kind)
     FABRICLAB_API_PORT   HTTP API port on 127.0.0.1 (default 8080)
     FABRICLAB_OCS_DELAY  seconds a new OCS circuit takes to come up (default 0)
     FABRICLAB_JOBS       file holding running jobs across controller restarts (optional)

@@ -21,7 +21,7 @@ from sdn_app.static_routes import (
     leaf_spine_view,
 )
 from testbed.core.registry import POLICIES
-from testbed.core.topology import FabricPlan, ocs_leaf_port, ocs_spine_port
+from testbed.core.topology import FabricPlan, leaf_host_port, ocs_leaf_port, ocs_spine_port
 
 PRIO_JOB = 150  # above the ECMP default route, below local delivery
 ECMP_GROUP = 1  # group ids: 1 + destination leaf index
@@ -117,6 +117,6 @@ def pinned_rules(plan: FabricPlan, alloc: Allocation, cookie: int,
         for dleaf, dslot in alloc.hosts:
             if dleaf != leaf:
                 mac = plan.host_at(dleaf, dslot).nics[0].mac
-                rules.append(FlowRule(f"leaf{leaf}", PRIO_JOB, port, in_port=1 + slot,
+                rules.append(FlowRule(f"leaf{leaf}", PRIO_JOB, port, in_port=leaf_host_port(slot),
                                       eth_dst=mac, cookie=cookie))
     return rules

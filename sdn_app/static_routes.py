@@ -20,6 +20,7 @@ from testbed.core.topology import (
     Host,
     Link,
     default_wiring,
+    leaf_host_port,
     ocs_leaf_port,
     ocs_spine_port,
 )
@@ -135,7 +136,7 @@ def delivery_rules(plan: FabricPlan, circuits: list[Circuit]) -> list[FlowRule]:
     rules = []
     for dst in plan.hosts:
         mac = dst.nics[0].mac
-        rules.append(FlowRule(f"leaf{dst.leaf}", PRIO_LOCAL, 1 + dst.slot, eth_dst=mac))
+        rules.append(FlowRule(f"leaf{dst.leaf}", PRIO_LOCAL, leaf_host_port(dst.slot), eth_dst=mac))
         for (leaf, spine), port in sorted(view.down_port.items()):
             if leaf == dst.leaf:
                 rules.append(FlowRule(f"spine{spine}", PRIO_ROUTE, port, eth_dst=mac))
@@ -154,7 +155,7 @@ def _leaf_spine_rules(plan: FabricPlan, circuits: list[Circuit]) -> list[FlowRul
             if spine is not None:
                 rules.append(FlowRule(
                     f"leaf{src.leaf}", PRIO_ROUTE, view.up_port[(src.leaf, spine)],
-                    in_port=1 + src.slot, eth_dst=dst.nics[0].mac,
+                    in_port=leaf_host_port(src.slot), eth_dst=dst.nics[0].mac,
                 ))
     return rules
 

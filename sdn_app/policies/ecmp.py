@@ -9,7 +9,13 @@ import zlib
 
 from sdn_app.policies.base import Host, LinkId, RoutingPolicy, via_spine
 from sdn_app.program import ECMP_GROUP, GroupRule, Program, Uplink
-from sdn_app.static_routes import PRIO_ROUTE, FlowRule, delivery_rules, leaf_spine_view
+from sdn_app.static_routes import (
+    PRIO_ROUTE,
+    FlowRule,
+    LeafSpineView,
+    delivery_rules,
+    leaf_spine_view,
+)
 from testbed.core.topology import FabricPlan
 
 DPORT = 29500  # the workers' first listening port
@@ -22,6 +28,12 @@ def ecmp_spine(src: Host, dst: Host, sport: int, spines: int, dport: int = DPORT
     return zlib.crc32(key) % spines
 
 
+def spines_up(view: LeafSpineView, a: int, b: int, down: frozenset[Uplink]) -> list[int]:
+    """The spines leaves ``a`` and ``b`` both reach over links that are up, sorted."""
+    return sorted(s for s in view.spines_of(a) & view.spines_of(b)
+                  if (a, s) not in down and (b, s) not in down)
+
+
 def ecmp_program(plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Program:
     """Delivery rules, plus per (leaf, destination leaf) a SELECT group over the spines both
     reach, leaving out spines behind a link that is down."""
@@ -32,8 +44,7 @@ def ecmp_program(plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Pro
         for dst_leaf in range(L):
             if src_leaf == dst_leaf:
                 continue
-            spines = sorted(s for s in view.spines_of(src_leaf) & view.spines_of(dst_leaf)
-                            if (src_leaf, s) not in down and (dst_leaf, s) not in down)
+            spines = spines_up(view, src_leaf, dst_leaf, down)
             gid = ECMP_GROUP + dst_leaf
             prog.groups.append(GroupRule(f"leaf{src_leaf}", gid,
                                          tuple(view.up_port[(src_leaf, s)] for s in spines)))

@@ -14,9 +14,10 @@ import struct
 from collections.abc import Sequence
 
 from sdn_app.policies.base import Host, LinkId, RoutingPolicy, via_spine
+from sdn_app.policies.ecmp import spines_up
 from sdn_app.program import Program, Uplink
 from sdn_app.static_routes import PRIO_ROUTE, FlowRule, delivery_rules, leaf_spine_view
-from testbed.core.topology import FabricPlan
+from testbed.core.topology import FabricPlan, leaf_host_port
 
 
 def l3_spine(src: Host, dst: Host, spines: Sequence[int]) -> int:
@@ -37,17 +38,17 @@ class EcmpL3(RoutingPolicy):
     def base_program(self, plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Program:
         view = leaf_spine_view(plan, [])
         prog = Program(delivery_rules(plan, []))
+        leaves = {h.leaf for h in plan.hosts}
+        common = {(a, b): spines_up(view, a, b, down) for a in leaves for b in leaves if a != b}
         for src in plan.hosts:
             for dst in plan.hosts:
-                if src.leaf == dst.leaf:
-                    continue
-                spines = sorted(s for s in view.spines_of(src.leaf) & view.spines_of(dst.leaf)
-                                if (src.leaf, s) not in down and (dst.leaf, s) not in down)
-                if not spines:
+                spines = common.get((src.leaf, dst.leaf))
+                if not spines:  # the same leaf, or no spine left between the two
                     continue
                 spine = l3_spine((src.leaf, src.slot), (dst.leaf, dst.slot), spines)
                 prog.flows.append(FlowRule(f"leaf{src.leaf}", PRIO_ROUTE,
-                                           view.up_port[(src.leaf, spine)], in_port=1 + src.slot,
+                                           view.up_port[(src.leaf, spine)],
+                                           in_port=leaf_host_port(src.slot),
                                            eth_dst=dst.nics[0].mac))
         return prog
 

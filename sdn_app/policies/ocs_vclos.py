@@ -7,8 +7,7 @@ from __future__ import annotations
 from sdn_app.allocation.ledger import Allocation
 from sdn_app.policies.base import Host, LinkId, RoutingPolicy
 from sdn_app.program import PRIO_JOB, Program, Uplink, job_cookie, ocs_circuits, pinned_rules
-from sdn_app.static_routes import FlowRule, circuit_rules, delivery_rules
-from sdn_app.static_routes import leaf_spine_view as view_of
+from sdn_app.static_routes import FlowRule, circuit_rules, delivery_rules, leaf_spine_view
 from testbed.core.topology import FabricPlan, leaf_uplink_port
 
 
@@ -33,7 +32,7 @@ class OcsVclos(RoutingPolicy):
         prog = Program(circuit_rules(circuits, cookie))
         prog.flows += pinned_rules(plan, alloc, cookie, up)
         # A spine reaches a leaf only through the job's circuit to it.
-        view = view_of(plan, circuits)
+        view = leaf_spine_view(plan, circuits)
         for leaf, slot in alloc.hosts:
             mac = plan.host_at(leaf, slot).nics[0].mac
             for spine in alloc.spines:

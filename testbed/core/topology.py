@@ -184,6 +184,11 @@ class FabricPlan:
 SPINE_PORTS_PER_OCS = 2  # every spine of the OCS fabric has two ports on every OCS
 
 
+def leaf_host_port(slot: int) -> int:
+    """A leaf's port to its host in ``slot``."""
+    return 1 + slot
+
+
 def leaf_uplink_port(hosts_per_leaf: int, index: int) -> int:
     """A leaf's port to spine ``index`` (leaf-spine) or to OCS ``index`` (OCS fabric)."""
     return 1 + hosts_per_leaf + index
@@ -290,7 +295,8 @@ def _leaf_spine(spec: LeafSpineSpec | OcsLeafSpineSpec) -> FabricPlan:
         i = lf * H + j
         nic = Nic(f"h{i}-eth0", 0, host_address(0, i), 16, host_mac(0, i))
         hosts.append(Host(f"h{i}", i, (nic,), leaf=lf, slot=j))
-        links.append(Link(f"h{i}", 0, f"leaf{lf}", 1 + j, spec.host_link_mbps, "host"))
+        links.append(Link(f"h{i}", 0, f"leaf{lf}", leaf_host_port(j), spec.host_link_mbps,
+                          "host"))
     if not ocs:
         for lf, s in itertools.product(range(L), range(S)):
             links.append(Link(f"leaf{lf}", leaf_uplink_port(H, s), f"spine{s}", 1 + lf,
