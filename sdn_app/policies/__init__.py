@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sdn_app.policies.base import RoutingPolicy
 from testbed.core.errors import SpecError
+from testbed.core.experiment import STATIC_POLICY
 from testbed.core.registry import POLICIES
 from testbed.core.topology import FabricPlan
 
@@ -24,6 +25,12 @@ def get(name: str) -> RoutingPolicy:
 def applicable(kind: str) -> list[str]:
     """Names of the registered policies that route a ``kind`` fabric."""
     return [n for n, p in POLICIES.items() if kind in p.fabric_kinds]
+
+
+def controller_policy(plan: FabricPlan, name: str | None) -> str | None:
+    """What the controller runs for an experiment's ``policy``: as :func:`policy_for`, or
+    None for ``static`` (no controller; the fabric's proactive rules)."""
+    return None if name == STATIC_POLICY else policy_for(plan, name)
 
 
 def policy_for(plan: FabricPlan, name: str | None) -> str:

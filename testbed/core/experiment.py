@@ -72,8 +72,13 @@ class AllReduceWorkload(_Strict):
         return v
 
 
+# The policy value that means no controller: the fabric's proactive rules
+# (sdn_app.static_routes), on the emulator only.
+STATIC_POLICY = "static"
+
+
 def _policy_or_static(name: str) -> str:
-    return name if name == "static" else POLICIES.check(name)
+    return name if name == STATIC_POLICY else POLICIES.check(name)
 
 
 class DnnWorkload(_Strict):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sdn_app.policies import policy_for
+from sdn_app.policies import controller_policy
 from testbed.core.experiment import Experiment
 from testbed.core.jobs import check_against_fabric
 from testbed.core.topology import build_plan
@@ -21,8 +21,7 @@ class EmulatedBackend:
     def check(self, experiment: Experiment) -> None:
         plan = build_plan(experiment.fabric)
         check_against_fabric(experiment, plan)
-        if experiment.policy != "static":
-            policy_for(plan, experiment.policy)
+        controller_policy(plan, experiment.policy)
         require_fabric_ready()
 
     def run(self, experiment: Experiment, out: Path, console: Any = None) -> Path:

@@ -69,6 +69,11 @@ def require_fabric_ready() -> None:
         )
 
 
+def _unknown(name: str, detail: str) -> Check:
+    """A check this user cannot make: the answer needs root."""
+    return Check(name, False, detail, "run fabriclab doctor as root", known=False)
+
+
 def checks() -> list[Check]:
     """Every item `fabriclab doctor` reports."""
     out: list[Check] = []
@@ -84,18 +89,15 @@ def checks() -> list[Check]:
                          "HTB shaping works" if htb_ok else "cannot add an HTB qdisc",
                          "load sch_htb (modprobe sch_htb)"))
     else:
-        out.append(Check("htb qdisc", False, "cannot tell without root",
-                         "run fabriclab doctor as root", known=False))
+        out.append(_unknown("htb qdisc", "cannot tell without root"))
     tun = Path("/dev/net/tun").exists()
     out.append(Check("/dev/net/tun", tun, "present" if tun else "missing",
                      "mkdir -p /dev/net && mknod /dev/net/tun c 10 200"))
     ovs = ovs_running()
     dp = datapath()
     if not ovs and not root:  # the daemons' sockets are root's: silence proves nothing
-        out.append(Check("ovs daemons", False, "cannot tell without root (their sockets are "
-                         "root's)", "run fabriclab doctor as root", known=False))
-        out.append(Check("ovs datapath", False, f"{dp} datapath; TSO cannot be read without "
-                         "root", "run fabriclab doctor as root", known=False))
+        out.append(_unknown("ovs daemons", "cannot tell without root (their sockets are root's)"))
+        out.append(_unknown("ovs datapath", f"{dp} datapath; TSO cannot be read without root"))
     else:
         out.append(Check("ovs daemons", ovs, "ovsdb-server and ovs-vswitchd answer" if ovs
                          else "not running", "bash scripts/start-ovs.sh (as root)"))

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from sdn_app.policies import policy_for
+from sdn_app.policies import controller_policy
 from testbed.core.algorithms import default_dims, is_flat
 from testbed.core.errors import FabricLabError
 from testbed.core.experiment import Experiment
@@ -45,8 +45,7 @@ class Runner:
         self.exp = exp
         self.plan = build_plan(exp.fabric)
         check_against_fabric(exp, self.plan)
-        # "static": no controller, the fabric's proactive rules (sdn_app.static_routes).
-        self.policy = None if exp.policy == "static" else policy_for(self.plan, exp.policy)
+        self.policy = controller_policy(self.plan, exp.policy)  # None: no controller
         self.out_root = Path(out_root)
         # Where the run will go; the run directory itself is made (unique) when it starts.
         self.run_dir = self.out_root / f"{time.strftime('%Y%m%d-%H%M%S')}-{exp.name}"

@@ -81,7 +81,7 @@ from sdn_app.policies.ecmp import SPORTS
 from sdn_app.program import ocs_circuits
 from testbed.core.algorithms import default_dims, is_flat
 from testbed.core.errors import FabricLabError, SpecError
-from testbed.core.experiment import Experiment
+from testbed.core.experiment import STATIC_POLICY, Experiment
 from testbed.core.formulas import TCP_GOODPUT
 from testbed.core.jobs import JobRun, check_against_fabric, job_dims
 from testbed.core.registry import COLLECTIVES, SCHEDULES
@@ -168,7 +168,7 @@ class SimRunner:
         check_against_fabric(exp, self.plan)
         if self.plan.kind == "multidim":
             self.policy = "shortest"
-        elif exp.policy == "static":
+        elif exp.policy == STATIC_POLICY:
             raise SpecError("policy: the sim backend needs a routing policy, not static (no "
                             "controller); name one or leave policy out")
         else:
