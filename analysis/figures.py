@@ -186,7 +186,8 @@ def _cdf(ax: plt.Axes, values: Sequence[float], label: str, colour,
 
 
 def jct_cdfs(runs: Sequence[Run], path: Path) -> Path | None:
-    """CDFs over the tenant jobs of JCT (left) and slowdown vs solo (right), one line per run."""
+    """CDFs over the tenant jobs of JCT (left) and slowdown vs solo (right), one line per run;
+    None when no run has two tenant jobs to draw a distribution of."""
     panels: dict[str, list[tuple[str, list[float]]]] = {"jct_s": [], "slowdown": []}
     for run in runs:
         jm = metrics.job_metrics(run)
@@ -197,7 +198,8 @@ def jct_cdfs(runs: Sequence[Run], path: Path) -> Path | None:
             vals = [float(v) for v in jm[key] if metrics._num(v) is not None]
             if vals:
                 panels[key].append((run.label, vals))
-    present = [k for k, v in panels.items() if v]
+    # a CDF of one job is a step, not a distribution: draw a panel when a run has two or more
+    present = [k for k, v in panels.items() if any(len(vals) >= 2 for _, vals in v)]
     if not present:
         return None
     fig, axes = plt.subplots(1, len(present), figsize=(5.5 * len(present), 3.4), squeeze=False)
@@ -239,12 +241,14 @@ def comparison(runs: Sequence[Run], path: Path) -> Path | None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
     width = 0.8 / len(runs)
     x = np.arange(len(jobs))
+    gbit_s = [metrics._num(v) for jm in tables if len(jm) for v in jm["busbw_gbit_s"]]
+    scale, unit = _rate_scale(max((v for v in gbit_s if v is not None), default=0.0))
     for ax, key, label in ((axes[0], "mean_s", "mean iteration time (s)"),
-                           (axes[1], "busbw_gbps", "busbw (Mbit/s)")):
+                           (axes[1], "busbw_gbit_s", f"busbw ({unit})")):
         for i, (run, jm) in enumerate(zip(runs, tables, strict=True)):
             vals = [metrics._num(jm.loc[j, key]) if j in jm.index else None for j in jobs]
-            scale = 8000 if key == "busbw_gbps" else 1  # GB/s -> Mbit/s
-            ys = [v * scale if v is not None else 0 for v in vals]
+            factor = scale if key == "busbw_gbit_s" else 1
+            ys = [v * factor if v is not None else 0 for v in vals]
             ax.bar(x + (i - (len(runs) - 1) / 2) * width, ys, width, label=run.label,
                    color=RUN_COLOURS[i % 8])
         ax.set_xticks(x, jobs, rotation=20 if len(jobs) > 6 else 0)
@@ -252,6 +256,49 @@ def comparison(runs: Sequence[Run], path: Path) -> Path | None:
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_title("Iteration time per job (lower is better)")
     axes[1].set_title("Bus bandwidth per job (higher is better)")
+    axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    return _save(fig, path)
+
+
+def _rate_scale(max_gbit_s: float) -> tuple[float, str]:
+    """(factor from Gbit/s, unit) for plotting rates up to ``max_gbit_s``."""
+    return (1.0, "Gbit/s") if max_gbit_s >= 1 else (1e3, "Mbit/s")
+
+
+def size_sweep(runs: Sequence[Run], path: Path) -> Path | None:
+    """Time (left) and bus bandwidth (right) against message size, log-log, one line per
+    tenant job that ran at least two sizes; None when none did."""
+    lines = []
+    for run in runs:
+        jm = metrics.job_metrics(run)
+        if jm.empty:
+            continue
+        for name, row in jm.iterrows():
+            sizes = row["sizes"] or {}
+            if isinstance(row["solo_of"], str) or len(sizes) < 2:
+                continue
+            label = f"{run.label} · {name}" if len(runs) > 1 else str(name)
+            pts = sorted((int(s), v["collective_s"], v["busbw_gbit_s"]) for s, v in sizes.items())
+            lines.append((label, pts))
+    if not lines:
+        return None
+    top = max((p[2] or 0.0) for _, pts in lines for p in pts)
+    scale, unit = _rate_scale(top)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    for i, (label, pts) in enumerate(lines):
+        size = [p[0] for p in pts]
+        colour = RUN_COLOURS[i % 8]
+        axes[0].plot(size, [p[1] for p in pts], "o-", color=colour, label=label)
+        axes[1].plot(size, [(p[2] or np.nan) * scale for p in pts], "o-", color=colour,
+                     label=label)
+    for ax, ylabel, title in ((axes[0], "time per collective (s)", "Time vs message size"),
+                              (axes[1], f"busbw ({unit})", "Bus bandwidth vs message size")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.grid(alpha=0.3, which="both")
     axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     return _save(fig, path)
 

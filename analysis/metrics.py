@@ -1,6 +1,8 @@
 """Metrics of one run: pure functions on the DataFrames of :class:`analysis.load.Run`.
 
-Definitions (units: bytes, seconds, bit/s; GB/s = 1e9 bytes/s as nccl-tests reports):
+Definitions (units: bytes, seconds, bit/s; the traces' ``algbw``/``busbw`` columns and
+:func:`collective_table` are in GB/s = 1e9 bytes/s as nccl-tests reports them, the summaries
+in Gbit/s, named ``*_gbit_s``):
 
 - **Collective time** ``t`` is the *slowest* rank's time for that collective (nccl-tests);
   ``algbw = S/t``, ``busbw = algbw·2(n−1)/n`` (:func:`collective_table`).
@@ -76,14 +78,14 @@ def collective_table(collectives: pd.DataFrame) -> pd.DataFrame:
 
 
 def _bandwidths(colls: pd.DataFrame) -> tuple[float | None, float | None]:
-    """(algbw, busbw) in GB/s as nccl-tests reports them: bytes over the mean time, i.e.
-    total bytes ÷ total time of these collectives (not the mean of per-collective rates)."""
+    """(algbw, busbw) in Gbit/s: bytes over the mean time, i.e. total bytes ÷ total time of
+    these collectives (not the mean of per-collective rates), as nccl-tests averages."""
     t = float(colls["t"].sum()) if len(colls) else 0.0
     if t <= 0:
         return None, None
-    algbw = float(colls["size"].sum()) / t / 1e9
+    algbw_gbit_s = float(colls["size"].sum()) * 8 / t / 1e9
     n = float(colls["world"].max())
-    return _num(algbw), _num(algbw * busbw_factor(n))
+    return _num(algbw_gbit_s), _num(algbw_gbit_s * busbw_factor(n))
 
 
 def _stats(values: Iterable[float]) -> dict[str, float | None]:
@@ -135,13 +137,13 @@ def job_metrics(run: Run) -> pd.DataFrame:
         for size, grp in jc.groupby("size", sort=True):
             algbw, busbw = _bandwidths(grp)
             sizes[int(size)] = {"iterations": len(grp), "collective_s": _stats(grp["t"])["mean"],
-                                "algbw_gbps": algbw, "busbw_gbps": busbw}
+                                "algbw_gbit_s": algbw, "busbw_gbit_s": busbw}
         row["sizes"] = sizes
         head = jc[jc["size"] == jc["size"].max()] if len(jc) else jc
-        row["size"] = int(head["size"].iloc[0]) if len(head) else None
+        row["size_bytes"] = int(head["size"].iloc[0]) if len(head) else None
         row["collective_s"] = _stats(head["t"])["mean"] if kind != "dnn" else _stats(jc["t"])[
             "mean"]
-        row["algbw_gbps"], row["busbw_gbps"] = _bandwidths(head if kind != "dnn" else jc)
+        row["algbw_gbit_s"], row["busbw_gbit_s"] = _bandwidths(head if kind != "dnn" else jc)
         row["exposed_comm_s"] = row["compute_share"] = None
         if kind == "dnn":
             it = run.iterations[(run.iterations["job"] == name)
@@ -203,7 +205,7 @@ def fairness(jobs: pd.DataFrame) -> tuple[float | None, str | None]:
     if len(sd) >= 2:
         return jain(1 / v for v in sd), "1/slowdown"
     together = _concurrent(tenants)
-    bw = [v for v in (_num(x) for x in together["busbw_gbps"]) if v is not None]
+    bw = [v for v in (_num(x) for x in together["busbw_gbit_s"]) if v is not None]
     if len(bw) >= 2:
         return jain(bw), "busbw"
     return None, None
@@ -575,8 +577,8 @@ def _clean(x: Any) -> Any:
 
 
 JOB_KEYS = ("hosts", "policy", "spines", "circuits", "algorithm", "transport", "workload",
-            "status", "solo_of", "world", "size", "iterations", "mean_s", "p50_s", "p99_s",
-            "collective_s", "algbw_gbps", "busbw_gbps", "jct_s", "slowdown", "exposed_comm_s",
+            "status", "solo_of", "world", "size_bytes", "iterations", "mean_s", "p50_s", "p99_s",
+            "collective_s", "algbw_gbit_s", "busbw_gbit_s", "jct_s", "slowdown", "exposed_comm_s",
             "compute_share", "correct", "sizes")
 
 
@@ -588,7 +590,8 @@ def summarise(run: Run | str | Path) -> dict[str, Any]:
          "links": {"src→dst": {mean_util, peak_util}}, "fairness", "fairness_basis",
          "speedup": {"pairs": [...], "mean"} | None, "fidelity": {verdict, reasons} | None}
 
-    Times in seconds, bandwidths in GB/s, utilisations as fractions; missing values are None.
+    Every key with a unit names it (``_s``, ``_bytes``, ``_gbit_s``); utilisations and
+    ratios are fractions; missing values are None. ``docs/results.md`` lists every key.
     """
     if not isinstance(run, Run):
         run = load_run(run)

@@ -1,9 +1,11 @@
 """Render runs into ``report.html`` (self-contained: figures embedded as data URIs) and
 ``report.md`` (tables, with the PNG figures written beside it).
 
-One run gives its sections; several runs add a comparison table (one column per run) and a
-comparison chart first. A run whose fidelity verdict is not ``faithful`` gets a red banner with
-the reasons at the very top. A section without data is replaced by a one-line note.
+A report leads with its headlines (:mod:`analysis.compare`): one sentence with its number per
+comparison the runs allow (routing policies, chunk schedules, transports on the same fabric
+and jobs), each with a table over every message size. Several runs then get a table with one
+column per run; every run gets its sections. A run whose fidelity verdict is not ``faithful``
+gets a red banner with the reasons at the very top. Sections without data are left out.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 import jinja2
 
-from analysis import figures, metrics
+from analysis import compare, figures, metrics
 from analysis.cluster import comparison_rows, is_cluster_dir, load_cluster
 from analysis.load import Run, load_run
 from testbed.core.atomic import write_text
@@ -26,6 +28,7 @@ from testbed.core.errors import FabricLabError
 TEMPLATES = Path(__file__).parent / "templates"
 SECTIONS = {  # id: heading
     "summary": "Summary",
+    "sizes": "Every message size",
     "dimensions": "Per-dimension utilisation",
     "gantt": "Chunk schedule (Gantt)",
     "heatmap": "Leaf-spine link heatmap",
@@ -53,10 +56,12 @@ def fmt_pct(x: Any) -> str:
     return "—" if v is None else f"{v * 100:.0f}%"
 
 
-def fmt_mbps(gbps: Any) -> str:
-    """A GB/s value (nccl-tests) shown in Mbit/s, the unit the fabric is configured in."""
-    v = _n(gbps)
-    return "—" if v is None else f"{v * 8000:.1f} Mbit/s"
+def fmt_rate(gbit_s: Any) -> str:
+    """A rate given in Gbit/s, shown in Mbit/s below 1 Gbit/s (the emulated links' range)."""
+    v = _n(gbit_s)
+    if v is None:
+        return "—"
+    return f"{v * 1e3:.1f} Mbit/s" if v < 1 else f"{v:.2f} Gbit/s"
 
 
 def fmt_bytes(x: Any) -> str:
@@ -125,12 +130,12 @@ def _job_rows(jm) -> list[dict[str, str]]:
             "job": name, "hosts": str(len(r["hosts"])) if r["hosts"] else "—",
             "policy": r["policy"] or "—", "paths": _list(r["spines"] or r["circuits"]),
             "algorithm": r["algorithm"] or "—", "transport": r["transport"] or "—",
-            "workload": r["workload"] + (f" {fmt_bytes(r['size'])}" if not dnn and _n(r["size"])
-                                         else ""),
+            "workload": r["workload"] + (f" {fmt_bytes(r['size_bytes'])}"
+                                         if not dnn and _n(r["size_bytes"]) else ""),
             "iterations": str(r["iterations"]), "mean": fmt_time(r["mean_s"]),
             "p50p99": (f"{fmt_time(r['p50_s'])} / {fmt_time(r['p99_s'])}"
                        if _n(r["p50_s"]) is not None else "—"),
-            "algbw": fmt_mbps(r["algbw_gbps"]), "busbw": fmt_mbps(r["busbw_gbps"]),
+            "algbw": fmt_rate(r["algbw_gbit_s"]), "busbw": fmt_rate(r["busbw_gbit_s"]),
             "jct": fmt_time(r["jct_s"]), "slowdown": fmt_x(r["slowdown"]),
             "exposed": (f"{fmt_time(r['exposed_comm_s'])} ({fmt_pct(r['compute_share'])})"
                         if _n(r["exposed_comm_s"]) is not None else "—"),
@@ -185,6 +190,7 @@ def _run_context(run: Run, out: Path, prefix: str) -> dict[str, Any]:
         "gantt": figures.gantt(run, out / f"{prefix}gantt.png"),
         "heatmap": figures.link_heatmap(run, out / f"{prefix}heatmap.png"),
         "jct": figures.jct_cdfs([run], out / f"{prefix}jct.png"),
+        "sizes": figures.size_sweep([run], out / f"{prefix}sizes.png"),
     }
     jct_rows = []
     if not jm.empty:
@@ -197,16 +203,22 @@ def _run_context(run: Run, out: Path, prefix: str) -> dict[str, Any]:
                              "solo": solo.index[0] if len(solo) else "—",
                              "solo_mean": fmt_time(solo.iloc[0]["mean_s"]) if len(solo) else "—",
                              "slowdown": fmt_x(r["slowdown"])})
+    if len(jct_rows) < 2 and all(r["slowdown"] == "—" for r in jct_rows):
+        jct_rows = []  # one job without a solo baseline: its JCT is in the summary already
     job_rows = _job_rows(jm) if not jm.empty else []
     sp = summary["speedup"]
     speed_rows = [{"baseline": p["baseline"], "themis": p["themis"],
                    "baseline_s": fmt_time(p["baseline_s"]), "themis_s": fmt_time(p["themis_s"]),
                    "speedup": fmt_x(p["speedup"])} for p in (sp or {}).get("pairs", [])]
     spec_fabric = run.topology.get("kind") or (run.spec.get("fabric") or {}).get("kind") or "—"
+    fidelity = _fidelity(run)
+    facts = compare.facts(run, summary, fidelity["state"])
     return {
+        "facts": facts, "run_headlines": compare.run_headlines(facts, summary["speedup"]),
+        "size_rows": _size_rows(jm),
         "run": run, "label": run.label, "name": run.name, "path": str(run.path),
         "summary": summary, "fabric": spec_fabric, "status": summary["status"],
-        "fidelity": _fidelity(run), "jobs": job_rows,
+        "fidelity": fidelity, "jobs": job_rows,
         "job_columns": _job_columns(job_rows),
         "dims": dims, "ls_rows": ls_rows, "jct_rows": jct_rows, "speed_rows": speed_rows,
         "fairness": fmt_num(summary["fairness"]), "fairness_basis": summary["fairness_basis"],
@@ -214,6 +226,28 @@ def _run_context(run: Run, out: Path, prefix: str) -> dict[str, Any]:
         "notes": run.notes,
         "log_lines": len(run.controller_log.splitlines()) if run.controller_log else None,
     }
+
+
+def _size_rows(jm) -> list[dict[str, str]]:
+    """Every (job, size) of a run whose jobs ran more than one size; [] otherwise."""
+    if jm.empty or all(len(r["sizes"] or {}) < 2 for _, r in jm.iterrows()):
+        return []
+    rows = []
+    for name, r in jm.iterrows():
+        for size, v in sorted((r["sizes"] or {}).items(), key=lambda kv: int(kv[0])):
+            rows.append({"job": name, "solo": isinstance(r["solo_of"], str),
+                         "size": fmt_bytes(int(size)), "iterations": str(v["iterations"]),
+                         "time": fmt_time(v["collective_s"]), "algbw": fmt_rate(v["algbw_gbit_s"]),
+                         "busbw": fmt_rate(v["busbw_gbit_s"])})
+    return rows
+
+
+def _headline_context(h: compare.Headline) -> dict[str, Any]:
+    return {"title": h.title, "sentence": h.sentence, "ref": h.ref, "other": h.other,
+            "caveats": h.caveats,
+            "rows": [{"job": r["job"], "size": fmt_bytes(r["size_bytes"]),
+                      "ref": fmt_time(r["ref_s"]), "other": fmt_time(r["other_s"]),
+                      "speedup": fmt_x(r["speedup"])} for r in h.rows]}
 
 
 def _mean(values: list[Any]) -> float | None:
@@ -243,16 +277,13 @@ def _comparison(ctxs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ("Fidelity", col(lambda c: c["fidelity"]["verdict"])),
         ("Mean iteration time", col(lambda c: fmt_time(_mean(
             [j["mean_s"] for j in tenants(c).values()])))),
-        ("Mean busbw", col(lambda c: fmt_mbps(_mean(
-            [j["busbw_gbps"] for j in tenants(c).values()])))),
+        ("Mean busbw", col(lambda c: fmt_rate(_mean(
+            [j["busbw_gbit_s"] for j in tenants(c).values()])))),
         ("Mean JCT", col(lambda c: fmt_time(_mean([j["jct_s"] for j in tenants(c).values()])))),
         ("Mean slowdown", col(lambda c: fmt_x(_mean(
             [j["slowdown"] for j in tenants(c).values()])))),
         ("Worst slowdown", col(lambda c: fmt_x(max(
             [j["slowdown"] for j in tenants(c).values() if j["slowdown"]], default=None)))),
-        (f"Speed-up vs {ctxs[0]['label']} (mean iteration time)", col(lambda c: fmt_x(
-            _ratio(_mean([j["mean_s"] for j in tenants(ctxs[0]).values()]),
-                   _mean([j["mean_s"] for j in tenants(c).values()]))))),
         ("Jain fairness", col(lambda c: c["fairness"])),
         ("Themis speedup", col(lambda c: fmt_x((c["summary"]["speedup"] or {}).get("mean")))),
         ("Leaf-spine mean util (busiest link)", col(lambda c: max(
@@ -266,11 +297,9 @@ def _comparison(ctxs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             lambda c, d=d: " / ".join(
                 fmt_pct(c["summary"]["dimensions"].get(d, {}).get(k))
                 for k in ("active_fraction", "bytes_util")))))
-    return [{"metric": m, "cells": cells} for m, cells in rows]
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b else None
+    # a row no run has a value for says nothing
+    return [{"metric": m, "cells": cells} for m, cells in rows
+            if any(c not in ("—", "— / —") for c in cells)]
 
 
 def _pct_key(s: str) -> float:
@@ -368,6 +397,8 @@ def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = No
     out = _out_dir(run_dirs, out_dir)
     multi = len(runs) > 1
     ctxs = [_run_context(r, out, f"fig-{_slug(r.label)}-" if multi else "fig-") for r in runs]
+    heads = (compare.headlines([c["facts"] for c in ctxs]) if multi
+             else ctxs[0]["run_headlines"])
     comparison = _comparison(ctxs) if multi else None
     cmp_fig = _figure(figures.comparison(runs, out / "fig-comparison.png")) if multi else None
     cmp_cdf = _figure(figures.jct_cdfs(runs, out / "fig-comparison-jct.png")) if multi else None
@@ -376,6 +407,7 @@ def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = No
         "generated": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "runs": ctxs, "multi": multi, "comparison": comparison, "cmp_fig": cmp_fig,
         "cmp_cdf": cmp_cdf, "sections": SECTIONS,
+        "headlines": [_headline_context(h) for h in heads],
     }
     env = _env()
     html = out / "report.html"

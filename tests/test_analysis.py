@@ -21,6 +21,7 @@ from analysis.load import load_run
 from analysis.report import write_report
 from testbed.cli import main
 from testbed.core.errors import FabricLabError
+from workloads.model import predict
 
 SECTION_HEADINGS = ("Summary", "Per-dimension utilisation", "Chunk schedule (Gantt)",
                     "Leaf-spine link heatmap", "Job completion time and slowdown", "Fidelity")
@@ -127,7 +128,7 @@ def test_summary_of_the_leaf_spine_run(runs):
     assert a["slowdown"] == pytest.approx(2.0) and b["slowdown"] == pytest.approx(1.5)
     assert s["jobs"]["a-solo"]["slowdown"] is None
     assert a["mean_s"] == pytest.approx(0.4) and a["iterations"] == 3
-    assert a["algbw_gbps"] == pytest.approx(LS_SIZE / 0.4 / 1e9)
+    assert a["algbw_gbit_s"] == pytest.approx(LS_SIZE * 8 / 0.4 / 1e9)
     assert a["jct_s"] == pytest.approx(4 * 0.25 + 4 * 0.4 + 0.25)
     assert s["fairness_basis"] == "1/slowdown"
     assert s["fairness"] == pytest.approx(metrics.jain([1 / 2.0, 1 / 1.5]))
@@ -148,7 +149,7 @@ def test_summary_of_baseline_vs_themis(runs):
     s = metrics.summarise(load_run(runs["multidim"]))
     base, them = s["jobs"]["baseline"], s["jobs"]["themis"]
     assert base["collective_s"] == pytest.approx(0.5) and them["collective_s"] == 0.375
-    assert base["busbw_gbps"] == pytest.approx(SIZE / 0.5 / 1e9 * 2 * 3 / 4)
+    assert base["busbw_gbit_s"] == pytest.approx(SIZE * 8 / 0.5 / 1e9 * 2 * 3 / 4)
     assert s["speedup"]["mean"] == pytest.approx(4 / 3)
     assert s["speedup"]["pairs"][0] | {} == {"baseline": "baseline", "themis": "themis",
                                              "baseline_s": 0.5, "themis_s": 0.375,
@@ -195,55 +196,74 @@ def _headings(html: str) -> list[str]:
     return [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<h2[^>]*>(.*?)</h2>", html)]
 
 
-def test_report_of_one_run_has_every_section(runs, tmp_path, capsys):
+def test_report_of_one_run_leads_with_its_headline_and_skips_empty_sections(runs, tmp_path,
+                                                                           capsys):
     run_dir = _copy(runs["leaf_spine"], tmp_path)
     assert main(["report", str(run_dir)]) == 0
     path = capsys.readouterr().out.strip()
     assert path == str(run_dir / "report.html")
     html = (run_dir / "report.html").read_text()
-    assert _headings(html) == list(SECTION_HEADINGS)
+    # flat rings only: no chunk schedule to draw, so no Gantt section at all
+    assert _headings(html) == ["Headlines", *(h for h in SECTION_HEADINGS if "Gantt" not in h)]
+    assert "Contention under ecmp</strong> — slowdown against running alone: 1.75× mean, " \
+           "2.00× worst over 2 jobs" in html
     assert html.count('src="data:image/png;base64,') == 3  # dims, heatmap, CDF
-    assert "no chunk schedule to draw" in html  # flat rings only
     assert "Do not trust" not in html and "leaf0→spine0" in html
     md = (run_dir / "report.md").read_text()
-    for h in SECTION_HEADINGS:
-        assert f"## {h}" in md
+    assert "## Headlines" in md and "## Chunk schedule" not in md
     for fig in re.findall(r"!\[[^]]*\]\(([^)]+)\)", md):
         assert (run_dir / fig).is_file()
 
 
-def test_section_without_data_is_a_note_and_unfaithful_run_is_flagged(runs, tmp_path):
+def test_unfaithful_run_is_flagged_and_its_themis_headline_has_the_model(runs, tmp_path):
     run_dir = build_multidim_run(tmp_path, faithful=False)
     html = write_report([run_dir], tmp_path / "out").read_text()
-    assert _headings(html) == list(SECTION_HEADINGS)
-    assert "This fabric has no leaf-spine links" in html
+    # no leaf-spine links: no heatmap section; two jobs without solo baselines: no JCT CDF
+    assert _headings(html) == ["Headlines", "Summary", "Per-dimension utilisation",
+                               "Chunk schedule (Gantt)", "Job completion time and slowdown",
+                               "Fidelity"]
     assert html.count('src="data:image/png;base64,') == 3  # dims, Gantt, CDF
     assert 'alt="Gantt chart of chunk phases per dimension"' in html
     banner = html.index("Do not trust this run")
-    assert banner < html.index(">Summary<")
+    assert banner < html.index(">Headlines<") < html.index(">Summary<")
     assert "CPU idle fell to 3%" in html[banner:html.index(">Summary<")]
-    assert "Themis vs baseline" in html and "1.33×" in html
+    head = re.search(r"themis is ([\d.]+)× as fast as baseline \(the model predicts ([\d.]+)×\)",
+                     html)
+    model = [predict([2, 2], [80e6, 40e6], SIZE, 2, policy=p).time_s
+             for p in ("baseline", "themis")]
+    assert head and head.group(1) == "1.33" and head.group(2) == f"{model[0] / model[1]:.2f}"
+    assert "failed its fidelity check" in html
     assert "Do not trust this run" in (tmp_path / "out" / "report.md").read_text()
 
 
-def test_report_on_two_runs_has_the_comparison(runs, tmp_path):
+def test_report_on_two_runs_leads_with_the_routing_headline(runs, tmp_path):
     vclos = build_leaf_spine_run(tmp_path, "vclos", policy="vclos", times=(0.2, 0.2),
                                  spines=(0, 1))
     html_path = write_report([runs["leaf_spine"], vclos], tmp_path / "cmp")
     html = html_path.read_text()
     heads = _headings(html)
-    assert heads[0] == "Comparison"
+    assert heads[:2] == ["Headlines", "Comparison"]
     for label in ("ecmp", "vclos"):
         assert f"Run: {label}" in heads
-        for h in SECTION_HEADINGS:
-            assert f"{h} — {label}" in heads
-    table = html[html.index('id="comparison"'):html.index("</table>")]
+        assert f"Summary — {label}" in heads and f"Fidelity — {label}" in heads
+    assert ("Routing: vclos vs ecmp</strong> — slowdown against running alone: 1.75× mean, "
+            "2.00× worst under ecmp; 1.00× mean, 1.00× worst under vclos — slowdown ratio "
+            "1.75×") in html
+    table = html[html.index('id="comparison"'):]
+    table = table[:table.index("</table>")]
     assert "<th>ecmp</th><th>vclos</th>" in table
     assert "Worst slowdown</td><td>2.00×</td><td>1.00×" in table
-    assert "Speed-up vs ecmp" in table
+    assert "Speed-up vs" not in table  # runs are compared only in headlines, within a setup
     assert (tmp_path / "cmp" / "fig-comparison.png").is_file()
     md = (tmp_path / "cmp" / "report.md").read_text()
     assert "| metric | ecmp | vclos |" in md
+    assert "| a | 1 MiB |" in md or "| a |" in md
+
+
+def test_runs_without_a_shared_setup_get_no_headline(runs, tmp_path):
+    html = write_report([runs["leaf_spine"], runs["multidim"]], tmp_path / "x").read_text()
+    assert "No two runs share a fabric and jobs" in html
+    assert "Routing:" not in html and "Chunk schedule:" not in html
 
 
 def test_report_default_out_for_several_runs(runs, tmp_path):

@@ -34,12 +34,12 @@ def test_job_metrics_match_hand_computation():
         assert len(t) == 2  # two measured iterations, warm-up excluded
         mean = t.mean()
         size, n = 512 * 1024, 2
-        algbw = size / mean / 1e9
+        algbw_gbit_s = size * 8 / mean / 1e9
         j = s["jobs"][job]
         assert j["iterations"] == 2 and j["correct"]
         assert j["collective_s"] == pytest.approx(mean, rel=1e-9)
-        assert j["algbw_gbps"] == pytest.approx(algbw, rel=1e-9)
-        assert j["busbw_gbps"] == pytest.approx(algbw * 2 * (n - 1) / n, rel=1e-9)
+        assert j["algbw_gbit_s"] == pytest.approx(algbw_gbit_s, rel=1e-9)
+        assert j["busbw_gbit_s"] == pytest.approx(algbw_gbit_s * 2 * (n - 1) / n, rel=1e-9)
         solo = collective_times(f"{job}-solo").mean()
         assert j["slowdown"] == pytest.approx(mean / solo, rel=1e-9)
 

@@ -49,7 +49,7 @@ def test_runner_end_to_end(tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "ok"
     a = summary["jobs"]["a"]
-    assert a["correct"] and a["busbw_gbps"] > 0 and a["slowdown"] is not None
+    assert a["correct"] and a["busbw_gbit_s"] > 0 and a["slowdown"] is not None
     assert summary["fidelity"]["verdict"] in ("faithful", "not faithful")
     fidelity = json.loads((run_dir / "fidelity.json").read_text())
     assert fidelity["links"] and fidelity["cpu_idle_min"] is not None

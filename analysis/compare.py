@@ -1,0 +1,312 @@
+"""Headline comparisons between runs: which runs may be compared, and what each comparison
+found, as one sentence with its number and a table over every message size.
+
+Two runs are comparable when they share a *setup*: the same fabric and the same tenant jobs
+(names, host counts, workloads) — everything except the *axes* below. A group of comparable
+runs that differ on exactly one axis gets a :class:`Headline` per non-reference run, against
+the reference run (the one whose value the axis names as the usual reference, else the first).
+
+Axes are a registry (:data:`AXES`): add an :class:`Axis` to compare runs on another job field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from analysis import metrics
+from analysis.load import Run
+from testbed.core.algorithms import is_flat
+from testbed.core.errors import FabricLabError
+from testbed.core.units import format_size
+
+#: Workload fields that say how long or how often, not what: runs differing only in these
+#: still compare (their mean times are per collective or per iteration).
+REPEAT_FIELDS = ("iterations", "warmup")
+
+
+@dataclass(frozen=True)
+class Axis:
+    """A job setting experiments vary: ``fields`` of the job, the ``reference`` values the
+    others are measured against (first match wins), and what the headline says."""
+
+    name: str
+    title: str
+    fields: tuple[str, ...]
+    reference: tuple[str, ...] = ()
+    sentence: Callable[[Comparison], str] | None = None
+
+
+@dataclass
+class RunFacts:
+    """What a comparison needs of one run."""
+
+    label: str
+    setup: str  # JSON of the fabric and tenant jobs without the axes' fields
+    values: dict[str, str]  # axis name -> the run's value(s) of that axis
+    jobs: dict[str, dict[str, Any]]  # tenant jobs of the run's summary (solo baselines left out)
+    simulated: bool = False
+    trusted: bool = True
+    model_s: dict[str, float] = field(default_factory=dict)  # job -> modelled time, if any
+
+
+@dataclass
+class Comparison:
+    """``other`` against ``ref`` on ``axis``: per (job, size) collective or iteration times."""
+
+    axis: Axis
+    ref: RunFacts
+    other: RunFacts
+    rows: list[dict[str, Any]]  # job, size_bytes, ref_s, other_s, speedup (= ref_s / other_s)
+
+    @property
+    def speedup(self) -> float | None:
+        """Geometric mean over jobs of ``ref ÷ other`` mean time (at each job's headline size)."""
+        ratios = [_ratio(self.ref.jobs[j].get("mean_s"), self.other.jobs[j].get("mean_s"))
+                  for j in self.ref.jobs if j in self.other.jobs]
+        return _geomean(ratios)
+
+    def mean_slowdown(self, facts: RunFacts) -> float | None:
+        return _mean([j.get("slowdown") for j in facts.jobs.values()])
+
+    def worst_slowdown(self, facts: RunFacts) -> float | None:
+        return max((v for v in (_num(j.get("slowdown")) for j in facts.jobs.values())
+                    if v is not None), default=None)
+
+    @property
+    def model_speedup(self) -> float | None:
+        ratios = [_ratio(self.ref.model_s.get(j), self.other.model_s.get(j))
+                  for j in self.ref.jobs if j in self.other.jobs]
+        return _geomean(ratios)
+
+    @property
+    def title(self) -> str:
+        return (f"{self.axis.title}: {self.other.values[self.axis.name]} vs "
+                f"{self.ref.values[self.axis.name]}")
+
+
+@dataclass
+class Headline:
+    title: str
+    sentence: str
+    ref: str  # run labels
+    other: str
+    number: float | None  # the headline ratio
+    rows: list[dict[str, Any]]
+    caveats: list[str]
+
+
+# ---------------------------------------------------------------- the sentences
+
+def _x(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.2f}×"
+
+
+def _routing(c: Comparison) -> str:
+    ref, oth = c.ref.values["policy"], c.other.values["policy"]
+    sd_ref, sd_oth = c.mean_slowdown(c.ref), c.mean_slowdown(c.other)
+    if sd_ref is not None and sd_oth is not None:
+        return (f"slowdown against running alone: {_x(sd_ref)} mean, {_x(c.worst_slowdown(c.ref))}"
+                f" worst under {ref}; {_x(sd_oth)} mean, {_x(c.worst_slowdown(c.other))} worst "
+                f"under {oth} — slowdown ratio {_x(_ratio(sd_ref, sd_oth))}")
+    return (f"{oth} is {_x(c.speedup)} as fast as {ref} (no solo baselines, so no slowdowns: "
+            "set solo_baselines: true)")
+
+
+def _schedule(c: Comparison) -> str:
+    ref, oth = c.ref.values["schedule"], c.other.values["schedule"]
+    model = c.model_speedup
+    beside = f" (the model predicts {_x(model)})" if model is not None else " (no model for it)"
+    return f"{oth} is {_x(c.speedup)} as fast as {ref}{beside}"
+
+
+def _per_size(c: Comparison) -> str:
+    ref, oth = c.ref.values[c.axis.name], c.other.values[c.axis.name]
+    by_size: dict[int, list[float | None]] = {}
+    for r in c.rows:
+        by_size.setdefault(r["size_bytes"], []).append(r["speedup"])
+    parts = [f"{format_size(s)} {_x(_geomean(v))}" for s, v in sorted(by_size.items())]
+    return f"{oth} is faster than {ref} by " + (", ".join(parts) or "n/a")
+
+
+AXES: dict[str, Axis] = {a.name: a for a in (
+    Axis("policy", "Routing", ("policy",), ("ecmp", "ecmp-l3"), _routing),
+    Axis("schedule", "Chunk schedule", ("algorithm", "dim_algorithm", "order", "chunks"),
+         ("baseline",), _schedule),
+    Axis("transport", "Transport", ("transport",), ("rpc",), _per_size),
+)}
+
+
+# ---------------------------------------------------------------- facts of a run
+
+def _tenants(run: Run) -> list[dict[str, Any]]:
+    return [j for j in run.jobs if not j.get("solo_of")]
+
+
+def _job_setup(job: dict[str, Any], axis_fields: set[str]) -> dict[str, Any]:
+    workload = {k: v for k, v in (job.get("workload") or {}).items() if k not in REPEAT_FIELDS}
+    keep = {k: v for k, v in job.items()
+            if k in ("name", "start_offset_s", "dims") and k not in axis_fields}
+    return {**keep, "hosts": len(job.get("hosts") or []) or job.get("hosts_wanted"),
+            "workload": workload}
+
+
+def setup_key(run: Run, axes: Sequence[Axis] | None = None) -> str:
+    """The fabric and tenant jobs of ``run``, leaving out every axis field: equal keys mean
+    the runs ran the same workload on the same fabric."""
+    axis_fields = {f for a in (axes or AXES.values()) for f in a.fields}
+    fabric = run.topology.get("spec") or run.spec.get("fabric") or {}
+    jobs = sorted((_job_setup(j, axis_fields) for j in _tenants(run)), key=lambda j: j["name"])
+    return json.dumps({"fabric": fabric, "jobs": jobs}, sort_keys=True, default=str)
+
+
+def axis_value(run: Run, axis: Axis) -> str:
+    """The run's value on ``axis``: its tenant jobs' settings, e.g. ``ecmp`` or
+    ``themis/ring/scf/16`` (the first field alone when the rest do not vary in the run)."""
+    values = sorted({"/".join(str(j.get(f)) for f in axis.fields) for j in _tenants(run)})
+    if axis.name == "policy" and not values:
+        values = [str(run.spec.get("policy"))]
+    firsts = {v.split("/")[0] for v in values}
+    return ", ".join(sorted(firsts)) if len(firsts) == len(values) else ", ".join(values)
+
+
+def _modelled_times(run: Run, jobs: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """Per chunk-scheduled job: the predictive model's time for its headline size on the
+    run's fabric (bandwidth only; :mod:`workloads.model`)."""
+    from workloads.model import predict
+
+    bw = metrics.dim_bandwidths(run.topology)
+    dims_of = metrics._job_dims(run)
+    out = {}
+    for job in _tenants(run):
+        name, algo = str(job["name"]), str(job.get("algorithm"))
+        size = _num((jobs.get(name) or {}).get("size_bytes"))
+        dims = dims_of.get(name) or []
+        if is_flat(algo) or size is None or not dims or any(d not in bw for d in range(len(dims))):
+            continue
+        try:
+            p = predict(dims, [bw[d] for d in range(len(dims))], int(size),
+                        int(job.get("chunks") or 1), policy=algo,
+                        order=str(job.get("order") or "fifo"),
+                        dim_algorithm=str(job.get("dim_algorithm") or "ring"))
+        except (FabricLabError, ValueError):
+            continue
+        out[name] = p.time_s
+    return out
+
+
+def facts(run: Run, summary: dict[str, Any], fidelity_state: str) -> RunFacts:
+    """:class:`RunFacts` of a loaded run and its :func:`analysis.metrics.summarise`."""
+    jobs = {n: j for n, j in summary["jobs"].items() if not j.get("solo_of")}
+    return RunFacts(label=run.label, setup=setup_key(run),
+                    values={a.name: axis_value(run, a) for a in AXES.values()},
+                    jobs=jobs, simulated=fidelity_state == "simulated",
+                    trusted=fidelity_state in ("ok", "simulated"),
+                    model_s=_modelled_times(run, jobs))
+
+
+# ---------------------------------------------------------------- the comparisons
+
+def size_rows(ref: RunFacts, other: RunFacts) -> list[dict[str, Any]]:
+    """Every (job, size) both runs measured: the two mean times and ``ref ÷ other``."""
+    rows = []
+    for name in sorted(set(ref.jobs) & set(other.jobs)):
+        a, b = ref.jobs[name].get("sizes") or {}, other.jobs[name].get("sizes") or {}
+        for size in sorted(set(a) & set(b), key=int):
+            ra, rb = _num(a[size].get("collective_s")), _num(b[size].get("collective_s"))
+            rows.append({"job": name, "size_bytes": int(size), "ref_s": ra, "other_s": rb,
+                         "speedup": _ratio(ra, rb)})
+    return rows
+
+
+def _reference(group: list[RunFacts], axis: Axis) -> RunFacts:
+    for want in axis.reference:
+        for f in group:
+            if f.values[axis.name] == want:
+                return f
+    return group[0]
+
+
+def headlines(runs: Sequence[RunFacts], axes: Sequence[Axis] | None = None) -> list[Headline]:
+    """One headline per run that differs from a comparable reference run on exactly one axis,
+    in the order the runs were given."""
+    axes = list(axes or AXES.values())
+    groups: dict[str, list[RunFacts]] = {}
+    for f in runs:
+        groups.setdefault(f.setup, []).append(f)
+    out = []
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        differing = [a for a in axes if len({f.values[a.name] for f in group}) > 1]
+        if len(differing) != 1:
+            continue
+        axis = differing[0]
+        ref = _reference(group, axis)
+        for other in group:
+            if other is ref or other.values[axis.name] == ref.values[axis.name]:
+                continue
+            out.append(_headline(Comparison(axis, ref, other, size_rows(ref, other))))
+    return out
+
+
+def _headline(c: Comparison) -> Headline:
+    caveats = [f"run “{f.label}” failed its fidelity check: do not trust this comparison"
+               for f in (c.ref, c.other) if not f.trusted]
+    simulated = [f.label for f in (c.ref, c.other) if f.simulated]
+    if simulated and c.axis.name == "transport":
+        return Headline(c.title, "n/a: the simulator does not model transports (every transport "
+                        "gets the same times)", c.ref.label, c.other.label, None, [], caveats)
+    if simulated:
+        caveats.append("simulated (flow-level model): " + ", ".join(simulated))
+    number = (_ratio(c.mean_slowdown(c.ref), c.mean_slowdown(c.other))
+              if c.axis.name == "policy" and c.mean_slowdown(c.ref) is not None
+              else c.speedup)
+    sentence = (c.axis.sentence or _per_size)(c)
+    return Headline(c.title, sentence, c.ref.label, c.other.label, number, c.rows, caveats)
+
+
+# ---------------------------------------------------------------- small helpers
+
+def _num(x: Any) -> float | None:
+    return metrics._num(x)
+
+
+def _ratio(a: Any, b: Any) -> float | None:
+    a, b = _num(a), _num(b)
+    return a / b if a is not None and b else None
+
+
+def _mean(values: Sequence[Any]) -> float | None:
+    v = [x for x in (_num(x) for x in values) if x is not None]
+    return sum(v) / len(v) if v else None
+
+
+def _geomean(values: Sequence[float | None]) -> float | None:
+    v = [x for x in values if x is not None and x > 0]
+    return math.exp(sum(math.log(x) for x in v) / len(v)) if v else None
+
+
+
+def run_headlines(f: RunFacts, speedup: dict[str, Any] | None) -> list[Headline]:
+    """Headlines one run holds on its own: contention (slowdown against each tenant's solo
+    baseline) and Themis-vs-baseline job pairs, with the model's prediction beside them."""
+    out = []
+    slow = [v for v in (_num(j.get("slowdown")) for j in f.jobs.values()) if v is not None]
+    caveats = [] if f.trusted else [f"run “{f.label}” failed its fidelity check: do not trust it"]
+    if slow:
+        mean = sum(slow) / len(slow)
+        out.append(Headline(f"Contention under {f.values['policy']}",
+                            f"slowdown against running alone: {_x(mean)} mean, "
+                            f"{_x(max(slow))} worst over {len(slow)} jobs",
+                            f.label, f.label, mean, [], caveats))
+    for p in (speedup or {}).get("pairs", []):
+        model = _ratio(f.model_s.get(p["baseline"]), f.model_s.get(p["themis"]))
+        beside = f" (the model predicts {_x(model)})" if model is not None else ""
+        out.append(Headline(f"Chunk schedule: {p['themis']} vs {p['baseline']}",
+                            f"themis is {_x(p['speedup'])} as fast as baseline{beside}",
+                            f.label, f.label, p["speedup"], [], caveats))
+    return out

@@ -1,0 +1,71 @@
+"""Headline comparisons (analysis.compare): who is compared with whom, and what is said."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.compare import RunFacts, headlines
+
+KIB, MIB = 1024, 1024 * 1024
+
+
+def facts(label: str, setup: str = "s", *, policy: str = "ecmp", schedule: str = "ring",
+          transport: str = "zerocopy", times: dict[int, float] | None = None,
+          slowdown: float | None = None, simulated: bool = False, trusted: bool = True,
+          model_s: float | None = None) -> RunFacts:
+    times = times or {MIB: 1.0}
+    head = max(times)
+    job = {"mean_s": times[head], "size_bytes": head, "slowdown": slowdown,
+           "sizes": {str(s): {"collective_s": t} for s, t in times.items()}}
+    return RunFacts(label, setup, {"policy": policy, "schedule": schedule,
+                                   "transport": transport}, {"j": job}, simulated, trusted,
+                    {"j": model_s} if model_s else {})
+
+
+def test_routing_headline_gives_the_slowdown_ratio_against_ecmp():
+    (h,) = headlines([facts("v", policy="vclos", slowdown=1.0, times={MIB: 1.0}),
+                      facts("e", policy="ecmp", slowdown=2.5, times={MIB: 2.5})])
+    assert h.title == "Routing: vclos vs ecmp" and (h.ref, h.other) == ("e", "v")
+    assert h.number == pytest.approx(2.5)
+    assert "2.50× mean" in h.sentence and "slowdown ratio 2.50×" in h.sentence
+    assert h.rows == [{"job": "j", "size_bytes": MIB, "ref_s": 2.5, "other_s": 1.0,
+                       "speedup": 2.5}]
+
+
+def test_schedule_headline_puts_the_model_beside_the_measurement():
+    (h,) = headlines([facts("t", schedule="themis", times={MIB: 2.0}, model_s=1.6),
+                      facts("b", schedule="baseline", times={MIB: 3.0}, model_s=2.4)])
+    assert h.number == pytest.approx(1.5)
+    assert h.sentence == "themis is 1.50× as fast as baseline (the model predicts 1.50×)"
+
+
+def test_transport_headline_has_every_size():
+    sizes_zc = {4 * KIB: 0.001, 64 * KIB: 0.002, 4 * MIB: 0.1}
+    sizes_rpc = {4 * KIB: 0.009, 64 * KIB: 0.006, 4 * MIB: 0.11}
+    (h,) = headlines([facts("zc", times=sizes_zc), facts("rpc", transport="rpc",
+                                                          times=sizes_rpc)])
+    assert h.title == "Transport: zerocopy vs rpc" and h.ref == "rpc"
+    assert h.sentence == ("zerocopy is faster than rpc by 4KiB 9.00×, 64KiB 3.00×, "
+                          "4MiB 1.10×")
+    assert [r["size_bytes"] for r in h.rows] == [4 * KIB, 64 * KIB, 4 * MIB]
+
+
+def test_simulated_transport_comparison_is_not_applicable():
+    (h,) = headlines([facts("zc", simulated=True),
+                      facts("rpc", transport="rpc", simulated=True)])
+    assert h.number is None and h.sentence.startswith("n/a") and h.rows == []
+
+
+def test_only_runs_sharing_a_setup_and_differing_in_one_axis_are_compared():
+    unrelated = [facts("a", "fabric-1"), facts("b", "fabric-2", policy="vclos")]
+    assert headlines(unrelated) == []
+    two_axes = [facts("a"), facts("b", policy="vclos", transport="rpc")]
+    assert headlines(two_axes) == []
+    repeats = [facts("a"), facts("b")]
+    assert headlines(repeats) == []
+
+
+def test_untrusted_runs_carry_a_caveat_and_the_first_run_is_the_default_reference():
+    (h,) = headlines([facts("x", policy="shortest"), facts("y", policy="vclos", trusted=False)])
+    assert h.ref == "x" and any("do not trust" in c for c in h.caveats)
+    assert "no solo baselines" in h.sentence
