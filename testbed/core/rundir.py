@@ -2,7 +2,8 @@
 
 ``results/<timestamp>-<name>/``: ``spec.yaml``, ``env.json`` (written from
 :func:`base_environment` plus the backend's own fields), ``topology.json``, ``jobs.json``,
-``jobs/<job>/`` (worker configs and parquet traces), ``fidelity.json`` and ``summary.json``;
+``jobs/<job>/`` (worker configs and parquet traces), ``fidelity.json``, ``summary.json`` and
+its CSV tables in ``csv/`` (:mod:`testbed.core.summary_csv`);
 the emulator adds ``controller.log``, ``link_samples.parquet`` and ``cpu_samples.parquet``.
 """
 
@@ -19,6 +20,7 @@ import yaml
 
 from testbed.core.atomic import write_json
 from testbed.core.experiment import Experiment
+from testbed.core.summary_csv import write_tables
 
 
 def base_environment() -> dict[str, Any]:
@@ -61,7 +63,10 @@ def write_results(run_dir: Path, records: list[dict[str, Any]], fidelity: dict[s
                   summarise: Callable[[], dict[str, Any]]) -> None:
     """What a run writes when it ends, each file atomically: ``jobs.json`` (one record per
     job and solo baseline), ``fidelity.json``, then ``summary.json`` from ``summarise()``
-    (which may read the first two back, as :func:`analysis.metrics.summarise` does)."""
+    (which may read the first two back, as :func:`analysis.metrics.summarise` does) and its
+    CSV tables."""
     write_json(run_dir / "jobs.json", records)
     write_json(run_dir / "fidelity.json", fidelity)
-    write_json(run_dir / "summary.json", summarise())
+    summary = summarise()
+    write_json(run_dir / "summary.json", summary)
+    write_tables(run_dir, summary)
