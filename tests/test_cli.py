@@ -35,12 +35,14 @@ def allreduce_dirs() -> set[Path]:
 
 
 def test_topo_prints_counts_and_exports_json(tmp_path, capsys):
-    out = tmp_path / "topo.json"
-    assert main(["topo", "experiments/fabrics/multidim-2x4.yaml", "--json", str(out)]) == 0
+    out = tmp_path / "new"
+    assert main(["topo", "experiments/fabrics/multidim-2x4.yaml", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "multidim: 8 hosts, 4 switches (4 dim), 16 links (8 dim, 8 ring)" in text
-    data = json.loads(out.read_text())
-    assert len(data["hosts"]) == 8 and not list(tmp_path.glob("*.partial"))
+    data = json.loads((out / "topology.json").read_text())
+    assert len(data["hosts"]) == 8 and not list(out.glob("*.partial"))
+    assert main(["topo", "experiments/fabrics/multidim-2x4.yaml", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == data
 
 
 def test_bad_spec_is_one_sentence_and_leaves_nothing(tmp_path, capsys):
@@ -140,7 +142,7 @@ def test_a_command_imports_only_its_own_module(tmp_path):
     root = Path(__file__).resolve().parents[1]
     code = ("import sys; from testbed.cli import main; "
             f"rc = main(['topo', {str(root / 'experiments/fabrics/multidim-2x4.yaml')!r}, "
-            f"'--json', {str(tmp_path / 'topo.json')!r}]); "
+            f"'--out', {str(tmp_path / 'topo')!r}]); "
             "heavy = ('pandas', 'matplotlib', 'testbed.sim', 'testbed.emulator', 'mininet', "
             "'os_ken', 'analysis'); "
             "print(rc, sorted(m for m in heavy if m in sys.modules))")

@@ -36,8 +36,8 @@ def files(tmp_path: Path, monkeypatch) -> Path:
 @pytest.mark.parametrize(("argv", "words"), [
     (["topo", "bad.yaml"], "bad.yaml is not UTF-8 text (byte 6"),
     (["run", "bad.yaml", "--backend", "sim"], "bad.yaml is not UTF-8 text"),
-    (["topo", FABRIC, "--json", "nodir/x.json"], "cannot write nodir/x.json: No such file"),
-    (["topo", FABRIC, "--json", "adir"], "cannot write adir: Is a directory"),
+    (["topo", FABRIC, "--out", "afile"], "afile: File exists"),
+    (["topo", FABRIC, "--out", "afile/sub"], "afile/sub: Not a directory"),
     (["run", DEMO, "--backend", "sim", "--out", "afile"], "Not a directory"),
     ([*SMALL, "--trace", "helios:bad.csv", "--out", "o"], "bad.csv is not a text (UTF-8) CSV"),
     ([*SMALL, "--out", ""], "--out is empty"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from pathlib import Path
 
 from testbed.core.errors import FabricLabError
 
@@ -35,14 +36,48 @@ COMMANDS = {  # command -> (the module that registers it, its line in `fabriclab
 }
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows every option's default, unless it has none or its help already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, argparse.SUPPRESS):
+            return text
+        return super()._get_help_string(action)
+
+
 class _Commands:
-    """The subparsers, giving every command its line from :data:`COMMANDS`."""
+    """The subparsers, giving every command its line from :data:`COMMANDS` (also its
+    description unless the module gives one) and the defaults-showing help formatter."""
 
     def __init__(self, sub: argparse._SubParsersAction) -> None:
         self.sub = sub
 
     def add_parser(self, name: str, **kwargs: object) -> argparse.ArgumentParser:
-        return self.sub.add_parser(name, help=COMMANDS[name][1], **kwargs)
+        line = COMMANDS[name][1]
+        kwargs.setdefault("description", line[0].upper() + line[1:] + ".")
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        return self.sub.add_parser(name, help=line, **kwargs)
+
+
+def version() -> str:
+    """The installed fabriclab's version, and the checkout's commit when it runs from one."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        text = installed("fabriclab")
+    except PackageNotFoundError:
+        text = "(not installed)"
+    head = Path(__file__).resolve().parents[2] / ".git" / "HEAD"
+    try:
+        ref = head.read_text().strip()
+        if ref.startswith("ref: "):
+            ref = (head.parent / ref[5:]).read_text().strip()
+        text += f" (commit {ref[:12]})"
+    except OSError:
+        pass
+    return f"fabriclab {text}"
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -50,8 +85,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     one (``fabriclab --help``) none is: the listing comes from :data:`COMMANDS`."""
     parser = argparse.ArgumentParser(
         prog="fabriclab",
-        description="Emulated testbed for the network side of distributed training.",
+        description="Emulated testbed for the network side of distributed training. Commands "
+        "marked (root) need root; the rest run as any user.",
     )
+    parser.add_argument("--version", action="version", version=version())
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     if command in COMMANDS:
         importlib.import_module(COMMANDS[command][0]).register(_Commands(sub))
