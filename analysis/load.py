@@ -1,9 +1,10 @@
 """Load one run directory (``results/<timestamp>-<name>/``) into a :class:`Run`.
 
 Required: the path is a directory holding at least one of ``spec.yaml``, ``topology.json`` or
-``jobs.json``. Everything else is optional and loads as empty (a crashed run still gets a
-report): missing traces give empty DataFrames with the right columns, a missing
-``fidelity.json`` gives ``None``. Worker traces are read with
+``jobs.json``, or the ``config-rank*.json`` and traces ``fabriclab allreduce --out`` keeps (one
+job over loopback, no fabric: :func:`_loopback_job`). Everything else is optional and loads as
+empty (a crashed run still gets a report): missing traces give empty DataFrames with the right
+columns, a missing ``fidelity.json`` gives ``None``. Worker traces are read with
 :func:`workloads.traces.read_table`; a rank that left only a ``*.partial.parquet`` snapshot
 (it crashed) is read from that snapshot and named in :attr:`Run.notes`.
 """
@@ -157,14 +158,35 @@ def _iterations(job_dir: Path, job: str) -> pd.DataFrame | None:
     return out
 
 
+def _loopback_job(root: Path) -> dict[str, Any] | None:
+    """The job record of a ``fabriclab allreduce --out`` directory (from rank 0's config and
+    the traces' time span), or None when ``root`` is not one."""
+    config = _read_json(root / "config-rank0.json", None)
+    if not isinstance(config, dict) or "job_id" not in config:
+        return None
+    colls = read_table(root, "collectives").to_pandas()
+    world = int(config.get("world_size") or 0)
+    finished = colls["rank"].nunique() == world if len(colls) else False
+    return {"name": str(config["job_id"]), "hosts": [f"rank{r}" for r in range(world)],
+            "solo_of": None, "policy": None,
+            **{k: config.get(k) for k in ("algorithm", "dim_algorithm", "order", "chunks",
+                                          "transport", "dims", "workload")},
+            "start": float(colls["start"].min()) if len(colls) else None,
+            "end": float((colls["start"] + colls["time"]).max()) if len(colls) else None,
+            "status": "ok" if finished else "incomplete"}
+
+
 def load_run(path: str | Path) -> Run:
     """Parse a run directory; raise :class:`FabricLabError` if ``path`` is not one."""
     root = Path(path)
     if not root.exists():
         raise FabricLabError(f"{path} does not exist")
-    if not root.is_dir() or not any((root / m).exists() for m in MARKERS):
+    loopback = _loopback_job(root) if root.is_dir() else None
+    if loopback is None and (not root.is_dir()
+                             or not any((root / m).exists() for m in MARKERS)):
         raise FabricLabError(
-            f"{path} is not a run directory (it has none of {', '.join(MARKERS)})"
+            f"{path} is not a run directory (it has none of {', '.join(MARKERS)}, nor the "
+            "config-rank0.json of fabriclab allreduce --out)"
         )
     notes: list[str] = []
     spec: dict[str, Any] = {}
@@ -175,7 +197,7 @@ def load_run(path: str | Path) -> Run:
             raise FabricLabError(f"cannot read {root / 'spec.yaml'}: {exc}") from None
         if not isinstance(spec, dict):
             spec = {}
-    jobs = _read_json(root / "jobs.json", [])
+    jobs = _read_json(root / "jobs.json", [loopback] if loopback else [])
     if not isinstance(jobs, list):
         raise FabricLabError(f"{root / 'jobs.json'} is not a list of jobs")
     jobs = [j for j in jobs if isinstance(j, dict) and "name" in j]
@@ -189,7 +211,7 @@ def load_run(path: str | Path) -> Run:
     phases, colls, iters = [], [], []
     for j in jobs:
         name = str(j["name"])
-        jd = jobs_dir / name
+        jd = root if loopback else jobs_dir / name
         phases.append(_traces(jd, "phases", notes, name))
         colls.append(_traces(jd, "collectives", notes, name))
         it = _iterations(jd, name) if jd.is_dir() else None
@@ -199,7 +221,8 @@ def load_run(path: str | Path) -> Run:
     empty_c = COLLECTIVE_SCHEMA.empty_table().to_pandas().assign(job="")
     links = _read_parquet(root / "link_samples.parquet", LINK_COLUMNS)
     cpu = _read_parquet(root / "cpu_samples.parquet", CPU_COLUMNS)
-    fidelity = _read_json(root / "fidelity.json", None)
+    fidelity = _read_json(root / "fidelity.json",
+                          {"verdict": "loopback", "reasons": []} if loopback else None)
     log = root / "controller.log"
     return Run(
         path=root,

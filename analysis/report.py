@@ -114,7 +114,8 @@ def _fidelity(run: Run) -> dict[str, Any]:
     links.sort(key=lambda r: -r["_r"])
     verdict = str(f.get("verdict") or "unknown")
     # a simulated run has no emulation to distrust: it is a model, labelled as such
-    state = {"faithful": "ok", "simulated": "simulated"}.get(verdict, "bad")
+    state = {"faithful": "ok", "simulated": "simulated", "loopback": "loopback"}.get(verdict,
+                                                                                   "bad")
     return {"state": state, "verdict": verdict,
             "reasons": [str(r) for r in f.get("reasons") or []],
             "cpu": f"min {fmt_pct(f.get('cpu_idle_min'))}, mean {fmt_pct(f.get('cpu_idle_mean'))}",

@@ -271,3 +271,16 @@ def test_report_default_out_for_several_runs(runs, tmp_path):
     b = _copy(runs["multidim"], tmp_path)
     out = write_report([a, b])
     assert out == a / "comparison" / "report.html" and out.is_file()
+
+
+def test_report_reads_an_allreduce_out_directory(tmp_path, capsys):
+    out = tmp_path / "ar"
+    assert main(["allreduce", "--ranks", "2", "--size", "1KiB:2KiB", "--iters", "1",
+                 "--warmup", "0", "--out", str(out)]) == 0
+    capsys.readouterr()
+    run = load_run(out)
+    assert run.job_names == ["job0"] and run.jobs[0]["status"] == "ok"
+    assert sorted(set(run.collectives["size"])) == [1024, 2048]
+    md = (write_report([out], tmp_path / "rep").parent / "report.md").read_text()
+    assert "over loopback" in md and "## Every message size" in md
+    assert "| job0 | 1 KiB | 1 |" in md and "| job0 | 2 KiB | 1 |" in md
