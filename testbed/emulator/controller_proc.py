@@ -1,24 +1,21 @@
-"""Start, watch and stop the SDN controller process (os-ken manager running sdn_app.controller)
-and talk to its loopback HTTP API."""
+"""Start, watch and stop the SDN controller process (os-ken manager running sdn_app.controller);
+its loopback HTTP API is :class:`~testbed.emulator.controller_api.ControllerApi`."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from sdn_app.compat import MANAGER_MODULE
-from testbed.core.errors import FabricLabError
+from testbed.emulator.controller_api import HOST, ControllerApi, ControllerError
 
-HOST = "127.0.0.1"
+__all__ = ["HOST", "Controller", "ControllerError", "free_port"]
 
 
 def free_port() -> int:
@@ -28,11 +25,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class ControllerError(FabricLabError):
-    pass
-
-
-class Controller:
+class Controller(ControllerApi):
     """The controller of one run: its process, log and API.
 
     ``start()`` launches it; ``wait_ready()`` blocks until every switch of the fabric is
@@ -43,7 +36,7 @@ class Controller:
         self.policy = policy
         self.ocs_delay = ocs_delay
         self.of_port = free_port()
-        self.api_port = free_port()
+        super().__init__(free_port())
         self.proc: subprocess.Popen | None = None
         self.log_path = self.run_dir / "controller.log"
 
@@ -111,41 +104,3 @@ class Controller:
         except OSError:
             return "no log"
         return lines[-1] if lines else "empty log"
-
-    # -- API -----------------------------------------------------------------------------------
-
-    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(f"http://{HOST}:{self.api_port}{path}", data=data,
-                                     method=method, headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                return resp.status, json.loads(resp.read())
-        except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read() or b"{}")
-
-    def get(self, path: str) -> Any:
-        status, body = self.request("GET", path)
-        if status != 200:
-            raise ControllerError(f"GET {path}: {status} {body.get('error', '')}")
-        return body
-
-    def create_job(self, job_id: str, *, hosts: list[str] | None = None,
-                   hosts_wanted: int | None = None, policy: str | None = None) -> dict[str, Any]:
-        body: dict[str, Any] = {"job_id": job_id}
-        if hosts is not None:
-            body["hosts"] = hosts
-        if hosts_wanted is not None:
-            body["hosts_wanted"] = hosts_wanted
-        if policy is not None:
-            body["policy"] = policy
-        status, reply = self.request("POST", "/jobs", body)
-        if status != 201:
-            raise ControllerError(f"job {job_id} refused: {reply.get('error', status)}")
-        return reply
-
-    def delete_job(self, job_id: str) -> dict[str, Any]:
-        status, reply = self.request("DELETE", f"/jobs/{job_id}")
-        if status != 200:
-            raise ControllerError(f"job {job_id} not released: {reply.get('error', status)}")
-        return reply
