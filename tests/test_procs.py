@@ -148,3 +148,15 @@ def test_the_lock_dies_with_its_holder(state_dir):
     p.wait()
     with runlock.exclusive_run("me"):  # SIGKILL released it
         pass
+
+
+def test_the_holder_says_how_to_stop_it(state_dir):
+    code = ("import sys; from testbed.emulator import cleanup, runlock; from pathlib import Path;"
+            f"cleanup.STATE_DIR = Path({str(state_dir)!r});"
+            "\ntry:\n    runlock.acquire('second')\n"
+            "except Exception as e:\n    print(e); sys.exit(3)")
+    with runlock.exclusive_run("fabriclab up x.yaml", stop_hint="leave its CLI with exit"):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 3, out.stderr
+    assert "fabriclab up x.yaml, since " in out.stdout
+    assert out.stdout.strip().endswith("): leave its CLI with exit")

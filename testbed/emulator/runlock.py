@@ -39,9 +39,13 @@ def holder() -> dict | None:
     return info if isinstance(info, dict) else None
 
 
-def acquire(what: str) -> None:
+STOP_HINT = "wait for it to end or stop it with Ctrl-C"
+
+
+def acquire(what: str, stop_hint: str = STOP_HINT) -> None:
     """Take the machine's fabric lock for ``what`` (re-entrant within this process); a clear
-    error if another run holds it. Each acquire is paired with one :func:`release`."""
+    error if another run holds it, ending with the holder's ``stop_hint`` (how to stop it).
+    Each acquire is paired with one :func:`release`."""
     global _depth, _fd
     with _guard:
         if _depth == 0:
@@ -55,12 +59,12 @@ def acquire(what: str) -> None:
                 raise FabricLabError(
                     f"another fabriclab run is using this machine's fabric (pid "
                     f"{info.get('pid', '?')}: {info.get('what', 'unknown')}, since "
-                    f"{info.get('since', '?')}): wait for it to end or stop it with Ctrl-C"
+                    f"{info.get('since', '?')}): {info.get('stop') or STOP_HINT}"
                 ) from None
             me = procs.identify(os.getpid())
             os.ftruncate(fd, 0)
             os.pwrite(fd, json.dumps({"pid": os.getpid(), "start_ticks": me and me.start_ticks,
-                                      "what": what,
+                                      "what": what, "stop": stop_hint,
                                       "since": time.strftime("%Y-%m-%d %H:%M:%S")}).encode(), 0)
             _fd = fd
         _depth += 1
@@ -78,9 +82,9 @@ def release() -> None:
 
 
 @contextlib.contextmanager
-def exclusive_run(what: str) -> Iterator[None]:
+def exclusive_run(what: str, stop_hint: str = STOP_HINT) -> Iterator[None]:
     """Hold the machine's fabric lock for ``what`` while the block runs."""
-    acquire(what)
+    acquire(what, stop_hint)
     try:
         yield
     finally:
