@@ -1,5 +1,6 @@
 """``fabriclab clean``: remove what crashed runs left, and only what they can be proven to have
-made (see :mod:`testbed.emulator.cleanup`)."""
+made (see :mod:`testbed.emulator.cleanup`), and the records of ``fabriclab up`` sessions that
+were killed (:mod:`testbed.emulator.up_record`)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from testbed.emulator import up_record
     from testbed.emulator.cleanup import clean_stale
     from testbed.emulator.preflight import require_root
 
     require_root("clean up after a run")
-    report = clean_stale()
+    report = clean_stale() + up_record.forget_stale()
     for line in report:
         print(line)
     if not report:
