@@ -21,6 +21,8 @@ COMMANDS = {  # command -> (the module that registers it, its line in `fabriclab
               "(root)"),
     "calibrate": ("testbed.cli.calibrate", "saturate every link and check achieved vs "
                   "configured rates (root)"),
+    "up": ("testbed.cli.up", "bring a fabric and its controller up and keep them up, in "
+           "Mininet's CLI or until Ctrl-C (root)"),
     "topo": ("testbed.cli.topo", "validate a fabric spec and print or export its topology"),
     "run": ("testbed.cli.run", "run an experiment (all its variants) and write a report "
             "(root, or --backend sim)"),
