@@ -70,6 +70,8 @@ def test_topo_reads_the_fabric_block_of_an_experiment(files: Path, capsys) -> No
     (["--help"], ("pandas", "matplotlib", "networkx", "pydantic", "testbed.sim", "sdn_app")),
     (["topo", FABRIC], ("pandas", "matplotlib", "networkx", "testbed.sim", "sdn_app")),
     (["report", "--help"], ("pandas", "matplotlib")),
+    (["up", "--help"], ("pandas", "mininet", "os_ken", "sdn_app")),
+    (["jobs", "list", "--help"], ("pandas", "mininet", "os_ken", "sdn_app", "pydantic")),
 ])
 def test_light_commands_load_no_heavy_module(argv: list[str], not_loaded: tuple[str, ...]) -> None:
     """What makes `fabriclab --help` and `topo` start fast (startup time itself is not
