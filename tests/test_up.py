@@ -215,3 +215,35 @@ def test_no_controller_means_no_job_lines(tmp_path):
     assert "controller API" not in text and "jobs cannot be placed" in text
     assert "`exit` or Ctrl-D in the CLI tears it all down" in text
     assert "Mininet's CLI (`h0 ping -c1 h3`" in text
+
+
+def test_the_cli_checks_the_fabric_before_each_command(tmp_path, monkeypatch, capsys):
+    """Mininet's CLI over a stand-in network, fed from a pipe: each command line is preceded
+    by a health check; a problem is said once, a restarted controller is said."""
+    cli = pytest.importorskip("mininet.cli")
+    from mininet.log import lg
+
+    from testbed.emulator.mn_cli import FabricCLI
+
+    monkeypatch.setattr(cli.CLI, "readlineInited", True)  # no ~/.mininet_history written
+    r, w = os.pipe()
+    os.write(w, b"\n\n\nexit\n")
+    os.close(w)
+    stdin = os.fdopen(r)
+    monkeypatch.setattr("sys.stdin", stdin)
+    answers = iter([None, "job a: link leaf1-spine0 is down", "job a: link leaf1-spine0 is down",
+                    None])
+    fab = SimpleNamespace(net={}, restarts=[])
+
+    def health():
+        if len(fab.restarts) == 0:
+            fab.restarts.append(1.0)  # the first check restarts a dead controller
+        return next(answers)
+
+    fab.health = health
+    FabricCLI(fab, stdin=stdin)
+    err = capsys.readouterr().err
+    assert err.count("warning: job a: link leaf1-spine0 is down") == 1
+    assert err.count("restarted it") == 1
+    assert lg.getEffectiveLevel() > 30  # quiet again for the teardown (error level)
+    stdin.close()
