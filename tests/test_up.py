@@ -187,6 +187,25 @@ def test_sigterm_tears_down_and_a_second_one_is_held(tmp_path, monkeypatch, stan
     assert stand_in[0].stopped == 1
 
 
+def test_an_ignored_sighup_stays_ignored_and_a_held_ctrl_c_still_reports(
+        tmp_path, capsys, monkeypatch, stand_in):
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup
+
+    def watch(fab):
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        raise KeyboardInterrupt
+
+    def stop(self):  # Fabric.stop raises a Ctrl-C it held back, after the teardown
+        self.state = None
+        self.leftovers = []
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(up, "watch", watch)
+    monkeypatch.setattr(StandIn, "stop", stop)
+    assert up.keep_up(plan(), "vclos", "spec.yaml", tmp_path / "out", interactive=False) == 0
+    assert capsys.readouterr().out.rstrip().endswith("fabric down: nothing left")
+
+
 def test_leftovers_and_a_dead_fabric_are_exit_1(tmp_path, capsys, monkeypatch, stand_in):
     monkeypatch.setattr(up, "watch", lambda fab: "Open vSwitch stopped during the run")
     monkeypatch.setattr(StandIn, "stop", lambda self: ["bridge leaf0"])

@@ -83,8 +83,8 @@ def run(args: argparse.Namespace) -> int:
     record = up_record.find(args.run)
     if record.api_port is None:
         raise FabricLabError(f"the fabric up in {record.run_dir} runs no controller (policy "
-                             "static), so it places no jobs: bring it up with a policy "
-                             "(`fabriclab up SPEC --policy ecmp`)")
+                             "static), so it places no jobs: bring it up again with a "
+                             "policy (any --policy but static)")
     unknown = [h for h in hosts or [] if h not in record.hosts]
     if unknown:
         raise FabricLabError(f"--hosts: {unknown[0]} is not a host of the fabric up in "

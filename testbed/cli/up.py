@@ -118,10 +118,11 @@ def serve(fab: Any, spec: str, interactive: bool) -> int:
 
     record: up_record.UpRecord | None = None
     problem: str | None = None
-    # SIGHUP: its terminal closed. Ctrl-C is the CLI's own (it interrupts a command there).
-    # SIGTERM is restored by Fabric.stop(), the others below.
+    # SIGHUP: its terminal closed (unless ignored, as under nohup). Ctrl-C is the CLI's own
+    # (it interrupts a command there). SIGTERM is restored by Fabric.stop(), the others below.
     ended_by = (signal.SIGHUP,) if interactive else (signal.SIGHUP, signal.SIGINT)
-    old = {sig: signal.signal(sig, on_signal) for sig in ended_by}
+    old = {sig: signal.signal(sig, on_signal) for sig in ended_by
+           if signal.getsignal(sig) is not signal.SIG_IGN}
     try:
         signal.signal(signal.SIGTERM, on_signal)
         assert fab.state is not None
@@ -144,7 +145,10 @@ def serve(fab: Any, spec: str, interactive: bool) -> int:
             if record is not None:
                 record.forget()
             print("tearing the fabric down", flush=True)
-        left = fab.stop()
+        try:
+            left = fab.stop()
+        except KeyboardInterrupt:  # held back until the teardown was done
+            left = fab.leftovers
         for sig, handler in old.items():
             signal.signal(sig, handler)
     if left:
