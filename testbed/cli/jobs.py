@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "running on this machine)")
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     ls = actions.add_parser("list", parents=[where], help="the jobs placed now (no root needed)")
-    ls.add_argument("--json", action="store_true", help="print the controller's JSON as is")
+    ls.add_argument("--json", action="store_true", help="print JSON instead of the table")
     add = actions.add_parser("add", parents=[where], help="place a job (root)")
     add.add_argument("job_id", metavar="JOB_ID", help="its name: letters, digits, '.', '_', '-'")
     hosts = add.add_mutually_exclusive_group(required=True)
