@@ -14,9 +14,14 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from testbed.core.errors import FabricLabError, SpecError
+
+if TYPE_CHECKING:  # imported when a command runs, not when `fabriclab --help` lists it
+    from testbed.core.topology import FabricPlan
+    from testbed.emulator.fabric import Fabric
+    from testbed.emulator.up_record import UpRecord
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -49,7 +54,7 @@ def spec_policy(data: Any, path: str) -> str | None:
     return name
 
 
-def resolve_policy(plan: Any, flag: str | None, data: Any, path: str) -> str | None:
+def resolve_policy(plan: FabricPlan, flag: str | None, data: Any, path: str) -> str | None:
     """What the controller runs (None: static rules, no controller), checked against the
     fabric: ``--policy``, else the file's (``data``, read from ``path``), else the fabric's
     default."""
@@ -82,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     return keep_up(plan, policy, args.spec, args.out, interactive)
 
 
-def keep_up(plan: Any, policy: str | None, spec: str, out: Path, interactive: bool) -> int:
+def keep_up(plan: FabricPlan, policy: str | None, spec: str, out: Path, interactive: bool) -> int:
     """Hold the machine's fabric, bring it up, serve it, tear it down; the exit code."""
     from testbed.core.rundir import new_run_dir
     from testbed.emulator import runlock, up_record
@@ -104,7 +109,7 @@ def keep_up(plan: Any, policy: str | None, spec: str, out: Path, interactive: bo
                 fab.stop()
 
 
-def serve(fab: Any, spec: str, interactive: bool) -> int:
+def serve(fab: Fabric, spec: str, interactive: bool) -> int:
     """Record where the fabric is, say so, keep it up; then tear it down and report."""
     from testbed.emulator import up_record
 
@@ -116,7 +121,7 @@ def serve(fab: Any, spec: str, interactive: bool) -> int:
             stopping = True
             raise Stop
 
-    record: up_record.UpRecord | None = None
+    record: UpRecord | None = None
     problem: str | None = None
     # SIGHUP: its terminal closed (unless ignored, as under nohup). Ctrl-C is the CLI's own
     # (it interrupts a command there). SIGTERM is restored by Fabric.stop(), the others below.
@@ -161,7 +166,7 @@ def serve(fab: Any, spec: str, interactive: bool) -> int:
     return 1 if left or problem else 0
 
 
-def watch(fab: Any) -> str | None:
+def watch(fab: Fabric) -> str | None:
     """Keep the fabric up until Ctrl-C or SIGTERM, checking it once a second as a run does (a
     controller that died is restarted). Returns the sentence that ends it early: Open vSwitch
     stopped, or a restarted controller that never came up."""
@@ -186,7 +191,7 @@ def watch(fab: Any) -> str | None:
         shown = problem
 
 
-def where(record: Any, plan: Any, interactive: bool) -> list[str]:
+def where(record: UpRecord, plan: FabricPlan, interactive: bool) -> list[str]:
     """What ``up`` prints once the fabric is up: where everything is and how to use it."""
     lines = [f"fabric up: {plan.kind}, {len(plan.hosts)} hosts, {len(plan.switches)} switches, "
              f"policy {record.policy or 'static (no controller)'}",

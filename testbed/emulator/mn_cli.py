@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mininet.cli import CLI
 from mininet.log import setLogLevel
 
 from testbed.core.errors import FabricLabError
+
+if TYPE_CHECKING:
+    from testbed.emulator.fabric import Fabric
 
 
 class FabricCLI(CLI):
@@ -16,7 +19,7 @@ class FabricCLI(CLI):
     Before each command it checks the fabric as a run does once a second (a controller that
     died is restarted) and says once what is wrong."""
 
-    def __init__(self, fab: Any, **kwargs: Any) -> None:
+    def __init__(self, fab: Fabric, **kwargs: Any) -> None:
         self.fab = fab
         self._shown: str | None = None
         setLogLevel("output")  # the fabric builds quietly, but the CLI answers at this level
