@@ -4,6 +4,7 @@
 :func:`base_environment` plus the backend's own fields), ``topology.json``, ``jobs.json``,
 ``jobs/<job>/`` (worker configs and parquet traces), ``fidelity.json`` and ``summary.json``;
 the emulator adds ``controller.log``, ``link_samples.parquet`` and ``cpu_samples.parquet``.
+docs/results.md describes every file, key and column, with its unit.
 """
 
 from __future__ import annotations
