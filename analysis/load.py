@@ -7,6 +7,9 @@ empty (a crashed run still gets a report): missing traces give empty DataFrames 
 columns, a missing ``fidelity.json`` gives ``None``. Worker traces are read with
 :func:`workloads.traces.read_table`; a rank that left only a ``*.partial.parquet`` snapshot
 (it crashed) is read from that snapshot and named in :attr:`Run.notes`.
+
+Keys and columns that older runs spelled without their unit (``mbps``) are renamed here, on
+reading, and nowhere else: a :class:`Run` always has the current names (docs/results.md).
 """
 
 from __future__ import annotations
@@ -22,11 +25,18 @@ import pyarrow.parquet as pq
 import yaml
 
 from testbed.core.errors import FabricLabError
+from testbed.core.samples import CPU_SAMPLE_SCHEMA, LINK_SAMPLE_SCHEMA
+from testbed.core.spec import upgrade_fabric
 from workloads.traces import COLLECTIVE_SCHEMA, PHASE_SCHEMA, read_table
 
 MARKERS = ("spec.yaml", "topology.json", "jobs.json")
-LINK_COLUMNS = ["time", "link", "src", "dst", "mbps", "bytes"]
-CPU_COLUMNS = ["time", "idle"]
+LINK_COLUMNS = LINK_SAMPLE_SCHEMA.names
+CPU_COLUMNS = CPU_SAMPLE_SCHEMA.names
+# Old name -> current name, for run directories written before every key named its unit.
+_OLD_LINK_COLUMNS = {"mbps": "capacity_mbit_s"}  # link_samples.parquet
+_OLD_TOPOLOGY_LINK_KEYS = {"mbps": "mbit_s"}  # topology.json links
+_OLD_FIDELITY_LINK_KEYS = {"configured_mbps": "configured_mbit_s",  # fidelity.json links
+                           "peak_mbps": "peak_mbit_s"}
 ITERATION_COLUMNS = ["job", "rank", "iteration", "warmup", "start", "end",
                      "iteration_s", "compute_s", "exposed_comm_s", "compute_share"]
 
@@ -113,6 +123,32 @@ def _read_parquet(path: Path, columns: list[str]) -> pd.DataFrame:
         raise FabricLabError(f"cannot read {path}: {exc}") from None
 
 
+def _renamed(d: Any, old: dict[str, str]) -> Any:
+    return {old.get(k, k): v for k, v in d.items()} if isinstance(d, dict) else d
+
+
+def _upgrade_topology(topo: Any) -> Any:
+    """topology.json with today's key names (its links' rates and its fabric spec)."""
+    if not isinstance(topo, dict):
+        return topo
+    out = dict(topo)
+    if isinstance(out.get("links"), list):
+        out["links"] = [_renamed(lk, _OLD_TOPOLOGY_LINK_KEYS) for lk in out["links"]]
+    if "spec" in out:
+        out["spec"] = upgrade_fabric(out["spec"])
+    return out
+
+
+def _upgrade_fidelity(fidelity: Any) -> dict[str, Any] | None:
+    """fidelity.json with today's key names, or None if it is not a mapping."""
+    if not isinstance(fidelity, dict):
+        return None
+    if isinstance(fidelity.get("links"), list):
+        links = [_renamed(lk, _OLD_FIDELITY_LINK_KEYS) for lk in fidelity["links"]]
+        fidelity = {**fidelity, "links": links}
+    return fidelity
+
+
 def _label(name: str, spec: dict[str, Any]) -> str:
     if isinstance(spec.get("name"), str) and spec["name"]:
         return spec["name"]
@@ -197,6 +233,8 @@ def load_run(path: str | Path) -> Run:
             raise FabricLabError(f"cannot read {root / 'spec.yaml'}: {exc}") from None
         if not isinstance(spec, dict):
             spec = {}
+        if "fabric" in spec:
+            spec["fabric"] = upgrade_fabric(spec["fabric"])
     jobs = _read_json(root / "jobs.json", [loopback] if loopback else [])
     if not isinstance(jobs, list):
         raise FabricLabError(f"{root / 'jobs.json'} is not a list of jobs")
@@ -219,7 +257,8 @@ def load_run(path: str | Path) -> Run:
             iters.append(it)
     empty_p = PHASE_SCHEMA.empty_table().to_pandas().assign(job="")
     empty_c = COLLECTIVE_SCHEMA.empty_table().to_pandas().assign(job="")
-    links = _read_parquet(root / "link_samples.parquet", LINK_COLUMNS)
+    links = _read_parquet(root / "link_samples.parquet", LINK_COLUMNS).rename(
+        columns=_OLD_LINK_COLUMNS)
     cpu = _read_parquet(root / "cpu_samples.parquet", CPU_COLUMNS)
     fidelity = _read_json(root / "fidelity.json",
                           {"verdict": "loopback", "reasons": []} if loopback else None)
@@ -230,7 +269,7 @@ def load_run(path: str | Path) -> Run:
         label=_label(root.resolve().name, spec),
         spec=spec,
         env=_read_json(root / "env.json", {}),
-        topology=_read_json(root / "topology.json", {}),
+        topology=_upgrade_topology(_read_json(root / "topology.json", {})),
         jobs=jobs,
         phases=pd.concat(phases, ignore_index=True) if phases else empty_p,
         collectives=pd.concat(colls, ignore_index=True) if colls else empty_c,
@@ -239,7 +278,7 @@ def load_run(path: str | Path) -> Run:
                                        for c in ITERATION_COLUMNS})),
         links=links,
         cpu=cpu,
-        fidelity=fidelity if isinstance(fidelity, dict) else None,
+        fidelity=_upgrade_fidelity(fidelity),
         controller_log=log.read_text(errors="replace") if log.exists() else None,
         notes=notes,
     )

@@ -276,7 +276,7 @@ def link_rates(samples: pd.DataFrame) -> pd.DataFrame:
         b = _counter(g)
         dt = np.diff(t)
         bps = np.where(dt > 0, np.diff(b) * 8 / np.where(dt > 0, dt, 1), np.nan)
-        cap = float(g["mbps"].iloc[0]) * 1e6
+        cap = float(g["capacity_mbit_s"].iloc[0]) * 1e6
         parts.append(pd.DataFrame({"link": link, "src": src, "dst": dst, "t0": t[:-1],
                                    "t1": t[1:], "bps": bps, "util": bps / cap if cap else np.nan}))
     cols = ["link", "src", "dst", "t0", "t1", "bps", "util"]
@@ -296,23 +296,24 @@ def _peak_rate(t: np.ndarray, b: np.ndarray, span: float) -> float:
 
 def link_utilisation(samples: pd.DataFrame, window: tuple[float, float] | None = None,
                      peak_window: float = 0.5) -> pd.DataFrame:
-    """Per link direction (``src→dst``): configured ``mbps``, ``mean_util`` over ``window``
-    (counter difference between the first and last sample in it) and ``peak_util``, the
-    highest utilisation over any ``peak_window`` seconds inside it (single 0.1 s sample
-    intervals are dominated by bursts and sampling jitter and can exceed 1)."""
+    """Per link direction (``src→dst``): configured ``capacity_mbit_s``, ``mean_util``
+    over ``window`` (counter difference between the first and last sample in it) and
+    ``peak_util``, the highest utilisation over any ``peak_window`` seconds inside it
+    (single 0.1 s sample intervals are dominated by bursts and sampling jitter and can
+    exceed 1)."""
     rows = []
     for (link, src, dst), g in _directions(samples):
         t, b = g["time"].to_numpy(dtype=float), _counter(g)
         inside = (t >= window[0]) & (t <= window[1]) if window else np.ones(t.size, bool)
         ti, bi = t[inside], b[inside]
-        cap = float(g["mbps"].iloc[0]) * 1e6
+        cap = float(g["capacity_mbit_s"].iloc[0]) * 1e6
         mean = peak = None
         if ti.size >= 2 and cap and ti[-1] > ti[0]:
             mean = (bi[-1] - bi[0]) * 8 / (ti[-1] - ti[0]) / cap
             peak = _peak_rate(ti, bi, peak_window) / cap
         rows.append({"key": f"{src}→{dst}", "link": link, "src": src, "dst": dst,
-                     "mbps": cap / 1e6, "mean_util": mean, "peak_util": peak})
-    cols = ["key", "link", "src", "dst", "mbps", "mean_util", "peak_util"]
+                     "capacity_mbit_s": cap / 1e6, "mean_util": mean, "peak_util": peak})
+    cols = ["key", "link", "src", "dst", "capacity_mbit_s", "mean_util", "peak_util"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -321,7 +322,7 @@ def link_util_bins(samples: pd.DataFrame, edges: np.ndarray) -> pd.DataFrame:
     bin), from the cumulative counters interpolated at the bin edges."""
     rows, index = [], []
     for (_link, src, dst), g in _directions(samples):
-        cap = float(g["mbps"].iloc[0]) * 1e6
+        cap = float(g["capacity_mbit_s"].iloc[0]) * 1e6
         t = g["time"].to_numpy(dtype=float)
         cum = np.interp(edges, t, _counter(g))
         rows.append(np.diff(cum) * 8 / np.diff(edges) / cap if cap else np.full(len(edges) - 1,
@@ -364,9 +365,9 @@ def dim_bandwidths(topology: dict[str, Any]) -> dict[int, float]:
     for lk in topology.get("links", []):
         if lk.get("kind") in DIM_LINK_KINDS and lk.get("dim") is not None:
             d = int(lk["dim"])
-            out[d] = min(out.get(d, math.inf), float(lk["mbps"]) * 1e6)
+            out[d] = min(out.get(d, math.inf), float(lk["mbit_s"]) * 1e6)
     if not out:
-        host = [float(lk["mbps"]) * 1e6 for lk in topology.get("links", [])
+        host = [float(lk["mbit_s"]) * 1e6 for lk in topology.get("links", [])
                 if lk.get("kind") == "host"]
         if host:
             out[0] = min(host)

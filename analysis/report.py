@@ -105,7 +105,7 @@ def _fidelity(run: Run) -> dict[str, Any]:
                 "cpu": "—", "links": [], "calibration": None}
     links = []
     for lk in f.get("links") or []:
-        conf, peak = _n(lk.get("configured_mbps")), _n(lk.get("peak_mbps"))
+        conf, peak = _n(lk.get("configured_mbit_s")), _n(lk.get("peak_mbit_s"))
         links.append({"src": lk.get("src"), "dst": lk.get("dst"),
                       "configured": f"{conf:.0f}" if conf is not None else "—",
                       "peak": f"{peak:.1f}" if peak is not None else "—",

@@ -26,7 +26,7 @@ from testbed.core.topology import build_plan
 from testbed.emulator.fabric import Fabric
 
 FABRIC = {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,
-          "host_link_mbps": 50, "uplink_mbps": 50}
+          "host_link_mbit_s": 50, "uplink_mbit_s": 50}
 PORTS = range(41000, 41012)
 PAYLOAD = 64 * 1024
 SERVE = """

@@ -33,7 +33,7 @@ def main() -> None:
     best = 0.0
     for rate in RATES:
         fabric = {"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 16,
-                  "host_link_mbps": rate, "uplink_mbps": rate}
+                  "host_link_mbit_s": rate, "uplink_mbit_s": rate}
         plan = build_plan(parse_fabric({"fabric": fabric}))
         flows = {(f.src, f.dst): f for f in candidate_flows(plan, static_rules(plan))}
         with tempfile.TemporaryDirectory() as tmp, Fabric(plan, Path(tmp) / "run") as fab:

@@ -50,7 +50,7 @@ def main() -> None:
     args = ap.parse_args()
     plan = build_plan(parse_fabric({"fabric": {
         "kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": args.ranks,
-        "host_link_mbps": args.mbps, "uplink_mbps": args.mbps}}))
+        "host_link_mbit_s": args.mbps, "uplink_mbit_s": args.mbps}}))
     hosts = [h.name for h in plan.hosts]
     with tempfile.TemporaryDirectory() as tmp, Fabric(plan, Path(tmp) / "fabric") as fab:
         h0, h1 = plan.hosts[0], plan.hosts[1]

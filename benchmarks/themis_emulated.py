@@ -50,7 +50,7 @@ def main() -> None:
         dims = parse_shape(shape)
         name = shape.replace(":", " at ").replace(",", "/")
         plan = build_plan(parse_fabric({"fabric": {"kind": "multidim", "dims": [
-            {"size": n, "mbps": mbps, "kind": "switch"} for n, mbps in dims]}}))
+            {"size": n, "mbit_s": mbps, "kind": "switch"} for n, mbps in dims]}}))
         sizes = [n for n, _ in dims]
         rates = [mbps * 1e6 for _, mbps in dims]
         N = math.prod(sizes)

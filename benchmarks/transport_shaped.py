@@ -24,7 +24,7 @@ def main() -> None:
     sizes = parse_size_range(args.sizes)[::2]  # every 4x
     plan = build_plan(parse_fabric({"fabric": {
         "kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 2,
-        "host_link_mbps": args.mbps, "uplink_mbps": args.mbps}}))
+        "host_link_mbit_s": args.mbps, "uplink_mbit_s": args.mbps}}))
     results = {}
     with tempfile.TemporaryDirectory() as tmp, Fabric(plan, Path(tmp) / "f") as fab:
         for transport in ("zerocopy", "rpc"):

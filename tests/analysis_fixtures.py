@@ -111,7 +111,7 @@ def _samples(plan: dict, traffic: dict[tuple[str, str], list[dict]], t0: float,
         for src, dst in ((lk["a"], lk["b"]), (lk["b"], lk["a"])):
             cum = _cumulative(traffic.get((src, dst), []), times)
             frames.append(pd.DataFrame({"time": times, "link": name, "src": src, "dst": dst,
-                                        "mbps": float(lk["mbps"]),
+                                        "capacity_mbit_s": float(lk["mbit_s"]),
                                         "bytes": np.round(cum).astype("int64")}))
     return pd.concat(frames, ignore_index=True).sort_values(["time", "link"])
 
@@ -130,11 +130,11 @@ def _common(root: Path, name: str, spec: dict, plan_obj, jobs: list[dict],
     pd.DataFrame({"time": times, "idle": 0.55}).to_parquet(run / "cpu_samples.parquet",
                                                            index=False)
     peaks = []
-    for (src, dst, mbps), g in samples.groupby(["src", "dst", "mbps"]):
+    for (src, dst, cap), g in samples.groupby(["src", "dst", "capacity_mbit_s"]):
         b = g["bytes"].to_numpy(dtype=float)
         t = g["time"].to_numpy(dtype=float)
-        peaks.append({"src": src, "dst": dst, "configured_mbps": mbps,
-                      "peak_mbps": float((np.diff(b) * 8 / np.diff(t)).max() / 1e6)})
+        peaks.append({"src": src, "dst": dst, "configured_mbit_s": cap,
+                      "peak_mbit_s": float((np.diff(b) * 8 / np.diff(t)).max() / 1e6)})
     fidelity = {"verdict": "faithful" if faithful else "not faithful",
                 "reasons": [] if faithful else reasons, "cpu_idle_min": 0.55,
                 "cpu_idle_mean": 0.55, "links": peaks}
@@ -146,8 +146,8 @@ def build_multidim_run(root: Path, name: str = "themis", *, faithful: bool = Tru
                        algorithms: tuple[str, ...] = ("baseline", "themis"),
                        transport: str = "zerocopy") -> Path:
     """The 2x2 multidim run described in the module docstring; returns its directory."""
-    spec = {"kind": "multidim", "dims": [{"size": 2, "mbps": 80, "kind": "switch"},
-                                         {"size": 2, "mbps": 40, "kind": "switch"}]}
+    spec = {"kind": "multidim", "dims": [{"size": 2, "mbit_s": 80, "kind": "switch"},
+                                         {"size": 2, "mbit_s": 40, "kind": "switch"}]}
     plan = build_plan(MultidimSpec.model_validate(spec))
     topo = Topology((2, 2))
     hosts = [f"h{i}" for i in range(4)]
@@ -208,7 +208,7 @@ def build_leaf_spine_run(root: Path, name: str = "ecmp", *, policy: str = "ecmp"
                          with_dnn: bool = True) -> Path:
     """The leaf-spine run described in the module docstring; returns its directory."""
     spec = {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,
-            "host_link_mbps": 100, "uplink_mbps": 100}
+            "host_link_mbit_s": 100, "uplink_mbit_s": 100}
     plan = build_plan(LeafSpineSpec.model_validate(spec))
     staging = root / "_staging"
     traffic: dict[tuple[str, str], list[dict]] = {}

@@ -59,7 +59,7 @@ def test_link_utilisation_from_cumulative_counters():
     # 100 Mbit/s link: 6.25 MB (50 Mbit) in the first second, nothing in the second; the
     # probe once read 0 (a vanished host), which must not count as traffic.
     s = pd.DataFrame({"time": [0.0, 1.0, 1.5, 2.0], "link": "l", "src": "a", "dst": "b",
-                      "mbps": 100.0, "bytes": [0, 6_250_000, 0, 6_250_000]})
+                      "capacity_mbit_s": 100.0, "bytes": [0, 6_250_000, 0, 6_250_000]})
     rates = metrics.link_rates(s)
     assert list(rates["util"]) == pytest.approx([0.5, 0.0, 0.0])
     u = metrics.link_utilisation(s).iloc[0]
@@ -69,8 +69,8 @@ def test_link_utilisation_from_cumulative_counters():
     # a 0.1 s burst at twice the configured rate is jitter: the peak is over 0.5 s stretches
     t = np.round(np.arange(0, 1.01, 0.1), 3)
     b = np.cumsum([0] + [1_250_000] * 4 + [2_500_000] + [1_250_000] * 5)  # 100/200 Mbit/s
-    burst = pd.DataFrame({"time": t, "link": "l", "src": "a", "dst": "b", "mbps": 100.0,
-                          "bytes": b})
+    burst = pd.DataFrame({"time": t, "link": "l", "src": "a", "dst": "b",
+                          "capacity_mbit_s": 100.0, "bytes": b})
     assert metrics.link_rates(burst)["util"].max() == pytest.approx(2.0)
     assert metrics.link_utilisation(burst).iloc[0]["peak_util"] == pytest.approx(1.2)
     bins = metrics.link_util_bins(s, np.array([0.0, 0.5, 1.0, 2.0]))

@@ -76,3 +76,16 @@ def test_report_renders_every_section(tmp_path):
     for heading in ("Summary", "Per-dimension utilisation", "Fidelity"):
         assert heading in html
     assert (tmp_path / "report.md").exists()
+
+
+def test_old_unit_less_names_load_as_the_current_ones():
+    """run-tiny predates the unit suffixes (``mbps``): loading renames them, in one place."""
+    assert "mbps" in pq.read_schema(RUN / "link_samples.parquet").names  # really an old run
+    run = load_run(RUN)
+    assert "capacity_mbit_s" in run.links and "mbps" not in run.links
+    assert set(run.links["capacity_mbit_s"]) == {50.0}
+    assert all(lk["mbit_s"] == 50 and "mbps" not in lk for lk in run.topology["links"])
+    assert run.topology["spec"]["host_link_mbit_s"] == 50
+    assert run.spec["fabric"]["uplink_mbit_s"] == 50
+    lk = run.fidelity["links"][0]
+    assert lk["configured_mbit_s"] == 50 and lk["peak_mbit_s"] > 0 and "peak_mbps" not in lk

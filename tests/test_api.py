@@ -13,7 +13,7 @@ from testbed.core.spec import parse_fabric
 from testbed.core.topology import build_plan
 
 LS = {"kind": "leaf_spine", "leaves": 4, "spines": 4, "hosts_per_leaf": 4,
-      "host_link_mbps": 20, "uplink_mbps": 20}
+      "host_link_mbit_s": 20, "uplink_mbit_s": 20}
 
 
 class Book:
@@ -140,7 +140,7 @@ def test_jobs_survive_a_restart(tmp_path):
 
 def test_multidim_jobs_are_host_lists(tmp_path):
     plan = build_plan(parse_fabric({"fabric": {"kind": "multidim", "dims": [
-        {"size": 2, "mbps": 10}, {"size": 4, "mbps": 10}]}}))
+        {"size": 2, "mbit_s": 10}, {"size": 4, "mbit_s": 10}]}}))
     app = make_app(Book(JobManager(plan, "shortest")))
     status, job = call(app, "POST", "/jobs", {"job_id": "t", "hosts_wanted": 8})
     assert status == 201 and job["host_names"] == [f"h{i}" for i in range(8)]

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from sdn_app.static_routes import static_rules
+from testbed.core.samples import LINK_SAMPLE_SCHEMA
 from testbed.core.spec import parse_fabric
 from testbed.core.topology import build_plan
 from testbed.emulator.calibrate import Calibration, LinkResult, candidate_flows, plan_rounds
@@ -13,14 +14,14 @@ from testbed.emulator.sampler import window_rates
 
 FABRICS = [
     {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,
-     "host_link_mbps": 50, "uplink_mbps": 50},
+     "host_link_mbit_s": 50, "uplink_mbit_s": 50},
     {"kind": "leaf_spine", "leaves": 4, "spines": 4, "hosts_per_leaf": 4,
-     "host_link_mbps": 20, "uplink_mbps": 30},
+     "host_link_mbit_s": 20, "uplink_mbit_s": 30},
     {"kind": "ocs_leaf_spine", "leaves": 4, "spines": 4, "hosts_per_leaf": 2,
-     "host_link_mbps": 20, "uplink_mbps": 20, "ocs_count": 4},
-    {"kind": "multidim", "dims": [{"size": 2, "mbps": 40}, {"size": 4, "mbps": 20,
+     "host_link_mbit_s": 20, "uplink_mbit_s": 20, "ocs_count": 4},
+    {"kind": "multidim", "dims": [{"size": 2, "mbit_s": 40}, {"size": 4, "mbit_s": 20,
                                                             "kind": "ring"}]},
-    {"kind": "multidim", "dims": [{"size": 4, "mbps": 20}] * 3},
+    {"kind": "multidim", "dims": [{"size": 4, "mbit_s": 20}] * 3},
 ]
 
 
@@ -45,8 +46,8 @@ def test_rounds_cover_every_directed_link_without_sharing(fabric):
 def test_flow_rate_is_slowest_link_on_path():
     plan = build_plan(parse_fabric({"fabric": FABRICS[1]}))
     flows = {(f.src, f.dst): f for f in candidate_flows(plan, static_rules(plan))}
-    assert flows[("h0", "h1")].mbps == 20 and len(flows[("h0", "h1")].hops) == 2
-    assert flows[("h0", "h4")].mbps == 20 and len(flows[("h0", "h4")].hops) == 4
+    assert flows[("h0", "h1")].mbit_s == 20 and len(flows[("h0", "h1")].hops) == 2
+    assert flows[("h0", "h4")].mbit_s == 20 and len(flows[("h0", "h4")].hops) == 4
     assert flows[("h0", "h4")].cost == 80
 
 
@@ -55,9 +56,8 @@ def test_window_rates_from_cumulative_counters():
     for t in range(11):  # 0.0 .. 1.0 s at 10 Hz; a->b 1.25 MB/s = 10 Mbit/s, b->a idle
         rows.append((t / 10, "a:0-b:1", "a", "b", 10.0, 125_000 * t))
         rows.append((t / 10, "a:0-b:1", "b", "a", 10.0, 7))
-    rates = window_rates(pd.DataFrame(rows, columns=["time", "link", "src", "dst", "mbps",
-                                                     "bytes"]), 0.2, 0.8)
-    got = rates.set_index(["src", "dst"])["achieved_mbps"]
+    rates = window_rates(pd.DataFrame(rows, columns=LINK_SAMPLE_SCHEMA.names), 0.2, 0.8)
+    got = rates.set_index(["src", "dst"])["achieved_mbit_s"]
     assert got[("a", "b")] == pytest.approx(10.0)
     assert got[("b", "a")] == 0
 

@@ -48,7 +48,7 @@ def test_topo_prints_counts_and_exports_json(tmp_path, capsys):
 def test_bad_spec_is_one_sentence_and_leaves_nothing(tmp_path, capsys):
     spec = tmp_path / "bad.yaml"
     spec.write_text("fabric: {kind: leaf_spine, leaves: 2, spines: 0, hosts_per_leaf: 2,"
-                    " host_link_mbps: 50, uplink_mbps: 5000}\n")
+                    " host_link_mbit_s: 50, uplink_mbit_s: 5000}\n")
     before = set(cleanup.STATE_DIR.glob("*.json")) if cleanup.STATE_DIR.exists() else set()
     for command in (["calibrate", str(spec), "--out", str(tmp_path / "run")],
                     ["topo", str(spec)]):
@@ -56,7 +56,7 @@ def test_bad_spec_is_one_sentence_and_leaves_nothing(tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert "\n" not in err and "Traceback" not in err
         assert "fabric.spines: Input should be greater than or equal to 1" in err
-        assert "fabric.uplink_mbps" in err and "1000" in err
+        assert "fabric.uplink_mbit_s" in err and "1000" in err
     assert not (tmp_path / "run").exists()
     after = set(cleanup.STATE_DIR.glob("*.json")) if cleanup.STATE_DIR.exists() else set()
     assert after == before

@@ -27,7 +27,7 @@ def files(tmp_path: Path, monkeypatch) -> Path:
     (tmp_path / "adir").mkdir()
     (tmp_path / "var.yaml").write_text(
         "name: v\nfabric: {kind: leaf_spine, leaves: 2, spines: 2, hosts_per_leaf: 2, "
-        "host_link_mbps: 20, uplink_mbps: 20}\njobs:\n  - {name: a, hosts_wanted: 2, "
+        "host_link_mbit_s: 20, uplink_mbit_s: 20}\njobs:\n  - {name: a, hosts_wanted: 2, "
         "workload: {kind: allreduce, sizes: [4KiB]}}\nvariants:\n  - {name: ok}\n"
         "  - {name: big, job_overrides: {hosts_wanted: 9}}\n")
     return tmp_path

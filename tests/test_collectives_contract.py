@@ -37,7 +37,7 @@ def contract_experiment(algorithm: str, dim_algorithm: str) -> dict:
     return {
         "name": "contract", "policy": "ecmp",
         "fabric": {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,
-                   "host_link_mbps": 50, "uplink_mbps": 50},
+                   "host_link_mbit_s": 50, "uplink_mbit_s": 50},
         "jobs": [{"name": "j", "hosts": ["h0", "h1", "h2", "h3"], "algorithm": algorithm,
                   "dim_algorithm": dim_algorithm, "chunks": 3,
                   "workload": {"kind": "allreduce", "sizes": ["256KiB"], "iterations": 2}}],

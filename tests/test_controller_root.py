@@ -17,9 +17,9 @@ from testbed.emulator.traffic import Flow, run_flows
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 LS = {"kind": "leaf_spine", "leaves": 4, "spines": 4, "hosts_per_leaf": 4,
-      "host_link_mbps": 20, "uplink_mbps": 20}
+      "host_link_mbit_s": 20, "uplink_mbit_s": 20}
 OCS = {"kind": "ocs_leaf_spine", "leaves": 4, "spines": 4, "hosts_per_leaf": 2,
-       "host_link_mbps": 20, "uplink_mbps": 20, "ocs_count": 4}
+       "host_link_mbit_s": 20, "uplink_mbit_s": 20, "ocs_count": 4}
 SECONDS = 3
 
 

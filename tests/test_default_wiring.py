@@ -25,7 +25,7 @@ from testbed.core.topology import default_circuit as topology_default_circuit
 def ocs_plan(leaves: int, spines: int, ocs_count: int) -> FabricPlan:
     return build_plan(parse_fabric({"fabric": {
         "kind": "ocs_leaf_spine", "leaves": leaves, "spines": spines, "hosts_per_leaf": 2,
-        "host_link_mbps": 10, "uplink_mbps": 10, "ocs_count": ocs_count}}))
+        "host_link_mbit_s": 10, "uplink_mbit_s": 10, "ocs_count": ocs_count}}))
 
 
 def allocator_defaults(plan: FabricPlan) -> set:

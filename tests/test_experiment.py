@@ -16,7 +16,7 @@ from testbed.emulator.runner import Runner
 BASE = {
     "name": "t",
     "fabric": {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,
-               "host_link_mbps": 50, "uplink_mbps": 50},
+               "host_link_mbit_s": 50, "uplink_mbit_s": 50},
     "jobs": [{"name": "a", "hosts_wanted": 2,
               "workload": {"kind": "allreduce", "sizes": ["1MiB", 64]}}],
 }
@@ -40,7 +40,7 @@ def test_variants_replace_keys_and_override_jobs():
     data = dict(BASE, variants=[
         {"name": "e", "policy": "ecmp"},
         {"name": "v", "policy": "vclos", "job_overrides": {"transport": "rpc"}},
-        {"name": "m", "fabric": {"kind": "multidim", "dims": [{"size": 2, "mbps": 5}]},
+        {"name": "m", "fabric": {"kind": "multidim", "dims": [{"size": 2, "mbit_s": 5}]},
          "jobs": [{"name": "x", "hosts_wanted": 2, "algorithm": "themis",
                    "workload": {"kind": "allreduce", "sizes": [64]}}]},
     ])
@@ -78,7 +78,7 @@ def test_mistakes_name_their_field(change, words):
 
 
 def test_multidim_job_rules():
-    md = {"kind": "multidim", "dims": [{"size": 2, "mbps": 5}, {"size": 2, "mbps": 5}]}
+    md = {"kind": "multidim", "dims": [{"size": 2, "mbit_s": 5}, {"size": 2, "mbit_s": 5}]}
     assert "spans all 4 hosts" in err(dict(BASE, fabric=md))
     ring = dict(BASE, fabric=md, jobs=[{"name": "a", "hosts_wanted": 4,
                                          "workload": {"kind": "allreduce", "sizes": [64]}}])
@@ -97,7 +97,7 @@ def test_ready_experiments_validate():
 def test_run_with_a_bad_spec_is_one_sentence_and_creates_nothing(tmp_path, capsys):
     spec = tmp_path / "bad.yaml"
     spec.write_text("name: x\nfabric: {kind: leaf_spine, leaves: 1, spines: 1, "
-                    "hosts_per_leaf: 2, host_link_mbps: 10, uplink_mbps: 10}\n"
+                    "hosts_per_leaf: 2, host_link_mbit_s: 10, uplink_mbit_s: 10}\n"
                     "jobs: [{name: a, hosts: [h0, h7], workload: {kind: allreduce, "
                     "sizes: [64]}}]\n")
     assert main(["run", str(spec), "--out", str(tmp_path / "results")]) == 2

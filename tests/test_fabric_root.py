@@ -23,9 +23,9 @@ from testbed.emulator.traffic import Flow, run_flows
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 LEAF_SPINE = {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,
-              "host_link_mbps": 50, "uplink_mbps": 50}
-MULTIDIM = {"kind": "multidim", "dims": [{"size": 2, "mbps": 40, "kind": "switch"},
-                                         {"size": 4, "mbps": 20, "kind": "ring"}]}
+              "host_link_mbit_s": 50, "uplink_mbit_s": 50}
+MULTIDIM = {"kind": "multidim", "dims": [{"size": 2, "mbit_s": 40, "kind": "switch"},
+                                         {"size": 4, "mbit_s": 20, "kind": "ring"}]}
 
 
 def plan_of(fabric: dict):
@@ -63,7 +63,7 @@ def test_leaf_spine_reaches_all_shapes_and_tears_down(tmp_path):
             out, _ = client.communicate(timeout=30)
         server.wait(timeout=10)
         rates = window_rates(sampler.counters(), start + 1, start + 3.7)
-        counted = rates.set_index(["src", "dst"]).loc[("h0", "leaf0"), "achieved_mbps"]
+        counted = rates.set_index(["src", "dst"]).loc[("h0", "leaf0"), "achieved_mbit_s"]
         achieved = counted * TCP_WIRE_FACTOR  # wire-equivalent: see testbed.emulator.calibrate
         goodput = json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
         assert 0.9 * 50 <= achieved <= 1.1 * 50, f"h0->leaf0 carried {achieved:.1f} Mbit/s"

@@ -207,7 +207,7 @@ def test_cli_allreduce_halving_doubling(capsys):
 def _exp(job: dict, fabric: dict | None = None) -> dict:
     return {"name": "hd", "fabric": fabric or {
         "kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 4,
-        "host_link_mbps": 20, "uplink_mbps": 20},
+        "host_link_mbit_s": 20, "uplink_mbit_s": 20},
         "jobs": [{"name": "a", "workload": {"kind": "allreduce", "sizes": [4096]}, **job}]}
 
 
@@ -232,7 +232,7 @@ def test_spec_refuses_in_one_sentence(job, field):
 @pytest.mark.parametrize(("job", "fabric"), [
     ({"hosts_wanted": 6, "algorithm": "themis", "dim_algorithm": "halving-doubling"}, None),
     ({"hosts_wanted": 6, "algorithm": "baseline", "dim_algorithm": "halving-doubling"},
-     {"kind": "multidim", "dims": [{"size": 2, "mbps": 10}, {"size": 3, "mbps": 10}]}),
+     {"kind": "multidim", "dims": [{"size": 2, "mbit_s": 10}, {"size": 3, "mbit_s": 10}]}),
 ])
 def test_fabric_check_refuses_derived_dims(job, fabric):
     (exp,) = expand(_exp(job, fabric))  # the dims are known only with the fabric
@@ -244,8 +244,8 @@ def test_fabric_check_refuses_derived_dims(job, fabric):
 
 
 def test_ring_dimension_refuses_partners_beyond_its_neighbours():
-    ring4 = {"kind": "multidim", "dims": [{"size": 2, "mbps": 10, "kind": "ring"},
-                                          {"size": 4, "mbps": 10, "kind": "ring"}]}
+    ring4 = {"kind": "multidim", "dims": [{"size": 2, "mbit_s": 10, "kind": "ring"},
+                                          {"size": 4, "mbit_s": 10, "kind": "ring"}]}
     (exp,) = expand(_exp({"hosts_wanted": 8, "algorithm": "themis",
                           "dim_algorithm": "halving-doubling"}, ring4))
     with pytest.raises(SpecError) as info:
@@ -291,7 +291,7 @@ def test_sim_themis_halving_doubling_matches_the_model(tmp_path):
     from testbed.sim.backend import GOODPUT
     from workloads.model import predict
 
-    fabric = {"kind": "multidim", "dims": [{"size": 2, "mbps": 6}, {"size": 4, "mbps": 12}]}
+    fabric = {"kind": "multidim", "dims": [{"size": 2, "mbit_s": 6}, {"size": 4, "mbit_s": 12}]}
     job = {"hosts_wanted": 8, "algorithm": "themis", "dim_algorithm": "halving-doubling",
            "chunks": 8, "order": "scf"}
     data = _exp(job, fabric)
@@ -312,7 +312,7 @@ def test_sim_flat_halving_doubling_on_leaf_spine(tmp_path):
     from testbed.sim.backend import GOODPUT
 
     one_leaf = {"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 4,
-                "host_link_mbps": 20, "uplink_mbps": 20}
+                "host_link_mbit_s": 20, "uplink_mbit_s": 20}
     data = _exp({"hosts_wanted": 4, "algorithm": "halving-doubling"}, one_leaf)
     data["jobs"][0]["workload"] = {"kind": "allreduce", "sizes": ["1MiB"], "iterations": 2}
     runner, run_dir = _sim(data, tmp_path / "flat")

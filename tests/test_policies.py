@@ -24,10 +24,11 @@ from testbed.sim.backend import SimRunner
 
 FABRICS = {
     "leaf_spine": {"kind": "leaf_spine", "leaves": 4, "spines": 4, "hosts_per_leaf": 2,
-                   "host_link_mbps": 20, "uplink_mbps": 20},
+                   "host_link_mbit_s": 20, "uplink_mbit_s": 20},
     "ocs_leaf_spine": {"kind": "ocs_leaf_spine", "leaves": 4, "spines": 2, "hosts_per_leaf": 2,
-                       "host_link_mbps": 20, "uplink_mbps": 20, "ocs_count": 2},
-    "multidim": {"kind": "multidim", "dims": [{"size": 2, "mbps": 20}, {"size": 2, "mbps": 20}]},
+                       "host_link_mbit_s": 20, "uplink_mbit_s": 20, "ocs_count": 2},
+    "multidim": {"kind": "multidim", "dims": [{"size": 2, "mbit_s": 20},
+                                              {"size": 2, "mbit_s": 20}]},
 }
 
 

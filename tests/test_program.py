@@ -22,9 +22,9 @@ from testbed.core.spec import parse_fabric
 from testbed.core.topology import build_plan
 
 LS = {"kind": "leaf_spine", "leaves": 4, "spines": 4, "hosts_per_leaf": 4,
-      "host_link_mbps": 20, "uplink_mbps": 20}
+      "host_link_mbit_s": 20, "uplink_mbit_s": 20}
 OCS = {"kind": "ocs_leaf_spine", "leaves": 4, "spines": 4, "hosts_per_leaf": 2,
-       "host_link_mbps": 20, "uplink_mbps": 20, "ocs_count": 4}
+       "host_link_mbit_s": 20, "uplink_mbit_s": 20, "ocs_count": 4}
 
 
 def plan_of(fabric):

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 SPEC = {
     "name": "e2e",
     "fabric": {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,
-               "host_link_mbps": 50, "uplink_mbps": 50},
+               "host_link_mbit_s": 50, "uplink_mbit_s": 50},
     "policy": "vclos",
     "solo_baselines": True,
     "jobs": [
@@ -107,7 +107,7 @@ def test_runner_halving_doubling_flat_and_per_dimension(tmp_path):
     spec = {
         "name": "hd", "policy": "ecmp",
         "fabric": {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 4,
-                   "host_link_mbps": 50, "uplink_mbps": 50},
+                   "host_link_mbit_s": 50, "uplink_mbit_s": 50},
         "jobs": [
             {"name": "flat", "hosts": ["h0", "h1", "h4", "h5"], "algorithm": "halving-doubling",
              "workload": {"kind": "allreduce", "sizes": ["256KiB"], "iterations": 2}},
@@ -133,7 +133,7 @@ def test_runner_dnn_job(tmp_path):
     spec = {
         "name": "dnn", "policy": "ecmp",
         "fabric": {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,
-                   "host_link_mbps": 50, "uplink_mbps": 50},
+                   "host_link_mbit_s": 50, "uplink_mbit_s": 50},
         "jobs": [{"name": "r", "hosts_wanted": 4,
                   "workload": {"kind": "dnn", "model": "resnet50", "scale": 0.001,
                                "compute_scale": 0.01, "iterations": 2, "warmup": 1}}],

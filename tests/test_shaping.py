@@ -21,8 +21,8 @@ def test_queue_and_quantum_scale_with_rate():
     assert queue_bytes(1) == 4 * 65536  # never less than four TSO segments
     assert queue_bytes(1000) == 1000 * 1e6 / 8 * 0.020
     assert htb_r2q(10) == 13 and htb_r2q(1000) == 1250
-    for mbps in (1, 20, 50, 200, 1000):
-        assert mbps * 1e6 / 8 / htb_r2q(mbps) <= 200_000
+    for mbit_s in (1, 20, 50, 200, 1000):
+        assert mbit_s * 1e6 / 8 / htb_r2q(mbit_s) <= 200_000
 
 
 def test_netem_options_are_refused():

@@ -19,7 +19,7 @@ from workloads.model import predict
 
 MIB = 1 << 20
 LEAF_SPINE = {"kind": "leaf_spine", "leaves": 2, "spines": 4, "hosts_per_leaf": 4,
-              "host_link_mbps": 20, "uplink_mbps": 20}
+              "host_link_mbit_s": 20, "uplink_mbit_s": 20}
 
 
 def demo_like(policy: str) -> dict:
@@ -36,7 +36,8 @@ def demo_like(policy: str) -> dict:
 def multidim(algorithm: str, order: str = "fifo") -> dict:
     return {
         "name": f"md-{algorithm}", "policy": "shortest",
-        "fabric": {"kind": "multidim", "dims": [{"size": 2, "mbps": 6}, {"size": 4, "mbps": 12}]},
+        "fabric": {"kind": "multidim",
+                   "dims": [{"size": 2, "mbit_s": 6}, {"size": 4, "mbit_s": 12}]},
         "jobs": [{"name": "allreduce", "hosts_wanted": 8, "algorithm": algorithm, "order": order,
                   "chunks": 16, "workload": {"kind": "allreduce", "sizes": ["1MiB"],
                                              "iterations": 2}}],

@@ -10,12 +10,19 @@ from hypothesis import strategies as st
 
 from sdn_app.allocation.ocs import REWIRINGS
 from testbed.core.errors import SpecError
-from testbed.core.spec import MAX_HOSTS, MAX_LINK_MBPS, OcsLeafSpineSpec, load_fabric, parse_fabric
+from testbed.core.spec import (
+    MAX_HOSTS,
+    MAX_LINK_MBIT_S,
+    OcsLeafSpineSpec,
+    load_fabric,
+    parse_fabric,
+    upgrade_fabric,
+)
 
 LEAF_SPINE = {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,
-              "host_link_mbps": 50, "uplink_mbps": 50}
-MULTIDIM = {"kind": "multidim", "dims": [{"size": 2, "mbps": 40, "kind": "switch"},
-                                         {"size": 4, "mbps": 20, "kind": "ring"}]}
+              "host_link_mbit_s": 50, "uplink_mbit_s": 50}
+MULTIDIM = {"kind": "multidim", "dims": [{"size": 2, "mbit_s": 40, "kind": "switch"},
+                                         {"size": 4, "mbit_s": 20, "kind": "ring"}]}
 
 
 def err(fabric: dict) -> str:
@@ -45,8 +52,8 @@ def test_ready_fabric_files_load():
 @pytest.mark.parametrize(("change", "field", "reason"), [
     ({"leaves": 0}, "fabric.leaves", "greater than or equal to 1"),
     ({"spines": -1}, "fabric.spines", "greater than or equal to 1"),
-    ({"uplink_mbps": 0}, "fabric.uplink_mbps", "greater than 0"),
-    ({"host_link_mbps": MAX_LINK_MBPS + 1}, "fabric.host_link_mbps", "shapes faithfully"),
+    ({"uplink_mbit_s": 0}, "fabric.uplink_mbit_s", "greater than 0"),
+    ({"host_link_mbit_s": MAX_LINK_MBIT_S + 1}, "fabric.host_link_mbit_s", "shapes faithfully"),
     ({"colour": "red"}, "fabric.colour", "unknown key"),
     ({"kind": "torus"}, "fabric", "kind must be one of"),
     ({"leaves": 20, "hosts_per_leaf": 20}, "fabric", f"at most {MAX_HOSTS}"),
@@ -58,11 +65,48 @@ def test_bad_leaf_spine_names_field(change, field, reason):
 
 
 def test_bad_multidim_names_dimension():
-    bad = {"kind": "multidim", "dims": [{"size": 2, "mbps": 40}, {"size": 4, "mbps": -3}]}
-    assert "fabric.dims.1.mbps: Input should be greater than 0" in err(bad)
-    assert "fabric.dims.0.kind" in err({"kind": "multidim", "dims": [{"size": 2, "mbps": 1,
+    bad = {"kind": "multidim", "dims": [{"size": 2, "mbit_s": 40}, {"size": 4, "mbit_s": -3}]}
+    assert "fabric.dims.1.mbit_s: Input should be greater than 0" in err(bad)
+    assert "fabric.dims.0.kind" in err({"kind": "multidim", "dims": [{"size": 2, "mbit_s": 1,
                                                                        "kind": "mesh"}]})
     assert "fabric.dims" in err({"kind": "multidim", "dims": []})
+
+
+OLD_LEAF_SPINE = {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,
+                  "host_link_mbps": 50, "uplink_mbps": 40}
+OLD_MULTIDIM = {"kind": "multidim", "dims": [{"size": 2, "mbps": 40, "kind": "switch"},
+                                             {"size": 4, "mbps": 20, "kind": "ring"}]}
+
+
+def test_old_field_names_still_load(tmp_path):
+    """Experiment files written with the ``*_mbps`` names run unchanged."""
+    ls = parse_fabric({"fabric": OLD_LEAF_SPINE})
+    assert (ls.host_link_mbit_s, ls.uplink_mbit_s) == (50, 40)
+    ocs = parse_fabric({"fabric": OLD_LEAF_SPINE | {"kind": "ocs_leaf_spine", "ocs_count": 2}})
+    assert ocs.uplink_mbit_s == 40
+    md = parse_fabric({"fabric": OLD_MULTIDIM})
+    assert [d.mbit_s for d in md.dims] == [40, 20]
+    assert md == parse_fabric({"fabric": MULTIDIM})
+    assert "mbps" not in str(md.model_dump())  # only the new names are written
+    f = tmp_path / "old.yaml"
+    f.write_text("fabric: {kind: leaf_spine, leaves: 2, spines: 2, hosts_per_leaf: 2,\n"
+                 "         host_link_mbps: 50, uplink_mbit_s: 40}\n")
+    assert load_fabric(f) == ls
+    assert upgrade_fabric(OLD_MULTIDIM) == MULTIDIM
+    assert upgrade_fabric(OLD_LEAF_SPINE) == LEAF_SPINE | {"uplink_mbit_s": 40}
+
+
+def test_old_names_are_explained_under_the_new_name():
+    both = LEAF_SPINE | {"uplink_mbps": 50}
+    assert err(both) == ("spec: fabric: uplink_mbit_s is also given as uplink_mbps (its old "
+                         "name): keep only uplink_mbit_s")
+    too_fast = OLD_LEAF_SPINE | {"host_link_mbps": MAX_LINK_MBIT_S + 1}
+    assert "fabric.host_link_mbit_s:" in err(too_fast) and "shapes faithfully" in err(too_fast)
+    dims = {"kind": "multidim", "dims": [{"size": 2, "mbps": 40, "mbit_s": 40},
+                                         {"size": 4, "mbps": -3}]}
+    msg = err(dims)
+    assert "fabric.dims.0: mbit_s is also given as mbps" in msg
+    assert "fabric.dims.1.mbit_s: Input should be greater than 0" in msg
 
 
 def test_ocs_rewiring_is_one_of_the_allocators():
@@ -101,8 +145,9 @@ json_values = st.recursive(
                                                                 max_size=4),
     max_leaves=12,
 )
-keys = st.sampled_from(["kind", "leaves", "spines", "hosts_per_leaf", "host_link_mbps",
-                        "uplink_mbps", "ocs_count", "dims", "size", "mbps", "x"])
+keys = st.sampled_from(["kind", "leaves", "spines", "hosts_per_leaf", "host_link_mbit_s",
+                        "uplink_mbit_s", "host_link_mbps", "uplink_mbps", "ocs_count", "dims",
+                        "size", "mbit_s", "mbps", "x"])
 
 
 @settings(max_examples=150, deadline=None)

@@ -360,8 +360,10 @@ def test_cli_plan_json(run_cli):
     doc = json.loads(out)
     assert len(doc["chunks"]) == 64
     assert all(c["rs_order"] == [0, 1, 2] and c["ag_order"] == [1, 0] for c in doc["chunks"])
-    assert sum(c["size"] for c in doc["chunks"]) == 256 * MIB
+    assert sum(c["size_bytes"] for c in doc["chunks"]) == 256 * MIB
     assert len(doc["dimensions"]) == 3
+    assert doc["bw_gbit_s"] == [200, 100, 50] == [d["bw_gbit_s"] for d in doc["dimensions"]]
+    assert all(d["sent_per_host_bytes"] > 0 for d in doc["dimensions"])
 
 
 def test_cli_model_side_by_side(run_cli):
@@ -384,7 +386,10 @@ def test_cli_model_one_policy_json(run_cli):
     pred = doc["predictions"][0]
     assert 0.95 < pred["utilisation"] <= 1
     assert len(pred["dimensions"]) == 3
-    assert {"chunk", "dim", "op", "bytes", "sent", "start_s", "end_s"} <= set(pred["schedule"][0])
+    assert doc["bw_gbit_s"] == [200, 100, 50]
+    assert {"chunk", "dim", "op", "input_bytes", "sent_bytes", "start_s",
+            "end_s"} <= set(pred["schedule"][0])
+    assert {"bw_gbit_s", "sent_per_host_bytes", "busy_s"} <= set(pred["dimensions"][0])
 
 
 @pytest.mark.parametrize(

@@ -26,13 +26,13 @@ def plan_of(**fabric) -> FabricPlan:
 
 def leaf_spine(leaves=2, spines=2, hosts=2, **extra) -> FabricPlan:
     fabric = {"kind": "leaf_spine", "leaves": leaves, "spines": spines, "hosts_per_leaf": hosts,
-              "host_link_mbps": 50, "uplink_mbps": 40}
+              "host_link_mbit_s": 50, "uplink_mbit_s": 40}
     return plan_of(**(fabric | extra))
 
 
 def multidim(*dims) -> FabricPlan:
     return plan_of(kind="multidim",
-                   dims=[{"size": s, "mbps": 10 * (i + 1), "kind": k}
+                   dims=[{"size": s, "mbit_s": 10 * (i + 1), "kind": k}
                          for i, (s, k) in enumerate(dims)])
 
 
@@ -41,7 +41,7 @@ def test_leaf_spine_counts_and_ports():
     assert (len(p.hosts), len(p.switches), len(p.links)) == (16, 8, 16 + 16)
     assert {s.role for s in p.switches} == {"leaf", "spine"}
     up = p.link_between("leaf2", "spine3")
-    assert len(up) == 1 and (up[0].a_port, up[0].b_port, up[0].mbps) == (4 + 1 + 3, 3, 40)
+    assert len(up) == 1 and (up[0].a_port, up[0].b_port, up[0].mbit_s) == (4 + 1 + 3, 3, 40)
     h = p.node("h9")
     assert (h.leaf, h.slot, h.nics[0].ip, h.nics[0].intf) == (2, 1, "10.0.0.10", "h9-eth0")
     assert p.link_between("h9", "leaf2")[0].b_port == 2

@@ -13,8 +13,8 @@ from workloads.traces import read_table
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
-MULTIDIM = {"kind": "multidim", "dims": [{"size": 2, "mbps": 40, "kind": "switch"},
-                                         {"size": 4, "mbps": 20, "kind": "ring"}]}
+MULTIDIM = {"kind": "multidim", "dims": [{"size": 2, "mbit_s": 40, "kind": "switch"},
+                                         {"size": 4, "mbit_s": 20, "kind": "ring"}]}
 
 
 def plan_of(fabric):
@@ -43,7 +43,7 @@ def test_hierarchical_allreduce_through_shaped_multidim_links(tmp_path, algorith
 
 def test_flat_ring_on_one_shaped_switch_both_transports(tmp_path):
     plan = plan_of({"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 4,
-                    "host_link_mbps": 50, "uplink_mbps": 50})
+                    "host_link_mbit_s": 50, "uplink_mbit_s": 50})
     hosts = [h.name for h in plan.hosts]
     with Fabric(plan, tmp_path / "fabric") as fab:
         rows = {}
@@ -59,10 +59,10 @@ def test_flat_ring_on_one_shaped_switch_both_transports(tmp_path):
     assert isinstance(read_table(tmp_path / "rpc", "collectives").to_pandas(), pd.DataFrame)
 
 
-SWITCHED = {"kind": "multidim", "dims": [{"size": 2, "mbps": 40, "kind": "switch"},
-                                         {"size": 4, "mbps": 20, "kind": "switch"}]}
+SWITCHED = {"kind": "multidim", "dims": [{"size": 2, "mbit_s": 40, "kind": "switch"},
+                                         {"size": 4, "mbit_s": 20, "kind": "switch"}]}
 LEAF = {"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 4,
-        "host_link_mbps": 50, "uplink_mbps": 50}
+        "host_link_mbit_s": 50, "uplink_mbit_s": 50}
 
 
 @pytest.mark.parametrize(("fabric", "config"), [

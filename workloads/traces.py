@@ -10,7 +10,9 @@ A worker in DNN mode (:mod:`workloads.dnn`) also writes ``iterations-rank{r}.par
 row per training iteration) and ``buckets-rank{r}.parquet`` (one row per gradient bucket and
 iteration; ``coll`` links it to the collective and phase rows), the same way.
 
-Times are ``time.monotonic()`` seconds (comparable between processes of one host).
+Times are ``time.monotonic()`` seconds (comparable between processes of one host). Every
+column records its unit as field metadata (:func:`testbed.core.units.unit_field`);
+docs/results.md describes every column.
 """
 
 from __future__ import annotations
@@ -23,22 +25,36 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from testbed.core import formulas
+from testbed.core.units import DIMENSIONLESS, NOT_A_QUANTITY, unit_field
 
-PHASE_SCHEMA = pa.schema([
-    ("run_id", pa.string()), ("job_id", pa.string()), ("rank", pa.int32()),
-    ("coll", pa.int64()), ("iteration", pa.int32()), ("warmup", pa.bool_()),
-    ("chunk", pa.int32()), ("phase", pa.int32()), ("dim", pa.int32()), ("op", pa.string()),
-    ("bytes", pa.int64()), ("start", pa.float64()), ("end", pa.float64()), ("peer", pa.int32()),
-])
+_S, _BYTES = "s", "bytes"
+# nccl-tests reports algbw and busbw in GB/s; the collective traces keep that unit.
+GBYTE_S = "GB/s (1e9 bytes/s, as nccl-tests)"
+_N, _LABEL = DIMENSIONLESS, NOT_A_QUANTITY
 
-COLLECTIVE_SCHEMA = pa.schema([
-    ("run_id", pa.string()), ("job_id", pa.string()), ("rank", pa.int32()),
-    ("coll", pa.int64()), ("iteration", pa.int32()), ("warmup", pa.bool_()),
-    ("size", pa.int64()), ("count", pa.int64()), ("world", pa.int32()),
-    ("algorithm", pa.string()), ("transport", pa.string()), ("chunks", pa.int32()),
-    ("start", pa.float64()), ("time", pa.float64()), ("algbw", pa.float64()),
-    ("busbw", pa.float64()), ("correct", pa.bool_()),
-])
+
+def _schema(*fields: tuple[str, pa.DataType, str]) -> pa.Schema:
+    """A schema whose every column records its unit (docs/results.md explains each)."""
+    return pa.schema([unit_field(*f) for f in fields])
+
+
+_WHO = (("run_id", pa.string(), _LABEL), ("job_id", pa.string(), _LABEL), ("rank", pa.int32(), _N))
+
+PHASE_SCHEMA = _schema(
+    *_WHO, ("coll", pa.int64(), _N), ("iteration", pa.int32(), _N), ("warmup", pa.bool_(), _LABEL),
+    ("chunk", pa.int32(), _N), ("phase", pa.int32(), _N), ("dim", pa.int32(), _N),
+    ("op", pa.string(), _LABEL), ("bytes", pa.int64(), _BYTES), ("start", pa.float64(), _S),
+    ("end", pa.float64(), _S), ("peer", pa.int32(), _N),
+)
+
+COLLECTIVE_SCHEMA = _schema(
+    *_WHO, ("coll", pa.int64(), _N), ("iteration", pa.int32(), _N), ("warmup", pa.bool_(), _LABEL),
+    ("size", pa.int64(), _BYTES), ("count", pa.int64(), _N), ("world", pa.int32(), _N),
+    ("algorithm", pa.string(), _LABEL), ("transport", pa.string(), _LABEL),
+    ("chunks", pa.int32(), _N), ("start", pa.float64(), _S), ("time", pa.float64(), _S),
+    ("algbw", pa.float64(), GBYTE_S), ("busbw", pa.float64(), GBYTE_S),
+    ("correct", pa.bool_(), _LABEL),
+)
 
 
 # One DNN training iteration of one rank. time = end - start (from forward start to the last
@@ -46,26 +62,25 @@ COLLECTIVE_SCHEMA = pa.schema([
 # nominal_compute = the profile's; backward_end = when the last backward compute ended;
 # comm = the sum of the bucket All-Reduce durations (what serial communication would add);
 # exposed_comm = max(0, time - compute); compute_share = compute / time; bytes = all buckets.
-ITERATION_SCHEMA = pa.schema([
-    ("run_id", pa.string()), ("job_id", pa.string()), ("rank", pa.int32()),
-    ("iteration", pa.int32()), ("warmup", pa.bool_()), ("model", pa.string()),
-    ("algorithm", pa.string()), ("transport", pa.string()), ("world", pa.int32()),
-    ("buckets", pa.int32()), ("bytes", pa.int64()),
-    ("start", pa.float64()), ("end", pa.float64()), ("time", pa.float64()),
-    ("compute", pa.float64()), ("nominal_compute", pa.float64()),
-    ("backward_end", pa.float64()), ("comm", pa.float64()), ("exposed_comm", pa.float64()),
-    ("compute_share", pa.float64()), ("correct", pa.bool_()),
-])
+ITERATION_SCHEMA = _schema(
+    *_WHO, ("iteration", pa.int32(), _N), ("warmup", pa.bool_(), _LABEL),
+    ("model", pa.string(), _LABEL), ("algorithm", pa.string(), _LABEL),
+    ("transport", pa.string(), _LABEL), ("world", pa.int32(), _N), ("buckets", pa.int32(), _N),
+    ("bytes", pa.int64(), _BYTES), ("start", pa.float64(), _S), ("end", pa.float64(), _S),
+    ("time", pa.float64(), _S), ("compute", pa.float64(), _S),
+    ("nominal_compute", pa.float64(), _S), ("backward_end", pa.float64(), _S),
+    ("comm", pa.float64(), _S), ("exposed_comm", pa.float64(), _S),
+    ("compute_share", pa.float64(), _N), ("correct", pa.bool_(), _LABEL),
+)
 
 # One gradient bucket of one iteration: backward = its nominal backward compute; ready = when
 # that compute ended and the bucket was queued; start/end = its All-Reduce on the comm thread.
-BUCKET_SCHEMA = pa.schema([
-    ("run_id", pa.string()), ("job_id", pa.string()), ("rank", pa.int32()),
-    ("iteration", pa.int32()), ("warmup", pa.bool_()), ("bucket", pa.int32()),
-    ("coll", pa.int64()), ("bytes", pa.int64()), ("backward", pa.float64()),
-    ("ready", pa.float64()), ("start", pa.float64()), ("end", pa.float64()),
-    ("correct", pa.bool_()),
-])
+BUCKET_SCHEMA = _schema(
+    *_WHO, ("iteration", pa.int32(), _N), ("warmup", pa.bool_(), _LABEL),
+    ("bucket", pa.int32(), _N), ("coll", pa.int64(), _N), ("bytes", pa.int64(), _BYTES),
+    ("backward", pa.float64(), _S), ("ready", pa.float64(), _S), ("start", pa.float64(), _S),
+    ("end", pa.float64(), _S), ("correct", pa.bool_(), _LABEL),
+)
 
 SCHEMAS = {"phases": PHASE_SCHEMA, "collectives": COLLECTIVE_SCHEMA,
            "iterations": ITERATION_SCHEMA, "buckets": BUCKET_SCHEMA}

@@ -116,7 +116,7 @@ def _fmt_bytes(n: float) -> str:
     return text if parse_size(text) == n else f"{n:,.0f}B"
 
 
-def _gbps(bps: float) -> str:
+def _gbit_s(bps: float) -> str:
     return f"{bps / 1e9:g}"
 
 
@@ -134,16 +134,16 @@ def run_plan(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({
             "dims": list(dims),
-            "bw_gbps": [b / 1e9 for b in bw],
+            "bw_gbit_s": [b / 1e9 for b in bw],
             "total_bytes": size,
             "policy": args.policy,
             "chunks": [
-                {"index": p.index, "size": p.size, "rs_order": list(p.rs_order),
+                {"index": p.index, "size_bytes": p.size, "rs_order": list(p.rs_order),
                  "ag_order": list(p.ag_order)}
                 for p in plans
             ],
             "dimensions": [
-                {"dim": d, "hosts": n, "bw_gbps": bw[d] / 1e9, "sent_bytes_per_host": sent[d],
+                {"dim": d, "hosts": n, "bw_gbit_s": bw[d] / 1e9, "sent_per_host_bytes": sent[d],
                  "busy_s": load_s[d]}
                 for d, n in enumerate(dims)
             ],
@@ -152,7 +152,7 @@ def run_plan(args: argparse.Namespace) -> int:
 
     console = Console()
     console.print(f"{args.policy} plan: {_fmt_bytes(size)} in {len(plans)} chunks over "
-                  f"{'x'.join(map(str, dims))} at {','.join(_gbps(b) for b in bw)} Gbit/s")
+                  f"{'x'.join(map(str, dims))} at {','.join(_gbit_s(b) for b in bw)} Gbit/s")
     table = Table()
     table.add_column("chunk", justify="right")
     table.add_column("size", justify="right")
@@ -173,7 +173,7 @@ def run_plan(args: argparse.Namespace) -> int:
     loads.add_column("chunks first", justify="right")
     for d, n in enumerate(dims):
         first = sum(1 for p in plans if p.rs_order and p.rs_order[0] == d)
-        loads.add_row(str(d), str(n), _gbps(bw[d]), _fmt_bytes(sent[d]),
+        loads.add_row(str(d), str(n), _gbit_s(bw[d]), _fmt_bytes(sent[d]),
                       _fmt_time(load_s[d]), str(first))
     console.print(loads)
     return 0
@@ -187,8 +187,8 @@ def _prediction_json(p: Prediction, with_schedule: bool = True) -> dict:
         "ideal_time_s": p.ideal_time_s,
         "utilisation": p.utilisation,
         "dimensions": [
-            {"dim": d.index, "hosts": d.size, "bw_gbps": d.bandwidth_bps / 1e9,
-             "sent_bytes_per_host": d.sent_bytes, "busy_s": d.busy_s,
+            {"dim": d.index, "hosts": d.size, "bw_gbit_s": d.bandwidth_bps / 1e9,
+             "sent_per_host_bytes": d.sent_bytes, "busy_s": d.busy_s,
              "utilisation": d.utilisation}
             for d in p.dims
         ],
@@ -196,8 +196,8 @@ def _prediction_json(p: Prediction, with_schedule: bool = True) -> dict:
     }
     if with_schedule:
         out["schedule"] = [
-            {"chunk": r.chunk, "dim": r.dim, "op": r.op, "bytes": r.bytes, "sent": r.sent,
-             "start_s": r.start, "end_s": r.end}
+            {"chunk": r.chunk, "dim": r.dim, "op": r.op, "input_bytes": r.bytes,
+             "sent_bytes": r.sent, "start_s": r.start, "end_s": r.end}
             for r in p.schedule
         ]
     return out
@@ -212,7 +212,7 @@ def run_model(args: argparse.Namespace) -> int:
     if args.json:
         doc = {
             "dims": list(dims),
-            "bw_gbps": [b / 1e9 for b in bw],
+            "bw_gbit_s": [b / 1e9 for b in bw],
             "total_bytes": size,
             "chunks": args.chunks,
             "order": args.order,
@@ -227,7 +227,7 @@ def run_model(args: argparse.Namespace) -> int:
     shape = "x".join(map(str, dims))
     console.print(
         f"All-Reduce {_fmt_bytes(size)} in {args.chunks} chunks, {shape} at "
-        f"{','.join(_gbps(b) for b in bw)} Gbit/s per host, {args.order} order"
+        f"{','.join(_gbit_s(b) for b in bw)} Gbit/s per host, {args.order} order"
     )
     table = Table()
     table.add_column("")
@@ -237,7 +237,7 @@ def run_model(args: argparse.Namespace) -> int:
     table.add_row("ideal time", *[_fmt_time(r.ideal_time_s) for r in results])
     table.add_row("utilisation", *[f"{r.utilisation:.3f}" for r in results])
     for d, n in enumerate(dims):
-        table.add_row(f"dim {d} ({n} hosts, {_gbps(bw[d])} Gbit/s)",
+        table.add_row(f"dim {d} ({n} hosts, {_gbit_s(bw[d])} Gbit/s)",
                       *[f"{r.dims[d].utilisation:.3f}" for r in results])
     console.print(table)
     if speedup is not None:

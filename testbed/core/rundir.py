@@ -5,6 +5,7 @@
 ``jobs/<job>/`` (worker configs and parquet traces), ``fidelity.json``, ``summary.json`` and
 its CSV tables in ``csv/`` (:mod:`testbed.core.summary_csv`);
 the emulator adds ``controller.log``, ``link_samples.parquet`` and ``cpu_samples.parquet``.
+docs/results.md describes every file, key and column, with its unit.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -22,27 +22,61 @@ from testbed.core.errors import SpecError
 # What one 2-core machine shapes faithfully (shared/DESIGN.md, BENCHMARKS.md): Mininet's HTB
 # shaping accepts at most 1000 Mbit/s per link, and the userspace datapath forwards about
 # 1 Gbit/s in total, so faster links could never be saturated anyway.
-MAX_LINK_MBPS = 1000
+MAX_LINK_MBIT_S = 1000
 # The 4x4x4 fabric (64 hosts, 48 switches) builds in seconds; twice that is still carried.
 MAX_HOSTS = 128
 MAX_SWITCHES = 128
 
 
+# Keys spelled before every key named its unit (Mbit/s was ``mbps``): still read, never written.
+FABRIC_OLD_NAMES = {"host_link_mbps": "host_link_mbit_s", "uplink_mbps": "uplink_mbit_s"}
+DIM_OLD_NAMES = {"mbps": "mbit_s"}
+
+
+def _renamed(data: Any, old_names: dict[str, str]) -> Any:
+    """``data`` with every old key renamed; both names of one field is a mistake."""
+    if not isinstance(data, dict) or not old_names.keys() & data.keys():
+        return data
+    out = dict(data)
+    for old, new in old_names.items():
+        if old in out:
+            if new in out:
+                raise ValueError(f"{new} is also given as {old} (its old name): keep only {new}")
+            out[new] = out.pop(old)
+    return out
+
+
+def upgrade_fabric(fabric: Any) -> Any:
+    """A ``fabric:`` mapping (unvalidated, e.g. from an old run directory) with the current
+    key names."""
+    out = _renamed(fabric, FABRIC_OLD_NAMES)
+    if isinstance(out, dict) and isinstance(out.get("dims"), list):
+        out = {**out, "dims": [_renamed(d, DIM_OLD_NAMES) for d in out["dims"]]}
+    return out
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+    OLD_NAMES: ClassVar[dict[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data: Any) -> Any:
+        return _renamed(data, cls.OLD_NAMES)
 
 
-Mbps = Annotated[float, Field(gt=0, le=MAX_LINK_MBPS)]
+MbitS = Annotated[float, Field(gt=0, le=MAX_LINK_MBIT_S)]
 Count = Annotated[int, Field(ge=1)]
 
 
 class LeafSpineSpec(_Strict):
+    OLD_NAMES: ClassVar[dict[str, str]] = FABRIC_OLD_NAMES
     kind: Literal["leaf_spine"]
     leaves: Count
     spines: Count
     hosts_per_leaf: Count
-    host_link_mbps: Mbps
-    uplink_mbps: Mbps
+    host_link_mbit_s: MbitS
+    uplink_mbit_s: MbitS
 
     @property
     def num_hosts(self) -> int:
@@ -79,8 +113,9 @@ class OcsLeafSpineSpec(LeafSpineSpec):
 
 
 class DimSpec(_Strict):
+    OLD_NAMES: ClassVar[dict[str, str]] = DIM_OLD_NAMES
     size: Count
-    mbps: Mbps
+    mbit_s: MbitS
     kind: Literal["switch", "ring"] = "switch"
 
 
@@ -147,7 +182,7 @@ def _explain(exc: ValidationError) -> str:
                    "'-', starting with a letter or digit")
         elif err["type"] == "union_tag_invalid":
             msg = "kind must be one of leaf_spine, ocs_leaf_spine, multidim"
-        elif err["type"] == "less_than_equal" and "mbps" in str(err["loc"][-1]):
+        elif err["type"] == "less_than_equal" and str(err["loc"][-1]).endswith("mbit_s"):
             msg = f"{msg} (the most this machine shapes faithfully)"
         messages.append(f"{_field_path(err['loc'])}: {msg}")
     return "; ".join(messages)

@@ -84,7 +84,7 @@ class Link:
     a_port: int
     b: str
     b_port: int
-    mbps: float
+    mbit_s: float
     kind: str  # host | uplink | ocs-leaf | ocs-spine | dim | ring
     dim: int | None = None
 
@@ -295,18 +295,18 @@ def _leaf_spine(spec: LeafSpineSpec | OcsLeafSpineSpec) -> FabricPlan:
         i = lf * H + j
         nic = Nic(f"h{i}-eth0", 0, host_address(0, i), 16, host_mac(0, i))
         hosts.append(Host(f"h{i}", i, (nic,), leaf=lf, slot=j))
-        links.append(Link(f"h{i}", 0, f"leaf{lf}", leaf_host_port(j), spec.host_link_mbps,
+        links.append(Link(f"h{i}", 0, f"leaf{lf}", leaf_host_port(j), spec.host_link_mbit_s,
                           "host"))
     if not ocs:
         for lf, s in itertools.product(range(L), range(S)):
             links.append(Link(f"leaf{lf}", leaf_uplink_port(H, s), f"spine{s}", 1 + lf,
-                              spec.uplink_mbps, "uplink"))
+                              spec.uplink_mbit_s, "uplink"))
     for o, lf in itertools.product(range(ocs), range(L)):
         links.append(Link(f"leaf{lf}", leaf_uplink_port(H, o), f"ocs{o}", ocs_leaf_port(lf),
-                          spec.uplink_mbps, "ocs-leaf"))
+                          spec.uplink_mbit_s, "ocs-leaf"))
     for o, s, p in itertools.product(range(ocs), range(S), range(SPINE_PORTS_PER_OCS)):
         links.append(Link(f"spine{s}", spine_ocs_port(o, p), f"ocs{o}", ocs_spine_port(L, s, p),
-                          spec.uplink_mbps, "ocs-spine"))
+                          spec.uplink_mbit_s, "ocs-spine"))
     return FabricPlan(spec.kind, spec, tuple(hosts), tuple(switches), tuple(links))
 
 
@@ -380,7 +380,7 @@ def _multidim(spec: MultidimSpec) -> FabricPlan:
                 port = add_nic(i, d, "host")
                 k = coords_of(i, sizes)[d]
                 links.append(Link(f"h{i}", port, f"d{d}s{group_of(i, d, sizes)}", k + 1,
-                                  dspec.mbps, "dim", d))
+                                  dspec.mbit_s, "dim", d))
         elif n == 2:
             for i in range(N):
                 add_nic(i, d, "host")
@@ -388,7 +388,7 @@ def _multidim(spec: MultidimSpec) -> FabricPlan:
                 j, _ = ring_neighbours(i, d, sizes)
                 if i < j:
                     links.append(Link(f"h{i}", _port(nics[i], d), f"h{j}", _port(nics[j], d),
-                                      dspec.mbps, "ring", d))
+                                      dspec.mbit_s, "ring", d))
         else:
             for i in range(N):
                 add_nic(i, d, "next")
@@ -396,7 +396,7 @@ def _multidim(spec: MultidimSpec) -> FabricPlan:
             for i in range(N):
                 j, _ = ring_neighbours(i, d, sizes)
                 links.append(Link(f"h{i}", _port(nics[i], d, "next"), f"h{j}",
-                                  _port(nics[j], d, "prev"), dspec.mbps, "ring", d))
+                                  _port(nics[j], d, "prev"), dspec.mbit_s, "ring", d))
     hosts = tuple(Host(f"h{i}", i, tuple(nics[i]), coords=coords_of(i, sizes)) for i in range(N))
     assert len(switches) == spec.num_switches and math.prod(sizes) == N
     return FabricPlan(spec.kind, spec, hosts, tuple(switches), tuple(links))

@@ -1,10 +1,26 @@
-"""Parse and format sizes (bytes) and rates (bit/s) as users write them."""
+"""Parse and format sizes (bytes) and rates (bit/s) as users write them, and name the unit
+of every column of a parquet table.
+
+Machine-readable keys and columns name their unit with a suffix: rates ``_mbit_s`` /
+``_gbit_s`` (SI prefixes, bit/s), sizes ``_bytes``, times ``_s`` (``_us`` for microseconds);
+fractions and counts have none. nccl-tests-style bandwidths stay in GB/s as ``_gbyte_s``.
+Parquet columns carry their unit in the field metadata (:func:`unit_field`).
+"""
 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from testbed.core.errors import FabricLabError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# Field-metadata units of quantities without one: counts, indices and fractions ("1"), and
+# values that are not quantities at all (names, labels, flags: "-").
+DIMENSIONLESS = "1"
+NOT_A_QUANTITY = "-"
 
 _SIZE_UNITS = {
     "": 1, "b": 1,
@@ -54,3 +70,18 @@ def format_size(n: float) -> str:
 def mbps(bits_per_second: float) -> float:
     """bit/s -> Mbit/s, for display."""
     return bits_per_second / 1e6
+
+
+def unit_field(name: str, type_: pa.DataType, unit: str) -> pa.Field:
+    """A parquet column that records its unit (``"s"``, ``"bytes"``, ``"Mbit/s"``,
+    :data:`DIMENSIONLESS`, :data:`NOT_A_QUANTITY` ...) as field metadata ``unit``."""
+    import pyarrow as pa  # only the writers and readers of tables pay for pyarrow
+
+    return pa.field(name, type_, metadata={"unit": unit})
+
+
+def unit_of(field: pa.Field) -> str | None:
+    """The unit :func:`unit_field` recorded, or None for a column written without one."""
+    meta = field.metadata or {}
+    unit = meta.get(b"unit")
+    return unit.decode() if unit is not None else None

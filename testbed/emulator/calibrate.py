@@ -41,12 +41,12 @@ class ProbeFlow:
     dst_ip: str
     hops: tuple[tuple[str, str], ...]  # directed links as (from node, to node) names
     link_names: tuple[str, ...]
-    mbps: float  # the slowest configured rate on the path
+    mbit_s: float  # the slowest configured rate on the path
 
     @property
     def cost(self) -> float:
         """Offered load in link-Mbit/s: each link crossed costs the machine CPU."""
-        return self.mbps * len(self.hops)
+        return self.mbit_s * len(self.hops)
 
 
 def candidate_flows(plan: FabricPlan, rules: list[FlowRule]) -> list[ProbeFlow]:
@@ -72,7 +72,7 @@ def _flow(src: str, dst: str, dim: int | None, sip: str, dip: str,
           path: list[tuple[Link, bool]]) -> ProbeFlow:
     hops = tuple((lk.a, lk.b) if fwd else (lk.b, lk.a) for lk, fwd in path)
     return ProbeFlow(src, dst, dim, sip, dip, hops, tuple(lk.name for lk, _ in path),
-                     min(lk.mbps for lk, _ in path))
+                     min(lk.mbit_s for lk, _ in path))
 
 
 def plan_rounds(flows: list[ProbeFlow], budget: float,
@@ -116,9 +116,9 @@ class LinkResult:
     link: str
     src: str
     dst: str
-    configured_mbps: float
-    expected_mbps: float
-    achieved_mbps: float  # wire-equivalent (counter rate x TCP_WIRE_FACTOR)
+    configured_mbit_s: float
+    expected_mbit_s: float
+    achieved_mbit_s: float  # wire-equivalent (counter rate x TCP_WIRE_FACTOR)
     ratio: float  # achieved / expected
     round: int
 
@@ -132,7 +132,7 @@ class Calibration:
     fabric: dict
     datapath: str
     rounds: int
-    seconds_per_round: float
+    round_s: float  # the length of each round
     links: list[LinkResult]
     cpu_idle_min: float
     cpu_idle_mean: float
@@ -142,7 +142,7 @@ class Calibration:
 
     @property
     def failures(self) -> list[str]:
-        out = [f"{r.src}->{r.dst} at {r.ratio:.2f} of {r.expected_mbps:g} Mbit/s"
+        out = [f"{r.src}->{r.dst} at {r.ratio:.2f} of {r.expected_mbit_s:g} Mbit/s"
                for r in self.links if not r.ok]
         if self.cpu_idle_min < MIN_CPU_IDLE:
             out.append(f"CPU idle fell to {self.cpu_idle_min:.0%} "
@@ -162,7 +162,8 @@ class Calibration:
 
     @property
     def aggregate_ratio(self) -> float:
-        return sum(r.achieved_mbps for r in self.links) / sum(r.expected_mbps for r in self.links)
+        achieved = sum(r.achieved_mbit_s for r in self.links)
+        return achieved / sum(r.expected_mbit_s for r in self.links)
 
 
 def run_rounds(fab, rounds: list[list[ProbeFlow]], seconds: float, warmup: float,
@@ -181,10 +182,11 @@ def run_rounds(fab, rounds: list[list[ProbeFlow]], seconds: float, warmup: float
             for f in flows:
                 for src, dst in f.hops:
                     row = rates.loc[(src, dst)]
-                    wire = float(row["achieved_mbps"]) * TCP_WIRE_FACTOR
-                    results.append(LinkResult(row["link"], src, dst, float(row["mbps"]),
-                                              f.mbps, wire, wire / f.mbps, i))
-            goodput += [bps / 1e6 / f.mbps * TCP_WIRE_FACTOR
+                    wire = float(row["achieved_mbit_s"]) * TCP_WIRE_FACTOR
+                    results.append(LinkResult(row["link"], src, dst,
+                                              float(row["capacity_mbit_s"]), f.mbit_s, wire,
+                                              wire / f.mbit_s, i))
+            goodput += [bps / 1e6 / f.mbit_s * TCP_WIRE_FACTOR
                         for f, bps in zip(flows, reports, strict=True)]
             if progress:
                 progress(i + 1, len(rounds))
@@ -212,7 +214,7 @@ def calibrate(plan: FabricPlan, run_dir: Path, seconds: float = 4.0, warmup: flo
     cpu.to_csv(run_dir / "cpu_samples.csv", index=False)
     return Calibration(
         fabric=plan.spec.model_dump(), datapath=datapath(), rounds=len(rounds),
-        seconds_per_round=seconds,
+        round_s=seconds,
         links=links, cpu_idle_min=min(idles), cpu_idle_mean=sum(idles) / len(idles),
         iperf_goodput_ratio=sum(goodput) / len(goodput), bring_up_s=bring_up,
     )
@@ -226,7 +228,7 @@ def print_calibration(cal: Calibration, console: Console) -> None:
         table.add_column(col)
     for kind, g in df.groupby("kind"):
         table.add_row(
-            f"{kind} ({len(g)})", _mbps(g["configured_mbps"]), _mbps(g["expected_mbps"]),
+            f"{kind} ({len(g)})", _span(g["configured_mbit_s"]), _span(g["expected_mbit_s"]),
             f"{g['ratio'].min():.3f} / {g['ratio'].mean():.3f} / {g['ratio'].max():.3f}",
         )
     console.print(table)
@@ -249,6 +251,6 @@ def _kind(src: str, dst: str) -> str:
     return f"{role(src)}→{role(dst)}"
 
 
-def _mbps(s: pd.Series) -> str:
+def _span(s: pd.Series) -> str:
     lo, hi = s.min(), s.max()
     return f"{lo:g}" if lo == hi else f"{lo:g}–{hi:g}"

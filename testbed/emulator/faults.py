@@ -26,7 +26,7 @@ OVS_PIDFILES = ("/run/openvswitch/ovs-vswitchd.pid", "/run/openvswitch/ovsdb-ser
 
 
 FABRIC = {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,
-          "host_link_mbps": 50, "uplink_mbps": 50}
+          "host_link_mbit_s": 50, "uplink_mbit_s": 50}
 BRIDGES = ["leaf0", "leaf1", "spine0", "spine1"]
 INTERFACES = [f"{b}-eth{i}" for b in BRIDGES for i in (1, 2, 3, 4)]
 

@@ -27,7 +27,7 @@ class FabricTopo(Topo):
             macs = {k: mac for k, mac in (("addr1", self._mac(lk.a, lk.a_port)),
                                           ("addr2", self._mac(lk.b, lk.b_port))) if mac}
             self.addLink(
-                lk.a, lk.b, port1=lk.a_port, port2=lk.b_port, bw=lk.mbps,
+                lk.a, lk.b, port1=lk.a_port, port2=lk.b_port, bw=lk.mbit_s,
                 params1=self._ip(lk.a, lk.a_port), params2=self._ip(lk.b, lk.b_port), **macs,
             )
 

@@ -230,15 +230,15 @@ class Runner:
         samples = self.run_dir / "link_samples.parquet"
         if samples.exists():
             df = pd.read_parquet(samples)
-            for (src, dst, mbps), g in df.groupby(["src", "dst", "mbps"]):
+            for (src, dst, cap), g in df.groupby(["src", "dst", "capacity_mbit_s"]):
                 g = g.sort_values("time")
                 rate = (g["bytes"].diff() * 8 / g["time"].diff() / 1e6).rolling(10).mean()
                 peak = float(rate.max() * TCP_WIRE_FACTOR) if len(g) > 10 else 0.0
-                links.append({"src": src, "dst": dst, "configured_mbps": float(mbps),
-                              "peak_mbps": round(peak, 3)})
-                if peak > float(mbps) * (1 + TOLERANCE):
+                links.append({"src": src, "dst": dst, "configured_mbit_s": float(cap),
+                              "peak_mbit_s": round(peak, 3)})
+                if peak > float(cap) * (1 + TOLERANCE):
                     reasons.append(f"{src}->{dst} ran at {peak:.1f} Mbit/s, above its "
-                                   f"{mbps:g} Mbit/s shaping")
+                                   f"{cap:g} Mbit/s shaping")
             cpu = pd.read_parquet(self.run_dir / "cpu_samples.parquet")
             if len(cpu):
                 # judge the CPU while measured collectives ran (not while workers started or

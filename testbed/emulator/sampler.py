@@ -14,8 +14,11 @@ from pathlib import Path
 
 import pandas as pd
 import psutil
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from testbed.core.atomic import write_json
+from testbed.core.samples import CPU_SAMPLE_SCHEMA, LINK_SAMPLE_SCHEMA
 from testbed.core.topology import FabricPlan
 
 
@@ -26,7 +29,7 @@ class Probe:
     link: str
     src: str  # the a->b direction is src -> dst
     dst: str
-    mbps: float
+    mbit_s: float  # the link's configured rate
     proc: str  # /proc/<pid>/net/dev to read
     intf: str
     ab_is_tx: bool  # a->b bytes are this interface's tx bytes (else its rx bytes)
@@ -36,12 +39,12 @@ def probes_for(plan: FabricPlan, host_pids: dict[str, int]) -> list[Probe]:
     out = []
     for lk in plan.links:
         if not plan.is_host(lk.b):
-            out.append(Probe(lk.name, lk.a, lk.b, lk.mbps, "/proc/net/dev", lk.b_intf, False))
+            out.append(Probe(lk.name, lk.a, lk.b, lk.mbit_s, "/proc/net/dev", lk.b_intf, False))
         elif not plan.is_host(lk.a):
-            out.append(Probe(lk.name, lk.a, lk.b, lk.mbps, "/proc/net/dev", lk.a_intf, True))
+            out.append(Probe(lk.name, lk.a, lk.b, lk.mbit_s, "/proc/net/dev", lk.a_intf, True))
         else:
             proc = f"/proc/{host_pids[lk.a]}/net/dev"
-            out.append(Probe(lk.name, lk.a, lk.b, lk.mbps, proc, lk.a_intf, True))
+            out.append(Probe(lk.name, lk.a, lk.b, lk.mbit_s, proc, lk.a_intf, True))
     return out
 
 
@@ -136,8 +139,8 @@ class LinkSampler:
         for p in self.probes:
             rx, tx = counters[p.proc].get(p.intf, (0, 0))
             ab, ba = (tx, rx) if p.ab_is_tx else (rx, tx)
-            self._rows.append((t, p.link, p.src, p.dst, p.mbps, ab))
-            self._rows.append((t, p.link, p.dst, p.src, p.mbps, ba))
+            self._rows.append((t, p.link, p.src, p.dst, p.mbit_s, ab))
+            self._rows.append((t, p.link, p.dst, p.src, p.mbit_s, ba))
         self._cpu.append((t, *read_cpu()))
 
     def _loop(self) -> None:
@@ -155,9 +158,10 @@ class LinkSampler:
         return len(self._rows)
 
     def counters(self, since: int = 0) -> pd.DataFrame:
-        """One row per sample and link direction: time, link, src, dst, mbps, bytes (cumulative)."""
+        """One row per sample and link direction: time, link, src, dst, capacity_mbit_s
+        (configured), bytes (cumulative): :data:`LINK_SAMPLE_SCHEMA`."""
         rows = self._rows[since:]  # a snapshot: the sampler thread keeps appending
-        return pd.DataFrame(rows, columns=["time", "link", "src", "dst", "mbps", "bytes"])
+        return pd.DataFrame(rows, columns=LINK_SAMPLE_SCHEMA.names)
 
     def cpu(self) -> pd.DataFrame:
         """One row per sample interval: time (end of interval), idle fraction."""
@@ -167,27 +171,28 @@ class LinkSampler:
 
     def save(self, out_dir: Path) -> None:
         out_dir.mkdir(parents=True, exist_ok=True)
-        write_parquet(self.counters(), out_dir / "link_samples.parquet")
-        write_parquet(self.cpu(), out_dir / "cpu_samples.parquet")
+        write_parquet(self.counters(), out_dir / "link_samples.parquet", LINK_SAMPLE_SCHEMA)
+        write_parquet(self.cpu(), out_dir / "cpu_samples.parquet", CPU_SAMPLE_SCHEMA)
         write_json(out_dir / "cpu_starved.json", self.busy.starved)
 
 
-def write_parquet(df: pd.DataFrame, path: Path) -> None:
-    """Write atomically: a crash never leaves a truncated file under the final name."""
+def write_parquet(df: pd.DataFrame, path: Path, schema: pa.Schema) -> None:
+    """Write ``df`` as ``schema`` (its column units included) atomically: a crash never
+    leaves a truncated file under the final name."""
     tmp = path.with_name(path.name + ".partial")
-    df.to_parquet(tmp, index=False)
+    pq.write_table(pa.Table.from_pandas(df, schema=schema, preserve_index=False), tmp)
     tmp.replace(path)
 
 
 def window_rates(counters: pd.DataFrame, t0: float, t1: float) -> pd.DataFrame:
     """Mean rate (Mbit/s) of every link direction between the first and last sample in
-    [t0, t1]: columns link, src, dst, mbps (configured), achieved_mbps."""
+    [t0, t1]: columns link, src, dst, capacity_mbit_s (configured), achieved_mbit_s."""
     w = counters[(counters["time"] >= t0) & (counters["time"] <= t1)]
-    g = w.sort_values("time").groupby(["link", "src", "dst", "mbps"], sort=False)
+    g = w.sort_values("time").groupby(["link", "src", "dst", "capacity_mbit_s"], sort=False)
     first, last = g.first(), g.last()
     seconds = last["time"] - first["time"]
     achieved = (last["bytes"] - first["bytes"]) * 8 / 1e6 / seconds.where(seconds > 0)
-    return achieved.rename("achieved_mbps").reset_index()
+    return achieved.rename("achieved_mbit_s").reset_index()
 
 
 def mean_idle(cpu: pd.DataFrame, t0: float, t1: float) -> float:

@@ -28,28 +28,28 @@ MIN_QUEUE_BYTES = 4 * 65536
 ACK_BYTES = 128  # IP packets shorter than this take the priority class
 
 
-def queue_bytes(mbps: float, ms: float = QUEUE_MS) -> int:
+def queue_bytes(mbit_s: float, ms: float = QUEUE_MS) -> int:
     """The data FIFO limit: ``ms`` of traffic at the link rate, at least four TSO segments."""
-    return max(MIN_QUEUE_BYTES, int(mbps * 1e6 / 8 * ms / 1000))
+    return max(MIN_QUEUE_BYTES, int(mbit_s * 1e6 / 8 * ms / 1000))
 
 
-def htb_r2q(mbps: float) -> int:
-    """r2q giving an HTB quantum of at most 100 kB at ``mbps``."""
-    return max(10, math.ceil(mbps * 1e6 / 8 / 100_000))
+def htb_r2q(mbit_s: float) -> int:
+    """r2q giving an HTB quantum of at most 100 kB at ``mbit_s``."""
+    return max(10, math.ceil(mbit_s * 1e6 / 8 / 100_000))
 
 
-def htb_commands(mbps: float) -> list[str]:
+def htb_commands(mbit_s: float) -> list[str]:
     """tc commands (Mininet's ``%s %s`` = tc binary, interface) for one shaped interface."""
     mask = 0xFFFF & ~(ACK_BYTES - 1)  # IP total length < ACK_BYTES
     return [
-        f"%s qdisc add dev %s root handle 5:0 htb default 20 r2q {htb_r2q(mbps)}",
-        f"%s class add dev %s parent 5:0 classid 5:1 htb rate {mbps:f}Mbit burst 15k",
-        f"%s class add dev %s parent 5:1 classid 5:10 htb rate {mbps / 10:f}Mbit "
-        f"ceil {mbps:f}Mbit burst 15k prio 0",
-        f"%s class add dev %s parent 5:1 classid 5:20 htb rate {mbps * 0.9:f}Mbit "
-        f"ceil {mbps:f}Mbit burst 15k prio 1",
+        f"%s qdisc add dev %s root handle 5:0 htb default 20 r2q {htb_r2q(mbit_s)}",
+        f"%s class add dev %s parent 5:0 classid 5:1 htb rate {mbit_s:f}Mbit burst 15k",
+        f"%s class add dev %s parent 5:1 classid 5:10 htb rate {mbit_s / 10:f}Mbit "
+        f"ceil {mbit_s:f}Mbit burst 15k prio 0",
+        f"%s class add dev %s parent 5:1 classid 5:20 htb rate {mbit_s * 0.9:f}Mbit "
+        f"ceil {mbit_s:f}Mbit burst 15k prio 1",
         "%s qdisc add dev %s parent 5:10 handle 10: pfifo limit 1000",
-        f"%s qdisc add dev %s parent 5:20 handle 20: bfifo limit {queue_bytes(mbps)}",
+        f"%s qdisc add dev %s parent 5:20 handle 20: bfifo limit {queue_bytes(mbit_s)}",
         f"%s filter add dev %s parent 5: protocol ip prio 1 u32 "
         f"match u16 0x0000 {mask:#06x} at 2 flowid 5:10",
     ]

@@ -36,9 +36,9 @@ def fabric_configs(plan: FabricPlan, hosts: list[str], *, algorithm: str, out_di
             row.append({"ip": nic.ip, "port": BASE_PORT + d})
         addresses.append(row)
     if multidim:
-        bandwidths = [float(d.mbps) * 1e6 for d in plan.spec.dims]
+        bandwidths = [float(d.mbit_s) * 1e6 for d in plan.spec.dims]
     else:
-        bandwidths = [float(plan.spec.host_link_mbps) * 1e6] * len(dims)
+        bandwidths = [float(plan.spec.host_link_mbit_s) * 1e6] * len(dims)
     options.setdefault("dim_bandwidths", bandwidths)
     return worker_configs(addresses, dims=dims, algorithm=algorithm, out_dir=out_dir,
                           run_id=run_id, job_id=job_id, **options)

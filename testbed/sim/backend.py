@@ -260,8 +260,8 @@ class SimRunner:
 
     def _capacity(self, link: LinkId) -> float:
         s = self.plan.spec
-        mbps = s.host_link_mbps if link[0] in ("hu", "hd") else s.uplink_mbps
-        return float(mbps) * 1e6 * GOODPUT
+        mbit_s = s.host_link_mbit_s if link[0] in ("hu", "hd") else s.uplink_mbit_s
+        return float(mbit_s) * 1e6 * GOODPUT
 
     def _connection(self, net: Network, p: _Placed, a: int, b: int,
                     routes: list[list[LinkId]]) -> list[LinkId]:
@@ -301,12 +301,12 @@ class SimRunner:
 
             return flat
         if self.plan.kind == "multidim":
-            mbps = [float(d.mbps) for d in self.plan.spec.dims]
-            fabric = MultidimFabric(p.dims, [m * 1e6 * GOODPUT for m in mbps])
+            mbit_s = [float(d.mbit_s) for d in self.plan.spec.dims]
+            fabric = MultidimFabric(p.dims, [m * 1e6 * GOODPUT for m in mbit_s])
             for link, cap in fabric.capacities().items():
                 net.capacities.setdefault(link, cap)
         else:
-            mbps = [float(self.plan.spec.host_link_mbps)] * len(p.dims)
+            mbit_s = [float(self.plan.spec.host_link_mbit_s)] * len(p.dims)
             cache: dict[tuple[int, int, int], list[LinkId]] = {}
 
             def route(dim: int, a: int, b: int) -> list[LinkId]:
@@ -314,7 +314,7 @@ class SimRunner:
                     cache[(dim, a, b)] = self._connection(net, p, a, b, routes)
                 return cache[(dim, a, b)]
 
-            fabric = _MappedFabric(p.dims, [m * 1e6 * GOODPUT for m in mbps], route)
+            fabric = _MappedFabric(p.dims, [m * 1e6 * GOODPUT for m in mbit_s], route)
         plans_of: dict[int, list] = {}
         chunk_schedule = SCHEDULES.get(spec.algorithm)
         collective = COLLECTIVES.get(spec.dim_algorithm)
@@ -322,7 +322,7 @@ class SimRunner:
         def hierarchical(size: int, done: Callable[[list], None]) -> None:
             count = size // 4
             if size not in plans_of:  # the worker plans with the configured rates
-                plans_of[size] = chunk_schedule.plan(p.dims, [m * 1e6 for m in mbps], size,
+                plans_of[size] = chunk_schedule.plan(p.dims, [m * 1e6 for m in mbit_s], size,
                                                      min(spec.chunks, count), align=4)
 
             def end(runs: list) -> None:  # AG phases record their larger (gathered) side

@@ -1,0 +1,29 @@
+"""The emulator's sample tables in a run directory, with the unit of every column.
+
+``link_samples.parquet``: one row per sample and link direction, the cumulative byte counter of
+that direction and the link's configured rate. ``cpu_samples.parquet``: one row per sample
+interval, the machine's idle fraction. Times are ``time.monotonic()`` seconds, the clock of the
+worker traces (:mod:`workloads.traces`). docs/results.md describes every column.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from testbed.core.units import DIMENSIONLESS, NOT_A_QUANTITY, unit_field
+
+LINK_SAMPLE_SCHEMA = pa.schema([
+    unit_field("time", pa.float64(), "s"),
+    unit_field("link", pa.string(), NOT_A_QUANTITY),
+    unit_field("src", pa.string(), NOT_A_QUANTITY),
+    unit_field("dst", pa.string(), NOT_A_QUANTITY),
+    unit_field("capacity_mbit_s", pa.float64(), "Mbit/s"),
+    unit_field("bytes", pa.int64(), "bytes"),
+])
+
+CPU_SAMPLE_SCHEMA = pa.schema([
+    unit_field("time", pa.float64(), "s"),
+    unit_field("idle", pa.float64(), DIMENSIONLESS),
+])
+
+SAMPLE_SCHEMAS = {"link_samples": LINK_SAMPLE_SCHEMA, "cpu_samples": CPU_SAMPLE_SCHEMA}
