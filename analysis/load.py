@@ -29,7 +29,7 @@ from testbed.core.samples import CPU_SAMPLE_SCHEMA, LINK_SAMPLE_SCHEMA
 from testbed.core.spec import upgrade_fabric
 from workloads.traces import COLLECTIVE_SCHEMA, PHASE_SCHEMA, read_table
 
-MARKERS = ("spec.yaml", "topology.json", "jobs.json")
+MARKERS = ("spec.yaml", "topology.json", "jobs.json", "calibration.json")
 LINK_COLUMNS = LINK_SAMPLE_SCHEMA.names
 CPU_COLUMNS = CPU_SAMPLE_SCHEMA.names
 # Old name -> current name, for run directories written before every key named its unit.
@@ -70,6 +70,7 @@ class Run:
     fidelity: dict[str, Any] | None
     controller_log: str | None = None
     notes: list[str] = field(default_factory=list)
+    calibration: dict[str, Any] | None = None  # calibration.json of a `fabriclab calibrate` dir
 
     def job(self, name: str) -> dict[str, Any]:
         for j in self.jobs:
@@ -260,8 +261,11 @@ def load_run(path: str | Path) -> Run:
     links = _read_parquet(root / "link_samples.parquet", LINK_COLUMNS).rename(
         columns=_OLD_LINK_COLUMNS)
     cpu = _read_parquet(root / "cpu_samples.parquet", CPU_COLUMNS)
+    calibration = _read_json(root / "calibration.json", None)
+    calibration = calibration if isinstance(calibration, dict) else None
     fidelity = _read_json(root / "fidelity.json",
-                          {"verdict": "loopback", "reasons": []} if loopback else None)
+                          {"verdict": "loopback", "reasons": []} if loopback
+                          else _calibration_fidelity(calibration))
     log = root / "controller.log"
     return Run(
         path=root,
@@ -281,4 +285,15 @@ def load_run(path: str | Path) -> Run:
         fidelity=_upgrade_fidelity(fidelity),
         controller_log=log.read_text(errors="replace") if log.exists() else None,
         notes=notes,
+        calibration=calibration,
     )
+
+
+def _calibration_fidelity(calibration: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A calibration directory's fidelity record: the calibration's own verdict and reasons."""
+    if calibration is None:
+        return None
+    return {"verdict": calibration.get("verdict"),
+            "reasons": list(calibration.get("failures") or []),
+            "cpu_idle_min": calibration.get("cpu_idle_min"),
+            "cpu_idle_mean": calibration.get("cpu_idle_mean"), "links": []}

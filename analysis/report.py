@@ -33,6 +33,7 @@ SECTIONS = {  # id: heading
     "gantt": "Chunk schedule (Gantt)",
     "heatmap": "Leaf-spine link heatmap",
     "jct": "Job completion time and slowdown",
+    "calibration": "Calibration",
     "fidelity": "Fidelity",
 }
 
@@ -121,6 +122,24 @@ def _fidelity(run: Run) -> dict[str, Any]:
             "cpu": f"min {fmt_pct(f.get('cpu_idle_min'))}, mean {fmt_pct(f.get('cpu_idle_mean'))}",
             "links": links[:12], "more_links": max(len(links) - 12, 0),
             "calibration": f.get("calibration")}
+
+
+def _calibration(run: Run) -> dict[str, Any] | None:
+    """The calibration section: every link's expected and achieved rate, worst first."""
+    c = run.calibration
+    if not c:
+        return None
+    links = sorted(c.get("links") or [], key=lambda lk: abs((_n(lk.get("ratio")) or 0) - 1),
+                   reverse=True)
+    return {"verdict": c.get("verdict") or "—", "rounds": c.get("rounds"),
+            "round_s": fmt_time(c.get("round_s")),
+            "aggregate": fmt_pct(c.get("aggregate_ratio")),
+            "goodput": fmt_pct(c.get("iperf_goodput_ratio")),
+            "links": [{"src": lk.get("src"), "dst": lk.get("dst"),
+                       "configured": fmt_num(lk.get("configured_mbit_s"), 1),
+                       "expected": fmt_num(lk.get("expected_mbit_s"), 1),
+                       "achieved": fmt_num(lk.get("achieved_mbit_s"), 1),
+                       "ratio": fmt_pct(lk.get("ratio"))} for lk in links]}
 
 
 def _job_rows(jm) -> list[dict[str, str]]:
@@ -219,7 +238,7 @@ def _run_context(run: Run, out: Path, prefix: str) -> dict[str, Any]:
         "size_rows": _size_rows(jm),
         "run": run, "label": run.label, "name": run.name, "path": str(run.path),
         "summary": summary, "fabric": spec_fabric, "status": summary["status"],
-        "fidelity": fidelity, "jobs": job_rows,
+        "fidelity": fidelity, "jobs": job_rows, "calibration": _calibration(run),
         "job_columns": _job_columns(job_rows),
         "dims": dims, "ls_rows": ls_rows, "jct_rows": jct_rows, "speed_rows": speed_rows,
         "fairness": fmt_num(summary["fairness"]), "fairness_basis": summary["fairness_basis"],

@@ -284,3 +284,26 @@ def test_report_reads_an_allreduce_out_directory(tmp_path, capsys):
     md = (write_report([out], tmp_path / "rep").parent / "report.md").read_text()
     assert "over loopback" in md and "## Every message size" in md
     assert "| job0 | 1 KiB | 1 |" in md and "| job0 | 2 KiB | 1 |" in md
+
+
+def test_report_reads_a_calibration_directory(tmp_path):
+    from testbed.core.spec import load_fabric
+    from testbed.core.topology import build_plan
+    from testbed.emulator.calibrate import Calibration, LinkResult
+
+    plan = build_plan(load_fabric("experiments/fabrics/leaf-spine-4x4.yaml"))
+    links = [LinkResult("l0", "h0", "leaf0", 100.0, 100.0, 97.0, 0.97, 0),
+             LinkResult("l1", "leaf0", "spine0", 100.0, 100.0, 71.0, 0.71, 1)]
+    cal = Calibration(fabric={}, datapath="userspace", rounds=2, round_s=4.0, links=links,
+                      cpu_idle_min=0.4, cpu_idle_mean=0.6, iperf_goodput_ratio=0.95,
+                      bring_up_s=1.0)
+    (tmp_path / "topology.json").write_text(plan.to_json())
+    (tmp_path / "calibration.json").write_text(json.dumps(cal.to_dict()))
+    md = (write_report([tmp_path], tmp_path / "rep").parent / "report.md").read_text()
+    assert "Do not trust this run" in md and "leaf0->spine0 at 0.71 of 100 Mbit/s" in md
+    section = md[md.index("## Calibration"):md.index("## Fidelity")]
+    assert "verdict **not faithful**" in section
+    rows = [line for line in section.splitlines() if line.startswith("| h0") or
+            line.startswith("| leaf0")]
+    assert rows == ["| leaf0→spine0 | 100.0 | 100.0 | 71.0 | 71% |",
+                    "| h0→leaf0 | 100.0 | 100.0 | 97.0 | 97% |"]
