@@ -38,6 +38,7 @@ COLLECTIVE_SCHEMA = pa.schema([
     ("algorithm", pa.string()), ("transport", pa.string()), ("chunks", pa.int32()),
     ("start", pa.float64()), ("time", pa.float64()), ("algbw", pa.float64()),
     ("busbw", pa.float64()), ("correct", pa.bool_()),
+    ("in_place", pa.bool_()),  # false: out of place (input kept); null in older traces
 ])
 
 
@@ -129,5 +130,14 @@ def read_table(out_dir: Path, kind: str) -> pa.Table:
     ``buckets``) as one table."""
     schema = SCHEMAS[kind]
     files = sorted(Path(out_dir).glob(f"{kind}-rank*.parquet"))
-    tables = [pq.read_table(f) for f in files if not f.name.endswith(".partial.parquet")]
+    tables = [conform(pq.read_table(f), schema) for f in files
+              if not f.name.endswith(".partial.parquet")]
     return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` in ``schema``; a column older traces lack (``in_place``) is added as nulls."""
+    for field in schema:
+        if field.name not in table.column_names:
+            table = table.append_column(field, pa.nulls(len(table), field.type))
+    return table.select(schema.names).cast(schema)
