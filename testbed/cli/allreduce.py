@@ -22,6 +22,8 @@ from testbed.core.units import nccl_size_range, parse_size_range
 if TYPE_CHECKING:
     from workloads.launcher import SizeResult
 
+DEFAULT_SIZE = "1KiB:1MiB"
+
 
 def parse_dims(text: str) -> list[int]:
     """'2x4' -> [2, 4]."""
@@ -32,9 +34,6 @@ def parse_dims(text: str) -> list[int]:
     if not dims or any(n < 1 for n in dims):
         raise FabricLabError(f"dims {text!r} are not dimension sizes; write e.g. 2x4")
     return dims
-
-
-DEFAULT_SIZE = "1KiB:1MiB"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
