@@ -27,7 +27,7 @@ import yaml
 from testbed.core.errors import FabricLabError
 from testbed.core.samples import CPU_SAMPLE_SCHEMA, LINK_SAMPLE_SCHEMA
 from testbed.core.spec import upgrade_fabric
-from workloads.traces import COLLECTIVE_SCHEMA, PHASE_SCHEMA, read_table
+from workloads.traces import COLLECTIVE_SCHEMA, PHASE_SCHEMA, conform, read_table
 
 MARKERS = ("spec.yaml", "topology.json", "jobs.json", "calibration.json")
 LINK_COLUMNS = LINK_SAMPLE_SCHEMA.names
@@ -163,7 +163,7 @@ def _traces(job_dir: Path, kind: str, notes: list[str], job: str) -> pd.DataFram
     for part in sorted(job_dir.glob(f"{kind}-rank*.partial.parquet")):
         final = part.name.removesuffix(".partial.parquet")
         if final not in complete:
-            tables.append(pq.read_table(part).cast(schema))
+            tables.append(conform(pq.read_table(part), schema))
             notes.append(f"job {job}: {final} is a partial snapshot (the worker did not finish)")
     df = pd.concat([t.to_pandas() for t in tables], ignore_index=True)
     df.insert(0, "job", job)

@@ -55,9 +55,13 @@ COLLECTIVE_COLUMNS = ["job", "coll", "size", "world", "iteration", "warmup", "al
 # ---------------------------------------------------------------- collectives and jobs
 
 def collective_table(collectives: pd.DataFrame) -> pd.DataFrame:
-    """One row per ``(job, coll)``: ``t`` = the slowest rank's time, ``algbw = size/t`` and
+    """One row per in-place ``(job, coll)`` (the out-of-place pass `fabriclab allreduce` adds
+    for its nccl-tests columns is left out): ``t`` = the slowest rank's time, ``algbw = size/t`` and
     ``busbw = algbw·2(n−1)/n`` in GB/s; ``rank_algbw``/``rank_busbw`` are the per-rank values
     averaged over ranks; ``start``/``end`` span every rank; ``correct`` = all ranks correct."""
+    if "in_place" in collectives:  # out of place: only `fabriclab allreduce`'s second pass
+        collectives = collectives[collectives["in_place"].astype(object).fillna(True)
+                                  .astype(bool)]
     if collectives.empty:
         return pd.DataFrame(columns=COLLECTIVE_COLUMNS)
     c = collectives.assign(end=collectives["start"] + collectives["time"])

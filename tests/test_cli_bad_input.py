@@ -51,6 +51,20 @@ def files(tmp_path: Path, monkeypatch) -> Path:
      "--warmup is -1; it must be at least 0"),
     (["allreduce", "--ranks", "2", "--size", "4KiB", "--timeout", "0"],
      "--timeout is 0.0; it must be more than 0 seconds"),
+    (["allreduce", "-b", "8K", "-e", "1K"],
+     "-e/--maxbytes (1024 bytes) is below -b/--minbytes (8192 bytes)"),
+    (["allreduce", "-b", "1K", "-e", "8K", "-f", "1"],
+     "-f/--stepfactor is '1'; it must be a whole number of 2 or more"),
+    (["allreduce", "-b", "1KB"], "-b/--minbytes '1KB' is not a size"),
+    (["allreduce", "-b", "2", "-e", "8"], "-b/--minbytes gives 2 bytes, below one float32"),
+    (["allreduce", "--size", "4KiB", "-e", "8K"],
+     "give the sizes either as --size or as -b/-e/-f, not both"),
+    (["allreduce", "--size", "4KiB", "--csv", "nodir/x.csv"],
+     "cannot write nodir/x.csv: No such file or directory"),
+    (["allreduce", "--size", "4KiB", "--csv", "adir"], "cannot write adir: Is a directory"),
+    (["allreduce", "--size", "4KiB", "--csv", "afile/x.csv"],
+     "cannot write afile/x.csv: Not a directory"),
+    (["allreduce", "--size", "4KiB", "--csv", ""], "--csv is empty"),
 ], ids=lambda v: " ".join(v)[:60] if isinstance(v, list) else None)
 def test_one_sentence_and_nothing_left(files: Path, capsys, argv: list[str], words: str) -> None:
     before = sorted(p.name for p in files.rglob("*"))
@@ -72,6 +86,7 @@ def test_topo_reads_the_fabric_block_of_an_experiment(files: Path, capsys) -> No
     (["report", "--help"], ("pandas", "matplotlib")),
     (["up", "--help"], ("pandas", "mininet", "os_ken", "sdn_app")),
     (["jobs", "list", "--help"], ("pandas", "mininet", "os_ken", "sdn_app", "pydantic")),
+    (["allreduce", "--help"], ("pandas", "pyarrow", "numpy", "workloads.launcher")),
 ])
 def test_light_commands_load_no_heavy_module(argv: list[str], not_loaded: tuple[str, ...]) -> None:
     """What makes `fabriclab --help` and `topo` start fast (startup time itself is not

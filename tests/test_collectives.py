@@ -319,15 +319,17 @@ def test_cli_allreduce_json(capsys):
                 "--dims", "2x2", "--chunks", "3", "--iters", "1", "--json"])
     out = capsys.readouterr().out
     assert code == 0
-    rows = json.loads(out)
-    assert [r["size"] for r in rows] == [1024, 2048, 4096]
-    assert [r["count"] for r in rows] == [256, 512, 1024]
+    rows = json.loads(out)["rows"]  # out of place (input kept), then in place, per size
+    assert [(r["size_bytes"], r["placement"]) for r in rows] == [
+        (s, p) for s in (1024, 2048, 4096) for p in ("out-of-place", "in-place")]
+    assert [r["count_elements"] for r in rows[1::2]] == [256, 512, 1024]
     assert all(r["correct"] for r in rows)
 
 
 def test_cli_table_and_bad_dims(capsys):
     assert cli(["allreduce", "--ranks", "2", "--size", "64", "--iters", "1"]) == 0
     out = capsys.readouterr().out
-    assert "busbw" in out and out.strip().splitlines()[-1].split()[:2] == ["64B", "16"]
+    data = [line for line in out.splitlines() if not line.startswith("#")]
+    assert "busbw" in out and [line.split()[:2] for line in data] == [["64", "16"]]
     assert cli(["allreduce", "--ranks", "4", "--dims", "3x2", "--size", "1KiB"]) == 2
     assert "3x2" in capsys.readouterr().err

@@ -190,7 +190,7 @@ def test_cli_allreduce_halving_doubling(capsys):
 
     assert main(["allreduce", "--ranks", "4", "--size", "1KiB:2KiB", "--algo",
                  "halving-doubling", "--iters", "1", "--json"]) == 0
-    assert all(r["correct"] for r in json.loads(capsys.readouterr().out))
+    assert all(r["correct"] for r in json.loads(capsys.readouterr().out)["rows"])
     assert main(["allreduce", "--ranks", "8", "--size", "4KiB", "--algo", "themis",
                  "--dim-algo", "halving-doubling", "--dims", "2x4", "--chunks", "3",
                  "--iters", "1"]) == 0

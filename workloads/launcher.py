@@ -48,7 +48,8 @@ def _cause_key(kind: str, peer: int | None, failed: set[int]) -> tuple[bool, int
 
 @dataclass(frozen=True)
 class SizeResult:
-    """One nccl-tests style row: the slowest rank's mean time over the measured iterations."""
+    """One nccl-tests style row: the slowest rank's mean time over the measured iterations;
+    ``wrong`` counts the measured (rank, iteration) results that were not exact."""
 
     size: int
     count: int
@@ -56,6 +57,8 @@ class SizeResult:
     algbw: float
     busbw: float
     correct: bool
+    in_place: bool = True
+    wrong: int = 0
 
 
 @dataclass(frozen=True)
@@ -101,17 +104,19 @@ def free_ports(ip: str, n: int) -> list[int]:
 def worker_configs(
     addresses: list[list[dict]], *, dims: list[int], algorithm: str,
     sizes: list[int] | None = None, out_dir: Path | str, run_id: str, job_id: str,
-    iterations: int = 5, warmup: int = 1, dnn: dict | None = None, **options,
+    iterations: int = 5, warmup: int = 1, dnn: dict | None = None, out_of_place: bool = False,
+    **options,
 ) -> list[dict]:
     """Worker configs (as dicts), one per rank, the one builder for loopback and fabric jobs:
     ``addresses[rank][dim]`` is ``{"ip", "port"}`` where the rank listens in each dimension;
     ``options`` are further :class:`~workloads.worker.WorkerConfig` fields. ``iterations`` and
-    ``warmup`` go into the size workload, or with ``dnn`` (DNN mode, no size workload) into
-    the DNN workload unless it sets its own."""
+    ``warmup`` go into the size workload (with ``out_of_place``), or with ``dnn`` (DNN mode,
+    no size workload) into the DNN workload unless it sets its own."""
     if dnn is not None:
         work = {"dnn": {"iterations": iterations, "warmup": warmup, **dnn}}
     else:
-        work = {"workload": {"sizes": sizes, "iterations": iterations, "warmup": warmup}}
+        work = {"workload": {"sizes": sizes, "iterations": iterations, "warmup": warmup,
+                             "out_of_place": out_of_place}}
     return [
         {"run_id": run_id, "job_id": job_id, "rank": r, "world_size": len(addresses),
          "dims": dims, "addresses": addresses, "algorithm": algorithm, **work,
@@ -184,8 +189,10 @@ def run_local(
     stall_ranks: tuple[int, ...] = (),
     wall_timeout: float | None = None,
     dnn: dict | None = None,
+    out_of_place: bool = False,
 ) -> LaunchResult:
-    """Run the job on ``ranks`` local worker processes; return per-size results.
+    """Run the job on ``ranks`` local worker processes; return per-size results (with
+    ``out_of_place`` an out-of-place row before the in-place row of every size).
 
     ``dnn`` (a :class:`~workloads.dnn.DnnWorkload` as a dict, e.g. ``{"model": "resnet50",
     "scale": 1e-3, "compute_scale": 0.01}``) runs training-iteration emulation instead of
@@ -220,7 +227,7 @@ def run_local(
             run_id=run_id or uuid.uuid4().hex[:12], job_id=job_id, chunks=chunks,
             transport=transport, iterations=iterations, warmup=warmup, order=order,
             max_active=max_active, dim_bandwidths=dim_bandwidths, timeout=timeout,
-            collective_timeout=collective_timeout, dnn=dnn,
+            collective_timeout=collective_timeout, dnn=dnn, out_of_place=out_of_place,
         )
         launch_workers(
             {r: {**configs[r], "stall": r in stall_ranks}
@@ -279,17 +286,21 @@ def wait_all(procs: dict[int, subprocess.Popen], out: Path, wall_timeout: float 
 
 
 def summarise(out: Path) -> list[SizeResult]:
+    """One row per size and placement (out of place first), from the measured iterations;
+    a trace without ``in_place`` (older, or simulated) is in place."""
     table = read_table(out, "collectives").to_pandas()
     table = table[~table["warmup"]]
+    table = table.assign(in_place=table["in_place"].ne(False))
     rows = []
-    for size, g in table.groupby("size", sort=True):
+    for (size, in_place), g in table.groupby(["size", "in_place"], sort=True):
         per_rank = g.groupby("rank")["time"].mean()
         t = float(per_rank.max())
         world = int(g["world"].iloc[0])
         algbw, busbw = bandwidths(int(size), t, world)  # GB/s, as nccl-tests prints
         rows.append(SizeResult(
             size=int(size), count=int(g["count"].iloc[0]), time_us=t * 1e6, algbw=algbw,
-            busbw=busbw, correct=bool(g["correct"].all()),
+            busbw=busbw, correct=bool(g["correct"].all()), in_place=bool(in_place),
+            wrong=int((~g["correct"].astype(bool)).sum()),
         ))
     return rows
 

@@ -54,6 +54,7 @@ COLLECTIVE_SCHEMA = _schema(
     ("chunks", pa.int32(), _N), ("start", pa.float64(), _S), ("time", pa.float64(), _S),
     ("algbw", pa.float64(), GBYTE_S), ("busbw", pa.float64(), GBYTE_S),
     ("correct", pa.bool_(), _LABEL),
+    ("in_place", pa.bool_(), _LABEL),  # false: out of place (input kept); null in older traces
 )
 
 
@@ -144,5 +145,14 @@ def read_table(out_dir: Path, kind: str) -> pa.Table:
     ``buckets``) as one table."""
     schema = SCHEMAS[kind]
     files = sorted(Path(out_dir).glob(f"{kind}-rank*.parquet"))
-    tables = [pq.read_table(f) for f in files if not f.name.endswith(".partial.parquet")]
+    tables = [conform(pq.read_table(f), schema) for f in files
+              if not f.name.endswith(".partial.parquet")]
     return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` in ``schema``; a column older traces lack (``in_place``) is added as nulls."""
+    for field in schema:
+        if field.name not in table.column_names:
+            table = table.append_column(field, pa.nulls(len(table), field.type))
+    return table.select(schema.names).cast(schema)

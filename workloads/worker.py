@@ -3,6 +3,10 @@
 The worker listens on its address of every dimension, connects to its ring neighbours
 (rendezvous with retries until ``timeout``), then runs the workload on those persistent
 connections: for every size, ``warmup`` + ``iterations`` All-Reduces of a float32 buffer.
+The All-Reduce is in place; with the workload's ``out_of_place`` every size first runs out of
+place too (the input stays in its own buffer, the result lands in a second one), as
+nccl-tests does: the input is copied into the result buffer and reduced there in place, the
+copy inside the timed region, and the check also asks that the input was left untouched.
 
 Algorithms: a collective of the registry (``ring``, ``halving-doubling``) runs flat over all
 ranks, positions in rank order, carried on every rank's dimension-0 address (``dims`` only
@@ -89,12 +93,14 @@ class Address(BaseModel):
 
 
 class Workload(BaseModel):
-    """What to run: sizes in bytes (count = size // 4 float32 elements), then repetitions."""
+    """What to run: sizes in bytes (count = size // 4 float32 elements), then repetitions;
+    ``out_of_place`` runs every size out of place before in place."""
 
     model_config = ConfigDict(extra="forbid")
     sizes: list[int] = Field(min_length=1)
     iterations: int = Field(default=5, ge=1)
     warmup: int = Field(default=1, ge=0)
+    out_of_place: bool = False
 
     @model_validator(mode="after")
     def _sizes(self) -> Workload:
@@ -194,9 +200,8 @@ def fill(buf: np.ndarray, rank: int, base: np.ndarray) -> None:
     np.multiply(base[: buf.size], rank + 1, out=buf)
 
 
-def check(buf: np.ndarray, world: int, base: np.ndarray, tmp: np.ndarray) -> bool:
-    """Whether ``buf`` is exactly the sum of every rank's input (checked block by block)."""
-    factor = world * (world + 1) // 2
+def matches(buf: np.ndarray, factor: int, base: np.ndarray, tmp: np.ndarray) -> bool:
+    """Whether ``buf`` is exactly ``factor·base`` (compared block by block in ``tmp``)."""
     for lo in range(0, buf.size, CHECK_BLOCK):
         hi = min(lo + CHECK_BLOCK, buf.size)
         want = tmp[: hi - lo]
@@ -204,6 +209,11 @@ def check(buf: np.ndarray, world: int, base: np.ndarray, tmp: np.ndarray) -> boo
         if not np.array_equal(buf[lo:hi], want):
             return False
     return True
+
+
+def check(buf: np.ndarray, world: int, base: np.ndarray, tmp: np.ndarray) -> bool:
+    """Whether ``buf`` is exactly the sum of every rank's input."""
+    return matches(buf, world * (world + 1) // 2, base, tmp)
 
 
 class Worker:
@@ -276,26 +286,30 @@ class Worker:
         max_count = max(w.sizes) // 4
         base = (np.arange(max_count) % PATTERN_PERIOD + 1).astype(np.float32)
         region = np.empty(max_count, dtype=np.float32)  # registered once, reused for all sizes
+        inputs = np.empty(max_count if w.out_of_place else 0, dtype=np.float32)
         tmp = np.empty(min(max_count, CHECK_BLOCK), dtype=np.float32)
         for size in w.sizes:
             count = size // 4
-            buf = region[:count]
-            for it in range(w.warmup + w.iterations):
-                warm = it < w.warmup
-                fill(buf, cfg.rank, base)
-                self.barrier()
-                phases: list[PhaseRecord] = []
-                start = time.monotonic()
-                coll = self.allreduce(buf, record=phases.append)
-                seconds = time.monotonic() - start
-                ok = check(buf, cfg.world_size, base, tmp)
-                self._trace_collective(trace, coll, it - w.warmup, warm, phases, count, start,
-                                       seconds, ok)
-                trace.maybe_flush()
+            buf, src = region[:count], inputs[:count]
+            for in_place in (False, True) if w.out_of_place else (True,):
+                for it in range(w.warmup + w.iterations):
+                    fill(buf if in_place else src, cfg.rank, base)
+                    self.barrier()
+                    phases: list[PhaseRecord] = []
+                    start = time.monotonic()
+                    if not in_place:
+                        np.copyto(buf, src)
+                    coll = self.allreduce(buf, record=phases.append)
+                    seconds = time.monotonic() - start
+                    ok = check(buf, cfg.world_size, base, tmp) and (
+                        in_place or matches(src, cfg.rank + 1, base, tmp))
+                    self._trace_collective(trace, coll, it - w.warmup, it < w.warmup, phases,
+                                           count, start, seconds, ok, in_place)
+                    trace.maybe_flush()
 
     def _trace_collective(self, trace: TraceWriter, coll: int, iteration: int, warm: bool,
                           phases: list[PhaseRecord], count: int, start: float, seconds: float,
-                          ok: bool) -> None:
+                          ok: bool, in_place: bool = True) -> None:
         """One collective's phase rows and its collective row."""
         cfg = self.cfg
         common = {"run_id": cfg.run_id, "job_id": cfg.job_id, "rank": cfg.rank,
@@ -312,7 +326,7 @@ class Worker:
             "algorithm": cfg.algorithm, "transport": cfg.transport,
             "chunks": 1 if cfg.flat else min(cfg.chunks, count),
             "start": start, "time": seconds, "algbw": algbw, "busbw": busbw,
-            "correct": ok,
+            "correct": ok, "in_place": in_place,
         })
 
     def run_dnn(self, trace: TraceWriter) -> None:

@@ -1,15 +1,28 @@
-"""``fabriclab allreduce``: run a local All-Reduce job and print nccl-tests style rows."""
+"""``fabriclab allreduce``: run a local All-Reduce job and print its results as nccl-tests'
+all_reduce_perf does (:mod:`testbed.cli.nccl_table`), or as JSON, and optionally as CSV.
+
+Sizes come from ``--size`` (fabriclab's units, a doubling range) or from nccl-tests' flags
+``-b``/``-e``/``-f`` (1024-based K/M/G, any whole factor of 2 or more); giving both is refused.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from testbed.core.algorithms import algorithm_names, is_flat
+from testbed.cli.nccl_table import COLUMNS, avg_busbw, out_of_bounds, record, table_lines
+from testbed.core.algorithms import algorithm_names, default_dims, is_flat
+from testbed.core.atomic import check_writable, write_csv
 from testbed.core.errors import FabricLabError
 from testbed.core.registry import COLLECTIVES, TRANSPORTS
-from testbed.core.units import format_size, parse_size_range
-from workloads.launcher import run_local
+from testbed.core.units import nccl_size_range, parse_size_range
+
+if TYPE_CHECKING:
+    from workloads.launcher import SizeResult
+
+DEFAULT_SIZE = "1KiB:1MiB"
 
 
 def parse_dims(text: str) -> list[int]:
@@ -27,10 +40,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "allreduce",
         description="Run a real chunked All-Reduce across local worker processes on loopback "
-        "and print nccl-tests style results.",
+        "and print the results as nccl-tests' all_reduce_perf does (out of place, then in "
+        "place; GB/s = 1e9 bytes/s).",
     )
     p.add_argument("--ranks", type=int, default=8, help="number of worker processes")
-    p.add_argument("--size", default="1KiB:1MiB", help="size or doubling range, e.g. 1KiB:256MiB")
+    p.add_argument("--size", help=f"size or doubling range, e.g. 1KiB:256MiB (default "
+                   f"{DEFAULT_SIZE}); not together with -b/-e/-f")
+    p.add_argument("-b", "--minbytes", help="smallest size, nccl-tests style: bytes or a "
+                   "1024-based K, M or G suffix (default 1K)")
+    p.add_argument("-e", "--maxbytes", help="largest size, as -b (default 1M)")
+    p.add_argument("-f", "--stepfactor", help="each size is the previous one times this "
+                   "(default 2)")
     p.add_argument("--algo", choices=algorithm_names(), default="ring",
                    help="a collective over all ranks, or a chunk schedule over --dims "
                    "(default ring)")
@@ -44,14 +64,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-active", type=int, default=1,
                    help="chunk phases a dimension runs at once")
     p.add_argument("--transport", choices=TRANSPORTS.names(), default="zerocopy")
-    p.add_argument("--iters", type=int, default=5, help="measured iterations per size")
-    p.add_argument("--warmup", type=int, default=1, help="unmeasured iterations per size")
+    p.add_argument("-n", "--iters", type=int, default=5,
+                   help="measured iterations per size and placement")
+    p.add_argument("-w", "--warmup", "--warmup_iters", type=int, default=1,
+                   help="unmeasured iterations per size and placement")
     p.add_argument("--timeout", type=float, default=60.0,
                    help="seconds any single wait (rendezvous, transfer) may take")
     p.add_argument("--out", help="directory to keep the configs, traces and logs in "
                    "(default: a temporary directory, removed at the end)")
-    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.add_argument("--json", action="store_true", help="print one JSON document (the "
+                   "parameters, the rows and the trace directory) instead of the table")
+    p.add_argument("--csv", metavar="FILE", help="also write the rows to FILE as CSV")
     p.set_defaults(func=run)
+
+
+def sizes_of(args: argparse.Namespace) -> list[int]:
+    """The sizes in bytes, from --size or from -b/-e/-f, rounded down to whole float32s."""
+    steps = (args.minbytes, args.maxbytes, args.stepfactor)
+    if args.size is not None and any(v is not None for v in steps):
+        raise FabricLabError("give the sizes either as --size or as -b/-e/-f, not both")
+    if any(v is not None for v in steps):
+        sizes = nccl_size_range(args.minbytes or "1K", args.maxbytes or "1M",
+                                args.stepfactor or "2")
+        flag = "-b/--minbytes"
+    else:
+        sizes = parse_size_range(args.size or DEFAULT_SIZE)
+        flag = "--size"
+    if sizes[0] < 4:
+        raise FabricLabError(f"{flag} gives {sizes[0]} bytes, below one float32 (4 bytes)")
+    return [s - s % 4 for s in sizes]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,27 +105,61 @@ def run(args: argparse.Namespace) -> int:
             raise FabricLabError(f"{flag} is {value}; it must be at least {low}")
     if not args.timeout > 0:
         raise FabricLabError(f"--timeout is {args.timeout}; it must be more than 0 seconds")
-    sizes = parse_size_range(args.size)
-    if sizes[0] < 4:
-        raise FabricLabError(f"size {args.size!r} is below one float32 (4 bytes)")
+    sizes = sizes_of(args)
+    if args.csv is not None:
+        if not args.csv:
+            raise FabricLabError("--csv is empty; give the file to write the rows to")
+        check_writable(Path(args.csv))
+    from workloads.launcher import run_local  # numpy, pyarrow: not for --help
+
     result = run_local(
         ranks=args.ranks, sizes=sizes, algorithm=args.algo, dim_algorithm=args.dim_algo,
         dims=dims, chunks=args.chunks,
         transport=args.transport, iterations=args.iters, warmup=args.warmup,
         order=args.order, max_active=args.max_active, timeout=args.timeout,
-        collective_timeout=max(600.0, 10 * args.timeout), out_dir=args.out,
+        collective_timeout=max(600.0, 10 * args.timeout), out_dir=args.out, out_of_place=True,
     )
+    records = [record(r) for r in result.rows]
+    if args.csv:
+        write_csv(Path(args.csv), records, COLUMNS)
+    dims = dims or default_dims(args.ranks, args.algo)
     if args.json:
-        print(json.dumps(result.as_dicts()))
-        return 0 if all(r.correct for r in result.rows) else 1
-    kept = (f"traces in {result.out_dir}" if result.out_dir is not None
+        print(json.dumps(document(args, dims, sizes, result.rows, result.out_dir), indent=2))
+    else:
+        print("\n".join(title_lines(args, dims, sizes, result.out_dir)
+                        + table_lines(result.rows)))
+    return 1 if out_of_bounds(result.rows) else 0
+
+
+def title_lines(args: argparse.Namespace, dims: list[int], sizes: list[int],
+                out_dir: Path | None) -> list[str]:
+    """The header lines above the column headers."""
+    kept = (f"traces in {out_dir}" if out_dir is not None
             else "traces not kept (pass --out DIR to keep them)")
     algo = args.algo if is_flat(args.algo) else f"{args.algo}/{args.dim_algo}"
-    print(f"# fabriclab allreduce: {args.ranks} ranks, algo {algo}, "
-          f"transport {args.transport}, {kept}")
-    print(f"#{'size':>11} {'count':>12} {'time(us)':>12} {'algbw(GB/s)':>12} "
-          f"{'busbw(GB/s)':>12} {'correct':>8}")
-    for r in result.rows:
-        print(f"{format_size(r.size):>12} {r.count:>12} {r.time_us:>12.1f} {r.algbw:>12.3f} "
-              f"{r.busbw:>12.3f} {'yes' if r.correct else 'NO':>8}")
-    return 0 if all(r.correct for r in result.rows) else 1
+    factor = int(args.stepfactor) if args.stepfactor else 2
+    return [
+        f"# fabriclab allreduce: {args.ranks} ranks, algo {algo}, dims "
+        f"{'x'.join(map(str, dims))}, transport {args.transport}, {kept}",
+        f"# nRanks {args.ranks} minBytes {sizes[0]} maxBytes {sizes[-1]} step: "
+        f"{factor}(factor) warmup iters: {args.warmup} iters: {args.iters} validation: 1",
+        "# Columns as nccl-tests' all_reduce_perf; GB/s = 1e9 bytes/s; #wrong = measured "
+        "results (rank x iteration) not the exact sum.",
+        "# Out of place: the input is copied to a second buffer and reduced there in place; "
+        "the copy is timed.",
+        "#",
+    ]
+
+
+def document(args: argparse.Namespace, dims: list[int], sizes: list[int],
+             rows: list[SizeResult], out_dir: Path | None) -> dict[str, Any]:
+    """The --json document: the run's parameters, its rows, the footer's two numbers and
+    where the traces are (None when they were not kept)."""
+    params = {"ranks": args.ranks, "algo": args.algo, "dim_algo": args.dim_algo, "dims": dims,
+              "chunks": args.chunks, "order": args.order, "max_active": args.max_active,
+              "transport": args.transport, "iters": args.iters, "warmup": args.warmup,
+              "timeout_s": args.timeout, "sizes_bytes": sizes, "type": "float",
+              "redop": "sum"}
+    return {"params": params, "rows": [record(r) for r in rows],
+            "out_of_bounds": out_of_bounds(rows), "avg_busbw_gbyte_s": avg_busbw(rows),
+            "trace_dir": None if out_dir is None else str(out_dir)}

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
-import io
 import json
 import math
 from collections.abc import Callable, Iterator
@@ -28,7 +26,7 @@ from rich.progress import (
 
 from sdn_app.allocation.cluster import PLACEMENTS
 from sdn_app.allocation.ocs import REWIRINGS
-from testbed.core.atomic import write_text
+from testbed.core.atomic import write_csv, write_text
 from testbed.core.errors import FabricLabError
 from testbed.sim.cluster import COLLECTIVES, ClusterConfig, cluster_policy, simulate_cluster
 from testbed.sim.traces import load_trace
@@ -109,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        write_text(out / "jobs.csv", csv_text(result.rows))
+        write_csv(out / "jobs.csv", result.rows,
+                  list(result.rows[0]) if result.rows else ["job_id"])
         from analysis.cluster import utilisation_timeline  # pandas: only when it runs
 
         timeline = utilisation_timeline(result.rows, config.total_gpus)
@@ -144,15 +143,6 @@ def _progress(total: int, policy: str) -> Iterator[Callable[[int, int, float], N
             bar.update(task, completed=done, hours=now / 3600)
 
         yield update
-
-
-def csv_text(rows: list[dict[str, Any]]) -> str:
-    """CSV of ``rows``, columns in the order of the first row."""
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["job_id"])
-    w.writeheader()
-    w.writerows(rows)
-    return buf.getvalue()
 
 
 def json_text(data: dict[str, Any]) -> str:

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import csv
+import errno
+import io
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -27,3 +31,25 @@ def write_text(path: Path, text: str) -> None:
 
 def write_json(path: Path, data: Any, indent: int | None = 1) -> None:
     write_text(path, json.dumps(data, indent=indent, default=str))
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]], columns: list[str]) -> None:
+    """``rows`` as CSV with a header of ``columns``, written as :func:`write_text` does."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    write_text(path, buf.getvalue())
+
+
+def check_writable(path: Path) -> None:
+    """Refuse up front, in :func:`write_text`'s words, a ``path`` it could not write: a
+    directory, one whose directory is missing or is a file, or one in a read-only directory."""
+    path = Path(path)
+    parent = path.parent
+    code = (errno.EISDIR if path.is_dir() else
+            errno.ENOENT if not parent.exists() else
+            errno.ENOTDIR if not parent.is_dir() else
+            errno.EACCES if not os.access(parent, os.W_OK | os.X_OK) else None)
+    if code is not None:
+        raise FabricLabError(f"cannot write {path}: {os.strerror(code)}")

@@ -9,6 +9,7 @@ Parquet columns carry their unit in the field metadata (:func:`unit_field`).
 
 from __future__ import annotations
 
+import math
 import re
 from typing import TYPE_CHECKING
 
@@ -56,6 +57,56 @@ def parse_size_range(text: str) -> list[int]:
         sizes.append(s)
         s *= 2
     return sizes
+
+
+# nccl-tests' -b/-e suffixes are 1024-based; KiB/MiB/GiB say the same thing. KB/MB/GB are
+# refused: nccl-tests reads them as 1024-based, the rest of fabriclab as 1000-based.
+_NCCL_UNITS = {"": 1, "b": 1, "k": 1024, "kib": 1024, "m": 1024**2, "mib": 1024**2,
+               "g": 1024**3, "gib": 1024**3}
+
+
+def parse_nccl_size(text: str, flag: str) -> int:
+    """A size as nccl-tests' ``-b``/``-e`` take it: '8' -> 8, '1K' -> 1024, '1.5M' -> 1572864,
+    '1G' -> 1073741824 (bytes); ``flag`` names the option in the error."""
+    m = _SIZE_RE.match(text)
+    unit = m.group(2).lower() if m else None
+    if not m or unit not in _NCCL_UNITS:
+        raise FabricLabError(f"{flag} {text!r} is not a size; write bytes or a 1024-based K, M "
+                             "or G suffix, e.g. 8, 1K, 256M or 1G")
+    return int(float(m.group(1)) * _NCCL_UNITS[unit])
+
+
+def nccl_size_range(minbytes: str, maxbytes: str, stepfactor: str) -> list[int]:
+    """nccl-tests' sizes: ``-b``, then times ``-f`` while not above ``-e``
+    ('1K', '8K', '2' -> [1024, 2048, 4096, 8192])."""
+    lo = parse_nccl_size(minbytes, "-b/--minbytes")
+    hi = parse_nccl_size(maxbytes, "-e/--maxbytes")
+    try:
+        factor = int(stepfactor)
+    except ValueError:
+        factor = 0
+    if lo < 1:
+        raise FabricLabError(f"-b/--minbytes is {lo} bytes; it must be at least 1 byte")
+    if hi < lo:
+        raise FabricLabError(f"-e/--maxbytes ({hi} bytes) is below -b/--minbytes ({lo} bytes)")
+    if factor < 2:
+        raise FabricLabError(f"-f/--stepfactor is {stepfactor!r}; it must be a whole number of "
+                             "2 or more (each size is the previous one times it)")
+    sizes = []
+    s = lo
+    while s <= hi:
+        sizes.append(s)
+        s *= factor
+    return sizes
+
+
+def format_decimal(value: float, significant: int = 4) -> str:
+    """Fixed point with at least 2 decimals and ``significant`` significant digits, never an
+    exponent: 0.000123456 -> '0.0001235', 12.3456 -> '12.35', 35012.5 -> '35012.50'."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:.2f}"
+    decimals = max(2, significant - 1 - math.floor(math.log10(abs(value))))
+    return f"{value:.{decimals}f}"
 
 
 def format_size(n: float) -> str:

@@ -358,7 +358,8 @@ class SimRunner:
                 colls.append({**common, "size": c.size, "count": c.size // 4, "world": world,
                               "algorithm": spec.algorithm, "transport": spec.transport,
                               "chunks": min(chunks, c.size // 4), "start": c.start,
-                              "time": c.time, "algbw": algbw, "busbw": busbw, "correct": True})
+                              "time": c.time, "algbw": algbw, "busbw": busbw, "correct": True,
+                              "in_place": True})
                 for chunk, index, dim, op, nbytes, start, end in c.spans:
                     phases.append({**common, "chunk": chunk, "phase": index, "dim": dim,
                                    "op": op, "bytes": nbytes, "start": start, "end": end,
