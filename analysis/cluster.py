@@ -1,8 +1,9 @@
 """Results of ``fabriclab simulate-cluster``: load them, and the metrics over time they imply.
 
 A cluster directory holds ``summary.json`` (a run's averages and parameters), ``jobs.csv``
-(one row per completed job: arrival, start, finish, jct, wait, run, slowdown, ...) and
-``utilisation.csv`` (busy GPUs over time, :func:`utilisation_timeline`).
+(one row per completed job: arrival_s, start_s, finish_s, jct_s, wait_s, run_s, slowdown, ...)
+and ``utilisation.csv`` (busy GPUs over time, :func:`utilisation_timeline`). Directories
+written before keys named their units are read too (:func:`read_summary`, :func:`load_cluster`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,14 @@ import pandas as pd
 from testbed.core.errors import FabricLabError
 
 SUMMARY_KEY = "jobs_in_trace"  # only simulate-cluster summaries have it
+# Keys of older summaries and jobs.csv files, before every key named its unit.
+LEGACY_SUMMARY_KEYS = {
+    "link_gbps": "link_gbit_s", "avg_jct": "avg_jct_s", "p50_jct": "p50_jct_s",
+    "p95_jct": "p95_jct_s", "p99_jct": "p99_jct_s", "avg_wait": "avg_wait_s",
+    "avg_run": "avg_run_s", "makespan": "makespan_s",
+}
+LEGACY_JOB_COLUMNS = {c: f"{c}_s" for c in
+                      ("arrival", "start", "finish", "jct", "wait", "run", "isolated")}
 
 
 def is_cluster_dir(path: str | Path) -> bool:
@@ -52,29 +61,37 @@ def label_of(summary: Mapping[str, Any]) -> str:
     return " ".join(parts)
 
 
-def load_cluster(path: str | Path) -> ClusterRun:
-    """Read one simulate-cluster directory, or say in one sentence why it is not one."""
+def read_summary(path: str | Path) -> dict[str, Any]:
+    """``summary.json`` of a simulate-cluster directory, older key names upgraded."""
     p = Path(path)
     if not is_cluster_dir(p):
         raise FabricLabError(f"{p} is not a simulate-cluster directory (summary.json and "
                              "jobs.csv from fabriclab simulate-cluster)")
     summary = json.loads((p / "summary.json").read_text())
+    return {LEGACY_SUMMARY_KEYS.get(k, k): v for k, v in summary.items()}
+
+
+def load_cluster(path: str | Path) -> ClusterRun:
+    """Read one simulate-cluster directory, or say in one sentence why it is not one."""
+    p = Path(path)
+    summary = read_summary(p)
     try:
         jobs = pd.read_csv(p / "jobs.csv")
     except (OSError, ValueError, pd.errors.ParserError) as exc:
         raise FabricLabError(f"{p / 'jobs.csv'} cannot be read: {exc}") from None
+    jobs = jobs.rename(columns={k: v for k, v in LEGACY_JOB_COLUMNS.items() if v not in jobs})
     return ClusterRun(p, label_of(summary), summary, jobs)
 
 
 def utilisation_timeline(rows: Iterable[Mapping[str, Any]], total_gpus: int) -> pd.DataFrame:
     """Busy GPUs over time, as a step function: one row per instant a job starts or ends.
 
-    Columns ``time`` (s), ``busy_gpus`` (held from this instant to the next row) and
+    Columns ``time_s``, ``busy_gpus`` (held from this instant to the next row) and
     ``utilisation`` (``busy_gpus / total_gpus``). Jobs that start and end at once cancel.
     """
     events: dict[float, int] = {}
     for r in rows:
-        start, finish, gpus = float(r["start"]), float(r["finish"]), int(r["gpus"])
+        start, finish, gpus = float(r["start_s"]), float(r["finish_s"]), int(r["gpus"])
         events[start] = events.get(start, 0) + gpus
         events[finish] = events.get(finish, 0) - gpus
     times = sorted(events)
@@ -82,7 +99,7 @@ def utilisation_timeline(rows: Iterable[Mapping[str, Any]], total_gpus: int) -> 
     for t in times:
         busy += events[t]
         out.append((t, busy))
-    frame = pd.DataFrame(out, columns=["time", "busy_gpus"])
+    frame = pd.DataFrame(out, columns=["time_s", "busy_gpus"])
     frame["utilisation"] = frame["busy_gpus"] / total_gpus if total_gpus else 0.0
     return frame
 
@@ -114,11 +131,11 @@ def comparison_rows(runs: list[ClusterRun]) -> list[tuple[str, list[Any], str]]:
         ("Trace, load", each(lambda s: f"{s.get('trace', '?')}, {s.get('load', '?')}"), "text"),
         ("Jobs completed / in trace", each(
             lambda s: f"{s.get('jobs_completed')} / {s.get('jobs_in_trace')}"), "text"),
-        ("Average JCT", col("avg_jct"), "time"),
+        ("Average JCT", col("avg_jct_s"), "time"),
         ("p50 / p95 / p99 JCT", each(
-            lambda s: (s.get("p50_jct"), s.get("p95_jct"), s.get("p99_jct"))), "times"),
-        ("Average wait", col("avg_wait"), "time"),
-        ("Average run time", col("avg_run"), "time"),
+            lambda s: (s.get("p50_jct_s"), s.get("p95_jct_s"), s.get("p99_jct_s"))), "times"),
+        ("Average wait", col("avg_wait_s"), "time"),
+        ("Average run time", col("avg_run_s"), "time"),
         ("Mean slowdown (max)", each(
             lambda s: (s.get("avg_slowdown"), s.get("max_slowdown"))), "slowdown"),
         ("GPU utilisation", col("gpu_utilisation"), "pct"),

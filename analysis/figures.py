@@ -311,8 +311,8 @@ def cluster_cdfs(runs: Sequence[ClusterRun], path: Path) -> Path | None:
     runs = [r for r in runs if not r.jobs.empty]
     if not runs:
         return None
-    panels = [("jct", "Job completion time", "JCT (s)", "symlog"),
-              ("wait", "Waiting time", "wait (s)", "symlog"),
+    panels = [("jct_s", "Job completion time", "JCT (s)", "symlog"),
+              ("wait_s", "Waiting time", "wait (s)", "symlog"),
               ("slowdown", "Slowdown vs isolated run", "slowdown (×)", "linear")]
     fig, axes = plt.subplots(1, 3, figsize=(15, 3.6))
     for ax, (key, title, xlabel, scale) in zip(axes, panels, strict=True):
@@ -333,8 +333,8 @@ def cluster_utilisation(runs: Sequence[ClusterRun], path: Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(12, 3.4))
     for i, run in enumerate(runs):
         tl = utilisation_timeline(run.jobs.to_dict("records"), run.total_gpus)
-        t0 = float(run.jobs["arrival"].min())
-        ax.step((tl["time"] - t0) / 3600, tl["utilisation"], where="post",
+        t0 = float(run.jobs["arrival_s"].min())
+        ax.step((tl["time_s"] - t0) / 3600, tl["utilisation"], where="post",
                 color=RUN_COLOURS[i % 8], lw=1.2, label=run.label)
     ax.set_title("GPU utilisation over time")
     ax.set_xlabel("hours since the first arrival")

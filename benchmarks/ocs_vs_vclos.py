@@ -83,11 +83,11 @@ def main() -> None:
                 started = time.perf_counter()
                 s = simulate_cluster(trace, config).summary
                 wall = time.perf_counter() - started
-                static = s["avg_wait"] if static is None else static
-                change = (s["avg_wait"] / static - 1) * 100 if static else 0.0
+                static = s["avg_wait_s"] if static is None else static
+                change = (s["avg_wait_s"] / static - 1) * 100 if static else 0.0
                 links = s["refused_fragmented_links"]
                 print(f"{seed:>4} {placement:>11} {policy:>9} {rewiring:>12} {wall:6.1f} "
-                      f"{s['avg_wait']:10.1f} {change:+7.1f}% {s['avg_jct']:9.1f} "
+                      f"{s['avg_wait_s']:10.1f} {change:+7.1f}% {s['avg_jct_s']:9.1f} "
                       f"{s['gpu_utilisation']:8.3f} {s['refused_fragmented'] - links:10d} "
                       f"{links:10d}", flush=True)
 

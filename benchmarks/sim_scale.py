@@ -79,17 +79,17 @@ def main() -> None:
     for policy in args.policies.split(","):
         s = run(leaves, spines, hpl, args.jobs, policy, args)
         results[policy] = s
-        print(f"{policy:>10} {s['wall']:7.1f} {s['avg_jct']:10.1f} {s['p99_jct']:10.1f} "
-              f"{s['avg_wait']:10.1f} {s['avg_slowdown']:8.4f} {s['max_slowdown']:7.3f} "
+        print(f"{policy:>10} {s['wall']:7.1f} {s['avg_jct_s']:10.1f} {s['p99_jct_s']:10.1f} "
+              f"{s['avg_wait_s']:10.1f} {s['avg_slowdown']:8.4f} {s['max_slowdown']:7.3f} "
               f"{s['gpu_utilisation']:8.3f} {s['collided_flow_fraction']:8.3f} "
               f"{s['refused_fragmented']:6d} ({s['refused_fragmented_jobs']} jobs) "
               f"{s['refused_unshapeable'] + s['dropped_too_large']:7d}")
     for a, b in (("vclos", "ecmp"), ("ecmp-l3", "ecmp"), ("ocs-vclos", "vclos")):
         if a in results and b in results:
             x, y = results[a], results[b]
-            print(f"{a} vs {b}: avg JCT {x['avg_jct'] / y['avg_jct'] - 1:+.2%}, "
-                  f"avg run {x['avg_run'] / y['avg_run'] - 1:+.2%}, "
-                  f"avg wait {x['avg_wait'] - y['avg_wait']:+.1f} s")
+            print(f"{a} vs {b}: avg JCT {x['avg_jct_s'] / y['avg_jct_s'] - 1:+.2%}, "
+                  f"avg run {x['avg_run_s'] / y['avg_run_s'] - 1:+.2%}, "
+                  f"avg wait {x['avg_wait_s'] - y['avg_wait_s']:+.1f} s")
 
     if args.no_growth or "ecmp" not in results:
         return
@@ -98,10 +98,10 @@ def main() -> None:
     for leaves, spines, hpl, jobs in GROWTH:
         s = run(leaves, spines, hpl, jobs, "ecmp", args)
         print(f"{leaves * hpl:6d} {jobs:6d} {s['wall']:7.1f} {s['rate_recomputes']:10d} "
-              f"{s['avg_jct']:10.1f}")
+              f"{s['avg_jct_s']:10.1f}")
     e = results["ecmp"]
     print(f"{MAIN[0] * MAIN[2]:6d} {args.jobs:6d} {e['wall']:7.1f} "
-          f"{e['rate_recomputes']:10d} {e['avg_jct']:10.1f}  (main run)")
+          f"{e['rate_recomputes']:10d} {e['avg_jct_s']:10.1f}  (main run)")
 
 
 if __name__ == "__main__":

@@ -18,13 +18,13 @@ DATA = Path(__file__).parent / "data"
 
 def test_utilisation_timeline_is_a_step_function_of_starts_and_finishes() -> None:
     rows = [
-        {"start": 0.0, "finish": 10.0, "gpus": 4},
-        {"start": 5.0, "finish": 10.0, "gpus": 2},
-        {"start": 12.0, "finish": 12.0, "gpus": 8},  # starts and ends at once: no step
-        {"start": 15.0, "finish": 20.0, "gpus": 8},
+        {"start_s": 0.0, "finish_s": 10.0, "gpus": 4},
+        {"start_s": 5.0, "finish_s": 10.0, "gpus": 2},
+        {"start_s": 12.0, "finish_s": 12.0, "gpus": 8},  # starts and ends at once: no step
+        {"start_s": 15.0, "finish_s": 20.0, "gpus": 8},
     ]
     tl = utilisation_timeline(rows, total_gpus=8)
-    assert tl["time"].tolist() == [0.0, 5.0, 10.0, 12.0, 15.0, 20.0]
+    assert tl["time_s"].tolist() == [0.0, 5.0, 10.0, 12.0, 15.0, 20.0]
     assert tl["busy_gpus"].tolist() == [4, 6, 0, 0, 8, 0]
     assert tl["utilisation"].tolist() == [0.5, 0.75, 0.0, 0.0, 1.0, 0.0]
 
@@ -65,3 +65,18 @@ def test_report_refuses_mixed_directories(tmp_path: Path) -> None:
     with pytest.raises(FabricLabError, match="not a simulate-cluster directory"):
         load_cluster(DATA / "run-tiny")
     assert not (tmp_path / "r").exists()
+
+
+def test_directories_from_before_units_in_keys_still_load(tmp_path: Path) -> None:
+    d = _simulate(tmp_path / "old", "vclos")
+    summary = json.loads((d / "summary.json").read_text())
+    old = {"avg_jct_s": "avg_jct", "avg_wait_s": "avg_wait", "link_gbit_s": "link_gbps"}
+    (d / "summary.json").write_text(json.dumps({old.get(k, k): v for k, v in summary.items()}))
+    jobs = pd.read_csv(d / "jobs.csv")
+    jobs.rename(columns={"jct_s": "jct", "wait_s": "wait", "arrival_s": "arrival"}).to_csv(
+        d / "jobs.csv", index=False)
+    run = load_cluster(d)
+    assert run.summary["avg_jct_s"] == summary["avg_jct_s"] and "avg_jct" not in run.summary
+    assert {"jct_s", "wait_s", "arrival_s"} <= set(run.jobs.columns)
+    write_report([d], tmp_path / "r")
+    assert "Average JCT" in (tmp_path / "r" / "report.md").read_text()

@@ -257,11 +257,11 @@ def test_fifo_head_of_line_blocking() -> None:
     jobs = [_job("a", 0, 4), _job("b", 1, 4), _job("c", 2, 1, compute=1)]
     result = simulate_cluster(jobs, ClusterConfig(2, 2, 2, "ecmp"))
     rows = {r["job_id"]: r for r in result.rows}
-    assert (rows["a"]["start"], rows["a"]["finish"]) == (0, 10)
-    assert (rows["b"]["start"], rows["b"]["finish"]) == (10, 20)
+    assert (rows["a"]["start_s"], rows["a"]["finish_s"]) == (0, 10)
+    assert (rows["b"]["start_s"], rows["b"]["finish_s"]) == (10, 20)
     # c would fit nowhere before b starts (FIFO): it waits for b, which takes every host.
-    assert rows["c"]["start"] == 20 and rows["c"]["wait"] == 18
-    assert result.summary["avg_wait"] == pytest.approx((0 + 9 + 18) / 3)
+    assert rows["c"]["start_s"] == 20 and rows["c"]["wait_s"] == 18
+    assert result.summary["avg_wait_s"] == pytest.approx((0 + 9 + 18) / 3)
 
 
 def test_ocs_rewiring_starts_at_once_a_job_static_vclos_must_queue() -> None:
@@ -274,7 +274,7 @@ def test_ocs_rewiring_starts_at_once_a_job_static_vclos_must_queue() -> None:
         config = ClusterConfig(6, 4, 4, policy, ocs_count=4 if policy == "ocs-vclos" else 0,
                                placement="hosts-first", rewiring="augment")
         result = simulate_cluster(jobs, config)
-        waits[policy] = {r["job_id"]: r["wait"] for r in result.rows}["x"]
+        waits[policy] = {r["job_id"]: r["wait_s"] for r in result.rows}["x"]
         links = result.summary["refused_fragmented_links"]
         assert links == (1 if policy == "vclos" else 0)
     assert waits["ocs-vclos"] == 0 and waits["vclos"] > 900  # until j1 or j2 ends
@@ -316,15 +316,15 @@ def _cli(tmp_path: Path, *extra: str) -> int:
 def test_simulate_cluster_cli_end_to_end(tmp_path: Path, policy: str) -> None:
     assert _cli(tmp_path, "--jobs", "40", "--policy", policy, "--seed", "3") == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
-    for key in ("avg_jct", "p50_jct", "p95_jct", "p99_jct", "avg_wait", "avg_slowdown",
+    for key in ("avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s", "avg_wait_s", "avg_slowdown",
                 "gpu_utilisation", "collided_flow_fraction", "refused_fragmented"):
         assert key in summary
     assert summary["policy"] == policy
     with (tmp_path / "jobs.csv").open() as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == summary["jobs_completed"] > 0
-    assert {"job_id", "gpus", "arrival", "start", "finish", "jct", "wait", "run",
-            "slowdown"} <= set(rows[0])
+    assert {"job_id", "gpus", "arrival_s", "start_s", "finish_s", "jct_s", "wait_s", "run_s",
+            "isolated_s", "slowdown"} <= set(rows[0])
     assert not list(tmp_path.glob("*.partial"))
 
 

@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         raise FabricLabError(f"cannot write results to {out}: {exc.strerror}") from None
     print(
         f"{summary['policy']}: {summary['jobs_completed']} jobs, "
-        f"avg JCT {summary['avg_jct']:.1f} s, avg wait {summary['avg_wait']:.1f} s, "
+        f"avg JCT {summary['avg_jct_s']:.1f} s, avg wait {summary['avg_wait_s']:.1f} s, "
         f"avg slowdown {summary['avg_slowdown']:.3f}, GPU utilisation "
         f"{summary['gpu_utilisation']:.3f}, collided flows "
         f"{summary['collided_flow_fraction']:.3f} -> {out}"

@@ -255,7 +255,7 @@ class ClusterConfig:
                 "(or 0 for one spine port per leaf)"
             )
         if not self.link_bps > 0:
-            raise FabricLabError(f"--link-gbps gives {self.link_bps} bit/s; it must be > 0")
+            raise FabricLabError(f"--link-gbit-s gives {self.link_bps} bit/s; it must be > 0")
 
     @property
     def uses_ocs(self) -> bool:
@@ -291,13 +291,13 @@ class JobRecord:
             "gpus": self.spec.gpus,
             "leaves": self.leaves,
             "iterations": self.spec.iterations,
-            "arrival": self.spec.arrival,
-            "start": self.start,
-            "finish": self.finish,
-            "jct": self.finish - self.spec.arrival,
-            "wait": self.start - self.spec.arrival,
-            "run": run,
-            "isolated": self.isolated,
+            "arrival_s": self.spec.arrival,
+            "start_s": self.start,
+            "finish_s": self.finish,
+            "jct_s": self.finish - self.spec.arrival,
+            "wait_s": self.start - self.spec.arrival,
+            "run_s": run,
+            "isolated_s": self.isolated,
             "slowdown": run / self.isolated if self.isolated > 0 else 1.0,
             "flows": self.flows,
             "collided_flows": len(self.collided),
@@ -477,9 +477,9 @@ class ClusterSimulation:
     def _summary(self, wall_start: float) -> dict[str, Any]:
         c = self.config
         rows = [r.row() for r in self.records]
-        jcts = sorted(r["jct"] for r in rows)
+        jcts = sorted(r["jct_s"] for r in rows)
         first = min((j.arrival for j in self.jobs), default=0.0)
-        last = max((r["finish"] for r in rows), default=first)
+        last = max((r["finish_s"] for r in rows), default=first)
         span = last - first
         flows = sum(r.flows for r in self.records)
         collided = sum(len(r.collided) for r in self.records)
@@ -495,7 +495,7 @@ class ClusterSimulation:
             "gpus": c.total_gpus,
             "ocs_count": c.ocs_count if c.uses_ocs else 0,
             "spine_ports_per_ocs": c.spine_ports if c.uses_ocs else 0,
-            "link_gbps": c.link_bps / 1e9,
+            "link_gbit_s": c.link_bps / 1e9,
             "rounds": c.rounds,
             "collective": c.collective,
             # How hosts and network were chosen together; moot where any free hosts do.
@@ -509,16 +509,16 @@ class ClusterSimulation:
             "refused_fragmented": self.refused_fragmented,
             "refused_fragmented_jobs": len(self.fragmented_jobs),
             "refused_fragmented_links": self.refused_fragmented_links,
-            "avg_jct": mean("jct"),
-            "p50_jct": _percentile(jcts, 50),
-            "p95_jct": _percentile(jcts, 95),
-            "p99_jct": _percentile(jcts, 99),
-            "avg_wait": mean("wait"),
-            "avg_run": mean("run"),
+            "avg_jct_s": mean("jct_s"),
+            "p50_jct_s": _percentile(jcts, 50),
+            "p95_jct_s": _percentile(jcts, 95),
+            "p99_jct_s": _percentile(jcts, 99),
+            "avg_wait_s": mean("wait_s"),
+            "avg_run_s": mean("run_s"),
             "avg_slowdown": mean("slowdown"),
             "max_slowdown": max((r["slowdown"] for r in rows), default=float("nan")),
             "gpu_utilisation": self._utilisation(),
-            "makespan": span,
+            "makespan_s": span,
             "flows": flows,
             "collided_flows": collided,
             "collided_flow_fraction": collided / flows if flows else 0.0,
