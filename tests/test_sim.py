@@ -353,7 +353,11 @@ def test_simulate_cluster_cli_reads_traces(tmp_path: Path) -> None:
         ["--policy", "ocs-vclos", "--ocs-count", "0"],
         ["--leaves", "0"],
         ["--jobs", "0"],
-        ["--collective", "ring", "--link-gbps", "0"],
+        ["--collective", "ring", "--link-gbit-s", "0"],
+        ["--link-gbit-s", "nan"],
+        ["--load", "inf"],
+        ["--rounds", "0"],
+        ["--seed", "-3"],
         ["--policy", "ocs-vclos", "--spine-ports-per-ocs", "-1"],
     ],
 )
@@ -364,6 +368,18 @@ def test_bad_flags_give_one_sentence_and_exit_2(
     err = capsys.readouterr().err.strip()
     assert err.startswith("fabriclab simulate-cluster: error:") and "\n" not in err
     assert not (tmp_path / "summary.json").exists()
+
+
+def test_link_gbps_is_a_hidden_deprecated_alias_of_link_gbit_s(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _cli(tmp_path, "--jobs", "5", "--link-gbps", "25") == 0
+    assert json.loads((tmp_path / "summary.json").read_text())["link_gbit_s"] == 25
+    assert "warning: --link-gbps is deprecated; use --link-gbit-s" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["simulate-cluster", "--help"])
+    shown = capsys.readouterr().out
+    assert "--link-gbit-s" in shown and "--link-gbps" not in shown
 
 
 def test_hierarchical_rails_cross_the_fabric_with_one_nth_of_the_bytes() -> None:

@@ -2,7 +2,8 @@
 
 Writes ``DIR/jobs.csv`` (one row per completed job), ``DIR/utilisation.csv`` (busy GPUs over
 time) and ``DIR/summary.json`` (averages, percentiles, utilisation, collisions, refusals and the
-run's parameters), each atomically. ``fabriclab report DIR [DIR ...]`` compares such runs.
+run's parameters: the trace and what fixes its jobs, the seed, the label), each atomically.
+``fabriclab report DIR [DIR ...]`` compares such runs. Every key with a unit names it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import argparse
 import contextlib
 import json
 import math
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,8 +31,9 @@ from sdn_app.allocation.ocs import REWIRINGS
 from testbed.core.atomic import write_csv, write_text
 from testbed.core.errors import FabricLabError
 from testbed.sim.cluster import COLLECTIVES, ClusterConfig, cluster_policy, simulate_cluster
-from testbed.sim.traces import load_trace
+from testbed.sim.traces import load_trace, trace_identity
 
+MAX_LABEL_CHARS = 80
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -66,44 +69,82 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--load", type=float, default=0.8,
                    help="synthetic offered GPU-time / capacity (default 0.8)")
     p.add_argument("--seed", type=int, default=1, help="RNG seed (trace, ECMP ports)")
-    p.add_argument("--link-gbps", type=float, default=100.0,
+    p.add_argument("--link-gbit-s", type=float, default=100.0, metavar="GBIT_S",
                    help="rate of every NIC, leaf-spine link and circuit in Gbit/s (default 100)")
+    p.add_argument("--link-gbps", dest="link_gbit_s", type=float, action=_Renamed,
+                   const="--link-gbit-s", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     p.add_argument("--rounds", type=int, default=8,
                    help="simulate each job's iterations as at most this many rounds (default 8)")
     p.add_argument("--collective", choices=COLLECTIVES, default="ring",
                    help="cross-leaf All-Reduce: flat ring or hierarchical rails (default ring)")
+    p.add_argument("--label", default=None, metavar="TEXT",
+                   help="the run's name in reports (default: policy, placement, rewiring; "
+                   f"at most {MAX_LABEL_CHARS} printable characters)")
     p.add_argument("--out", required=True, help="output directory")
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+class _Renamed(argparse.Action):
+    """A flag's old name (hidden from --help): still works, and says what replaced it."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        print(f"warning: {option_string} is deprecated; use {self.const} (same value)",
+              file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    """One sentence naming the first bad flag (the cluster's shape: ClusterConfig.check)."""
     if args.jobs < 1:
         raise FabricLabError(f"--jobs is {args.jobs}; it must be at least 1")
     if args.seed < 0:
         raise FabricLabError(f"--seed is {args.seed}; it must be 0 or more")
+    if not (math.isfinite(args.load) and 0 < args.load <= 10):
+        raise FabricLabError(f"--load is {args.load}; it must be in (0, 10]")
+    if not (math.isfinite(args.link_gbit_s) and args.link_gbit_s > 0):
+        raise FabricLabError(f"--link-gbit-s is {args.link_gbit_s}; it must be a positive "
+                             "number")
+    if args.ocs_count is not None and args.ocs_count < 0:
+        raise FabricLabError(f"--ocs-count is {args.ocs_count}; it must be at least 0")
     if not args.out.strip():
         raise FabricLabError("--out is empty; name the directory to write the results to")
-    if not (math.isfinite(args.link_gbps) and args.link_gbps > 0):
-        raise FabricLabError(f"--link-gbps is {args.link_gbps}; it must be a positive number")
+    if args.label is not None:
+        check_label(args.label)
+
+
+def check_label(label: str) -> None:
+    """A label is a short line of printable text."""
+    text = label.strip()
+    if not text:
+        raise FabricLabError("--label is empty; give the run a name or leave the flag out")
+    bad = next((c for c in text if not c.isprintable()), None)
+    if bad is not None:
+        raise FabricLabError(f"--label holds the unprintable character {bad!r}; use one line "
+                             "of printable text")
+    if len(text) > MAX_LABEL_CHARS:
+        raise FabricLabError(f"--label is {len(text)} characters long; it must be at most "
+                             f"{MAX_LABEL_CHARS}")
+
+
+def run(args: argparse.Namespace) -> int:
+    check_flags(args)
     ocs = args.ocs_count if args.ocs_count is not None else (
         args.spines if cluster_policy(args.policy).allocates_as == "ocs-vclos" else 0)
-    if ocs < 0:
-        raise FabricLabError(f"--ocs-count is {ocs}; it must be at least 0")
     config = ClusterConfig(
         leaves=args.leaves, spines=args.spines, hosts_per_leaf=args.hosts_per_leaf,
         policy=args.policy, ocs_count=ocs, spine_ports_per_ocs=args.spine_ports_per_ocs,
         placement=args.placement, rewiring=args.rewiring,
-        link_bps=args.link_gbps * 1e9,
+        link_bps=args.link_gbit_s * 1e9,
         rounds=args.rounds, seed=args.seed, collective=args.collective,
     )
     config.check()
-    if not (math.isfinite(args.load) and 0 < args.load <= 10):
-        raise FabricLabError(f"--load is {args.load}; it must be in (0, 10]")
     jobs = load_trace(args.trace, args.jobs, args.load, config.total_gpus, args.seed,
                       config.link_bps)
     with _progress(len(jobs), config.policy) as update:
         result = simulate_cluster(jobs, config, update)
-    summary = {**result.summary, "trace": args.trace, "load": args.load}
+    summary = {**result.summary, **trace_identity(args.trace, args.load),
+               "jobs_requested": args.jobs, "label": args.label and args.label.strip()}
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)

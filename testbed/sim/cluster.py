@@ -84,7 +84,7 @@ from sdn_app.policies.ecmp import SPORTS
 from testbed.core.errors import FabricLabError
 from testbed.core.formulas import busbw_factor
 from testbed.sim.flows import Flow, LinkId, Network
-from testbed.sim.traces import JobSpec
+from testbed.sim.traces import JobSpec, job_set_sha256
 
 Host = tuple[int, int]
 
@@ -503,6 +503,7 @@ class ClusterSimulation:
             "rewiring": c.rewiring if c.uses_ocs else "",
             "seed": c.seed,
             "jobs_in_trace": len(self.jobs),
+            "job_set_sha256": job_set_sha256(self.jobs),
             "jobs_completed": len(rows),
             "dropped_too_large": self.dropped_too_large,
             "refused_unshapeable": self.refused_unshapeable,

@@ -20,6 +20,7 @@ the cluster's capacity.
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import math
 import random
@@ -27,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from testbed.core.errors import FabricLabError
 from testbed.core.formulas import busbw_factor
@@ -235,3 +237,25 @@ def load_trace(
     raise FabricLabError(
         f"--trace {spec!r} is unknown; use synthetic, helios:FILE or philly:FILE"
     )
+
+
+def trace_identity(spec: str, load: float) -> dict[str, Any]:
+    """What fixes a trace's jobs besides the seed and the job count, for summary.json:
+    ``trace`` (as given), ``trace_file`` (absolute path) and ``trace_sha256`` (its bytes) of
+    a trace file, and ``load`` (used by synthetic traces only; None for a trace file)."""
+    kind, _, arg = spec.partition(":")
+    if kind == "synthetic" and not arg:
+        return {"trace": spec, "trace_file": None, "trace_sha256": None, "load": load}
+    path = Path(arg).resolve()
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        raise FabricLabError(f"cannot read trace {arg}: {exc.strerror}") from None
+    return {"trace": spec, "trace_file": str(path), "trace_sha256": digest, "load": None}
+
+
+def job_set_sha256(jobs: Sequence[JobSpec]) -> str:
+    """A digest of every job's id, arrival, size, model and work: equal digests, equal jobs."""
+    fields = [[j.job_id, j.arrival, j.gpus, j.model, j.iterations, j.compute_s, j.grad_bytes]
+              for j in sorted(jobs, key=lambda j: (j.arrival, j.job_id))]
+    return hashlib.sha256(json.dumps(fields).encode()).hexdigest()
