@@ -9,7 +9,7 @@ written before keys named their units are read too (:func:`read_summary`, :func:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,7 +52,9 @@ class ClusterRun:
 
 
 def label_of(summary: Mapping[str, Any]) -> str:
-    """``policy`` plus what sets it apart: placement, rewiring, trace, load."""
+    """The run's ``--label``, else ``policy`` plus what sets it apart: placement, rewiring."""
+    if isinstance(summary.get("label"), str) and summary["label"].strip():
+        return summary["label"].strip()
     parts = [str(summary.get("policy", "?"))]
     if summary.get("placement", "joint") not in ("joint", ""):
         parts.append(str(summary["placement"]))
@@ -104,6 +106,73 @@ def utilisation_timeline(rows: Iterable[Mapping[str, Any]], total_gpus: int) -> 
     return frame
 
 
+def _g(x: Any) -> str:
+    return "—" if x is None else f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def _synthetic(s: Mapping[str, Any]) -> bool:
+    return s.get("trace", "synthetic") == "synthetic"
+
+
+def _trace_name(s: Mapping[str, Any]) -> str:
+    """``trace`` as given, or ``kind:/absolute/path`` of a trace file."""
+    trace = str(s.get("trace", "?"))
+    return f"{trace.partition(':')[0]}:{s['trace_file']}" if s.get("trace_file") else trace
+
+
+def run_rows(runs: Sequence[ClusterRun]) -> list[dict[str, str]]:
+    """One row per run for the report: its label, trace, jobs, seed, load and directory."""
+    rows = []
+    for r in runs:
+        s = r.summary
+        sha = s.get("trace_sha256")
+        rows.append({
+            "label": r.label, "path": str(r.path), "trace": _trace_name(s),
+            "sha": sha[:12] if isinstance(sha, str) else "—",
+            "jobs": f"{_g(s.get('jobs_completed'))} / {_g(s.get('jobs_in_trace'))}",
+            "seed": _g(s.get("seed")),
+            "load": _g(s.get("load")) if _synthetic(s) else "— (trace file)",
+            "gpus": _g(s.get("gpus")),
+            "link": f"{_g(s.get('link_gbit_s'))} Gbit/s",
+        })
+    return rows
+
+
+def _job_set_params(s: Mapping[str, Any]) -> dict[str, tuple[Any, str]]:
+    """What fixes a run's jobs besides the simulator: name -> (compared value, as shown)."""
+    synthetic = _synthetic(s)
+    sha = s.get("trace_sha256")
+    trace = _trace_name(s) + (f" (sha256 {sha[:12]})" if isinstance(sha, str) else "")
+    load = s.get("load") if synthetic else None  # a trace file ignores it
+    gpus = s.get("gpus") if synthetic else None  # synthetic arrivals scale with them
+    link = s.get("link_gbit_s")  # a trace's durations become iterations at this rate
+    return {
+        "trace": (sha or trace, trace),  # a file's bytes, wherever it is
+        "jobs": (s.get("jobs_in_trace"), _g(s.get("jobs_in_trace"))),
+        "seed": (s.get("seed"), _g(s.get("seed"))),
+        "load": (load, _g(load)),
+        "GPUs": (gpus, _g(gpus)),
+        "link rate": (link, f"{_g(link)} Gbit/s"),
+    }
+
+
+def trace_warning(summaries: Sequence[Mapping[str, Any]]) -> str | None:
+    """One sentence when the runs did not simulate the same jobs, naming what differs; None
+    when they did (equal ``job_set_sha256``; older summaries: equal trace parameters)."""
+    if len(summaries) < 2:
+        return None
+    params = [_job_set_params(s) for s in summaries]
+    differ = [k for k in params[0] if len({repr(p[k][0]) for p in params}) > 1]
+    digests = [s.get("job_set_sha256") for s in summaries]
+    same = len(set(digests)) == 1 if all(digests) else not differ
+    if same:
+        return None
+    why = "; ".join(f"{k} " + " vs ".join(p[k][1] for p in params) for k in differ)
+    return (f"these runs did not simulate the same jobs ({why or 'their job sets differ'}): "
+            "their JCT, waiting time and slowdown compare different job sets, not only "
+            "policies")
+
+
 def comparison_rows(runs: list[ClusterRun]) -> list[tuple[str, list[Any], str]]:
     """(metric, one value per run, kind) for the report's table; kind says how to format."""
     summaries = [r.summary for r in runs]
@@ -128,9 +197,6 @@ def comparison_rows(runs: list[ClusterRun]) -> list[tuple[str, list[Any], str]]:
         ("OCSes (spine ports each)", each(
             lambda s: f"{s.get('ocs_count')} ({s.get('spine_ports_per_ocs')})"
             if s.get("ocs_count") else "—"), "text"),
-        ("Trace, load", each(lambda s: f"{s.get('trace', '?')}, {s.get('load', '?')}"), "text"),
-        ("Jobs completed / in trace", each(
-            lambda s: f"{s.get('jobs_completed')} / {s.get('jobs_in_trace')}"), "text"),
         ("Average JCT", col("avg_jct_s"), "time"),
         ("p50 / p95 / p99 JCT", each(
             lambda s: (s.get("p50_jct_s"), s.get("p95_jct_s"), s.get("p99_jct_s"))), "times"),

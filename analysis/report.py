@@ -20,7 +20,7 @@ from typing import Any
 import jinja2
 
 from analysis import compare, figures, metrics
-from analysis.cluster import comparison_rows, is_cluster_dir, load_cluster
+from analysis.cluster import comparison_rows, is_cluster_dir, load_cluster, run_rows, trace_warning
 from analysis.load import Run, load_run
 from testbed.core.atomic import write_text
 from testbed.core.errors import FabricLabError
@@ -378,8 +378,9 @@ def _cluster_cell(value: Any, kind: str) -> str:
 
 def write_cluster_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = None
                          ) -> Path:
-    """``report.html`` / ``report.md`` comparing simulate-cluster directories: a summary table,
-    CDFs of JCT, waiting time and slowdown, and GPU utilisation over time."""
+    """``report.html`` / ``report.md`` comparing simulate-cluster directories: each run's trace
+    (with a warning when the runs did not simulate the same jobs), a summary table, CDFs of
+    JCT, waiting time and slowdown, and GPU utilisation over time."""
     runs = [load_cluster(p) for p in run_dirs]
     _unique_labels(runs)
     out = _out_dir(run_dirs, out_dir)
@@ -387,6 +388,8 @@ def write_cluster_report(run_dirs: Sequence[str | Path], out_dir: str | Path | N
         "title": "fabriclab cluster report: " + " vs ".join(r.label for r in runs),
         "generated": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "runs": runs,
+        "run_rows": run_rows(runs),
+        "trace_warning": trace_warning([r.summary for r in runs]),
         "rows": [{"metric": m, "cells": [_cluster_cell(v, kind) for v in values]}
                  for m, values, kind in comparison_rows(runs)],
         "cdfs": _figure(figures.cluster_cdfs(runs, out / "fig-cluster-cdfs.png")),

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.cluster import is_cluster_dir, load_cluster, utilisation_timeline
+from analysis.cluster import is_cluster_dir, load_cluster, trace_warning, utilisation_timeline
 from analysis.report import write_report
 from testbed.cli import main
 from testbed.core.errors import FabricLabError
@@ -56,6 +56,7 @@ def test_cluster_report_compares_policies(tmp_path: Path) -> None:
     assert "fig-cluster-cdfs.png" in md and "fig-cluster-utilisation.png" in md
     assert (tmp_path / "report" / "fig-cluster-cdfs.png").stat().st_size > 0
     assert load_cluster(dirs[2]).label == "ocs-vclos hosts-first augment rewiring"
+    assert "Compare with care" not in md  # one trace, one seed: the same jobs
 
 
 def test_report_refuses_mixed_directories(tmp_path: Path) -> None:
@@ -80,3 +81,67 @@ def test_directories_from_before_units_in_keys_still_load(tmp_path: Path) -> Non
     assert {"jct_s", "wait_s", "arrival_s"} <= set(run.jobs.columns)
     write_report([d], tmp_path / "r")
     assert "Average JCT" in (tmp_path / "r" / "report.md").read_text()
+
+
+TINY = ["simulate-cluster", "--leaves", "2", "--spines", "2", "--hosts-per-leaf", "2",
+        "--jobs", "6"]
+
+
+def _tiny(out: Path, *extra: str) -> Path:
+    assert main([*TINY, "--out", str(out), *extra]) == 0
+    return out
+
+
+def test_report_lists_each_runs_trace_and_warns_when_the_jobs_differ(tmp_path: Path,
+                                                                    capsys) -> None:
+    a = _tiny(tmp_path / "a", "--seed", "1", "--label", "ECMP, seed 1")
+    b = _tiny(tmp_path / "b", "--seed", "2", "--load", "1.5", "--policy", "vclos")
+    summary = json.loads((a / "summary.json").read_text())
+    assert summary["label"] == "ECMP, seed 1" and summary["jobs_requested"] == 6
+    assert (summary["trace"], summary["trace_file"], summary["load"]) == ("synthetic", None, 0.8)
+    capsys.readouterr()
+    assert main(["report", str(a), str(b), "--out", str(tmp_path / "r")]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("warning: these runs did not simulate the same jobs (seed 1 vs 2; "
+                          "load 0.8 vs 1.5)"), err
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "**⚠ Compare with care:** these runs did not simulate the same jobs" in md
+    assert "| ECMP, seed 1 | `synthetic` | — | 6 / 6 | 1 | 0.8 | 4 | 100 Gbit/s |" in md
+    assert "| vclos | `synthetic` | — | 6 / 6 | 2 | 1.5 | 4 | 100 Gbit/s |" in md
+    assert "fabriclab cluster report: ECMP, seed 1 vs vclos" in md
+    html = (tmp_path / "r" / "report.html").read_text()
+    assert 'class="banner bad"><strong>Compare with care:' in html and "ECMP, seed 1" in html
+
+
+def test_same_trace_file_same_jobs_whatever_its_path(tmp_path: Path, capsys) -> None:
+    copy = tmp_path / "copy.csv"
+    copy.write_bytes((DATA / "helios_sample.csv").read_bytes())
+    leaves = ["--leaves", "16"]
+    a = _tiny(tmp_path / "a", *leaves, "--trace", f"helios:{DATA / 'helios_sample.csv'}")
+    b = _tiny(tmp_path / "b", *leaves, "--trace", f"helios:{copy}", "--load", "2")
+    c = _tiny(tmp_path / "c", *leaves, "--trace", f"helios:{copy}", "--seed", "5")
+    sa, sb = (json.loads((d / "summary.json").read_text()) for d in (a, b))
+    assert sa["trace_sha256"] == sb["trace_sha256"] and sa["load"] is None
+    assert sb["trace_file"] == str(copy.resolve())
+    assert trace_warning([sa, sb]) is None  # load is not used by a trace file
+    capsys.readouterr()
+    assert main(["report", str(a), str(c), "--out", str(tmp_path / "r")]) == 0
+    assert "the same jobs (seed 1 vs 5):" in capsys.readouterr().err  # not the trace's path
+    md = (tmp_path / "r" / "report.md").read_text()
+    row = f"`helios:{copy.resolve()}` | {sb['trace_sha256'][:12]} | 3 / 4 | 5 | — (trace file)"
+    assert row in md
+
+
+def test_older_summaries_are_compared_by_their_trace_parameters() -> None:
+    old = {"trace": "synthetic", "jobs_in_trace": 10, "seed": 1, "load": 0.8, "gpus": 4}
+    assert trace_warning([old, dict(old)]) is None
+    assert "jobs 10 vs 20" in trace_warning([old, {**old, "jobs_in_trace": 20}])
+    helios = {**old, "trace": "helios:x.csv"}
+    assert trace_warning([helios, {**helios, "load": 2.0}]) is None  # a file ignores --load
+
+
+def test_a_negative_seed_is_one_line_and_leaves_nothing(tmp_path: Path, capsys) -> None:
+    assert main([*TINY, "--seed", "-1", "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "fabriclab simulate-cluster: error: --seed is -1; it must be 0 or more"]
+    assert not (tmp_path / "out").exists()

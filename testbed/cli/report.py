@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -19,7 +20,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from analysis.report import write_report  # pandas and matplotlib: only when it runs
+    # pandas and matplotlib: only when it runs
+    from analysis.cluster import is_cluster_dir, read_summary, trace_warning
+    from analysis.report import write_report
 
-    print(write_report(args.runs, args.out))
+    html = write_report(args.runs, args.out)
+    if all(is_cluster_dir(p) for p in args.runs):
+        warning = trace_warning([read_summary(p) for p in args.runs])
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
+    print(html)
     return 0
