@@ -141,10 +141,11 @@ def run(args: argparse.Namespace) -> int:
     config.check()
     jobs = load_trace(args.trace, args.jobs, args.load, config.total_gpus, args.seed,
                       config.link_bps)
+    trace = trace_identity(args.trace, args.load)
     with _progress(len(jobs), config.policy) as update:
         result = simulate_cluster(jobs, config, update)
-    summary = {**result.summary, **trace_identity(args.trace, args.load),
-               "jobs_requested": args.jobs, "label": args.label and args.label.strip()}
+    summary = {**result.summary, **trace, "jobs_requested": args.jobs,
+               "label": args.label and args.label.strip()}
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
