@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -145,3 +146,20 @@ def test_a_negative_seed_is_one_line_and_leaves_nothing(tmp_path: Path, capsys) 
     assert capsys.readouterr().err.splitlines() == [
         "fabriclab simulate-cluster: error: --seed is -1; it must be 0 or more"]
     assert not (tmp_path / "out").exists()
+
+
+def _documented(heading: str) -> set[str]:
+    """Every `name` in the first cell of the table under ``### heading`` in docs/results.md."""
+    text = (Path(__file__).parent.parent / "docs" / "results.md").read_text(encoding="utf-8")
+    section = text.split(f"### {heading}\n", 1)[1].split("\n#", 1)[0]
+    return {name for line in section.splitlines() if line.startswith("| `")
+            for name in re.findall(r"`([a-z0-9_]+)`", line.split("|")[1])}
+
+
+def test_docs_describe_every_key_and_column(tmp_path: Path) -> None:
+    d = _tiny(tmp_path / "d")
+    assert _documented("`summary.json` (simulate-cluster)") == set(
+        json.loads((d / "summary.json").read_text()))
+    columns = set(pd.read_csv(d / "jobs.csv").columns) | set(
+        pd.read_csv(d / "utilisation.csv").columns)
+    assert _documented("`jobs.csv` and `utilisation.csv` (simulate-cluster)") == columns
