@@ -2,7 +2,12 @@
 root needed): from the checkout, with Debian's default sudo PATH, the program exists, `make`
 targets exist, scripts exist and their arguments parse (`--help` appended), and `fabriclab`
 arguments parse with the real parser. Lines with placeholders (SPEC, NAME, a|b) are skipped;
-the VM line (`vagrant ...`) is checked for its inner command only."""
+the VM line (`vagrant ...`) is checked for its inner command only.
+
+The quick lines (:data:`QUICK`) then run for real, verbatim, through ``bash -c`` with that PATH,
+in a scratch directory (root for doctor and clean). The others take minutes (make demo, the
+emulated benchmarks, calibrate) or need a fabric kept up (up, jobs): the root tests and
+BENCHMARKS.md's own runs exercise those."""
 
 from __future__ import annotations
 
@@ -22,6 +27,12 @@ ROOT = Path(__file__).parent.parent
 SUDO_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # Debian's secure_path
 PROGRAMS = ("fabriclab", ".venv/bin/python", ".venv/bin/fabriclab", "make", "bash", "vagrant")
 FABRICLAB = ("fabriclab", ".venv/bin/fabriclab")
+QUICK = re.compile(
+    r"^fabriclab (plan|model|topo|doctor|clean|allreduce --ranks 4 -b) |^fabriclab (doctor|clean)$"
+    r"|^(\.venv/bin/)?fabriclab run \S+ --backend sim"
+    r"|^\.venv/bin/python benchmarks/"
+    r"(model_shapes|allocator_fragmentation|transport_loopback)\.py$")
+NEEDS_ROOT = ("fabriclab doctor", "fabriclab clean")
 PLACEHOLDER = re.compile(r"\b(SPEC|NAME|DIR|FILE|CONFIG|N)\b|\||\.\.\.|\[")
 
 
@@ -92,3 +103,30 @@ def test_command_runs_as_written(line: str) -> None:
         proc = subprocess.run([sys.executable, *args, "--help"], cwd=ROOT, capture_output=True,
                               text=True, timeout=120)
         assert proc.returncode == 0, f"{line!r}: {proc.stderr.strip()[-300:]}"
+
+
+QUICK_LINES = [line for line in command_lines() if QUICK.search(line)]
+
+
+def test_quick_lines_cover_every_kind_of_command() -> None:
+    for start in ("fabriclab plan", "fabriclab model", "fabriclab topo", "fabriclab allreduce",
+                  "fabriclab doctor", "fabriclab clean", ".venv/bin/python benchmarks/"):
+        assert any(line.startswith(start) for line in QUICK_LINES), start
+    assert any("--backend sim" in line for line in QUICK_LINES)
+
+
+@pytest.mark.parametrize("line", QUICK_LINES)
+def test_quick_line_runs_verbatim_through_the_sudo_path(line: str, tmp_path: Path) -> None:
+    if line in NEEDS_ROOT and not is_root():
+        pytest.skip("needs root")
+    env = {"PATH": SUDO_PATH, "HOME": str(tmp_path), "LANG": "C.UTF-8"}
+    if subprocess.run(["bash", "-c", "command -v fabriclab"], env=env,
+                      capture_output=True).returncode != 0:
+        pytest.skip("fabriclab is not installed on this machine's PATH (make install, as root)")
+    for name in ("experiments", "benchmarks", ".venv"):  # the checkout, as seen from its root
+        (tmp_path / name).symlink_to(ROOT / name)
+    proc = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, f"{line!r} exit {proc.returncode}: {proc.stderr.strip()[-500:]}"
+    assert proc.stdout.strip(), f"{line!r} printed nothing"
+    assert "Traceback" not in proc.stderr
