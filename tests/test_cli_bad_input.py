@@ -38,7 +38,7 @@ def files(tmp_path: Path, monkeypatch) -> Path:
     (["run", "bad.yaml", "--backend", "sim"], "bad.yaml is not UTF-8 text"),
     (["topo", FABRIC, "--out", "afile"], "afile: File exists"),
     (["topo", FABRIC, "--out", "afile/sub"], "afile/sub: Not a directory"),
-    (["run", DEMO, "--backend", "sim", "--out", "afile"], "Not a directory"),
+    (["run", DEMO, "--backend", "sim", "--out", "afile"], "--out afile is a file"),
     ([*SMALL, "--trace", "helios:bad.csv", "--out", "o"], "bad.csv is not a text (UTF-8) CSV"),
     ([*SMALL, "--out", ""], "--out is empty"),
     ([*SMALL, "--seed", "-1", "--out", "o"], "--seed is -1; it must be 0 or more"),

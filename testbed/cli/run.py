@@ -63,6 +63,9 @@ def summary_table(run_dir: Path) -> tuple[Table, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.out.exists() and not args.out.is_dir():
+        raise FabricLabError(f"--out {args.out} is a file; name a directory for the run "
+                             "directories")
     experiments = load_experiments(args.spec)
     backend = backend_of(args)
     for exp in experiments:  # every variant is checked before the first one runs
