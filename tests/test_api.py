@@ -6,6 +6,7 @@ import io
 import json
 
 import pytest
+from job_book import JobBook
 
 from sdn_app.api import make_app
 from sdn_app.jobs import JobManager
@@ -16,29 +17,8 @@ LS = {"kind": "leaf_spine", "leaves": 4, "spines": 4, "hosts_per_leaf": 4,
       "host_link_mbit_s": 20, "uplink_mbit_s": 20}
 
 
-class Book:
-    """A backend around a real JobManager (what the controller does, minus OpenFlow)."""
-
-    def __init__(self, jobs: JobManager) -> None:
-        self.jobs = jobs
-
-    def health(self):
-        return {"ok": True}
-
-    def topology(self):
-        return self.jobs.plan.to_dict()
-
-    def list_jobs(self):
-        return self.jobs.list_jobs()
-
-    def create_job(self, req):
-        return self.jobs.create(req)[0]
-
-    def delete_job(self, job_id):
-        return self.jobs.delete(job_id)[0]
-
-    def circuits(self):
-        return self.jobs.circuits()
+class Book(JobBook):
+    """A backend whose port statistics fail."""
 
     def ports(self):
         raise RuntimeError("stats exploded")

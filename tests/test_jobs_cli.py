@@ -10,6 +10,7 @@ from pathlib import Path
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import pytest
+from job_book import JobBook
 
 from sdn_app.api import make_app
 from sdn_app.jobs import JobManager
@@ -20,35 +21,7 @@ from testbed.emulator import cleanup, preflight, procs, up_record
 from testbed.emulator.up_record import UpRecord
 
 FABRIC = {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,
-          "host_link_mbps": 20, "uplink_mbps": 20}
-
-
-class Book:
-    """The controller's API backend minus OpenFlow: a real JobManager."""
-
-    def __init__(self, jobs: JobManager) -> None:
-        self.jobs = jobs
-
-    def health(self):
-        return {"ok": True}
-
-    def topology(self):
-        return self.jobs.plan.to_dict()
-
-    def list_jobs(self):
-        return self.jobs.list_jobs()
-
-    def create_job(self, req):
-        return self.jobs.create(req)[0]
-
-    def delete_job(self, job_id):
-        return self.jobs.delete(job_id)[0]
-
-    def circuits(self):
-        return self.jobs.circuits()
-
-    def ports(self):
-        return {}
+          "host_link_mbit_s": 20, "uplink_mbit_s": 20}
 
 
 class Quiet(WSGIRequestHandler):
@@ -77,7 +50,7 @@ def state_dir(tmp_path, monkeypatch):
 def controller(tmp_path):
     """The API app on 127.0.0.1, and the `up` record pointing at it."""
     plan = build_plan(parse_fabric({"fabric": FABRIC}))
-    server = make_server("127.0.0.1", 0, make_app(Book(JobManager(plan, "vclos"))),
+    server = make_server("127.0.0.1", 0, make_app(JobBook(JobManager(plan, "vclos"))),
                          handler_class=Quiet)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
