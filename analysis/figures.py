@@ -15,10 +15,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import matplotlib.ticker
 import numpy as np
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, Rectangle
 
 from analysis import metrics
 from analysis.cluster import ClusterRun, utilisation_timeline
+from analysis.invariants import violations
 from analysis.load import Run
 
 DPI = 100
@@ -170,8 +171,17 @@ def link_heatmap(run: Run, path: Path) -> Path | None:
                    interpolation="nearest",
                    extent=(edges[0] - t0, edges[-1] - t0, len(grid) - 0.5, -0.5))
     ax.set_yticks(range(len(grid)), grid.index, fontsize=8)
+    rows = {key: i for i, key in enumerate(grid.index)}
+    shown = 0
+    for v in violations(run.qdisc).itertuples():  # short of the rate while loaded: boxed
+        row = rows.get(f"{v.src}→{v.dst}")
+        if row is not None:
+            ax.add_patch(Rectangle((v.start - t0, row - 0.45), v.span_s, 0.9, fill=False,
+                                   edgecolor="#00e5ff", lw=1.6))
+            shown += 1
     ax.set_xlabel("time since run start (s)")
-    ax.set_title("Leaf↔spine link utilisation (directed)")
+    ax.set_title("Leaf↔spine link utilisation (directed)"
+                 + (f"; boxed: {shown} fidelity violation(s)" if shown else ""))
     fig.colorbar(im, ax=ax, label="utilisation", pad=0.01)
     return _save(fig, path)
 

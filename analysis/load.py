@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from testbed.core.errors import FabricLabError
-from testbed.core.samples import CPU_SAMPLE_SCHEMA, LINK_SAMPLE_SCHEMA
+from testbed.core.samples import CPU_SAMPLE_SCHEMA, LINK_SAMPLE_SCHEMA, QDISC_SAMPLE_SCHEMA
 from testbed.core.spec import upgrade_fabric
 from workloads.traces import COLLECTIVE_SCHEMA, PHASE_SCHEMA, conform, read_table
 
@@ -67,6 +67,7 @@ class Run:
     iterations: pd.DataFrame  # ITERATION_COLUMNS (empty when no DNN job wrote them)
     links: pd.DataFrame  # LINK_COLUMNS: cumulative byte counters per link direction
     cpu: pd.DataFrame  # CPU_COLUMNS
+    qdisc: pd.DataFrame  # QDISC_SAMPLE_SCHEMA: egress queues (empty for runs without them)
     fidelity: dict[str, Any] | None
     controller_log: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -261,6 +262,7 @@ def load_run(path: str | Path) -> Run:
     links = _read_parquet(root / "link_samples.parquet", LINK_COLUMNS).rename(
         columns=_OLD_LINK_COLUMNS)
     cpu = _read_parquet(root / "cpu_samples.parquet", CPU_COLUMNS)
+    qdisc = _read_parquet(root / "qdisc_samples.parquet", QDISC_SAMPLE_SCHEMA.names)
     calibration = _read_json(root / "calibration.json", None)
     calibration = calibration if isinstance(calibration, dict) else None
     fidelity = _read_json(root / "fidelity.json",
@@ -282,6 +284,7 @@ def load_run(path: str | Path) -> Run:
                                        for c in ITERATION_COLUMNS})),
         links=links,
         cpu=cpu,
+        qdisc=qdisc,
         fidelity=_upgrade_fidelity(fidelity),
         controller_log=log.read_text(errors="replace") if log.exists() else None,
         notes=notes,

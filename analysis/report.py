@@ -103,7 +103,8 @@ def _fidelity(run: Run) -> dict[str, Any]:
     f = run.fidelity
     if not f:
         return {"state": "unknown", "verdict": "no fidelity record", "reasons": [],
-                "cpu": "—", "links": [], "calibration": None}
+                "notes": [], "cpu": "—", "links": [], "calibration": None, "judged": "—",
+                "violations": []}
     links = []
     for lk in f.get("links") or []:
         conf, peak = _n(lk.get("configured_mbit_s")), _n(lk.get("peak_mbit_s"))
@@ -117,11 +118,23 @@ def _fidelity(run: Run) -> dict[str, Any]:
     # a simulated run has no emulation to distrust: it is a model, labelled as such
     state = {"faithful": "ok", "simulated": "simulated", "loopback": "loopback"}.get(verdict,
                                                                                    "bad")
+    inv = f.get("invariants") or {}
     return {"state": state, "verdict": verdict,
             "reasons": [str(r) for r in f.get("reasons") or []],
+            "notes": [str(n) for n in f.get("notes") or []],
             "cpu": f"min {fmt_pct(f.get('cpu_idle_min'))}, mean {fmt_pct(f.get('cpu_idle_mean'))}",
             "links": links[:12], "more_links": max(len(links) - 12, 0),
-            "calibration": f.get("calibration")}
+            "calibration": f.get("calibration"),
+            "judged": (f"the link invariant, over {_n(inv.get('loaded_s')) or 0:.1f} s in "
+                       "which a link's queue would have kept it busy" if inv.get("judged") else
+                       "CPU headroom (this run has no qdisc samples)" if state != "simulated"
+                       else "—"),
+            "violations": [{"link": f"{v.get('src')}→{v.get('dst')}",
+                            "periods": str(v.get("periods")), "seconds": fmt_time(v.get("seconds")),
+                            "worst": fmt_pct(v.get("worst_ratio")),
+                            "at": fmt_time(v.get("worst_at_s")),
+                            "shortfall": fmt_bytes(v.get("shortfall_bytes"))}
+                           for v in inv.get("violations") or []]}
 
 
 def _calibration(run: Run) -> dict[str, Any] | None:

@@ -1,9 +1,11 @@
 """The emulator's sample tables in a run directory, with the unit of every column.
 
 ``link_samples.parquet``: one row per sample and link direction, the cumulative byte counter of
-that direction and the link's configured rate. ``cpu_samples.parquet``: one row per sample
-interval, the machine's idle fraction. Times are ``time.monotonic()`` seconds, the clock of the
-worker traces (:mod:`workloads.traces`). docs/results.md describes every column.
+that direction and the link's configured rate. ``qdisc_samples.parquet``: one row per (faster)
+sample and link direction, the counters of the egress qdisc where that direction queues.
+``cpu_samples.parquet``: one row per sample interval, the machine's idle fraction. Times are
+``time.monotonic()`` seconds, the clock of the worker traces (:mod:`workloads.traces`).
+docs/results.md describes every column.
 """
 
 from __future__ import annotations
@@ -21,9 +23,21 @@ LINK_SAMPLE_SCHEMA = pa.schema([
     unit_field("bytes", pa.int64(), "bytes"),
 ])
 
+QDISC_SAMPLE_SCHEMA = pa.schema([
+    unit_field("time", pa.float64(), "s"),
+    unit_field("link", pa.string(), NOT_A_QUANTITY),
+    unit_field("src", pa.string(), NOT_A_QUANTITY),
+    unit_field("dst", pa.string(), NOT_A_QUANTITY),
+    unit_field("capacity_mbit_s", pa.float64(), "Mbit/s"),
+    unit_field("sent_bytes", pa.int64(), "bytes"),
+    unit_field("backlog_bytes", pa.int64(), "bytes"),
+    unit_field("drops", pa.int64(), DIMENSIONLESS),
+])
+
 CPU_SAMPLE_SCHEMA = pa.schema([
     unit_field("time", pa.float64(), "s"),
     unit_field("idle", pa.float64(), DIMENSIONLESS),
 ])
 
-SAMPLE_SCHEMAS = {"link_samples": LINK_SAMPLE_SCHEMA, "cpu_samples": CPU_SAMPLE_SCHEMA}
+SAMPLE_SCHEMAS = {"link_samples": LINK_SAMPLE_SCHEMA, "qdisc_samples": QDISC_SAMPLE_SCHEMA,
+                  "cpu_samples": CPU_SAMPLE_SCHEMA}

@@ -25,9 +25,10 @@ from testbed.core.jobs import JobRun, check_against_fabric, job_dims
 from testbed.core.rundir import base_environment, new_run_dir, write_head, write_results
 from testbed.core.topology import build_plan
 from testbed.emulator import runlock
-from testbed.emulator.calibrate import MIN_CPU_IDLE, TCP_WIRE_FACTOR, TOLERANCE, calibrate
+from testbed.emulator.calibrate import calibrate
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.failpoints import failpoint
+from testbed.emulator.fidelity import fidelity_record
 from testbed.emulator.sampler import LinkSampler
 from testbed.emulator.workers import run_on_fabric
 
@@ -221,51 +222,39 @@ class Runner:
         write_results(self.run_dir, records, fidelity, lambda: self._summary(records, fidelity))
 
     def _fidelity(self, calibration) -> dict[str, Any]:
-        """Configured vs achieved link rates and CPU headroom during the run."""
+        """Whether the links kept their promise (:func:`fidelity_record`), with CPU headroom
+        during the measured collectives as a diagnosis beside it."""
         import pandas as pd
 
-        reasons: list[str] = []
-        links: list[dict[str, Any]] = []
+        def table(name: str):
+            path = self.run_dir / name
+            return pd.read_parquet(path) if path.exists() else None
+
+        df, queues, cpu = (table(f"{n}_samples.parquet") for n in ("link", "qdisc", "cpu"))
         idle_min = idle_mean = None
-        samples = self.run_dir / "link_samples.parquet"
-        if samples.exists():
-            df = pd.read_parquet(samples)
-            for (src, dst, cap), g in df.groupby(["src", "dst", "capacity_mbit_s"]):
-                g = g.sort_values("time")
-                rate = (g["bytes"].diff() * 8 / g["time"].diff() / 1e6).rolling(10).mean()
-                peak = float(rate.max() * TCP_WIRE_FACTOR) if len(g) > 10 else 0.0
-                links.append({"src": src, "dst": dst, "configured_mbit_s": float(cap),
-                              "peak_mbit_s": round(peak, 3)})
-                if peak > float(cap) * (1 + TOLERANCE):
-                    reasons.append(f"{src}->{dst} ran at {peak:.1f} Mbit/s, above its "
-                                   f"{cap:g} Mbit/s shaping")
-            cpu = pd.read_parquet(self.run_dir / "cpu_samples.parquet")
-            if len(cpu):
-                # judge the CPU while measured collectives ran (not while workers started or
-                # wrote their traces), over one second of such samples at a time
-                period = 1.0 / self.exp.sample_hz
-                windows = self._collective_windows()
-                during = measuring(cpu["time"], windows, period)
-                if not during.any():
-                    during[:] = True
-                idle = cpu["idle"][during]
-                per_second = max(1, round(self.exp.sample_hz))
-                idle_min = float(idle.rolling(per_second, min_periods=1).mean().min())
-                idle_mean = float(idle.mean())
-                if idle_min < MIN_CPU_IDLE:
-                    reasons.append(f"CPU idle fell to {idle_min:.0%} (below {MIN_CPU_IDLE:.0%}) "
-                                   "during measured collectives: the machine, not the links, "
-                                   "may have set the rates" + self._busiest(windows))
+        windows = self._collective_windows()
+        if cpu is not None and len(cpu):
+            # the CPU while measured collectives ran (not while workers started or wrote their
+            # traces), over one second of such samples at a time
+            period = 1.0 / self.exp.sample_hz
+            during = measuring(cpu["time"], windows, period)
+            if not during.any():
+                during[:] = True
+            idle = cpu["idle"][during]
+            idle_min = float(idle.rolling(max(1, round(self.exp.sample_hz)),
+                                          min_periods=1).mean().min())
+            idle_mean = float(idle.mean())
+        record = fidelity_record(df, queues, idle_min, self._busiest(windows))
         cal = None
         if calibration is not None:
             cal = {"verdict": calibration.verdict, "aggregate_ratio": calibration.aggregate_ratio,
                    "failures": calibration.failures}
-            reasons += [f"calibration: {f}" for f in calibration.failures]
+            record["reasons"] += [f"calibration: {f}" for f in calibration.failures]
         if self.status != "ok":
-            reasons.append(f"run {self.status}: {self.error}")
-        return {"verdict": "faithful" if not reasons else "not faithful", "reasons": reasons,
-                "cpu_idle_min": idle_min, "cpu_idle_mean": idle_mean, "links": links,
-                "calibration": cal}
+            record["reasons"].append(f"run {self.status}: {self.error}")
+        record.update(verdict="faithful" if not record["reasons"] else "not faithful",
+                      cpu_idle_min=idle_min, cpu_idle_mean=idle_mean, calibration=cal)
+        return record
 
     def _busiest(self, windows: list[tuple[float, float]]) -> str:
         """'; busiest then: ...' from the starved seconds the sampler recorded during

@@ -1,8 +1,15 @@
-"""Per-link byte counters and CPU idle, sampled in a background thread at >= 10 Hz.
+"""Per-link byte counters and CPU idle, sampled in a background thread at >= 10 Hz, and every
+link direction's egress qdisc, sampled in a second thread at up to 100 Hz
+(:func:`qdisc_rate_hz`).
 
-Each link is read at one end: the switch end where there is one (switch interfaces live in the
-root namespace, so one read of /proc/net/dev covers them all), else the host end through
-``/proc/<host pid>/net/dev``, which shows that host's network namespace.
+Each link's bytes are read at one end: the switch end where there is one (switch interfaces
+live in the root namespace, so one read of /proc/net/dev covers them all), else the host end
+through ``/proc/<host pid>/net/dev``, which shows that host's network namespace. Each
+direction's queue is read where it forms, at the egress qdisc of the interface it leaves by
+(:mod:`testbed.emulator.qdisc_stats`): its sent bytes and backlog give the link invariants
+(:mod:`analysis.invariants`). They are read faster than the counters because a queue of one
+TSO segment drains in tens of milliseconds: at 50 Hz, one segment waiting at the start of an
+interval keeps a link of up to 26 Mbit/s busy through it, at 100 Hz one of up to 52 Mbit/s.
 """
 
 from __future__ import annotations
@@ -18,8 +25,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from testbed.core.atomic import write_json
-from testbed.core.samples import CPU_SAMPLE_SCHEMA, LINK_SAMPLE_SCHEMA
+from testbed.core.samples import CPU_SAMPLE_SCHEMA, LINK_SAMPLE_SCHEMA, QDISC_SAMPLE_SCHEMA
 from testbed.core.topology import FabricPlan
+from testbed.emulator.qdisc_stats import ROOT_NS, QdiscStats
 
 
 @dataclass(frozen=True)
@@ -33,18 +41,26 @@ class Probe:
     proc: str  # /proc/<pid>/net/dev to read
     intf: str
     ab_is_tx: bool  # a->b bytes are this interface's tx bytes (else its rx bytes)
+    ab_queue: tuple[int | None, str]  # (namespace, interface) where a->b queues: a's egress
+    ba_queue: tuple[int | None, str]
 
 
 def probes_for(plan: FabricPlan, host_pids: dict[str, int]) -> list[Probe]:
+    def ns(node: str) -> int | None:
+        return host_pids[node] if plan.is_host(node) else ROOT_NS
+
     out = []
     for lk in plan.links:
+        queues = (ns(lk.a), lk.a_intf), (ns(lk.b), lk.b_intf)
         if not plan.is_host(lk.b):
-            out.append(Probe(lk.name, lk.a, lk.b, lk.mbit_s, "/proc/net/dev", lk.b_intf, False))
+            out.append(Probe(lk.name, lk.a, lk.b, lk.mbit_s, "/proc/net/dev", lk.b_intf, False,
+                             *queues))
         elif not plan.is_host(lk.a):
-            out.append(Probe(lk.name, lk.a, lk.b, lk.mbit_s, "/proc/net/dev", lk.a_intf, True))
+            out.append(Probe(lk.name, lk.a, lk.b, lk.mbit_s, "/proc/net/dev", lk.a_intf, True,
+                             *queues))
         else:
             proc = f"/proc/{host_pids[lk.a]}/net/dev"
-            out.append(Probe(lk.name, lk.a, lk.b, lk.mbit_s, proc, lk.a_intf, True))
+            out.append(Probe(lk.name, lk.a, lk.b, lk.mbit_s, proc, lk.a_intf, True, *queues))
     return out
 
 
@@ -100,17 +116,34 @@ class BusyProcesses:
         self._last_times = times
 
 
+QDISC_HZ = 100.0
+QDISC_READS_PER_S = 1000.0  # namespaces x rate: about 15 % of a core (BENCHMARKS.md)
+
+
+def qdisc_rate_hz(namespaces: int) -> float:
+    """How often to read the qdiscs: :data:`QDISC_HZ`, less on fabrics with so many hosts
+    that the reads would cost more than :data:`QDISC_READS_PER_S` namespace reads a second."""
+    return min(QDISC_HZ, QDISC_READS_PER_S / max(namespaces, 1))
+
+
 class LinkSampler:
     """Samples every link's counters and the CPU; ``stop()`` returns tidy tables."""
 
-    def __init__(self, plan: FabricPlan, host_pids: dict[str, int], hz: float = 10.0) -> None:
+    def __init__(self, plan: FabricPlan, host_pids: dict[str, int], hz: float = 10.0,
+                 qdisc_hz: float | None = None) -> None:
         self.probes = probes_for(plan, host_pids)
         self.period = 1.0 / hz
+        self.qdiscs = QdiscStats(list(host_pids.values()))
+        self.qdisc_hz = qdisc_hz or qdisc_rate_hz(len(self.qdiscs.namespaces))
+        self.qdisc_period = 1.0 / self.qdisc_hz
         self._rows: list[tuple[float, str, str, str, float, int]] = []
+        self._qrows: list[tuple] = []
         self._cpu: list[tuple[float, float, float]] = []
         self.busy = BusyProcesses()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="link-sampler", daemon=True)
+        self._qthread = threading.Thread(target=self._qdisc_loop, name="qdisc-sampler",
+                                         daemon=True)
 
     def __enter__(self) -> LinkSampler:
         self.start()
@@ -120,12 +153,16 @@ class LinkSampler:
         self.stop()
 
     def start(self) -> None:
+        self.qdiscs.start()
         self._thread.start()
+        self._qthread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        for thread in (self._thread, self._qthread):
+            if thread.is_alive():
+                thread.join()
+        self.qdiscs.stop()
 
     def sample(self) -> None:
         t = time.monotonic()
@@ -142,6 +179,23 @@ class LinkSampler:
             self._rows.append((t, p.link, p.src, p.dst, p.mbit_s, ab))
             self._rows.append((t, p.link, p.dst, p.src, p.mbit_s, ba))
         self._cpu.append((t, *read_cpu()))
+
+    def sample_qdiscs(self) -> None:
+        t = time.monotonic()
+        queues = self.qdiscs.read()
+        for p in self.probes:
+            for src, dst, where in ((p.src, p.dst, p.ab_queue), (p.dst, p.src, p.ba_queue)):
+                q = queues.get(where)
+                if q is not None:
+                    self._qrows.append((t, p.link, src, dst, p.mbit_s, q.sent_bytes,
+                                        q.backlog_bytes, q.drops))
+
+    def _qdisc_loop(self) -> None:
+        next_t = time.monotonic()
+        while not self._stop.is_set():
+            self.sample_qdiscs()
+            next_t = max(next_t + self.qdisc_period, time.monotonic())
+            self._stop.wait(max(0.0, next_t - time.monotonic()))
 
     def _loop(self) -> None:
         next_t = last_busy = time.monotonic()
@@ -163,6 +217,11 @@ class LinkSampler:
         rows = self._rows[since:]  # a snapshot: the sampler thread keeps appending
         return pd.DataFrame(rows, columns=LINK_SAMPLE_SCHEMA.names)
 
+    def queues(self) -> pd.DataFrame:
+        """One row per qdisc sample and link direction (its egress qdisc's cumulative sent
+        bytes and drops, and its backlog then): :data:`QDISC_SAMPLE_SCHEMA`."""
+        return pd.DataFrame(self._qrows[:], columns=QDISC_SAMPLE_SCHEMA.names)
+
     def cpu(self) -> pd.DataFrame:
         """One row per sample interval: time (end of interval), idle fraction."""
         df = pd.DataFrame(self._cpu[:], columns=["time", "idle", "total"])
@@ -172,6 +231,7 @@ class LinkSampler:
     def save(self, out_dir: Path) -> None:
         out_dir.mkdir(parents=True, exist_ok=True)
         write_parquet(self.counters(), out_dir / "link_samples.parquet", LINK_SAMPLE_SCHEMA)
+        write_parquet(self.queues(), out_dir / "qdisc_samples.parquet", QDISC_SAMPLE_SCHEMA)
         write_parquet(self.cpu(), out_dir / "cpu_samples.parquet", CPU_SAMPLE_SCHEMA)
         write_json(out_dir / "cpu_starved.json", self.busy.starved)
 

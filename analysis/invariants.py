@@ -1,0 +1,93 @@
+"""Link invariants: did every shaped link send at its configured rate whenever traffic waited
+for it? (The check Mininet-HiFi makes of an emulation, here on sampled qdisc statistics.)
+
+The sampler reads each link direction's egress qdisc (HTB) many times a second: the bytes it
+has sent and the bytes waiting (``qdisc_samples.parquet``). An interval between two samples is
+*covered* when the backlog at its start alone would keep the link busy to its end at the
+configured rate ``C``: ``backlog ≥ C·Δt``. A link that keeps its promise sends ``C·Δt`` in a
+covered interval whatever arrives meanwhile; it cannot idle, since the queue cannot empty.
+Consecutive covered intervals form a *loaded period*. A loaded period of at least
+``min_span_s`` in which the qdisc sent less than ``(1 − tolerance)·C·span`` (less a slack of
+two TSO segments for packet granularity) is a violation: the emulation, not the workload, held
+the link back. :func:`violations` lists them: which link direction, when, for how long, and
+how far short.
+
+Nothing is inferred between samples: the backlog at an interval's start is a lower bound on
+the work the link had, so a violation found this way is one, up to the samples' timing.
+What the check cannot see is a link short of its rate while its queue stayed below ``C·Δt``
+(at 50 Hz: below 125 kB at 50 Mbit/s); those intervals are not judged, and
+:func:`loaded_seconds` says how much was.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+MIN_SPAN_S = 0.2
+TOLERANCE = 0.10  # as the calibration's: sent / configured must be at least 0.9
+SLACK_BYTES = 2 * 65536  # packet granularity: a TSO segment in flight at each end
+
+VIOLATION_COLUMNS = ["link", "src", "dst", "start", "end", "span_s", "capacity_mbit_s",
+                     "achieved_mbit_s", "ratio", "sent_bytes", "shortfall_bytes"]
+
+
+def loaded_periods(times: np.ndarray, backlog_bytes: np.ndarray,
+                   capacity_bytes_s: float) -> list[tuple[int, int]]:
+    """Sample index pairs ``(i, j)``, ``i < j``: every interval from sample ``i`` to ``j`` is
+    covered (its starting backlog ≥ capacity × its length), and the runs are maximal."""
+    t = np.asarray(times, dtype=float)
+    b = np.asarray(backlog_bytes, dtype=float)
+    if t.size < 2:
+        return []
+    covered = b[:-1] >= capacity_bytes_s * np.diff(t)
+    out, start = [], None
+    for k, c in enumerate(covered):
+        if c and start is None:
+            start = k
+        elif not c and start is not None:
+            out.append((start, k))
+            start = None
+    if start is not None:
+        out.append((start, len(covered)))
+    return out
+
+
+def _periods(samples: pd.DataFrame, min_span_s: float):
+    """(link, src, dst, capacity_mbit_s, t, sent, i, j) of every loaded period of at least
+    ``min_span_s``, per link direction."""
+    if samples.empty:
+        return
+    for (link, src, dst), g in samples.sort_values("time").groupby(["link", "src", "dst"],
+                                                                     sort=True):
+        t = g["time"].to_numpy(dtype=float)
+        sent = np.maximum.accumulate(g["sent_bytes"].to_numpy(dtype=float))
+        cap_mbit_s = float(g["capacity_mbit_s"].iloc[0])
+        for i, j in loaded_periods(t, g["backlog_bytes"].to_numpy(dtype=float),
+                                   cap_mbit_s * 1e6 / 8):
+            if t[j] - t[i] >= min_span_s:
+                yield link, src, dst, cap_mbit_s, t, sent, i, j
+
+
+def violations(samples: pd.DataFrame, *, min_span_s: float = MIN_SPAN_S,
+               tolerance: float = TOLERANCE, slack_bytes: float = SLACK_BYTES
+               ) -> pd.DataFrame:
+    """Every loaded period of at least ``min_span_s`` in which a link direction sent less
+    than its rate allows (:data:`VIOLATION_COLUMNS`; times as sampled)."""
+    rows = []
+    for link, src, dst, cap_mbit_s, t, sent, i, j in _periods(samples, min_span_s):
+        span = t[j] - t[i]
+        owed = cap_mbit_s * 1e6 / 8 * span
+        nbytes = sent[j] - sent[i]
+        if nbytes < (1 - tolerance) * owed - slack_bytes:
+            rows.append({"link": link, "src": src, "dst": dst, "start": t[i], "end": t[j],
+                         "span_s": span, "capacity_mbit_s": cap_mbit_s,
+                         "achieved_mbit_s": nbytes * 8 / span / 1e6, "ratio": nbytes / owed,
+                         "sent_bytes": nbytes, "shortfall_bytes": owed - nbytes})
+    return pd.DataFrame(rows, columns=VIOLATION_COLUMNS)
+
+
+def loaded_seconds(samples: pd.DataFrame, min_span_s: float = MIN_SPAN_S) -> float:
+    """Total length of the loaded periods judged, over every link direction: how much
+    evidence a verdict from :func:`violations` rests on."""
+    return float(sum(t[j] - t[i] for *_, t, _sent, i, j in _periods(samples, min_span_s)))

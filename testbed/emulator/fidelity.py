@@ -1,0 +1,93 @@
+"""What ``fidelity.json`` says of a run's links: did the emulation keep every link's promise?
+
+Two rules make a run not faithful: a link direction that ran above its shaping, and one that
+sent short of its rate while its queue would have kept it busy (the link invariant of
+:mod:`analysis.invariants`, from the sampled qdiscs). CPU headroom is recorded as a diagnosis
+beside them; it decides the verdict only for a run without qdisc samples.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from testbed.emulator.calibrate import MIN_CPU_IDLE, TCP_WIRE_FACTOR, TOLERANCE
+
+MAX_REASONS = 6  # violated link directions named one by one; the rest are counted
+
+
+def _overruns(samples) -> tuple[list[dict[str, Any]], list[str]]:
+    """Per link direction from the byte counters: configured and peak rate (wire-equivalent,
+    highest mean over 10 samples), and a reason for each direction above its shaping."""
+    links, reasons = [], []
+    for (src, dst, cap), g in samples.groupby(["src", "dst", "capacity_mbit_s"]):
+        g = g.sort_values("time")
+        rate = (g["bytes"].diff() * 8 / g["time"].diff() / 1e6).rolling(10).mean()
+        peak = float(rate.max() * TCP_WIRE_FACTOR) if len(g) > 10 else 0.0
+        links.append({"src": src, "dst": dst, "configured_mbit_s": float(cap),
+                      "peak_mbit_s": round(peak, 3)})
+        if peak > float(cap) * (1 + TOLERANCE):
+            reasons.append(f"{src}->{dst} ran at {peak:.1f} Mbit/s, above its {cap:g} Mbit/s "
+                           "shaping")
+    return links, reasons
+
+
+def _shortfalls(queues) -> list[dict[str, Any]]:
+    """Per link direction with violations of the link invariant, worst shortfall first."""
+    from analysis.invariants import violations
+
+    t0 = float(queues["time"].min())
+    found = []
+    for (src, dst), g in violations(queues).groupby(["src", "dst"], sort=False):
+        worst = g.loc[g["ratio"].idxmin()]
+        found.append({"src": src, "dst": dst, "periods": len(g),
+                      "seconds": float(g["span_s"].sum()),
+                      "worst_ratio": float(worst["ratio"]),
+                      "worst_at_s": float(worst["start"] - t0),
+                      "capacity_mbit_s": float(worst["capacity_mbit_s"]),
+                      "shortfall_bytes": float(g["shortfall_bytes"].sum())})
+    return sorted(found, key=lambda f: -f["shortfall_bytes"])
+
+
+def fidelity_record(samples, queues, idle_min: float | None, busiest: str = ""
+                    ) -> dict[str, Any]:
+    """The link side of ``fidelity.json`` from a run's ``link_samples.parquet`` and
+    ``qdisc_samples.parquet`` (DataFrames, or None): ``reasons`` (each makes the run not
+    faithful), ``notes`` (the CPU diagnosis), ``links`` (configured and peak rate per
+    direction) and ``invariants`` (whether qdisc samples judged the links, the loaded seconds
+    judged, and every link direction found short of its rate while its queue covered it)."""
+    from analysis.invariants import loaded_seconds
+
+    links, reasons = _overruns(samples) if samples is not None else ([], [])
+    notes: list[str] = []
+    judged = queues is not None and len(queues) > 0
+    found = _shortfalls(queues) if judged else []
+    for f in found[:MAX_REASONS]:
+        reasons.append(
+            f"{f['src']}->{f['dst']} sent {f['worst_ratio']:.0%} of its "
+            f"{f['capacity_mbit_s']:g} Mbit/s at {f['worst_at_s']:.1f} s while its queue would "
+            f"have kept it busy ({f['periods']} such period(s), {f['seconds']:.1f} s in all)")
+    if len(found) > MAX_REASONS:
+        reasons.append(f"... and {len(found) - MAX_REASONS} more link directions short of "
+                       "their rate while loaded")
+    low_cpu = idle_min is not None and idle_min < MIN_CPU_IDLE
+    if low_cpu and not judged:
+        reasons.append(f"CPU idle fell to {idle_min:.0%} (below {MIN_CPU_IDLE:.0%}) during "
+                       "measured collectives and no qdisc samples show whether the links "
+                       "kept their rates" + busiest)
+    elif low_cpu:
+        notes.append(f"CPU idle fell to {idle_min:.0%} during measured collectives"
+                     + (": links short of their rate then may owe it to the CPU" if found
+                        else "; every link still sent at its rate whenever its queue would "
+                        "have kept it busy") + busiest)
+    return {"reasons": reasons, "notes": notes, "links": links,
+            "invariants": {"judged": judged, "sample_hz": _rate_hz(queues) if judged else None,
+                           "loaded_s": loaded_seconds(queues) if judged else 0.0,
+                           "violations": found}}
+
+
+def _rate_hz(queues) -> float | None:
+    """The qdisc samples' achieved rate: samples per second of the median link direction."""
+    per = queues.groupby(["src", "dst"])["time"].agg(["count", "min", "max"])
+    span = per["max"] - per["min"]
+    rates = (per["count"] - 1) / span.where(span > 0)
+    return float(rates.median()) if rates.notna().any() else None

@@ -1,0 +1,54 @@
+"""Link invariants on a real fabric (root): the sampler reads every egress qdisc, a saturated
+link keeps its promise, and a link throttled behind the configuration's back is caught."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from analysis.invariants import loaded_seconds, violations
+from testbed.core.spec import parse_fabric
+from testbed.core.topology import build_plan
+from testbed.emulator.fabric import Fabric
+from testbed.emulator.sampler import LinkSampler
+from testbed.emulator.traffic import Flow, run_flows
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+# one switch, three hosts: h0 and h1 both send to h2, so a queue stands at the switch's port
+# towards h2 (a lone TCP sender keeps its own queue short)
+FABRIC = {"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 3,
+          "host_link_mbit_s": 40, "uplink_mbit_s": 40}
+
+
+def incast(fab: Fabric, plan, seconds: float = 5.0):
+    h0, h1, h2 = (plan.node(f"h{i}") for i in range(3))
+    with LinkSampler(plan, fab.host_pids()) as sampler:
+        run_flows(fab, [Flow("h0", "h2", h0.ip(), h2.ip()), Flow("h1", "h2", h1.ip(), h2.ip())],
+                  seconds)
+    return sampler.queues()
+
+
+def test_a_saturated_link_keeps_its_rate_and_a_throttled_one_is_a_violation(tmp_path):
+    plan = build_plan(parse_fabric({"fabric": FABRIC}))
+    with Fabric(plan, tmp_path / "run") as fab:
+        samples = incast(fab, plan)
+        port = samples[(samples["src"] == "leaf0") & (samples["dst"] == "h2")]
+        assert len(port) > 200 and port["sent_bytes"].iloc[-1] > 20_000_000
+        assert loaded_seconds(port) >= 1.0  # the queue covered much of the incast
+        assert violations(samples).empty
+
+        # halve the switch port's HTB rates towards h2 (its classes, as shaping made them),
+        # leaving the plan at 40 Mbit/s: the link now sends short of its configured rate
+        # while the queue stands
+        port = next(lk.a_intf if lk.a == "leaf0" else lk.b_intf for lk in plan.links
+                    if {lk.a, lk.b} == {"leaf0", "h2"})
+        for parent, classid, rate in (("5:0", "5:1", "20"), ("5:1", "5:10", "2"),
+                                      ("5:1", "5:20", "18")):  # see testbed.emulator.shaping
+            subprocess.run(["tc", "class", "change", "dev", port, "parent", parent, "classid",
+                            classid, "htb", "rate", f"{rate}Mbit", "ceil", "20Mbit",
+                            "burst", "15k"], check=True)
+        found = violations(incast(fab, plan))
+    assert {(v.src, v.dst) for v in found.itertuples()} == {("leaf0", "h2")}
+    assert 0.4 < found["ratio"].min() < 0.65
