@@ -1,0 +1,113 @@
+"""Does the link invariant catch a link that falls short, and only then? And what does
+sampling the qdiscs cost? (root; a 1-leaf fabric with three hosts)
+
+Each repetition runs an incast (h0 and h1 both send to h2 for ``--seconds``, so a queue stands
+at the switch port towards h2) twice on one fabric: untouched, then with that port's HTB rates
+halved behind the configuration's back. It prints, as median [min, max] over ``--repeats``:
+the loaded seconds judged at the port, violations found untouched (false alarms) and throttled
+(the sent ÷ configured ratio found), and the CPU the samplers cost at each qdisc rate
+(this process's sampler threads plus the tc readers, per second of run).
+
+    .venv/bin/python benchmarks/link_invariants.py --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import subprocess
+import time
+
+import psutil
+
+from analysis.invariants import loaded_seconds, violations
+from testbed.core.spec import parse_fabric
+from testbed.core.topology import build_plan
+from testbed.emulator.fabric import Fabric
+from testbed.emulator.sampler import LinkSampler
+from testbed.emulator.traffic import Flow, run_flows
+
+
+def fmt(values: list[float], spec: str = ".2f") -> str:
+    if not values:
+        return "n/a"
+    return (f"{statistics.median(values):{spec}} [{min(values):{spec}}, "
+            f"{max(values):{spec}}]")
+
+
+def cpu_s(sampler: LinkSampler, me: psutil.Process) -> float:
+    total = sum(me.cpu_times()[:2])
+    for reader in list(sampler.qdiscs._readers.values()):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            total += sum(psutil.Process(reader.proc.pid).cpu_times()[:2])
+    return total
+
+
+def incast(fab: Fabric, plan, seconds: float, qdisc_hz: float) -> tuple:
+    """(qdisc samples, CPU seconds per second the samplers and this process used)."""
+    h0, h1, h2 = (plan.node(f"h{i}") for i in range(3))
+    me = psutil.Process()
+    with LinkSampler(plan, fab.host_pids(), qdisc_hz=qdisc_hz) as sampler:
+        time.sleep(0.5)
+        c0, t0 = cpu_s(sampler, me), time.monotonic()
+        run_flows(fab, [Flow("h0", "h2", h0.ip(), h2.ip()), Flow("h1", "h2", h1.ip(), h2.ip())],
+                  seconds)
+        c1, t1 = cpu_s(sampler, me), time.monotonic()
+    return sampler.queues(), (c1 - c0) / (t1 - t0)
+
+
+def throttle(plan, port_of: str, mbit_s: float) -> None:
+    """Set the HTB classes of ``port_of``'s switch port (as testbed.emulator.shaping made
+    them) to ``mbit_s`` in all."""
+    port = next(lk.a_intf if lk.a == "leaf0" else lk.b_intf for lk in plan.links
+                if {lk.a, lk.b} == {"leaf0", port_of})
+    for parent, classid, share in (("5:0", "5:1", 1.0), ("5:1", "5:10", 0.1),
+                                   ("5:1", "5:20", 0.9)):
+        subprocess.run(["tc", "class", "change", "dev", port, "parent", parent, "classid",
+                        classid, "htb", "rate", f"{mbit_s * share:f}Mbit", "ceil",
+                        f"{mbit_s:f}Mbit", "burst", "15k"], check=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--rate-mbit-s", type=float, default=40.0)
+    ap.add_argument("--qdisc-hz", default="10,50,100",
+                    help="qdisc sampling rates to cost, comma-separated")
+    args = ap.parse_args()
+    rates = [float(x) for x in args.qdisc_hz.split(",")]
+    fabric = {"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 3,
+              "host_link_mbit_s": args.rate_mbit_s, "uplink_mbit_s": args.rate_mbit_s}
+    plan = build_plan(parse_fabric({"fabric": fabric}))
+    loaded, false_alarms, caught, ratios = [], [], [], []
+    cost: dict[float, list[float]] = {hz: [] for hz in rates}
+    for rep in range(args.repeats):
+        with Fabric(plan, f"/tmp/fabriclab-bench-invariants-{rep}") as fab:
+            for hz in rates:
+                q, c = incast(fab, plan, args.seconds, hz)
+                cost[hz].append(c)
+                if hz == max(rates):
+                    port = q[(q["src"] == "leaf0") & (q["dst"] == "h2")]
+                    loaded.append(loaded_seconds(port))
+                    false_alarms.append(len(violations(q)))
+            throttle(plan, "h2", args.rate_mbit_s / 2)
+            q, _ = incast(fab, plan, args.seconds, max(rates))
+            v = violations(q)
+            at_port = v[(v["src"] == "leaf0") & (v["dst"] == "h2")]
+            caught.append(float(len(at_port) > 0 and len(v) == len(at_port)))
+            ratios += list(at_port["ratio"])
+        print(f"repetition {rep + 1}/{args.repeats} done", flush=True)
+    print(f"\nincast of 2 flows into one {args.rate_mbit_s:g} Mbit/s port, {args.seconds:g} s, "
+          f"{args.repeats} repetitions: median [min, max]")
+    print(f"  loaded seconds judged at the port ({max(rates):g} Hz): {fmt(loaded)}")
+    print(f"  violations, untouched (false alarms): {fmt(false_alarms, '.0f')}")
+    print(f"  throttled to half: caught at the port and nowhere else in "
+          f"{sum(caught):.0f}/{len(caught)}; sent / configured found: {fmt(ratios)}")
+    for hz in rates:
+        print(f"  sampler CPU at {hz:g} Hz qdisc sampling: {fmt(cost[hz])} of a core")
+
+
+if __name__ == "__main__":
+    main()
