@@ -66,7 +66,8 @@ def _shade_jobs(ax: plt.Axes, run: Run, t0: float) -> int:
 def dimension_timeline(run: Run, path: Path) -> Path | None:
     """Per-dimension utilisation over time: top, the fraction of time each dimension had a
     chunk phase in flight; bottom, bytes moved ÷ capacity from the phase traces (solid) and
-    the utilisation of the dimension's links from the byte counters (dashed)."""
+    the utilisation of the dimension's links from the byte counters (dashed), with the
+    fidelity violations of any link (:mod:`analysis.invariants`) shaded red."""
     ph = run.phases[~run.phases["warmup"].astype(bool)]
     if ph.empty:
         return None
@@ -86,6 +87,9 @@ def dimension_timeline(run: Run, path: Path) -> Path | None:
         if d in links:
             a2.plot(x, links[d], color=c, lw=1.2, ls="--", label=f"dim {d} links")
     levels = _shade_jobs(a1, run, t0)
+    for i, v in enumerate(violations(run.qdisc).itertuples()):  # when a link fell short
+        a2.axvspan(v.start - t0, v.end - t0, color="#d62728", alpha=0.18, lw=0,
+                   label="link short of its rate" if i == 0 else None)
     top = max(1.05, float(np.nanmax(tl.to_numpy())) * 1.05 if tl.size else 1.05)
     if not links.empty:
         top = max(top, float(np.nanmax(links.to_numpy())) * 1.05)

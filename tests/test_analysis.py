@@ -307,3 +307,33 @@ def test_report_reads_a_calibration_directory(tmp_path):
             line.startswith("| leaf0")]
     assert rows == ["| leaf0→spine0 | 100.0 | 100.0 | 71.0 | 71% |",
                     "| h0→leaf0 | 100.0 | 100.0 | 97.0 | 97% |"]
+
+
+def test_a_link_short_of_its_rate_while_loaded_is_reported_where_and_when(runs, tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    from testbed.core.samples import QDISC_SAMPLE_SCHEMA
+    from testbed.emulator.fidelity import fidelity_record
+    from testbed.emulator.sampler import write_parquet
+
+    run_dir = _copy(runs["leaf_spine"], tmp_path)
+    topo = json.loads((run_dir / "topology.json").read_text())
+    lk = next(lk for lk in topo["links"] if {lk["a"], lk["b"]} == {"leaf0", "spine0"})
+    name = f"{lk['a']}:{lk['a_port']}-{lk['b']}:{lk['b_port']}"
+    t = 20.0 + np.arange(51) * 0.01  # 0.5 s at 100 Hz, queue always covering, half the rate
+    sent = (np.arange(51) * 0.01 * 100e6 / 8 * 0.5).astype(int)
+    q = pd.DataFrame({"time": t, "link": name, "src": "leaf0", "dst": "spine0",
+                      "capacity_mbit_s": 100.0, "sent_bytes": sent, "backlog_bytes": 10**6,
+                      "drops": 0})
+    write_parquet(q, run_dir / "qdisc_samples.parquet", QDISC_SAMPLE_SCHEMA)
+    record = fidelity_record(None, q, idle_min=0.5)
+    record.update(verdict="not faithful", cpu_idle_min=0.5, cpu_idle_mean=0.7,
+                  calibration=None)
+    (run_dir / "fidelity.json").write_text(json.dumps(record))
+    md = (write_report([run_dir], tmp_path / "rep").parent / "report.md").read_text()
+    assert "Do not trust this run" in md
+    assert "leaf0->spine0 sent 50% of its 100 Mbit/s at 0.0 s while its queue would have " \
+           "kept it busy" in md
+    assert "judged by the link invariant, over 0.5 s" in md
+    assert re.search(r"\| leaf0→spine0 \| 1 \| 500 ms \| 50% \| 0 ms \| 3\.1\d* MB \|", md), md
