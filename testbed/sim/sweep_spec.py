@@ -142,7 +142,10 @@ def expand(spec: SweepSpec, base_dir: Path = Path()) -> list[Point]:
     """The sweep's runs in grid order (the last grid key varies fastest), every value
     checked: a bad one is one sentence naming ``base.FIELD``, ``grid.FIELD[i]`` or the run."""
     base = _checked(spec.base, "base").model_dump()
-    for name in spec.grid.keys() & spec.base.keys():
+    for name in [n for n in spec.grid if n not in ClusterParams.model_fields]:
+        raise SpecError(f"grid.{name}: unknown parameter; use one of "
+                        f"{', '.join(ClusterParams.model_fields)}")
+    for name in [n for n in spec.grid if n in spec.base]:
         raise SpecError(f"grid.{name}: also set in base; give it in one of them")
     for name, values in spec.grid.items():
         if not values:
