@@ -47,17 +47,16 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.out.strip():
         raise FabricLabError("--out is empty; name the directory to write the results to")
+    if args.scheduler is None and args.workers < 1:
+        raise FabricLabError(f"--workers is {args.workers}; it must be at least 1")
     spec, points = load_sweep(args.sweep)
     out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise FabricLabError(f"cannot write results to {out}: {exc.strerror}") from None
     if all(is_done(out, p) for p in points):  # nothing to run: no cluster to start
         outcome = Outcome(skipped=[p.key for p in points])
     else:
         with dask_client(args.workers, args.scheduler) as client, \
                 _progress(len(points)) as update:
+            _make(out)  # only once the cluster answers: a refused sweep leaves nothing
             outcome = run_points(client, points, out, update)
     runs = [(p.key, p.params, json.loads((out / p.key / "summary.json").read_text()))
             for p in points if is_done(out, p)]
@@ -74,6 +73,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"results: {out / 'results.csv'}, {out / 'results.parquet'}; "
               f"report: {out / 'report.md'}")
     return 1 if outcome.failed else 0
+
+
+def _make(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise FabricLabError(f"cannot write results to {out}: {exc.strerror}") from None
 
 
 @contextmanager
