@@ -44,10 +44,11 @@ def env() -> dict[str, str]:
 
 
 def stop(procs: list[subprocess.Popen]) -> None:
-    for proc in procs:
+    """Workers first, then the scheduler (a worker whose scheduler went first waits to
+    reconnect); SIGKILL for any that has not ended 10 s after SIGTERM."""
+    for proc in reversed(procs):
         if proc.poll() is None:
             proc.terminate()
-    for proc in procs:
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
