@@ -184,3 +184,16 @@ def test_the_local_cluster_listens_on_loopback_only() -> None:
                 listening += [c.laddr.ip for c in proc.net_connections("inet")
                               if c.status == psutil.CONN_LISTEN]
     assert listening and set(listening) == {"127.0.0.1"}, listening
+
+
+def test_a_failing_run_is_listed_and_the_others_still_written(tmp_path: Path, capfd) -> None:
+    (tmp_path / "s.yaml").write_text(
+        "base: {leaves: 2, spines: 2, hosts_per_leaf: 2, jobs: 20}\n"
+        "grid: {trace: [synthetic, 'helios:missing.csv']}\n")
+    out = tmp_path / "out"
+    assert main(["sweep", str(tmp_path / "s.yaml"), "--out", str(out), "--workers", "1"]) == 1
+    text, err = capfd.readouterr()  # the workers' output too: no worker traceback
+    assert "2 runs, 1 run now, 0 already done, 1 failed" in text
+    assert "(trace=helios:" in text and "missing.csv: No such file" in text
+    assert "Traceback" not in text + err
+    assert len(point_dirs(out)) == 1 and len(pd.read_csv(out / "results.csv")) == 1

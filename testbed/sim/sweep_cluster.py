@@ -1,7 +1,9 @@
 """The Dask client a sweep runs on: a LocalCluster on this machine, or an existing scheduler.
 
 Both are a :class:`distributed.Client`, so the rest of the sweep does not know which. The
-LocalCluster listens on 127.0.0.1 only (scheduler, workers and the dashboard, on a free port).
+LocalCluster listens on 127.0.0.1 only (scheduler, workers and the dashboard, on a free port)
+and logs nothing below CRITICAL: a failed run is reported once, by the sweep, not as a
+worker's traceback.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def dask_client(workers: int = 2, scheduler: str | None = None) -> Iterator[Clie
                 raise FabricLabError(f"--workers is {workers}; it must be at least 1")
             cluster = stack.enter_context(LocalCluster(
                 n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR))
+                dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL))
             client = Client(cluster)
         stack.enter_context(client)
         yield client
