@@ -91,7 +91,9 @@ def test_topo_reads_the_fabric_block_of_an_experiment(files: Path, capsys) -> No
 
 
 @pytest.mark.parametrize(("argv", "not_loaded"), [
-    (["--help"], ("pandas", "matplotlib", "networkx", "pydantic", "testbed.sim", "sdn_app")),
+    (["--help"], ("pandas", "matplotlib", "networkx", "pydantic", "testbed.sim", "sdn_app",
+                   "dask", "distributed")),
+    (["sweep", "--help"], ("dask", "distributed", "pandas", "testbed.sim")),
     (["topo", FABRIC], ("pandas", "matplotlib", "networkx", "testbed.sim", "sdn_app")),
     (["report", "--help"], ("pandas", "matplotlib")),
     (["up", "--help"], ("pandas", "mininet", "os_ken", "sdn_app")),

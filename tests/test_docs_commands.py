@@ -29,7 +29,7 @@ PROGRAMS = ("fabriclab", ".venv/bin/python", ".venv/bin/fabriclab", "make", "bas
 FABRICLAB = ("fabriclab", ".venv/bin/fabriclab")
 QUICK = re.compile(
     r"^fabriclab (plan|model|topo|doctor|clean|allreduce --ranks 4 -b) |^fabriclab (doctor|clean)$"
-    r"|^(\.venv/bin/)?fabriclab run \S+ --backend sim"
+    r"|^(\.venv/bin/)?fabriclab run \S+ --backend sim|^fabriclab sweep "
     r"|^\.venv/bin/python benchmarks/"
     r"(model_shapes|allocator_fragmentation|transport_loopback)\.py$")
 NEEDS_ROOT = ("fabriclab doctor", "fabriclab clean")

@@ -36,6 +36,8 @@ COMMANDS = {  # command -> (the module that registers it, its line in `fabriclab
               "hierarchical All-Reduce"),
     "simulate-cluster": ("testbed.cli.simulate_cluster", "run a job trace on a simulated "
                          "leaf-spine cluster"),
+    "sweep": ("testbed.cli.sweep", "run a grid of simulate-cluster runs on Dask (local "
+              "processes or a scheduler) and tabulate them"),
     "report": ("testbed.cli.report", "turn run directories into report.html and report.md"),
 }
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import sys
 from collections.abc import Callable, Iterator
@@ -28,10 +27,9 @@ from rich.progress import (
 
 from sdn_app.allocation.cluster import PLACEMENTS
 from sdn_app.allocation.ocs import REWIRINGS
-from testbed.core.atomic import write_csv, write_text
 from testbed.core.errors import FabricLabError
-from testbed.sim.cluster import COLLECTIVES, ClusterConfig, cluster_policy, simulate_cluster
-from testbed.sim.traces import load_trace, trace_identity
+from testbed.sim.cluster import COLLECTIVES
+from testbed.sim.cluster_run import DEFAULTS, cluster_config, simulate_run, write_run
 
 MAX_LABEL_CHARS = 80
 
@@ -129,35 +127,13 @@ def check_label(label: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_flags(args)
-    ocs = args.ocs_count if args.ocs_count is not None else (
-        args.spines if cluster_policy(args.policy).allocates_as == "ocs-vclos" else 0)
-    config = ClusterConfig(
-        leaves=args.leaves, spines=args.spines, hosts_per_leaf=args.hosts_per_leaf,
-        policy=args.policy, ocs_count=ocs, spine_ports_per_ocs=args.spine_ports_per_ocs,
-        placement=args.placement, rewiring=args.rewiring,
-        link_bps=args.link_gbit_s * 1e9,
-        rounds=args.rounds, seed=args.seed, collective=args.collective,
-    )
-    config.check()
-    jobs = load_trace(args.trace, args.jobs, args.load, config.total_gpus, args.seed,
-                      config.link_bps)
-    trace = trace_identity(args.trace, args.load)
-    with _progress(len(jobs), config.policy) as update:
-        result = simulate_cluster(jobs, config, update)
-    summary = {**result.summary, **trace, "jobs_requested": args.jobs,
-               "label": args.label and args.label.strip()}
+    params = {name: getattr(args, name) for name in DEFAULTS}
+    config = cluster_config(params)
+    with _progress(args.jobs, config.policy) as update:
+        files = simulate_run(params, args.label and args.label.strip(), update)
     out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        write_csv(out / "jobs.csv", result.rows,
-                  list(result.rows[0]) if result.rows else ["job_id"])
-        from analysis.cluster import utilisation_timeline  # pandas: only when it runs
-
-        timeline = utilisation_timeline(result.rows, config.total_gpus)
-        write_text(out / "utilisation.csv", timeline.to_csv(index=False))
-        write_text(out / "summary.json", json_text(summary))
-    except OSError as exc:
-        raise FabricLabError(f"cannot write results to {out}: {exc.strerror}") from None
+    write_run(files, out)
+    summary = files.summary
     print(
         f"{summary['policy']}: {summary['jobs_completed']} jobs, "
         f"avg JCT {summary['avg_jct_s']:.1f} s, avg wait {summary['avg_wait_s']:.1f} s, "
@@ -181,14 +157,8 @@ def _progress(total: int, policy: str) -> Iterator[Callable[[int, int, float], N
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task(f"simulating {policy}", total=total, hours=0.0)
 
-        def update(done: int, _total: int, now: float) -> None:
-            bar.update(task, completed=done, hours=now / 3600)
+        def update(done: int, jobs: int, now: float) -> None:  # jobs: those of the trace
+            bar.update(task, completed=done, total=jobs, hours=now / 3600)
 
         yield update
 
-
-def json_text(data: dict[str, Any]) -> str:
-    """JSON with NaN written as null."""
-    clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-             for k, v in data.items()}
-    return json.dumps(clean, indent=2, sort_keys=True)

@@ -29,6 +29,19 @@ def write_text(path: Path, text: str) -> None:
         raise FabricLabError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
+def write_bytes(path: Path, data: bytes) -> None:
+    """Bytes, written as :func:`write_text` writes text."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".partial")
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise FabricLabError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
 def write_json(path: Path, data: Any, indent: int | None = 1) -> None:
     write_text(path, json.dumps(data, indent=indent, default=str))
 

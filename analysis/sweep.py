@@ -1,0 +1,95 @@
+"""A sweep's results: one table of every run, and means with 95% confidence intervals over
+seeds (runs that differ in nothing but the seed are one group)."""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from testbed.core.atomic import write_bytes, write_text
+
+METRICS = ("avg_jct_s", "p99_jct_s", "avg_wait_s", "avg_slowdown", "makespan_s",
+           "gpu_utilisation")
+# Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom.
+T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+       2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+       2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+Z95 = 1.959964
+
+
+def t95(dof: int) -> float:
+    """Student's t two-sided 95% quantile (a table to 30, a Cornish-Fisher expansion above)."""
+    if dof <= len(T95):
+        return T95[dof - 1]
+    z = Z95
+    return z + (z**3 + z) / (4 * dof) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * dof**2)
+
+
+def results_frame(runs: Sequence[tuple[str, Mapping[str, Any], Mapping[str, Any]]]
+                  ) -> pd.DataFrame:
+    """One row per run from (key, parameters, summary): ``point``, the parameters, then the
+    summary's keys that are not parameters (units in their names, as summary.json has them)."""
+    rows = []
+    for key, params, summary in runs:
+        rows.append({"point": key, **params,
+                     **{k: v for k, v in summary.items() if k not in params}})
+    return pd.DataFrame(rows)
+
+
+def seed_intervals(df: pd.DataFrame, by: Sequence[str],
+                   metrics: Sequence[str] = METRICS) -> pd.DataFrame:
+    """Per group of ``by``: ``seeds`` (runs), and each metric's ``_mean`` and ``_ci95`` (half
+    width of the t interval; NaN with one seed)."""
+    def stats(group: pd.DataFrame) -> pd.Series:
+        out: dict[str, float] = {"seeds": float(len(group))}
+        for m in metrics:
+            values = pd.to_numeric(group[m], errors="coerce").dropna()
+            n = len(values)
+            out[f"{m}_mean"] = values.mean() if n else math.nan
+            out[f"{m}_ci95"] = (t95(n - 1) * values.std(ddof=1) / math.sqrt(n)
+                                if n > 1 else math.nan)
+        return pd.Series(out)
+
+    keys = list(by)
+    if not keys:
+        return stats(df).to_frame().T.astype({"seeds": int})
+    table = df.groupby(keys, dropna=False, sort=False)[list(df.columns)].apply(stats)
+    return table.reset_index().astype({"seeds": int})
+
+
+def _cell(mean: float, half: float) -> str:
+    if math.isnan(mean):
+        return "–"
+    return f"{mean:.4g}" if math.isnan(half) else f"{mean:.4g} ± {half:.2g}"
+
+
+def report_markdown(title: str, intervals: pd.DataFrame, by: Sequence[str], runs: int,
+                    metrics: Sequence[str] = METRICS) -> str:
+    """report.md: the intervals as one table, mean ± 95% CI half-width per metric."""
+    header = [*by, "seeds", *metrics]
+    lines = [f"# Sweep {title}", "",
+             f"{runs} runs. Each row groups the runs that differ only in their seed: the mean "
+             "± the half-width of its 95% confidence interval (Student's t over seeds; a "
+             "mean alone where there is one seed).", "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for _, row in intervals.iterrows():
+        cells = [str(row[k]) for k in by] + [str(row["seeds"])]
+        cells += [_cell(row[f"{m}_mean"], row[f"{m}_ci95"]) for m in metrics]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_results(out: Path, title: str, df: pd.DataFrame, by: Sequence[str]) -> None:
+    """results.parquet, results.csv and report.md in ``out``, each written atomically."""
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
+    write_bytes(out / "results.parquet", buf.getvalue())
+    write_text(out / "results.csv", df.to_csv(index=False))
+    metrics = [m for m in METRICS if m in df.columns]
+    intervals = seed_intervals(df, by, metrics)
+    write_text(out / "report.md", report_markdown(title, intervals, by, len(df), metrics))

@@ -1,0 +1,101 @@
+"""`fabriclab sweep`: a grid of simulate-cluster runs on Dask (a LocalCluster or a scheduler).
+
+Writes ``OUT/KEY/`` per run (what simulate-cluster writes, plus point.json: its key, label and
+parameters), then ``OUT/results.parquet``, ``OUT/results.csv`` (a row per run) and
+``OUT/report.md`` (means and 95% confidence intervals over seeds), each atomically. Run again
+with the same ``--out``, it skips the runs already there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from testbed.core.errors import FabricLabError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "sweep",
+        description="Expand SWEEP.yaml (name, base, grid of simulate-cluster parameters) into "
+        "runs, run them on Dask and write every run, results.parquet/.csv and report.md.",
+    )
+    p.add_argument("sweep", metavar="SWEEP.yaml", help="the sweep file")
+    p.add_argument("--out", required=True, help="output directory (reused: done runs skipped)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=int, default=2,
+                       help="worker processes of the local Dask cluster, one thread each "
+                       "(default 2)")
+    where.add_argument("--scheduler", default=None, metavar="tcp://HOST:8786",
+                       help="run on an existing Dask cluster instead (trace files must be at "
+                       "the same paths on its workers)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from analysis.sweep import results_frame, write_results
+    from testbed.sim.sweep_cluster import dask_client
+    from testbed.sim.sweep_run import Outcome, is_done, run_points
+    from testbed.sim.sweep_spec import load_sweep
+
+    if not args.out.strip():
+        raise FabricLabError("--out is empty; name the directory to write the results to")
+    if args.scheduler is None and args.workers < 1:
+        raise FabricLabError(f"--workers is {args.workers}; it must be at least 1")
+    spec, points = load_sweep(args.sweep)
+    out = Path(args.out)
+    if all(is_done(out, p) for p in points):  # nothing to run: no cluster to start
+        outcome = Outcome(skipped=[p.key for p in points])
+    else:
+        with dask_client(args.workers, args.scheduler) as client, \
+                _progress(len(points)) as update:
+            _make(out)  # only once the cluster answers: a refused sweep leaves nothing
+            outcome = run_points(client, points, out, update)
+    runs = [(p.key, p.params, json.loads((out / p.key / "summary.json").read_text()))
+            for p in points if is_done(out, p)]
+    by = [k for k in spec.grid if k != "seed"]
+    title = spec.name or Path(args.sweep).stem
+    if runs:
+        write_results(out, title, results_frame(runs), by)
+    print(f"sweep {title}: {len(points)} runs, {len(outcome.ran)} run now, "
+          f"{len(outcome.skipped)} already done, {len(outcome.failed)} failed -> {out}")
+    for key, reason in outcome.failed.items():
+        label = next(p.label for p in points if p.key == key)
+        print(f"  failed {key} ({label}): {reason}")
+    if runs:
+        print(f"results: {out / 'results.csv'}, {out / 'results.parquet'}; "
+              f"report: {out / 'report.md'}")
+    return 1 if outcome.failed else 0
+
+
+def _make(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise FabricLabError(f"cannot write results to {out}: {exc.strerror}") from None
+
+
+@contextmanager
+def _progress(total: int) -> Iterator[Callable[[Any], None]]:
+    """A live bar on a terminal (runs done of all, failures); nothing when stderr is not one."""
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield lambda _outcome: None
+        return
+    columns = (TextColumn("sweep"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("runs · {task.fields[failed]} failed"), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("sweep", total=total, failed=0)
+
+        def update(outcome: Any) -> None:
+            done = len(outcome.ran) + len(outcome.skipped) + len(outcome.failed)
+            bar.update(task, completed=done, failed=len(outcome.failed))
+
+        yield update

@@ -1,0 +1,115 @@
+"""Run a sweep's points on a Dask cluster; the client alone writes their directories.
+
+A worker simulates a point in memory and returns its files' texts (:func:`simulate_run`), so
+a remote cluster needs no shared filesystem and no point is ever written twice: the client
+writes each finished point into ``OUT/.partial/KEY`` and renames that to ``OUT/KEY``. A point
+whose directory holds its summary.json and the same parameters is done, and is skipped when a
+sweep runs again with the same output directory.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from testbed.core.atomic import write_json
+from testbed.core.errors import FabricLabError
+from testbed.sim.cluster_run import RunFiles, simulate_run, write_run
+from testbed.sim.sweep_spec import Point
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+RETRIES = 2  # a point whose simulation raises is tried this many more times
+PARTIAL = ".partial"
+
+
+@dataclass
+class Outcome:
+    """What became of a sweep's points: keys run now, found done, failed (with why)."""
+
+    ran: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def is_done(out: Path, point: Point) -> bool:
+    """Whether ``OUT/KEY`` holds this point's finished run."""
+    d = out / point.key
+    try:
+        meta = json.loads((d / "point.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return meta.get("params") == point.params and (d / "summary.json").is_file()
+
+
+def write_point(out: Path, point: Point, files: RunFiles) -> None:
+    """Write a finished point: its files and point.json into a staging directory, then one
+    rename to ``OUT/KEY`` (an old, unfinished ``OUT/KEY`` is removed first)."""
+    stage = out / PARTIAL / point.key
+    shutil.rmtree(stage, ignore_errors=True)
+    write_run(files, stage)
+    write_json(stage / "point.json", {"key": point.key, "label": point.label,
+                                      "params": point.params})
+    final = out / point.key
+    if final.exists():
+        shutil.rmtree(final)
+    try:
+        stage.rename(final)
+    except OSError as exc:
+        raise FabricLabError(f"cannot write results to {final}: {exc.strerror}") from None
+
+
+def _run_task(params: dict[str, Any], label: str) -> RunFiles:
+    """The task a worker runs (module-level, so workers import it by name)."""
+    return simulate_run(params, label)
+
+
+def run_points(client: Client, points: list[Point], out: Path,
+               on_update: Callable[[Outcome], None] = lambda _o: None) -> Outcome:
+    """Run every point not done yet on ``client``'s cluster and write each as it finishes.
+    A point that raises is retried :data:`RETRIES` times; one whose worker dies is handed
+    to another worker by the scheduler. Failures are collected, not raised."""
+    from distributed import as_completed
+
+    done = {p.key for p in points if is_done(out, p)}
+    outcome = Outcome(skipped=[p.key for p in points if p.key in done])
+    todo = [p for p in points if p.key not in done]
+    on_update(outcome)
+    by_key = {f"sweep-point-{p.key}": p for p in todo}
+    futures = [client.submit(_run_task, p.params, p.label, key=key, retries=RETRIES,
+                             pure=False)
+               for key, p in by_key.items()]
+    with _cancelled_on_exit(client, futures):
+        for future in as_completed(futures):
+            point = by_key[future.key]
+            if future.status == "finished":
+                write_point(out, point, future.result())
+                outcome.ran.append(point.key)
+            else:
+                outcome.failed[point.key] = _reason(future.exception())
+            future.release()
+            on_update(outcome)
+    shutil.rmtree(out / PARTIAL, ignore_errors=True)
+    return outcome
+
+
+def _reason(exc: BaseException | None) -> str:
+    text = str(exc) if exc is not None else "cancelled"
+    return f"{type(exc).__name__}: {text}" if not isinstance(exc, FabricLabError) else text
+
+
+@contextmanager
+def _cancelled_on_exit(client: Client, futures: list[Any]) -> Iterator[None]:
+    """Cancel what is still queued when the loop ends early (Ctrl-C, a write error)."""
+    try:
+        yield
+    finally:
+        pending = [f for f in futures if not f.done()]
+        if pending:
+            client.cancel(pending)
