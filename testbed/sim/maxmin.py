@@ -1,0 +1,148 @@
+"""Max-min fair rates by progressive filling: a pure-Python reference and a numpy version.
+
+Pure functions, no I/O. Rates and capacities in bit/s.
+
+Both solve the same problem. Flows share links; a flow crosses each of its links ``k`` times
+(``k`` lockstep sub-flows of a bundle), so on a link the sum of ``k x rate`` may not exceed
+the capacity; each flow is also limited by its own ``cap``. All unfrozen flows share one water
+level; each round the level rises to the next saturation point (a flow's cap or a link) and
+the flows there freeze. Saturation is decided with a relative slack of ``RATE_TOL``, so flows
+whose limits tie (to that slack) freeze in the same round at the same rate.
+
+:func:`max_min_rates_reference` works on flow objects and dicts, one link at a time: the
+slow, obviously-correct statement of the algorithm. :func:`fill_rates` works on a link-flow
+incidence in numpy arrays, a round at a time; the network uses it for large components.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Protocol
+
+import numpy as np
+
+LinkId = Hashable
+
+# Relative slack when deciding which links saturate at the current water level.
+RATE_TOL = 1e-12
+# Defensive: a round whose level is 0 (a link already full) gives this rate, to make progress.
+STALL_RATE_BIT_S = 1e-9
+
+
+class Capped(Protocol):
+    """What progressive filling reads of a flow."""
+
+    cap: float
+    links: dict
+
+
+def max_min_rates_reference(
+    flows: Sequence[Capped],
+    shared: Mapping[LinkId, float],
+    links_of: Callable[[Capped], Iterable[LinkId]] | None = None,
+) -> dict[Capped, float]:
+    """Progressive filling over ``flows``, one link at a time (the exact reference).
+
+    ``links_of(flow)`` lists the flow's links among ``shared`` (default: all its links,
+    filtered); the network passes the links it knows to be shared, to skip the others.
+
+    Each flow is limited by its own ``cap`` (its rate when alone) and by the ``shared``
+    links (link -> capacity), on which the sum of multiplicity x rate may not exceed the
+    capacity. All unfrozen flows share one water level; at each round the level rises to
+    the next saturation point (a flow cap or a shared link) and the flows there freeze.
+    """
+    rates: dict[Capped, float] = {}
+    frozen_load = dict.fromkeys(shared, 0.0)
+    weight = dict.fromkeys(shared, 0)
+    on_link: dict[LinkId, list[Capped]] = {link: [] for link in shared}
+    shared_links = {
+        flow: [link for link in (flow.links if links_of is None else links_of(flow))
+               if link in shared]
+        for flow in flows
+    }
+    for flow, links in shared_links.items():
+        for link in links:
+            weight[link] += flow.links[link]
+            on_link[link].append(flow)
+    by_cap = sorted(flows, key=lambda f: f.cap)
+    next_cap = 0
+    unfrozen = len(flows)
+    while unfrozen:
+        while by_cap[next_cap] in rates:
+            next_cap += 1
+        level = by_cap[next_cap].cap
+        for link, w in weight.items():
+            if w:
+                level = min(level, (shared[link] - frozen_load[link]) / w)
+        level = max(level, 0.0)
+        limit = level * (1 + RATE_TOL) + 1e-300
+        freeze = [f for f in by_cap[next_cap:] if f not in rates and f.cap <= limit]
+        for link, w in weight.items():
+            if w and (shared[link] - frozen_load[link]) / w <= limit:
+                freeze.extend(f for f in on_link[link] if f not in rates)
+        if level == 0.0:
+            level = STALL_RATE_BIT_S
+        for flow in freeze:
+            if flow in rates:
+                continue
+            rates[flow] = min(level, flow.cap)
+            unfrozen -= 1
+            for link in shared_links[flow]:
+                k = flow.links[link]
+                weight[link] -= k
+                frozen_load[link] += k * rates[flow]
+    return rates
+
+
+def fill_rates(
+    flow_cap: np.ndarray,
+    entry_flow: np.ndarray,
+    entry_link: np.ndarray,
+    entry_mult: np.ndarray,
+    link_cap: np.ndarray,
+) -> np.ndarray:
+    """Progressive filling over an incidence in arrays; the rate of every flow (bit/s).
+
+    Flow ``f`` has cap ``flow_cap[f]``; entry ``e`` says that flow ``entry_flow[e]`` crosses
+    link ``entry_link[e]`` (of capacity ``link_cap[link]``) ``entry_mult[e]`` times. Indices
+    are 0-based and dense; a (flow, link) pair appears at most once. Same rounds, slack and
+    rates as :func:`max_min_rates_reference` (to float rounding in the link loads).
+    """
+    n_flows, n_links = len(flow_cap), len(link_cap)
+    flow_cap = np.asarray(flow_cap, dtype=float)
+    link_cap = np.asarray(link_cap, dtype=float)
+    mult = np.asarray(entry_mult, dtype=float)
+    e_flow = np.asarray(entry_flow, dtype=np.intp)
+    e_link = np.asarray(entry_link, dtype=np.intp)
+    weight = np.bincount(e_link, weights=mult, minlength=n_links)  # integer-valued, exact
+    load = np.zeros(n_links)
+    rates = np.zeros(n_flows)
+    unfrozen = np.ones(n_flows, dtype=bool)
+    left = n_flows
+    while left:
+        level = float(flow_cap[unfrozen].min())
+        live = weight > 0
+        headroom = np.full(n_links, np.inf)
+        headroom[live] = (link_cap[live] - load[live]) / weight[live]
+        if n_links:
+            level = min(level, float(headroom.min()))
+        level = max(level, 0.0)
+        limit = level * (1 + RATE_TOL) + 1e-300
+        freeze = unfrozen & (flow_cap <= limit)
+        full = headroom <= limit
+        if full.any():
+            on_full = e_flow[full[e_link]]
+            freeze[on_full[unfrozen[on_full]]] = True
+        if level == 0.0:
+            level = STALL_RATE_BIT_S
+        rates[freeze] = np.minimum(level, flow_cap[freeze])
+        unfrozen &= ~freeze
+        left -= int(np.count_nonzero(freeze))
+        froze = freeze[e_flow]
+        if froze.any():
+            links, k = e_link[froze], mult[froze]
+            weight -= np.bincount(links, weights=k, minlength=n_links)
+            load += np.bincount(links, weights=k * rates[e_flow[froze]], minlength=n_links)
+            keep = ~froze  # frozen flows' entries are done with: drop them
+            e_flow, e_link, mult = e_flow[keep], e_link[keep], mult[keep]
+    return rates
