@@ -1,4 +1,5 @@
-"""Max-min filling: the numpy version gives the reference's rates on random instances."""
+"""Max-min filling: the numpy version gives the reference's rates on random instances, and a
+network gives the same flow end times whichever filler it uses."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from testbed.sim.flows import Network
 from testbed.sim.maxmin import fill_rates, max_min_rates_reference
 
 # Few distinct values, so that caps and fair shares tie often; 0.1 and 0.3 do not add exactly.
@@ -78,3 +80,36 @@ def test_ties_and_a_link_left_with_no_headroom() -> None:
     reference = max_min_rates_reference(flows, dict(enumerate(link_cap)))
     assert [reference[f] for f in flows] == [1.0, 1.0, 1.0, 4.5]
     assert _fill(link_cap, flows) == [1.0, 1.0, 1.0, 4.5]
+
+
+@st.composite
+def workloads(draw: st.DrawFn) -> tuple[dict[str, float], list[tuple[float, list, float]]]:
+    """A few links and bundles over them, each with a start time and a size in bytes."""
+    links = [f"l{i}" for i in range(draw(st.integers(1, 6)))]
+    caps = {link: draw(CAPACITIES) for link in links}
+    bundles = []
+    for _ in range(draw(st.integers(1, 14))):
+        paths = [draw(st.lists(st.sampled_from(links), min_size=1, max_size=3, unique=True))
+                 for _ in range(draw(st.integers(1, 3)))]
+        start = draw(st.sampled_from([0.0, 0.0, 1.0, 2.5]))
+        bundles.append((start, paths, draw(st.sampled_from([0.0, 0.5, 1.0, 3.0, 7.25]))))
+    return caps, bundles
+
+
+def _ends(caps: dict[str, float], bundles: list, sharing: str) -> list[float]:
+    net = Network(caps, sharing=sharing)
+    flows = [net.add_bundle(paths, size, start=start, owner=n)
+             for n, (start, paths, size) in enumerate(bundles)]
+    net.run()
+    return [f.end for f in flows]
+
+
+@settings(max_examples=300, deadline=None)
+@given(workloads())
+def test_a_network_ends_flows_alike_with_either_filler(workload) -> None:
+    caps, bundles = workload
+    reference = _ends(caps, bundles, "reference")
+    for sharing in ("numpy", "fast"):
+        ends = _ends(caps, bundles, sharing)
+        assert all(_close(a, b) for a, b in zip(reference, ends, strict=True)), (
+            sharing, reference, ends)

@@ -228,6 +228,7 @@ class ClusterConfig:
     rounds: int = 8
     seed: int = 1
     collective: str = "ring"
+    sharing: str = "fast"  # the network's max-min filler (testbed.sim.flows.SHARING)
 
     def check(self) -> None:
         cluster_policy(self.policy)
@@ -339,7 +340,7 @@ class ClusterSimulation:
         self.cluster = Cluster(config.leaves, config.spines, config.hosts_per_leaf, ocs,
                                spine_ports_per_ocs=config.spine_ports,
                                placement=config.placement, rewiring=config.rewiring)
-        self.net = Network(default_capacity=config.link_bps)
+        self.net = Network(default_capacity=config.link_bps, sharing=config.sharing)
         self.rng = random.Random(config.seed)
         self.queue: deque[JobRecord] = deque()
         self.records: list[JobRecord] = []

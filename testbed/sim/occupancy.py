@@ -1,0 +1,259 @@
+"""Which active flows are on which links, and which flows form connected components.
+
+Pure bookkeeping for :class:`testbed.sim.flows.Network`, no I/O. Links are interned as dense
+integer indices; per link, numpy arrays hold its capacity (bit/s), how many active flows cross
+it and, while it is one, which. Only links with two or more active flows (*busy* links) get a
+Python set of their flows, so a flow that shares nothing costs a few array operations to start
+and end, whatever its path length.
+
+Components (flows connected through busy links) are merged as flows start and marked *stale*
+when a flow that shared links ends (the rest may have come apart); a stale component is split
+into its true components only when its rates are next recomputed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+LinkId = Hashable
+
+# Components with at most this many (flow, busy link) pairs are split in plain Python.
+SMALL_SPLIT_ENTRIES = 256
+
+
+class Occupant(Protocol):
+    """What the bookkeeping reads and keeps on a flow."""
+
+    id: int
+    route: Route | None
+    shared: set[LinkId]
+    _busy: set[int]
+    _component: Component | None
+
+    @property
+    def key(self) -> Hashable: ...
+
+
+@dataclass(eq=False, frozen=True)
+class Route:
+    """Links of lockstep sub-flows: ``links`` (link id -> sub-flows crossing it), the same as
+    dense indices ``idx`` with multiplicities ``mult``, and ``cap_bit_s``, the rate each
+    sub-flow gets alone (min over its links of capacity / multiplicity)."""
+
+    occupancy: Occupancy
+    links: dict[LinkId, int]
+    idx: np.ndarray
+    mult: np.ndarray
+    cap_bit_s: float
+
+
+class Component:
+    """Flows connected through busy links (a superset of a true component while ``stale``)."""
+
+    __slots__ = ("flows", "stale")
+
+    def __init__(self, flows: set[Any], stale: bool = False) -> None:
+        self.flows = flows
+        self.stale = stale
+
+
+class Occupancy:
+    """Active flows per link, busy links' flows, and components. ``capacity(link)`` gives a
+    link's bit/s (or raises) the first time the link is seen."""
+
+    def __init__(self, capacity: Callable[[LinkId], float]) -> None:
+        self._capacity = capacity
+        self.index: dict[LinkId, int] = {}
+        self.link_ids: list[LinkId] = []
+        self.caps: list[float] = []
+        self._synced = 0  # links whose capacity is in ``cap``
+        self.cap = np.zeros(0)
+        self.count = np.zeros(0, dtype=np.int64)
+        self.sole = np.zeros(0, dtype=np.int64)  # the flow id on a link with count 1
+        self.on_link: dict[int, set[Any]] = {}  # busy link -> its flows
+        self.by_id: dict[int, Any] = {}  # active flows
+
+    # ------------------------------------------------------------------ links
+
+    def route(self, paths: Iterable[Sequence[LinkId]]) -> Route:
+        links: dict[LinkId, int] = {}
+        for path in paths:
+            for link in path:
+                links[link] = links.get(link, 0) + 1
+        index = self.index
+        for link in links:
+            if link not in index:
+                cap = self._capacity(link)
+                index[link] = len(self.link_ids)
+                self.link_ids.append(link)
+                self.caps.append(cap)
+        self._sync()
+        idx = np.fromiter((index[link] for link in links), dtype=np.intp, count=len(links))
+        mult = np.fromiter(links.values(), dtype=float, count=len(links))
+        cap = float((self.cap[idx] / mult).min()) if len(links) else float("inf")
+        return Route(self, links, idx, mult, cap)
+
+    def _sync(self) -> None:
+        """Room in the per-link arrays for every interned link (doubling), capacities set."""
+        n, synced = len(self.caps), self._synced
+        if n == synced:
+            return
+        if n > len(self.cap):
+            pad = max(n, 2 * len(self.cap), 64) - len(self.cap)
+            self.cap = np.concatenate([self.cap, np.zeros(pad)])
+            self.count = np.concatenate([self.count, np.zeros(pad, dtype=np.int64)])
+            self.sole = np.concatenate([self.sole, np.zeros(pad, dtype=np.int64)])
+        self.cap[synced:n] = self.caps[synced:]
+        self._synced = n
+
+    # ------------------------------------------------------------------ flows
+
+    def enter(self, flow: Occupant) -> None:
+        """Count ``flow`` on its links; mark sharing and merge components where it meets
+        other flows."""
+        idx = flow.route.idx
+        before = self.count[idx]
+        self.count[idx] = before + 1
+        comp = flow._component = Component({flow})
+        self.by_id[flow.id] = flow
+        met = before > 0
+        if not met.any():
+            self.sole[idx] = flow.id
+            return
+        self.sole[idx[~met]] = flow.id
+        links = idx[met]
+        key, busy, on_link, link_ids = flow.key, flow._busy, self.on_link, self.link_ids
+        for link, n, sole in zip(links.tolist(), before[met].tolist(),
+                                 self.sole[links].tolist(), strict=True):
+            if n == 1:
+                other = self.by_id[sole]
+                on_link[link] = {other, flow}
+                other._busy.add(link)
+                others: Iterable[Any] = (other,)
+            else:
+                members = on_link[link]
+                others = list(members)
+                members.add(flow)
+            busy.add(link)
+            for other in others:
+                if other.key != key:
+                    lid = link_ids[link]
+                    other.shared.add(lid)
+                    flow.shared.add(lid)
+                if other._component is not comp:
+                    comp = _merge(comp, other._component)
+
+    def leave(self, flow: Occupant) -> list[Any]:
+        """Uncount ``flow``; return the flows it shared links with (their rates may rise)."""
+        self.count[flow.route.idx] -= 1
+        del self.by_id[flow.id]
+        comp = flow._component
+        flow._component = None
+        comp.flows.discard(flow)
+        if not flow._busy:
+            return []
+        if len(comp.flows) > 1:
+            comp.stale = True
+        neighbours: list[Any] = []
+        on_link = self.on_link
+        for link in flow._busy:
+            members = on_link[link]
+            members.discard(flow)
+            neighbours.extend(members)
+            if len(members) == 1:
+                (last,) = members
+                last._busy.discard(link)
+                self.sole[link] = last.id
+                del on_link[link]
+        flow._busy.clear()
+        return neighbours
+
+    # ------------------------------------------------------------------ components
+
+    def split(self, comp: Component) -> list[Component]:
+        """The true components of ``comp`` (itself if it is not stale), each flow relinked."""
+        if not comp.stale or len(comp.flows) <= 1:
+            comp.stale = False
+            return [comp]
+        flows = sorted(comp.flows, key=lambda f: f.id)
+        entries = sum(len(f._busy) for f in flows)
+        labels = (_labels_python(flows, self.on_link) if entries <= SMALL_SPLIT_ENTRIES
+                  else self._labels_numpy(flows))
+        groups: dict[int, set[Any]] = {}
+        for flow, label in zip(flows, labels, strict=True):
+            groups.setdefault(label, set()).add(flow)
+        parts = [Component(members) for members in groups.values()]
+        for part in parts:
+            for flow in part.flows:
+                flow._component = part
+        return parts
+
+    def incidence(self, flows: Sequence[Occupant]
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The busy links of ``flows``: (flow position, local link index, multiplicity) per
+        pair, and each local link's capacity."""
+        e_flow, e_link, e_mult = self._busy_entries(flows)
+        links, local = np.unique(e_link, return_inverse=True)
+        return e_flow, local, e_mult, self.cap[links]
+
+    def _busy_entries(self, flows: Sequence[Occupant]
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        routes = [f.route for f in flows]
+        idx = np.concatenate([r.idx for r in routes])
+        mult = np.concatenate([r.mult for r in routes])
+        owner = np.repeat(np.arange(len(flows)), [len(r.idx) for r in routes])
+        busy = self.count[idx] >= 2
+        return owner[busy], idx[busy], mult[busy]
+
+    def _labels_numpy(self, flows: Sequence[Occupant]) -> list[int]:
+        """Component label (smallest member position) of each flow, by min-label propagation
+        over the busy incidence."""
+        e_flow, e_link, _ = self._busy_entries(flows)
+        links, local = np.unique(e_link, return_inverse=True)
+        label = np.arange(len(flows))
+        while True:
+            on_link = np.full(len(links), len(flows))
+            np.minimum.at(on_link, local, label[e_flow])
+            new = label.copy()
+            np.minimum.at(new, e_flow, on_link[local])
+            new = new[new]  # jump to the label's own label
+            if np.array_equal(new, label):
+                return label.tolist()
+            label = new
+
+
+def _merge(a: Component, b: Component) -> Component:
+    """One component of both (the larger absorbs the smaller)."""
+    if len(a.flows) < len(b.flows):
+        a, b = b, a
+    for flow in b.flows:
+        flow._component = a
+    a.flows |= b.flows
+    a.stale = a.stale or b.stale
+    return a
+
+
+def _labels_python(flows: Sequence[Occupant], on_link: dict[int, set[Any]]) -> list[int]:
+    """Component label of each flow by search over busy links (small components)."""
+    label: dict[Any, int] = {}
+    for n, seed in enumerate(flows):
+        if seed in label:
+            continue
+        label[seed] = n
+        todo, seen_links = [seed], set()
+        while todo:
+            flow = todo.pop()
+            for link in flow._busy:
+                if link in seen_links:
+                    continue
+                seen_links.add(link)
+                for other in on_link[link]:
+                    if other not in label:
+                        label[other] = n
+                        todo.append(other)
+    return [label[f] for f in flows]
+
