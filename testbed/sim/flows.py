@@ -79,20 +79,22 @@ class Flow:
     cap: float = float("inf")
     shared: set[LinkId] = field(default_factory=set)
     route: Route | None = None
-    _busy: set[int] = field(default_factory=set)  # link indices it shares with active flows
-    _component: Component | None = None
+    # Owner, or the flow itself: whose flows count as another party's on a shared link.
+    _party: Hashable = field(default=None, repr=False)
+    _busy: set[int] = field(default_factory=set, repr=False)  # link indices shared now
+    _busy_idx: np.ndarray | None = field(default=None, repr=False)
+    _busy_mult: np.ndarray | None = field(default=None, repr=False)
+    _component: Component | None = field(default=None, repr=False)
     _updated: float = 0.0
     _version: int = 0
     _queued: bool = False  # its current version has a completion event in the heap
 
+    def __post_init__(self) -> None:
+        self._party = self.owner if self.owner is not None else self
+
     @property
     def done(self) -> bool:
         return self.end is not None
-
-    @property
-    def key(self) -> Hashable:
-        """What decides whether two flows are the same party on a shared link."""
-        return self.owner if self.owner is not None else self
 
 
 class Network:

@@ -107,42 +107,73 @@ def fill_rates(
     link ``entry_link[e]`` (of capacity ``link_cap[link]``) ``entry_mult[e]`` times. Indices
     are 0-based and dense; a (flow, link) pair appears at most once. Same rounds, slack and
     rates as :func:`max_min_rates_reference` (to float rounding in the link loads).
+
+    A round costs two passes over the links plus work on the entries of the flows that
+    freeze: each link's headroom (capacity left per unfrozen crossing) is kept and redone
+    only where a flow froze.
     """
-    n_flows, n_links = len(flow_cap), len(link_cap)
     flow_cap = np.asarray(flow_cap, dtype=float)
     link_cap = np.asarray(link_cap, dtype=float)
-    mult = np.asarray(entry_mult, dtype=float)
     e_flow = np.asarray(entry_flow, dtype=np.intp)
+    n_flows, n_links = len(flow_cap), len(link_cap)
     e_link = np.asarray(entry_link, dtype=np.intp)
+    mult = np.asarray(entry_mult, dtype=float)
+    if len(e_flow) and not (e_flow[1:] >= e_flow[:-1]).all():
+        by_flow = np.argsort(e_flow, kind="stable")
+        e_flow, e_link, mult = e_flow[by_flow], e_link[by_flow], mult[by_flow]
+    flow_start = np.searchsorted(e_flow, np.arange(n_flows + 1))
+    by_link = np.argsort(e_link)
+    link_start = np.searchsorted(e_link[by_link], np.arange(n_links + 1))
+
     weight = np.bincount(e_link, weights=mult, minlength=n_links)  # integer-valued, exact
     load = np.zeros(n_links)
+    headroom = np.full(n_links, np.inf)
+    live = weight > 0
+    headroom[live] = link_cap[live] / weight[live]
     rates = np.zeros(n_flows)
     unfrozen = np.ones(n_flows, dtype=bool)
+    cap_order = np.argsort(flow_cap, kind="stable")
+    next_cap = 0
     left = n_flows
     while left:
-        level = float(flow_cap[unfrozen].min())
-        live = weight > 0
-        headroom = np.full(n_links, np.inf)
-        headroom[live] = (link_cap[live] - load[live]) / weight[live]
-        if n_links:
-            level = min(level, float(headroom.min()))
+        while not unfrozen[cap_order[next_cap]]:
+            next_cap += 1
+        level = min(float(flow_cap[cap_order[next_cap]]), float(headroom.min(initial=np.inf)))
         level = max(level, 0.0)
         limit = level * (1 + RATE_TOL) + 1e-300
-        freeze = unfrozen & (flow_cap <= limit)
-        full = headroom <= limit
-        if full.any():
-            on_full = e_flow[full[e_link]]
-            freeze[on_full[unfrozen[on_full]]] = True
+        freeze = np.zeros(n_flows, dtype=bool)
+        capped = cap_order[next_cap:][flow_cap[cap_order[next_cap:]] <= limit]
+        freeze[capped] = True
+        full = np.flatnonzero(headroom <= limit)
+        if len(full):
+            freeze[e_flow[by_link[_ranges(link_start[full], link_start[full + 1])]]] = True
+        freeze &= unfrozen
         if level == 0.0:
             level = STALL_RATE_BIT_S
-        rates[freeze] = np.minimum(level, flow_cap[freeze])
-        unfrozen &= ~freeze
-        left -= int(np.count_nonzero(freeze))
-        froze = freeze[e_flow]
-        if froze.any():
-            links, k = e_link[froze], mult[froze]
-            weight -= np.bincount(links, weights=k, minlength=n_links)
-            load += np.bincount(links, weights=k * rates[e_flow[froze]], minlength=n_links)
-            keep = ~froze  # frozen flows' entries are done with: drop them
-            e_flow, e_link, mult = e_flow[keep], e_link[keep], mult[keep]
+        frozen = np.flatnonzero(freeze)
+        rates[frozen] = np.minimum(level, flow_cap[frozen])
+        unfrozen[frozen] = False
+        left -= len(frozen)
+        entries = _ranges(flow_start[frozen], flow_start[frozen + 1])
+        if len(entries):
+            links, k = e_link[entries], mult[entries]
+            np.subtract.at(weight, links, k)
+            np.add.at(load, links, k * rates[e_flow[entries]])
+            # Redo the headroom of their links (a link met twice gets the same value twice).
+            w = weight[links]
+            live = w > 0
+            redo = np.full(len(links), np.inf)
+            on = links[live]
+            redo[live] = (link_cap[on] - load[on]) / w[live]
+            headroom[links] = redo
     return rates
+
+
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The concatenation of ``range(s, e)`` for each pair."""
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if not total:
+        return np.zeros(0, dtype=np.intp)
+    shift = np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
+    return shift + np.arange(total)

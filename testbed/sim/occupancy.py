@@ -31,11 +31,11 @@ class Occupant(Protocol):
     id: int
     route: Route | None
     shared: set[LinkId]
+    _party: Hashable  # flows of one party never count as sharing with each other
     _busy: set[int]
+    _busy_idx: np.ndarray | None  # its busy links as (idx, mult) arrays; None: out of date
+    _busy_mult: np.ndarray | None
     _component: Component | None
-
-    @property
-    def key(self) -> Hashable: ...
 
 
 @dataclass(eq=False, frozen=True)
@@ -74,6 +74,7 @@ class Occupancy:
         self.cap = np.zeros(0)
         self.count = np.zeros(0, dtype=np.int64)
         self.sole = np.zeros(0, dtype=np.int64)  # the flow id on a link with count 1
+        self._slot = np.zeros(0, dtype=np.intp)  # scratch: a link's local index
         self.on_link: dict[int, set[Any]] = {}  # busy link -> its flows
         self.by_id: dict[int, Any] = {}  # active flows
 
@@ -107,6 +108,7 @@ class Occupancy:
             self.cap = np.concatenate([self.cap, np.zeros(pad)])
             self.count = np.concatenate([self.count, np.zeros(pad, dtype=np.int64)])
             self.sole = np.concatenate([self.sole, np.zeros(pad, dtype=np.int64)])
+            self._slot = np.concatenate([self._slot, np.zeros(pad, dtype=np.intp)])
         self.cap[synced:n] = self.caps[synced:]
         self._synced = n
 
@@ -126,13 +128,15 @@ class Occupancy:
             return
         self.sole[idx[~met]] = flow.id
         links = idx[met]
-        key, busy, on_link, link_ids = flow.key, flow._busy, self.on_link, self.link_ids
+        party, busy, on_link, link_ids = flow._party, flow._busy, self.on_link, self.link_ids
+        flow._busy_idx = None
         for link, n, sole in zip(links.tolist(), before[met].tolist(),
                                  self.sole[links].tolist(), strict=True):
             if n == 1:
                 other = self.by_id[sole]
                 on_link[link] = {other, flow}
                 other._busy.add(link)
+                other._busy_idx = None
                 others: Iterable[Any] = (other,)
             else:
                 members = on_link[link]
@@ -140,7 +144,7 @@ class Occupancy:
                 members.add(flow)
             busy.add(link)
             for other in others:
-                if other.key != key:
+                if other._party != party:
                     lid = link_ids[link]
                     other.shared.add(lid)
                     flow.shared.add(lid)
@@ -167,6 +171,7 @@ class Occupancy:
             if len(members) == 1:
                 (last,) = members
                 last._busy.discard(link)
+                last._busy_idx = None
                 self.sole[link] = last.id
                 del on_link[link]
         flow._busy.clear()
@@ -197,23 +202,35 @@ class Occupancy:
         """The busy links of ``flows``: (flow position, local link index, multiplicity) per
         pair, and each local link's capacity."""
         e_flow, e_link, e_mult = self._busy_entries(flows)
-        links, local = np.unique(e_link, return_inverse=True)
+        links, local = self._localize(e_link)
         return e_flow, local, e_mult, self.cap[links]
 
     def _busy_entries(self, flows: Sequence[Occupant]
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        routes = [f.route for f in flows]
-        idx = np.concatenate([r.idx for r in routes])
-        mult = np.concatenate([r.mult for r in routes])
-        owner = np.repeat(np.arange(len(flows)), [len(r.idx) for r in routes])
-        busy = self.count[idx] >= 2
-        return owner[busy], idx[busy], mult[busy]
+        count = self.count
+        for f in flows:
+            if f._busy_idx is None:
+                shared = count[f.route.idx] >= 2
+                f._busy_idx, f._busy_mult = f.route.idx[shared], f.route.mult[shared]
+        idx = np.concatenate([f._busy_idx for f in flows])
+        mult = np.concatenate([f._busy_mult for f in flows])
+        owner = np.repeat(np.arange(len(flows)), [len(f._busy_idx) for f in flows])
+        return owner, idx, mult
+
+    def _localize(self, e_link: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct links of ``e_link`` and each entry's index among them (no sort)."""
+        slot, n = self._slot, len(e_link)
+        order = np.arange(n)
+        slot[e_link] = order  # the last entry of each link wins
+        links = e_link[slot[e_link] == order]
+        slot[links] = np.arange(len(links))
+        return links, slot[e_link]
 
     def _labels_numpy(self, flows: Sequence[Occupant]) -> list[int]:
         """Component label (smallest member position) of each flow, by min-label propagation
         over the busy incidence."""
         e_flow, e_link, _ = self._busy_entries(flows)
-        links, local = np.unique(e_link, return_inverse=True)
+        links, local = self._localize(e_link)
         label = np.arange(len(flows))
         while True:
             on_link = np.full(len(links), len(flows))
