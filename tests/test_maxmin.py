@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from testbed.sim.flows import Network
-from testbed.sim.maxmin import fill_rates, max_min_rates_reference
+from testbed.sim.maxmin import fill_rates_dense, fill_rates_sparse, max_min_rates_reference
 
 # Few distinct values, so that caps and fair shares tie often; 0.1 and 0.3 do not add exactly.
 CAPACITIES = st.sampled_from([0.1, 0.3, 1.0, 2.0, 3.0, 4.0, 10.0])
@@ -46,9 +46,9 @@ def _close(a: float, b: float) -> bool:
     return abs(a - b) <= REL * max(abs(a), abs(b))
 
 
-def _fill(link_cap: list[float], flows: list[_Flow]) -> list[float]:
+def _fill(link_cap: list[float], flows: list[_Flow], fill=fill_rates_dense) -> list[float]:
     pairs = [(i, link, k) for i, f in enumerate(flows) for link, k in f.links.items()]
-    rates = fill_rates(
+    rates = fill(
         [f.cap for f in flows],
         [p[0] for p in pairs], [p[1] for p in pairs], [p[2] for p in pairs],
         link_cap,
@@ -61,14 +61,15 @@ def _fill(link_cap: list[float], flows: list[_Flow]) -> list[float]:
 def test_numpy_filling_gives_the_reference_rates(instance) -> None:
     link_cap, flows = instance
     reference = max_min_rates_reference(flows, dict(enumerate(link_cap)))
-    fast = _fill(link_cap, flows)
-    assert all(_close(reference[f], r) for f, r in zip(flows, fast, strict=True)), (
-        [reference[f] for f in flows], fast)
-    # Max-min feasibility: no link over capacity (to rounding), every flow within its cap.
-    for link, cap in enumerate(link_cap):
-        load = sum(f.links.get(link, 0) * r for f, r in zip(flows, fast, strict=True))
-        assert load <= cap * (1 + 1e-9)
-    assert all(r <= f.cap * (1 + 1e-12) for f, r in zip(flows, fast, strict=True))
+    for fill in (fill_rates_dense, fill_rates_sparse):
+        fast = _fill(link_cap, flows, fill)
+        assert all(_close(reference[f], r) for f, r in zip(flows, fast, strict=True)), (
+            fill.__name__, [reference[f] for f in flows], fast)
+        # Max-min feasibility: no link over capacity (to rounding), every flow within its cap.
+        for link, cap in enumerate(link_cap):
+            load = sum(f.links.get(link, 0) * r for f, r in zip(flows, fast, strict=True))
+            assert load <= cap * (1 + 1e-9)
+        assert all(r <= f.cap * (1 + 1e-12) for f, r in zip(flows, fast, strict=True))
 
 
 def test_ties_and_a_link_left_with_no_headroom() -> None:
@@ -79,7 +80,8 @@ def test_ties_and_a_link_left_with_no_headroom() -> None:
     link_cap = [3.0, 10.0]
     reference = max_min_rates_reference(flows, dict(enumerate(link_cap)))
     assert [reference[f] for f in flows] == [1.0, 1.0, 1.0, 4.5]
-    assert _fill(link_cap, flows) == [1.0, 1.0, 1.0, 4.5]
+    assert _fill(link_cap, flows, fill_rates_dense) == [1.0, 1.0, 1.0, 4.5]
+    assert _fill(link_cap, flows, fill_rates_sparse) == [1.0, 1.0, 1.0, 4.5]
 
 
 @st.composite

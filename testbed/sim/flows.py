@@ -43,7 +43,7 @@ import numpy as np
 
 from testbed.core.errors import FabricLabError
 from testbed.sim.maxmin import RATE_TOL, fill_rates, max_min_rates_reference
-from testbed.sim.occupancy import Component, Occupancy, Route
+from testbed.sim.occupancy import Component, Incidence, Occupancy, Route
 
 __all__ = ["RATE_TOL", "TIME_ABS", "TIME_TOL", "Flow", "LinkId", "Network", "Route"]
 
@@ -124,6 +124,8 @@ class Network:
                                  f"{', '.join(SHARING)}")
         self.default_capacity = default_capacity
         self.sharing = sharing
+        # Components sharing more (flow, link) pairs than this get arrays (numpy filling).
+        self._arrays_over = {"fast": SMALL_ENTRIES, "numpy": 0, "reference": 1 << 62}[sharing]
         self.now = 0.0
         self.active: set[Flow] = set()
         self.occupancy = Occupancy(self.capacity)
@@ -251,10 +253,11 @@ class Network:
         for seed in sorted(dirty, key=lambda f: f.id):
             if seed in done:
                 continue
-            for part in self.occupancy.split(seed._component):
-                done.update(part.flows)
-                if not dirty.isdisjoint(part.flows):
-                    self._share(sorted(part.flows, key=lambda f: f.id))
+            for _part, flows, incidence in self.occupancy.split(seed._component,
+                                                                 self._arrays_over):
+                done.update(flows)
+                if not dirty.isdisjoint(flows):
+                    self._share(flows, incidence)
 
     # ------------------------------------------------------------------ internals
 
@@ -294,10 +297,10 @@ class Network:
         flow._queued = True
         heapq.heappush(self._events, (finish, next(self._seq), "done", flow, flow._version))
 
-    def _share(self, flows: list[Flow]) -> None:
+    def _share(self, flows: list[Flow], incidence: Incidence | None) -> None:
         """Max-min fair rates for one component (progressive filling), then reschedule."""
         self.recomputes += 1
-        rates = self._rates(flows)
+        rates = self._rates(flows, incidence)
         now = self.now
         for flow, rate in zip(flows, rates, strict=True):
             if rate == flow.rate:
@@ -313,22 +316,21 @@ class Network:
             heapq.heapify(self._events)
             self._stale_events = 0
 
-    def _rates(self, flows: list[Flow]) -> list[float]:
-        """Rates of a component's flows: the reference for small ones (or all, if asked)."""
+    def _rates(self, flows: list[Flow], incidence: Incidence | None) -> list[float]:
+        """Rates of a component's flows (by id): numpy over its ``incidence`` if it has one
+        and the network is not set to the reference, else the reference."""
         if len(flows) == 1 and not flows[0]._busy:
             return [flows[0].cap]
-        occ = self.occupancy
-        if self.sharing == "reference" or (
-                self.sharing == "fast" and sum(len(f._busy) for f in flows) <= SMALL_ENTRIES):
-            ids, caps = occ.link_ids, occ.caps
+        if incidence is None or self.sharing == "reference":
+            ids, caps = self.occupancy.link_ids, self.occupancy.caps
             shims = [_Shim(f.cap, {link: f.links[ids[link]] for link in f._busy})
                      for f in flows]
             shared = {link: caps[link] for shim in shims for link in shim.links}
             rates = max_min_rates_reference(shims, shared)
             return [rates[shim] for shim in shims]
-        e_flow, e_link, e_mult, link_cap = occ.incidence(flows)
         caps = np.fromiter((f.cap for f in flows), dtype=float, count=len(flows))
-        return fill_rates(caps, e_flow, e_link, e_mult, link_cap).tolist()
+        return fill_rates(caps, incidence.flow, incidence.link, incidence.mult,
+                          incidence.link_cap).tolist()
 
 
 class _Shim:

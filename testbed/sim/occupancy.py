@@ -21,10 +21,6 @@ import numpy as np
 
 LinkId = Hashable
 
-# Components with at most this many (flow, busy link) pairs are split in plain Python.
-SMALL_SPLIT_ENTRIES = 256
-
-
 class Occupant(Protocol):
     """What the bookkeeping reads and keeps on a flow."""
 
@@ -179,34 +175,39 @@ class Occupancy:
 
     # ------------------------------------------------------------------ components
 
-    def split(self, comp: Component) -> list[Component]:
-        """The true components of ``comp`` (itself if it is not stale), each flow relinked."""
-        if not comp.stale or len(comp.flows) <= 1:
-            comp.stale = False
-            return [comp]
+    def split(self, comp: Component, arrays_over: int
+              ) -> list[tuple[Component, list[Any], Incidence | None]]:
+        """The true components of ``comp`` (itself if it is not stale), each flow relinked:
+        each with its flows by id and, when they share more than ``arrays_over`` (flow,
+        link) pairs, their :class:`Incidence` (else None)."""
         flows = sorted(comp.flows, key=lambda f: f.id)
         entries = sum(len(f._busy) for f in flows)
-        labels = (_labels_python(flows, self.on_link) if entries <= SMALL_SPLIT_ENTRIES
-                  else self._labels_numpy(flows))
-        groups: dict[int, set[Any]] = {}
+        incidence = self.incidence(flows) if entries > arrays_over else None
+        if not comp.stale or len(flows) == 1:
+            comp.stale = False
+            return [(comp, flows, incidence)]
+        if incidence is None:
+            labels = _labels_python(flows, self.on_link)
+        else:
+            labels = incidence.labels(len(flows)).tolist()
+        groups: dict[int, list[Any]] = {}
         for flow, label in zip(flows, labels, strict=True):
-            groups.setdefault(label, set()).add(flow)
-        parts = [Component(members) for members in groups.values()]
-        for part in parts:
-            for flow in part.flows:
+            groups.setdefault(label, []).append(flow)
+        if len(groups) == 1:
+            comp.stale = False
+            return [(comp, flows, incidence)]
+        out = []
+        for label, members in groups.items():
+            part = Component(set(members))
+            for flow in members:
                 flow._component = part
-        return parts
+            sub = None if incidence is None else incidence.subset(
+                np.asarray(labels) == label)
+            out.append((part, members, sub))
+        return out
 
-    def incidence(self, flows: Sequence[Occupant]
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The busy links of ``flows``: (flow position, local link index, multiplicity) per
-        pair, and each local link's capacity."""
-        e_flow, e_link, e_mult = self._busy_entries(flows)
-        links, local = self._localize(e_link)
-        return e_flow, local, e_mult, self.cap[links]
-
-    def _busy_entries(self, flows: Sequence[Occupant]
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def incidence(self, flows: Sequence[Occupant]) -> Incidence:
+        """The busy links of ``flows`` (in that order) as arrays."""
         count = self.count
         for f in flows:
             if f._busy_idx is None:
@@ -215,7 +216,8 @@ class Occupancy:
         idx = np.concatenate([f._busy_idx for f in flows])
         mult = np.concatenate([f._busy_mult for f in flows])
         owner = np.repeat(np.arange(len(flows)), [len(f._busy_idx) for f in flows])
-        return owner, idx, mult
+        links, local = self._localize(idx)
+        return Incidence(owner, local, mult, self.cap[links])
 
     def _localize(self, e_link: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The distinct links of ``e_link`` and each entry's index among them (no sort)."""
@@ -226,21 +228,41 @@ class Occupancy:
         slot[links] = np.arange(len(links))
         return links, slot[e_link]
 
-    def _labels_numpy(self, flows: Sequence[Occupant]) -> list[int]:
-        """Component label (smallest member position) of each flow, by min-label propagation
-        over the busy incidence."""
-        e_flow, e_link, _ = self._busy_entries(flows)
-        links, local = self._localize(e_link)
-        label = np.arange(len(flows))
+
+@dataclass(frozen=True)
+class Incidence:
+    """Flows' busy links as arrays: per (flow, link) pair the flow's position (ascending),
+    the link's local index and the multiplicity; and each local link's capacity (bit/s)."""
+
+    flow: np.ndarray
+    link: np.ndarray
+    mult: np.ndarray
+    link_cap: np.ndarray
+
+    def labels(self, n_flows: int) -> np.ndarray:
+        """Each flow's component: its smallest member's position (min-label propagation)."""
+        label = np.arange(n_flows)
         while True:
-            on_link = np.full(len(links), len(flows))
-            np.minimum.at(on_link, local, label[e_flow])
+            on_link = np.full(len(self.link_cap), n_flows)
+            np.minimum.at(on_link, self.link, label[self.flow])
             new = label.copy()
-            np.minimum.at(new, e_flow, on_link[local])
+            np.minimum.at(new, self.flow, on_link[self.link])
             new = new[new]  # jump to the label's own label
             if np.array_equal(new, label):
-                return label.tolist()
+                return label
             label = new
+
+    def subset(self, keep: np.ndarray) -> Incidence:
+        """The incidence of the flows where ``keep`` (a mask over positions) is true, with
+        positions and links renumbered."""
+        entries = keep[self.flow]
+        position = np.cumsum(keep) - 1
+        links = self.link[entries]
+        used = np.zeros(len(self.link_cap), dtype=bool)
+        used[links] = True
+        local = np.cumsum(used) - 1
+        return Incidence(position[self.flow[entries]], local[links], self.mult[entries],
+                         self.link_cap[used])
 
 
 def _merge(a: Component, b: Component) -> Component:
