@@ -130,10 +130,10 @@ def rails_of(alloc: Allocation, wrap: bool = True) -> list[list[Host]]:
     by_leaf: dict[int, list[int]] = {}
     for leaf, slot in sorted(alloc.hosts):
         by_leaf.setdefault(leaf, []).append(slot)
+    leaves = sorted(by_leaf.items())
     n_max = max(len(v) for v in by_leaf.values())
     return [
-        [(leaf, slots[j % len(slots)]) for leaf, slots in sorted(by_leaf.items())
-         if wrap or j < len(slots)]
+        [(leaf, slots[j % len(slots)]) for leaf, slots in leaves if wrap or j < len(slots)]
         for j in range(n_max)
     ]
 
@@ -244,13 +244,18 @@ class RailCollisions:
         self.offsets = list(itertools.accumulate((len(r) for r in rails), initial=0))
         self._own: dict[int, list[LinkId]] = {}
         self._on_link: dict[int, dict[LinkId, list[int]]] = {}
+        self._noted: dict[int, set[LinkId]] = {}  # per rail: links already counted
 
     def note(self, rail: int, shared: set[LinkId]) -> None:
         """Rail ``rail``'s bundle ended having shared ``shared`` with other owners."""
-        links = [link for link in shared if link[0] in FABRIC_LINKS]
-        links.extend(self._self_shared(rail))
+        if len(self.collided) == self.offsets[-1]:
+            return  # every flow already counts as collided
+        noted = self._noted.setdefault(rail, set())
+        links = [link for link in shared - noted if link[0] in FABRIC_LINKS]
+        links.extend(link for link in self._self_shared(rail) if link not in noted)
         if not links:
             return
+        noted.update(links)
         on_link = self._on_link.get(rail)
         if on_link is None:
             on_link = self._on_link[rail] = {}
