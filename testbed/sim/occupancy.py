@@ -13,6 +13,8 @@ into its true components only when its rates are next recomputed.
 
 from __future__ import annotations
 
+import itertools
+from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -77,19 +79,17 @@ class Occupancy:
     # ------------------------------------------------------------------ links
 
     def route(self, paths: Iterable[Sequence[LinkId]]) -> Route:
-        links: dict[LinkId, int] = {}
-        for path in paths:
-            for link in path:
-                links[link] = links.get(link, 0) + 1
+        links = dict(Counter(itertools.chain.from_iterable(paths)))
         index = self.index
-        for link in links:
-            if link not in index:
-                cap = self._capacity(link)
-                index[link] = len(self.link_ids)
-                self.link_ids.append(link)
-                self.caps.append(cap)
-        self._sync()
-        idx = np.fromiter((index[link] for link in links), dtype=np.intp, count=len(links))
+        if not links.keys() <= index.keys():
+            for link in links:
+                if link not in index:
+                    cap = self._capacity(link)
+                    index[link] = len(self.link_ids)
+                    self.link_ids.append(link)
+                    self.caps.append(cap)
+        self._sync()  # also after a capacity error left some links interned, unsynced
+        idx = np.fromiter(map(index.__getitem__, links), dtype=np.intp, count=len(links))
         mult = np.fromiter(links.values(), dtype=float, count=len(links))
         cap = float((self.cap[idx] / mult).min()) if len(links) else float("inf")
         return Route(self, links, idx, mult, cap)
@@ -124,28 +124,35 @@ class Occupancy:
             return
         self.sole[idx[~met]] = flow.id
         links = idx[met]
-        party, busy, on_link, link_ids = flow._party, flow._busy, self.on_link, self.link_ids
+        party, on_link, link_ids, by_id = flow._party, self.on_link, self.link_ids, self.by_id
         flow._busy_idx = None
-        for link, n, sole in zip(links.tolist(), before[met].tolist(),
-                                 self.sole[links].tolist(), strict=True):
+        met_links = links.tolist()
+        flow._busy.update(met_links)
+        shared: list[LinkId] = []
+        for link, n, sole in zip(met_links, before[met].tolist(), self.sole[links].tolist(),
+                                 strict=True):
             if n == 1:
-                other = self.by_id[sole]
+                other = by_id[sole]
                 on_link[link] = {other, flow}
                 other._busy.add(link)
                 other._busy_idx = None
-                others: Iterable[Any] = (other,)
-            else:
-                members = on_link[link]
-                others = list(members)
-                members.add(flow)
-            busy.add(link)
-            for other in others:
                 if other._party != party:
                     lid = link_ids[link]
                     other.shared.add(lid)
-                    flow.shared.add(lid)
+                    shared.append(lid)
                 if other._component is not comp:
                     comp = _merge(comp, other._component)
+                continue
+            members = on_link[link]
+            for other in members:
+                if other._party != party:
+                    lid = link_ids[link]
+                    other.shared.add(lid)
+                    shared.append(lid)
+                if other._component is not comp:
+                    comp = _merge(comp, other._component)
+            members.add(flow)
+        flow.shared.update(shared)
 
     def leave(self, flow: Occupant) -> list[Any]:
         """Uncount ``flow``; return the flows it shared links with (their rates may rise)."""
