@@ -63,7 +63,7 @@ class Flow:
     ``links`` maps each link to how many of the flow's lockstep sub-flows cross it (1 for a
     plain flow; read-only: flows of one :class:`Route` share it). ``rate`` is bit/s per
     sub-flow. ``shared`` collects the links on which the flow was ever active together with a
-    flow of a different ``owner``.
+    flow of a different ``owner``. ``route`` is its links as the network resolved them.
     """
 
     id: int
