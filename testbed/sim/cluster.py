@@ -66,11 +66,12 @@ Collective and abstraction for scale
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import statistics
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,7 +84,7 @@ from sdn_app.policies import get as get_policy
 from sdn_app.policies.ecmp import SPORTS
 from testbed.core.errors import FabricLabError
 from testbed.core.formulas import busbw_factor
-from testbed.sim.flows import Flow, LinkId, Network
+from testbed.sim.flows import Flow, LinkId, Network, Route
 from testbed.sim.traces import JobSpec, job_set_sha256
 
 Host = tuple[int, int]
@@ -129,10 +130,10 @@ def rails_of(alloc: Allocation, wrap: bool = True) -> list[list[Host]]:
     by_leaf: dict[int, list[int]] = {}
     for leaf, slot in sorted(alloc.hosts):
         by_leaf.setdefault(leaf, []).append(slot)
+    leaves = sorted(by_leaf.items())
     n_max = max(len(v) for v in by_leaf.values())
     return [
-        [(leaf, slots[j % len(slots)]) for leaf, slots in sorted(by_leaf.items())
-         if wrap or j < len(slots)]
+        [(leaf, slots[j % len(slots)]) for leaf, slots in leaves if wrap or j < len(slots)]
         for j in range(n_max)
     ]
 
@@ -164,19 +165,26 @@ def job_plan(
     if len(by_leaf) == 1:
         k = len(alloc.hosts)
         return JobPlan(busbw_factor(k) * grad_bytes * 8 / link_bps, [], [])
-    index = {h: j for j, rail in enumerate(rails_of(alloc, wrap=False)) for h in rail}
-    used: dict[LinkId, int] = {}  # ideal routing: fabric links already given a flow
+    by_rail = rails_of(alloc, wrap=False)
+    index = {h: j for j, rail in enumerate(by_rail) for h in rail}
+    # Ideal routing: per leaf, how many flows each spine already carries up / down.
+    up: dict[int, list[int]] = {}
+    down: dict[int, list[int]] = {}
 
     def ideal_spine(src: Host, dst: Host) -> int:
-        """Spine j for host j when its links are still unused, else the least used spine."""
-        def load(s: int) -> int:
-            return used.get(("ls", src[0], s), 0) + used.get(("sl", s, dst[0]), 0)
-
-        first = index[src] % spines
-        s = first if load(first) == 0 else min(range(spines), key=lambda k: (load(k), k))
-        for link in (("ls", src[0], s), ("sl", s, dst[0])):
-            used[link] = used.get(link, 0) + 1
+        """Spine j for host j when its links are still unused, else the least used spine
+        (the lowest numbered of those)."""
+        u = up.setdefault(src[0], [0] * spines)
+        d = down.setdefault(dst[0], [0] * spines)
+        s = index[src] % spines
+        if u[s] + d[s]:
+            loads = [a + b for a, b in zip(u, d, strict=True)]
+            s = loads.index(min(loads))
+        u[s] += 1
+        d[s] += 1
         return s
+
+    path = get_policy(alloc.policy).path
 
     def ring(members: list[Host]) -> list[list[LinkId]]:
         m = len(members)
@@ -188,12 +196,13 @@ def job_plan(
                 out.append([("hu", *src), ("ls", src[0], s), ("sl", s, dst[0]), ("hd", *dst)])
             else:
                 sport = rng.randrange(*SPORTS) if rng is not None else 0
-                out.append(host_path(alloc, src, dst, spines, sport))
+                out.append(path(alloc, src, dst, spines, sport))
         return out
 
     if collective == "ring":
         n = len(alloc.hosts)
-        return JobPlan(0.0, [ring(rank_order(alloc))], [busbw_factor(n) * grad_bytes])
+        order = [h for rail in by_rail for h in rail]  # rank_order(alloc)
+        return JobPlan(0.0, [ring(order)], [busbw_factor(n) * grad_bytes])
     intra = max(busbw_factor(k) for k in by_leaf.values()) * grad_bytes * 8 / link_bps
     rails = rails_of(alloc)
     shard = grad_bytes / len(rails)
@@ -205,6 +214,13 @@ def rails_time(plan: JobPlan, link_bps: float) -> float:
     """Time of one iteration's rails alone on an idle network (max-min among the rails)."""
     if not plan.rails:
         return 0.0
+    if len(plan.rails) == 1:
+        # One bundle alone: its rate is the link rate over its most crossed link's count.
+        size = plan.rail_bytes[0]
+        if not size:
+            return 0.0
+        crossings = Counter(link for path in plan.rails[0] for link in path)
+        return size * 8 / (link_bps / max(crossings.values()))
     net = Network(default_capacity=link_bps)
     flows = [net.add_bundle(r, b) for r, b in zip(plan.rails, plan.rail_bytes, strict=True)]
     net.run()
@@ -212,6 +228,52 @@ def rails_time(plan: JobPlan, link_bps: float) -> float:
 
 
 FABRIC_LINKS = ("ls", "sl", "cu", "cd", "cl")
+
+
+class RailCollisions:
+    """Marks a job's collided cross-leaf flows (positions over all its rails) in ``collided``.
+
+    A rail's flows collide on the fabric links its bundle shared with another owner's flow
+    (``Flow.shared``) and on those two of its own sub-flows cross. Which flows cross which
+    fabric link is worked out once per rail, the first time it is needed.
+    """
+
+    def __init__(self, rails: list[list[list[LinkId]]], routes: list[Route],
+                 collided: set[int]) -> None:
+        self.rails, self.routes, self.collided = rails, routes, collided
+        self.offsets = list(itertools.accumulate((len(r) for r in rails), initial=0))
+        self._own: dict[int, list[LinkId]] = {}
+        self._on_link: dict[int, dict[LinkId, list[int]]] = {}
+        self._noted: dict[int, set[LinkId]] = {}  # per rail: links already counted
+
+    def note(self, rail: int, shared: set[LinkId]) -> None:
+        """Rail ``rail``'s bundle ended having shared ``shared`` with other owners."""
+        if len(self.collided) == self.offsets[-1]:
+            return  # every flow already counts as collided
+        noted = self._noted.setdefault(rail, set())
+        links = [link for link in shared - noted if link[0] in FABRIC_LINKS]
+        links.extend(link for link in self._self_shared(rail) if link not in noted)
+        if not links:
+            return
+        noted.update(links)
+        on_link = self._on_link.get(rail)
+        if on_link is None:
+            on_link = self._on_link[rail] = {}
+            for i, path in enumerate(self.rails[rail], start=self.offsets[rail]):
+                for link in path:
+                    if link[0] in FABRIC_LINKS:
+                        on_link.setdefault(link, []).append(i)
+        for link in links:
+            self.collided.update(on_link[link])
+
+    def _self_shared(self, rail: int) -> list[LinkId]:
+        own = self._own.get(rail)
+        if own is None:
+            route = self.routes[rail]
+            own = [] if not (route.mult > 1).any() else [
+                link for link, k in route.links.items() if k > 1 and link[0] in FABRIC_LINKS]
+            self._own[rail] = own
+        return own
 
 
 @dataclass(frozen=True)
@@ -228,6 +290,7 @@ class ClusterConfig:
     rounds: int = 8
     seed: int = 1
     collective: str = "ring"
+    sharing: str = "fast"  # the network's max-min filler (testbed.sim.flows.SHARING)
 
     def check(self) -> None:
         cluster_policy(self.policy)
@@ -339,7 +402,7 @@ class ClusterSimulation:
         self.cluster = Cluster(config.leaves, config.spines, config.hosts_per_leaf, ocs,
                                spine_ports_per_ocs=config.spine_ports,
                                placement=config.placement, rewiring=config.rewiring)
-        self.net = Network(default_capacity=config.link_bps)
+        self.net = Network(default_capacity=config.link_bps, sharing=config.sharing)
         self.rng = random.Random(config.seed)
         self.queue: deque[JobRecord] = deque()
         self.records: list[JobRecord] = []
@@ -404,6 +467,7 @@ class ClusterSimulation:
             spec.compute_s + ideal.intra_s + rails_time(ideal, c.link_bps))
         record.flows = plan.flows
         rounds = _split(spec.iterations, min(spec.iterations, c.rounds))
+        routes = [self.net.route(rail) for rail in plan.rails]  # every round takes them
         half_intra = plan.intra_s / 2 if plan.rails else plan.intra_s
         pending = [0]
 
@@ -421,21 +485,14 @@ class ClusterSimulation:
                 end_round()
                 return
             pending[0] = len(plan.rails)
-            for j, (rail, size) in enumerate(zip(plan.rails, plan.rail_bytes, strict=True)):
-                self.net.add_bundle(rail, k * size, owner=(spec.job_id, j), tag=j,
+            for j, (route, size) in enumerate(zip(routes, plan.rail_bytes, strict=True)):
+                self.net.add_bundle(route, k * size, owner=(spec.job_id, j), tag=j,
                                     on_done=rail_done)
 
+        collisions = RailCollisions(plan.rails, routes, record.collided)
+
         def rail_done(flow: Flow) -> None:
-            shared = {
-                link for link in (*flow.shared, *(lk for lk, k in flow.links.items() if k > 1))
-                if link[0] in FABRIC_LINKS
-            }
-            if shared:
-                offset = sum(len(r) for r in plan.rails[: flow.tag])
-                record.collided.update(
-                    offset + i for i, p in enumerate(plan.rails[flow.tag])
-                    if any(link in shared for link in p)
-                )
+            collisions.note(flow.tag, flow.shared)
             pending[0] -= 1
             if pending[0] == 0:
                 # The intra-leaf All-Gather, then the next round.

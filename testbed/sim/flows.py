@@ -1,6 +1,7 @@
 """Event-driven flow-level network simulator with max-min fair sharing.
 
-Pure Python, no I/O. Units: sizes in bytes, capacities and rates in bit/s, time in seconds.
+Pure computation, no I/O. Units: sizes in bytes, capacities and rates in bit/s, time in
+seconds.
 
 Model
 -----
@@ -12,15 +13,22 @@ synchronous collective step, which ends when its slowest flow ends: the faster s
 would only sit idle at the barrier, so their share is left to other flows.
 
 Rates are the max-min fair allocation, computed by progressive filling (water-filling): all
-unfrozen flows rise together; when a link saturates, the flows crossing it freeze. Rates are
-recomputed whenever the set of active flows changes (arrival or departure), never on a fixed
-time step. Only the connected component touched by a change is recomputed (flows are
-connected when they share a link), and a link used by a single flow is folded into that
-flow's own rate cap, so isolated flows cost nothing to re-share.
+unfrozen flows rise together; when a link saturates, the flows crossing it freeze
+(:mod:`testbed.sim.maxmin`). Rates are recomputed whenever the set of active flows changes
+(arrival or departure), never on a fixed time step. Only the connected components touched by
+a change are recomputed (flows are connected when they share a link), and a link used by a
+single flow is folded into that flow's own rate cap, so isolated flows cost nothing to
+re-share.
 
 Events at (almost) the same time form one batch: every event with a time within ``TIME_TOL``
 (relative) of the earliest is processed at that time, then callbacks queued with
 :meth:`Network.defer` run, then rates are recomputed once.
+
+Bookkeeping (:mod:`testbed.sim.occupancy`) counts active flows per link in numpy arrays, so
+starting or ending a flow costs Python work only on the links it shares; components are
+tracked as they merge and split only when recomputed; a large component is filled by the
+numpy version of progressive filling. A :class:`Route` (a bundle's links, resolved once) can
+be reused by flows that take the same paths.
 """
 
 from __future__ import annotations
@@ -31,15 +39,21 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from testbed.core.errors import FabricLabError
+from testbed.sim.maxmin import RATE_TOL, fill_rates, max_min_rates_reference
+from testbed.sim.occupancy import Component, Incidence, Occupancy, Route
+
+__all__ = ["RATE_TOL", "TIME_ABS", "TIME_TOL", "Flow", "LinkId", "Network", "Route"]
 
 LinkId = Hashable
 
 # Events closer than this (relative to the current time, plus TIME_ABS absolute) are simultaneous.
 TIME_TOL = 1e-9
 TIME_ABS = 1e-12
-# Relative slack when deciding which links saturate at the current water level.
-RATE_TOL = 1e-12
+# Drop superseded completion events from the heap once this many (and half the heap) are stale.
+STALE_EVENTS_MIN = 1024
 
 
 @dataclass(eq=False)
@@ -47,8 +61,9 @@ class Flow:
     """An active (or finished) flow. ``size`` and ``remaining`` are bytes per sub-flow.
 
     ``links`` maps each link to how many of the flow's lockstep sub-flows cross it (1 for a
-    plain flow). ``rate`` is bit/s per sub-flow. ``shared`` collects the links on which the
-    flow was ever active together with a flow of a different ``owner``.
+    plain flow; read-only: flows of one :class:`Route` share it). ``rate`` is bit/s per
+    sub-flow. ``shared`` collects the links on which the flow was ever active together with a
+    flow of a different ``owner``. ``route`` is its links as the network resolved them.
     """
 
     id: int
@@ -63,9 +78,19 @@ class Flow:
     rate: float = 0.0
     cap: float = float("inf")
     shared: set[LinkId] = field(default_factory=set)
-    _busy: set[LinkId] = field(default_factory=set)  # links it shares with active flows now
+    route: Route | None = None
+    # Owner, or the flow itself: whose flows count as another party's on a shared link.
+    _party: Hashable = field(default=None, repr=False)
+    _busy: set[int] = field(default_factory=set, repr=False)  # link indices shared now
+    _busy_idx: np.ndarray | None = field(default=None, repr=False)
+    _busy_mult: np.ndarray | None = field(default=None, repr=False)
+    _component: Component | None = field(default=None, repr=False)
     _updated: float = 0.0
     _version: int = 0
+    _queued: bool = False  # its current version has a completion event in the heap
+
+    def __post_init__(self) -> None:
+        self._party = self.owner if self.owner is not None else self
 
     @property
     def done(self) -> bool:
@@ -76,13 +101,17 @@ class Network:
     """Links with capacities and the flows crossing them; an event loop with timers.
 
     ``capacities`` maps link id -> bit/s; links not listed get ``default_capacity`` (if
-    given), otherwise adding a flow over them is an error.
+    given), otherwise adding a flow over them is an error. ``sharing`` picks the filler of
+    components that share links: ``"fast"`` (the reference for small ones, numpy for large
+    ones), ``"numpy"`` (numpy for all) or ``"reference"`` (the pure-Python reference for all;
+    slow, for tests). All give the same rates to float rounding.
     """
 
     def __init__(
         self,
         capacities: Mapping[LinkId, float] | None = None,
         default_capacity: float | None = None,
+        sharing: str = "fast",
     ) -> None:
         self.capacities: dict[LinkId, float] = dict(capacities or {})
         for link, cap in self.capacities.items():
@@ -90,15 +119,22 @@ class Network:
                 raise FabricLabError(f"link {link!r} has capacity {cap!r}; it must be > 0")
         if default_capacity is not None and not default_capacity > 0:
             raise FabricLabError(f"default_capacity is {default_capacity!r}; it must be > 0")
+        if sharing not in SHARING:
+            raise FabricLabError(f"sharing {sharing!r} is unknown; use one of "
+                                 f"{', '.join(SHARING)}")
         self.default_capacity = default_capacity
+        self.sharing = sharing
+        # Components sharing more (flow, link) pairs than this get arrays (numpy filling).
+        self._arrays_over = {"fast": SMALL_ENTRIES, "numpy": 0, "reference": 1 << 62}[sharing]
         self.now = 0.0
         self.active: set[Flow] = set()
-        self._on_link: dict[LinkId, set[Flow]] = {}
+        self.occupancy = Occupancy(self.capacity)
         self._events: list[tuple[float, int, str, Any, int]] = []
         self._seq = itertools.count()
         self._ids = itertools.count()
         self._deferred: list[Callable[[], None]] = []
         self._dirty: set[Flow] = set()
+        self._stale_events = 0
         self.recomputes = 0
         self.events = 0
 
@@ -111,6 +147,10 @@ class Network:
                 raise FabricLabError(f"link {link!r} is not in the network")
             cap = self.default_capacity
         return cap
+
+    def route(self, paths: Iterable[Sequence[LinkId]]) -> Route:
+        """The links of lockstep sub-flows, one per path, resolved once for reuse."""
+        return self.occupancy.route(paths)
 
     def add_flow(
         self,
@@ -126,22 +166,22 @@ class Network:
 
     def add_bundle(
         self,
-        paths: Iterable[Sequence[LinkId]],
+        paths: Iterable[Sequence[LinkId]] | Route,
         size: float,
         start: float | None = None,
         tag: Any = None,
         on_done: Callable[[Flow], None] | None = None,
         owner: Hashable = None,
     ) -> Flow:
-        """Start lockstep sub-flows, one per path, each carrying ``size`` bytes."""
-        links: dict[LinkId, int] = {}
-        for path in paths:
-            for link in path:
-                links[link] = links.get(link, 0) + 1
+        """Start lockstep sub-flows, one per path (or a :meth:`route` of them), each carrying
+        ``size`` bytes."""
+        route = paths if isinstance(paths, Route) else self.route(paths)
+        if route.occupancy is not self.occupancy:
+            raise FabricLabError("the route was resolved by another network")
         if not size >= 0:
             raise FabricLabError(f"flow size is {size!r}; it must be >= 0 bytes")
-        cap = min((self.capacity(link) / k for link, k in links.items()), default=float("inf"))
-        flow = Flow(next(self._ids), links, float(size), tag, owner, on_done, cap=cap)
+        flow = Flow(next(self._ids), route.links, float(size), tag, owner, on_done,
+                    cap=route.cap_bit_s, route=route)
         when = self.now if start is None else float(start)
         if when < self.now:
             raise FabricLabError(f"flow start {when} is before the current time {self.now}")
@@ -164,20 +204,25 @@ class Network:
     def step(self) -> bool:
         """Process the next batch of simultaneous events; False when nothing is left."""
         self.settle()
-        while self._events:
-            t, _, kind, obj, version = self._events[0]
+        events = self._events
+        while events:
+            t, _, kind, obj, version = events[0]
             if kind == "done" and obj._version != version:
-                heapq.heappop(self._events)
+                heapq.heappop(events)
+                self._stale_events -= 1
                 continue
             break
         else:
             return False
         self.now = max(self.now, t)
         horizon = t + TIME_TOL * abs(t) + TIME_ABS
-        while self._events and self._events[0][0] <= horizon:
-            _, _, kind, obj, version = heapq.heappop(self._events)
+        while events and events[0][0] <= horizon:
+            _, _, kind, obj, version = heapq.heappop(events)
             if kind == "done":
-                if obj._version == version and not obj.done:
+                if obj._version != version:
+                    self._stale_events -= 1
+                elif not obj.done:
+                    obj._queued = False
                     self._finish(obj)
             else:
                 self.events += 1
@@ -197,6 +242,23 @@ class Network:
             if not self.step():
                 return self.now
 
+    def settle(self) -> None:
+        """Recompute now the rates of every component touched since the last settle.
+
+        :meth:`step` and :meth:`run` do this themselves; call it to read ``Flow.rate``."""
+        if not self._dirty:
+            return
+        dirty, self._dirty = self._dirty, set()
+        done: set[Flow] = set()
+        for seed in sorted(dirty, key=lambda f: f.id):
+            if seed in done:
+                continue
+            for _part, flows, incidence in self.occupancy.split(seed._component,
+                                                                 self._arrays_over):
+                done.update(flows)
+                if not dirty.isdisjoint(flows):
+                    self._share(flows, incidence)
+
     # ------------------------------------------------------------------ internals
 
     def _run_deferred(self) -> None:
@@ -209,24 +271,10 @@ class Network:
         flow.start = flow._updated = self.now
         flow.remaining = flow.size
         if flow.size == 0 or not flow.links:
-            flow._version += 1
-            heapq.heappush(self._events, (self.now, next(self._seq), "done", flow, flow._version))
+            self._schedule(flow, self.now)
             return
         self.active.add(flow)
-        owner = flow.owner if flow.owner is not None else flow
-        on_link = self._on_link
-        for link in flow.links:
-            others = on_link.get(link)
-            if others is None:
-                on_link[link] = {flow}
-                continue
-            flow._busy.add(link)
-            for other in others:
-                other._busy.add(link)
-                if (other.owner if other.owner is not None else other) != owner:
-                    other.shared.add(link)
-                    flow.shared.add(link)
-            others.add(flow)
+        self.occupancy.enter(flow)
         self._dirty.add(flow)
 
     def _finish(self, flow: Flow) -> None:
@@ -237,126 +285,64 @@ class Network:
         if flow in self.active:
             self.active.discard(flow)
             self._dirty.discard(flow)
-            for link in flow._busy:
-                others = self._on_link[link]
-                others.discard(flow)
-                self._dirty.update(others)
-                if len(others) == 1:
-                    next(iter(others))._busy.discard(link)
-            for link in flow.links:
-                if link not in flow._busy:
-                    del self._on_link[link]
-            flow._busy.clear()
+            self._dirty.update(self.occupancy.leave(flow))
         if flow.on_done is not None:
             flow.on_done(flow)
 
-    def settle(self) -> None:
-        """Recompute now the rates of every component touched since the last settle.
+    def _schedule(self, flow: Flow, finish: float) -> None:
+        """Replace ``flow``'s completion event by one at ``finish``."""
+        flow._version += 1
+        if flow._queued:
+            self._stale_events += 1
+        flow._queued = True
+        heapq.heappush(self._events, (finish, next(self._seq), "done", flow, flow._version))
 
-        :meth:`step` and :meth:`run` do this themselves; call it to read ``Flow.rate``."""
-        while self._dirty:
-            seed = self._dirty.pop()
-            component = self._component(seed)
-            self._dirty.difference_update(component)
-            self._share(component)
-
-    def _component(self, seed: Flow) -> list[Flow]:
-        seen = {seed}
-        expanded: set[LinkId] = set()
-        todo = [seed]
-        while todo:
-            flow = todo.pop()
-            for link in flow._busy:
-                if link in expanded:
-                    continue
-                expanded.add(link)
-                for other in self._on_link[link]:
-                    if other not in seen:
-                        seen.add(other)
-                        todo.append(other)
-        return list(seen)
-
-    def _share(self, flows: list[Flow]) -> None:
+    def _share(self, flows: list[Flow], incidence: Incidence | None) -> None:
         """Max-min fair rates for one component (progressive filling), then reschedule."""
         self.recomputes += 1
-        rates = max_min_rates(
-            flows,
-            {link: self.capacity(link) for flow in flows for link in flow._busy},
-            lambda flow: flow._busy,
-        )
+        rates = self._rates(flows, incidence)
         now = self.now
-        for flow in flows:
-            rate = rates[flow]
+        for flow, rate in zip(flows, rates, strict=True):
             if rate == flow.rate:
                 continue  # same rate: its pending completion event is still right
             flow.remaining = max(0.0, flow.remaining - flow.rate * (now - flow._updated) / 8)
             flow._updated = now
             flow.rate = rate
-            flow._version += 1
-            finish = now + flow.remaining * 8 / flow.rate
-            heapq.heappush(self._events, (finish, next(self._seq), "done", flow, flow._version))
-        if len(self._events) > 4 * len(self.active) + 1024:
+            self._schedule(flow, now + flow.remaining * 8 / flow.rate)
+        if (self._stale_events > STALE_EVENTS_MIN
+                and 2 * self._stale_events > len(self._events)):
             # Drop superseded completion events so the heap stays O(active flows + timers).
-            self._events = [
-                e for e in self._events if e[2] != "done" or e[3]._version == e[4]
-            ]
+            self._events = [e for e in self._events if e[2] != "done" or e[3]._version == e[4]]
             heapq.heapify(self._events)
+            self._stale_events = 0
+
+    def _rates(self, flows: list[Flow], incidence: Incidence | None) -> list[float]:
+        """Rates of a component's flows (by id): numpy over its ``incidence`` if it has one
+        and the network is not set to the reference, else the reference."""
+        if len(flows) == 1 and not flows[0]._busy:
+            return [flows[0].cap]
+        if incidence is None or self.sharing == "reference":
+            ids, caps = self.occupancy.link_ids, self.occupancy.caps
+            shims = [_Shim(f.cap, {link: f.links[ids[link]] for link in f._busy})
+                     for f in flows]
+            shared = {link: caps[link] for shim in shims for link in shim.links}
+            rates = max_min_rates_reference(shims, shared)
+            return [rates[shim] for shim in shims]
+        caps = np.fromiter((f.cap for f in flows), dtype=float, count=len(flows))
+        return fill_rates(caps, incidence.flow, incidence.link, incidence.mult,
+                          incidence.link_cap).tolist()
 
 
-def max_min_rates(
-    flows: Sequence[Flow],
-    shared: Mapping[LinkId, float],
-    links_of: Callable[[Flow], Iterable[LinkId]] | None = None,
-) -> dict[Flow, float]:
-    """Progressive filling over ``flows``.
+class _Shim:
+    """A flow as the reference filler reads it: its cap and its busy links (indices)."""
 
-    ``links_of(flow)`` lists the flow's links among ``shared`` (default: all its links,
-    filtered); the network passes the links it knows to be shared, to skip the others.
+    __slots__ = ("cap", "links")
 
-    Each flow is limited by its own ``cap`` (its rate when alone) and by the ``shared``
-    links (link -> capacity), on which the sum of multiplicity x rate may not exceed the
-    capacity. All unfrozen flows share one water level; at each round the level rises to
-    the next saturation point (a flow cap or a shared link) and the flows there freeze.
-    """
-    rates: dict[Flow, float] = {}
-    frozen_load = dict.fromkeys(shared, 0.0)
-    weight = dict.fromkeys(shared, 0)
-    on_link: dict[LinkId, list[Flow]] = {link: [] for link in shared}
-    shared_links = {
-        flow: [link for link in (flow.links if links_of is None else links_of(flow))
-               if link in shared]
-        for flow in flows
-    }
-    for flow, links in shared_links.items():
-        for link in links:
-            weight[link] += flow.links[link]
-            on_link[link].append(flow)
-    by_cap = sorted(flows, key=lambda f: f.cap)
-    next_cap = 0
-    unfrozen = len(flows)
-    while unfrozen:
-        while by_cap[next_cap] in rates:
-            next_cap += 1
-        level = by_cap[next_cap].cap
-        for link, w in weight.items():
-            if w:
-                level = min(level, (shared[link] - frozen_load[link]) / w)
-        level = max(level, 0.0)
-        limit = level * (1 + RATE_TOL) + 1e-300
-        freeze = [f for f in by_cap[next_cap:] if f not in rates and f.cap <= limit]
-        for link, w in weight.items():
-            if w and (shared[link] - frozen_load[link]) / w <= limit:
-                freeze.extend(f for f in on_link[link] if f not in rates)
-        if level == 0.0:
-            # Defensive: a saturated link leaves nothing; give a tiny rate to make progress.
-            level = 1e-9
-        for flow in freeze:
-            if flow in rates:
-                continue
-            rates[flow] = min(level, flow.cap)
-            unfrozen -= 1
-            for link in shared_links[flow]:
-                k = flow.links[link]
-                weight[link] -= k
-                frozen_load[link] += k * rates[flow]
-    return rates
+    def __init__(self, cap: float, links: dict[int, int]) -> None:
+        self.cap = cap
+        self.links = links
+
+
+SHARING = ("fast", "numpy", "reference")
+# Components with at most this many (flow, shared link) pairs are filled in plain Python.
+SMALL_ENTRIES = 64

@@ -1,0 +1,256 @@
+"""Max-min fair rates by progressive filling: a pure-Python reference and a numpy version.
+
+Pure functions, no I/O. Rates and capacities in bit/s.
+
+Both solve the same problem. Flows share links; a flow crosses each of its links ``k`` times
+(``k`` lockstep sub-flows of a bundle), so on a link the sum of ``k x rate`` may not exceed
+the capacity; each flow is also limited by its own ``cap``. All unfrozen flows share one water
+level; each round the level rises to the next saturation point (a flow's cap or a link) and
+the flows there freeze. Saturation is decided with a relative slack of ``RATE_TOL``, so flows
+whose limits tie (to that slack) freeze in the same round at the same rate.
+
+:func:`max_min_rates_reference` works on flow objects and dicts, one link at a time: the
+slow, obviously-correct statement of the algorithm. :func:`fill_rates` works on a link-flow
+incidence in numpy arrays, a round at a time (on a dense matrix, or on the entries when that
+would be too large); the network uses it for large components.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Protocol
+
+import numpy as np
+
+LinkId = Hashable
+
+# Relative slack when deciding which links saturate at the current water level.
+RATE_TOL = 1e-12
+# Defensive: a round whose level is 0 (a link already full) gives this rate, to make progress.
+STALL_RATE_BIT_S = 1e-9
+
+
+class Capped(Protocol):
+    """What progressive filling reads of a flow."""
+
+    cap: float
+    links: dict
+
+
+def max_min_rates_reference(
+    flows: Sequence[Capped],
+    shared: Mapping[LinkId, float],
+    links_of: Callable[[Capped], Iterable[LinkId]] | None = None,
+) -> dict[Capped, float]:
+    """Progressive filling over ``flows``, one link at a time (the exact reference).
+
+    ``links_of(flow)`` lists the flow's links among ``shared`` (default: all its links,
+    filtered); the network passes the links it knows to be shared, to skip the others.
+
+    Each flow is limited by its own ``cap`` (its rate when alone) and by the ``shared``
+    links (link -> capacity), on which the sum of multiplicity x rate may not exceed the
+    capacity. All unfrozen flows share one water level; at each round the level rises to
+    the next saturation point (a flow cap or a shared link) and the flows there freeze.
+    """
+    rates: dict[Capped, float] = {}
+    frozen_load = dict.fromkeys(shared, 0.0)
+    weight = dict.fromkeys(shared, 0)
+    on_link: dict[LinkId, list[Capped]] = {link: [] for link in shared}
+    shared_links = {
+        flow: [link for link in (flow.links if links_of is None else links_of(flow))
+               if link in shared]
+        for flow in flows
+    }
+    for flow, links in shared_links.items():
+        for link in links:
+            weight[link] += flow.links[link]
+            on_link[link].append(flow)
+    by_cap = sorted(flows, key=lambda f: f.cap)
+    next_cap = 0
+    unfrozen = len(flows)
+    while unfrozen:
+        while by_cap[next_cap] in rates:
+            next_cap += 1
+        level = by_cap[next_cap].cap
+        for link, w in weight.items():
+            if w:
+                level = min(level, (shared[link] - frozen_load[link]) / w)
+        level = max(level, 0.0)
+        limit = level * (1 + RATE_TOL) + 1e-300
+        freeze = [f for f in by_cap[next_cap:] if f not in rates and f.cap <= limit]
+        for link, w in weight.items():
+            if w and (shared[link] - frozen_load[link]) / w <= limit:
+                freeze.extend(f for f in on_link[link] if f not in rates)
+        if level == 0.0:
+            level = STALL_RATE_BIT_S
+        for flow in freeze:
+            if flow in rates:
+                continue
+            rates[flow] = min(level, flow.cap)
+            unfrozen -= 1
+            for link in shared_links[flow]:
+                k = flow.links[link]
+                weight[link] -= k
+                frozen_load[link] += k * rates[flow]
+    return rates
+
+
+def fill_rates(
+    flow_cap: np.ndarray,
+    entry_flow: np.ndarray,
+    entry_link: np.ndarray,
+    entry_mult: np.ndarray,
+    link_cap: np.ndarray,
+) -> np.ndarray:
+    """Progressive filling over an incidence in arrays; the rate of every flow (bit/s).
+
+    Flow ``f`` has cap ``flow_cap[f]``; entry ``e`` says that flow ``entry_flow[e]`` crosses
+    link ``entry_link[e]`` (of capacity ``link_cap[link]``) ``entry_mult[e]`` times. Indices
+    are 0-based and dense; a (flow, link) pair appears at most once. Same rounds, slack and
+    rates as :func:`max_min_rates_reference` (to float rounding in the link loads): through
+    :func:`fill_rates_dense`, or :func:`fill_rates_sparse` when a flows x links matrix would
+    pass ``DENSE_CELLS_MAX``.
+    """
+    if len(flow_cap) * len(link_cap) <= DENSE_CELLS_MAX:
+        return fill_rates_dense(flow_cap, entry_flow, entry_link, entry_mult, link_cap)
+    return fill_rates_sparse(flow_cap, entry_flow, entry_link, entry_mult, link_cap)
+
+
+# The largest flows x links matrix (float64 cells, 8 bytes each) filled densely.
+DENSE_CELLS_MAX = 1 << 21
+
+
+def fill_rates_dense(
+    flow_cap: np.ndarray,
+    entry_flow: np.ndarray,
+    entry_link: np.ndarray,
+    entry_mult: np.ndarray,
+    link_cap: np.ndarray,
+) -> np.ndarray:
+    """:func:`fill_rates` on a dense flows x links matrix of multiplicities: a round is a
+    fixed, small number of whole-array operations (fast while the matrix is small)."""
+    flow_cap = np.asarray(flow_cap, dtype=float)
+    link_cap = np.asarray(link_cap, dtype=float)
+    n_flows, n_links = len(flow_cap), len(link_cap)
+    mult = np.zeros((n_flows, n_links))
+    mult[np.asarray(entry_flow, dtype=np.intp), np.asarray(entry_link, dtype=np.intp)] = (
+        entry_mult)
+    weight = mult.sum(axis=0)  # integer-valued, exact
+    load = np.zeros(n_links)
+    headroom = np.full(n_links, np.inf)
+    np.divide(link_cap, weight, out=headroom, where=weight > 0)
+    rates = np.zeros(n_flows)
+    unfrozen = np.ones(n_flows, dtype=bool)
+    caps = flow_cap.tolist()
+    by_cap = sorted(range(n_flows), key=caps.__getitem__)
+    is_frozen = [False] * n_flows
+    next_cap = 0
+    left = n_flows
+    while left:
+        while is_frozen[by_cap[next_cap]]:
+            next_cap += 1
+        level = caps[by_cap[next_cap]]
+        if n_links:
+            level = min(level, float(headroom.min()))
+        level = max(level, 0.0)
+        limit = level * (1 + RATE_TOL) + 1e-300
+        freeze = flow_cap <= limit
+        full = headroom <= limit
+        if full.any():
+            freeze |= mult[:, full].any(axis=1)
+        freeze &= unfrozen
+        if level == 0.0:
+            level = STALL_RATE_BIT_S
+        frozen = np.flatnonzero(freeze)
+        rate = np.minimum(level, flow_cap[frozen])
+        rates[frozen] = rate
+        unfrozen[frozen] = False
+        for f in frozen.tolist():
+            is_frozen[f] = True
+        left -= len(frozen)
+        rows = mult[frozen]
+        weight -= rows.sum(axis=0)
+        load += rate @ rows
+        headroom.fill(np.inf)
+        np.divide(link_cap - load, weight, out=headroom, where=weight > 0)
+    return rates
+
+
+def fill_rates_sparse(
+    flow_cap: np.ndarray,
+    entry_flow: np.ndarray,
+    entry_link: np.ndarray,
+    entry_mult: np.ndarray,
+    link_cap: np.ndarray,
+) -> np.ndarray:
+    """:func:`fill_rates` on the entries themselves, for incidences too large to hold densely.
+
+    A round costs two passes over the links plus work on the entries of the flows that
+    freeze: each link's headroom (capacity left per unfrozen crossing) is kept and redone
+    only where a flow froze.
+    """
+    flow_cap = np.asarray(flow_cap, dtype=float)
+    link_cap = np.asarray(link_cap, dtype=float)
+    e_flow = np.asarray(entry_flow, dtype=np.intp)
+    n_flows, n_links = len(flow_cap), len(link_cap)
+    e_link = np.asarray(entry_link, dtype=np.intp)
+    mult = np.asarray(entry_mult, dtype=float)
+    if len(e_flow) and not (e_flow[1:] >= e_flow[:-1]).all():
+        by_flow = np.argsort(e_flow, kind="stable")
+        e_flow, e_link, mult = e_flow[by_flow], e_link[by_flow], mult[by_flow]
+    flow_start = np.searchsorted(e_flow, np.arange(n_flows + 1))
+    by_link = np.argsort(e_link)
+    link_start = np.searchsorted(e_link[by_link], np.arange(n_links + 1))
+
+    weight = np.bincount(e_link, weights=mult, minlength=n_links)  # integer-valued, exact
+    load = np.zeros(n_links)
+    headroom = np.full(n_links, np.inf)
+    live = weight > 0
+    headroom[live] = link_cap[live] / weight[live]
+    rates = np.zeros(n_flows)
+    unfrozen = np.ones(n_flows, dtype=bool)
+    cap_order = np.argsort(flow_cap, kind="stable")
+    next_cap = 0
+    left = n_flows
+    while left:
+        while not unfrozen[cap_order[next_cap]]:
+            next_cap += 1
+        level = min(float(flow_cap[cap_order[next_cap]]), float(headroom.min(initial=np.inf)))
+        level = max(level, 0.0)
+        limit = level * (1 + RATE_TOL) + 1e-300
+        freeze = np.zeros(n_flows, dtype=bool)
+        capped = cap_order[next_cap:][flow_cap[cap_order[next_cap:]] <= limit]
+        freeze[capped] = True
+        full = np.flatnonzero(headroom <= limit)
+        if len(full):
+            freeze[e_flow[by_link[_ranges(link_start[full], link_start[full + 1])]]] = True
+        freeze &= unfrozen
+        if level == 0.0:
+            level = STALL_RATE_BIT_S
+        frozen = np.flatnonzero(freeze)
+        rates[frozen] = np.minimum(level, flow_cap[frozen])
+        unfrozen[frozen] = False
+        left -= len(frozen)
+        entries = _ranges(flow_start[frozen], flow_start[frozen + 1])
+        if len(entries):
+            links, k = e_link[entries], mult[entries]
+            np.subtract.at(weight, links, k)
+            np.add.at(load, links, k * rates[e_flow[entries]])
+            # Redo the headroom of their links (a link met twice gets the same value twice).
+            w = weight[links]
+            live = w > 0
+            redo = np.full(len(links), np.inf)
+            on = links[live]
+            redo[live] = (link_cap[on] - load[on]) / w[live]
+            headroom[links] = redo
+    return rates
+
+
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The concatenation of ``range(s, e)`` for each pair."""
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if not total:
+        return np.zeros(0, dtype=np.intp)
+    shift = np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
+    return shift + np.arange(total)

@@ -1,0 +1,305 @@
+"""Which active flows are on which links, and which flows form connected components.
+
+Pure bookkeeping for :class:`testbed.sim.flows.Network`, no I/O. Links are interned as dense
+integer indices; per link, numpy arrays hold its capacity (bit/s), how many active flows cross
+it and, while it is one, which. Only links with two or more active flows (*busy* links) get a
+Python set of their flows, so a flow that shares nothing costs a few array operations to start
+and end, whatever its path length.
+
+Components (flows connected through busy links) are merged as flows start and marked *stale*
+when a flow that shared links ends (the rest may have come apart); a stale component is split
+into its true components only when its rates are next recomputed.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+LinkId = Hashable
+
+class Occupant(Protocol):
+    """What the bookkeeping reads and keeps on a flow."""
+
+    id: int
+    route: Route | None
+    shared: set[LinkId]
+    _party: Hashable  # flows of one party never count as sharing with each other
+    _busy: set[int]
+    _busy_idx: np.ndarray | None  # its busy links as (idx, mult) arrays; None: out of date
+    _busy_mult: np.ndarray | None
+    _component: Component | None
+
+
+@dataclass(eq=False, frozen=True)
+class Route:
+    """Links of lockstep sub-flows: ``links`` (link id -> sub-flows crossing it), the same as
+    dense indices ``idx`` with multiplicities ``mult``, and ``cap_bit_s``, the rate each
+    sub-flow gets alone (min over its links of capacity / multiplicity)."""
+
+    occupancy: Occupancy
+    links: dict[LinkId, int]
+    idx: np.ndarray
+    mult: np.ndarray
+    cap_bit_s: float
+
+
+class Component:
+    """Flows connected through busy links (a superset of a true component while ``stale``)."""
+
+    __slots__ = ("flows", "stale")
+
+    def __init__(self, flows: set[Any], stale: bool = False) -> None:
+        self.flows = flows
+        self.stale = stale
+
+
+class Occupancy:
+    """Active flows per link, busy links' flows, and components. ``capacity(link)`` gives a
+    link's bit/s (or raises) the first time the link is seen."""
+
+    def __init__(self, capacity: Callable[[LinkId], float]) -> None:
+        self._capacity = capacity
+        self.index: dict[LinkId, int] = {}
+        self.link_ids: list[LinkId] = []
+        self.caps: list[float] = []
+        self._synced = 0  # links whose capacity is in ``cap``
+        self.cap = np.zeros(0)
+        self.count = np.zeros(0, dtype=np.int64)
+        self.sole = np.zeros(0, dtype=np.int64)  # the flow id on a link with count 1
+        self._slot = np.zeros(0, dtype=np.intp)  # scratch: a link's local index
+        self.on_link: dict[int, set[Any]] = {}  # busy link -> its flows
+        self.by_id: dict[int, Any] = {}  # active flows
+
+    # ------------------------------------------------------------------ links
+
+    def route(self, paths: Iterable[Sequence[LinkId]]) -> Route:
+        links = dict(Counter(itertools.chain.from_iterable(paths)))
+        index = self.index
+        if not links.keys() <= index.keys():
+            for link in links:
+                if link not in index:
+                    cap = self._capacity(link)
+                    index[link] = len(self.link_ids)
+                    self.link_ids.append(link)
+                    self.caps.append(cap)
+        self._sync()  # also after a capacity error left some links interned, unsynced
+        idx = np.fromiter(map(index.__getitem__, links), dtype=np.intp, count=len(links))
+        mult = np.fromiter(links.values(), dtype=float, count=len(links))
+        cap = float((self.cap[idx] / mult).min()) if len(links) else float("inf")
+        return Route(self, links, idx, mult, cap)
+
+    def _sync(self) -> None:
+        """Room in the per-link arrays for every interned link (doubling), capacities set."""
+        n, synced = len(self.caps), self._synced
+        if n == synced:
+            return
+        if n > len(self.cap):
+            pad = max(n, 2 * len(self.cap), 64) - len(self.cap)
+            self.cap = np.concatenate([self.cap, np.zeros(pad)])
+            self.count = np.concatenate([self.count, np.zeros(pad, dtype=np.int64)])
+            self.sole = np.concatenate([self.sole, np.zeros(pad, dtype=np.int64)])
+            self._slot = np.concatenate([self._slot, np.zeros(pad, dtype=np.intp)])
+        self.cap[synced:n] = self.caps[synced:]
+        self._synced = n
+
+    # ------------------------------------------------------------------ flows
+
+    def enter(self, flow: Occupant) -> None:
+        """Count ``flow`` on its links; mark sharing and merge components where it meets
+        other flows."""
+        idx = flow.route.idx
+        before = self.count[idx]
+        self.count[idx] = before + 1
+        comp = flow._component = Component({flow})
+        self.by_id[flow.id] = flow
+        met = before > 0
+        if not met.any():
+            self.sole[idx] = flow.id
+            return
+        self.sole[idx[~met]] = flow.id
+        links = idx[met]
+        party, on_link, link_ids, by_id = flow._party, self.on_link, self.link_ids, self.by_id
+        flow._busy_idx = None
+        met_links = links.tolist()
+        flow._busy.update(met_links)
+        shared: list[LinkId] = []
+        for link, n, sole in zip(met_links, before[met].tolist(), self.sole[links].tolist(),
+                                 strict=True):
+            if n == 1:
+                other = by_id[sole]
+                on_link[link] = {other, flow}
+                other._busy.add(link)
+                other._busy_idx = None
+                if other._party != party:
+                    lid = link_ids[link]
+                    other.shared.add(lid)
+                    shared.append(lid)
+                if other._component is not comp:
+                    comp = _merge(comp, other._component)
+                continue
+            members = on_link[link]
+            for other in members:
+                if other._party != party:
+                    lid = link_ids[link]
+                    other.shared.add(lid)
+                    shared.append(lid)
+                if other._component is not comp:
+                    comp = _merge(comp, other._component)
+            members.add(flow)
+        flow.shared.update(shared)
+
+    def leave(self, flow: Occupant) -> list[Any]:
+        """Uncount ``flow``; return the flows it shared links with (their rates may rise)."""
+        self.count[flow.route.idx] -= 1
+        del self.by_id[flow.id]
+        comp = flow._component
+        flow._component = None
+        comp.flows.discard(flow)
+        if not flow._busy:
+            return []
+        if len(comp.flows) > 1:
+            comp.stale = True
+        neighbours: list[Any] = []
+        on_link = self.on_link
+        for link in flow._busy:
+            members = on_link[link]
+            members.discard(flow)
+            neighbours.extend(members)
+            if len(members) == 1:
+                (last,) = members
+                last._busy.discard(link)
+                last._busy_idx = None
+                self.sole[link] = last.id
+                del on_link[link]
+        flow._busy.clear()
+        return neighbours
+
+    # ------------------------------------------------------------------ components
+
+    def split(self, comp: Component, arrays_over: int
+              ) -> list[tuple[Component, list[Any], Incidence | None]]:
+        """The true components of ``comp`` (itself if it is not stale), each flow relinked:
+        each with its flows by id and, when they share more than ``arrays_over`` (flow,
+        link) pairs, their :class:`Incidence` (else None)."""
+        flows = sorted(comp.flows, key=lambda f: f.id)
+        entries = sum(len(f._busy) for f in flows)
+        incidence = self.incidence(flows) if entries > arrays_over else None
+        if not comp.stale or len(flows) == 1:
+            comp.stale = False
+            return [(comp, flows, incidence)]
+        if incidence is None:
+            labels = _labels_python(flows, self.on_link)
+        else:
+            labels = incidence.labels(len(flows)).tolist()
+        groups: dict[int, list[Any]] = {}
+        for flow, label in zip(flows, labels, strict=True):
+            groups.setdefault(label, []).append(flow)
+        if len(groups) == 1:
+            comp.stale = False
+            return [(comp, flows, incidence)]
+        out = []
+        for label, members in groups.items():
+            part = Component(set(members))
+            for flow in members:
+                flow._component = part
+            sub = None if incidence is None else incidence.subset(
+                np.asarray(labels) == label)
+            out.append((part, members, sub))
+        return out
+
+    def incidence(self, flows: Sequence[Occupant]) -> Incidence:
+        """The busy links of ``flows`` (in that order) as arrays."""
+        count = self.count
+        for f in flows:
+            if f._busy_idx is None:
+                shared = count[f.route.idx] >= 2
+                f._busy_idx, f._busy_mult = f.route.idx[shared], f.route.mult[shared]
+        idx = np.concatenate([f._busy_idx for f in flows])
+        mult = np.concatenate([f._busy_mult for f in flows])
+        owner = np.repeat(np.arange(len(flows)), [len(f._busy_idx) for f in flows])
+        links, local = self._localize(idx)
+        return Incidence(owner, local, mult, self.cap[links])
+
+    def _localize(self, e_link: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct links of ``e_link`` and each entry's index among them (no sort)."""
+        slot, n = self._slot, len(e_link)
+        order = np.arange(n)
+        slot[e_link] = order  # the last entry of each link wins
+        links = e_link[slot[e_link] == order]
+        slot[links] = np.arange(len(links))
+        return links, slot[e_link]
+
+
+@dataclass(frozen=True)
+class Incidence:
+    """Flows' busy links as arrays: per (flow, link) pair the flow's position (ascending),
+    the link's local index and the multiplicity; and each local link's capacity (bit/s)."""
+
+    flow: np.ndarray
+    link: np.ndarray
+    mult: np.ndarray
+    link_cap: np.ndarray
+
+    def labels(self, n_flows: int) -> np.ndarray:
+        """Each flow's component: its smallest member's position (min-label propagation)."""
+        label = np.arange(n_flows)
+        while True:
+            on_link = np.full(len(self.link_cap), n_flows)
+            np.minimum.at(on_link, self.link, label[self.flow])
+            new = label.copy()
+            np.minimum.at(new, self.flow, on_link[self.link])
+            new = new[new]  # jump to the label's own label
+            if np.array_equal(new, label):
+                return label
+            label = new
+
+    def subset(self, keep: np.ndarray) -> Incidence:
+        """The incidence of the flows where ``keep`` (a mask over positions) is true, with
+        positions and links renumbered."""
+        entries = keep[self.flow]
+        position = np.cumsum(keep) - 1
+        links = self.link[entries]
+        used = np.zeros(len(self.link_cap), dtype=bool)
+        used[links] = True
+        local = np.cumsum(used) - 1
+        return Incidence(position[self.flow[entries]], local[links], self.mult[entries],
+                         self.link_cap[used])
+
+
+def _merge(a: Component, b: Component) -> Component:
+    """One component of both (the larger absorbs the smaller)."""
+    if len(a.flows) < len(b.flows):
+        a, b = b, a
+    for flow in b.flows:
+        flow._component = a
+    a.flows |= b.flows
+    a.stale = a.stale or b.stale
+    return a
+
+
+def _labels_python(flows: Sequence[Occupant], on_link: dict[int, set[Any]]) -> list[int]:
+    """Component label of each flow by search over busy links (small components)."""
+    label: dict[Any, int] = {}
+    for n, seed in enumerate(flows):
+        if seed in label:
+            continue
+        label[seed] = n
+        todo, seen_links = [seed], set()
+        while todo:
+            flow = todo.pop()
+            for link in flow._busy:
+                if link in seen_links:
+                    continue
+                seen_links.add(link)
+                for other in on_link[link]:
+                    if other not in label:
+                        label[other] = n
+                        todo.append(other)
+    return [label[f] for f in flows]
+
