@@ -18,15 +18,7 @@ def write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path.partial``, then rename it over ``path``. A path that cannot
     be written (no such directory, a directory) is one sentence naming ``path``, and leaves
     no ``.partial`` file behind."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".partial")
-    try:
-        tmp.write_text(text)
-        tmp.replace(path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise FabricLabError(f"cannot write {path}: {exc.strerror or exc}") from None
+    write_bytes(path, text.encode())
 
 
 def write_bytes(path: Path, data: bytes) -> None:

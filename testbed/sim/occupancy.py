@@ -129,6 +129,17 @@ class Occupancy:
         met_links = links.tolist()
         flow._busy.update(met_links)
         shared: list[LinkId] = []
+
+        def meet(other: Occupant, link: Any) -> None:
+            """``flow`` and ``other`` now share ``link``: note it, join their components."""
+            nonlocal comp
+            if other._party != party:
+                lid = link_ids[link]
+                other.shared.add(lid)
+                shared.append(lid)
+            if other._component is not comp:
+                comp = _merge(comp, other._component)
+
         for link, n, sole in zip(met_links, before[met].tolist(), self.sole[links].tolist(),
                                  strict=True):
             if n == 1:
@@ -136,21 +147,11 @@ class Occupancy:
                 on_link[link] = {other, flow}
                 other._busy.add(link)
                 other._busy_idx = None
-                if other._party != party:
-                    lid = link_ids[link]
-                    other.shared.add(lid)
-                    shared.append(lid)
-                if other._component is not comp:
-                    comp = _merge(comp, other._component)
+                meet(other, link)
                 continue
             members = on_link[link]
             for other in members:
-                if other._party != party:
-                    lid = link_ids[link]
-                    other.shared.add(lid)
-                    shared.append(lid)
-                if other._component is not comp:
-                    comp = _merge(comp, other._component)
+                meet(other, link)
             members.add(flow)
         flow.shared.update(shared)
 
