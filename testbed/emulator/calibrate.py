@@ -172,7 +172,8 @@ def run_rounds(fab, rounds: list[list[ProbeFlow]], seconds: float, warmup: float
     results: list[LinkResult] = []
     idles: list[float] = []
     goodput: list[float] = []
-    sampler = LinkSampler(fab.plan, fab.host_pids(), hz=10)
+    sampler = LinkSampler(fab.plan, fab.host_pids(), hz=10,
+                          record=fab.state.add_process if fab.state else None)
     with sampler:
         for i, flows in enumerate(rounds):
             mark = sampler.mark()

@@ -3,8 +3,9 @@
 One long-lived ``tc -s -j -batch -`` per network namespace: the root namespace (every switch
 port) and each host's (entered with ``nsenter`` through the host's PID). Each read writes
 ``qdisc show`` to all of them and reads one JSON line back from each; no process is started per
-sample. The readers are this process's children: they are stopped through their handles, and
-exit by themselves when this process dies (their stdin closes).
+sample. The readers are this process's children: they are stopped through their handles (and
+must be, before the hosts' namespaces go), recorded as the run's processes when a ``record``
+is given, and exit by themselves when this process dies (their stdin closes).
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ import json
 import select
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 ROOT_NS: int | None = None  # the namespace key of the root namespace
 READ_TIMEOUT_S = 0.5
+RETRY_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -74,38 +77,53 @@ class QdiscStats:
     """``read()`` gives {(namespace, interface): :class:`QdiscSample`} for the root namespace
     (key :data:`ROOT_NS`) and each of ``host_pids`` (key: the PID)."""
 
-    def __init__(self, host_pids: list[int]) -> None:
+    def __init__(self, host_pids: list[int],
+                 record: Callable[[int], object] | None = None) -> None:
         self.namespaces: list[int | None] = [ROOT_NS, *sorted(set(host_pids))]
+        self.record = record  # called with each reader's PID while it is our unreaped child
         self._readers: dict[int | None, _Reader] = {}
+        self._retry_at: dict[int | None, float] = {}
         self.restarts = 0  # readers replaced after a late answer or an early end
 
     def start(self) -> None:
         for ns in self.namespaces:
-            self._readers[ns] = self._spawn(ns)
+            self._spawn(ns)
 
-    @staticmethod
-    def _spawn(ns: int | None) -> _Reader:
+    def _spawn(self, ns: int | None) -> None:
         prefix = [] if ns is ROOT_NS else ["nsenter", f"--net=/proc/{ns}/ns/net"]
-        return _Reader([*prefix, "tc", "-s", "-j", "-batch", "-"])
+        reader = _Reader([*prefix, "tc", "-s", "-j", "-batch", "-"])
+        self._readers[ns] = reader
+        if self.record is not None:
+            self.record(reader.proc.pid)
+
+    def _drop(self, ns: int | None) -> None:
+        """Stop a reader that failed; a new one is tried after RETRY_S (its host may be gone
+        for good: then every try fails fast, once a RETRY_S)."""
+        self._readers.pop(ns).stop()
+        self._retry_at[ns] = time.monotonic() + RETRY_S
+        self.restarts += 1
 
     def read(self) -> dict[tuple[int | None, str], QdiscSample]:
         """One round: every namespace's qdiscs (a namespace that does not answer within
         :data:`READ_TIMEOUT_S` is missing from this round)."""
+        now = time.monotonic()
+        for ns, at in list(self._retry_at.items()):
+            if at <= now:
+                del self._retry_at[ns]
+                self._spawn(ns)
         live = {}
-        for ns, r in self._readers.items():
+        for ns, r in list(self._readers.items()):
             try:
                 r.ask()
                 live[ns] = r
             except (OSError, ValueError):  # its process ended
-                continue
+                self._drop(ns)
         deadline = time.monotonic() + READ_TIMEOUT_S
         out = {}
         for ns, r in live.items():
             answer = r.answer(deadline)
             if answer is None:  # late or gone: a late answer would be read as the next one's
-                r.stop()
-                self._readers[ns] = self._spawn(ns)
-                self.restarts += 1
+                self._drop(ns)
                 continue
             for intf, q in answer.items():
                 out[(ns, intf)] = q
@@ -115,3 +133,4 @@ class QdiscStats:
         for r in self._readers.values():
             r.stop()
         self._readers.clear()
+        self._retry_at.clear()

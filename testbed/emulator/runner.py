@@ -81,16 +81,20 @@ class Runner:
             fab = Fabric(self.plan, self.run_dir, policy=policy, ocs_delay=self.exp.ocs_delay_s)
             with fab:
                 self._place(fab)
-                sampler = LinkSampler(self.plan, fab.host_pids(), hz=self.exp.sample_hz)
+                sampler = LinkSampler(self.plan, fab.host_pids(), hz=self.exp.sample_hz,
+                                      record=fab.state.add_process if fab.state else None)
                 sampler.start()
-                if self.exp.solo_baselines:
-                    for job in self.jobs:
-                        solo = JobRun(f"{job.name}-solo", job.spec, job.hosts, job.allocation,
-                                      solo_of=job.name)
-                        solos.append(solo)
-                        self._run_jobs(fab, [solo], f"solo run of {job.name}")
-                self._run_jobs(fab, self.jobs, "all jobs together")
-                sampler.stop()
+                try:
+                    if self.exp.solo_baselines:
+                        for job in self.jobs:
+                            solo = JobRun(f"{job.name}-solo", job.spec, job.hosts,
+                                          job.allocation, solo_of=job.name)
+                            solos.append(solo)
+                            self._run_jobs(fab, [solo], f"solo run of {job.name}")
+                    self._run_jobs(fab, self.jobs, "all jobs together")
+                finally:
+                    sampler.stop()  # before the teardown: its readers are in the hosts'
+                    # namespaces, and a namespace someone is in outlives its pin
         except KeyboardInterrupt:
             self.status, self.error = "incomplete", "interrupted"
             self.console.print("[yellow]interrupted: tearing down, keeping what was captured")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,10 +131,14 @@ class LinkSampler:
     """Samples every link's counters and the CPU; ``stop()`` returns tidy tables."""
 
     def __init__(self, plan: FabricPlan, host_pids: dict[str, int], hz: float = 10.0,
-                 qdisc_hz: float | None = None) -> None:
+                 qdisc_hz: float | None = None,
+                 record: Callable[[int], object] | None = None) -> None:
+        """``record`` is called with the PID of every process the sampler starts (the
+        run's :meth:`~testbed.emulator.cleanup.RunState.add_process`). Stop the sampler
+        before the fabric: its qdisc readers sit in the hosts' namespaces."""
         self.probes = probes_for(plan, host_pids)
         self.period = 1.0 / hz
-        self.qdiscs = QdiscStats(list(host_pids.values()))
+        self.qdiscs = QdiscStats(list(host_pids.values()), record)
         self.qdisc_hz = qdisc_hz or qdisc_rate_hz(len(self.qdiscs.namespaces))
         self.qdisc_period = 1.0 / self.qdisc_hz
         self._rows: list[tuple[float, str, str, str, float, int]] = []
