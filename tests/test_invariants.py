@@ -76,6 +76,12 @@ def test_fidelity_record_judges_links_by_their_invariants_and_the_cpu_is_a_diagn
     assert v["periods"] == 1 and v["seconds"] == pytest.approx(0.4)
 
 
+def test_low_cpu_with_no_loaded_link_says_the_links_were_not_judged():
+    rec = fidelity_record(None, queue([0.5] * 20, [0] * 21), idle_min=0.1)
+    assert rec["reasons"] == [] and rec["invariants"]["loaded_s"] == 0.0
+    assert "no link was ever loaded long enough to judge" in rec["notes"][0]
+
+
 def test_without_qdisc_samples_low_cpu_still_makes_a_run_not_faithful():
     rec = fidelity_record(None, None, idle_min=0.05)
     assert not rec["invariants"]["judged"]

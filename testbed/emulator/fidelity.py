@@ -69,20 +69,26 @@ def fidelity_record(samples, queues, idle_min: float | None, busiest: str = ""
     if len(found) > MAX_REASONS:
         reasons.append(f"... and {len(found) - MAX_REASONS} more link directions short of "
                        "their rate while loaded")
+    loaded_s = loaded_seconds(queues) if judged else 0.0
     low_cpu = idle_min is not None and idle_min < MIN_CPU_IDLE
     if low_cpu and not judged:
         reasons.append(f"CPU idle fell to {idle_min:.0%} (below {MIN_CPU_IDLE:.0%}) during "
                        "measured collectives and no qdisc samples show whether the links "
                        "kept their rates" + busiest)
     elif low_cpu:
-        notes.append(f"CPU idle fell to {idle_min:.0%} during measured collectives"
-                     + (": links short of their rate then may owe it to the CPU" if found
-                        else "; every link still sent at its rate whenever its queue would "
-                        "have kept it busy") + busiest)
+        if found:
+            then = ": links short of their rate then may owe it to the CPU"
+        elif loaded_s > 0:
+            then = ("; every link still sent at its rate whenever its queue would have kept "
+                    "it busy")
+        else:
+            then = ("; no link was ever loaded long enough to judge, so the machine, not the "
+                    "links, may have set the pace")
+        notes.append(f"CPU idle fell to {idle_min:.0%} during measured collectives{then}"
+                     + busiest)
     return {"reasons": reasons, "notes": notes, "links": links,
             "invariants": {"judged": judged, "sample_hz": _rate_hz(queues) if judged else None,
-                           "loaded_s": loaded_seconds(queues) if judged else 0.0,
-                           "violations": found}}
+                           "loaded_s": loaded_s, "violations": found}}
 
 
 def _rate_hz(queues) -> float | None:
