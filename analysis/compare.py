@@ -12,7 +12,6 @@ Axes are a registry (:data:`AXES`): add an :class:`Axis` to compare runs on anot
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,20 +66,13 @@ class Comparison:
         """Geometric mean over jobs of ``ref ÷ other`` mean time (at each job's headline size)."""
         ratios = [_ratio(self.ref.jobs[j].get("mean_s"), self.other.jobs[j].get("mean_s"))
                   for j in self.ref.jobs if j in self.other.jobs]
-        return _geomean(ratios)
-
-    def mean_slowdown(self, facts: RunFacts) -> float | None:
-        return _mean([j.get("slowdown") for j in facts.jobs.values()])
-
-    def worst_slowdown(self, facts: RunFacts) -> float | None:
-        return max((v for v in (_num(j.get("slowdown")) for j in facts.jobs.values())
-                    if v is not None), default=None)
+        return metrics.geomean(ratios)
 
     @property
     def model_speedup(self) -> float | None:
         ratios = [_ratio(self.ref.model_s.get(j), self.other.model_s.get(j))
                   for j in self.ref.jobs if j in self.other.jobs]
-        return _geomean(ratios)
+        return metrics.geomean(ratios)
 
     @property
     def title(self) -> str:
@@ -105,13 +97,19 @@ def _x(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.2f}×"
 
 
+def slowdowns(f: RunFacts) -> list[float]:
+    """The slowdowns (against running alone) of a run's tenant jobs that have one."""
+    return [v for v in (_num(j.get("slowdown")) for j in f.jobs.values()) if v is not None]
+
+
 def _routing(c: Comparison) -> str:
     ref, oth = c.ref.values["policy"], c.other.values["policy"]
-    sd_ref, sd_oth = c.mean_slowdown(c.ref), c.mean_slowdown(c.other)
-    if sd_ref is not None and sd_oth is not None:
-        return (f"slowdown against running alone: {_x(sd_ref)} mean, {_x(c.worst_slowdown(c.ref))}"
-                f" worst under {ref}; {_x(sd_oth)} mean, {_x(c.worst_slowdown(c.other))} worst "
-                f"under {oth} — slowdown ratio {_x(_ratio(sd_ref, sd_oth))}")
+    sd_ref, sd_oth = slowdowns(c.ref), slowdowns(c.other)
+    if sd_ref and sd_oth:
+        mean_ref, mean_oth = metrics.mean_of(sd_ref), metrics.mean_of(sd_oth)
+        return (f"slowdown against running alone: {_x(mean_ref)} mean, {_x(max(sd_ref))} worst "
+                f"under {ref}; {_x(mean_oth)} mean, {_x(max(sd_oth))} worst under {oth} — "
+                f"slowdown ratio {_x(_ratio(mean_ref, mean_oth))}")
     return (f"{oth} is {_x(c.speedup)} as fast as {ref} (no solo baselines, so no slowdowns: "
             "set solo_baselines: true)")
 
@@ -128,7 +126,7 @@ def _per_size(c: Comparison) -> str:
     by_size: dict[int, list[float | None]] = {}
     for r in c.rows:
         by_size.setdefault(r["size_bytes"], []).append(r["speedup"])
-    parts = [f"{format_size(s)} {_x(_geomean(v))}" for s, v in sorted(by_size.items())]
+    parts = [f"{format_size(s)} {_x(metrics.geomean(v))}" for s, v in sorted(by_size.items())]
     return f"{oth} is faster than {ref} by " + (", ".join(parts) or "n/a")
 
 
@@ -262,9 +260,9 @@ def _headline(c: Comparison) -> Headline:
                         "gets the same times)", c.ref.label, c.other.label, None, [], caveats)
     if simulated:
         caveats.append("simulated (flow-level model): " + ", ".join(simulated))
-    number = (_ratio(c.mean_slowdown(c.ref), c.mean_slowdown(c.other))
-              if c.axis.name == "policy" and c.mean_slowdown(c.ref) is not None
-              else c.speedup)
+    sd_ref = slowdowns(c.ref)
+    number = (_ratio(metrics.mean_of(sd_ref), metrics.mean_of(slowdowns(c.other)))
+              if c.axis.name == "policy" and sd_ref else c.speedup)
     sentence = (c.axis.sentence or _per_size)(c)
     return Headline(c.title, sentence, c.ref.label, c.other.label, number, c.rows, caveats)
 
@@ -280,25 +278,16 @@ def _ratio(a: Any, b: Any) -> float | None:
     return a / b if a is not None and b else None
 
 
-def _mean(values: Sequence[Any]) -> float | None:
-    v = [x for x in (_num(x) for x in values) if x is not None]
-    return sum(v) / len(v) if v else None
-
-
-def _geomean(values: Sequence[float | None]) -> float | None:
-    v = [x for x in values if x is not None and x > 0]
-    return math.exp(sum(math.log(x) for x in v) / len(v)) if v else None
-
 
 
 def run_headlines(f: RunFacts, speedup: dict[str, Any] | None) -> list[Headline]:
     """Headlines one run holds on its own: contention (slowdown against each tenant's solo
     baseline) and Themis-vs-baseline job pairs, with the model's prediction beside them."""
     out = []
-    slow = [v for v in (_num(j.get("slowdown")) for j in f.jobs.values()) if v is not None]
+    slow = slowdowns(f)
     caveats = [] if f.trusted else [f"run “{f.label}” failed its fidelity check: do not trust it"]
     if slow:
-        mean = sum(slow) / len(slow)
+        mean = metrics.mean_of(slow)
         out.append(Headline(f"Contention under {f.values['policy']}",
                             f"slowdown against running alone: {_x(mean)} mean, "
                             f"{_x(max(slow))} worst over {len(slow)} jobs",

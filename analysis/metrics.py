@@ -110,6 +110,18 @@ def _num(x: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
+def mean_of(values: Iterable[Any]) -> float | None:
+    """Arithmetic mean of the values that are numbers (None, NaN and text skipped)."""
+    v = [x for x in (_num(x) for x in values) if x is not None]
+    return sum(v) / len(v) if v else None
+
+
+def geomean(values: Iterable[Any]) -> float | None:
+    """Geometric mean of the positive numbers among ``values`` (the mean of ratios)."""
+    v = [x for x in (_num(x) for x in values) if x is not None and x > 0]
+    return math.exp(sum(math.log(x) for x in v) / len(v)) if v else None
+
+
 def _workload_kind(job: dict[str, Any]) -> str:
     w = job.get("workload")
     return str(w.get("kind", "allreduce")) if isinstance(w, dict) else "allreduce"
@@ -254,8 +266,7 @@ def speedups(run: Run, jobs: pd.DataFrame) -> dict[str, Any] | None:
                           "speedup": bt / tt})
     if not pairs:
         return None
-    mean = math.exp(sum(math.log(p["speedup"]) for p in pairs) / len(pairs))
-    return {"pairs": pairs, "mean": mean}
+    return {"pairs": pairs, "mean": geomean(p["speedup"] for p in pairs)}
 
 
 # ---------------------------------------------------------------- links

@@ -283,11 +283,6 @@ def _headline_context(h: compare.Headline) -> dict[str, Any]:
                       "speedup": fmt_x(r["speedup"])} for r in h.rows]}
 
 
-def _mean(values: list[Any]) -> float | None:
-    v = [x for x in (_n(x) for x in values) if x is not None]
-    return sum(v) / len(v) if v else None
-
-
 def _comparison(ctxs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows of key metrics, one cell per run."""
     def tenants(c):
@@ -308,12 +303,13 @@ def _comparison(ctxs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ("Jobs (tenants)", col(lambda c: str(len(tenants(c))))),
         ("Status", col(lambda c: c["status"])),
         ("Fidelity", col(lambda c: c["fidelity"]["verdict"])),
-        ("Mean iteration time", col(lambda c: fmt_time(_mean(
+        ("Mean iteration time", col(lambda c: fmt_time(metrics.mean_of(
             [j["mean_s"] for j in tenants(c).values()])))),
-        ("Mean busbw", col(lambda c: fmt_rate(_mean(
+        ("Mean busbw", col(lambda c: fmt_rate(metrics.mean_of(
             [j["busbw_gbit_s"] for j in tenants(c).values()])))),
-        ("Mean JCT", col(lambda c: fmt_time(_mean([j["jct_s"] for j in tenants(c).values()])))),
-        ("Mean slowdown", col(lambda c: fmt_x(_mean(
+        ("Mean JCT", col(lambda c: fmt_time(metrics.mean_of(
+            [j["jct_s"] for j in tenants(c).values()])))),
+        ("Mean slowdown", col(lambda c: fmt_x(metrics.mean_of(
             [j["slowdown"] for j in tenants(c).values()])))),
         ("Worst slowdown", col(lambda c: fmt_x(max(
             [j["slowdown"] for j in tenants(c).values() if j["slowdown"]], default=None)))),
