@@ -69,14 +69,17 @@ def _periods(samples: pd.DataFrame, min_span_s: float):
                 yield link, src, dst, cap_mbit_s, t, sent, i, j
 
 
-def violations(samples: pd.DataFrame, *, min_span_s: float = MIN_SPAN_S,
-               tolerance: float = TOLERANCE, slack_bytes: float = SLACK_BYTES
-               ) -> pd.DataFrame:
-    """Every loaded period of at least ``min_span_s`` in which a link direction sent less
-    than its rate allows (:data:`VIOLATION_COLUMNS`; times as sampled)."""
-    rows = []
+def judge(samples: pd.DataFrame, *, min_span_s: float = MIN_SPAN_S,
+          tolerance: float = TOLERANCE, slack_bytes: float = SLACK_BYTES
+          ) -> tuple[pd.DataFrame, float]:
+    """One pass over the samples: every loaded period of at least ``min_span_s`` in which a
+    link direction sent less than its rate allows (:data:`VIOLATION_COLUMNS`; times as
+    sampled), and the total length of the loaded periods judged, over every link direction
+    (how much evidence the verdict rests on)."""
+    rows, loaded_s = [], 0.0
     for link, src, dst, cap_mbit_s, t, sent, i, j in _periods(samples, min_span_s):
         span = t[j] - t[i]
+        loaded_s += span
         owed = cap_mbit_s * 1e6 / 8 * span
         nbytes = sent[j] - sent[i]
         if nbytes < (1 - tolerance) * owed - slack_bytes:
@@ -84,10 +87,14 @@ def violations(samples: pd.DataFrame, *, min_span_s: float = MIN_SPAN_S,
                          "span_s": span, "capacity_mbit_s": cap_mbit_s,
                          "achieved_mbit_s": nbytes * 8 / span / 1e6, "ratio": nbytes / owed,
                          "sent_bytes": nbytes, "shortfall_bytes": owed - nbytes})
-    return pd.DataFrame(rows, columns=VIOLATION_COLUMNS)
+    return pd.DataFrame(rows, columns=VIOLATION_COLUMNS), float(loaded_s)
+
+
+def violations(samples: pd.DataFrame, **limits: float) -> pd.DataFrame:
+    """The violations of :func:`judge`."""
+    return judge(samples, **limits)[0]
 
 
 def loaded_seconds(samples: pd.DataFrame, min_span_s: float = MIN_SPAN_S) -> float:
-    """Total length of the loaded periods judged, over every link direction: how much
-    evidence a verdict from :func:`violations` rests on."""
-    return float(sum(t[j] - t[i] for *_, t, _sent, i, j in _periods(samples, min_span_s)))
+    """The loaded seconds of :func:`judge`."""
+    return judge(samples, min_span_s=min_span_s)[1]

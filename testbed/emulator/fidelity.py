@@ -31,13 +31,11 @@ def _overruns(samples) -> tuple[list[dict[str, Any]], list[str]]:
     return links, reasons
 
 
-def _shortfalls(queues) -> list[dict[str, Any]]:
-    """Per link direction with violations of the link invariant, worst shortfall first."""
-    from analysis.invariants import violations
-
-    t0 = float(queues["time"].min())
+def _shortfalls(violations, t0: float) -> list[dict[str, Any]]:
+    """Per link direction with violations of the link invariant (:func:`judge`'s rows; times
+    from ``t0``), worst shortfall first."""
     found = []
-    for (src, dst), g in violations(queues).groupby(["src", "dst"], sort=False):
+    for (src, dst), g in violations.groupby(["src", "dst"], sort=False):
         worst = g.loc[g["ratio"].idxmin()]
         found.append({"src": src, "dst": dst, "periods": len(g),
                       "seconds": float(g["span_s"].sum()),
@@ -55,12 +53,15 @@ def fidelity_record(samples, queues, idle_min: float | None, busiest: str = ""
     faithful), ``notes`` (the CPU diagnosis), ``links`` (configured and peak rate per
     direction) and ``invariants`` (whether qdisc samples judged the links, the loaded seconds
     judged, and every link direction found short of its rate while its queue covered it)."""
-    from analysis.invariants import loaded_seconds
+    from analysis.invariants import judge
 
     links, reasons = _overruns(samples) if samples is not None else ([], [])
     notes: list[str] = []
     judged = queues is not None and len(queues) > 0
-    found = _shortfalls(queues) if judged else []
+    found, loaded_s = [], 0.0
+    if judged:
+        violations, loaded_s = judge(queues)
+        found = _shortfalls(violations, float(queues["time"].min()))
     for f in found[:MAX_REASONS]:
         reasons.append(
             f"{f['src']}->{f['dst']} sent {f['worst_ratio']:.0%} of its "
@@ -69,7 +70,6 @@ def fidelity_record(samples, queues, idle_min: float | None, busiest: str = ""
     if len(found) > MAX_REASONS:
         reasons.append(f"... and {len(found) - MAX_REASONS} more link directions short of "
                        "their rate while loaded")
-    loaded_s = loaded_seconds(queues) if judged else 0.0
     low_cpu = idle_min is not None and idle_min < MIN_CPU_IDLE
     if low_cpu and not judged:
         reasons.append(f"CPU idle fell to {idle_min:.0%} (below {MIN_CPU_IDLE:.0%}) during "
