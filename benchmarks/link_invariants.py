@@ -26,6 +26,7 @@ from testbed.core.spec import parse_fabric
 from testbed.core.topology import build_plan
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.sampler import LinkSampler
+from testbed.emulator.shaping import reshape_commands
 from testbed.emulator.traffic import Flow, run_flows
 
 
@@ -58,15 +59,10 @@ def incast(fab: Fabric, plan, seconds: float, qdisc_hz: float) -> tuple:
 
 
 def throttle(plan, port_of: str, mbit_s: float) -> None:
-    """Set the HTB classes of ``port_of``'s switch port (as testbed.emulator.shaping made
-    them) to ``mbit_s`` in all."""
-    port = next(lk.a_intf if lk.a == "leaf0" else lk.b_intf for lk in plan.links
-                if {lk.a, lk.b} == {"leaf0", port_of})
-    for parent, classid, share in (("5:0", "5:1", 1.0), ("5:1", "5:10", 0.1),
-                                   ("5:1", "5:20", 0.9)):
-        subprocess.run(["tc", "class", "change", "dev", port, "parent", parent, "classid",
-                        classid, "htb", "rate", f"{mbit_s * share:f}Mbit", "ceil",
-                        f"{mbit_s:f}Mbit", "burst", "15k"], check=True)
+    """Set the HTB classes of leaf0's port towards ``port_of`` to ``mbit_s`` in all."""
+    (lk,) = plan.link_between("leaf0", port_of)
+    for cmd in reshape_commands(lk.a_intf if lk.a == "leaf0" else lk.b_intf, mbit_s):
+        subprocess.run(cmd, check=True)
 
 
 def main() -> None:

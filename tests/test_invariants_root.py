@@ -12,6 +12,7 @@ from testbed.core.spec import parse_fabric
 from testbed.core.topology import build_plan
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.sampler import LinkSampler
+from testbed.emulator.shaping import reshape_commands
 from testbed.emulator.traffic import Flow, run_flows
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -39,16 +40,12 @@ def test_a_saturated_link_keeps_its_rate_and_a_throttled_one_is_a_violation(tmp_
         assert loaded_seconds(port) >= 1.0  # the queue covered much of the incast
         assert violations(samples).empty
 
-        # halve the switch port's HTB rates towards h2 (its classes, as shaping made them),
+        # halve the switch port's HTB classes towards h2,
         # leaving the plan at 40 Mbit/s: the link now sends short of its configured rate
         # while the queue stands
-        port = next(lk.a_intf if lk.a == "leaf0" else lk.b_intf for lk in plan.links
-                    if {lk.a, lk.b} == {"leaf0", "h2"})
-        for parent, classid, rate in (("5:0", "5:1", "20"), ("5:1", "5:10", "2"),
-                                      ("5:1", "5:20", "18")):  # see testbed.emulator.shaping
-            subprocess.run(["tc", "class", "change", "dev", port, "parent", parent, "classid",
-                            classid, "htb", "rate", f"{rate}Mbit", "ceil", "20Mbit",
-                            "burst", "15k"], check=True)
+        (lk,) = plan.link_between("leaf0", "h2")
+        for cmd in reshape_commands(lk.a_intf if lk.a == "leaf0" else lk.b_intf, 20):
+            subprocess.run(cmd, check=True)
         found = violations(incast(fab, plan))
     assert {(v.src, v.dst) for v in found.itertuples()} == {("leaf0", "h2")}
     assert 0.4 < found["ratio"].min() < 0.65

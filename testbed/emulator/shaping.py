@@ -38,21 +38,36 @@ def htb_r2q(mbit_s: float) -> int:
     return max(10, math.ceil(mbit_s * 1e6 / 8 / 100_000))
 
 
+# The HTB classes of a shaped interface: (parent, class id, share of the link rate, prio).
+CLASSES = (("5:0", "5:1", 1.0, None), ("5:1", "5:10", 0.1, 0), ("5:1", "5:20", 0.9, 1))
+
+
+def _class_args(mbit_s: float, parent: str, classid: str, share: float,
+                prio: int | None) -> str:
+    ceil = "" if prio is None else f" ceil {mbit_s:f}Mbit"
+    tail = "" if prio is None else f" prio {prio}"
+    return (f"parent {parent} classid {classid} htb rate {mbit_s * share:f}Mbit{ceil} "
+            f"burst 15k{tail}")
+
+
 def htb_commands(mbit_s: float) -> list[str]:
     """tc commands (Mininet's ``%s %s`` = tc binary, interface) for one shaped interface."""
     mask = 0xFFFF & ~(ACK_BYTES - 1)  # IP total length < ACK_BYTES
     return [
         f"%s qdisc add dev %s root handle 5:0 htb default 20 r2q {htb_r2q(mbit_s)}",
-        f"%s class add dev %s parent 5:0 classid 5:1 htb rate {mbit_s:f}Mbit burst 15k",
-        f"%s class add dev %s parent 5:1 classid 5:10 htb rate {mbit_s / 10:f}Mbit "
-        f"ceil {mbit_s:f}Mbit burst 15k prio 0",
-        f"%s class add dev %s parent 5:1 classid 5:20 htb rate {mbit_s * 0.9:f}Mbit "
-        f"ceil {mbit_s:f}Mbit burst 15k prio 1",
+        *(f"%s class add dev %s {_class_args(mbit_s, *c)}" for c in CLASSES),
         "%s qdisc add dev %s parent 5:10 handle 10: pfifo limit 1000",
         f"%s qdisc add dev %s parent 5:20 handle 20: bfifo limit {queue_bytes(mbit_s)}",
         f"%s filter add dev %s parent 5: protocol ip prio 1 u32 "
         f"match u16 0x0000 {mask:#06x} at 2 flowid 5:10",
     ]
+
+
+def reshape_commands(intf: str, mbit_s: float) -> list[list[str]]:
+    """tc argument lists that set a shaped interface's classes to ``mbit_s`` (what tests and
+    benchmarks use to make a link send short of its configured rate on purpose)."""
+    return [["tc", "class", "change", "dev", intf, *_class_args(mbit_s, *c).split()]
+            for c in CLASSES]
 
 
 class ShapedIntf(TCIntf):
