@@ -8,6 +8,7 @@ import errno
 import io
 import json
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +39,18 @@ def write_json(path: Path, data: Any, indent: int | None = 1) -> None:
     write_text(path, json.dumps(data, indent=indent, default=str))
 
 
-def write_csv(path: Path, rows: list[dict[str, Any]], columns: list[str]) -> None:
-    """``rows`` as CSV with a header of ``columns``, written as :func:`write_text` does."""
+def csv_text(rows: Iterable[Mapping[str, Any]], columns: list[str]) -> str:
+    """``rows`` as CSV text with a header of ``columns`` (one ``\n`` per line)."""
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
     w.writeheader()
     w.writerows(rows)
-    write_text(path, buf.getvalue())
+    return buf.getvalue()
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]], columns: list[str]) -> None:
+    """``rows`` as CSV with a header of ``columns``, written as :func:`write_text` does."""
+    write_text(path, csv_text(rows, columns))
 
 
 def check_writable(path: Path) -> None:

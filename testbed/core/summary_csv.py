@@ -6,13 +6,11 @@ names (``docs/results.md``); lists are joined with spaces.
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from testbed.core.atomic import write_text
+from testbed.core.atomic import csv_text, write_text
 
 CSV_DIR = "csv"
 
@@ -29,11 +27,7 @@ def _csv(rows: Iterable[Mapping[str, Any]], first: tuple[str, ...]) -> str:
     columns = list(first)
     for r in rows:
         columns += [k for k in r if k not in columns]
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows({k: _cell(r.get(k)) for k in columns} for r in rows)
-    return buf.getvalue()
+    return csv_text(({k: _cell(r.get(k)) for k in columns} for r in rows), columns)
 
 
 def tables(summary: Mapping[str, Any]) -> dict[str, str]:
