@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testbed.core.atomic import write_text
+from testbed.core.atomic import csv_text, write_text
 from testbed.core.errors import FabricLabError
 from testbed.sim.cluster import ClusterConfig, cluster_policy, simulate_cluster
 from testbed.sim.traces import load_trace, trace_identity
@@ -67,7 +67,7 @@ def simulate_run(params: Mapping[str, Any], label: str | None = None,
     timeline = utilisation_timeline(result.rows, config.total_gpus)
     columns = list(result.rows[0]) if result.rows else ["job_id"]
     return RunFiles(summary, {
-        "jobs.csv": _csv_text(result.rows, columns),
+        "jobs.csv": csv_text(result.rows, columns),
         "utilisation.csv": timeline.to_csv(index=False),
         "summary.json": json_text(summary),
     })
@@ -81,17 +81,6 @@ def write_run(files: RunFiles, out: Path) -> None:
         raise FabricLabError(f"cannot write results to {out}: {exc.strerror}") from None
     for name in FILES:
         write_text(out / name, files.texts[name])
-
-
-def _csv_text(rows: list[dict[str, Any]], columns: list[str]) -> str:
-    import csv
-    import io
-
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
 
 
 def json_text(data: dict[str, Any]) -> str:
