@@ -10,6 +10,7 @@ from collective_helpers import allreduce_counts, inputs
 
 from testbed.core.errors import FabricLabError
 from testbed.core.registry import TRANSPORTS
+from workloads.collectives.ring import MAX_SLICES, SLICE_BYTES, slice_count
 from workloads.launcher import local_configs, run_in_threads, run_local
 from workloads.transport import RPC_MAX_MESSAGE, RpcTransport
 
@@ -36,6 +37,23 @@ def test_rpc_and_zerocopy_give_identical_exact_sums(tmp_path, world, dims, algor
         for rank_out in results:
             for w, buf in zip(want, rank_out, strict=True):
                 np.testing.assert_array_equal(buf, w, err_msg=t)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS.names())
+def test_pipelined_ring_slices_give_exact_sums(tmp_path, transport):
+    """Shards of 3 to 16 slices (uneven lengths) on 5 ranks: every step overlaps the next."""
+    counts = [5 * 196_608 + 3, 5 * 2**20 + 7]  # shards of 768 KiB and 4 MiB
+    assert [slice_count(-(-c // 5)) for c in counts] == [3, 16]
+    want = [np.sum([inputs(r, c) for r in range(5)], axis=0) for c in counts]
+    for rank_out in run(tmp_path, transport, 5, [5], "ring", counts):
+        for w, buf in zip(want, rank_out, strict=True):
+            np.testing.assert_array_equal(buf, w)
+
+
+def test_slice_count_bounds():
+    assert slice_count(0) == slice_count(1) == 1
+    assert slice_count(SLICE_BYTES // 4 * 5) == 5
+    assert slice_count(10**9) == MAX_SLICES
 
 
 def test_rpc_large_message_and_limits(tmp_path):

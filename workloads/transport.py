@@ -34,8 +34,9 @@ import numpy as np
 from testbed.core.errors import FabricLabError
 from testbed.core.registry import TRANSPORTS
 
-# Header of every transfer: sender, channel, slot, collective, chunk, phase, step, nbytes.
-HEADER = struct.Struct("!IIIIIIIQ")
+# Header of every transfer: sender, channel, slot, collective, chunk, phase, step, slice,
+# nbytes.
+HEADER = struct.Struct("!IIIIIIIIQ")
 # Hello sent once on every new zerocopy connection: magic, sender, channel, slot.
 HELLO = struct.Struct("!4sIII")
 MAGIC = b"FLR1"
@@ -87,12 +88,14 @@ class Endpoint(NamedTuple):
 
 
 class Tag(NamedTuple):
-    """Identifies one transfer: collective, chunk, phase of the chunk, ring step."""
+    """Identifies one transfer: collective, chunk, phase of the chunk, ring step, and the
+    slice of that step's shard (a pipelined step sends its shard in slices)."""
 
     coll: int
     chunk: int
     phase: int
     step: int
+    slice: int = 0
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,8 @@ class Link(ABC):
     def where(self, tag: Tag) -> str:
         return (
             f"dimension {self.spec.channel} (collective {tag.coll}, chunk {tag.chunk}, "
-            f"phase {tag.phase}, step {tag.step})"
+            f"phase {tag.phase}, step {tag.step}"
+            + (f", slice {tag.slice})" if tag.slice else ")")
         )
 
     def header(self, tag: Tag, nbytes: int) -> bytes:
@@ -571,8 +575,8 @@ class RpcTransport(Transport):
         ]
 
     def _handle(self, request: bytes, context) -> bytes:
-        _sender, channel, slot, coll, chunk, phase, step, _ = HEADER.unpack_from(request)
-        self.mailbox.put((channel, slot, coll, chunk, phase, step), request)
+        _sender, channel, slot, *tag, _nbytes = HEADER.unpack_from(request)
+        self.mailbox.put((channel, slot, *tag), request)
         return b""
 
     def listen(self, endpoints: dict[int, Endpoint]) -> None:
