@@ -20,11 +20,18 @@ import tempfile
 from pathlib import Path
 
 from testbed.core.spec import parse_fabric
-from testbed.core.topology import build_plan
+from testbed.core.topology import FabricPlan, build_plan
 from testbed.core.units import parse_size
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.traffic import Flow, run_flows
 from testbed.emulator.workers import run_on_fabric
+
+
+def one_switch_plan(ranks: int, mbit_s: float) -> FabricPlan:
+    """``ranks`` hosts on one leaf switch, every link shaped to ``mbit_s``."""
+    return build_plan(parse_fabric({"fabric": {
+        "kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": ranks,
+        "host_link_mbit_s": mbit_s, "uplink_mbit_s": mbit_s}}))
 
 
 def tcp_timeouts(fab: Fabric, hosts: list[str]) -> int:
@@ -48,9 +55,7 @@ def main() -> None:
     ap.add_argument("--algorithms", default="ring",
                     help="comma-separated flat collectives (default ring)")
     args = ap.parse_args()
-    plan = build_plan(parse_fabric({"fabric": {
-        "kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": args.ranks,
-        "host_link_mbit_s": args.mbps, "uplink_mbit_s": args.mbps}}))
+    plan = one_switch_plan(args.ranks, args.mbps)
     hosts = [h.name for h in plan.hosts]
     with tempfile.TemporaryDirectory() as tmp, Fabric(plan, Path(tmp) / "fabric") as fab:
         h0, h1 = plan.hosts[0], plan.hosts[1]
