@@ -15,12 +15,13 @@ steady part of the flows:
   time, this process (the samplers), the rest, and idle.
 
     .venv/bin/python benchmarks/capacity_profile.py [--rates 50,100,200] [--flows 4,8,16]
-        [--repeats 5] [--seconds 6]   (as root)
+        [--repeats 5] [--seconds 6] [--switches ovs,kernel]   (as root)
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import tempfile
@@ -104,7 +105,7 @@ def measure(fab: Fabric, plan: FabricPlan, k: int, seconds: float) -> dict:
                   plan.node(f"h{2 * i + 1}").ip()) for i in range(k)]
     loaded = {(f.src, "leaf0") for f in flows} | {("leaf0", f.dst) for f in flows}
     snaps: list = []
-    with LinkSampler(plan, fab.host_pids()) as sampler:
+    with LinkSampler(plan, fab.namespace_pids()) as sampler:
         runner = threading.Thread(target=run_flows, args=(fab, flows, seconds))
         runner.start()
         time.sleep(0.5 + WARMUP_S)  # run_flows starts its servers, then the clients
@@ -134,19 +135,24 @@ def main() -> None:
     ap.add_argument("--flows", default="4,8,16", help="concurrent flows per step")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=6.0)
+    ap.add_argument("--switches", default="ovs,kernel",
+                    help="switch kinds to compare: ovs (userspace datapath), kernel (bridges)")
     args = ap.parse_args()
     flows = [int(x) for x in args.flows.split(",")]
     print(f"medians [min, max] of {args.repeats}; CPU in cores of {psutil.cpu_count()}")
-    print(f"{'Mbit/s':>6} {'flows':>5} {'aggregate':>9} {'min ratio':>21} {'mean ratio':>21} "
+    print(f"{'switch':6} {'Mbit/s':>6} {'flows':>5} {'aggregate':>9} {'min ratio':>21} "
+          f"{'mean ratio':>21} "
           f"{'±5%':>5} {'loaded s':>8} {'viol.':>5}  " + " ".join(f"{c:>9}" for c in CATEGORIES))
-    for rate in (float(x) for x in args.rates.split(",")):
+    for kind, rate in itertools.product(args.switches.split(","),
+                                        (float(x) for x in args.rates.split(","))):
         plan = one_switch(2 * max(flows), rate)
-        with tempfile.TemporaryDirectory() as tmp, Fabric(plan, Path(tmp) / "run") as fab:
+        with tempfile.TemporaryDirectory() as tmp, \
+                Fabric(plan, Path(tmp) / "run", switches=kind) as fab:
             for k in flows:
                 runs = [measure(fab, plan, k, args.seconds) for _ in range(args.repeats)]
                 cpu = {c: statistics.median(r["cpu"][c] for r in runs) for c in CATEGORIES}
                 ok = sum(r["ok"] for r in runs)
-                print(f"{rate:6g} {k:5} {k * rate:9g} {med([r['min'] for r in runs]):>21} "
+                print(f"{kind:6} {rate:6g} {k:5} {k * rate:9g} {med([r['min'] for r in runs]):>21} "
                       f"{med([r['mean'] for r in runs]):>21} {ok:>2}/{len(runs):<2} "
                       f"{statistics.median(r['loaded_s'] for r in runs):8.1f} "
                       f"{sum(r['violations'] for r in runs):5}  "

@@ -49,7 +49,7 @@ def incast(fab: Fabric, plan, seconds: float, qdisc_hz: float) -> tuple:
     """(qdisc samples, CPU seconds per second the samplers and this process used)."""
     h0, h1, h2 = (plan.node(f"h{i}") for i in range(3))
     me = psutil.Process()
-    with LinkSampler(plan, fab.host_pids(), qdisc_hz=qdisc_hz) as sampler:
+    with LinkSampler(plan, fab.namespace_pids(), qdisc_hz=qdisc_hz) as sampler:
         time.sleep(0.5)
         c0, t0 = cpu_s(sampler, me), time.monotonic()
         run_flows(fab, [Flow("h0", "h2", h0.ip(), h2.ip()), Flow("h1", "h2", h1.ip(), h2.ip())],

@@ -99,7 +99,7 @@ from testbed.core.spec import parse_fabric
 from testbed.core.topology import build_plan
 from testbed.emulator.traffic import Flow, run_flows
 plan = build_plan(parse_fabric({"fabric": %r}))
-fab = Fabric(plan, sys.argv[1])
+fab = Fabric(plan, sys.argv[1], switches=%r)
 with fab:
     fab.popen("h0", ["sleep", "300"])
     print(fab.state.run_id, flush=True)
@@ -107,9 +107,11 @@ with fab:
 """
 
 
-def start_child(tmp_path: Path) -> tuple[subprocess.Popen, cleanup.RunState]:
-    child = subprocess.Popen([sys.executable, "-c", SCRIPT % LEAF_SPINE, str(tmp_path / "run")],
-                             stdout=subprocess.PIPE, text=True)
+def start_child(tmp_path: Path, fabric: dict = LEAF_SPINE,
+                switches: str = "ovs") -> tuple[subprocess.Popen, cleanup.RunState]:
+    """A child process that brings a fabric up and sleeps; its run's recorded state."""
+    child = subprocess.Popen([sys.executable, "-c", SCRIPT % (fabric, switches),
+                              str(tmp_path / "run")], stdout=subprocess.PIPE, text=True)
     run_id = child.stdout.readline().strip()
     assert run_id, "the child run did not come up"
     state = cleanup.RunState(**json.loads((cleanup.STATE_DIR / f"{run_id}.json").read_text()))

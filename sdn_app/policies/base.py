@@ -43,6 +43,9 @@ class RoutingPolicy:
     per_flow_paths: ClassVar[bool] = False
     # The path depends on a hash, so two flows can collide where an isolated fabric would not.
     hashed: ClassVar[bool] = False
+    # Its rules only forward by destination on a loop-free fabric, so kernel bridges with
+    # static FDB entries can stand in for its OpenFlow switches (testbed.emulator.switch_kinds).
+    kernel_bridges_ok: ClassVar[bool] = False
 
     def allowed_for_jobs(self) -> tuple[str, ...]:
         return self.job_policies or (self.name,)

@@ -13,6 +13,7 @@ from testbed.core.topology import FabricPlan
 class Shortest(RoutingPolicy):
     name = "shortest"
     fabric_kinds = ("multidim",)
+    kernel_bridges_ok = True
 
     def base_program(self, plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Program:
         return Program(static_rules(plan))

@@ -19,15 +19,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget", type=float, default=800.0,
                    help="offered load per round in link-Mbit/s (sum of rate x links crossed)")
     p.add_argument("--max-flows", type=int, default=4, help="concurrent flows per round")
+    p.add_argument("--switches", choices=("auto", "ovs", "kernel"), default="auto",
+                   help="the switches to calibrate: kernel bridges where the fabric's default "
+                        "routing allows (auto), Open vSwitch, or kernel bridges")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from sdn_app.policies import controller_policy
     from testbed.core.atomic import write_json
     from testbed.core.spec import load_fabric
     from testbed.core.topology import build_plan
+    from testbed.emulator import switch_kinds
     from testbed.emulator.calibrate import calibrate, print_calibration
 
     if args.seconds < 2:
@@ -36,12 +41,13 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or Path("results") / f"{time.strftime('%Y%m%d-%H%M%S')}-calibrate"
     console = Console()
     plan = build_plan(spec)
+    switches = switch_kinds.resolve(args.switches, plan, controller_policy(plan, None))
 
     def progress(done: int, total: int) -> None:
         console.print(f"  round {done}/{total} done", highlight=False)
 
     cal = calibrate(plan, out, seconds=args.seconds, budget=args.budget,
-                    max_flows=args.max_flows, progress=progress)
+                    max_flows=args.max_flows, progress=progress, switches=switches)
     path = out / "calibration.json"
     write_json(path, cal.to_dict())
     print_calibration(cal, console)

@@ -132,6 +132,9 @@ class Experiment(_Strict):
     # A registered routing policy, or "static": no controller, the fabric's proactive rules.
     policy: Annotated[str, AfterValidator(_policy_or_static)] | None = None
     ocs_delay_s: Annotated[float, Field(ge=0, le=60)] = 0.0
+    # What the emulator's switches are: auto (kernel bridges wherever the routing allows,
+    # else Open vSwitch), ovs, or kernel (testbed.emulator.switch_kinds).
+    switches: Literal["auto", "ovs", "kernel"] = "auto"
     solo_baselines: bool = False
     calibrate: bool = False
     sample_hz: Annotated[float, Field(ge=1, le=50)] = 10.0

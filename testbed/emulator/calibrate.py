@@ -172,7 +172,7 @@ def run_rounds(fab, rounds: list[list[ProbeFlow]], seconds: float, warmup: float
     results: list[LinkResult] = []
     idles: list[float] = []
     goodput: list[float] = []
-    sampler = LinkSampler(fab.plan, fab.host_pids(), hz=10,
+    sampler = LinkSampler(fab.plan, fab.namespace_pids(), hz=10,
                           record=fab.state.add_process if fab.state else None)
     with sampler:
         for i, flows in enumerate(rounds):
@@ -201,20 +201,23 @@ def _run_round(fab, flows: list[ProbeFlow], seconds: float,
 
 
 def calibrate(plan: FabricPlan, run_dir: Path, seconds: float = 4.0, warmup: float = 1.0,
-              budget: float = 800.0, max_flows: int = 4, progress=None) -> Calibration:
-    """Bring the fabric up, run every probe round, tear it down."""
+              budget: float = 800.0, max_flows: int = 4, progress=None,
+              switches: str = "ovs") -> Calibration:
+    """Bring the fabric up (its switches of kind ``switches``), run every probe round, tear
+    it down."""
     from testbed.emulator.fabric import Fabric
     from testbed.emulator.preflight import datapath
 
     rules = static_rules(plan)
     rounds = plan_rounds(candidate_flows(plan, rules), budget, max_flows)
     t0 = time.monotonic()
-    with Fabric(plan, run_dir) as fab:
+    with Fabric(plan, run_dir, switches=switches) as fab:
         bring_up = time.monotonic() - t0
         links, idles, cpu, goodput = run_rounds(fab, rounds, seconds, warmup, progress)
     cpu.to_csv(run_dir / "cpu_samples.csv", index=False)
     return Calibration(
-        fabric=plan.spec.model_dump(), datapath=datapath(), rounds=len(rounds),
+        fabric=plan.spec.model_dump(),
+        datapath=datapath() if fab.switches == "ovs" else "kernel-bridge", rounds=len(rounds),
         round_s=seconds,
         links=links, cpu_idle_min=min(idles), cpu_idle_mean=sum(idles) / len(idles),
         iperf_goodput_ratio=sum(goodput) / len(goodput), bring_up_s=bring_up,

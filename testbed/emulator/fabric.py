@@ -25,7 +25,7 @@ from typing import Any
 from sdn_app.static_routes import FlowRule, static_rules
 from testbed.core.errors import FabricLabError
 from testbed.core.topology import FabricPlan, dim_peers, ring_neighbours
-from testbed.emulator import cleanup, runlock
+from testbed.emulator import cleanup, runlock, switch_kinds
 from testbed.emulator.controller_proc import Controller
 from testbed.emulator.failpoints import failpoint
 from testbed.emulator.preflight import datapath, ovs_running, require_fabric_ready
@@ -38,13 +38,16 @@ class Fabric:
 
     With a ``policy`` the SDN controller (``sdn_app.controller``) runs beside the fabric and
     programs it (``start`` returns once every switch is programmed); without one the fabric
-    forwards with the static proactive rules from ``sdn_app.static_routes``.
+    forwards with the static proactive rules from ``sdn_app.static_routes``. With
+    ``switches="kernel"`` (see :mod:`testbed.emulator.switch_kinds`) every switch is a kernel
+    bridge in a namespace of its own: no OpenFlow, no controller, destination forwarding only.
     """
 
     def __init__(self, plan: FabricPlan, run_dir: Path | str, policy: str | None = None,
-                 ocs_delay: float = 0.0) -> None:
+                 ocs_delay: float = 0.0, switches: str = "ovs") -> None:
         self.plan = plan
         self.run_dir = Path(run_dir)
+        self.switches = switch_kinds.resolve(switches, plan, policy)
         self.policy = policy
         self.ocs_delay = ocs_delay
         self.controller: Controller | None = None
@@ -76,14 +79,15 @@ class Fabric:
             (self.run_dir / "topology.json").write_text(self.plan.to_json())
             # recorded before anything exists, so a kill at any later point is cleanable
             self.state = cleanup.RunState.new(
-                self.run_dir, [s.name for s in self.plan.switches], self._root_intfs())
+                self.run_dir, [s.name for s in self.plan.switches] if self._ovs else [],
+                self._root_intfs())
             self.state.save()
         except BaseException:
             self._release_lock()
             raise
         self._catch_sigterm()
         try:
-            if self.policy is not None:
+            if self.policy is not None and self._ovs:
                 self.controller = Controller(self.run_dir, self.policy, self.ocs_delay)
                 self.state.add_process(self.controller.start())
             t0 = time.monotonic()
@@ -97,10 +101,10 @@ class Fabric:
             self._configure_hosts()
             self.timings["hosts_s"] = time.monotonic() - t1
             t1 = time.monotonic()
-            if self.controller is None:
-                self.install_rules(static_rules(self.plan))
-            else:
+            if self.controller is not None:
                 self.controller.wait_ready()
+            elif self._ovs:
+                self.install_rules(static_rules(self.plan))
             self.timings["rules_s"] = time.monotonic() - t1
             self.timings["start_s"] = time.monotonic() - t0
         except BaseException:
@@ -133,7 +137,7 @@ class Fabric:
             self.controller.stop()
         failpoint("teardown")
         if self.net is not None:
-            if ovs_running():
+            if not self._ovs or ovs_running():
                 try:
                     self.net.stop()
                 except Exception as exc:  # keep going: the state file names the rest
@@ -157,7 +161,7 @@ class Fabric:
     def health(self) -> str | None:
         """None while the fabric can carry traffic, else one sentence saying why not. A
         controller that died is restarted (it reinstalls every switch and running job)."""
-        if not ovs_running():
+        if self._ovs and not ovs_running():
             return ("Open vSwitch stopped during the run (ovs-vswitchd or ovsdb-server no "
                     "longer answers), so the fabric forwards nothing; the traces so far are "
                     "kept; start it again with `bash scripts/start-ovs.sh` as root, then run "
@@ -186,6 +190,16 @@ class Fabric:
     def host_pids(self) -> dict[str, int]:
         return {h.name: h.pid for h in self.net.hosts}
 
+    def namespace_pids(self) -> dict[str, int]:
+        """{node: a PID in its namespace} for every node not in the root namespace: the hosts
+        and, with kernel bridges, the switches (what the link sampler reads)."""
+        kernel = {s.name: s.pid for s in self.net.switches} if not self._ovs else {}
+        return self.host_pids() | kernel
+
+    @property
+    def _ovs(self) -> bool:
+        return self.switches == "ovs"
+
     def popen(self, host: str, args: list[str], **kwargs: Any) -> subprocess.Popen:
         """Start a process inside a host (argument list, never a shell string)."""
         proc = self.host(host).popen(args, **kwargs)
@@ -212,7 +226,7 @@ class Fabric:
         names = []
         for lk in self.plan.links:
             for node, intf in ((lk.a, lk.a_intf), (lk.b, lk.b_intf)):
-                if not self.plan.is_host(node):
+                if not self.plan.is_host(node) and self._ovs:
                     names.append(intf)
         return names
 
@@ -239,14 +253,17 @@ class Fabric:
         from mininet.net import Mininet
         from mininet.node import RemoteController
 
-        from testbed.emulator.mn_nodes import OwnedHost, OwnedSwitch
+        from testbed.emulator.mn_nodes import KernelBridge, OwnedHost, OwnedSwitch
         from testbed.emulator.mn_topo import FabricTopo
         from testbed.emulator.shaping import ShapedLink
 
         setLogLevel("error")
         assert self.state is not None
-        switch = partial(OwnedSwitch, state=self.state, datapath=self.datapath,
-                         protocols="OpenFlow13", failMode="secure")
+        switch: Any = partial(OwnedSwitch, state=self.state, datapath=self.datapath,
+                              protocols="OpenFlow13", failMode="secure")
+        if not self._ovs:
+            fdb = {s.name: switch_kinds.bridge_fdb(self.plan, s.name) for s in self.plan.switches}
+            switch = partial(_kernel_bridge, KernelBridge, self.state, fdb)
         host = partial(OwnedHost, state=self.state)
         link = partial(ShapedLink, mark=self.state.mark)
         self.net = Mininet(topo=FabricTopo(self.plan), switch=switch, host=host, link=link,
@@ -312,3 +329,9 @@ class Fabric:
             with contextlib.suppress(ValueError):
                 signal.signal(signal.SIGTERM, self._old_sigterm)
             self._old_sigterm = None
+
+
+def _kernel_bridge(cls: Any, state: cleanup.RunState, fdb: dict[str, list[tuple[str, str]]],
+                   name: str, **params: Any) -> Any:
+    """Mininet's switch factory for kernel bridges: each with its own ports' static FDB."""
+    return cls(name, state, fdb=fdb[name], **params)

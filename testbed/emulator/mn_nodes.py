@@ -1,16 +1,18 @@
 """Mininet node classes that record themselves in the run's state the moment they exist.
 
 Injected into ``Mininet(host=..., switch=...)`` the way Mininet expects node classes to be:
-a host pins its network namespace and records its shell; a switch records its shell and
-creates its bridge with the run's mark in the same ``ovs-vsctl`` transaction. So a run killed
+a host pins its network namespace and records its shell; an OVS switch records its shell and
+creates its bridge with the run's mark in the same ``ovs-vsctl`` transaction; a kernel bridge
+lives in a namespace of its own, pinned like a host's. So a run killed
 at any point of bring-up leaves nothing that ``fabriclab clean`` cannot prove is its own.
 """
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
-from mininet.node import Host, OVSSwitch
+from mininet.node import Host, OVSSwitch, Switch
 
 from testbed.emulator.cleanup import RunState
 
@@ -44,3 +46,46 @@ class OwnedSwitch(_Owned, OVSSwitch):
     def bridgeOpts(self) -> str:
         # run ids are [a-z0-9-] only (RunState.new): safe inside Mininet's shell command
         return super().bridgeOpts() + f" external_ids:{self.run_state.mark}"
+
+
+class KernelBridge(_Owned, Switch):
+    """A switch that is a Linux bridge in a network namespace of its own, for fabrics whose
+    switches only forward by destination (no OpenFlow): the kernel forwards in the sender's
+    softirq, with none of the userspace datapath's single forwarding thread.
+
+    The namespace is pinned like a host's, so the bridge and its ports go with it. In there,
+    bridged packets skip the firewall (``bridge-nf-call-*tables``, which is per namespace),
+    ports neither learn nor flood, and ``fdb`` gives each port's host MAC as a static entry:
+    a frame goes only to the port of its destination, as the static OpenFlow rules send it.
+    """
+
+    def __init__(self, name: str, state: RunState, fdb: list[tuple[str, str]] = (),
+                 **params: Any) -> None:
+        self.fdb = list(fdb)  # (port interface, MAC of the host behind it)
+        super().__init__(name, state, **{**params, "inNamespace": True})
+
+    def started(self) -> None:
+        self.run_state.pin_netns(self.name, self.pid)
+
+    def start(self, _controllers: Any) -> None:
+        # plan names and MACs are plain tokens: safe in the shell commands below
+        ports = [i.name for i in self.intfList() if i.name.startswith(f"{self.name}-")]
+        link = [f"link add name {self.name} type bridge stp_state 0",
+                *(f"link set dev {p} master {self.name}" for p in ports),
+                f"link set dev {self.name} up"]
+        bridge = [*(f"link set dev {p} learning off flood off mcast_flood off" for p in ports),
+                  *(f"fdb replace {mac} dev {p} master static" for p, mac in self.fdb)]
+        out = self.cmd(
+            "sysctl -qw net.ipv6.conf.all.disable_ipv6=1; "
+            "for t in iptables ip6tables arptables; do "
+            "f=/proc/sys/net/bridge/bridge-nf-call-$t; [ ! -e $f ] || echo 0 > $f; done; "
+            "printf '%s\\n' " + " ".join(shlex.quote(line) for line in link)
+            + " | ip -batch - && printf '%s\\n' "
+            + " ".join(shlex.quote(line) for line in bridge)
+            + " | bridge -batch - && echo fabriclab-ok")
+        if "fabriclab-ok" not in out:
+            raise RuntimeError(f"could not make the kernel bridge {self.name}: {out.strip()}")
+
+    def stop(self, deleteIntfs: bool = True) -> None:
+        self.cmd(f"ip link del dev {self.name}")
+        super().stop(deleteIntfs)

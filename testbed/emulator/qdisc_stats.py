@@ -75,11 +75,12 @@ class _Reader:
 
 class QdiscStats:
     """``read()`` gives {(namespace, interface): :class:`QdiscSample`} for the root namespace
-    (key :data:`ROOT_NS`) and each of ``host_pids`` (key: the PID)."""
+    (key :data:`ROOT_NS`) and the namespace of each of ``ns_pids`` (key: the PID): the
+    hosts', and kernel bridges' if the switches are."""
 
-    def __init__(self, host_pids: list[int],
+    def __init__(self, ns_pids: list[int],
                  record: Callable[[int], object] | None = None) -> None:
-        self.namespaces: list[int | None] = [ROOT_NS, *sorted(set(host_pids))]
+        self.namespaces: list[int | None] = [ROOT_NS, *sorted(set(ns_pids))]
         self.record = record  # called with each reader's PID while it is our unreaped child
         self._readers: dict[int | None, _Reader] = {}
         self._retry_at: dict[int | None, float] = {}

@@ -24,7 +24,7 @@ from testbed.core.experiment import Experiment
 from testbed.core.jobs import JobRun, check_against_fabric, job_dims
 from testbed.core.rundir import base_environment, new_run_dir, write_head, write_results
 from testbed.core.topology import build_plan
-from testbed.emulator import runlock
+from testbed.emulator import runlock, switch_kinds
 from testbed.emulator.calibrate import calibrate
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.failpoints import failpoint
@@ -47,6 +47,7 @@ class Runner:
         self.plan = build_plan(exp.fabric)
         check_against_fabric(exp, self.plan)
         self.policy = controller_policy(self.plan, exp.policy)  # None: no controller
+        self.switches = switch_kinds.resolve(exp.switches, self.plan, self.policy)
         self.out_root = Path(out_root)
         # Where the run will go; the run directory itself is made (unique) when it starts.
         self.run_dir = self.out_root / f"{time.strftime('%Y%m%d-%H%M%S')}-{exp.name}"
@@ -74,14 +75,17 @@ class Runner:
         try:
             if self.exp.calibrate:
                 self.console.print(f"[bold]{self.exp.name}[/]: calibrating the fabric")
-                calibration = calibrate(self.plan, self.run_dir / "calibration", seconds=3.0)
+                calibration = calibrate(self.plan, self.run_dir / "calibration", seconds=3.0,
+                                        switches=self.switches)
             policy = self.policy
             self.console.print(f"[bold]{self.exp.name}[/]: bringing up {self.plan.kind} "
-                               f"({len(self.plan.hosts)} hosts) with policy {policy or 'static'}")
-            fab = Fabric(self.plan, self.run_dir, policy=policy, ocs_delay=self.exp.ocs_delay_s)
+                               f"({len(self.plan.hosts)} hosts) with policy {policy or 'static'}"
+                               + (" on kernel bridges" if self.switches == "kernel" else ""))
+            fab = Fabric(self.plan, self.run_dir, policy=policy, ocs_delay=self.exp.ocs_delay_s,
+                         switches=self.switches)
             with fab:
                 self._place(fab)
-                sampler = LinkSampler(self.plan, fab.host_pids(), hz=self.exp.sample_hz,
+                sampler = LinkSampler(self.plan, fab.namespace_pids(), hz=self.exp.sample_hz,
                                       record=fab.state.add_process if fab.state else None)
                 sampler.start()
                 try:
@@ -257,7 +261,8 @@ class Runner:
         if self.status != "ok":
             record["reasons"].append(f"run {self.status}: {self.error}")
         record.update(verdict="faithful" if not record["reasons"] else "not faithful",
-                      cpu_idle_min=idle_min, cpu_idle_mean=idle_mean, calibration=cal)
+                      cpu_idle_min=idle_min, cpu_idle_mean=idle_mean, calibration=cal,
+                      switches=self.switches)
         return record
 
     def _busiest(self, windows: list[tuple[float, float]]) -> str:

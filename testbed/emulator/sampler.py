@@ -46,22 +46,24 @@ class Probe:
     ba_queue: tuple[int | None, str]
 
 
-def probes_for(plan: FabricPlan, host_pids: dict[str, int]) -> list[Probe]:
+def probes_for(plan: FabricPlan, ns_pids: dict[str, int]) -> list[Probe]:
+    """Where to count and queue-sample every link; ``ns_pids`` has a PID in the namespace of
+    every node not in the root namespace (hosts, and kernel-bridge switches)."""
     def ns(node: str) -> int | None:
-        return host_pids[node] if plan.is_host(node) else ROOT_NS
+        return ns_pids.get(node, ROOT_NS)
+
+    def proc(node: str) -> str:
+        return f"/proc/{ns_pids[node]}/net/dev" if node in ns_pids else "/proc/net/dev"
 
     out = []
     for lk in plan.links:
         queues = (ns(lk.a), lk.a_intf), (ns(lk.b), lk.b_intf)
-        if not plan.is_host(lk.b):
-            out.append(Probe(lk.name, lk.a, lk.b, lk.mbit_s, "/proc/net/dev", lk.b_intf, False,
-                             *queues))
-        elif not plan.is_host(lk.a):
-            out.append(Probe(lk.name, lk.a, lk.b, lk.mbit_s, "/proc/net/dev", lk.a_intf, True,
+        if not plan.is_host(lk.b):  # counted at the switch end, a's traffic is its rx
+            out.append(Probe(lk.name, lk.a, lk.b, lk.mbit_s, proc(lk.b), lk.b_intf, False,
                              *queues))
         else:
-            proc = f"/proc/{host_pids[lk.a]}/net/dev"
-            out.append(Probe(lk.name, lk.a, lk.b, lk.mbit_s, proc, lk.a_intf, True, *queues))
+            out.append(Probe(lk.name, lk.a, lk.b, lk.mbit_s, proc(lk.a), lk.a_intf, True,
+                             *queues))
     return out
 
 
@@ -130,15 +132,15 @@ def qdisc_rate_hz(namespaces: int) -> float:
 class LinkSampler:
     """Samples every link's counters and the CPU; ``stop()`` returns tidy tables."""
 
-    def __init__(self, plan: FabricPlan, host_pids: dict[str, int], hz: float = 10.0,
+    def __init__(self, plan: FabricPlan, ns_pids: dict[str, int], hz: float = 10.0,
                  qdisc_hz: float | None = None,
                  record: Callable[[int], object] | None = None) -> None:
         """``record`` is called with the PID of every process the sampler starts (the
         run's :meth:`~testbed.emulator.cleanup.RunState.add_process`). Stop the sampler
         before the fabric: its qdisc readers sit in the hosts' namespaces."""
-        self.probes = probes_for(plan, host_pids)
+        self.probes = probes_for(plan, ns_pids)
         self.period = 1.0 / hz
-        self.qdiscs = QdiscStats(list(host_pids.values()), record)
+        self.qdiscs = QdiscStats(list(ns_pids.values()), record)
         self.qdisc_hz = qdisc_hz or qdisc_rate_hz(len(self.qdiscs.namespaces))
         self.qdisc_period = 1.0 / self.qdisc_hz
         self._rows: list[tuple[float, str, str, str, float, int]] = []
