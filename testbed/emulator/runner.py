@@ -44,7 +44,7 @@ def environment() -> dict[str, Any]:
 class Runner:
     def __init__(self, exp: Experiment, out_root: Path, console: Console | None = None) -> None:
         self.exp = exp
-        self.plan = build_plan(exp.fabric)
+        self.plan = build_plan(exp.fabric, exp.rate_scale)
         check_against_fabric(exp, self.plan)
         self.policy = controller_policy(self.plan, exp.policy)  # None: no controller
         self.out_root = Path(out_root)
