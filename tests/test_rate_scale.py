@@ -3,8 +3,18 @@ real × rate_scale, and results carry real-rate figures beside the emulated ones
 
 from __future__ import annotations
 
-import pytest
+import csv
+import io
+import json
+import shutil
+from pathlib import Path
 
+import pytest
+from analysis_fixtures import LS_SIZE, build_leaf_spine_run
+from rich.console import Console
+
+from analysis.metrics import summarise
+from testbed.cli.run import summary_table
 from testbed.core.errors import SpecError
 from testbed.core.experiment import expand
 from testbed.core.scaling import (
@@ -15,7 +25,9 @@ from testbed.core.scaling import (
     real_value,
     with_real,
 )
+from testbed.core.summary_csv import tables
 from testbed.core.topology import FabricPlan, build_plan, load_plan
+from testbed.sim.backend import simulate_experiment
 
 # 100 Gbit/s and 50 Gbit/s per dimension, emulated at 10 and 5 Mbit/s
 REAL_DIMS = {"kind": "multidim", "dims": [{"size": 4, "mbit_s": 100_000},
@@ -32,7 +44,8 @@ def test_times_shrink_and_bandwidths_grow_by_the_scale():
     assert real_rate(0.08, 0.001) == 80.0
     assert real_time_s(80.0, 0.001) == 0.08
     assert real_rate(None, 0.5) is None and real_time_s(None, 0.5) is None
-    assert real_rate(emulated_rate(123.4, 0.003), 0.003) == 123.4
+    assert real_rate(emulated_rate(123.4, 0.003), 0.003) == pytest.approx(123.4)
+    assert real_rate(0.1 + 0.2, 1.0) == 0.1 + 0.2  # unscaled: exactly the emulated figure
 
 
 def test_real_keys_put_real_before_the_unit():
@@ -122,3 +135,83 @@ def test_fabric_files_and_experiments_give_their_scale_to_topo(tmp_path):
     assert plan.rate_scale == 0.001 and {lk.mbit_s for lk in plan.links} == {100.0, 50.0}
     path.write_text(yaml.safe_dump(EXPERIMENT))
     assert load_plan(path).rate_scale == 0.0001
+
+
+# ---------------------------------------------------------------- results
+
+def scaled_copy(run_dir: Path, dest: Path, scale: float) -> Path:
+    """``run_dir`` as a run emulated at ``scale`` would have left it: the same emulated rates
+    and traces, with the scale its plan records."""
+    out = dest / f"{run_dir.name}-scaled"
+    shutil.copytree(run_dir, out)
+    topology = json.loads((out / "topology.json").read_text())
+    (out / "topology.json").write_text(json.dumps(topology | {"rate_scale": scale}))
+    return out
+
+
+@pytest.fixture(scope="module")
+def leaf_spine(tmp_path_factory) -> tuple[Path, Path]:
+    """The analysis fixtures' leaf-spine run, and it as a run at rate_scale 0.001."""
+    root = tmp_path_factory.mktemp("runs")
+    run = build_leaf_spine_run(root)
+    return run, scaled_copy(run, root, 0.001)
+
+
+def test_summary_gives_real_figures_beside_emulated_ones(leaf_spine):
+    plain, scaled = (summarise(r) for r in leaf_spine)
+    assert plain["rate_scale"] == 1.0 and scaled["rate_scale"] == 0.001
+    a = scaled["jobs"]["a"]
+    assert a["mean_s"] == pytest.approx(0.4) and a["mean_real_s"] == pytest.approx(0.0004)
+    assert a["busbw_gbit_s"] == plain["jobs"]["a"]["busbw_gbit_s"]
+    assert a["busbw_real_gbit_s"] == pytest.approx(a["busbw_gbit_s"] * 1000)
+    size = a["sizes"][str(LS_SIZE)]
+    assert size["collective_real_s"] == pytest.approx(0.0004)
+    assert size["algbw_real_gbit_s"] == pytest.approx(LS_SIZE * 8 / 0.4 / 1e9 * 1000)
+    # a DNN iteration includes compute the scale does not stretch; its All-Reduces scale
+    dnn = scaled["jobs"]["dnn"]
+    assert dnn["mean_s"] == pytest.approx(0.5) and dnn["mean_real_s"] is None
+    assert dnn["collective_real_s"] == pytest.approx(0.0002)
+    # unscaled, the real figures are the emulated ones; ratios do not change with the scale
+    assert plain["jobs"]["a"]["mean_real_s"] == plain["jobs"]["a"]["mean_s"]
+    assert a["slowdown"] == plain["jobs"]["a"]["slowdown"]
+    keys = list(a)
+    assert keys.index("busbw_real_gbit_s") == keys.index("busbw_gbit_s") + 1
+
+
+def test_csv_tables_carry_both_units(leaf_spine):
+    t = tables(summarise(leaf_spine[1]))
+    jobs = list(csv.DictReader(io.StringIO(t["jobs.csv"])))
+    header = list(jobs[0])
+    assert header.index("busbw_real_gbit_s") == header.index("busbw_gbit_s") + 1
+    a = next(j for j in jobs if j["job"] == "a")
+    assert float(a["collective_real_s"]) == pytest.approx(0.0004)
+    sizes = list(csv.DictReader(io.StringIO(t["sizes.csv"])))
+    assert {"collective_real_s", "algbw_real_gbit_s", "busbw_real_gbit_s"} <= set(sizes[0])
+
+
+def test_the_simulator_runs_the_emulated_rates_and_its_real_figures_match_the_real_fabric(
+        tmp_path):
+    """1000 Mbit/s links at rate_scale 0.01 are simulated at 10 Mbit/s; the real-rate times
+    are those of the same fabric simulated at 1000 Mbit/s."""
+    fabric = {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,
+              "host_link_mbit_s": 1000, "uplink_mbit_s": 1000}
+    spec = {"name": "ls", "fabric": fabric, "policy": "ecmp",
+            "jobs": [{"name": "a", "hosts": ["h0", "h2"],
+                      "workload": {"kind": "allreduce", "sizes": ["1MiB"], "iterations": 2}}]}
+    (real,), (scaled,) = expand(spec), expand(spec | {"rate_scale": 0.01})
+    real_dir = simulate_experiment(real, tmp_path / "real")
+    s_real = summarise(real_dir)
+    run_dir = simulate_experiment(scaled, tmp_path / "scaled")
+    assert json.loads((run_dir / "topology.json").read_text())["rate_scale"] == 0.01
+    s_scaled = summarise(run_dir)
+    assert s_scaled["rate_scale"] == 0.01
+    a, b = s_scaled["jobs"]["a"], s_real["jobs"]["a"]
+    assert a["collective_s"] == pytest.approx(b["collective_s"] * 100)
+    assert a["collective_real_s"] == pytest.approx(b["collective_s"])
+    assert a["busbw_real_gbit_s"] == pytest.approx(b["busbw_gbit_s"])
+    # what `fabriclab run` prints after the run: the real figures in columns of their own
+    console = Console(record=True, width=200)
+    console.print(summary_table(run_dir)[0])
+    text = console.export_text()
+    assert "rates scaled ×0.01" in text and "real busbw Gbit/s" in text
+    assert "real" not in str(summary_table(real_dir)[0].columns[-3].header)

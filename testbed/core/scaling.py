@@ -33,12 +33,12 @@ def emulated_rate(real: float, scale: float) -> float:
 
 def real_rate(emulated: float | None, scale: float) -> float | None:
     """The real rate an ``emulated`` one stands for (same unit); None stays None."""
-    return None if emulated is None else _tidy(emulated / scale)
+    return None if emulated is None else emulated / scale
 
 
 def real_time_s(emulated_s: float | None, scale: float) -> float | None:
     """How long a transfer that took ``emulated_s`` takes at the real rates; None stays None."""
-    return None if emulated_s is None else _tidy(emulated_s * scale)
+    return None if emulated_s is None else emulated_s * scale
 
 
 def real_key(key: str) -> str:

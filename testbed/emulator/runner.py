@@ -306,7 +306,8 @@ class Runner:
                 return summary
             except Exception as exc:  # never lose a run to a metrics bug: keep the basics
                 self.console.print(f"[yellow]metrics failed ({exc}); basic summary written")
-        return {"run": self.run_dir.name, "status": self.status, "error": self.error,
+        return {"run": self.run_dir.name, "rate_scale": self.plan.rate_scale,
+                "status": self.status, "error": self.error,
                 "controller_restarts": self.controller_restarts, "leftovers": self.leftovers,
                 "jobs": {r["name"]: {"hosts": r["hosts"], "status": r["status"],
                                      "results": r["results"]} for r in records},
