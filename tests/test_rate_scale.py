@@ -14,6 +14,7 @@ from analysis_fixtures import LS_SIZE, build_leaf_spine_run
 from rich.console import Console
 
 from analysis.metrics import summarise
+from analysis.report import write_report
 from testbed.cli.run import summary_table
 from testbed.core.errors import SpecError
 from testbed.core.experiment import expand
@@ -215,3 +216,45 @@ def test_the_simulator_runs_the_emulated_rates_and_its_real_figures_match_the_re
     text = console.export_text()
     assert "rates scaled ×0.01" in text and "real busbw Gbit/s" in text
     assert "real" not in str(summary_table(real_dir)[0].columns[-3].header)
+
+
+def test_the_report_states_the_factor_at_the_top_and_gives_both_units(leaf_spine, tmp_path):
+    plain, scaled = leaf_spine
+    html = write_report([scaled], tmp_path / "scaled").read_text()
+    md = (tmp_path / "scaled" / "report.md").read_text()
+    note = "Rates scaled ×0.001 (rate_scale): emulated 100 Mbit/s stands for 100 Gbit/s"
+    assert note in md and note in html and 'class="banner scale"' in html
+    assert md.index(note) < md.index("## Summary")
+    # job a: 400 ms per All-Reduce at 40 Mbit/s busbw, emulated; 0.4 ms and 40 Gbit/s real
+    row = next(line for line in md.splitlines() if line.startswith("| a |"))
+    assert "400 ms (0.4 ms real)" in row and "40.0 Mbit/s (40.00 Gbit/s real)" in row
+    dnn = next(line for line in md.splitlines() if line.startswith("| dnn |"))
+    assert "| 500 ms |" in dnn  # an iteration with compute: no real figure
+    assert "100 Mbit/s (100 Gbit/s real)" in md  # the dimension's rate per host
+    write_report([plain], tmp_path / "plain")
+    unscaled = (tmp_path / "plain" / "report.md").read_text()
+    assert "real" not in unscaled and "Rates scaled" not in unscaled
+
+
+def test_runs_at_different_scales_are_not_compared(leaf_spine, tmp_path):
+    plain, scaled = leaf_spine
+    vclos = build_leaf_spine_run(tmp_path, "vclos", policy="vclos", times=(0.2, 0.2),
+                                 spines=(0, 1))
+    write_report([plain, vclos], tmp_path / "same")
+    assert "**Routing: vclos vs ecmp**" in (tmp_path / "same" / "report.md").read_text()
+    write_report([scaled, vclos], tmp_path / "apart")
+    assert "Routing:" not in (tmp_path / "apart" / "report.md").read_text()
+
+
+def test_a_calibration_of_a_scaled_fabric_reports_both_units(tmp_path):
+    from testbed.emulator.calibrate import Calibration, LinkResult
+
+    cal = Calibration(fabric={}, datapath="userspace", rounds=1, round_s=4.0,
+                      links=[LinkResult("l0", "h0", "leaf0", 100.0, 100.0, 97.0, 0.97, 0)],
+                      cpu_idle_min=0.4, cpu_idle_mean=0.6, iperf_goodput_ratio=0.95,
+                      bring_up_s=1.0, rate_scale=0.001)
+    (tmp_path / "calibration.json").write_text(json.dumps(cal.to_dict()))
+    md = (write_report([tmp_path], tmp_path / "rep").parent / "report.md").read_text()
+    assert "emulated 100 Mbit/s stands for 100 Gbit/s" in md
+    assert ("| h0→leaf0 | 100.0 (100000.0 real) | 100.0 (100000.0 real) | 97.0 (97000.0 real) "
+            "| 97% |") in md
