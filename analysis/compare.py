@@ -59,7 +59,8 @@ class Comparison:
     axis: Axis
     ref: RunFacts
     other: RunFacts
-    rows: list[dict[str, Any]]  # job, size_bytes, ref_s, other_s, speedup (= ref_s / other_s)
+    rows: list[dict[str, Any]]  # job, size_bytes, ref_s, other_s, speedup (= ref_s / other_s),
+    # and ref_real_s, other_real_s: those times at the real rates (analysis.metrics)
 
     @property
     def speedup(self) -> float | None:
@@ -153,12 +154,13 @@ def _job_setup(job: dict[str, Any], axis_fields: set[str]) -> dict[str, Any]:
 
 
 def setup_key(run: Run, axes: Sequence[Axis] | None = None) -> str:
-    """The fabric and tenant jobs of ``run``, leaving out every axis field: equal keys mean
-    the runs ran the same workload on the same fabric."""
+    """The fabric (as emulated, at its rate scale) and tenant jobs of ``run``, leaving out every
+    axis field: equal keys mean the runs ran the same workload on the same fabric."""
     axis_fields = {f for a in (axes or AXES.values()) for f in a.fields}
     fabric = run.topology.get("spec") or run.spec.get("fabric") or {}
     jobs = sorted((_job_setup(j, axis_fields) for j in _tenants(run)), key=lambda j: j["name"])
-    return json.dumps({"fabric": fabric, "jobs": jobs}, sort_keys=True, default=str)
+    return json.dumps({"fabric": fabric, "rate_scale": run.rate_scale, "jobs": jobs},
+                      sort_keys=True, default=str)
 
 
 def axis_value(run: Run, axis: Axis) -> str:
@@ -215,7 +217,9 @@ def size_rows(ref: RunFacts, other: RunFacts) -> list[dict[str, Any]]:
         a, b = ref.jobs[name].get("sizes") or {}, other.jobs[name].get("sizes") or {}
         for size in sorted(set(a) & set(b), key=int):
             ra, rb = _num(a[size].get("collective_s")), _num(b[size].get("collective_s"))
-            rows.append({"job": name, "size_bytes": int(size), "ref_s": ra, "other_s": rb,
+            rows.append({"job": name, "size_bytes": int(size), "ref_s": ra,
+                         "ref_real_s": _num(a[size].get("collective_real_s")), "other_s": rb,
+                         "other_real_s": _num(b[size].get("collective_real_s")),
                          "speedup": _ratio(ra, rb)})
     return rows
 

@@ -9,7 +9,8 @@ columns, a missing ``fidelity.json`` gives ``None``. Worker traces are read with
 (it crashed) is read from that snapshot and named in :attr:`Run.notes`.
 
 Keys and columns that older runs spelled without their unit (``mbps``) are renamed here, on
-reading, and nowhere else: a :class:`Run` always has the current names (docs/results.md).
+reading, and nowhere else: a :class:`Run` always has the current names (docs/results.md). A run
+written before rate scaling has no ``rate_scale``: its rates were emulated as written (1).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import yaml
 
 from testbed.core.errors import FabricLabError
 from testbed.core.samples import CPU_SAMPLE_SCHEMA, LINK_SAMPLE_SCHEMA, QDISC_SAMPLE_SCHEMA
+from testbed.core.scaling import UNSCALED
 from testbed.core.spec import upgrade_fabric
 from workloads.traces import COLLECTIVE_SCHEMA, PHASE_SCHEMA, conform, read_table
 
@@ -72,6 +74,8 @@ class Run:
     controller_log: str | None = None
     notes: list[str] = field(default_factory=list)
     calibration: dict[str, Any] | None = None  # calibration.json of a `fabriclab calibrate` dir
+    # emulated rate ÷ real rate of every rate in the run (testbed.core.scaling); 1: unscaled
+    rate_scale: float = UNSCALED
 
     def job(self, name: str) -> dict[str, Any]:
         for j in self.jobs:
@@ -269,13 +273,14 @@ def load_run(path: str | Path) -> Run:
                           {"verdict": "loopback", "reasons": []} if loopback
                           else _calibration_fidelity(calibration))
     log = root / "controller.log"
+    topology = _upgrade_topology(_read_json(root / "topology.json", {}))
     return Run(
         path=root,
         name=root.resolve().name,
         label=_label(root.resolve().name, spec),
         spec=spec,
         env=_read_json(root / "env.json", {}),
-        topology=_upgrade_topology(_read_json(root / "topology.json", {})),
+        topology=topology,
         jobs=jobs,
         phases=pd.concat(phases, ignore_index=True) if phases else empty_p,
         collectives=pd.concat(colls, ignore_index=True) if colls else empty_c,
@@ -289,7 +294,18 @@ def load_run(path: str | Path) -> Run:
         controller_log=log.read_text(errors="replace") if log.exists() else None,
         notes=notes,
         calibration=calibration,
+        rate_scale=_rate_scale(topology, calibration),
     )
+
+
+def _rate_scale(topology: dict[str, Any], calibration: dict[str, Any] | None) -> float:
+    """The scale the run's fabric was emulated at, as its plan (or calibration) recorded it;
+    1 for runs written before rate scaling."""
+    for record in (topology, calibration or {}):
+        scale = record.get("rate_scale")
+        if _is_num(scale) and 0 < scale <= 1:
+            return float(scale)
+    return UNSCALED
 
 
 def _calibration_fidelity(calibration: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -28,6 +28,10 @@ in Gbit/s, named ``*_gbit_s``):
   time (jobs that ran one after another are not compared).
 - **Speedup**: baseline ÷ Themis iteration time for each pair of jobs running the same
   workload on the same number of hosts.
+- **Real-rate figures** (``*_real_s``, ``*_real_gbit_s``) of a run emulated at ``rate_scale``
+  (:mod:`testbed.core.scaling`): collective times × rate_scale, bandwidths ÷ rate_scale, beside
+  the emulated figure; the same numbers when the run was not scaled. A DNN iteration includes
+  compute, which the scale does not stretch: its iteration times have none (None).
 """
 
 from __future__ import annotations
@@ -44,9 +48,15 @@ import pandas as pd
 from analysis.load import Run, load_run
 from testbed.core.algorithms import is_flat
 from testbed.core.formulas import busbw_factor
+from testbed.core.scaling import with_real
 
 LEAF_SPINE_KINDS = ("uplink", "ocs-leaf", "ocs-spine")
 DIM_LINK_KINDS = ("dim", "ring")
+# A job's and a message size's figures that have a real-rate counterpart (testbed.core.scaling);
+# a DNN job's iteration times (the first three) include compute, so theirs are None.
+REAL_JOB_FIGURES = ("mean_s", "p50_s", "p99_s", "collective_s", "algbw_gbit_s", "busbw_gbit_s")
+ITERATION_FIGURES = REAL_JOB_FIGURES[:3]
+REAL_SIZE_FIGURES = ("collective_s", "algbw_gbit_s", "busbw_gbit_s")
 COLLECTIVE_COLUMNS = ["job", "coll", "size", "world", "iteration", "warmup", "algorithm",
                       "transport", "chunks", "ranks", "start", "end", "t", "algbw", "busbw",
                       "rank_algbw", "rank_busbw", "correct"]
@@ -152,8 +162,9 @@ def job_metrics(run: Run) -> pd.DataFrame:
         sizes = {}
         for size, grp in jc.groupby("size", sort=True):
             algbw, busbw = _bandwidths(grp)
-            sizes[int(size)] = {"iterations": len(grp), "collective_s": _stats(grp["t"])["mean"],
-                                "algbw_gbit_s": algbw, "busbw_gbit_s": busbw}
+            sizes[int(size)] = with_real(
+                {"iterations": len(grp), "collective_s": _stats(grp["t"])["mean"],
+                 "algbw_gbit_s": algbw, "busbw_gbit_s": busbw}, REAL_SIZE_FIGURES, run.rate_scale)
         row["sizes"] = sizes
         head = jc[jc["size"] == jc["size"].max()] if len(jc) else jc
         row["size_bytes"] = int(head["size"].iloc[0]) if len(head) else None
@@ -177,7 +188,8 @@ def job_metrics(run: Run) -> pd.DataFrame:
         start, end = _num(job.get("start")), _num(job.get("end"))
         row["jct_s"] = end - start if start is not None and end is not None else None
         row["start"], row["end"] = start, end
-        rows.append(row)
+        rows.append(with_real(row, REAL_JOB_FIGURES, run.rate_scale,
+                              none=ITERATION_FIGURES if kind == "dnn" else ()))
     df = pd.DataFrame(rows)
     if df.empty:
         return df
@@ -262,7 +274,9 @@ def speedups(run: Run, jobs: pd.DataFrame) -> dict[str, Any] | None:
         bt, tt = _num(jobs.loc[match, "mean_s"]) if match else None, _num(jobs.loc[t, "mean_s"])
         if match and bt and tt:
             used.add(match)
-            pairs.append({"baseline": match, "themis": t, "baseline_s": bt, "themis_s": tt,
+            pairs.append({"baseline": match, "themis": t, "baseline_s": bt,
+                          "baseline_real_s": _num(jobs.loc[match, "mean_real_s"]),
+                          "themis_s": tt, "themis_real_s": _num(jobs.loc[t, "mean_real_s"]),
                           "speedup": bt / tt})
     if not pairs:
         return None
@@ -593,21 +607,24 @@ def _clean(x: Any) -> Any:
 
 
 JOB_KEYS = ("hosts", "policy", "spines", "circuits", "algorithm", "transport", "workload",
-            "status", "solo_of", "world", "size_bytes", "iterations", "mean_s", "p50_s", "p99_s",
-            "collective_s", "algbw_gbit_s", "busbw_gbit_s", "jct_s", "slowdown", "exposed_comm_s",
-            "compute_share", "correct", "sizes")
+            "status", "solo_of", "world", "size_bytes", "iterations", "mean_s", "mean_real_s",
+            "p50_s", "p50_real_s", "p99_s", "p99_real_s", "collective_s", "collective_real_s",
+            "algbw_gbit_s", "algbw_real_gbit_s", "busbw_gbit_s", "busbw_real_gbit_s", "jct_s",
+            "slowdown", "exposed_comm_s", "compute_share", "correct", "sizes")
 
 
 def summarise(run: Run | str | Path) -> dict[str, Any]:
     """The stable machine-readable result of a run (what ``summary.json`` holds)::
 
-        {"run", "label", "status", "jobs": {name: {JOB_KEYS...}},
+        {"run", "label", "rate_scale", "status", "jobs": {name: {JOB_KEYS...}},
          "dimensions": {d: {active_fraction, bytes_util, link_util}},
          "links": {"src→dst": {mean_util, peak_util}}, "fairness", "fairness_basis",
          "speedup": {"pairs": [...], "mean"} | None, "fidelity": {verdict, reasons} | None}
 
     Every key with a unit names it (``_s``, ``_bytes``, ``_gbit_s``); utilisations and
-    ratios are fractions; missing values are None. ``docs/results.md`` lists every key.
+    ratios are fractions; missing values are None. Figures are emulated; the ``*_real_*``
+    keys beside them are at the real rates, ``rate_scale`` the factor between the two.
+    ``docs/results.md`` lists every key.
     """
     if not isinstance(run, Run):
         run = load_run(run)
@@ -618,6 +635,7 @@ def summarise(run: Run | str | Path) -> dict[str, Any]:
     out = {
         "run": run.name,
         "label": run.label,
+        "rate_scale": run.rate_scale,
         "status": run_status(run),
         "jobs": {name: {k: row[k] for k in JOB_KEYS} for name, row in jobs.iterrows()},
         "dimensions": dimension_summary(run),

@@ -6,6 +6,10 @@ comparison the runs allow (routing policies, chunk schedules, transports on the 
 and jobs), each with a table over every message size. Several runs then get a table with one
 column per run; every run gets its sections. A run whose fidelity verdict is not ``faithful``
 gets a red banner with the reasons at the very top. Sections without data are left out.
+
+A run emulated at a ``rate_scale`` (:mod:`testbed.core.scaling`) says so near the top, with an
+example of its rates, and every time and rate the scale converts shows the real-rate figure
+beside the emulated one (:func:`dual`); an unscaled run's report is unchanged.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from analysis.cluster import comparison_rows, is_cluster_dir, load_cluster, run_
 from analysis.load import Run, load_run
 from testbed.core.atomic import write_text
 from testbed.core.errors import FabricLabError
+from testbed.core.scaling import UNSCALED, real_key, real_rate
 
 TEMPLATES = Path(__file__).parent / "templates"
 SECTIONS = {  # id: heading
@@ -63,6 +68,44 @@ def fmt_rate(gbit_s: Any) -> str:
     if v is None:
         return "—"
     return f"{v * 1e3:.1f} Mbit/s" if v < 1 else f"{v:.2f} Gbit/s"
+
+
+def fmt_mbit_s(mbit_s: float) -> str:
+    """A link rate given in Mbit/s, with the prefix that suits it: 100 Mbit/s, 100 Gbit/s."""
+    for prefix, scale in (("T", 1e6), ("G", 1e3)):
+        if mbit_s > scale:  # 1000 Mbit/s, the emulated links' top, stays in Mbit/s
+            return f"{mbit_s / scale:g} {prefix}bit/s"
+    return f"{mbit_s:g} Mbit/s"
+
+
+def dual(fmt: Any, emulated: Any, real: Any) -> str:
+    """``fmt(emulated)``, with ``fmt(real)`` beside it when the real-rate figure differs
+    (the run was scaled): ``80 ms (80 µs real)``."""
+    text = fmt(emulated)
+    if _missing(real) or _missing(emulated) or real == emulated:
+        return text
+    return f"{text} ({fmt(real)} real)"
+
+
+def _missing(figure: Any) -> bool:
+    """No number: None or NaN, or a tuple of figures with one such."""
+    parts = figure if isinstance(figure, tuple) else (figure,)
+    return any(_n(p) is None for p in parts)
+
+
+def _scale_note(run: Run) -> str | None:
+    """The sentence stating a scaled run's factor, with its fastest link as the example."""
+    scale = run.rate_scale
+    if scale == UNSCALED:
+        return None
+    rates = [_n(lk.get("mbit_s")) for lk in run.topology.get("links") or []]
+    rates += [_n(lk.get("configured_mbit_s")) for lk in (run.calibration or {}).get("links") or []]
+    top = max((r for r in rates if r is not None), default=None)
+    example = (f": emulated {fmt_mbit_s(top)} stands for {fmt_mbit_s(real_rate(top, scale))}"
+               if top is not None else "")
+    return (f"Rates scaled ×{scale:g} (rate_scale){example}. Figures are emulated, with the "
+            "real-rate figure beside them (times × the factor, bandwidths ÷ it); DNN iteration "
+            "times and JCTs include compute, which does not scale, and the plots are emulated")
 
 
 def fmt_bytes(x: Any) -> str:
@@ -106,11 +149,12 @@ def _fidelity(run: Run) -> dict[str, Any]:
                 "notes": [], "cpu": "—", "links": [], "calibration": None, "judged": "—",
                 "violations": []}
     links = []
+    scale = run.rate_scale
     for lk in f.get("links") or []:
         conf, peak = _n(lk.get("configured_mbit_s")), _n(lk.get("peak_mbit_s"))
         links.append({"src": lk.get("src"), "dst": lk.get("dst"),
-                      "configured": f"{conf:.0f}" if conf is not None else "—",
-                      "peak": f"{peak:.1f}" if peak is not None else "—",
+                      "configured": _mbit(conf, scale, "{:.0f}"),
+                      "peak": _mbit(peak, scale, "{:.1f}"),
                       "ratio": fmt_pct(peak / conf) if conf and peak is not None else "—",
                       "_r": peak / conf if conf and peak is not None else -1})
     links.sort(key=lambda r: -r["_r"])
@@ -137,6 +181,14 @@ def _fidelity(run: Run) -> dict[str, Any]:
                            for v in inv.get("violations") or []]}
 
 
+def _mbit(mbit_s: float | None, scale: float, form: str = "{:.1f}") -> str:
+    """A rate in a Mbit/s column, its real rate beside it when the run was scaled."""
+    def fmt(v: Any) -> str:
+        return "—" if _n(v) is None else form.format(_n(v))
+
+    return dual(fmt, mbit_s, real_rate(mbit_s, scale))
+
+
 def _calibration(run: Run) -> dict[str, Any] | None:
     """The calibration section: every link's expected and achieved rate, worst first."""
     c = run.calibration
@@ -149,9 +201,8 @@ def _calibration(run: Run) -> dict[str, Any] | None:
             "aggregate": fmt_pct(c.get("aggregate_ratio")),
             "goodput": fmt_pct(c.get("iperf_goodput_ratio")),
             "links": [{"src": lk.get("src"), "dst": lk.get("dst"),
-                       "configured": fmt_num(lk.get("configured_mbit_s"), 1),
-                       "expected": fmt_num(lk.get("expected_mbit_s"), 1),
-                       "achieved": fmt_num(lk.get("achieved_mbit_s"), 1),
+                       **{k: _mbit(_n(lk.get(f"{k}_mbit_s")), run.rate_scale)
+                          for k in ("configured", "expected", "achieved")},
                        "ratio": fmt_pct(lk.get("ratio"))} for lk in links]}
 
 
@@ -165,10 +216,12 @@ def _job_rows(jm) -> list[dict[str, str]]:
             "algorithm": r["algorithm"] or "—", "transport": r["transport"] or "—",
             "workload": r["workload"] + (f" {fmt_bytes(r['size_bytes'])}"
                                          if not dnn and _n(r["size_bytes"]) else ""),
-            "iterations": str(r["iterations"]), "mean": fmt_time(r["mean_s"]),
-            "p50p99": (f"{fmt_time(r['p50_s'])} / {fmt_time(r['p99_s'])}"
+            "iterations": str(r["iterations"]), "mean": _both(fmt_time, r, "mean_s"),
+            "p50p99": (dual(lambda p: f"{fmt_time(p[0])} / {fmt_time(p[1])}",
+                            (r["p50_s"], r["p99_s"]), (r["p50_real_s"], r["p99_real_s"]))
                        if _n(r["p50_s"]) is not None else "—"),
-            "algbw": fmt_rate(r["algbw_gbit_s"]), "busbw": fmt_rate(r["busbw_gbit_s"]),
+            "algbw": _both(fmt_rate, r, "algbw_gbit_s"),
+            "busbw": _both(fmt_rate, r, "busbw_gbit_s"),
             "jct": fmt_time(r["jct_s"]), "slowdown": fmt_x(r["slowdown"]),
             "exposed": (f"{fmt_time(r['exposed_comm_s'])} ({fmt_pct(r['compute_share'])})"
                         if _n(r["exposed_comm_s"]) is not None else "—"),
@@ -177,6 +230,11 @@ def _job_rows(jm) -> list[dict[str, str]]:
             "solo": f"solo baseline of {r['solo_of']}" if isinstance(r["solo_of"], str) else "",
         })
     return rows
+
+
+def _both(fmt: Any, figures: Any, key: str) -> str:
+    """:func:`dual` of the figure ``key`` of a summary row and its ``*_real_*`` counterpart."""
+    return dual(fmt, figures[key], figures[real_key(key)])
 
 
 # (key, header, left-aligned) of the job table; a column empty for every job is left out
@@ -207,7 +265,8 @@ def _run_context(run: Run, out: Path, prefix: str) -> dict[str, Any]:
     summary = metrics.summarise(run)
     jm = metrics.job_metrics(run)
     bw = metrics.dim_bandwidths(run.topology)
-    dims = [{"dim": d, "rate": f"{bw[int(d)] / 1e6:g} Mbit/s" if int(d) in bw else "—",
+    dims = [{"dim": d, "rate": dual(lambda v: fmt_mbit_s(v / 1e6), bw[int(d)],
+                                    real_rate(bw[int(d)], run.rate_scale)) if int(d) in bw else "—",
              "active": fmt_pct(v.get("active_fraction")), "bytes": fmt_pct(v.get("bytes_util")),
              "links": fmt_pct(v.get("link_util"))}
             for d, v in summary["dimensions"].items()]
@@ -232,16 +291,18 @@ def _run_context(run: Run, out: Path, prefix: str) -> dict[str, Any]:
                 continue
             solo = jm[jm["solo_of"] == name]
             jct_rows.append({"job": name, "jct": fmt_time(r["jct_s"]),
-                             "mean": fmt_time(r["mean_s"]),
+                             "mean": _both(fmt_time, r, "mean_s"),
                              "solo": solo.index[0] if len(solo) else "—",
-                             "solo_mean": fmt_time(solo.iloc[0]["mean_s"]) if len(solo) else "—",
+                             "solo_mean": (_both(fmt_time, solo.iloc[0], "mean_s") if len(solo)
+                                           else "—"),
                              "slowdown": fmt_x(r["slowdown"])})
     if len(jct_rows) < 2 and all(r["slowdown"] == "—" for r in jct_rows):
         jct_rows = []  # one job without a solo baseline: its JCT is in the summary already
     job_rows = _job_rows(jm) if not jm.empty else []
     sp = summary["speedup"]
     speed_rows = [{"baseline": p["baseline"], "themis": p["themis"],
-                   "baseline_s": fmt_time(p["baseline_s"]), "themis_s": fmt_time(p["themis_s"]),
+                   "baseline_s": _both(fmt_time, p, "baseline_s"),
+                   "themis_s": _both(fmt_time, p, "themis_s"),
                    "speedup": fmt_x(p["speedup"])} for p in (sp or {}).get("pairs", [])]
     spec_fabric = run.topology.get("kind") or (run.spec.get("fabric") or {}).get("kind") or "—"
     fidelity = _fidelity(run)
@@ -250,6 +311,7 @@ def _run_context(run: Run, out: Path, prefix: str) -> dict[str, Any]:
         "facts": facts, "run_headlines": compare.run_headlines(facts, summary["speedup"]),
         "size_rows": _size_rows(jm),
         "run": run, "label": run.label, "name": run.name, "path": str(run.path),
+        "scale_note": _scale_note(run),
         "summary": summary, "fabric": spec_fabric, "status": summary["status"],
         "fidelity": fidelity, "jobs": job_rows, "calibration": _calibration(run),
         "job_columns": _job_columns(job_rows),
@@ -270,8 +332,9 @@ def _size_rows(jm) -> list[dict[str, str]]:
         for size, v in sorted((r["sizes"] or {}).items(), key=lambda kv: int(kv[0])):
             rows.append({"job": name, "solo": isinstance(r["solo_of"], str),
                          "size": fmt_bytes(int(size)), "iterations": str(v["iterations"]),
-                         "time": fmt_time(v["collective_s"]), "algbw": fmt_rate(v["algbw_gbit_s"]),
-                         "busbw": fmt_rate(v["busbw_gbit_s"])})
+                         "time": _both(fmt_time, v, "collective_s"),
+                         "algbw": _both(fmt_rate, v, "algbw_gbit_s"),
+                         "busbw": _both(fmt_rate, v, "busbw_gbit_s")})
     return rows
 
 
@@ -279,7 +342,7 @@ def _headline_context(h: compare.Headline) -> dict[str, Any]:
     return {"title": h.title, "sentence": h.sentence, "ref": h.ref, "other": h.other,
             "caveats": h.caveats,
             "rows": [{"job": r["job"], "size": fmt_bytes(r["size_bytes"]),
-                      "ref": fmt_time(r["ref_s"]), "other": fmt_time(r["other_s"]),
+                      "ref": _both(fmt_time, r, "ref_s"), "other": _both(fmt_time, r, "other_s"),
                       "speedup": fmt_x(r["speedup"])} for r in h.rows]}
 
 
@@ -290,6 +353,13 @@ def _comparison(ctxs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     def col(fn):
         return [fn(c) for c in ctxs]
+
+    def tenant_mean(c, key):
+        """The tenants' mean of ``key`` and, if every tenant has one, of its real figure."""
+        jobs = tenants(c).values()
+        reals = [j.get(real_key(key)) for j in jobs]
+        return {key: metrics.mean_of(j[key] for j in jobs),
+                real_key(key): metrics.mean_of(reals) if None not in reals else None}
 
     def uniq(c, key):
         vals = sorted({str(j.get(key)) for j in tenants(c).values() if j.get(key) is not None})
@@ -303,10 +373,10 @@ def _comparison(ctxs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ("Jobs (tenants)", col(lambda c: str(len(tenants(c))))),
         ("Status", col(lambda c: c["status"])),
         ("Fidelity", col(lambda c: c["fidelity"]["verdict"])),
-        ("Mean iteration time", col(lambda c: fmt_time(metrics.mean_of(
-            [j["mean_s"] for j in tenants(c).values()])))),
-        ("Mean busbw", col(lambda c: fmt_rate(metrics.mean_of(
-            [j["busbw_gbit_s"] for j in tenants(c).values()])))),
+        ("Mean iteration time", col(lambda c: _both(fmt_time, tenant_mean(c, "mean_s"),
+                                                    "mean_s"))),
+        ("Mean busbw", col(lambda c: _both(fmt_rate, tenant_mean(c, "busbw_gbit_s"),
+                                           "busbw_gbit_s"))),
         ("Mean JCT", col(lambda c: fmt_time(metrics.mean_of(
             [j["jct_s"] for j in tenants(c).values()])))),
         ("Mean slowdown", col(lambda c: fmt_x(metrics.mean_of(

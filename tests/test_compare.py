@@ -16,7 +16,8 @@ def facts(label: str, setup: str = "s", *, policy: str = "ecmp", schedule: str =
     times = times or {MIB: 1.0}
     head = max(times)
     job = {"mean_s": times[head], "size_bytes": head, "slowdown": slowdown,
-           "sizes": {str(s): {"collective_s": t} for s, t in times.items()}}
+           "sizes": {str(s): {"collective_s": t, "collective_real_s": t}
+                     for s, t in times.items()}}
     return RunFacts(label, setup, {"policy": policy, "schedule": schedule,
                                    "transport": transport}, {"j": job}, simulated, trusted,
                     {"j": model_s} if model_s else {})
@@ -28,8 +29,8 @@ def test_routing_headline_gives_the_slowdown_ratio_against_ecmp():
     assert h.title == "Routing: vclos vs ecmp" and (h.ref, h.other) == ("e", "v")
     assert h.number == pytest.approx(2.5)
     assert "2.50× mean" in h.sentence and "slowdown ratio 2.50×" in h.sentence
-    assert h.rows == [{"job": "j", "size_bytes": MIB, "ref_s": 2.5, "other_s": 1.0,
-                       "speedup": 2.5}]
+    assert h.rows == [{"job": "j", "size_bytes": MIB, "ref_s": 2.5, "ref_real_s": 2.5,
+                       "other_s": 1.0, "other_real_s": 1.0, "speedup": 2.5}]
 
 
 def test_schedule_headline_puts_the_model_beside_the_measurement():

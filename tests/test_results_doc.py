@@ -64,3 +64,20 @@ def test_written_files_carry_their_units(tmp_path: Path) -> None:
 
 def test_a_column_written_without_a_unit_reads_as_none() -> None:
     assert unit_of(pa.field("mbps", pa.float64())) is None
+
+
+def test_every_summary_key_is_documented(tmp_path: Path) -> None:
+    from analysis_fixtures import build_multidim_run
+
+    from analysis.metrics import summarise
+
+    text = DOC.read_text(encoding="utf-8")
+    section = text.split("\n## summary.json\n", 1)[1].split("\n## ", 1)[0]
+    s = summarise(build_multidim_run(tmp_path))
+    nested = {"jobs", "dimensions", "links", "speedup", "fidelity"}
+    keys = [f"`{k}`" for k in s if k not in nested]
+    job = next(iter(s["jobs"].values()))
+    keys += [f"`{k}`" for k in job if k != "sizes"]
+    keys += [f"`sizes.<bytes>.{k}`" for k in next(iter(job["sizes"].values()))]
+    keys += [f"`{k}`" for k in s["speedup"]["pairs"][0]]
+    assert [k for k in keys if k not in section] == []

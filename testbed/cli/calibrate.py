@@ -30,17 +30,15 @@ def run(args: argparse.Namespace) -> int:
 
     from sdn_app.policies import controller_policy
     from testbed.core.atomic import write_json
-    from testbed.core.spec import load_fabric
-    from testbed.core.topology import build_plan
+    from testbed.core.topology import load_plan
     from testbed.emulator import switch_kinds
     from testbed.emulator.calibrate import calibrate, print_calibration
 
     if args.seconds < 2:
         raise FabricLabError("--seconds must be at least 2 (one second is warm-up)")
-    spec = load_fabric(args.spec)
+    plan = load_plan(args.spec)
     out = args.out or Path("results") / f"{time.strftime('%Y%m%d-%H%M%S')}-calibrate"
     console = Console()
-    plan = build_plan(spec)
     switches = switch_kinds.resolve(args.switches, plan, controller_policy(plan, None))
 
     def progress(done: int, total: int) -> None:

@@ -12,6 +12,8 @@ from rich.table import Table
 from testbed.core.backend import Backend
 from testbed.core.errors import FabricLabError
 from testbed.core.experiment import load_experiments
+from testbed.core.scaling import UNSCALED, real_rate, real_time_s
+from testbed.core.units import format_decimal
 
 BACKENDS = ("emulated", "sim")
 
@@ -46,18 +48,25 @@ def backend_of(args: argparse.Namespace) -> Backend:
 
 
 def summary_table(run_dir: Path) -> tuple[Table, str]:
-    """The run's jobs (not their solo baselines), one row per size, and the run's status."""
-    status = json.loads((run_dir / "summary.json").read_text()).get("status", "unknown")
-    table = Table(title=f"{run_dir.name}: {status}")
-    for col in ("job", "hosts", "size", "time ms", "busbw Mbit/s", "correct", "status"):
+    """The run's jobs (not their solo baselines), one row per size, and the run's status; a
+    run at a ``rate_scale`` also gets its times and busbw at the real rates."""
+    summary = json.loads((run_dir / "summary.json").read_text())
+    status, scale = summary.get("status", "unknown"), summary.get("rate_scale", UNSCALED)
+    scaled = scale != UNSCALED
+    table = Table(title=f"{run_dir.name}: {status}"
+                  + (f" (rates scaled ×{scale:g}: real figures beside)" if scaled else ""))
+    real = ("real time ms", "real busbw Gbit/s") if scaled else ()
+    for col in ("job", "hosts", "size", "time ms", "busbw Mbit/s", *real, "correct", "status"):
         table.add_column(col)
     for j in json.loads((run_dir / "jobs.json").read_text()):
         if j.get("solo_of"):
             continue
         for r in j["results"] or [{}]:
-            table.add_row(j["name"], str(len(j["hosts"])), str(r.get("size", "")),
-                          f"{r['time_us'] / 1e3:.1f}" if r else "",
-                          f"{r['busbw'] * 8e3:.2f}" if r else "",
+            cells = [f"{r['time_us'] / 1e3:.1f}", f"{r['busbw'] * 8e3:.2f}"] if r else ["", ""]
+            if scaled:  # 4 significant digits: real times are tiny, real rates large
+                cells += ([format_decimal(real_time_s(r["time_us"] / 1e3, scale)),
+                           format_decimal(real_rate(r["busbw"] * 8, scale))] if r else ["", ""])
+            table.add_row(j["name"], str(len(j["hosts"])), str(r.get("size", "")), *cells,
                           str(r.get("correct", "")), j["status"])
     return table, status
 

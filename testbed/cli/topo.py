@@ -7,8 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 from testbed.core.atomic import write_text
-from testbed.core.spec import load_fabric
-from testbed.core.topology import build_plan
+from testbed.core.topology import load_plan
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    plan = build_plan(load_fabric(args.spec))
+    plan = load_plan(args.spec)
     if args.json:
         print(plan.to_json())
         return 0
@@ -32,8 +31,15 @@ def run(args: argparse.Namespace) -> int:
     print(f"{plan.kind}: {len(plan.hosts)} hosts, {len(plan.switches)} switches "
           f"({', '.join(f'{n} {r}' for r, n in sorted(roles.items()))}), "
           f"{len(plan.links)} links ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))})")
+    if plan.rate_scale != 1:
+        print(f"rates scaled ×{plan.rate_scale:g} (rate_scale): the links are emulated at "
+              f"{_rates(plan)} Mbit/s")
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         write_text(args.out / "topology.json", plan.to_json())
         print(f"written {args.out / 'topology.json'}")
     return 0
+
+
+def _rates(plan) -> str:
+    return ", ".join(f"{r:g}" for r in sorted({lk.mbit_s for lk in plan.links}))

@@ -69,11 +69,11 @@ def resolve_policy(plan: FabricPlan, flag: str | None, data: Any, path: str) -> 
 
 
 def run(args: argparse.Namespace) -> int:
-    from testbed.core.spec import load_fabric, load_yaml
-    from testbed.core.topology import build_plan
+    from testbed.core.spec import load_yaml
+    from testbed.core.topology import load_plan
     from testbed.emulator import preflight
 
-    plan = build_plan(load_fabric(args.spec))
+    plan = load_plan(args.spec)
     data = load_yaml(args.spec)
     policy = resolve_policy(plan, args.policy, data, args.spec)
     preflight.require_fabric_ready()

@@ -2,6 +2,8 @@
 
     name: contention
     fabric: {kind: leaf_spine, ...}          # the fabric block of testbed.core.spec, unchanged
+    rate_scale: 0.001                         # optional: the fabric states real rates, emulated
+                                              # at rate × rate_scale (testbed.core.scaling)
     policy: ecmp                              # a registered policy (ecmp, ecmp-l3, vclos,
                                               # ocs-vclos, shortest, ...) or static
     solo_baselines: true                      # run every job alone first
@@ -39,7 +41,8 @@ from pydantic import (
 from testbed.core.algorithms import AlgorithmName, CollectiveName, TransportName, groups_error
 from testbed.core.errors import SpecError
 from testbed.core.registry import POLICIES
-from testbed.core.spec import FabricSpec, load_yaml, validate
+from testbed.core.scaling import UNSCALED
+from testbed.core.spec import FabricSpec, RateScale, load_yaml, validate
 from testbed.core.units import parse_size
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$"  # safe in paths and shell words
@@ -129,6 +132,8 @@ class Experiment(_Strict):
 
     name: Name
     fabric: FabricSpec
+    # Emulated rate ÷ real rate: the fabric's rates are real, emulated at rate × rate_scale.
+    rate_scale: RateScale = UNSCALED
     # A registered routing policy, or "static": no controller, the fabric's proactive rules.
     policy: Annotated[str, AfterValidator(_policy_or_static)] | None = None
     ocs_delay_s: Annotated[float, Field(ge=0, le=60)] = 0.0

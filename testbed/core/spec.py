@@ -15,14 +15,25 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 
 from testbed.core.errors import SpecError
+from testbed.core.scaling import UNSCALED, emulated_rate
 
 # What one 2-core machine shapes faithfully (shared/DESIGN.md, BENCHMARKS.md): Mininet's HTB
 # shaping accepts at most 1000 Mbit/s per link, and the userspace datapath forwards about
-# 1 Gbit/s in total, so faster links could never be saturated anyway.
+# 1 Gbit/s in total, so faster links could never be saturated anyway. The limit is on the
+# emulated rate: a spec with ``rate_scale`` (testbed.core.scaling) states faster real rates.
 MAX_LINK_MBIT_S = 1000
+RATE_FIELDS = ("host_link_mbit_s", "uplink_mbit_s")  # a leaf-spine fabric's rates
 # The 4x4x4 fabric (64 hosts, 48 switches) builds in seconds; twice that is still carried.
 MAX_HOSTS = 128
 MAX_SWITCHES = 128
@@ -65,8 +76,26 @@ class _Strict(BaseModel):
         return _renamed(data, cls.OLD_NAMES)
 
 
-MbitS = Annotated[float, Field(gt=0, le=MAX_LINK_MBIT_S)]
+def _shapeable(mbit_s: float, info: ValidationInfo) -> float:
+    """A real rate whose emulated rate (× the ``rate_scale`` in the validation context, set
+    by :func:`validate`; None when that is itself invalid) this machine shapes faithfully."""
+    scale = (info.context or {}).get("rate_scale", UNSCALED)
+    if scale is None or emulated_rate(mbit_s, scale) <= MAX_LINK_MBIT_S:
+        return mbit_s
+    if scale == UNSCALED:
+        raise ValueError(f"{mbit_s:g} Mbit/s is more than this machine shapes faithfully (at "
+                         f"most {MAX_LINK_MBIT_S} Mbit/s); to state a faster real rate, set "
+                         "rate_scale (emulated ÷ real rate) so it is emulated slower")
+    raise ValueError(f"{mbit_s:g} Mbit/s at rate_scale {scale:g} is emulated at "
+                     f"{emulated_rate(mbit_s, scale):g} Mbit/s, more than this machine shapes "
+                     f"faithfully (at most {MAX_LINK_MBIT_S} Mbit/s): lower rate_scale")
+
+
+# Rates in Mbit/s; real rates when the file sets rate_scale, emulated at rate × rate_scale.
+MbitS = Annotated[float, Field(gt=0), AfterValidator(_shapeable)]
 Count = Annotated[int, Field(ge=1)]
+# Emulated rate ÷ real rate (testbed.core.scaling); 1: the rates are emulated as written.
+RateScale = Annotated[float, Field(gt=0, le=1, strict=True)]
 
 
 class LeafSpineSpec(_Strict):
@@ -149,9 +178,23 @@ FabricSpec = Annotated[
 
 
 class FabricFile(_Strict):
-    """A file holding only a fabric (what `calibrate` and `topo` read)."""
+    """A file holding only a fabric (what `calibrate` and `topo` read), with its rates' scale."""
 
     fabric: FabricSpec
+    rate_scale: RateScale = UNSCALED
+
+
+def scaled_fabric(fabric: LeafSpineSpec | OcsLeafSpineSpec | MultidimSpec, rate_scale: float
+                  ) -> LeafSpineSpec | OcsLeafSpineSpec | MultidimSpec:
+    """``fabric`` with every rate at ``rate_scale`` of its value: the fabric as emulated."""
+    if rate_scale == UNSCALED:
+        return fabric
+    if isinstance(fabric, MultidimSpec):
+        dims = [d.model_copy(update={"mbit_s": emulated_rate(d.mbit_s, rate_scale)})
+                for d in fabric.dims]
+        return fabric.model_copy(update={"dims": dims})
+    return fabric.model_copy(update={f: emulated_rate(getattr(fabric, f), rate_scale)
+                                     for f in RATE_FIELDS})
 
 
 def _check_size(hosts: int, switches: int) -> None:
@@ -182,8 +225,9 @@ def _explain(exc: ValidationError) -> str:
                    "'-', starting with a letter or digit")
         elif err["type"] == "union_tag_invalid":
             msg = "kind must be one of leaf_spine, ocs_leaf_spine, multidim"
-        elif err["type"] == "less_than_equal" and str(err["loc"][-1]).endswith("mbit_s"):
-            msg = f"{msg} (the most this machine shapes faithfully)"
+        elif err["loc"] and err["loc"][-1] == "rate_scale":
+            msg = (f"{msg} (rate_scale is the emulated rate ÷ the real rate, in (0, 1]: 0.001 "
+                   "emulates 100 Gbit/s at 100 Mbit/s)")
         messages.append(f"{_field_path(err['loc'])}: {msg}")
     return "; ".join(messages)
 
@@ -193,9 +237,17 @@ def validate(model: type[BaseModel], data: Any, source: str = "spec") -> Any:
     if not isinstance(data, dict):
         raise SpecError(f"{source}: expected a mapping at the top level")
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, context={"rate_scale": _rate_scale(data)})
     except ValidationError as exc:
         raise SpecError(f"{source}: {_explain(exc)}") from None
+
+
+def _rate_scale(data: dict) -> float | None:
+    """The ``rate_scale`` the rates of ``data`` are checked at: None when it is invalid (its
+    own error names it; the rates are then not judged against a wrong scale)."""
+    scale = data.get("rate_scale", UNSCALED)
+    valid = isinstance(scale, int | float) and not isinstance(scale, bool) and 0 < scale <= 1
+    return float(scale) if valid else None
 
 
 def load_yaml(path: str | Path) -> Any:
@@ -216,13 +268,19 @@ def load_yaml(path: str | Path) -> Any:
         raise SpecError(f"{path} is not valid YAML{where}") from None
 
 
-def load_fabric(path: str | Path) -> LeafSpineSpec | OcsLeafSpineSpec | MultidimSpec:
-    """The validated ``fabric:`` block of a YAML file: a fabric file, or any file holding
-    one (an experiment spec); the file's other keys are not this function's to check."""
+def load_fabric_file(path: str | Path) -> FabricFile:
+    """The validated ``fabric:`` block and top-level ``rate_scale`` of a YAML file: a fabric
+    file, or any file holding one (an experiment spec); its other keys are not checked here."""
     data = load_yaml(path)
     if isinstance(data, dict) and "fabric" in data:
-        data = {"fabric": data["fabric"]}
-    return validate(FabricFile, data, source=str(path)).fabric
+        data = {k: data[k] for k in ("fabric", "rate_scale") if k in data}
+    return validate(FabricFile, data, source=str(path))
+
+
+def load_fabric(path: str | Path) -> LeafSpineSpec | OcsLeafSpineSpec | MultidimSpec:
+    """The validated ``fabric:`` block of a YAML file (its real rates: see
+    :func:`load_fabric_file` for the scale they are emulated at)."""
+    return load_fabric_file(path).fabric
 
 
 def parse_fabric(data: dict) -> LeafSpineSpec | OcsLeafSpineSpec | MultidimSpec:

@@ -21,13 +21,23 @@ Conventions
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from testbed.core.spec import LeafSpineSpec, MultidimSpec, OcsLeafSpineSpec, parse_fabric
+from testbed.core.scaling import UNSCALED
+from testbed.core.spec import (
+    LeafSpineSpec,
+    MultidimSpec,
+    OcsLeafSpineSpec,
+    load_fabric_file,
+    parse_fabric,
+    scaled_fabric,
+)
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -103,12 +113,17 @@ class Link:
 
 @dataclass(frozen=True)
 class FabricPlan:
+    """The fabric as emulated: ``spec`` and every link carry the emulated rates, the spec's
+    real rates × ``rate_scale`` (:mod:`testbed.core.scaling`)."""
+
     kind: str
-    spec: LeafSpineSpec | OcsLeafSpineSpec | MultidimSpec  # the validated spec it was built from
+    spec: LeafSpineSpec | OcsLeafSpineSpec | MultidimSpec  # the validated spec, as emulated
     hosts: tuple[Host, ...]
     switches: tuple[Switch, ...]
     links: tuple[Link, ...]
-    _by_name: dict[str, Host | Switch] = field(default_factory=dict, compare=False, repr=False)
+    rate_scale: float = UNSCALED
+    _by_name: dict[str, Host | Switch] = field(default_factory=dict, init=False, compare=False,
+                                               repr=False)
 
     def __post_init__(self) -> None:
         self._by_name.update({h.name: h for h in self.hosts})
@@ -146,6 +161,7 @@ class FabricPlan:
     def to_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
+            "rate_scale": self.rate_scale,
             "spec": self.spec.model_dump(),
             "switches": [asdict(s) | {"dpid_hex": s.dpid_hex} for s in self.switches],
             "hosts": [asdict(h) for h in self.hosts],
@@ -172,7 +188,8 @@ class FabricPlan:
             Link(**{k: v for k, v in lk.items() if k not in ("a_intf", "b_intf")})
             for lk in data["links"]
         )
-        return cls(data["kind"], parse_fabric({"fabric": data["spec"]}), hosts, switches, links)
+        return cls(data["kind"], parse_fabric({"fabric": data["spec"]}), hosts, switches, links,
+                   float(data.get("rate_scale", UNSCALED)))
 
     @classmethod
     def from_json(cls, text: str) -> FabricPlan:
@@ -277,11 +294,19 @@ def _dpid(role: str, index: int, dim: int = 0) -> int:
     return (ROLE_CODES[role] + dim) << 40 | (index + 1)
 
 
-def build_plan(spec: LeafSpineSpec | OcsLeafSpineSpec | MultidimSpec) -> FabricPlan:
-    """The deterministic plan of the fabric a spec describes."""
-    if isinstance(spec, MultidimSpec):
-        return _multidim(spec)
-    return _leaf_spine(spec)
+def build_plan(spec: LeafSpineSpec | OcsLeafSpineSpec | MultidimSpec,
+               rate_scale: float = UNSCALED) -> FabricPlan:
+    """The deterministic plan of the fabric a spec describes, its rates (real when
+    ``rate_scale`` is given) emulated at rate × ``rate_scale``."""
+    emulated = scaled_fabric(spec, rate_scale)
+    plan = _multidim(emulated) if isinstance(emulated, MultidimSpec) else _leaf_spine(emulated)
+    return dataclasses.replace(plan, rate_scale=rate_scale) if rate_scale != UNSCALED else plan
+
+
+def load_plan(path: str | Path) -> FabricPlan:
+    """The plan of a YAML file's ``fabric:`` block at its top-level ``rate_scale``."""
+    f = load_fabric_file(path)
+    return build_plan(f.fabric, f.rate_scale)
 
 
 def _leaf_spine(spec: LeafSpineSpec | OcsLeafSpineSpec) -> FabricPlan:

@@ -19,7 +19,7 @@ class EmulatedBackend:
     name = "emulated"
 
     def check(self, experiment: Experiment) -> None:
-        plan = build_plan(experiment.fabric)
+        plan = build_plan(experiment.fabric, experiment.rate_scale)
         check_against_fabric(experiment, plan)
         controller_policy(plan, experiment.policy)
         require_fabric_ready()

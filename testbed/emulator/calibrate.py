@@ -139,6 +139,7 @@ class Calibration:
     # iperf3 receiver goodput / the ideal TCP goodput at the expected rate, mean over flows
     iperf_goodput_ratio: float
     bring_up_s: float
+    rate_scale: float = 1.0  # the plan's: its rates are real rates × rate_scale
 
     @property
     def failures(self) -> list[str]:
@@ -221,6 +222,7 @@ def calibrate(plan: FabricPlan, run_dir: Path, seconds: float = 4.0, warmup: flo
         round_s=seconds,
         links=links, cpu_idle_min=min(idles), cpu_idle_mean=sum(idles) / len(idles),
         iperf_goodput_ratio=sum(goodput) / len(goodput), bring_up_s=bring_up,
+        rate_scale=plan.rate_scale,
     )
 
 

@@ -44,7 +44,7 @@ def environment() -> dict[str, Any]:
 class Runner:
     def __init__(self, exp: Experiment, out_root: Path, console: Console | None = None) -> None:
         self.exp = exp
-        self.plan = build_plan(exp.fabric)
+        self.plan = build_plan(exp.fabric, exp.rate_scale)
         check_against_fabric(exp, self.plan)
         self.policy = controller_policy(self.plan, exp.policy)  # None: no controller
         self.switches = switch_kinds.resolve(exp.switches, self.plan, self.policy)
@@ -311,7 +311,8 @@ class Runner:
                 return summary
             except Exception as exc:  # never lose a run to a metrics bug: keep the basics
                 self.console.print(f"[yellow]metrics failed ({exc}); basic summary written")
-        return {"run": self.run_dir.name, "status": self.status, "error": self.error,
+        return {"run": self.run_dir.name, "rate_scale": self.plan.rate_scale,
+                "status": self.status, "error": self.error,
                 "controller_restarts": self.controller_restarts, "leftovers": self.leftovers,
                 "jobs": {r["name"]: {"hosts": r["hosts"], "status": r["status"],
                                      "results": r["results"]} for r in records},

@@ -164,7 +164,7 @@ class SimRunner:
             raise FabricLabError(
                 f"--step-latency-us gives {step_latency_s} s; it must be in [0, 10) s")
         self.exp = exp
-        self.plan: FabricPlan = build_plan(exp.fabric)
+        self.plan: FabricPlan = build_plan(exp.fabric, exp.rate_scale)
         check_against_fabric(exp, self.plan)
         if self.plan.kind == "multidim":
             self.policy = "shortest"
