@@ -111,9 +111,12 @@ def test_the_cli_refuses_a_bad_sweep_before_starting_dask(tmp_path: Path, capsys
     assert "Traceback" not in err and not (tmp_path / "o").exists()
 
 
-def test_the_example_sweep_expands() -> None:
+def test_the_example_sweeps_expand() -> None:
     sweep, points = load_sweep(ROOT / "experiments" / "sweeps" / "ocs-vs-vclos.yaml")
     assert sweep.name == "ocs-vs-vclos" and len(points) == 9
+    sweep, points = load_sweep(ROOT / "experiments" / "sweeps" / "policies-8k.yaml")
+    assert len(points) == 12 and {p.params["leaves"] * p.params["hosts_per_leaf"]
+                                  for p in points} == {8192}
 
 
 def test_seed_intervals_use_students_t() -> None:

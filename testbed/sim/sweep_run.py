@@ -119,10 +119,11 @@ def sweep_results(out: Path, points: list[Point], title: str, by: list[str]
     return df
 
 
-def run_sweep(client: Client, points: list[Point], out: Path, title: str) -> pd.DataFrame:
+def run_sweep(client: Client, points: list[Point], out: Path, title: str,
+              on_update: Callable[[Outcome], None] = lambda _o: None) -> pd.DataFrame:
     """Run every point not yet in ``out`` and return the results table (its report grouped
     by the parameters that vary); a failed point is an error naming each that failed."""
-    outcome = run_points(client, points, out)
+    outcome = run_points(client, points, out, on_update)
     if outcome.failed:
         labels = {p.key: p.label for p in points}
         raise FabricLabError(f"{len(outcome.failed)} of {len(points)} runs failed: " + "; ".join(
