@@ -40,19 +40,19 @@ from __future__ import annotations
 import argparse
 
 import pandas as pd
-from sweep_common import add_flags, mib, output_dir, run_specs, workers_note
+from sweep_common import (
+    add_flags,
+    int_list,
+    mib,
+    output_dir,
+    run_specs,
+    word_list,
+    workers_note,
+)
 
 from testbed.core.errors import FabricLabError
 from testbed.sim.sweep_cluster import dask_client
 from testbed.sim.sweep_spec import SweepSpec
-
-
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",")]
-
-
-def _words(text: str) -> list[str]:
-    return [x for x in text.split(",") if x]
 
 
 def specs(args: argparse.Namespace) -> dict[str, SweepSpec]:
@@ -92,12 +92,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--jobs", type=int, default=3000)
     p.add_argument("--load", type=float, default=1.0)
-    p.add_argument("--seeds", type=_ints, default=[1], help="comma-separated, e.g. 1,2,3")
+    p.add_argument("--seeds", type=int_list, default=[1], help="comma-separated, e.g. 1,2,3")
     p.add_argument("--leaves", type=int, default=128)
     p.add_argument("--spines", type=int, default=64)
     p.add_argument("--hosts-per-leaf", type=int, default=64)
-    p.add_argument("--placements", type=_words, default=["joint", "hosts-first"])
-    p.add_argument("--rewirings", type=_words, default=["any", "conservative", "augment"])
+    p.add_argument("--placements", type=word_list, default=["joint", "hosts-first"])
+    p.add_argument("--rewirings", type=word_list, default=["any", "conservative", "augment"])
     p.add_argument("--spine-ports-per-ocs", type=int, default=0,
                    help="default: leaves / OCSes (the electrical fabric's port count)")
     p.add_argument("--no-bound", action="store_true", help="skip the no-link-limit row")

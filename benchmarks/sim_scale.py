@@ -41,7 +41,17 @@ import argparse
 from typing import Any
 
 import pandas as pd
-from sweep_common import add_flags, mib, output_dir, positive, run_specs, spread, workers_note
+from sweep_common import (
+    add_flags,
+    int_list,
+    mib,
+    output_dir,
+    positive,
+    run_specs,
+    spread,
+    word_list,
+    workers_note,
+)
 
 from analysis.growth import fit_power_law
 from analysis.sweep import simulated_results
@@ -67,12 +77,6 @@ def _clusters(text: str) -> list[dict[str, int]]:
     return [_cluster(c) for c in text.split(",") if c]
 
 
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x]
-
-
-def _words(text: str) -> list[str]:
-    return [x for x in text.split(",") if x]
 
 
 def main_spec(args: argparse.Namespace) -> SweepSpec:
@@ -143,7 +147,8 @@ def main() -> None:
     p.add_argument("--load", type=float, default=0.8)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--collective", default="ring", choices=("ring", "hierarchical"))
-    p.add_argument("--policies", type=_words, default=_words("ecmp,ecmp-l3,vclos,ocs-vclos"),
+    p.add_argument("--policies", type=word_list,
+                   default=["ecmp", "ecmp-l3", "vclos", "ocs-vclos"],
                    help="comma-separated leaf-spine policies (default: all four)")
     p.add_argument("--no-growth", action="store_true", help="skip the growth runs")
     p.add_argument("--cluster", type=_cluster, default=_cluster(MAIN),
@@ -153,7 +158,7 @@ def main() -> None:
                    help="main runs per policy; wall time as median [min, max]")
     p.add_argument("--growth-clusters", type=_clusters, default=_clusters(GROWTH_CLUSTERS),
                    help=f"growth clusters, comma-separated (default {GROWTH_CLUSTERS})")
-    p.add_argument("--growth-jobs", type=_ints, default=_ints(GROWTH_JOBS),
+    p.add_argument("--growth-jobs", type=int_list, default=int_list(GROWTH_JOBS),
                    help=f"growth job counts, comma-separated (default {GROWTH_JOBS})")
     p.add_argument("--growth-policy", default="ecmp")
     add_flags(p, workers=1)

@@ -28,6 +28,16 @@ if TYPE_CHECKING:
 MIB = 1 << 20
 
 
+def int_list(text: str) -> list[int]:
+    """An argparse type: comma-separated integers."""
+    return [int(x) for x in text.split(",") if x]
+
+
+def word_list(text: str) -> list[str]:
+    """An argparse type: comma-separated words."""
+    return [x for x in text.split(",") if x]
+
+
 def positive(text: str) -> int:
     """An argparse type: an integer of at least 1."""
     value = int(text)
