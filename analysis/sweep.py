@@ -15,6 +15,9 @@ from testbed.core.atomic import write_bytes, write_text
 
 METRICS = ("avg_jct_s", "p99_jct_s", "avg_wait_s", "avg_slowdown", "makespan_s",
            "gpu_utilisation")
+# How a run went on the machine that ran it, not what it simulated: these differ from one
+# run of the same point to the next (summary.json's wall_s, rss_start_bytes, peak_rss_bytes).
+MEASURED = ("wall_s", "rss_start_bytes", "peak_rss_bytes")
 # Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom.
 T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
@@ -39,6 +42,13 @@ def results_frame(runs: Sequence[tuple[str, Mapping[str, Any], Mapping[str, Any]
         rows.append({"point": key, **params,
                      **{k: v for k, v in summary.items() if k not in params}})
     return pd.DataFrame(rows)
+
+
+def simulated_results(df: pd.DataFrame) -> pd.DataFrame:
+    """The table without its :data:`MEASURED` columns, in ``point`` order: two sweeps of the
+    same points give equal tables, whatever ran them and however many workers."""
+    kept = df.drop(columns=[c for c in MEASURED if c in df.columns])
+    return kept.sort_values("point").reset_index(drop=True)
 
 
 def seed_intervals(df: pd.DataFrame, by: Sequence[str],

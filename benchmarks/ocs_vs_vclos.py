@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/ocs_vs_vclos.py [--jobs 3000] [--load 1.0] [--seeds 1,2,3]
         [--leaves 128 --spines 64 --hosts-per-leaf 64] [--placements joint,hosts-first]
         [--rewirings any,conservative,augment] [--spine-ports-per-ocs P] [--no-bound]
+        [--workers 2] [--out DIR]
 
 Every row of a seed replays the same synthetic trace (FIFO admission, flat-ring All-Reduce)
 on the same cluster. The OCS layer has as many ports as the electrical fabric has links
@@ -23,6 +24,12 @@ no capacity, only the freedom to choose what a leaf port reaches. ``--spine-port
   FIFO alone cause with this placement. No network design (OCS or other) with the same
   placement rule can remove more waiting than static vClos has above this row.
 
+The rows are one sweep (a spec each for static vClos, OCS-vClos and the bound, their grids
+over seeds, placements and rewirings), run as ``fabriclab sweep`` runs one: a local Dask
+cluster of ``--workers`` processes (default 2), every run written under ``--out``. "wall s"
+and "peak MiB" are measured per run in the worker that ran it (the simulation's wall time;
+the worker's peak RSS during the run); with two workers on two cores runs share the machine.
+
 "frag hosts" / "frag links": admission attempts refused because no m leaves had n free hosts
 / because the leaves existed but no free spine links (or circuits) joined them. "vs vclos":
 the average wait against static vClos with the same placement and seed.
@@ -31,65 +38,98 @@ the average wait against static vClos with the same placement and seed.
 from __future__ import annotations
 
 import argparse
-import time
 
-from testbed.sim.cluster import ClusterConfig, simulate_cluster
-from testbed.sim.traces import synthetic
+import pandas as pd
+from sweep_common import (
+    add_flags,
+    int_list,
+    mib,
+    output_dir,
+    run_specs,
+    word_list,
+    workers_note,
+)
+
+from testbed.core.errors import FabricLabError
+from testbed.sim.sweep_cluster import dask_client
+from testbed.sim.sweep_spec import SweepSpec
 
 
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",")]
+def specs(args: argparse.Namespace) -> dict[str, SweepSpec]:
+    """Each kind of row ("-": static vClos, "bound", or OCS-vClos by rewiring) as a sweep."""
+    base = {"leaves": args.leaves, "hosts_per_leaf": args.hosts_per_leaf, "jobs": args.jobs,
+            "load": args.load, "spine_ports_per_ocs": args.spine_ports_per_ocs}
+    grid = {"seed": args.seeds, "placement": args.placements}
+    static = {**base, "policy": "vclos", "rewiring": "any"}
+    kinds = {"-": SweepSpec(base={**static, "spines": args.spines}, grid=grid)}
+    if args.rewirings:
+        kinds["ocs"] = SweepSpec(base={**base, "policy": "ocs-vclos", "spines": args.spines},
+                                 grid={**grid, "rewiring": args.rewirings})
+    if not args.no_bound:
+        kinds["bound"] = SweepSpec(base={**static, "spines": 4 * args.hosts_per_leaf},
+                                   grid=grid)
+    return kinds
 
 
-def _words(text: str) -> list[str]:
-    return [x for x in text.split(",") if x]
+def pick(df: pd.DataFrame, **params: object) -> pd.Series:
+    """The one run with these parameters."""
+    match = df
+    for name, value in params.items():
+        match = match[match[name] == value]
+    return match.iloc[0]
+
+
+def rows(args: argparse.Namespace) -> list[tuple[str, str, dict[str, object]]]:
+    """(policy, rewiring column, parameters that find the run) in the table's order."""
+    out = [("vclos", "-", {"policy": "vclos", "spines": args.spines})]
+    out += [("ocs-vclos", r, {"policy": "ocs-vclos", "rewiring": r}) for r in args.rewirings]
+    if not args.no_bound:
+        out.append(("vclos", "bound", {"policy": "vclos", "spines": 4 * args.hosts_per_leaf}))
+    return out
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--jobs", type=int, default=3000)
     p.add_argument("--load", type=float, default=1.0)
-    p.add_argument("--seeds", type=_ints, default=[1], help="comma-separated, e.g. 1,2,3")
+    p.add_argument("--seeds", type=int_list, default=[1], help="comma-separated, e.g. 1,2,3")
     p.add_argument("--leaves", type=int, default=128)
     p.add_argument("--spines", type=int, default=64)
     p.add_argument("--hosts-per-leaf", type=int, default=64)
-    p.add_argument("--placements", type=_words, default=["joint", "hosts-first"])
-    p.add_argument("--rewirings", type=_words, default=["any", "conservative", "augment"])
+    p.add_argument("--placements", type=word_list, default=["joint", "hosts-first"])
+    p.add_argument("--rewirings", type=word_list, default=["any", "conservative", "augment"])
     p.add_argument("--spine-ports-per-ocs", type=int, default=0,
                    help="default: leaves / OCSes (the electrical fabric's port count)")
     p.add_argument("--no-bound", action="store_true", help="skip the no-link-limit row")
+    add_flags(p, workers=2)
     args = p.parse_args()
     gpus = args.leaves * args.hosts_per_leaf
     print(f"{gpus} GPUs ({args.leaves} leaves x {args.hosts_per_leaf}, {args.spines} spines), "
           f"{args.jobs} synthetic jobs, load {args.load}")
+    print(workers_note(args.workers))
+    try:
+        with output_dir(args.out) as out, dask_client(args.workers) as client:
+            df = run_specs(client, list(specs(args).values()), out, "ocs-vs-vclos")
+    except FabricLabError as exc:
+        raise SystemExit(str(exc)) from None
     print(f"{'seed':>4} {'placement':>11} {'policy':>9} {'rewiring':>12} {'wall s':>6} "
-          f"{'avg wait s':>10} {'vs vclos':>8} {'avg JCT s':>9} {'GPU util':>8} "
-          f"{'frag hosts':>10} {'frag links':>10}")
+          f"{'peak MiB':>8} {'avg wait s':>10} {'vs vclos':>8} {'avg JCT s':>9} "
+          f"{'GPU util':>8} {'frag hosts':>10} {'frag links':>10}")
     for seed in args.seeds:
-        trace = synthetic(args.jobs, args.load, gpus, seed)
         for placement in args.placements:
-            rows = [("vclos", "-", args.spines)]
-            rows += [("ocs-vclos", r, args.spines) for r in args.rewirings]
-            if not args.no_bound:
-                rows.append(("vclos", "bound", 4 * args.hosts_per_leaf))
             static = None
-            for policy, rewiring, spines in rows:
-                config = ClusterConfig(
-                    args.leaves, spines, args.hosts_per_leaf, policy,
-                    ocs_count=spines if policy == "ocs-vclos" else 0, seed=seed,
-                    placement=placement, rewiring=rewiring if policy == "ocs-vclos" else "any",
-                    spine_ports_per_ocs=args.spine_ports_per_ocs,
-                )
-                started = time.perf_counter()
-                s = simulate_cluster(trace, config).summary
-                wall = time.perf_counter() - started
+            for policy, rewiring, params in rows(args):
+                s = pick(df, seed=seed, placement=placement, **params)
                 static = s["avg_wait_s"] if static is None else static
                 change = (s["avg_wait_s"] / static - 1) * 100 if static else 0.0
                 links = s["refused_fragmented_links"]
-                print(f"{seed:>4} {placement:>11} {policy:>9} {rewiring:>12} {wall:6.1f} "
+                print(f"{seed:>4} {placement:>11} {policy:>9} {rewiring:>12} "
+                      f"{s['wall_s']:6.1f} {mib(s['peak_rss_bytes']):>8} "
                       f"{s['avg_wait_s']:10.1f} {change:+7.1f}% {s['avg_jct_s']:9.1f} "
                       f"{s['gpu_utilisation']:8.3f} {s['refused_fragmented'] - links:10d} "
-                      f"{links:10d}", flush=True)
+                      f"{links:10d}")
+    if args.out:
+        print(f"runs and results tables: {out}")
 
 
 if __name__ == "__main__":

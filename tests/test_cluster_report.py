@@ -163,3 +163,21 @@ def test_docs_describe_every_key_and_column(tmp_path: Path) -> None:
     columns = set(pd.read_csv(d / "jobs.csv").columns) | set(
         pd.read_csv(d / "utilisation.csv").columns)
     assert _documented("`jobs.csv` and `utilisation.csv` (simulate-cluster)") == columns
+
+
+def test_docs_describe_a_sweeps_point_json_and_results_columns(tmp_path: Path) -> None:
+    from testbed.sim.cluster_run import simulate_run
+    from testbed.sim.sweep_run import sweep_results, write_point
+    from testbed.sim.sweep_spec import SweepSpec, expand
+
+    point = expand(SweepSpec(base={"leaves": 2, "spines": 2, "hosts_per_leaf": 2, "jobs": 5}))[0]
+    files = simulate_run(point.params, point.label)
+    write_point(tmp_path, point, files)
+    assert _documented("`point.json` (sweep)") == set(
+        json.loads((tmp_path / point.key / "point.json").read_text()))
+    df = sweep_results(tmp_path, [point], "tiny", [])
+    assert df is not None
+    head = ["point", *point.params]
+    assert list(df.columns[:len(head)]) == head
+    assert set(df.columns[len(head):]) == set(files.summary) - set(point.params)
+    assert {"wall_s", "rss_start_bytes", "peak_rss_bytes"} <= set(df.columns)

@@ -18,6 +18,7 @@ import pandas as pd
 import psutil
 import pytest
 
+from analysis.sweep import MEASURED, simulated_results
 from testbed.cli import main
 
 pytest.importorskip("distributed")
@@ -87,8 +88,7 @@ def point_dirs(out: Path) -> list[Path]:
 
 
 def results(out: Path) -> pd.DataFrame:
-    df = pd.read_parquet(out / "results.parquet")
-    return df.drop(columns=["wall_s"]).sort_values("point").reset_index(drop=True)
+    return simulated_results(pd.read_parquet(out / "results.parquet"))
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +134,10 @@ def test_a_killed_worker_loses_no_run_and_duplicates_none(scheduler_run) -> None
     assert sorted(df["point"]) == [d.name for d in dirs]  # each run once
     assert df.groupby("policy").size().to_dict() == {"ecmp": 4, "vclos": 4}
     assert (df["jobs_completed"] > 0).all() and "avg_jct_s" in df.columns
+    raw = pd.read_parquet(out / "results.parquet")
+    assert set(MEASURED) <= set(raw.columns) and (raw["wall_s"] > 0).all()
+    measured = raw.dropna(subset=["peak_rss_bytes"])  # null where the kernel cannot reset
+    assert (measured["peak_rss_bytes"] >= measured["rss_start_bytes"]).all()
     csv = pd.read_csv(out / "results.csv")
     assert len(csv) == POINTS and set(csv["point"]) == set(df["point"])
     report = (out / "report.md").read_text()
@@ -197,3 +201,20 @@ def test_a_failing_run_is_listed_and_the_others_still_written(tmp_path: Path, ca
     assert "(trace=helios:" in text and "missing.csv: No such file" in text
     assert "Traceback" not in text + err
     assert len(point_dirs(out)) == 1 and len(pd.read_csv(out / "results.csv")) == 1
+
+
+def test_run_sweep_in_process_gives_the_table_or_names_what_failed(tmp_path: Path) -> None:
+    from testbed.core.errors import FabricLabError
+    from testbed.sim.sweep_cluster import dask_client
+    from testbed.sim.sweep_run import run_sweep
+    from testbed.sim.sweep_spec import SweepSpec, expand
+
+    tiny = {"leaves": 2, "spines": 2, "hosts_per_leaf": 2, "jobs": 20}
+    good = expand(SweepSpec(base=tiny, grid={"policy": ["ecmp", "vclos"]}))
+    bad = expand(SweepSpec(base={**tiny, "trace": "helios:missing.csv"}))
+    with dask_client(workers=1) as client:
+        df = run_sweep(client, good, tmp_path / "good", "tiny")
+        assert list(df["point"]) == [p.key for p in good]
+        assert "| policy | seeds |" in (tmp_path / "good" / "report.md").read_text()
+        with pytest.raises(FabricLabError, match=r"1 of 1 runs failed: \w+ \(base\): .*missing"):
+            run_sweep(client, bad, tmp_path / "bad", "tiny")

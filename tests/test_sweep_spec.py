@@ -8,11 +8,18 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.sweep import results_frame, seed_intervals, t95
+from analysis.sweep import MEASURED, results_frame, seed_intervals, simulated_results, t95
 from testbed.cli import build_parser, main
 from testbed.core.errors import SpecError
 from testbed.sim.cluster_run import DEFAULTS
-from testbed.sim.sweep_spec import ClusterParams, SweepSpec, expand, load_sweep
+from testbed.sim.sweep_spec import (
+    ClusterParams,
+    SweepSpec,
+    expand,
+    expand_all,
+    load_sweep,
+    varying,
+)
 
 ROOT = Path(__file__).parent.parent
 TINY = {"leaves": 2, "spines": 2, "hosts_per_leaf": 2, "jobs": 20}
@@ -104,9 +111,12 @@ def test_the_cli_refuses_a_bad_sweep_before_starting_dask(tmp_path: Path, capsys
     assert "Traceback" not in err and not (tmp_path / "o").exists()
 
 
-def test_the_example_sweep_expands() -> None:
+def test_the_example_sweeps_expand() -> None:
     sweep, points = load_sweep(ROOT / "experiments" / "sweeps" / "ocs-vs-vclos.yaml")
     assert sweep.name == "ocs-vs-vclos" and len(points) == 9
+    sweep, points = load_sweep(ROOT / "experiments" / "sweeps" / "policies-8k.yaml")
+    assert len(points) == 12 and {p.params["leaves"] * p.params["hosts_per_leaf"]
+                                  for p in points} == {8192}
 
 
 def test_seed_intervals_use_students_t() -> None:
@@ -123,3 +133,26 @@ def test_seed_intervals_use_students_t() -> None:
     whole = seed_intervals(pd.DataFrame({"seed": [1, 2], "avg_jct_s": [1.0, 3.0]}), [],
                            ["avg_jct_s"])
     assert whole["avg_jct_s_mean"].iloc[0] == 2.0
+
+
+def test_several_specs_are_one_list_with_shared_runs_once() -> None:
+    small = spec(base=TINY, grid={"policy": ["ecmp", "vclos"], "seed": [1, 2]})
+    wide = spec(base={**TINY, "spines": 4, "policy": "vclos"}, grid={"seed": [1, 2]})
+    again = spec(base={**TINY, "policy": "vclos"}, grid={"seed": [2]})  # already in small
+    points = expand_all([small, wide, again])
+    assert [(p.params["policy"], p.params["spines"], p.params["seed"]) for p in points] == [
+        ("ecmp", 2, 1), ("ecmp", 2, 2), ("vclos", 2, 1), ("vclos", 2, 2),
+        ("vclos", 4, 1), ("vclos", 4, 2)]
+    assert varying(points) == ["spines", "policy"]  # in parameter order; never seed
+    assert varying(points[:1]) == [] and varying([]) == []
+
+
+def test_simulated_results_drop_what_the_machine_measured() -> None:
+    def frame(order: list[int], wall: float) -> pd.DataFrame:
+        return results_frame([(f"k{i}", {"seed": i}, {"avg_jct_s": 10.0 * i, "wall_s": wall,
+                                                      "rss_start_bytes": 1, "peak_rss_bytes": 2})
+                              for i in order])
+
+    one, two = simulated_results(frame([1, 2], 0.5)), simulated_results(frame([2, 1], 9.0))
+    pd.testing.assert_frame_equal(one, two)
+    assert not set(MEASURED) & set(one.columns) and list(one["point"]) == ["k1", "k2"]

@@ -9,7 +9,6 @@ with the same ``--out``, it skips the runs already there.
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,9 +39,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from analysis.sweep import results_frame, write_results
     from testbed.sim.sweep_cluster import dask_client
-    from testbed.sim.sweep_run import Outcome, is_done, run_points
+    from testbed.sim.sweep_run import Outcome, is_done, run_points, sweep_results
     from testbed.sim.sweep_spec import load_sweep
 
     if not args.out.strip():
@@ -56,30 +54,19 @@ def run(args: argparse.Namespace) -> int:
     else:
         with dask_client(args.workers, args.scheduler) as client, \
                 _progress(len(points)) as update:
-            _make(out)  # only once the cluster answers: a refused sweep leaves nothing
+            # makes --out only once the cluster answers: a refused sweep leaves nothing
             outcome = run_points(client, points, out, update)
-    runs = [(p.key, p.params, json.loads((out / p.key / "summary.json").read_text()))
-            for p in points if is_done(out, p)]
-    by = [k for k in spec.grid if k != "seed"]
     title = spec.name or Path(args.sweep).stem
-    if runs:
-        write_results(out, title, results_frame(runs), by)
+    results = sweep_results(out, points, title, [k for k in spec.grid if k != "seed"])
     print(f"sweep {title}: {len(points)} runs, {len(outcome.ran)} run now, "
           f"{len(outcome.skipped)} already done, {len(outcome.failed)} failed -> {out}")
     for key, reason in outcome.failed.items():
         label = next(p.label for p in points if p.key == key)
         print(f"  failed {key} ({label}): {reason}")
-    if runs:
+    if results is not None:
         print(f"results: {out / 'results.csv'}, {out / 'results.parquet'}; "
               f"report: {out / 'report.md'}")
     return 1 if outcome.failed else 0
-
-
-def _make(out: Path) -> None:
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise FabricLabError(f"cannot write results to {out}: {exc.strerror}") from None
 
 
 @contextmanager

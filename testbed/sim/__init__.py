@@ -8,5 +8,6 @@
 * :mod:`testbed.sim.cluster` — leaf-spine routing (ECMP, vClos, OCS-vClos) and the
   multi-tenant FIFO cluster simulation.
 * :mod:`testbed.sim.traces` — Helios / Philly trace readers and a synthetic generator.
+* :mod:`testbed.sim.peak_memory` — a run's peak resident memory in a long-lived process.
 * :mod:`testbed.cli.simulate_cluster` — ``fabriclab simulate-cluster``.
 """

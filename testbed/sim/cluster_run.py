@@ -17,6 +17,7 @@ from typing import Any
 from testbed.core.atomic import csv_text, write_text
 from testbed.core.errors import FabricLabError
 from testbed.sim.cluster import ClusterConfig, cluster_policy, simulate_cluster
+from testbed.sim.peak_memory import peak_rss
 from testbed.sim.traces import load_trace, trace_identity
 
 # simulate-cluster's parameters (its flags, with '_' for '-') and their defaults.
@@ -54,23 +55,23 @@ def cluster_config(params: Mapping[str, Any]) -> ClusterConfig:
 
 def simulate_run(params: Mapping[str, Any], label: str | None = None,
                  progress: Callable[[int, int, float], None] | None = None) -> RunFiles:
-    """Simulate the run ``params`` describes; nothing is written."""
+    """Simulate the run ``params`` describes; nothing is written. The summary adds this
+    process's RSS when the run began and its peak during it (:mod:`testbed.sim.peak_memory`)."""
     p = {**DEFAULTS, **params}
     config = cluster_config(p)
-    jobs = load_trace(p["trace"], p["jobs"], p["load"], config.total_gpus, p["seed"],
-                      config.link_bps)
-    result = simulate_cluster(jobs, config, progress)
-    summary = {**result.summary, **trace_identity(p["trace"], p["load"]),
-               "jobs_requested": p["jobs"], "label": label}
     from analysis.cluster import utilisation_timeline  # pandas: only when it runs
 
-    timeline = utilisation_timeline(result.rows, config.total_gpus)
-    columns = list(result.rows[0]) if result.rows else ["job_id"]
-    return RunFiles(summary, {
-        "jobs.csv": csv_text(result.rows, columns),
-        "utilisation.csv": timeline.to_csv(index=False),
-        "summary.json": json_text(summary),
-    })
+    with peak_rss() as rss:  # the trace, the simulation and the tables' texts
+        jobs = load_trace(p["trace"], p["jobs"], p["load"], config.total_gpus, p["seed"],
+                          config.link_bps)
+        result = simulate_cluster(jobs, config, progress)
+        columns = list(result.rows[0]) if result.rows else ["job_id"]
+        texts = {"jobs.csv": csv_text(result.rows, columns),
+                 "utilisation.csv": utilisation_timeline(
+                     result.rows, config.total_gpus).to_csv(index=False)}
+    summary = {**result.summary, **trace_identity(p["trace"], p["load"]),
+               "jobs_requested": p["jobs"], "label": label, **rss.fields()}
+    return RunFiles(summary, {**texts, "summary.json": json_text(summary)})
 
 
 def write_run(files: RunFiles, out: Path) -> None:

@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any
 from testbed.core.atomic import write_json
 from testbed.core.errors import FabricLabError
 from testbed.sim.cluster_run import RunFiles, simulate_run, write_run
-from testbed.sim.sweep_spec import Point
+from testbed.sim.sweep_spec import Point, varying
 
 if TYPE_CHECKING:
+    import pandas as pd
     from distributed import Client
 
 RETRIES = 2  # a point whose simulation raises is tried this many more times
@@ -77,6 +78,10 @@ def run_points(client: Client, points: list[Point], out: Path,
     to another worker by the scheduler. Failures are collected, not raised."""
     from distributed import as_completed
 
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise FabricLabError(f"cannot write results to {out}: {exc.strerror}") from None
     done = {p.key for p in points if is_done(out, p)}
     outcome = Outcome(skipped=[p.key for p in points if p.key in done])
     todo = [p for p in points if p.key not in done]
@@ -97,6 +102,36 @@ def run_points(client: Client, points: list[Point], out: Path,
             on_update(outcome)
     shutil.rmtree(out / PARTIAL, ignore_errors=True)
     return outcome
+
+
+def sweep_results(out: Path, points: list[Point], title: str, by: list[str]
+                  ) -> pd.DataFrame | None:
+    """Write results.parquet, results.csv and report.md (grouped by ``by``) from the points
+    done in ``out``, and return that table; None if no point is done."""
+    from analysis.sweep import results_frame, write_results
+
+    runs = [(p.key, p.params, json.loads((out / p.key / "summary.json").read_text()))
+            for p in points if is_done(out, p)]
+    if not runs:
+        return None
+    df = results_frame(runs)
+    write_results(out, title, df, by)
+    return df
+
+
+def run_sweep(client: Client, points: list[Point], out: Path, title: str,
+              on_update: Callable[[Outcome], None] = lambda _o: None) -> pd.DataFrame:
+    """Run every point not yet in ``out`` and return the results table (its report grouped
+    by the parameters that vary); a failed point is an error naming each that failed."""
+    outcome = run_points(client, points, out, on_update)
+    if outcome.failed:
+        labels = {p.key: p.label for p in points}
+        raise FabricLabError(f"{len(outcome.failed)} of {len(points)} runs failed: " + "; ".join(
+            f"{key} ({labels[key]}): {why}" for key, why in outcome.failed.items()))
+    df = sweep_results(out, points, title, varying(points))
+    if df is None:
+        raise FabricLabError("the sweep has no runs")
+    return df
 
 
 def _reason(exc: BaseException | None) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,6 +169,23 @@ def expand(spec: SweepSpec, base_dir: Path = Path()) -> list[Point]:
             raise SpecError(f"the run {_label(values)}: {exc}") from None
         points.append(Point(point_key(params), params, _label(values)))
     return points
+
+
+def expand_all(specs: Sequence[SweepSpec], base_dir: Path = Path()) -> list[Point]:
+    """Several sweeps' runs as one list, in order (a grid cannot tie values together, e.g.
+    leaves with spines: one spec per tie); a run two specs share is kept once."""
+    points: dict[str, Point] = {}
+    for spec in specs:
+        for point in expand(spec, base_dir):
+            points.setdefault(point.key, point)
+    return list(points.values())
+
+
+def varying(points: Sequence[Point]) -> list[str]:
+    """The parameters whose value differs between ``points``, ``seed`` excepted: what groups
+    a sweep's runs in its report."""
+    names = points[0].params if points else {}
+    return [n for n in names if n != "seed" and len({repr(p.params[n]) for p in points}) > 1]
 
 
 def load_sweep(path: str | Path) -> tuple[SweepSpec, list[Point]]:
