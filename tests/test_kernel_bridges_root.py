@@ -60,3 +60,13 @@ def test_clean_removes_kernel_bridges_of_a_killed_run(tmp_path):
     assert cleanup.leftovers(state)
     assert any(state.run_id in line for line in cleanup.clean_stale())
     assert_gone(plan_of(MULTIDIM), state)
+
+
+def test_a_kernel_bridge_of_many_ports_comes_up(tmp_path):
+    """33 ports: its set-up is longer than a terminal line (it once hung at 4095 bytes)."""
+    plan = plan_of({"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 32,
+                    "host_link_mbit_s": 100, "uplink_mbit_s": 100})
+    with Fabric(plan, tmp_path / "run", switches="kernel") as fab:
+        state = cleanup.RunState(**vars(fab.state))
+        assert pings(fab, "h0", plan.node("h31").ip())
+    assert_gone(plan, state)

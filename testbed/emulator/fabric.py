@@ -263,7 +263,9 @@ class Fabric:
                               protocols="OpenFlow13", failMode="secure")
         if not self._ovs:
             fdb = {s.name: switch_kinds.bridge_fdb(self.plan, s.name) for s in self.plan.switches}
-            switch = partial(_kernel_bridge, KernelBridge, self.state, fdb)
+            setup = self.run_dir / "setup"
+            setup.mkdir(exist_ok=True)
+            switch = partial(_kernel_bridge, KernelBridge, self.state, setup, fdb)
         host = partial(OwnedHost, state=self.state)
         link = partial(ShapedLink, mark=self.state.mark)
         self.net = Mininet(topo=FabricTopo(self.plan), switch=switch, host=host, link=link,
@@ -331,7 +333,7 @@ class Fabric:
             self._old_sigterm = None
 
 
-def _kernel_bridge(cls: Any, state: cleanup.RunState, fdb: dict[str, list[tuple[str, str]]],
-                   name: str, **params: Any) -> Any:
+def _kernel_bridge(cls: Any, state: cleanup.RunState, setup_dir: Path,
+                   fdb: dict[str, list[tuple[str, str]]], name: str, **params: Any) -> Any:
     """Mininet's switch factory for kernel bridges: each with its own ports' static FDB."""
-    return cls(name, state, fdb=fdb[name], **params)
+    return cls(name, state, setup_dir, fdb=fdb[name], **params)

@@ -10,6 +10,7 @@ at any point of bring-up leaves nothing that ``fabriclab clean`` cannot prove is
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 from typing import Any
 
 from mininet.node import Host, OVSSwitch, Switch
@@ -59,30 +60,32 @@ class KernelBridge(_Owned, Switch):
     a frame goes only to the port of its destination, as the static OpenFlow rules send it.
     """
 
-    def __init__(self, name: str, state: RunState, fdb: list[tuple[str, str]] = (),
-                 **params: Any) -> None:
+    def __init__(self, name: str, state: RunState, setup_dir: Path,
+                 fdb: list[tuple[str, str]] = (), **params: Any) -> None:
         self.fdb = list(fdb)  # (port interface, MAC of the host behind it)
+        self.setup_dir = setup_dir  # where its ip and bridge batch files are written
         super().__init__(name, state, **{**params, "inNamespace": True})
 
     def started(self) -> None:
         self.run_state.pin_netns(self.name, self.pid)
 
     def start(self, _controllers: Any) -> None:
-        # plan names and MACs are plain tokens: safe in the shell commands below
+        # batch files, not one command line: a shell's terminal cuts lines at 4095 bytes
         ports = [i.name for i in self.intfList() if i.name.startswith(f"{self.name}-")]
-        link = [f"link add name {self.name} type bridge stp_state 0",
-                *(f"link set dev {p} master {self.name}" for p in ports),
-                f"link set dev {self.name} up"]
-        bridge = [*(f"link set dev {p} learning off flood off mcast_flood off" for p in ports),
-                  *(f"fdb replace {mac} dev {p} master static" for p, mac in self.fdb)]
+        link = self.setup_dir / f"{self.name}.ip"
+        link.write_text("\n".join([f"link add name {self.name} type bridge stp_state 0",
+                                   *(f"link set dev {p} master {self.name}" for p in ports),
+                                   f"link set dev {self.name} up"]) + "\n")
+        bridge = self.setup_dir / f"{self.name}.bridge"
+        bridge.write_text("\n".join(
+            [*(f"link set dev {p} learning off flood off mcast_flood off" for p in ports),
+             *(f"fdb replace {mac} dev {p} master static" for p, mac in self.fdb)]) + "\n")
         out = self.cmd(
             "sysctl -qw net.ipv6.conf.all.disable_ipv6=1; "
             "for t in iptables ip6tables arptables; do "
             "f=/proc/sys/net/bridge/bridge-nf-call-$t; [ ! -e $f ] || echo 0 > $f; done; "
-            "printf '%s\\n' " + " ".join(shlex.quote(line) for line in link)
-            + " | ip -batch - && printf '%s\\n' "
-            + " ".join(shlex.quote(line) for line in bridge)
-            + " | bridge -batch - && echo fabriclab-ok")
+            f"ip -batch {shlex.quote(str(link))} && bridge -batch {shlex.quote(str(bridge))} "
+            "&& echo fabriclab-ok")
         if "fabriclab-ok" not in out:
             raise RuntimeError(f"could not make the kernel bridge {self.name}: {out.strip()}")
 
