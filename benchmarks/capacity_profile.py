@@ -31,6 +31,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import psutil
+from sweep_common import spread
 
 from analysis.invariants import judge
 from testbed.core.errors import FabricLabError
@@ -134,10 +135,6 @@ def measure(fab: Fabric, plan: FabricPlan, k: int, seconds: float) -> dict:
             "cpu": cpu_breakdown(*snaps)}
 
 
-def med(values: list[float], spec: str = ".3f") -> str:
-    return f"{statistics.median(values):{spec}} [{min(values):{spec}}, {max(values):{spec}}]"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rates", default="50,100,200", help="link rates in Mbit/s")
@@ -161,8 +158,9 @@ def main() -> None:
                 runs = [measure(fab, plan, k, args.seconds) for _ in range(args.repeats)]
                 cpu = {c: statistics.median(r["cpu"][c] for r in runs) for c in CATEGORIES}
                 ok = sum(r["ok"] for r in runs)
-                print(f"{kind:6} {rate:6g} {k:5} {k * rate:9g} {med([r['min'] for r in runs]):>21} "
-                      f"{med([r['mean'] for r in runs]):>21} {ok:>2}/{len(runs):<2} "
+                print(f"{kind:6} {rate:6g} {k:5} {k * rate:9g} "
+                      f"{spread([r['min'] for r in runs], 3):>21} "
+                      f"{spread([r['mean'] for r in runs], 3):>21} {ok:>2}/{len(runs):<2} "
                       f"{statistics.median(r['loaded_s'] for r in runs):8.1f} "
                       f"{sum(r['violations'] for r in runs):5}  "
                       + " ".join(f"{cpu[c]:9.2f}" for c in CATEGORIES), flush=True)

@@ -26,6 +26,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from ring_shaped import one_switch_plan, tcp_timeouts
+from sweep_common import spread
 
 from testbed.core.formulas import bandwidths
 from testbed.core.units import parse_size
@@ -76,12 +77,6 @@ def fabriclab_seconds(fab: Fabric, out_dir: Path, size_bytes: int, iters: int,
     return row.time_us / 1e6
 
 
-def spread(values: list[float], fmt: str = ".3f") -> str:
-    """``median [min, max]``."""
-    return (f"{statistics.median(values):{fmt}} [{min(values):{fmt}}, "
-            f"{max(values):{fmt}}]")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--mbps", type=float, default=50.0)
@@ -124,7 +119,7 @@ def main() -> None:
             print(", ".join(line), flush=True)
     rate = args.mbps * 1e6
     print(f"\n{args.ranks} ranks, one switch, {args.mbps:g} Mbit/s; iperf3 goodput "
-          f"{spread([g / rate for g in goodput])} of the rate; medians [min, max] of "
+          f"{spread([g / rate for g in goodput], 3)} of the rate; medians [min, max] of "
           f"{args.repeats} rounds, ratios taken within each round")
     print(f"{'system':9} {'size':>6} {'busbw Mbit/s':>22} {'÷ rate':>6} {'÷ iperf3':>21} "
           f"{'÷ Gloo':>21} {'RTOs':>5}")
@@ -132,10 +127,10 @@ def main() -> None:
         gloo = busbw["gloo", label]
         for system in systems:
             b = busbw[system, label]
-            print(f"{system:9} {label:>6} {spread([x / 1e6 for x in b], '.2f'):>22} "
+            print(f"{system:9} {label:>6} {spread([x / 1e6 for x in b], 2):>22} "
                   f"{statistics.median(b) / rate:6.3f} "
-                  f"{spread([x / g for x, g in zip(b, goodput, strict=True)]):>21} "
-                  f"{spread([x / g for x, g in zip(b, gloo, strict=True)]):>21} "
+                  f"{spread([x / g for x, g in zip(b, goodput, strict=True)], 3):>21} "
+                  f"{spread([x / g for x, g in zip(b, gloo, strict=True)], 3):>21} "
                   f"{rtos[system]:5d}")
 
 

@@ -17,7 +17,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from capacity_profile import TOLERANCE, measure, med, one_switch
+from capacity_profile import TOLERANCE, measure, one_switch
+from sweep_common import spread
 
 from testbed.emulator.fabric import Fabric
 
@@ -46,8 +47,8 @@ def main() -> None:
                     ok = abs(statistics.median(worst) - 1) <= TOLERANCE
                     if ok:
                         best = max(best, k * rate)
-                    print(f"{kind:6} {rate:6g} {k:5} {k * rate:9g} {med(worst):>21} "
-                          f"{med([r['cpu']['idle'] for r in runs], '.2f'):>21}"
+                    print(f"{kind:6} {rate:6g} {k:5} {k * rate:9g} {spread(worst, 3):>21} "
+                          f"{spread([r['cpu']['idle'] for r in runs], 2):>21}"
                           f"{'' if ok else '  outside ±5%'}", flush=True)
         print(f"{kind}: largest aggregate within ±5% on every link: {best:g} Mbit/s "
               f"({2 * best:g} link-Mbit/s shaped)", flush=True)

@@ -21,6 +21,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
+from sweep_common import spread
+
 from testbed.core.formulas import TCP_GOODPUT
 from testbed.core.spec import parse_fabric
 from testbed.core.topology import build_plan
@@ -55,11 +57,6 @@ def run_once(fab: Fabric, plan, out: Path, algo: str, order: str, size: int, chu
     record = fidelity_record(sampler.counters(), sampler.queues(), None)
     return (row.time_us / 1e6, row.correct, (idle1[0] - idle0[0]) / (idle1[1] - idle0[1]),
             record)
-
-
-def spread(values: list[float], spec: str = ".3f") -> str:
-    return (f"{statistics.median(values):{spec}} [{min(values):{spec}}, "
-            f"{max(values):{spec}}]")
 
 
 def main() -> None:
@@ -98,14 +95,14 @@ def main() -> None:
                                    policy=algo, order=order).time_s
             rs = runs[algo]
             print(f"{name:18} {kind:8} {algo + '+' + order:14} "
-                  f"{spread([r[0] for r in rs], '.2f'):>22} "
-                  f"{spread([models[algo] / r[0] for r in rs]):>22} "
+                  f"{spread([r[0] for r in rs], 2):>22} "
+                  f"{spread([models[algo] / r[0] for r in rs], 3):>22} "
                   f"{sum(not r[3]['reasons'] for r in rs):>4}/{len(rs):<3} "
                   f"{statistics.median(r[3]['invariants']['loaded_s'] for r in rs):8.1f} "
                   f"{statistics.median(r[2] for r in rs):8.0%} "
                   f"{all(r[1] for r in rs)}", flush=True)
         speedups = [b[0] / t[0] for b, t in zip(runs["baseline"], runs["themis"], strict=True)]
-        print(f"{name:18} {kind:8} {'speedup':14} measured {spread(speedups, '.2f')}, "
+        print(f"{name:18} {kind:8} {'speedup':14} measured {spread(speedups, 2)}, "
               f"model {models['baseline'] / models['themis']:.2f}x", flush=True)
 
 
