@@ -137,6 +137,8 @@ class Runner:
                 job.hosts = list(s.hosts) if s.hosts else free[: s.hosts_wanted]
                 if len(job.hosts) < (s.hosts_wanted or 0):
                     raise FabricLabError(f"job {job.name}: not enough free hosts")
+                # kernel bridges stand in for the policy's rules: the job still ran under it
+                job.allocation = {"policy": self.policy}
             taken.update(job.hosts)
             self.console.print(f"  job {job.name}: {', '.join(job.hosts)}"
                                + (f" (spines {job.allocation['spines']})"
