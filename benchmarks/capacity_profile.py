@@ -31,12 +31,12 @@ from collections import defaultdict
 from pathlib import Path
 
 import psutil
+from ring_shaped import one_switch_plan
 from sweep_common import spread
 
 from analysis.invariants import judge
 from testbed.core.errors import FabricLabError
-from testbed.core.spec import parse_fabric
-from testbed.core.topology import FabricPlan, build_plan
+from testbed.core.topology import FabricPlan
 from testbed.emulator.calibrate import TCP_WIRE_FACTOR
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.sampler import LinkSampler, window_rates
@@ -95,12 +95,6 @@ def cpu_breakdown(a, b) -> dict[str, float]:
     return cores
 
 
-def one_switch(hosts: int, mbit_s: float) -> FabricPlan:
-    return build_plan(parse_fabric({"fabric": {
-        "kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": hosts,
-        "host_link_mbit_s": mbit_s, "uplink_mbit_s": mbit_s}}))
-
-
 def measure(fab: Fabric, plan: FabricPlan, k: int, seconds: float) -> dict:
     """One step: k flows; link ratios, invariant and CPU over the steady window."""
     flows = [Flow(f"h{2 * i}", f"h{2 * i + 1}", plan.node(f"h{2 * i}").ip(),
@@ -151,7 +145,7 @@ def main() -> None:
           f"{'±5%':>5} {'loaded s':>8} {'viol.':>5}  " + " ".join(f"{c:>9}" for c in CATEGORIES))
     for kind, rate in itertools.product(args.switches.split(","),
                                         (float(x) for x in args.rates.split(","))):
-        plan = one_switch(2 * max(flows), rate)
+        plan = one_switch_plan(2 * max(flows), rate)
         with tempfile.TemporaryDirectory() as tmp, \
                 Fabric(plan, Path(tmp) / "run", switches=kind) as fab:
             for k in flows:

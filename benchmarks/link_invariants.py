@@ -20,10 +20,9 @@ import subprocess
 import time
 
 import psutil
+from ring_shaped import one_switch_plan
 
 from analysis.invariants import loaded_seconds, violations
-from testbed.core.spec import parse_fabric
-from testbed.core.topology import build_plan
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.sampler import LinkSampler
 from testbed.emulator.shaping import reshape_commands
@@ -74,9 +73,7 @@ def main() -> None:
                     help="qdisc sampling rates to cost, comma-separated")
     args = ap.parse_args()
     rates = [float(x) for x in args.qdisc_hz.split(",")]
-    fabric = {"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 3,
-              "host_link_mbit_s": args.rate_mbit_s, "uplink_mbit_s": args.rate_mbit_s}
-    plan = build_plan(parse_fabric({"fabric": fabric}))
+    plan = one_switch_plan(3, args.rate_mbit_s)
     loaded, false_alarms, caught, ratios = [], [], [], []
     cost: dict[float, list[float]] = {hz: [] for hz in rates}
     for rep in range(args.repeats):

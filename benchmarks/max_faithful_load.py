@@ -17,7 +17,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from capacity_profile import TOLERANCE, measure, one_switch
+from capacity_profile import TOLERANCE, measure
+from ring_shaped import one_switch_plan
 from sweep_common import spread
 
 from testbed.emulator.fabric import Fabric
@@ -38,7 +39,7 @@ def main() -> None:
     for kind in args.switches.split(","):
         best = 0.0
         for rate in (float(x) for x in args.rates.split(",")):
-            plan = one_switch(2 * max(pairs), rate)
+            plan = one_switch_plan(2 * max(pairs), rate)
             with tempfile.TemporaryDirectory() as tmp, \
                     Fabric(plan, Path(tmp) / "run", switches=kind) as fab:
                 for k in pairs:

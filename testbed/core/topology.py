@@ -74,6 +74,10 @@ class Host:
     def ip(self, dim: int | None = None) -> str:
         return self.nic(dim).ip
 
+    def nic_on_port(self, port: int) -> Nic:
+        """The NIC cabled to this host's ``port``."""
+        return next(n for n in self.nics if n.port == port)
+
 
 @dataclass(frozen=True)
 class Switch:

@@ -262,10 +262,9 @@ class Fabric:
         switch: Any = partial(OwnedSwitch, state=self.state, datapath=self.datapath,
                               protocols="OpenFlow13", failMode="secure")
         if not self._ovs:
-            fdb = {s.name: switch_kinds.bridge_fdb(self.plan, s.name) for s in self.plan.switches}
             setup = self.run_dir / "setup"
             setup.mkdir(exist_ok=True)
-            switch = partial(_kernel_bridge, KernelBridge, self.state, setup, fdb)
+            switch = partial(KernelBridge, state=self.state, plan=self.plan, setup_dir=setup)
         host = partial(OwnedHost, state=self.state)
         link = partial(ShapedLink, mark=self.state.mark)
         self.net = Mininet(topo=FabricTopo(self.plan), switch=switch, host=host, link=link,
@@ -331,9 +330,3 @@ class Fabric:
             with contextlib.suppress(ValueError):
                 signal.signal(signal.SIGTERM, self._old_sigterm)
             self._old_sigterm = None
-
-
-def _kernel_bridge(cls: Any, state: cleanup.RunState, setup_dir: Path,
-                   fdb: dict[str, list[tuple[str, str]]], name: str, **params: Any) -> Any:
-    """Mininet's switch factory for kernel bridges: each with its own ports' static FDB."""
-    return cls(name, state, setup_dir, fdb=fdb[name], **params)

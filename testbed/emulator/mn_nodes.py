@@ -15,7 +15,9 @@ from typing import Any
 
 from mininet.node import Host, OVSSwitch, Switch
 
+from testbed.core.topology import FabricPlan
 from testbed.emulator.cleanup import RunState
+from testbed.emulator.switch_kinds import bridge_fdb
 
 
 class _Owned:
@@ -56,13 +58,13 @@ class KernelBridge(_Owned, Switch):
 
     The namespace is pinned like a host's, so the bridge and its ports go with it. In there,
     bridged packets skip the firewall (``bridge-nf-call-*tables``, which is per namespace),
-    ports neither learn nor flood, and ``fdb`` gives each port's host MAC as a static entry:
+    ports neither learn nor flood, and each port's host MAC (from the plan) is a static entry:
     a frame goes only to the port of its destination, as the static OpenFlow rules send it.
     """
 
-    def __init__(self, name: str, state: RunState, setup_dir: Path,
-                 fdb: list[tuple[str, str]] = (), **params: Any) -> None:
-        self.fdb = list(fdb)  # (port interface, MAC of the host behind it)
+    def __init__(self, name: str, state: RunState, plan: FabricPlan, setup_dir: Path,
+                 **params: Any) -> None:
+        self.fdb = bridge_fdb(plan, name)  # (port interface, MAC of the host behind it)
         self.setup_dir = setup_dir  # where its ip and bridge batch files are written
         super().__init__(name, state, **{**params, "inNamespace": True})
 

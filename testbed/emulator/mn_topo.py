@@ -34,7 +34,7 @@ class FabricTopo(Topo):
     def _nic(self, node: str, port: int):
         if not self.plan.is_host(node):
             return None
-        return next(n for n in self.plan.node(node).nics if n.port == port)
+        return self.plan.node(node).nic_on_port(port)
 
     def _mac(self, node: str, port: int) -> str | None:
         nic = self._nic(node, port)

@@ -53,6 +53,5 @@ def bridge_fdb(plan: FabricPlan, switch: str) -> list[tuple[str, str]]:
         for me, my_intf, other, other_port in ((lk.a, lk.a_intf, lk.b, lk.b_port),
                                                (lk.b, lk.b_intf, lk.a, lk.a_port)):
             if me == switch and plan.is_host(other):
-                nic = next(n for n in plan.node(other).nics if n.port == other_port)
-                out.append((my_intf, nic.mac))
+                out.append((my_intf, plan.node(other).nic_on_port(other_port).mac))
     return out
