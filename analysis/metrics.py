@@ -132,6 +132,10 @@ def geomean(values: Iterable[Any]) -> float | None:
     return math.exp(sum(math.log(x) for x in v) / len(v)) if v else None
 
 
+# Workloads measured by training iterations (their iteration traces) rather than collectives.
+ITERATION_KINDS = ("dnn", "command")
+
+
 def _workload_kind(job: dict[str, Any]) -> str:
     w = job.get("workload")
     return str(w.get("kind", "allreduce")) if isinstance(w, dict) else "allreduce"
@@ -168,11 +172,11 @@ def job_metrics(run: Run) -> pd.DataFrame:
         row["sizes"] = sizes
         head = jc[jc["size"] == jc["size"].max()] if len(jc) else jc
         row["size_bytes"] = int(head["size"].iloc[0]) if len(head) else None
-        row["collective_s"] = _stats(head["t"])["mean"] if kind != "dnn" else _stats(jc["t"])[
-            "mean"]
-        row["algbw_gbit_s"], row["busbw_gbit_s"] = _bandwidths(head if kind != "dnn" else jc)
+        by_iteration = kind in ITERATION_KINDS
+        row["collective_s"] = _stats((jc if by_iteration else head)["t"])["mean"]
+        row["algbw_gbit_s"], row["busbw_gbit_s"] = _bandwidths(jc if by_iteration else head)
         row["exposed_comm_s"] = row["compute_share"] = None
-        if kind == "dnn":
+        if by_iteration:
             it = run.iterations[(run.iterations["job"] == name)
                                 & ~run.iterations["warmup"].astype(bool)]
             per_iter = it.groupby("iteration")[["iteration_s", "exposed_comm_s",
@@ -189,7 +193,7 @@ def job_metrics(run: Run) -> pd.DataFrame:
         row["jct_s"] = end - start if start is not None and end is not None else None
         row["start"], row["end"] = start, end
         rows.append(with_real(row, REAL_JOB_FIGURES, run.rate_scale,
-                              none=ITERATION_FIGURES if kind == "dnn" else ()))
+                              none=ITERATION_FIGURES if by_iteration else ()))
     df = pd.DataFrame(rows)
     if df.empty:
         return df

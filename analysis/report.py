@@ -209,7 +209,7 @@ def _calibration(run: Run) -> dict[str, Any] | None:
 def _job_rows(jm) -> list[dict[str, str]]:
     rows = []
     for name, r in jm.iterrows():
-        dnn = r["workload"] == "dnn"
+        dnn = r["workload"] in metrics.ITERATION_KINDS
         rows.append({
             "job": name, "hosts": str(len(r["hosts"])) if r["hosts"] else "—",
             "policy": r["policy"] or "—", "paths": _list(r["spines"] or r["circuits"]),

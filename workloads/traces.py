@@ -93,6 +93,11 @@ def bandwidths(size: int, seconds: float, world: int) -> tuple[float, float]:
     return algbw / 1e9, busbw / 1e9
 
 
+def write_rows(path: Path, rows: list[dict], schema: pa.Schema) -> None:
+    """Write ``rows`` as a parquet file of ``schema``, atomically (a temporary name, renamed)."""
+    _write_atomic(rows, schema, path)
+
+
 def _write_atomic(rows: list[dict], schema: pa.Schema, path: Path) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp)

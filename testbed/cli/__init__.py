@@ -19,6 +19,8 @@ COMMANDS = {  # command -> (the module that registers it, its line in `fabriclab
                "a full check)"),
     "clean": ("testbed.cli.clean", "remove bridges, interfaces and processes of crashed runs "
               "(root)"),
+    "images": ("testbed.cli.images", "build the Docker images of container hosts, from a "
+               "local Debian 12 (root)"),
     "calibrate": ("testbed.cli.calibrate", "saturate every link and check achieved vs "
                   "configured rates (root)"),
     "up": ("testbed.cli.up", "bring a fabric and its controller up and keep them up, in "

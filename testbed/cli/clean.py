@@ -23,4 +23,5 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     if not report:
         print("nothing to clean: no crashed fabriclab run left anything behind")
-    return 1 if any("could not" in ln or "not running" in ln for ln in report) else 0
+    return 1 if any("could not" in ln or "not running" in ln or "does not answer" in ln
+                    for ln in report) else 0

@@ -7,13 +7,16 @@
     policy: ecmp                              # a registered policy (ecmp, ecmp-l3, vclos,
                                               # ocs-vclos, shortest, ...) or static
     solo_baselines: true                      # run every job alone first
+    hosts: {runtime: docker, cpus: 1}         # optional: every host a container
     jobs:
       - name: a
         hosts_wanted: 4                       # or hosts: [h0, h1, h4, h5]
+        host_runtime: {runtime: docker}       # optional: this job's (listed) hosts only
         algorithm: ring                       # a collective (ring | halving-doubling) or
                                               # a chunk schedule (baseline | themis)
         dim_algorithm: ring                   # the collective each dimension of a schedule runs
         workload: {kind: allreduce, sizes: [4MiB], iterations: 5}
+        # or any program on each host: {kind: command, argv: [python, -m, my.train]}
     variants:                     # each a run of its own: its keys replace the ones above
       - {name: ecmp}
       - {name: vclos, policy: vclos}
@@ -40,6 +43,7 @@ from pydantic import (
 
 from testbed.core.algorithms import AlgorithmName, CollectiveName, TransportName, groups_error
 from testbed.core.errors import SpecError
+from testbed.core.host_runtime import NAMESPACE, HostRuntime
 from testbed.core.registry import POLICIES
 from testbed.core.scaling import UNSCALED
 from testbed.core.spec import FabricSpec, RateScale, load_yaml, validate
@@ -94,6 +98,20 @@ class DnnWorkload(_Strict):
     warmup: Annotated[int, Field(ge=0, le=100)] = 1
 
 
+class CommandWorkload(_Strict):
+    """Any program, one process per host, with the environment a distributed job expects
+    (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ...: :mod:`testbed.emulator.commands`). An
+    ``argv`` starting with ``python`` runs the Python that has fabriclab. Iteration times
+    come from the program's stdout (:mod:`workloads.iteration_log`)."""
+
+    kind: Literal["command"]
+    argv: Annotated[list[Annotated[str, Field(min_length=1, max_length=4096)]],
+                    Field(min_length=1, max_length=256)]
+    env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")],
+              Annotated[str, Field(max_length=4096)]] = {}
+    master_port: Annotated[int, Field(ge=1024, le=65535)] = 29500
+
+
 class JobSpec(_Strict):
     name: Name
     hosts: Annotated[list[str], Field(min_length=1)] | None = None
@@ -104,8 +122,12 @@ class JobSpec(_Strict):
     chunks: Annotated[int, Field(ge=1, le=4096)] = 4
     transport: TransportName = "zerocopy"
     dims: list[Annotated[int, Field(ge=1)]] | None = None  # logical split on leaf-spine
-    workload: Annotated[AllReduceWorkload | DnnWorkload, Field(discriminator="kind")]
+    workload: Annotated[AllReduceWorkload | DnnWorkload | CommandWorkload,
+                        Field(discriminator="kind")]
     start_offset_s: Annotated[float, Field(ge=0, le=3600)] = 0.0
+    # What this job's hosts are, if not what the experiment's `hosts` says (containers are
+    # made when the fabric comes up, so the hosts must be listed).
+    host_runtime: HostRuntime | None = None
 
     @field_validator("hosts")
     @classmethod
@@ -121,6 +143,9 @@ class JobSpec(_Strict):
     def _one_of(self) -> JobSpec:
         if (self.hosts is None) == (self.hosts_wanted is None):
             raise ValueError("give exactly one of hosts or hosts_wanted")
+        if self.host_runtime is not None and self.hosts is None:
+            raise ValueError("host_runtime needs the job's hosts listed (hosts: [h0, ...]): "
+                             "containers are made when the fabric comes up, before placement")
         world = len(self.hosts) if self.hosts else self.hosts_wanted
         if bad := groups_error(self.algorithm, self.dim_algorithm, world, self.dims):
             raise ValueError(f"{bad[0]}: {bad[1]} (job {self.name})")
@@ -140,6 +165,8 @@ class Experiment(_Strict):
     # What the emulator's switches are: auto (kernel bridges wherever the routing allows,
     # else Open vSwitch), ovs, or kernel (testbed.emulator.switch_kinds).
     switches: Literal["auto", "ovs", "kernel"] = "auto"
+    # What the hosts are: network namespaces, or Docker containers (testbed.core.host_runtime).
+    hosts: HostRuntime = NAMESPACE
     solo_baselines: bool = False
     calibrate: bool = False
     sample_hz: Annotated[float, Field(ge=1, le=50)] = 10.0
@@ -155,6 +182,15 @@ class Experiment(_Strict):
         if len(set(explicit)) != len(explicit):
             raise ValueError("two jobs list the same host")
         return self
+
+    def host_runtimes(self, names: list[str]) -> dict[str, HostRuntime]:
+        """What each of the fabric's hosts ``names`` is: the experiment's ``hosts``, unless
+        a job's ``host_runtime`` says otherwise for its listed hosts."""
+        chosen = dict.fromkeys(names, self.hosts)
+        for job in self.jobs:
+            if job.host_runtime is not None:
+                chosen.update(dict.fromkeys(job.hosts or [], job.host_runtime))
+        return chosen
 
 
 class Variant(BaseModel):

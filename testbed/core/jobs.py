@@ -28,6 +28,7 @@ class JobRun:
     end: float | None = None
     error: str | None = None
     rows: list[dict[str, Any]] = field(default_factory=list)
+    command: dict[str, Any] | None = None  # a command job's exit codes and iteration counts
 
     def record(self) -> dict[str, Any]:
         s = self.spec
@@ -39,6 +40,7 @@ class JobRun:
             "transport": s.transport,
             "workload": s.workload.model_dump(), "start": self.start, "end": self.end,
             "status": self.status, "error": self.error, "results": self.rows,
+            **({"command": self.command} if self.command is not None else {}),
         }
 
 
@@ -52,8 +54,13 @@ def check_against_fabric(exp: Experiment, plan: FabricPlan) -> None:
                 raise SpecError(f"jobs.{i}.hosts: {h} is not a host of this fabric "
                                 f"(h0..h{len(names) - 1})")
         size = len(job.hosts) if job.hosts else job.hosts_wanted
+        if job.workload.kind == "command" and plan.kind == "multidim":
+            raise SpecError(f"jobs.{i}.workload: a command job needs one fabric interface per "
+                            "host; run it on a leaf_spine or ocs_leaf_spine fabric")
         if size > len(names):
             raise SpecError(f"jobs.{i}.hosts_wanted: {size} hosts, the fabric has {len(names)}")
+        if job.workload.kind == "command":
+            continue  # the rest is about fabriclab's own collectives
         if plan.kind == "multidim" and size != len(names):
             raise SpecError(f"jobs.{i}: a job on a multidim fabric spans all {len(names)} hosts")
         flat = is_flat(job.algorithm)

@@ -13,7 +13,11 @@ proven, never guessed from names or patterns:
   caller's own namespace is never pinned and never swept;
 - **bridges**: created with ``external_ids:fabriclab-run=<run_id>`` in the same ``ovs-vsctl``
   transaction; a bridge without that mark is not ours, whatever its name;
-- **interfaces** (root namespace): marked with the alias ``fabriclab-run=<run_id>`` when made.
+- **interfaces** (root namespace): marked with the alias ``fabriclab-run=<run_id>`` when made;
+- **containers** (container hosts): created with the label ``fabriclab-run=<run_id>``; a
+  container without it is not ours, whatever its name;
+- **the Docker engine**, if the run had to start it: its processes are recorded like any
+  other, and stopped once the run's containers are gone.
 
 ``fabriclab clean`` removes what the state files of dead runs (owner gone) name, and keeps a
 state file until every item in it is verified gone: with Open vSwitch down the bridges cannot
@@ -22,6 +26,7 @@ be checked, so it says so and keeps the file for the next ``clean``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -30,6 +35,7 @@ import threading
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from testbed.core.atomic import write_json
 from testbed.emulator import procs
@@ -43,8 +49,16 @@ OVS_DOWN = ("Open vSwitch is not running, so this run's bridges cannot be checke
             "start it (`bash scripts/start-ovs.sh` as root) and run `fabriclab clean` again")
 
 
+DOCKER_DOWN = ("the Docker engine does not answer, so this run's containers cannot be checked "
+               "or removed: start it (`dockerd &` as root) and run `fabriclab clean` again")
+
+
 class OvsUnreachable(Exception):
     """The OVS database did not answer: bridges can be neither listed nor removed."""
+
+
+class DockerUnreachable(Exception):
+    """The Docker engine did not answer: containers can be neither listed nor removed."""
 
 
 @dataclass
@@ -57,7 +71,10 @@ class RunState:
     root_intfs: list[str]
     procs: list[list[int]] = field(default_factory=list)  # [pid, start_ticks] each
     run_dir: str = ""
-    version: int = 2
+    containers: bool = False  # the run may have made containers (labelled with its mark)
+    engine: list[list[int]] = field(default_factory=list)  # [pid, start_ticks] of a Docker
+    # engine the run started (daemon first), to be stopped once its containers are gone
+    version: int = 3
 
     def __post_init__(self) -> None:
         if not RUN_ID.match(self.run_id):
@@ -181,6 +198,23 @@ def marked_intfs(state: RunState) -> list[str]:
     return [n for n in state.root_intfs if intf_alias(n) == state.mark]
 
 
+def marked_containers(state: RunState) -> list[Any]:
+    """The containers (running or not) that carry this run's label (raises
+    DockerUnreachable)."""
+    from testbed.emulator import docker_engine
+
+    try:
+        client = docker_engine.client(timeout_s=30)
+        return client.containers.list(all=True, filters={"label": state.mark})
+    except Exception as exc:  # the SDK's errors, a missing socket, a timeout
+        raise DockerUnreachable(str(exc)) from None
+
+
+def engine_processes(state: RunState) -> list[ProcessId]:
+    """The processes of a Docker engine the run started that are still alive."""
+    return [p for p in (ProcessId(*e) for e in state.engine) if p.alive()]
+
+
 def run_processes(state: RunState) -> list[ProcessId]:
     """The run's processes still alive: recorded ones and all inside its pinned namespaces."""
     recorded = [p for p in state.processes() if p.alive()]
@@ -198,6 +232,12 @@ def leftovers(state: RunState) -> list[str]:
     except OvsUnreachable:
         left.append("bridges unverified (Open vSwitch is not running)")
     left += [f"interface {i}" for i in marked_intfs(state)]
+    if state.containers:
+        try:
+            left += [f"container {c.name}" for c in marked_containers(state)]
+        except DockerUnreachable:
+            left.append("containers unverified (the Docker engine does not answer)")
+    left += [f"docker engine process {p.pid}" for p in engine_processes(state)]
     return left
 
 
@@ -206,6 +246,7 @@ def leftovers(state: RunState) -> list[str]:
 
 def remove(state: RunState, grace_s: float = 2.0) -> list[str]:
     """Remove everything the run provably made; return what is left (see ``leftovers``)."""
+    containers_gone = _remove_containers(state)
     procs.terminate(run_processes(state), grace_s)
     pinned = pins(state)
     occupied = {procs.netns_of(p.pid) for p in
@@ -230,7 +271,24 @@ def remove(state: RunState, grace_s: float = 2.0) -> list[str]:
         pass  # reported by leftovers(); the state file stays for the next clean
     for name in marked_intfs(state):
         subprocess.run(["ip", "link", "del", "dev", name], capture_output=True)
+    if state.engine and containers_gone:
+        from testbed.emulator import docker_engine
+
+        docker_engine.stop(engine_processes(state))
     return leftovers(state)
+
+
+def _remove_containers(state: RunState) -> bool:
+    """Remove the run's containers (with their processes); True once none is left."""
+    if not state.containers:
+        return True
+    try:
+        for container in marked_containers(state):
+            with contextlib.suppress(Exception):  # going already, or busy: leftovers() says
+                container.remove(force=True)
+        return not marked_containers(state)
+    except DockerUnreachable:
+        return False  # reported by leftovers(); the state file stays for the next clean
 
 
 def load_states() -> tuple[list[RunState], list[Path]]:
@@ -261,6 +319,8 @@ def clean_stale() -> list[str]:
             report.append(f"run {state.run_id}: removed {len(before)} leftovers")
         elif any(item.startswith("bridges unverified") for item in left):
             report.append(f"run {state.run_id}: {OVS_DOWN}")
+        elif any(item.startswith("containers unverified") for item in left):
+            report.append(f"run {state.run_id}: {DOCKER_DOWN}")
         else:
             report.append(f"run {state.run_id}: could not remove {', '.join(left)}; "
                           "state kept, run `fabriclab clean` again")

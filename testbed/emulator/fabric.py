@@ -5,25 +5,31 @@
 
     with Fabric(plan, run_dir, policy="vclos") as fab:   # the SDN app programs it
         fab.controller.create_job("train", hosts_wanted=8)
+
+    docker = HostRuntime(runtime="docker")               # h0 and h1 are containers
+    with Fabric(plan, run_dir, hosts={"h0": docker, "h1": docker}) as fab:
+        ...
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shlex
 import signal
 import subprocess
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from sdn_app.static_routes import FlowRule, static_rules
 from testbed.core.errors import FabricLabError
+from testbed.core.host_runtime import HostRuntime
 from testbed.core.topology import FabricPlan, dim_peers, ring_neighbours
 from testbed.emulator import cleanup, runlock, switch_kinds
 from testbed.emulator.controller_proc import Controller
@@ -41,10 +47,13 @@ class Fabric:
     forwards with the static proactive rules from ``sdn_app.static_routes``. With
     ``switches="kernel"`` (see :mod:`testbed.emulator.switch_kinds`) every switch is a kernel
     bridge in a namespace of its own: no OpenFlow, no controller, destination forwarding only.
+    ``hosts`` names the hosts that are not plain namespaces: with ``runtime: docker`` a host is
+    a container (:mod:`testbed.emulator.containers`).
     """
 
     def __init__(self, plan: FabricPlan, run_dir: Path | str, policy: str | None = None,
-                 ocs_delay: float = 0.0, switches: str = "ovs") -> None:
+                 ocs_delay: float = 0.0, switches: str = "ovs",
+                 hosts: Mapping[str, HostRuntime] | None = None) -> None:
         self.plan = plan
         self.run_dir = Path(run_dir)
         self.switches = switch_kinds.resolve(switches, plan, policy)
@@ -59,6 +68,11 @@ class Fabric:
         self._locked = False
         self.leftovers: list[str] = []
         self.restarts: list[float] = []  # monotonic times of controller restarts
+        self.containers = {n: rt for n, rt in (hosts or {}).items() if rt.is_container}
+        unknown = sorted(set(self.containers) - {h.name for h in plan.hosts})
+        if unknown:
+            raise FabricLabError(f"{unknown[0]} is not a host of this fabric")
+        self._docker: Any = None  # the Docker SDK client, with container hosts
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -90,6 +104,10 @@ class Fabric:
             if self.policy is not None and self._ovs:
                 self.controller = Controller(self.run_dir, self.policy, self.ocs_delay)
                 self.state.add_process(self.controller.start())
+            if self.containers:
+                t0 = time.monotonic()
+                self._start_docker()
+                self.timings["docker_s"] = time.monotonic() - t0
             t0 = time.monotonic()
             self._build()
             self.timings["build_s"] = time.monotonic() - t0
@@ -200,6 +218,11 @@ class Fabric:
     def _ovs(self) -> bool:
         return self.switches == "ovs"
 
+    def environment(self, host: str) -> dict[str, str]:
+        """The environment a program in ``host`` starts from: this process's (a container
+        host replaces what is merely inherited with its image's own)."""
+        return dict(os.environ)
+
     def popen(self, host: str, args: list[str], **kwargs: Any) -> subprocess.Popen:
         """Start a process inside a host (argument list, never a shell string)."""
         proc = self.host(host).popen(args, **kwargs)
@@ -229,6 +252,36 @@ class Fabric:
                 if not self.plan.is_host(node) and self._ovs:
                     names.append(intf)
         return names
+
+    def _start_docker(self) -> None:
+        """The engine (started, and recorded to be stopped, if it was not running) and every
+        image the container hosts need, checked before anything is built."""
+        from testbed.emulator import docker_engine, images
+        from testbed.emulator.containers import image_error
+
+        assert self.state is not None
+        self.state.containers = True
+        self.state.save()
+        started = docker_engine.start(cleanup.STATE_DIR / "dockerd.log")
+        self.state.engine = [p.as_list() for p in started]
+        self.state.save()
+        self._docker = docker_engine.client()
+        for rt in {rt for rt in self.containers.values()}:
+            if problem := image_error(self._docker, images.resolve(rt.image)):
+                raise FabricLabError(problem)
+
+    def _container_hosts(self, topo: Any) -> None:
+        """Make the container hosts' node class the container one (Mininet takes ``cls`` per
+        node from the topology)."""
+        from testbed.emulator import images
+        from testbed.emulator.containers import ContainerHost
+
+        for name, rt in self.containers.items():
+            info = dict(topo.nodeInfo(name))
+            info["cls"] = partial(ContainerHost, state=self.state, runtime=rt,
+                                  image=images.resolve(rt.image), run_dir=self.run_dir,
+                                  client=self._docker)
+            topo.setNodeInfo(name, info)
 
     def _release_lock(self) -> None:
         if self._locked:
@@ -267,7 +320,9 @@ class Fabric:
             switch = partial(KernelBridge, state=self.state, plan=self.plan, setup_dir=setup)
         host = partial(OwnedHost, state=self.state)
         link = partial(ShapedLink, mark=self.state.mark)
-        self.net = Mininet(topo=FabricTopo(self.plan), switch=switch, host=host, link=link,
+        topo = FabricTopo(self.plan)
+        self._container_hosts(topo)
+        self.net = Mininet(topo=topo, switch=switch, host=host, link=link,
                            controller=None, build=False, autoSetMacs=False,
                            autoStaticArp=False, waitConnected=False)
         if self.controller is not None:

@@ -26,6 +26,7 @@ from testbed.core.rundir import base_environment, new_run_dir, write_head, write
 from testbed.core.topology import build_plan
 from testbed.emulator import runlock, switch_kinds
 from testbed.emulator.calibrate import calibrate
+from testbed.emulator.commands import run_command_on_fabric
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.failpoints import failpoint
 from testbed.emulator.fidelity import fidelity_record
@@ -53,6 +54,7 @@ class Runner:
         self.run_dir = self.out_root / f"{time.strftime('%Y%m%d-%H%M%S')}-{exp.name}"
         self.console = console or Console()
         self.jobs = [JobRun(j.name, j) for j in exp.jobs]
+        self.host_runtimes = exp.host_runtimes([h.name for h in self.plan.hosts])
         self.status = "ok"
         self.error: str | None = None
         self.leftovers: list[str] = []
@@ -82,7 +84,7 @@ class Runner:
                                f"({len(self.plan.hosts)} hosts) with policy {policy or 'static'}"
                                + (" on kernel bridges" if self.switches == "kernel" else ""))
             fab = Fabric(self.plan, self.run_dir, policy=policy, ocs_delay=self.exp.ocs_delay_s,
-                         switches=self.switches)
+                         switches=self.switches, hosts=self.host_runtimes)
             with fab:
                 self._place(fab)
                 sampler = LinkSampler(self.plan, fab.namespace_pids(), hz=self.exp.sample_hz,
@@ -181,8 +183,15 @@ class Runner:
         if dims is None and not is_flat(s.algorithm) and self.plan.kind != "multidim":
             dims = default_dims(len(job.hosts), s.algorithm)
         try:
-            job_dims(self.plan, job.hosts, dims)
             w = s.workload
+            if w.kind == "command":
+                job.command = run_command_on_fabric(
+                    fab, job.hosts, w.argv, job_dir=self.run_dir / "jobs" / job.name,
+                    env=w.env, master_port=w.master_port, wall_timeout=self.exp.timeout_s,
+                    run_id=self.run_dir.name, job_id=job.name).as_dict()
+                job.status = "ok"
+                return
+            job_dims(self.plan, job.hosts, dims)
             extra: dict[str, Any] = {}
             if w.kind == "dnn":
                 extra["dnn"] = w.model_dump(exclude={"kind", "iterations", "warmup"})
@@ -213,8 +222,16 @@ class Runner:
         return table
 
     def _done(self, job: JobRun) -> int:
-        """Collectives rank 0 has finished (from its periodic partial trace)."""
+        """Collectives rank 0 has finished (from its periodic partial trace), or iterations
+        rank 0 of a command job has reported on its stdout."""
         d = self.run_dir / "jobs" / job.name
+        if job.spec.workload.kind == "command":
+            from workloads.iteration_log import parse
+
+            try:
+                return len(parse((d / "stdout-rank0.log").read_text(errors="replace")))
+            except OSError:
+                return 0
         for f in (d / "collectives-rank0.parquet", d / "collectives-rank0.partial.parquet"):
             try:
                 import pyarrow.parquet as pq
@@ -264,7 +281,9 @@ class Runner:
             record["reasons"].append(f"run {self.status}: {self.error}")
         record.update(verdict="faithful" if not record["reasons"] else "not faithful",
                       cpu_idle_min=idle_min, cpu_idle_mean=idle_mean, calibration=cal,
-                      switches=self.switches)
+                      switches=self.switches,
+                      containers={h: rt.model_dump(exclude_none=True)
+                                  for h, rt in self.host_runtimes.items() if rt.is_container})
         return record
 
     def _busiest(self, windows: list[tuple[float, float]]) -> str:

@@ -1,0 +1,198 @@
+"""The container images of container hosts, built on this machine (no registry is reachable).
+
+Three layers, each built only when its tag is missing, so running it again is cheap:
+
+``fabriclab/base:bookworm``
+    a minimal Debian 12 (``debootstrap --variant=minbase``), made into an image with
+    ``docker import``. Nothing else is in it; the fresh-machine check starts from it too.
+``fabriclab/runtime:<digest>`` (and ``fabriclab/runtime-torch:<digest>``)
+    Debian's python3 and a venv at ``/opt/fabriclab`` with the workers' dependencies at the
+    versions installed on this host (and, for ``-torch``, the CPU build of torch), from
+    wheels the host's pip resolves; tagged by the digest of that list.
+``fabriclab/worker:<digest>`` (and ``fabriclab/worker-torch:<digest>``)
+    the runtime plus this checkout's fabriclab, tagged by the digest of the code, so an
+    experiment always runs the workers of the checkout that started it.
+
+Built with the Docker SDK (``docker build`` with the host's network, for ``apt-get``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from testbed.core.errors import FabricLabError
+from testbed.core.host_runtime import TORCH_IMAGE, WORKER_IMAGE
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+DOCKERFILES = CHECKOUT / "docker"
+BASE_IMAGE = "fabriclab/base:bookworm"
+RUNTIMES = {WORKER_IMAGE: "fabriclab/runtime", TORCH_IMAGE: "fabriclab/runtime-torch"}
+LABEL = "fabriclab.image"  # on every image built here: which of the three layers it is
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+PACKAGES = ("testbed", "sdn_app", "workloads", "analysis")
+# What the workers import (workloads.worker and what it reaches), pinned to the host's versions.
+WORKER_DEPS = ("numpy", "pyarrow", "pydantic", "pyyaml")
+TORCH_DEPS = ("torch==2.13.0+cpu",)  # the CPU build, never the CUDA one (gigabytes)
+
+Say = Callable[[str], None]
+
+
+def code_digest() -> str:
+    """12 hex digits that change whenever the code the workers run changes."""
+    h = hashlib.sha256()
+    files = [CHECKOUT / "pyproject.toml"]
+    for pkg in PACKAGES:
+        files += sorted(p for p in (CHECKOUT / pkg).rglob("*")
+                        if p.suffix in (".py", ".j2") and "__pycache__" not in p.parts)
+    for path in files:
+        h.update(str(path.relative_to(CHECKOUT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:12]
+
+
+def requirements(name: str) -> list[str]:
+    """The pip requirements of the runtime of ``name`` (a worker image name)."""
+    reqs = []
+    for dep in WORKER_DEPS:
+        try:
+            reqs.append(f"{dep}=={version(dep)}" if dep != "pyyaml" else "pyyaml>=6")
+        except PackageNotFoundError:
+            reqs.append(dep)
+    return reqs + (list(TORCH_DEPS) if name == TORCH_IMAGE else [])
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
+
+
+def runtime_tag(name: str) -> str:
+    dockerfile = (DOCKERFILES / "runtime.Dockerfile").read_text()
+    return f"{RUNTIMES[name]}:{_digest(dockerfile, *requirements(name))}"
+
+
+def resolve(image: str) -> str:
+    """The image a spec's ``image`` means: the project's worker images are this checkout's
+    tag of them; any other image is taken as given."""
+    return f"{image}:{code_digest()}" if image in RUNTIMES else image
+
+
+def exists(client: Any, tag: str) -> bool:
+    import docker
+
+    try:
+        client.images.get(tag)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+def build(client: Any, torch: bool = False, say: Say = print) -> list[str]:
+    """Build whatever of base, runtime and worker image is missing; return the worker tags."""
+    names = [WORKER_IMAGE] + ([TORCH_IMAGE] if torch else [])
+    if not exists(client, BASE_IMAGE):
+        build_base(client, say)
+    tags = []
+    for name in names:
+        runtime = runtime_tag(name)
+        if not exists(client, runtime):
+            _build_runtime(client, name, runtime, say)
+        tag = resolve(name)
+        if not exists(client, tag):
+            _build_worker(client, name, runtime, tag, say)
+            _prune(client, name, keep=tag)
+        else:
+            say(f"{tag}: up to date")
+        tags.append(tag)
+    return tags
+
+
+def build_base(client: Any, say: Say = print, mirror: str = DEBIAN_MIRROR) -> None:
+    """debootstrap a minimal bookworm and import it as :data:`BASE_IMAGE`."""
+    if shutil.which("debootstrap") is None:
+        raise FabricLabError("building the base image needs debootstrap: "
+                             "`apt-get install debootstrap` (scripts/install.sh does)")
+    with tempfile.TemporaryDirectory(prefix="fabriclab-base-", dir="/var/tmp") as tmp:
+        rootfs, tarball = Path(tmp) / "rootfs", Path(tmp) / "rootfs.tar"
+        say(f"{BASE_IMAGE}: debootstrap --variant=minbase bookworm (about 30 s)")
+        out = subprocess.run(["debootstrap", "--variant=minbase", "bookworm", str(rootfs),
+                              mirror], capture_output=True, text=True)
+        if out.returncode != 0:
+            tail = (out.stderr or out.stdout).strip().splitlines()[-1:]
+            raise FabricLabError(f"debootstrap from {mirror} failed: {' '.join(tail)}")
+        subprocess.run(["tar", "-C", str(rootfs), "-cf", str(tarball), "."], check=True)
+        repo, tag = BASE_IMAGE.split(":")
+        client.api.import_image_from_file(str(tarball), repository=repo, tag=tag,
+                                          changes=[f"LABEL {LABEL}=base",
+                                                   'CMD ["/bin/bash"]'])
+    if not exists(client, BASE_IMAGE):
+        raise FabricLabError(f"docker import did not make {BASE_IMAGE}")
+    say(f"{BASE_IMAGE}: built")
+
+
+def _pip(*args: str) -> None:
+    out = subprocess.run([sys.executable, "-m", "pip", *args, "-q",
+                          "--disable-pip-version-check"], capture_output=True, text=True)
+    if out.returncode != 0:
+        lines = [ln for ln in out.stderr.strip().splitlines() if "WARNING" not in ln]
+        raise FabricLabError(f"pip {args[0]} failed: {' '.join(lines[-2:])}")
+
+
+def _build_runtime(client: Any, name: str, tag: str, say: Say) -> None:
+    reqs = requirements(name)
+    with tempfile.TemporaryDirectory(prefix="fabriclab-runtime-", dir="/var/tmp") as ctx:
+        wheels = Path(ctx) / "wheels"
+        say(f"{tag}: resolving {', '.join(reqs)}")
+        _pip("download", "--only-binary=:all:", "-d", str(wheels), *reqs)
+        (wheels / "requirements.txt").write_text("\n".join(reqs) + "\n")
+        shutil.copy(DOCKERFILES / "runtime.Dockerfile", Path(ctx) / "Dockerfile")
+        _docker_build(client, ctx, tag, {"BASE": BASE_IMAGE}, "runtime", say)
+
+
+def _build_worker(client: Any, name: str, runtime: str, tag: str, say: Say) -> None:
+    with tempfile.TemporaryDirectory(prefix="fabriclab-worker-", dir="/var/tmp") as ctx:
+        wheels = Path(ctx) / "wheels"
+        say(f"{tag}: packaging this checkout")
+        src = Path(ctx) / "src"  # a copy: building in the checkout would leave build/ there
+        for pkg in PACKAGES:
+            shutil.copytree(CHECKOUT / pkg, src / pkg,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        for name_ in ("pyproject.toml", "README.md"):
+            shutil.copy(CHECKOUT / name_, src / name_)
+        _pip("wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(src))
+        shutil.rmtree(src)
+        shutil.copy(DOCKERFILES / "worker.Dockerfile", Path(ctx) / "Dockerfile")
+        _docker_build(client, ctx, tag, {"RUNTIME": runtime}, "worker", say)
+
+
+def _docker_build(client: Any, ctx: str, tag: str, args: dict[str, str], layer: str,
+                  say: Say) -> None:
+    say(f"{tag}: docker build")
+    last = ""
+    for chunk in client.api.build(path=ctx, tag=tag, buildargs=args, network_mode="host",
+                                  rm=True, forcerm=True, labels={LABEL: layer}, decode=True):
+        if "error" in chunk:
+            raise FabricLabError(f"docker build of {tag} failed: {chunk['error'].strip()} "
+                                 f"(after: {last})")
+        text = chunk.get("stream", "").strip()
+        if text.startswith("Step "):
+            last = text
+            say(f"  {text}")
+    if not exists(client, tag):
+        raise FabricLabError(f"docker build did not make {tag}")
+
+
+def _prune(client: Any, name: str, keep: str) -> None:
+    """Remove older tags of a worker image (not forced: one in use stays)."""
+    for image in client.images.list(name=name, filters={"label": f"{LABEL}=worker"}):
+        for tag in image.tags:
+            if tag != keep:
+                with contextlib.suppress(Exception):  # in use by a container: kept
+                    client.images.remove(tag)
