@@ -32,12 +32,14 @@ class JobRun:
 
     def record(self) -> dict[str, Any]:
         s = self.spec
+        ours = s.workload.kind != "command"  # a command's collectives are its own business
         return {
             "name": self.name, "hosts": self.hosts, "solo_of": self.solo_of,
             "policy": self.allocation.get("policy"), "spines": self.allocation.get("spines", []),
-            "circuits": self.allocation.get("ocs_ports", []), "algorithm": s.algorithm,
-            "dim_algorithm": s.dim_algorithm, "order": s.order, "chunks": s.chunks,
-            "transport": s.transport,
+            "circuits": self.allocation.get("ocs_ports", []),
+            "algorithm": s.algorithm if ours else None,
+            "dim_algorithm": s.dim_algorithm if ours else None, "order": s.order if ours else None,
+            "chunks": s.chunks if ours else None, "transport": s.transport if ours else None,
             "workload": s.workload.model_dump(), "start": self.start, "end": self.end,
             "status": self.status, "error": self.error, "results": self.rows,
             **({"command": self.command} if self.command is not None else {}),

@@ -1,0 +1,84 @@
+"""A small PyTorch DDP training job (Gloo, CPU) for a ``command`` job on the fabric.
+
+A multilayer perceptron on synthetic data: every rank draws its own batches, DDP All-Reduces
+the gradients over Gloo on the fabric interface the runner names (``GLOO_SOCKET_IFNAME``),
+and every iteration is printed as one iteration-log line (:mod:`workloads.iteration_log`)
+with the bytes of gradient it All-Reduced. At the end the ranks check that their parameters
+are identical (what DDP promises); a rank that finds otherwise exits with code 3.
+
+    python -m workloads.examples.torch_ddp [--steps 10] [--hidden 512] [--batch 32]
+
+Reads RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT from the environment (``env://``). Needs
+the CPU build of torch: the ``fabriclab/worker-torch`` image (`fabriclab images --torch`),
+or ``pip install -e '.[peers]'`` for namespace hosts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=2, help="first steps marked warm-up")
+    ap.add_argument("--hidden", type=int, default=512)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--timeout-s", type=float, default=600.0)
+    args = ap.parse_args()
+    try:
+        import torch
+        import torch.distributed as dist
+        import torch.nn.functional as F
+        from torch import nn
+    except ImportError:
+        print("torch is not installed here: run this in the fabriclab/worker-torch image "
+              "(`fabriclab images --torch`) or `pip install -e '.[peers]'`", file=sys.stderr)
+        return 2
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.timeout_s))
+    rank = dist.get_rank()
+    torch.manual_seed(0)  # the same initial model everywhere (DDP broadcasts it anyway)
+    layers: list[nn.Module] = []
+    for _ in range(args.layers):
+        layers += [nn.Linear(args.hidden, args.hidden), nn.ReLU()]
+    model = nn.Sequential(*layers, nn.Linear(args.hidden, 10))
+    ddp = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    data = torch.Generator().manual_seed(1000 + rank)  # each rank its own batches
+    for step in range(args.steps):
+        x = torch.randn(args.batch, args.hidden, generator=data)
+        y = torch.randint(0, 10, (args.batch,), generator=data)
+        start = time.monotonic()
+        opt.zero_grad()
+        F.cross_entropy(ddp(x), y).backward()  # DDP All-Reduces the gradients here
+        opt.step()
+        took = time.monotonic() - start
+        print(json.dumps({"fabriclab": "iteration", "iteration": step, "time_s": took,
+                          "warmup": step < args.warmup, "bytes": grad_bytes}), flush=True)
+    flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+    spread = flat.clone()
+    dist.all_reduce(spread, op=dist.ReduceOp.MAX)
+    dist.all_reduce(flat, op=dist.ReduceOp.MIN)
+    same = torch.equal(spread, flat)
+    dist.destroy_process_group()
+    if not same:
+        print(f"rank {rank}: parameters differ between ranks after training", file=sys.stderr)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip the interpreter's teardown: torch's Gloo threads can abort it ("terminate called
+    # without an active exception") after a run that finished and checked out fine.
+    os._exit(code)
