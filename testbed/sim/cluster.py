@@ -483,12 +483,10 @@ class ClusterSimulation:
         """The job's trace hosts through the policy's ``claim`` where the trace gives them,
         else the policy's allocator; raises :class:`AllocationRefused`."""
         policy = get_policy(self.config.policy)
-        used = self.placement.gpus_of.get(spec.job_id) if self.placement else None
-        if not used:
+        if self.placement is None or spec.job_id not in self.placement.gpus_of:
             return policy.allocate(self.cluster, spec.job_id, spec.gpus)
-        assert self.placement is not None
-        hosts = trace_hosts(self.cluster.free_slots, self.trace_slots, used,
-                            self.placement.gpus_per_host)
+        hosts = trace_hosts(self.cluster.free_slots, self.trace_slots,
+                            self.placement.gpus_of[spec.job_id], self.placement.gpus_per_host)
         alloc = policy.claim(self.cluster, spec.job_id, hosts)
         self.trace_placed += 1
         return alloc
