@@ -193,7 +193,8 @@ def comparison_rows(runs: list[ClusterRun]) -> list[tuple[str, list[Any], str]]:
                       f"{s.get('spines')})"), "text"),
         ("Policy", col("policy"), "text"),
         ("Placement", each(
-            lambda s: (s.get("placement") if s.get("policy") != "ecmp" else "") or "—"), "text"),
+            lambda s: (s.get("placement") if s.get("policy") != "ecmp"
+                      or s.get("placement") == "trace" else "") or "—"), "text"),
         ("OCSes (spine ports each)", each(
             lambda s: f"{s.get('ocs_count')} ({s.get('spine_ports_per_ocs')})"
             if s.get("ocs_count") else "—"), "text"),

@@ -37,6 +37,7 @@ def claim_vclos(ledger: Ledger, job_id: str, slots: dict[int, list[int]]) -> All
             "fragmented",
             f"fragmented: {n} spines with free links to leaves {sorted(slots)} are needed, "
             f"{len(free)} exist",
+            cause="links",
         )
     free.sort(key=lambda s: (ledger.free_links_of_spine(s), s))
     return clos_allocation(job_id, "vclos", slots, sorted(free[:n]), {})

@@ -25,10 +25,9 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from sdn_app.allocation.cluster import PLACEMENTS
 from sdn_app.allocation.ocs import REWIRINGS
 from testbed.core.errors import FabricLabError
-from testbed.sim.cluster import COLLECTIVES
+from testbed.sim.cluster import COLLECTIVES, SIM_PLACEMENTS
 from testbed.sim.cluster_run import DEFAULTS, cluster_config, simulate_run, write_run
 
 MAX_LABEL_CHARS = 80
@@ -48,9 +47,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--spine-ports-per-ocs", type=int, default=0,
                    help="ports each spine has on each OCS (default: leaves / OCSes, so a "
                    "spine has as many ports as leaf links in the electrical fabric)")
-    p.add_argument("--placement", choices=PLACEMENTS, default="joint",
+    p.add_argument("--placement", choices=SIM_PLACEMENTS, default="joint",
                    help="vclos/ocs-vclos: choose hosts and network together (joint, default) "
-                   "or hosts first, network-oblivious (hosts-first)")
+                   "or hosts first, network-oblivious (hosts-first); trace: the hosts the "
+                   "trace records (lingjun:DIR), with ecmp, ecmp-l3 or vclos")
     p.add_argument("--rewiring", choices=REWIRINGS, default="augment",
                    help="ocs-vclos: default wiring first, then a per-leaf matching that moves "
                    "default circuits only where it must (augment, default); any idle ports "
@@ -60,8 +60,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="a leaf-spine routing policy: ecmp (default), ecmp-l3, vclos, "
                    "ocs-vclos or one registered by a plug-in")
     p.add_argument("--trace", default="synthetic",
-                   help="synthetic, helios:FILE (cluster_log.csv) or philly:FILE "
-                   "(cluster_job_log JSON) (default synthetic)")
+                   help="synthetic, helios:FILE (cluster_log.csv), philly:FILE "
+                   "(cluster_job_log JSON), acme:FILE (trace_seren.csv, trace_kalos.csv), "
+                   "pai:DIR-or-FILE (PAI 2020 job and task tables) or lingjun:DIR (job.csv, "
+                   "worker.csv, topo.csv) (default synthetic)")
     p.add_argument("--jobs", type=int, default=1000,
                    help="jobs to generate, or the first N of a trace file (default 1000)")
     p.add_argument("--load", type=float, default=0.8,

@@ -22,6 +22,18 @@ Admission
     (``spine_ports_per_ocs`` 0: leaves / OCSes, a spine port per leaf as in the electrical
     fabric).
 
+Trace placement (``placement="trace"``)
+    A trace that records where its jobs ran (``lingjun:DIR``:
+    :class:`~testbed.sim.trace_formats.TracePlacement`) is replayed on those hosts: each trace
+    host is a block of slots on the leaf of its leaf switch
+    (:meth:`~testbed.sim.trace_formats.TracePlacement.fabric_slots`), and a job takes, on each
+    of its hosts, as many free slots of that block as it used GPUs there, through the policy's
+    ``claim`` instead of its allocator. While those slots are busy (the simulated jobs need
+    not keep production's times) the job waits at the queue's head. ``vclos`` also needs the
+    same GPUs on every leaf of a job: a trace placement of another shape is refused as
+    ``unshapeable``; ``ocs-vclos`` wires circuits only for hosts it picks and is refused with
+    this placement. Jobs the trace gives no hosts for are placed by the allocator (``joint``).
+
 Routing (host -> leaf -> spine -> leaf -> host)
     ``ecmp``: the spine is a CRC32 hash of the flow's 5-tuple (src, dst, a source port drawn
     from the run's seeded RNG, a fixed destination port, TCP) modulo the spines; connections
@@ -85,9 +97,12 @@ from sdn_app.policies.ecmp import SPORTS
 from testbed.core.errors import FabricLabError
 from testbed.core.formulas import busbw_factor
 from testbed.sim.flows import Flow, LinkId, Network, Route
+from testbed.sim.trace_formats import TracePlacement
 from testbed.sim.traces import JobSpec, job_set_sha256
 
 Host = tuple[int, int]
+# The allocator's placements, and "trace": the hosts a trace recorded (see the docstring).
+SIM_PLACEMENTS = (*PLACEMENTS, "trace")
 
 
 def cluster_policy(name: str) -> RoutingPolicy:
@@ -284,7 +299,7 @@ class ClusterConfig:
     policy: str
     ocs_count: int = 0
     spine_ports_per_ocs: int = 0  # 0: ceil(leaves / ocs_count), a spine port per leaf
-    placement: str = "joint"  # or "hosts-first" (see sdn_app.allocation)
+    placement: str = "joint"  # or "hosts-first" (see sdn_app.allocation), or "trace"
     rewiring: str = "augment"  # ocs-vclos: or "any", "conservative" (see sdn_app.allocation.ocs)
     link_bps: float = 100e9
     rounds: int = 8
@@ -304,10 +319,13 @@ class ClusterConfig:
             )
         if self.uses_ocs and self.ocs_count < 1:
             raise FabricLabError("--policy ocs-vclos needs --ocs-count of at least 1")
-        if self.placement not in PLACEMENTS:
-            raise FabricLabError(
-                f"--placement {self.placement!r} is unknown; use one of {', '.join(PLACEMENTS)}"
-            )
+        if self.placement not in SIM_PLACEMENTS:
+            raise FabricLabError(f"--placement {self.placement!r} is unknown; use one of "
+                                 f"{', '.join(SIM_PLACEMENTS)}")
+        if self.placement == "trace" and self.uses_ocs:
+            raise FabricLabError(f"--placement trace puts jobs on the trace's own hosts, and "
+                                 f"--policy {self.policy} wires circuits only for hosts its "
+                                 "allocator picks; use ecmp, ecmp-l3 or vclos")
         if self.rewiring not in REWIRINGS:
             raise FabricLabError(
                 f"--rewiring {self.rewiring!r} is unknown; use one of {', '.join(REWIRINGS)}"
@@ -392,16 +410,26 @@ class ClusterSimulation:
     """One run: feed :class:`JobSpec` s through FIFO admission onto the simulated fabric."""
 
     def __init__(self, jobs: Sequence[JobSpec], config: ClusterConfig,
-                 progress: Callable[[int, int, float], None] | None = None) -> None:
-        """``progress(done, total, now)`` is called whenever a job finishes."""
+                 progress: Callable[[int, int, float], None] | None = None,
+                 placement: TracePlacement | None = None) -> None:
+        """``progress(done, total, now)`` is called whenever a job finishes; ``placement``:
+        where the trace's jobs ran, required by ``config.placement == "trace"``."""
         config.check()
+        if config.placement == "trace" and placement is None:
+            raise FabricLabError("--placement trace needs a trace that records where its jobs "
+                                 "ran (lingjun:DIR); this one does not")
+        self.placement = placement if config.placement == "trace" else None
+        self.trace_slots = (self.placement.fabric_slots(config.leaves, config.hosts_per_leaf)
+                            if self.placement is not None else {})
+        self.trace_placed = 0  # jobs started on the hosts the trace gave them
         self.progress = progress
         self.config = config
         self.jobs = sorted(jobs, key=lambda j: (j.arrival, j.job_id))
         ocs = config.ocs_count if config.uses_ocs else 0
         self.cluster = Cluster(config.leaves, config.spines, config.hosts_per_leaf, ocs,
                                spine_ports_per_ocs=config.spine_ports,
-                               placement=config.placement, rewiring=config.rewiring)
+                               placement="joint" if self.placement else config.placement,
+                               rewiring=config.rewiring)
         self.net = Network(default_capacity=config.link_bps, sharing=config.sharing)
         self.rng = random.Random(config.seed)
         self.queue: deque[JobRecord] = deque()
@@ -436,8 +464,7 @@ class ClusterSimulation:
         while self.queue:
             record = self.queue[0]
             try:
-                alloc = get_policy(self.config.policy).allocate(
-                    self.cluster, record.spec.job_id, record.spec.gpus)
+                alloc = self._place(record.spec)
             except AllocationRefused as exc:
                 if exc.reason == "unshapeable" or not self.cluster.jobs:
                     # Refused on an empty cluster: no amount of waiting will place it.
@@ -451,6 +478,18 @@ class ClusterSimulation:
                 return
             self.queue.popleft()
             self._start(record, alloc)
+
+    def _place(self, spec: JobSpec) -> Allocation:
+        """The job's trace hosts through the policy's ``claim`` where the trace gives them,
+        else the policy's allocator; raises :class:`AllocationRefused`."""
+        policy = get_policy(self.config.policy)
+        if self.placement is None or spec.job_id not in self.placement.gpus_of:
+            return policy.allocate(self.cluster, spec.job_id, spec.gpus)
+        hosts = trace_hosts(self.cluster.free_slots, self.trace_slots,
+                            self.placement.gpus_of[spec.job_id], self.placement.gpus_per_host)
+        alloc = policy.claim(self.cluster, spec.job_id, hosts)
+        self.trace_placed += 1
+        return alloc
 
     # ------------------------------------------------------------------ running
 
@@ -556,7 +595,9 @@ class ClusterSimulation:
             "rounds": c.rounds,
             "collective": c.collective,
             # How hosts and network were chosen together; moot where any free hosts do.
-            "placement": c.placement if cluster_policy(c.policy).allocates_as != "ecmp" else "",
+            "placement": c.placement if (c.placement == "trace" or cluster_policy(
+                c.policy).allocates_as != "ecmp") else "",
+            "jobs_trace_placed": self.trace_placed,
             "rewiring": c.rewiring if c.uses_ocs else "",
             "seed": c.seed,
             "jobs_in_trace": len(self.jobs),
@@ -585,7 +626,25 @@ class ClusterSimulation:
         }
 
 
+def trace_hosts(free_slots: Callable[[int], list[int]], slots: dict[str, tuple[int, int]],
+                used: dict[str, int], gpus_per_host: int) -> list[Host]:
+    """The fabric hosts for a job that used ``used[host]`` GPUs on each trace host: the first
+    free slots of each host's block (``slots[host]``: its leaf and first slot), or
+    :class:`AllocationRefused` (``no_hosts``) while a block has too few free."""
+    hosts: list[Host] = []
+    for host, gpus in sorted(used.items()):
+        leaf, first = slots[host]
+        free = [s for s in free_slots(leaf) if first <= s < first + gpus_per_host]
+        if len(free) < gpus:
+            raise AllocationRefused("no_hosts", f"not enough free hosts: trace host {host} has "
+                                    f"{len(free)} free GPUs, the job wants {gpus}")
+        hosts += [(leaf, s) for s in free[:gpus]]
+    return hosts
+
+
 def simulate_cluster(jobs: Sequence[JobSpec], config: ClusterConfig,
-                     progress: Callable[[int, int, float], None] | None = None) -> ClusterResult:
-    """Run ``jobs`` on the cluster of ``config``; per-job rows and a summary dict."""
-    return ClusterSimulation(jobs, config, progress).run()
+                     progress: Callable[[int, int, float], None] | None = None,
+                     placement: TracePlacement | None = None) -> ClusterResult:
+    """Run ``jobs`` on the cluster of ``config``; per-job rows and a summary dict.
+    ``placement``: where the trace's jobs ran (used with ``config.placement == "trace"``)."""
+    return ClusterSimulation(jobs, config, progress, placement).run()

@@ -18,7 +18,7 @@ from testbed.core.atomic import csv_text, write_text
 from testbed.core.errors import FabricLabError
 from testbed.sim.cluster import ClusterConfig, cluster_policy, simulate_cluster
 from testbed.sim.peak_memory import peak_rss
-from testbed.sim.traces import load_trace, trace_identity
+from testbed.sim.traces import load_trace_placement, trace_identity
 
 # simulate-cluster's parameters (its flags, with '_' for '-') and their defaults.
 DEFAULTS: dict[str, Any] = {
@@ -62,9 +62,9 @@ def simulate_run(params: Mapping[str, Any], label: str | None = None,
     from analysis.cluster import utilisation_timeline  # pandas: only when it runs
 
     with peak_rss() as rss:  # the trace, the simulation and the tables' texts
-        jobs = load_trace(p["trace"], p["jobs"], p["load"], config.total_gpus, p["seed"],
-                          config.link_bps)
-        result = simulate_cluster(jobs, config, progress)
+        jobs, placement = load_trace_placement(p["trace"], p["jobs"], p["load"],
+                                               config.total_gpus, p["seed"], config.link_bps)
+        result = simulate_cluster(jobs, config, progress, placement)
         columns = list(result.rows[0]) if result.rows else ["job_id"]
         texts = {"jobs.csv": csv_text(result.rows, columns),
                  "utilisation.csv": utilisation_timeline(

@@ -24,12 +24,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from sdn_app.allocation.cluster import PLACEMENTS
 from sdn_app.allocation.ocs import REWIRINGS
 from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.spec import load_yaml
-from testbed.sim.cluster import COLLECTIVES, cluster_policy
+from testbed.sim.cluster import COLLECTIVES, SIM_PLACEMENTS, cluster_policy
 from testbed.sim.cluster_run import DEFAULTS, cluster_config
+from testbed.sim.traces import TRACE_FORMS, check_trace
 
 D = DEFAULTS
 KEY_CHARS = 16
@@ -59,7 +59,7 @@ class ClusterParams(BaseModel):
     @field_validator("placement", "rewiring", "collective")
     @classmethod
     def _known(cls, value: str, info: Any) -> str:
-        choices = {"placement": PLACEMENTS, "rewiring": tuple(REWIRINGS),
+        choices = {"placement": SIM_PLACEMENTS, "rewiring": tuple(REWIRINGS),
                    "collective": COLLECTIVES}[info.field_name]
         if value not in choices:
             raise ValueError(f"{value!r} is unknown; use one of {', '.join(choices)}")
@@ -77,9 +77,10 @@ class ClusterParams(BaseModel):
     @field_validator("trace")
     @classmethod
     def _trace(cls, value: str) -> str:
-        kind, _, arg = value.partition(":")
-        if not ((kind == "synthetic" and not arg) or (kind in ("helios", "philly") and arg)):
-            raise ValueError(f"{value!r} is unknown; use synthetic, helios:FILE or philly:FILE")
+        try:
+            check_trace(value)
+        except FabricLabError:
+            raise ValueError(f"{value!r} is unknown; use {TRACE_FORMS}") from None
         return value
 
 
