@@ -40,7 +40,7 @@ DOCKER = HostRuntime(runtime="docker", cpus=1.0, mem_limit="512m")
 @pytest.fixture(scope="module")
 def docker_ready():
     """The engine up (stopped after the module if it was started here) and the worker image
-    of this checkout built."""
+    of this checkout built; yields the engine processes this fixture started (or [])."""
     try:
         started = docker_engine.start(cleanup.STATE_DIR / "dockerd.log")
         images.build(docker_engine.client(timeout_s=600), say=lambda _line: None)
@@ -48,7 +48,7 @@ def docker_ready():
         if os.environ.get("CI") == "true":
             pytest.fail(f"container images cannot be built under CI: {exc}")
         pytest.skip(f"container images cannot be built here: {exc}")
-    yield
+    yield started
     docker_engine.stop(started)
 
 
@@ -152,3 +152,22 @@ def test_kill_9_mid_run_then_clean_leaves_no_container_veth_or_bridge(tmp_path, 
     assert our_containers(state) == []
     assert cleanup.leftovers(state) == [] and not state.path.exists()
     assert residue() == []
+
+
+def test_a_fabric_that_starts_the_engine_stops_it_and_only_it(tmp_path, docker_ready):
+    """Last in the module: it stops the engine the fixture started, to start from none."""
+    if not docker_ready:
+        pytest.skip("a Docker engine this test session did not start is running: left alone")
+    assert docker_engine.stop(docker_ready) == [] and not docker_engine.answers()
+    docker_ready.clear()  # nothing left for the fixture to stop
+    plan = plan_of(LEAF_SPINE)
+    fab = Fabric(plan, tmp_path / "run", hosts={"h0": DOCKER})
+    fab.start()
+    state = cleanup.RunState(**vars(fab.state))
+    try:
+        assert state.engine, "the fabric started the engine but did not record it"
+        assert pings(fab, "h0", plan.node("h3").ip())
+    finally:
+        assert fab.stop() == []
+    assert not docker_engine.answers()
+    assert cleanup.engine_processes(state) == [] and not state.path.exists()

@@ -271,6 +271,9 @@ def remove(state: RunState, grace_s: float = 2.0) -> list[str]:
         pass  # reported by leftovers(); the state file stays for the next clean
     for name in marked_intfs(state):
         subprocess.run(["ip", "link", "del", "dev", name], capture_output=True)
+    if state.containers and containers_gone:
+        state.containers = False  # verified gone: nothing left to ask the engine about
+        state.save()
     if state.engine and containers_gone:
         from testbed.emulator import docker_engine
 
