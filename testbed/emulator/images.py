@@ -104,10 +104,11 @@ def build(client: Any, torch: bool = False, say: Say = print) -> list[str]:
         runtime = runtime_tag(name)
         if not exists(client, runtime):
             _build_runtime(client, name, runtime, say)
+            _prune(client, RUNTIMES[name], "runtime", keep=runtime)
         tag = resolve(name)
         if not exists(client, tag):
             _build_worker(client, name, runtime, tag, say)
-            _prune(client, name, keep=tag)
+            _prune(client, name, "worker", keep=tag)
         else:
             say(f"{tag}: up to date")
         tags.append(tag)
@@ -189,9 +190,9 @@ def _docker_build(client: Any, ctx: str, tag: str, args: dict[str, str], layer: 
         raise FabricLabError(f"docker build did not make {tag}")
 
 
-def _prune(client: Any, name: str, keep: str) -> None:
-    """Remove older tags of a worker image (not forced: one in use stays)."""
-    for image in client.images.list(name=name, filters={"label": f"{LABEL}=worker"}):
+def _prune(client: Any, name: str, layer: str, keep: str) -> None:
+    """Remove older tags of an image this module built (not forced: one in use stays)."""
+    for image in client.images.list(name=name, filters={"label": f"{LABEL}={layer}"}):
         for tag in image.tags:
             if tag != keep:
                 with contextlib.suppress(Exception):  # in use by a container: kept

@@ -122,12 +122,26 @@ def checks() -> list[Check]:
                      "make install as root (venv from /usr/bin/python3 with system site packages)"))
     ok, detail = _osken()
     out.append(Check("os-ken", ok, detail, "apt-get install python3-os-ken (as root)"))
-    docker = shutil.which("docker")
-    engine = _run(["docker", "info", "--format", "{{.ServerVersion}}"]) if docker else None
-    engine_ok = engine is not None and engine.returncode == 0
-    out.append(Check("docker engine", engine_ok,
-                     f"engine {engine.stdout.strip()}" if engine_ok else "no engine answers",
-                     "apt-get install docker.io, then start dockerd", required=False))
+    out += _docker_checks()
+    return out
+
+
+def _docker_checks() -> list[Check]:
+    """Container hosts (optional): dockerd installed (started on demand by the runs that
+    need it), and this checkout's worker image built."""
+    from testbed.emulator import docker_engine, images
+
+    dockerd = shutil.which("dockerd")
+    out = [Check("docker engine", dockerd is not None,
+                 ("answers" if docker_engine.answers() else "installed; runs with container "
+                  "hosts start it") if dockerd else "dockerd missing",
+                 "apt-get install docker.io (as root)", required=False)]
+    if dockerd is None or not docker_engine.answers():
+        return out
+    tag = images.resolve(images.WORKER_IMAGE)
+    built = images.exists(docker_engine.client(timeout_s=10), tag)
+    out.append(Check("worker image", built, tag + (" built" if built else " missing"),
+                     "fabriclab images (as root)", required=False))
     return out
 
 
