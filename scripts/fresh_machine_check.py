@@ -1,0 +1,126 @@
+"""The README's two commands on a fresh Debian 12, in a privileged container (root).
+
+This machine cannot boot a stock Debian kernel (no hypervisor for ``vagrant up``), so the
+nearest thing to a fresh machine is a privileged container started from the locally built
+minimal bookworm image (``fabriclab/base:bookworm``: nothing installed beyond debootstrap's
+minbase). A clean checkout (``git archive HEAD``) is copied in, then:
+
+1. **install**, with the machine's network: ``apt-get install make`` (the README's note for
+   images without it) and ``bash scripts/install.sh --test``, which is what ``make test``
+   runs first. The container is then committed as an image.
+2. **test and demo**, with no network at all (``--network none``), from that image:
+   ``make test`` and then ``make demo``, verbatim. Both start with the install step again,
+   which must now find nothing to do. Mininet, userspace Open vSwitch and the fabrics all
+   run inside the container's own namespaces.
+
+Every container and the image it makes carry the label ``fabriclab-fresh=<id>`` and are
+removed at the end, also on failure or Ctrl-C; the Docker engine is stopped if this started
+it. Logs and a ``result.json`` (pass or fail and seconds per step) go to ``--out``.
+
+    bash scripts/fresh-machine-check.sh [--out DIR] [--keep-image]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(CHECKOUT))
+
+from testbed.core.errors import FabricLabError  # noqa: E402
+from testbed.emulator import docker_engine, images  # noqa: E402
+from testbed.emulator.cleanup import STATE_DIR  # noqa: E402
+
+LABEL = "fabriclab-fresh"
+INSIDE = "/root/fabriclab"
+STEPS_INSTALL = [
+    ("apt-get install make", "apt-get update -q && DEBIAN_FRONTEND=noninteractive "
+                             "apt-get install -y -q make"),
+    ("install.sh --test", "bash scripts/install.sh --test"),
+    ("stop ovs", "/usr/share/openvswitch/scripts/ovs-ctl stop || true"),
+]
+STEPS_RUN = [("make test", "make test"), ("make demo", "make demo")]
+
+
+def checkout_tar() -> bytes:
+    """HEAD of this checkout as a tar with everything under fabriclab/ (a clean clone)."""
+    out = subprocess.run(["git", "-C", str(CHECKOUT), "archive", "--format=tar",
+                          "--prefix=fabriclab/", "HEAD"], capture_output=True, check=True)
+    return out.stdout
+
+
+def run_step(container, name: str, script: str, log_dir: Path) -> dict:
+    """Run one step in the container's shell, its output to a log; return its record."""
+    print(f"[{time.strftime('%H:%M:%S')}] {name} ...", flush=True)
+    t0 = time.monotonic()
+    api = container.client.api
+    exec_id = api.exec_create(container.id, ["bash", "-lc", f"cd {INSIDE} && {script}"])["Id"]
+    log = log_dir / f"{name.replace(' ', '-').replace('.', '')}.log"
+    with open(log, "wb") as f:
+        for chunk in api.exec_start(exec_id, stream=True):
+            f.write(chunk)
+    code = api.exec_inspect(exec_id)["ExitCode"]
+    took = time.monotonic() - t0
+    print(f"    exit {code} after {took:.0f} s (log: {log})", flush=True)
+    return {"step": name, "exit_code": code, "seconds": round(took, 1), "log": str(log)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=CHECKOUT / "results" / "fresh-machine-check")
+    ap.add_argument("--keep-image", action="store_true",
+                    help="keep the committed install image (for a faster second look)")
+    args = ap.parse_args()
+    check_id = uuid.uuid4().hex[:8]
+    log_dir = args.out / time.strftime("%Y%m%d-%H%M%S")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    started = docker_engine.start(STATE_DIR / "dockerd.log")
+    client = docker_engine.client(timeout_s=7200)
+    steps: list[dict] = []
+    image_tag = f"fabriclab/fresh-check:{check_id}"
+    try:
+        if not images.exists(client, images.BASE_IMAGE):
+            images.build_base(client)
+        labels = {LABEL: check_id}
+        box = client.containers.run(images.BASE_IMAGE, ["sleep", "infinity"], detach=True,
+                                    privileged=True, network_mode="host", labels=labels,
+                                    name=f"fabriclab-fresh-{check_id}-install")
+        box.put_archive("/root", checkout_tar())
+        for name, script in STEPS_INSTALL:
+            steps.append(run_step(box, name, script, log_dir))
+            if steps[-1]["exit_code"] != 0:
+                raise FabricLabError(f"{name} failed: see {steps[-1]['log']}")
+        box.stop(timeout=5)
+        repo, tag = image_tag.split(":")
+        box.commit(repository=repo, tag=tag, conf={"Labels": labels})
+        box.remove(force=True)
+        box = client.containers.run(image_tag, ["sleep", "infinity"], detach=True,
+                                    privileged=True, network_mode="none", labels=labels,
+                                    name=f"fabriclab-fresh-{check_id}-run")
+        for name, script in STEPS_RUN:
+            steps.append(run_step(box, name, script, log_dir))
+    except FabricLabError as exc:
+        print(f"fresh-machine check: {exc}", file=sys.stderr)
+    finally:
+        for c in client.containers.list(all=True, filters={"label": f"{LABEL}={check_id}"}):
+            c.remove(force=True)
+        if not args.keep_image and images.exists(client, image_tag):
+            client.images.remove(image_tag, force=True)
+        docker_engine.stop(started)
+    ok = len(steps) == len(STEPS_INSTALL) + len(STEPS_RUN) and all(
+        s["exit_code"] == 0 for s in steps)
+    record = {"date": time.strftime("%Y-%m-%d"), "base_image": images.BASE_IMAGE,
+              "result": "pass" if ok else "fail", "steps": steps}
+    (log_dir / "result.json").write_text(json.dumps(record, indent=1) + "\n")
+    print(json.dumps(record, indent=1))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
