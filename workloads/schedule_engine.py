@@ -52,6 +52,8 @@ ASTRA_SIM_1_0 = "astra-sim-1.0"
 FABRICLAB = "fabriclab"
 SEMANTICS = (ASTRA_SIM_1_0, FABRICLAB)
 DEFAULT_SEMANTICS = ASTRA_SIM_1_0
+# run_analytic, eager engine: completions this close (relative) to the earliest are simultaneous
+TIE_REL = Fraction(1, 10**9)
 
 
 @dataclass(frozen=True)
@@ -235,8 +237,10 @@ def run_analytic(engine: ChunkEngine, duration: Callable[[Phase], Fraction]) -> 
     Fractions); return every phase run in the order they started.
 
     An eager engine (``astra-sim-1.0``) handles simultaneous completions one at a time, lower
-    dimension first, then in start order; otherwise all completions of an instant are handled
-    before the free slots are filled."""
+    dimension first, then in start order; completions within :data:`TIE_REL` (relative) of
+    the earliest count as simultaneous, so a bandwidth given as a rounded float decides
+    nothing. Otherwise all completions of an instant are handled before the free slots are
+    filled."""
     now = Fraction(0)
     engine.begin(now)
     running: list[tuple[Fraction, int, int, Phase, int]] = []
@@ -250,9 +254,15 @@ def run_analytic(engine: ChunkEngine, duration: Callable[[Phase], Fraction]) -> 
                                      slot))
         if not running:
             return runs
+        if engine.eager:  # one completion: the lowest dimension among those (almost) now
+            horizon = running[0][0] * (1 + TIE_REL)
+            pick = min((e for e in running if e[0] <= horizon), key=lambda e: (e[1], e[2]))
+            running.remove(pick)
+            heapq.heapify(running)
+            now = max(now, pick[0])
+            engine.finish(pick[3], pick[4], now)
+            continue
         now = running[0][0]
         while running and running[0][0] == now:
             _, _, _, phase, slot = heapq.heappop(running)
             engine.finish(phase, slot, now)
-            if engine.eager:
-                break
