@@ -10,10 +10,12 @@ chunk-schedule engine (:mod:`workloads.schedule_engine`) under the chosen *seman
 ``astra-sim-1.0`` (the default) reproduces ASTRA-sim 1.0's analytical backend (per-dimension
 insertion queues, balanced chunks with a separate Reduce-Scatter and All-Gather on their last
 dimension), ``fabriclab`` is this project's earlier model; ``docs/themis-semantics.md`` says
-where they differ and why. The paragraphs below describe ``fabriclab``. A phase of the dimension's collective (ring or
-halving-doubling alike, both bandwidth optimal: :meth:`workloads.collectives.Collective.sent_bytes`)
-on a dimension of ``n`` hosts with per-host bandwidth ``B`` (bytes/s), for an input of ``s``
-bytes per host, takes (plus ``step_latency_s`` per step of the collective, 0 by default)
+where they differ and why. The paragraphs below describe ``fabriclab``.
+
+A phase of the dimension's collective (ring or halving-doubling alike, both bandwidth
+optimal: :meth:`workloads.collectives.Collective.sent_bytes`) on a dimension of ``n``
+hosts with per-host bandwidth ``B`` (bytes/s), for an input of ``s`` bytes per host, takes
+(plus ``step_latency_s`` per step of the collective, 0 by default)
 
 * Reduce-Scatter ``RS``: ``(n-1)·s/(n·B)``, output ``s/n``;
 * All-Gather ``AG``: ``(n-1)·s/B`` where ``s`` is the input shard, output ``n·s``;

@@ -10,9 +10,9 @@ ends, and the next step starts then. Algorithms:
   with chunk plans from :func:`workloads.themis.plan`, dispatched by the chunk-schedule engine
   the model and the workers use (:mod:`workloads.schedule_engine`): every dimension serves
   one chunk phase at a time, queued as the engine's semantics says (``astra-sim-1.0`` by
-  default, or ``fabriclab``; ``order`` ``fifo`` or ``scf``). A phase is a Reduce-Scatter, All-Reduce or All-Gather of the
-  dimension's collective (ring unless given) run in every group of that dimension at once,
-  step by step.
+  default, or ``fabriclab``; ``order`` ``fifo`` or ``scf``). A phase is a Reduce-Scatter,
+  All-Reduce or All-Gather of the dimension's collective (ring unless given) run in every
+  group of that dimension at once, step by step.
 
 A multi-dimensional fabric gives every host, in every dimension ``d``, one NIC link up to its
 group's switch and one down from it, both of ``B_d`` bit/s; the switch itself is non-blocking.
