@@ -20,11 +20,13 @@ def phase(chunk: int, dim: int, sent: int, index: int = 0) -> Phase:
     return Phase(chunk, index, dim, "AR", Fraction(sent), Fraction(sent), 1)
 
 
-def test_fifo_and_scf_pick_and_tie_to_the_lower_chunk():
+def test_fifo_and_scf_pick_and_tie_to_the_lower_chunk():  # the fabriclab semantics
     chunks = [[phase(0, 0, 5)], [phase(1, 0, 3)], [phase(2, 0, 3)]]
-    fifo = [r.phase.chunk for r in run_analytic(ChunkEngine(chunks, 1, "fifo"),
+    fifo = [r.phase.chunk for r in run_analytic(ChunkEngine(chunks, 1, "fifo",
+                                                            semantics="fabriclab"),
                                                 lambda ph: ph.sent)]
-    scf = [r.phase.chunk for r in run_analytic(ChunkEngine(chunks, 1, "scf"),
+    scf = [r.phase.chunk for r in run_analytic(ChunkEngine(chunks, 1, "scf",
+                                                           semantics="fabriclab"),
                                                lambda ph: ph.sent)]
     assert fifo == [0, 1, 2] and scf == [1, 2, 0]
 
@@ -38,12 +40,12 @@ def test_slots_run_phases_of_one_dimension_side_by_side():
 
 def test_tolerance_makes_near_keys_tie():
     chunks = [[phase(0, 0, 2)], [phase(1, 0, 1)]]
-    exact = ChunkEngine(chunks, 1, "scf")
+    exact = ChunkEngine(chunks, 1, "scf", semantics="fabriclab")
     exact.begin(0)
     assert exact.dispatch()[0][0].chunk == 1
     near = [[phase(0, 0, 1)], [Phase(1, 0, 0, "AR", Fraction(1), Fraction(1) - Fraction(1, 10**12),
                                      1)]]
-    loose = ChunkEngine(near, 1, "scf", tolerance=(1e-9, 1e-12))
+    loose = ChunkEngine(near, 1, "scf", tolerance=(1e-9, 1e-12), semantics="fabriclab")
     loose.begin(0.0)
     assert loose.dispatch()[0][0].chunk == 0  # within tolerance: the lower chunk
 

@@ -5,11 +5,17 @@ converted to bytes/s inside; times are seconds. Internally all arithmetic is exa
 (:class:`fractions.Fraction`), so simultaneous events tie exactly and the schedule is
 deterministic; the results are reported as floats.
 
-Each dimension serves one chunk phase at a time, in the order of the chunk-schedule engine
-(:mod:`workloads.schedule_engine`). A phase of the dimension's collective (ring or
-halving-doubling alike, both bandwidth optimal: :meth:`workloads.collectives.Collective.sent_bytes`)
-on a dimension of ``n`` hosts with per-host bandwidth ``B`` (bytes/s), for an input of ``s``
-bytes per host, takes (plus ``step_latency_s`` per step of the collective, 0 by default)
+Each dimension serves ``max_active`` chunk phases at a time (1 by default), in the order of the
+chunk-schedule engine (:mod:`workloads.schedule_engine`) under the chosen *semantics*:
+``astra-sim-1.0`` (the default) reproduces ASTRA-sim 1.0's analytical backend (per-dimension
+insertion queues, balanced chunks with a separate Reduce-Scatter and All-Gather on their last
+dimension), ``fabriclab`` is this project's earlier model; ``docs/themis-semantics.md`` says
+where they differ and why. The paragraphs below describe ``fabriclab``.
+
+A phase of the dimension's collective (ring or halving-doubling alike, both bandwidth
+optimal: :meth:`workloads.collectives.Collective.sent_bytes`) on a dimension of ``n``
+hosts with per-host bandwidth ``B`` (bytes/s), for an input of ``s`` bytes per host, takes
+(plus ``step_latency_s`` per step of the collective, 0 by default)
 
 * Reduce-Scatter ``RS``: ``(n-1)·s/(n·B)``, output ``s/n``;
 * All-Gather ``AG``: ``(n-1)·s/B`` where ``s`` is the input shard, output ``n·s``;
@@ -39,10 +45,20 @@ from fractions import Fraction
 
 from testbed.core.errors import FabricLabError
 from testbed.core.registry import COLLECTIVES
-from workloads.schedule_engine import ORDERS, ChunkEngine, check_order, chunk_phases, run_analytic
+from workloads.schedule_engine import (
+    DEFAULT_SEMANTICS,
+    ORDERS,
+    SEMANTICS,
+    ChunkEngine,
+    check_order,
+    check_semantics,
+    chunk_phases,
+    run_analytic,
+)
 from workloads.themis import ChunkPlan, plan, validate_shape
 
-__all__ = ["ORDERS", "DimStats", "PhaseRun", "Prediction", "predict", "simulate"]
+__all__ = ["DEFAULT_SEMANTICS", "ORDERS", "SEMANTICS", "DimStats", "PhaseRun", "Prediction",
+           "predict", "simulate"]
 
 
 @dataclass(frozen=True)
@@ -87,6 +103,8 @@ class Prediction:
     dims: tuple[DimStats, ...]
     schedule: tuple[PhaseRun, ...]
     plans: tuple[ChunkPlan, ...]
+    semantics: str = DEFAULT_SEMANTICS
+    max_active: int = 1
 
     @property
     def hosts(self) -> int:
@@ -107,16 +125,22 @@ def simulate(
     order: str = "fifo",
     dim_algorithm: str = "ring",
     step_latency_s: float = 0.0,
+    semantics: str = DEFAULT_SEMANTICS,
+    max_active: int = 1,
 ) -> Prediction:
     """Run the event-driven model on given chunk plans (e.g. from :func:`workloads.themis.plan`).
 
     ``dim_bandwidths_bps`` in bit/s per host per dimension; every dimension runs the
     collective ``dim_algorithm``, a phase lasting its bytes sent over the bandwidth plus
-    ``step_latency_s`` per step. ``policy`` in the result is ``"custom"``; :func:`predict`
-    fills it in.
+    ``step_latency_s`` per step. ``semantics``: how dimensions queue phases (see the module
+    docstring); ``max_active``: phases a dimension serves at once, each at full bandwidth
+    (ASTRA-sim's ``active-chunks-per-dimension`` on its congestion-unaware network; only 1
+    keeps every dimension within its bandwidth). ``policy`` in the result is ``"custom"``;
+    :func:`predict` fills it in.
     """
     sizes, bandwidths = validate_shape(dim_sizes, dim_bandwidths_bps)
     check_order(order)
+    check_semantics(semantics)
     if not plans:
         raise FabricLabError("plans must hold at least one chunk")
     hosts = _prod(sizes)
@@ -140,7 +164,7 @@ def simulate(
     latency = Fraction(step_latency_s)
 
     chunks = [chunk_phases(p, sizes, collective) for p in plans]
-    engine = ChunkEngine(chunks, len(sizes), order)
+    engine = ChunkEngine(chunks, len(sizes), order, max_active, semantics=semantics)
     runs = run_analytic(engine, lambda ph: ph.sent / bytes_per_s[ph.dim] + ph.steps * latency)
     busy = [Fraction(0)] * len(sizes)
     sent = [Fraction(0)] * len(sizes)
@@ -181,6 +205,8 @@ def simulate(
         dims=dims,
         schedule=schedule,
         plans=tuple(plans),
+        semantics=semantics,
+        max_active=max_active,
     )
 
 
@@ -194,14 +220,20 @@ def predict(
     align: int = 1,
     dim_algorithm: str = "ring",
     step_latency_s: float = 0.0,
+    semantics: str = DEFAULT_SEMANTICS,
+    max_active: int = 1,
 ) -> Prediction:
     """Plan an All-Reduce of ``total_bytes`` (bytes) in ``chunks`` chunks and predict it.
 
     ``dim_bandwidths_bps``: bit/s per host per dimension. ``policy``: a chunk schedule
     (``themis``, ``baseline``: :mod:`workloads.themis`); ``order``: ``fifo`` or ``scf``;
-    ``dim_algorithm`` and ``step_latency_s``: see :func:`simulate`.
+    ``semantics``: ``astra-sim-1.0`` (default) or ``fabriclab``; ``dim_algorithm``,
+    ``step_latency_s`` and ``max_active``: see :func:`simulate`.
     """
-    plans = plan(dim_sizes, dim_bandwidths_bps, total_bytes, chunks, policy=policy, align=align)
+    check_semantics(semantics)
+    plans = plan(dim_sizes, dim_bandwidths_bps, total_bytes, chunks, policy=policy, align=align,
+                 semantics=semantics)
     result = simulate(plans, dim_sizes, dim_bandwidths_bps, order=order,
-                      dim_algorithm=dim_algorithm, step_latency_s=step_latency_s)
+                      dim_algorithm=dim_algorithm, step_latency_s=step_latency_s,
+                      semantics=semantics, max_active=max_active)
     return replace(result, policy=policy)

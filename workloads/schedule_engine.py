@@ -2,15 +2,31 @@
 serves next. The model, the workers and the simulator all use it.
 
 A chunk (a :class:`~workloads.themis.ChunkPlan`) runs its :class:`Phase` s one after the other:
-Reduce-Scatter on ``rs_order[:-1]``, All-Reduce on ``rs_order[-1]``, All-Gather back in reverse.
-A phase becomes *ready* when its predecessor in the chunk finishes. Every dimension has
-``max_active`` slots; whenever a slot is free (lowest first, dimensions in index order) it
-starts a ready phase of its dimension, picked by the order:
+Reduce-Scatter on ``rs_order[:-1]``, All-Reduce on ``rs_order[-1]``, All-Gather back in reverse
+(or, for a plan with ``split_last``, Reduce-Scatter on every dimension of ``rs_order`` and
+All-Gather back on every one: the last dimension then serves two separate phases). A phase
+becomes *ready* when its predecessor in the chunk finishes. Every dimension has ``max_active``
+slots (ASTRA-sim's ``active-chunks-per-dimension``). How a dimension queues its ready phases
+depends on the *semantics* (:data:`SEMANTICS`, see ``docs/themis-semantics.md``):
 
-* ``fifo``: earliest ready first;
-* ``scf``: fewest bytes sent first (on one dimension proportional to the duration);
+``astra-sim-1.0`` (the default; the reference simulator's stream queues)
+    each dimension keeps one ordered queue. A phase that becomes ready is *inserted*:
 
-ties (exact, or within a tolerance for float clocks) go to the lower chunk index.
+    * ``fifo``: at the back;
+    * ``scf``: in front of the first waiting phase whose input (bytes per host entering the
+      phase: ``Phase.size``) is at least its own, so the smallest input is served first and a
+      newcomer goes ahead of equal ones; but a phase with exactly one phase of its chunk after
+      it, and every All-Reduce phase, goes to the back.
+
+    A slot that frees is refilled at once from the head of its queue, before any other event
+    of the same instant is handled (:attr:`ChunkEngine.eager`): a phase that becomes ready at
+    the same instant can no longer take it. Simultaneous completions are handled in
+    dimension order (lower index first), then in the order they started.
+``fabriclab`` (this project's earlier model)
+    every completion of an instant is handled before any slot is refilled; a free slot then
+    takes the ready phase with the smallest key: ``fifo`` earliest ready, ``scf`` fewest bytes
+    sent (on one dimension proportional to the duration); ties (exact, or within a tolerance
+    for float clocks) go to the lower chunk index.
 
 The engine keeps no clock of its own: the caller says when phases finish
 (:meth:`ChunkEngine.finish`) and when to fill free slots (:meth:`ChunkEngine.dispatch`), so
@@ -32,6 +48,12 @@ from testbed.core.errors import FabricLabError
 from workloads.collectives import Collective
 
 ORDERS = ("fifo", "scf")
+ASTRA_SIM_1_0 = "astra-sim-1.0"
+FABRICLAB = "fabriclab"
+SEMANTICS = (ASTRA_SIM_1_0, FABRICLAB)
+DEFAULT_SEMANTICS = ASTRA_SIM_1_0
+# run_analytic, eager engine: completions this close (relative) to the earliest are simultaneous
+TIE_REL = Fraction(1, 10**9)
 
 
 @dataclass(frozen=True)
@@ -51,15 +73,19 @@ class Phase:
 
 def chunk_phases(plan: Any, dims: Sequence[int],
                  collective: Collective | None = None) -> list[Phase]:
-    """The sequential phases of one chunk plan (RS..., AR, AG...), sizes exact, with the
-    bytes sent and steps of ``collective`` (default ring) on each dimension."""
+    """The sequential phases of one chunk plan (RS..., AR, AG...; or RS..., AG... when the plan
+    says ``split_last``), sizes exact, with the bytes sent and steps of ``collective``
+    (default ring) on each dimension."""
     if collective is None:
         from workloads.collectives.ring import COLLECTIVE as collective
     order = tuple(plan.rs_order)
     if not order:
         return []
-    ops = [(d, "RS") for d in order[:-1]] + [(order[-1], "AR")]
-    ops += [(d, "AG") for d in reversed(order[:-1])]
+    if getattr(plan, "split_last", False):
+        ops = [(d, "RS") for d in order] + [(d, "AG") for d in reversed(order)]
+    else:
+        ops = [(d, "RS") for d in order[:-1]] + [(order[-1], "AR")]
+        ops += [(d, "AG") for d in reversed(order[:-1])]
     phases = []
     s = Fraction(plan.size)
     for index, (d, op) in enumerate(ops):
@@ -78,22 +104,52 @@ def check_order(order: str) -> None:
         raise FabricLabError(f"order {order!r} is unknown; use one of {', '.join(ORDERS)}")
 
 
+def check_semantics(semantics: str) -> None:
+    if semantics not in SEMANTICS:
+        raise FabricLabError(f"semantics {semantics!r} is unknown; use one of "
+                             f"{', '.join(SEMANTICS)}")
+
+
+def insert_position(waiting: Sequence[Phase], phase: Phase, order: str, remaining: int) -> int:
+    """Where ASTRA-sim 1.0 puts a newly ready ``phase`` in a dimension's queue of ``waiting``
+    phases (running ones excluded), ``remaining`` being how many phases of its chunk follow it.
+
+    ``fifo`` (and any All-Reduce phase, and under ``scf`` a phase with exactly one phase after
+    it): the back. ``scf``: in front of the first waiting phase with at least its input size.
+    """
+    if order == "fifo" or phase.op == "AR" or remaining == 1:
+        return len(waiting)
+    for at, other in enumerate(waiting):
+        if other.size >= phase.size:
+            return at
+    return len(waiting)
+
+
 class ChunkEngine:
     """Per-dimension dispatch of chunk phases (see the module docstring).
 
     ``tolerance`` = ``(relative, absolute)`` makes keys floats that tie when that close (for
-    a float clock such as the simulator's); None compares them exactly.
+    a float clock such as the simulator's); None compares them exactly (``fabriclab`` only:
+    ``astra-sim-1.0`` queues by insertion and keeps no keys).
     """
 
     def __init__(self, chunks: Sequence[Sequence[Phase]], n_dims: int, order: str = "fifo",
-                 max_active: int = 1, tolerance: tuple[float, float] | None = None) -> None:
+                 max_active: int = 1, tolerance: tuple[float, float] | None = None,
+                 semantics: str = DEFAULT_SEMANTICS) -> None:
         check_order(order)
+        check_semantics(semantics)
+        if isinstance(max_active, bool) or not isinstance(max_active, int) or max_active < 1:
+            raise FabricLabError(f"max_active is {max_active!r} but must be an integer >= 1")
         self.chunks = {phases[0].chunk: list(phases) for phases in chunks if phases}
         self.order = order
+        self.semantics = semantics
+        self.eager = semantics == ASTRA_SIM_1_0
         self.tolerance = tolerance
         self.waiting: list[list[tuple[Any, int, Phase]]] = [[] for _ in range(n_dims)]
+        self.queues: list[list[Phase]] = [[] for _ in range(n_dims)]
         self.busy = [[False] * max_active for _ in range(n_dims)]
         self.left = sum(len(phases) for phases in self.chunks.values())
+        self._started: list[tuple[Phase, int]] = []
 
     @property
     def done(self) -> bool:
@@ -101,33 +157,52 @@ class ChunkEngine:
         return self.left == 0
 
     def begin(self, now: Any) -> None:
-        """Make every chunk's first phase ready at ``now``."""
+        """Make every chunk's first phase ready at ``now`` (in chunk order)."""
         for phases in self.chunks.values():
             self._ready(phases[0], now)
 
     def finish(self, phase: Phase, slot: int, now: Any) -> None:
         """``phase`` (started in ``slot``) finished at ``now``: free the slot, ready the
-        chunk's next phase."""
+        chunk's next phase (under ``astra-sim-1.0`` the freed slot is refilled at once)."""
         self.busy[phase.dim][slot] = False
         self.left -= 1
         phases = self.chunks[phase.chunk]
         if phase.index + 1 < len(phases):
             self._ready(phases[phase.index + 1], now)
+        if self.eager:
+            self._fill(phase.dim)
 
     def dispatch(self) -> list[tuple[Phase, int]]:
         """Fill every free slot from its dimension's ready phases; return ``(phase, slot)``
-        for each phase to start now, dimensions in index order."""
-        started = []
-        for d, queue in enumerate(self.waiting):
-            slots = self.busy[d]
-            while queue and not all(slots):
-                phase = self._pick(queue)
-                slot = slots.index(False)
-                slots[slot] = True
-                started.append((phase, slot))
+        for each phase to start now (under ``astra-sim-1.0`` also those already started by
+        :meth:`begin` / :meth:`finish`, in the order they started)."""
+        for d in range(len(self.busy)):
+            self._fill(d)
+        started, self._started = self._started, []
         return started
 
+    def _fill(self, d: int) -> None:
+        slots = self.busy[d]
+        while not all(slots):
+            if self.eager:
+                if not self.queues[d]:
+                    return
+                phase = self.queues[d].pop(0)
+            else:
+                if not self.waiting[d]:
+                    return
+                phase = self._pick(self.waiting[d])
+            slot = slots.index(False)
+            slots[slot] = True
+            self._started.append((phase, slot))
+
     def _ready(self, phase: Phase, now: Any) -> None:
+        if self.eager:
+            queue = self.queues[phase.dim]
+            remaining = len(self.chunks[phase.chunk]) - phase.index - 1
+            queue.insert(insert_position(queue, phase, self.order, remaining), phase)
+            self._fill(phase.dim)
+            return
         key = now if self.order == "fifo" else phase.sent
         queue = self.waiting[phase.dim]
         if self.tolerance is None:  # a heap: (key, chunk) is unique within a dimension
@@ -159,20 +234,35 @@ class PhaseRun:
 
 def run_analytic(engine: ChunkEngine, duration: Callable[[Phase], Fraction]) -> list[PhaseRun]:
     """Drive ``engine`` from time 0 with a known ``duration`` per phase (exact for
-    Fractions); return every phase run in the order they started."""
+    Fractions); return every phase run in the order they started.
+
+    An eager engine (``astra-sim-1.0``) handles simultaneous completions one at a time, lower
+    dimension first, then in start order; completions within :data:`TIE_REL` (relative) of
+    the earliest count as simultaneous, so a bandwidth given as a rounded float decides
+    nothing. Otherwise all completions of an instant are handled before the free slots are
+    filled."""
     now = Fraction(0)
     engine.begin(now)
-    running: list[tuple[Fraction, int, Phase, int]] = []
+    running: list[tuple[Fraction, int, int, Phase, int]] = []
     seq = itertools.count()
     runs = []
     while True:
         for phase, slot in engine.dispatch():
             end = now + duration(phase)
             runs.append(PhaseRun(phase, slot, now, end))
-            heapq.heappush(running, (end, next(seq), phase, slot))
+            heapq.heappush(running, (end, phase.dim if engine.eager else 0, next(seq), phase,
+                                     slot))
         if not running:
             return runs
+        if engine.eager:  # one completion: the lowest dimension among those (almost) now
+            horizon = running[0][0] * (1 + TIE_REL)
+            pick = min((e for e in running if e[0] <= horizon), key=lambda e: (e[1], e[2]))
+            running.remove(pick)
+            heapq.heapify(running)
+            now = max(now, pick[0])
+            engine.finish(pick[3], pick[4], now)
+            continue
         now = running[0][0]
         while running and running[0][0] == now:
-            _, _, phase, slot = heapq.heappop(running)
+            _, _, _, phase, slot = heapq.heappop(running)
             engine.finish(phase, slot, now)

@@ -14,12 +14,21 @@ Schedules (registered in :data:`testbed.core.registry.SCHEDULES`, as :data:`BASE
     every chunk uses the fixed order 0, 1, ..., D-1.
 ``themis``
     the greedy of ASTRA-sim's OfflineGreedy: per collective a load per dimension starts at
-    0; each chunk in turn is given the dimensions sorted by ascending load (ties: lower index
-    first), so its largest phase (the whole chunk) lands on the least-loaded dimension, and
-    then charges the loads along that order. When the loads are already balanced (the gap
-    between the most and least loaded dimension is worth less than chunk/16 bytes on the
-    least-loaded dimension), the chunk uses the baseline order instead. Chunk 0 therefore
-    always gets the baseline order.
+    0; each chunk in turn is given the dimensions sorted by ascending load, so its largest
+    phase (the whole chunk) lands on the least-loaded dimension, and then charges the loads
+    along that order. When the loads are already balanced (the gap between the most and least
+    loaded dimension is worth less than chunk/16 bytes on the least-loaded dimension), the
+    chunk uses the baseline order instead. Chunk 0 therefore always gets the baseline order.
+
+The *semantics* (``astra-sim-1.0``, the default, or ``fabriclab``; see
+``docs/themis-semantics.md``) changes two things here. Ties between equally loaded dimensions:
+``fabriclab`` puts the lower index first; ``astra-sim-1.0`` keeps them in the order the
+previous chunk's sort left them (the reference sorts one list in place, stably, and resets it
+to index order whenever a chunk falls back to the baseline order). And the phases of a
+``themis`` chunk: under ``astra-sim-1.0`` its plan has ``split_last``, so the last dimension
+of its order runs a Reduce-Scatter and, as a separate phase, an All-Gather instead of one
+All-Reduce (the reference builds a balanced chunk that way; a baseline chunk keeps the
+All-Reduce).
 
 Dimensions of size 1 connect a host to nobody, so they never appear in an order.
 The model is bandwidth only (no latency).
@@ -35,6 +44,7 @@ from typing import ClassVar
 from testbed.core.errors import FabricLabError
 from testbed.core.formulas import phase_sent_bytes
 from testbed.core.registry import SCHEDULES
+from workloads.schedule_engine import ASTRA_SIM_1_0, DEFAULT_SEMANTICS, check_semantics
 
 # A chunk keeps the baseline order while the load gap is worth less than chunk/16 bytes.
 BALANCE_THRESHOLD_DIVISOR = 16
@@ -42,18 +52,24 @@ BALANCE_THRESHOLD_DIVISOR = 16
 
 @dataclass(frozen=True)
 class ChunkPlan:
-    """One chunk of the collective: its position, size in bytes and dimension order."""
+    """One chunk of the collective: its position, size in bytes and dimension order.
+    ``split_last``: Reduce-Scatter and All-Gather on the last dimension of ``rs_order`` as two
+    phases instead of one All-Reduce (ASTRA-sim 1.0's balanced chunks)."""
 
     index: int
     size: int
     rs_order: tuple[int, ...]
+    split_last: bool = False
 
     @property
     def ag_order(self) -> tuple[int, ...]:
         """All-Gather order: the Reduce-Scatter order reversed, without the last dimension.
 
-        The last dimension of ``rs_order`` runs an All-Reduce, which is its own way back.
+        The last dimension of ``rs_order`` runs an All-Reduce, which is its own way back;
+        with ``split_last`` it runs an All-Gather of its own, so the order is the full reverse.
         """
+        if self.split_last:
+            return tuple(reversed(self.rs_order))
         return tuple(reversed(self.rs_order[:-1]))
 
 
@@ -135,19 +151,28 @@ class ChunkSchedule:
     name: str
     balance: bool
     is_flat: ClassVar[bool] = False  # a schedule runs per dimension, never as one flat group
+    takes_semantics: ClassVar[bool] = True  # plan() accepts ``semantics=``
 
     def plan(self, dim_sizes: Sequence[int], dim_bandwidths: Sequence[float],
-             total_bytes: int, chunks: int, align: int = 1) -> list[ChunkPlan]:
+             total_bytes: int, chunks: int, align: int = 1,
+             semantics: str = DEFAULT_SEMANTICS) -> list[ChunkPlan]:
         """The chunks of one All-Reduce of ``total_bytes`` (see :func:`plan`)."""
         sizes, bandwidths = validate_shape(dim_sizes, dim_bandwidths)
+        check_semantics(semantics)
+        astra = semantics == ASTRA_SIM_1_0
         chunk_sizes = split_sizes(total_bytes, chunks, align)
         active = tuple(d for d, n in enumerate(sizes) if n > 1)
         load = [0.0] * len(sizes)
+        sorted_dims = list(active)  # astra-sim-1.0: the list the greedy sorts in place
         plans = []
         for index, size in enumerate(chunk_sizes):
             order = active
             if self.balance and len(active) > 1:
-                by_load = tuple(sorted(active, key=lambda d: (load[d], d)))
+                if astra:
+                    sorted_dims.sort(key=lambda d: load[d])  # stable: ties keep last order
+                    by_load = tuple(sorted_dims)
+                else:
+                    by_load = tuple(sorted(active, key=lambda d: (load[d], d)))
                 first, last = by_load[0], by_load[-1]
                 n_first = sizes[first]
                 gap_bytes = (
@@ -157,8 +182,11 @@ class ChunkSchedule:
                 )
                 if gap_bytes >= size / BALANCE_THRESHOLD_DIVISOR:
                     order = by_load
+                else:
+                    sorted_dims = list(active)
             _charge(load, order, size, sizes, bandwidths)
-            plans.append(ChunkPlan(index=index, size=size, rs_order=order))
+            plans.append(ChunkPlan(index=index, size=size, rs_order=order,
+                                   split_last=astra and self.balance and len(order) > 0))
         return plans
 
 
@@ -173,19 +201,34 @@ def plan(
     chunks: int,
     policy: str = "themis",
     align: int = 1,
+    semantics: str = DEFAULT_SEMANTICS,
 ) -> list[ChunkPlan]:
     """Plan the chunks of one All-Reduce of ``total_bytes`` over the given network.
 
     ``dim_bandwidths`` is per host per dimension, in any unit (only ratios matter).
     ``policy`` names a schedule of :data:`~testbed.core.registry.SCHEDULES`.
     ``align``: chunk sizes are multiples of it, see :func:`split_sizes`.
+    ``semantics``: ``astra-sim-1.0`` or ``fabriclab`` (see the module docstring); a
+    registered schedule that does not take it plans the same under both.
     Returns one :class:`ChunkPlan` per chunk, in index order.
     """
     validate_shape(dim_sizes, dim_bandwidths)
+    check_semantics(semantics)
     if policy not in SCHEDULES.names():
         raise FabricLabError(f"policy {policy!r} is unknown; use one of "
                              f"{', '.join(SCHEDULES.names())}")
-    return SCHEDULES.get(policy).plan(dim_sizes, dim_bandwidths, total_bytes, chunks, align)
+    return plan_with(SCHEDULES.get(policy), dim_sizes, dim_bandwidths, total_bytes, chunks,
+                     align, semantics)
+
+
+def plan_with(schedule: object, dim_sizes: Sequence[int], dim_bandwidths: Sequence[float],
+              total_bytes: int, chunks: int, align: int = 1,
+              semantics: str = DEFAULT_SEMANTICS) -> list[ChunkPlan]:
+    """Plan with a schedule object, passing ``semantics`` only to schedules that take it."""
+    if getattr(schedule, "takes_semantics", False):
+        return schedule.plan(dim_sizes, dim_bandwidths, total_bytes, chunks,  # type: ignore[attr-defined]
+                             align, semantics=semantics)
+    return schedule.plan(dim_sizes, dim_bandwidths, total_bytes, chunks, align)  # type: ignore[attr-defined]
 
 
 def chunk_offsets(plans: Sequence[ChunkPlan]) -> list[int]:

@@ -17,9 +17,14 @@ from rich.table import Table
 from testbed.core.errors import FabricLabError
 from testbed.core.registry import SCHEDULES
 from testbed.core.units import format_size, parse_size
-from workloads.model import ORDERS, Prediction, predict
+from workloads.model import DEFAULT_SEMANTICS, ORDERS, SEMANTICS, Prediction, predict
 from workloads.themis import bytes_sent_per_dim, plan
 
+_SEMANTICS_HELP = (
+    "astra-sim-1.0: reproduce ASTRA-sim 1.0's analytical backend (its FIFO/SCF queues, "
+    "balanced chunks with a separate RS and AG on their last dimension); fabriclab: this "
+    "project's earlier model (see docs/themis-semantics.md) (default astra-sim-1.0)"
+)
 _BW_HELP = (
     "bandwidth per host in each dimension, in Gbit/s, comma-separated in --dims order "
     "(e.g. 200,100,50; fractions allowed: 0.04 is 40 Mbit/s)"
@@ -37,6 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="themis: greedy per-chunk order; baseline: 0,1,...,D-1 (default themis)")
     p.add_argument("--align", type=int, default=1,
                    help="chunk sizes are multiples of this many bytes (default 1; 4 for float32)")
+    p.add_argument("--semantics", choices=SEMANTICS, default=DEFAULT_SEMANTICS,
+                   help=_SEMANTICS_HELP)
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.set_defaults(func=run_plan)
 
@@ -51,6 +58,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     m.add_argument("--order", choices=ORDERS, default="fifo",
                    help="which waiting chunk phase a dimension serves first: fifo (by readiness)"
                    " or scf (smallest first) (default fifo)")
+    m.add_argument("--semantics", choices=SEMANTICS, default=DEFAULT_SEMANTICS,
+                   help=_SEMANTICS_HELP)
+    m.add_argument("--max-active", type=int, default=1,
+                   help="chunk phases a dimension serves at once, each at full bandwidth "
+                   "(ASTRA-sim's active-chunks-per-dimension; default 1)")
     m.add_argument("--json", action="store_true",
                    help="print JSON (including the per-phase schedule) instead of tables")
     m.set_defaults(func=run_model)
@@ -128,7 +140,8 @@ def run_plan(args: argparse.Namespace) -> int:
     dims, bw, size = _parse_common(args)
     if args.align < 1:
         raise FabricLabError(f"--align is {args.align} but must be at least 1")
-    plans = plan(dims, bw, size, args.chunks, policy=args.policy, align=args.align)
+    plans = plan(dims, bw, size, args.chunks, policy=args.policy, align=args.align,
+                 semantics=args.semantics)
     sent = bytes_sent_per_dim(plans, dims)
     load_s = [s / (b / 8) for s, b in zip(sent, bw, strict=True)]
     if args.json:
@@ -137,6 +150,7 @@ def run_plan(args: argparse.Namespace) -> int:
             "bw_gbit_s": [b / 1e9 for b in bw],
             "total_bytes": size,
             "policy": args.policy,
+            "semantics": args.semantics,
             "chunks": [
                 {"index": p.index, "size_bytes": p.size, "rs_order": list(p.rs_order),
                  "ag_order": list(p.ag_order)}
@@ -183,6 +197,8 @@ def _prediction_json(p: Prediction, with_schedule: bool = True) -> dict:
     out = {
         "policy": p.policy,
         "order": p.order,
+        "semantics": p.semantics,
+        "max_active": p.max_active,
         "time_s": p.time_s,
         "ideal_time_s": p.ideal_time_s,
         "utilisation": p.utilisation,
@@ -206,7 +222,10 @@ def _prediction_json(p: Prediction, with_schedule: bool = True) -> dict:
 def run_model(args: argparse.Namespace) -> int:
     dims, bw, size = _parse_common(args)
     policies = [args.policy] if args.policy else ["baseline", "themis"]
-    results = [predict(dims, bw, size, args.chunks, policy=pol, order=args.order)
+    if args.max_active < 1:
+        raise FabricLabError(f"--max-active is {args.max_active} but must be at least 1")
+    results = [predict(dims, bw, size, args.chunks, policy=pol, order=args.order,
+                       semantics=args.semantics, max_active=args.max_active)
                for pol in policies]
     speedup = results[0].time_s / results[1].time_s if len(results) == 2 else None
     if args.json:
@@ -216,6 +235,7 @@ def run_model(args: argparse.Namespace) -> int:
             "total_bytes": size,
             "chunks": args.chunks,
             "order": args.order,
+            "semantics": args.semantics,
             "predictions": [_prediction_json(r) for r in results],
         }
         if speedup is not None:
@@ -227,7 +247,8 @@ def run_model(args: argparse.Namespace) -> int:
     shape = "x".join(map(str, dims))
     console.print(
         f"All-Reduce {_fmt_bytes(size)} in {args.chunks} chunks, {shape} at "
-        f"{','.join(_gbit_s(b) for b in bw)} Gbit/s per host, {args.order} order"
+        f"{','.join(_gbit_s(b) for b in bw)} Gbit/s per host, {args.order} order, "
+        f"{args.semantics} semantics"
     )
     table = Table()
     table.add_column("")

@@ -9,10 +9,10 @@ ends, and the next step starts then. Algorithms:
 * hierarchical (baseline) and Themis chunked All-Reduce on a multi-dimensional fabric,
   with chunk plans from :func:`workloads.themis.plan`, dispatched by the chunk-schedule engine
   the model and the workers use (:mod:`workloads.schedule_engine`): every dimension serves
-  one chunk phase at a time (``fifo``: earliest ready first, ties by chunk index; ``scf``:
-  smallest phase first). A phase is a Reduce-Scatter, All-Reduce or All-Gather of the
-  dimension's collective (ring unless given) run in every group of that dimension at once,
-  step by step.
+  one chunk phase at a time, queued as the engine's semantics says (``astra-sim-1.0`` by
+  default, or ``fabriclab``; ``order`` ``fifo`` or ``scf``). A phase is a Reduce-Scatter,
+  All-Reduce or All-Gather of the dimension's collective (ring unless given) run in every
+  group of that dimension at once, step by step.
 
 A multi-dimensional fabric gives every host, in every dimension ``d``, one NIC link up to its
 group's switch and one down from it, both of ``B_d`` bit/s; the switch itself is non-blocking.
@@ -28,7 +28,13 @@ from testbed.core.registry import COLLECTIVES
 from testbed.core.topology import coords_of, dim_peers
 from testbed.sim.flows import LinkId, Network
 from workloads.collectives import Collective
-from workloads.schedule_engine import ChunkEngine, Phase, check_order, chunk_phases
+from workloads.schedule_engine import (
+    DEFAULT_SEMANTICS,
+    ChunkEngine,
+    Phase,
+    check_order,
+    chunk_phases,
+)
 from workloads.themis import ChunkPlan, validate_shape
 from workloads.themis import plan as themis_plan
 
@@ -181,12 +187,18 @@ class HierarchicalRun:
 
     def __init__(self, net: Network, fabric: MultidimFabric, plans: Sequence[ChunkPlan],
                  order: str, collective: Collective, on_end: Callable[[list], None],
-                 owner: Hashable = None, latency: float = 0.0) -> None:
+                 owner: Hashable = None, latency: float = 0.0,
+                 semantics: str = DEFAULT_SEMANTICS) -> None:
         self.net, self.fabric, self.collective = net, fabric, collective
         self.on_end, self.owner, self.latency = on_end, owner, latency
         chunks = [chunk_phases(p, fabric.sizes, collective) for p in plans]
-        self.engine = ChunkEngine(chunks, len(fabric.sizes), order, tolerance=SIM_TOLERANCE)
+        self.engine = ChunkEngine(chunks, len(fabric.sizes), order, tolerance=SIM_TOLERANCE,
+                                  semantics=semantics)
         self.runs: list[tuple[Phase, float, float]] = []
+        # eager (astra-sim-1.0) engine: the phases that ended this instant, handled together
+        # in the model's order (lower dimension first, then start order)
+        self._ended: list[tuple[int, int, Phase, int, float]] = []
+        self._started = 0
 
     def start(self) -> None:
         self.engine.begin(self.net.now)
@@ -198,9 +210,15 @@ class HierarchicalRun:
     def _dispatch(self) -> None:
         for phase, slot in self.engine.dispatch():
             began = self.net.now
+            self._started += 1
 
             def end(_t: float, phase: Phase = phase, slot: int = slot,
-                    began: float = began) -> None:
+                    began: float = began, seq: int = self._started) -> None:
+                if self.engine.eager:
+                    if not self._ended:
+                        self.net.defer(self._finish_ended)
+                    self._ended.append((phase.dim, seq, phase, slot, began))
+                    return
                 self.runs.append((phase, began, self.net.now))
                 self.engine.finish(phase, slot, self.net.now)
                 if self.engine.done:
@@ -212,6 +230,15 @@ class HierarchicalRun:
             run_steps(self.net, steps, end, owner=self.owner, tag=(phase.chunk, phase.dim),
                       latency=self.latency)
 
+    def _finish_ended(self) -> None:
+        ended, self._ended = sorted(self._ended, key=lambda e: (e[0], e[1])), []
+        for _dim, _seq, phase, slot, began in ended:
+            self.runs.append((phase, began, self.net.now))
+            self.engine.finish(phase, slot, self.net.now)  # refills the freed slot at once
+        if self.engine.done:
+            self.on_end(self.runs)
+        self._dispatch()
+
 
 def hierarchical_allreduce(
     fabric: MultidimFabric,
@@ -219,9 +246,11 @@ def hierarchical_allreduce(
     order: str = "fifo",
     net: Network | None = None,
     dim_algorithm: str = "ring",
+    semantics: str = DEFAULT_SEMANTICS,
 ) -> HierarchicalResult:
     """Simulate a chunked hierarchical All-Reduce (plans from :func:`workloads.themis.plan`),
-    every dimension running the collective ``dim_algorithm``."""
+    every dimension running the collective ``dim_algorithm``, phases queued under
+    ``semantics``."""
     check_order(order)
     collective = COLLECTIVES.get(dim_algorithm)
     for n in fabric.sizes:
@@ -236,7 +265,8 @@ def hierarchical_allreduce(
         schedule.extend(PhaseSpan(ph.chunk, ph.dim, ph.op, began - start, end - start)
                         for ph, began, end in runs)
 
-    HierarchicalRun(net, fabric, plans, order, collective, on_end).start()
+    HierarchicalRun(net, fabric, plans, order, collective, on_end,
+                    semantics=semantics).start()
     net.run()
     if not finished:
         raise FabricLabError("the hierarchical All-Reduce did not finish")
@@ -252,8 +282,11 @@ def themis_allreduce(
     policy: str = "themis",
     order: str = "fifo",
     dim_algorithm: str = "ring",
+    semantics: str = DEFAULT_SEMANTICS,
 ) -> HierarchicalResult:
     """Plan (themis or baseline) and simulate one All-Reduce on a contention-free fabric."""
     fabric = MultidimFabric(dim_sizes, dim_bandwidths_bps)
-    plans = themis_plan(dim_sizes, dim_bandwidths_bps, total_bytes, chunks, policy=policy)
-    return hierarchical_allreduce(fabric, plans, order, dim_algorithm=dim_algorithm)
+    plans = themis_plan(dim_sizes, dim_bandwidths_bps, total_bytes, chunks, policy=policy,
+                        semantics=semantics)
+    return hierarchical_allreduce(fabric, plans, order, dim_algorithm=dim_algorithm,
+                                  semantics=semantics)
