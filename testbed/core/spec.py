@@ -291,7 +291,9 @@ def load_yaml(path: str | Path) -> Any:
 def load_fabric_file(path: str | Path) -> FabricFile:
     """The validated ``fabric:`` block and top-level ``rate_scale`` of a YAML file: a fabric
     file, or any file holding one (an experiment spec); its other keys are not checked here."""
-    data = load_yaml(path)
+    from testbed.core.presets import expand_preset  # presets import nothing of this module
+
+    data = expand_preset(load_yaml(path), str(path))
     if isinstance(data, dict) and "fabric" in data:
         data = {k: data[k] for k in ("fabric", "rate_scale") if k in data}
     return validate(FabricFile, data, source=str(path))
