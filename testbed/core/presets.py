@@ -123,15 +123,26 @@ class Preset:
     def emulated(self, hosts: int = EMULATED_HOSTS,
                  top_mbit_s: float = EMULATED_TOP_MBIT_S) -> tuple[dict[str, Any], float]:
         """``(fabric block, rate_scale)`` scaled down to what 2 cores emulate (module doc)."""
-        sizes = list(self.sizes)
-        while math.prod(sizes) > hosts and max(sizes) > 2:
-            big = max(sizes)
-            d = max(i for i, n in enumerate(sizes) if n == big)
-            sizes[d] //= 2
-        scale = float(f"{top_mbit_s / max(d.mbit_s for d in self.dims):.6g}")
+        sizes = scaled_sizes(self.sizes, hosts)
         dims = [{"size": n, "mbit_s": d.mbit_s, "kind": d.kind}
                 for n, d in zip(sizes, self.dims, strict=True)]
-        return {"kind": "multidim", "dims": dims}, scale
+        return ({"kind": "multidim", "dims": dims},
+                emulation_scale(max(d.mbit_s for d in self.dims), top_mbit_s))
+
+
+def scaled_sizes(sizes: tuple[int, ...] | list[int], hosts: int = EMULATED_HOSTS) -> list[int]:
+    """``sizes`` with the largest dimension halved (the last of equal ones first) until at
+    most ``hosts`` hosts remain or every dimension is down to 2."""
+    out = list(sizes)
+    while math.prod(out) > hosts and max(out) > 2:
+        d = max(i for i, n in enumerate(out) if n == max(out))
+        out[d] //= 2
+    return out
+
+
+def emulation_scale(top_real_mbit_s: float, top_mbit_s: float = EMULATED_TOP_MBIT_S) -> float:
+    """The ``rate_scale`` that emulates ``top_real_mbit_s`` at ``top_mbit_s`` (never above 1)."""
+    return min(1.0, float(f"{top_mbit_s / top_real_mbit_s:.6g}"))
 
 
 def _p(name: str, title: str, *dims: tuple[int, str, float]) -> Preset:
