@@ -184,6 +184,6 @@ def test_export_refuses_a_leaf_spine_fabric(tmp_path: Path, capsys) -> None:
 
 
 def test_parse_errors_name_the_source() -> None:
-    with pytest.raises(SpecError, match="^x.yml: latency: has 1 values for 2 dimensions$"):
+    with pytest.raises(SpecError, match=r"^x\.yml: latency: has 1 values for 2 dimensions$"):
         af.parse_network_yaml("topology: [Ring, Switch]\nnpus_count: [2, 2]\n"
                               "bandwidth: [1, 1]\nlatency: [1]\n", "x.yml")

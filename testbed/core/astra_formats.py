@@ -38,6 +38,7 @@ from typing import Any
 
 import yaml
 
+from testbed.core.algorithms import ring_dimension_error
 from testbed.core.errors import SpecError
 from testbed.core.presets import (
     ASTRA_TOPOLOGY,
@@ -46,6 +47,7 @@ from testbed.core.presets import (
     emulation_scale,
     scaled_sizes,
 )
+from testbed.core.registry import COLLECTIVES
 
 KIND_OF_TOPOLOGY = {name.lower(): kind for kind, name in ASTRA_TOPOLOGY.items()}
 # fabriclab collective <-> ASTRA-sim per-dimension implementation
@@ -137,9 +139,9 @@ def _positive(values: list, key: str, source: str, integer: bool = False,
         ok = isinstance(v, int | float) and not isinstance(v, bool) and (
             v >= 0 if zero else v > 0) and (not integer or float(v).is_integer())
         if not ok:
-            kind = "whole numbers" if integer else "numbers"
-            raise _fail(source, key, f"{v!r} is not one of the {'non-negative' if zero else 'positive'} "
-                        f"{kind} it must hold")
+            kind = ("non-negative " if zero else "positive ") + (
+                "whole numbers" if integer else "numbers")
+            raise _fail(source, key, f"{v!r} is not one of the {kind} it must hold")
         out.append(int(v) if integer else float(v))
     return out
 
@@ -334,19 +336,32 @@ def system_text(system: AstraSystem, n_dims: int) -> str:
 # -- fabriclab specs -------------------------------------------------------------------------
 
 
-def job_collective(dims: Sequence[AstraDim], system: AstraSystem) -> tuple[str, str]:
-    """``(dim_algorithm, note)``: the one collective a fabriclab job runs on every dimension.
-    ASTRA-sim's own when it names one for all; otherwise ring (every kind carries it), with a
-    note saying what ASTRA-sim ran."""
-    algorithms = set(system.dim_algorithms)
-    if len(algorithms) == 1:
-        return algorithms.pop(), ""
-    if not algorithms:
-        return "ring", ""
+def job_collective(kinds: Sequence[str], sizes: Sequence[int],
+                   system: AstraSystem) -> tuple[str, str]:
+    """``(dim_algorithm, note)``: the one collective a fabriclab job runs on every dimension
+    (of ``kinds`` and ``sizes``). ASTRA-sim's own when it names one for all; otherwise the
+    first that every dimension carries of: direct (if there is a mesh, so that it uses all its
+    links), ASTRA-sim's others in order, ring; with a note saying what ASTRA-sim ran."""
+    algorithms = list(dict.fromkeys(system.dim_algorithms))
+    if len(algorithms) <= 1:
+        return (algorithms[0] if algorithms else "ring"), ""
+    mesh = ["direct"] if "fully_connected" in kinds else []
+    for name in [*mesh, *algorithms, "ring"]:
+        if all(_carries(name, k, n) for k, n in zip(kinds, sizes, strict=True)):
+            break
     impl = "_".join(ASTRA_COLLECTIVE[a] for a in system.dim_algorithms)
-    return "ring", (f"ASTRA-sim ran {impl} (one collective per dimension); a fabriclab job runs "
-                    "one on every dimension, ring here (fabriclab model --preset and the model "
-                    "API take one per dimension)")
+    return name, (f"ASTRA-sim ran {impl} (one collective per dimension); a fabriclab job runs "
+                  f"one on every dimension, {name} here (fabriclab model --preset and the "
+                  "model API take one per dimension)")
+
+
+def _carries(name: str, kind: str, n: int) -> bool:
+    """Whether a dimension of ``kind`` and ``n`` hosts can run the collective ``name``."""
+    if n < 2:
+        return True
+    if COLLECTIVES.get(name).group_size_error(n):
+        return False
+    return kind != "ring" or ring_dimension_error(name, n) is None
 
 
 def to_spec(dims: Sequence[AstraDim], system: AstraSystem | None, name: str,
@@ -373,7 +388,7 @@ def to_spec(dims: Sequence[AstraDim], system: AstraSystem | None, name: str,
     if system.dim_algorithms and len(system.dim_algorithms) != len(dims):
         raise SpecError(f"the system file names {len(system.dim_algorithms)} collectives for "
                         f"a network of {len(dims)} dimensions")
-    dim_algorithm, note = job_collective(dims, system)
+    dim_algorithm, note = job_collective([d.kind for d in dims], sizes_of, system)
     if note:
         notes.append(note)
     spec["policy"] = "shortest"

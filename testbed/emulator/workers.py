@@ -4,8 +4,8 @@ Rank r runs in host ``hosts[r]`` and, for every dimension, listens on that host'
 the dimension (multidim) or its one NIC (leaf-spine), so each dimension's traffic crosses the
 links the fabric shaped for it. A ring or fully connected dimension's NICs share one address
 and the host routes of :mod:`testbed.emulator.fabric` send to each peer over its own link,
-so a rank needs only that address per dimension. Everything else — waiting, root-cause errors, killing every
-worker on failure, nccl-tests style results — is the local launcher's.
+so a rank needs only that address per dimension. Everything else — waiting, root-cause
+errors, killing every worker on failure, nccl-tests style results — is the local launcher's.
 """
 
 from __future__ import annotations
