@@ -102,3 +102,16 @@ def test_cli_model_and_plan_take_a_preset(capsys) -> None:
 def test_cli_without_dims_or_preset_is_one_sentence(capsys) -> None:
     assert main(["model", "--size", "1MiB"]) == 2
     assert "give --dims, --bw, --chunks (or --preset NAME" in capsys.readouterr().err
+
+
+def test_cli_model_sim_agrees_with_the_model(capsys) -> None:
+    argv = ["model", "--dims", "4x2", "--bw", "10,5", "--size", "1MiB", "--chunks", "4",
+            "--order", "scf", "--json"]
+    assert main(argv) == 0
+    model = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--sim"]) == 0
+    sim = json.loads(capsys.readouterr().out)
+    assert sim["backend"] == "sim"
+    for m, s in zip(model["predictions"], sim["results"], strict=True):
+        assert s["policy"] == m["policy"]
+        assert s["time_s"] == pytest.approx(m["time_s"], rel=1e-6)
