@@ -51,7 +51,7 @@ from testbed.core.formulas import busbw_factor
 from testbed.core.scaling import with_real
 
 LEAF_SPINE_KINDS = ("uplink", "ocs-leaf", "ocs-spine")
-DIM_LINK_KINDS = ("dim", "ring")
+DIM_LINK_KINDS = ("dim", "ring", "fc")
 # A job's and a message size's figures that have a real-rate counterpart (testbed.core.scaling);
 # a DNN job's iteration times (the first three) include compute, so theirs are None.
 REAL_JOB_FIGURES = ("mean_s", "p50_s", "p99_s", "collective_s", "algbw_gbit_s", "busbw_gbit_s")

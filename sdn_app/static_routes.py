@@ -190,12 +190,13 @@ def trace(plan: FabricPlan, rules: list[FlowRule], src: str, dst: str,
     table: dict[str, list[FlowRule]] = {}
     for r in sorted(rules, key=lambda r: -r.priority):
         table.setdefault(r.switch, []).append(r)
-    if _is_ring_nic(src_h, dim):  # a ring NIC reaches only its neighbours
-        for side in ("next", "prev"):
-            lk, fwd = ends[(src, src_h.nic(dim, side).port)]
-            if (lk.b if fwd else lk.a) == dst:
-                return [(lk, fwd)]
-        raise Unreachable(f"{dst} is not {src}'s ring neighbour in dimension {dim}")
+    if _is_ring_nic(src_h, dim):  # a ring or mesh NIC reaches only the peer at its other end
+        for nic in src_h.nics:
+            if nic.dim == dim and nic.side != "host":
+                lk, fwd = ends[(src, nic.port)]
+                if (lk.b if fwd else lk.a) == dst:
+                    return [(lk, fwd)]
+        raise Unreachable(f"{dst} is not {src}'s neighbour in dimension {dim}")
     node, port = src, src_h.nic(dim).port
     path: list[tuple[Link, bool]] = []
     for _ in range(len(plan.switches) + 2):

@@ -91,7 +91,8 @@ def test_ready_experiments_validate():
     for f in files:
         for exp in load_experiments(f):
             Runner(exp, Path("/nonexistent"))  # checked against its fabric, nothing created
-            build_plan(parse_fabric({"fabric": exp.fabric.model_dump()}))
+            build_plan(parse_fabric({"fabric": exp.fabric.model_dump(),
+                                     "rate_scale": exp.rate_scale}), exp.rate_scale)
 
 
 def test_run_with_a_bad_spec_is_one_sentence_and_creates_nothing(tmp_path, capsys):

@@ -31,6 +31,13 @@ dimension never idles while a phase waits for it. Among waiting phases a dimensi
   each host sends in it (``(n-1)·s/n`` for RS, ``(n-1)·s`` for AG, twice the RS amount for
   AR), which on one dimension is proportional to its duration.
 
+Dimension kinds (``dim_kinds``, default all ``switch``): on a ``fully_connected`` dimension
+the host's bandwidth ``B`` is split evenly over its ``n-1`` links, as ASTRA-sim splits an FC
+NPU's, so a phase runs at ``B·k/(n-1)`` where ``k`` is how many of those links the
+dimension's collective uses at once (``direct``, ASTRA-sim's choice there: all, so ``B``;
+ring or halving-doubling: one). ``dim_algorithm`` may name one collective for every
+dimension or one per dimension.
+
 Utilisation is ``T_ideal / T`` with ``T_ideal = 2·S·(1-1/N) / ΣB``: every host has to send
 ``2·S·(1-1/N)`` bytes in total whatever the order, and can send at most ``ΣB`` bytes/s.
 The sum runs over dimensions with more than one host (a size-1 dimension connects a host to
@@ -45,11 +52,13 @@ from fractions import Fraction
 
 from testbed.core.errors import FabricLabError
 from testbed.core.registry import COLLECTIVES
+from workloads.collectives import Collective, link_share
 from workloads.schedule_engine import (
     DEFAULT_SEMANTICS,
     ORDERS,
     SEMANTICS,
     ChunkEngine,
+    Phase,
     check_order,
     check_semantics,
     chunk_phases,
@@ -118,15 +127,34 @@ def _prod(values: Sequence[int]) -> int:
     return out
 
 
+def dim_collectives(dim_algorithm: str | Sequence[str], n_dims: int) -> list[Collective]:
+    """The collective of every dimension: one name for all, or one per dimension."""
+    names = [dim_algorithm] * n_dims if isinstance(dim_algorithm, str) else list(dim_algorithm)
+    if len(names) != n_dims:
+        raise FabricLabError(f"dim_algorithm names {len(names)} collectives for {n_dims} "
+                             "dimensions")
+    return [COLLECTIVES.get(name) for name in names]
+
+
+def dim_shares(dim_kinds: Sequence[str] | None, sizes: Sequence[int],
+               collectives: Sequence[Collective]) -> list[Fraction]:
+    """Per dimension, the fraction of its bandwidth its collective uses (:func:`link_share`)."""
+    kinds = list(dim_kinds) if dim_kinds is not None else ["switch"] * len(sizes)
+    if len(kinds) != len(sizes):
+        raise FabricLabError(f"dim_kinds has {len(kinds)} kinds for {len(sizes)} dimensions")
+    return [link_share(k, n, c) for k, n, c in zip(kinds, sizes, collectives, strict=True)]
+
+
 def simulate(
     plans: Sequence[ChunkPlan],
     dim_sizes: Sequence[int],
     dim_bandwidths_bps: Sequence[float],
     order: str = "fifo",
-    dim_algorithm: str = "ring",
+    dim_algorithm: str | Sequence[str] = "ring",
     step_latency_s: float = 0.0,
     semantics: str = DEFAULT_SEMANTICS,
     max_active: int = 1,
+    dim_kinds: Sequence[str] | None = None,
 ) -> Prediction:
     """Run the event-driven model on given chunk plans (e.g. from :func:`workloads.themis.plan`).
 
@@ -156,14 +184,15 @@ def simulate(
                 f"plans[{p.index}] has rs_order {p.rs_order} which is not a set of "
                 f"dimensions with more than one host"
             )
-    collective = COLLECTIVES.get(dim_algorithm)
-    for n in sizes:
+    collectives = dim_collectives(dim_algorithm, len(sizes))
+    for n, collective in zip(sizes, collectives, strict=True):
         if reason := collective.group_size_error(n):
             raise FabricLabError(f"dim_sizes: {reason}")
-    bytes_per_s = [Fraction(b) / 8 for b in bandwidths]
+    shares = dim_shares(dim_kinds, sizes, collectives)
+    bytes_per_s = [Fraction(b) / 8 * share for b, share in zip(bandwidths, shares, strict=True)]
     latency = Fraction(step_latency_s)
 
-    chunks = [chunk_phases(p, sizes, collective) for p in plans]
+    chunks = [_phases(p, sizes, collectives) for p in plans]
     engine = ChunkEngine(chunks, len(sizes), order, max_active, semantics=semantics)
     runs = run_analytic(engine, lambda ph: ph.sent / bytes_per_s[ph.dim] + ph.steps * latency)
     busy = [Fraction(0)] * len(sizes)
@@ -174,7 +203,7 @@ def simulate(
 
     total = Fraction(sum(p.size for p in plans))
     time_s = max(r.end for r in runs)
-    useful_bw = sum(bytes_per_s[d] for d in range(len(sizes)) if sizes[d] > 1)
+    useful_bw = sum(Fraction(bandwidths[d]) / 8 for d in range(len(sizes)) if sizes[d] > 1)
     ideal = 2 * total * (1 - Fraction(1, hosts)) / useful_bw
     dims = tuple(
         DimStats(
@@ -210,6 +239,17 @@ def simulate(
     )
 
 
+def _phases(chunk: ChunkPlan, sizes: Sequence[int], collectives: Sequence[Collective]
+            ) -> list[Phase]:
+    """A chunk's phases, each with the bytes sent and steps of its dimension's collective."""
+    phases = chunk_phases(chunk, sizes, collectives[0])
+    if all(c is collectives[0] for c in collectives):
+        return phases
+    return [replace(ph, sent=collectives[ph.dim].sent_bytes(ph.op, sizes[ph.dim], ph.size),
+                    steps=collectives[ph.dim].step_count(ph.op, sizes[ph.dim]))
+            for ph in phases]
+
+
 def predict(
     dim_sizes: Sequence[int],
     dim_bandwidths_bps: Sequence[float],
@@ -218,22 +258,27 @@ def predict(
     policy: str = "themis",
     order: str = "fifo",
     align: int = 1,
-    dim_algorithm: str = "ring",
+    dim_algorithm: str | Sequence[str] = "ring",
     step_latency_s: float = 0.0,
     semantics: str = DEFAULT_SEMANTICS,
     max_active: int = 1,
+    dim_kinds: Sequence[str] | None = None,
 ) -> Prediction:
     """Plan an All-Reduce of ``total_bytes`` (bytes) in ``chunks`` chunks and predict it.
 
     ``dim_bandwidths_bps``: bit/s per host per dimension. ``policy``: a chunk schedule
     (``themis``, ``baseline``: :mod:`workloads.themis`); ``order``: ``fifo`` or ``scf``;
     ``semantics``: ``astra-sim-1.0`` (default) or ``fabriclab``; ``dim_algorithm``,
-    ``step_latency_s`` and ``max_active``: see :func:`simulate`.
+    ``step_latency_s``, ``max_active`` and ``dim_kinds``: see :func:`simulate`. The plan sees
+    each dimension's bandwidth as its collective can use it there.
     """
     check_semantics(semantics)
-    plans = plan(dim_sizes, dim_bandwidths_bps, total_bytes, chunks, policy=policy, align=align,
+    collectives = dim_collectives(dim_algorithm, len(dim_sizes))
+    shares = dim_shares(dim_kinds, dim_sizes, collectives)
+    usable = [float(b * share) for b, share in zip(dim_bandwidths_bps, shares, strict=True)]
+    plans = plan(dim_sizes, usable, total_bytes, chunks, policy=policy, align=align,
                  semantics=semantics)
     result = simulate(plans, dim_sizes, dim_bandwidths_bps, order=order,
                       dim_algorithm=dim_algorithm, step_latency_s=step_latency_s,
-                      semantics=semantics, max_active=max_active)
+                      semantics=semantics, max_active=max_active, dim_kinds=dim_kinds)
     return replace(result, policy=policy)

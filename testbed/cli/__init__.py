@@ -40,6 +40,10 @@ COMMANDS = {  # command -> (the module that registers it, its line in `fabriclab
                          "leaf-spine cluster"),
     "sweep": ("testbed.cli.sweep", "run a grid of simulate-cluster runs on Dask (local "
               "processes or a scheduler) and tabulate them"),
+    "import-astra": ("testbed.cli.astra", "make a fabric or experiment spec from ASTRA-sim "
+                     "network and system files"),
+    "export-astra": ("testbed.cli.astra", "write ASTRA-sim network and system files from a "
+                     "multidim spec or a preset"),
     "report": ("testbed.cli.report", "turn run directories into report.html and report.md"),
 }
 

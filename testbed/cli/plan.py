@@ -1,7 +1,9 @@
 """`fabriclab plan` and `fabriclab model`: the Themis chunk planner and its predictive model.
 
 Both take the network as ``--dims 4x4x4`` (hosts per group in each dimension) and
-``--bw 200,100,50`` (Gbit/s per host in each dimension), and the collective as
+``--bw 200,100,50`` (Gbit/s per host in each dimension), or as ``--preset NAME`` (one of the
+Themis paper's systems, :mod:`testbed.core.presets`: its shape, rates, dimension kinds, the
+collective of each dimension and 64 chunks), and the collective as
 ``--size 256MiB --chunks 64``.
 """
 
@@ -15,9 +17,18 @@ from rich.console import Console
 from rich.table import Table
 
 from testbed.core.errors import FabricLabError
+from testbed.core.presets import PRESETS
 from testbed.core.registry import SCHEDULES
 from testbed.core.units import format_size, parse_size
-from workloads.model import DEFAULT_SEMANTICS, ORDERS, SEMANTICS, Prediction, predict
+from workloads.model import (
+    DEFAULT_SEMANTICS,
+    ORDERS,
+    SEMANTICS,
+    Prediction,
+    dim_collectives,
+    dim_shares,
+    predict,
+)
 from workloads.themis import bytes_sent_per_dim, plan
 
 _SEMANTICS_HELP = (
@@ -65,16 +76,47 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "(ASTRA-sim's active-chunks-per-dimension; default 1)")
     m.add_argument("--json", action="store_true",
                    help="print JSON (including the per-phase schedule) instead of tables")
+    m.add_argument("--sim", action="store_true",
+                   help="run the flow-level simulator (testbed.sim) instead of the model, on a "
+                   "contention-free fabric of these dimensions: minutes for a full-size "
+                   "preset (1024 hosts)")
     m.set_defaults(func=run_model)
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dims", required=True,
+    p.add_argument("--preset", choices=list(PRESETS),
+                   help="one of the Themis paper's six systems (its shape, GB/s per NPU, "
+                   "dimension kinds and collectives, 64 chunks) instead of --dims/--bw")
+    p.add_argument("--dims",
                    help="hosts per group in each dimension, separated by x (e.g. 4x4x4)")
-    p.add_argument("--bw", required=True, help=_BW_HELP)
+    p.add_argument("--bw", help=_BW_HELP)
     p.add_argument("--size", required=True,
                    help="bytes to all-reduce (e.g. 256MiB, 1GiB, 4096)")
-    p.add_argument("--chunks", type=int, required=True, help="number of chunks (e.g. 64)")
+    p.add_argument("--chunks", type=int,
+                   help="number of chunks (e.g. 64; a preset's default is 64)")
+
+
+def _network(args: argparse.Namespace) -> dict:
+    """The dimension kinds and collectives of ``--preset`` (empty: switch dimensions and the
+    model's default collective); with a preset ``--dims``, ``--bw`` and ``--chunks`` are
+    filled in from it unless given."""
+    if args.preset is None:
+        missing = [f"--{k}" for k in ("dims", "bw", "chunks") if getattr(args, k) is None]
+        if missing:
+            raise FabricLabError(f"give {', '.join(missing)} (or --preset NAME, one of "
+                                 f"{', '.join(PRESETS)})")
+        return {}
+    preset = PRESETS[args.preset]
+    if args.dims is None:
+        args.dims = preset.shape
+    if args.bw is None:
+        args.bw = ",".join(f"{b / 1e9:g}" for b in preset.bandwidths_bps)
+    if args.chunks is None:
+        args.chunks = preset.chunks
+    if parse_dims(args.dims) != preset.sizes:
+        raise FabricLabError(f"--dims {args.dims} is not preset {preset.name}'s shape "
+                             f"{preset.shape}; leave --dims out")
+    return {"dim_algorithm": list(preset.dim_algorithms), "dim_kinds": list(preset.kinds)}
 
 
 def parse_dims(text: str) -> tuple[int, ...]:
@@ -108,6 +150,7 @@ def parse_bw(text: str, dims: tuple[int, ...]) -> tuple[float, ...]:
 
 
 def _parse_common(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[float, ...], int]:
+    args.network = _network(args)
     dims = parse_dims(args.dims)
     if math.prod(dims) < 2:
         raise FabricLabError(f"--dims {args.dims} is a single host: there is nothing to "
@@ -140,8 +183,8 @@ def run_plan(args: argparse.Namespace) -> int:
     dims, bw, size = _parse_common(args)
     if args.align < 1:
         raise FabricLabError(f"--align is {args.align} but must be at least 1")
-    plans = plan(dims, bw, size, args.chunks, policy=args.policy, align=args.align,
-                 semantics=args.semantics)
+    plans = plan(dims, _usable(bw, dims, args.network), size, args.chunks,
+                 policy=args.policy, align=args.align, semantics=args.semantics)
     sent = bytes_sent_per_dim(plans, dims)
     load_s = [s / (b / 8) for s, b in zip(sent, bw, strict=True)]
     if args.json:
@@ -165,6 +208,8 @@ def run_plan(args: argparse.Namespace) -> int:
         return 0
 
     console = Console()
+    if args.preset:
+        console.print(f"preset {args.preset}: {_kinds_line(args.network)}")
     console.print(f"{args.policy} plan: {_fmt_bytes(size)} in {len(plans)} chunks over "
                   f"{'x'.join(map(str, dims))} at {','.join(_gbit_s(b) for b in bw)} Gbit/s")
     table = Table()
@@ -191,6 +236,20 @@ def run_plan(args: argparse.Namespace) -> int:
                       _fmt_time(load_s[d]), str(first))
     console.print(loads)
     return 0
+
+
+def _usable(bw: tuple[float, ...], dims: tuple[int, ...], network: dict) -> list[float]:
+    """Each dimension's bandwidth as its collective can use it (a mesh: its links at once)."""
+    if not network:
+        return list(bw)
+    collectives = dim_collectives(network["dim_algorithm"], len(dims))
+    return [b * float(s) for b, s in zip(bw, dim_shares(network["dim_kinds"], dims,
+                                                         collectives), strict=True)]
+
+
+def _kinds_line(network: dict) -> str:
+    return ", ".join(f"dim {d} {k} ({a})" for d, (k, a) in enumerate(
+        zip(network["dim_kinds"], network["dim_algorithm"], strict=True)))
 
 
 def _prediction_json(p: Prediction, with_schedule: bool = True) -> dict:
@@ -224,8 +283,10 @@ def run_model(args: argparse.Namespace) -> int:
     policies = [args.policy] if args.policy else ["baseline", "themis"]
     if args.max_active < 1:
         raise FabricLabError(f"--max-active is {args.max_active} but must be at least 1")
+    if args.sim:
+        return _run_sim(args, dims, bw, size, policies)
     results = [predict(dims, bw, size, args.chunks, policy=pol, order=args.order,
-                       semantics=args.semantics, max_active=args.max_active)
+                       semantics=args.semantics, max_active=args.max_active, **args.network)
                for pol in policies]
     speedup = results[0].time_s / results[1].time_s if len(results) == 2 else None
     if args.json:
@@ -245,6 +306,8 @@ def run_model(args: argparse.Namespace) -> int:
 
     console = Console()
     shape = "x".join(map(str, dims))
+    if args.preset:
+        console.print(f"preset {args.preset}: {_kinds_line(args.network)}")
     console.print(
         f"All-Reduce {_fmt_bytes(size)} in {args.chunks} chunks, {shape} at "
         f"{','.join(_gbit_s(b) for b in bw)} Gbit/s per host, {args.order} order, "
@@ -272,3 +335,35 @@ def _fmt_time(seconds: float) -> str:
     if seconds >= 1e-3:
         return f"{seconds * 1e3:.3f} ms"
     return f"{seconds * 1e6:.3f} µs"
+
+
+def _run_sim(args: argparse.Namespace, dims: tuple[int, ...], bw: tuple[float, ...], size: int,
+             policies: list[str]) -> int:
+    """`fabriclab model --sim`: the simulator's time and utilisation per policy."""
+    from testbed.sim.collectives import themis_allreduce  # the simulator only when asked
+
+    ideal = 2 * size * (1 - 1 / math.prod(dims)) / (sum(b for b, n in zip(bw, dims,
+                                                                           strict=True)
+                                                          if n > 1) / 8)
+    rows = []
+    for pol in policies:
+        r = themis_allreduce(dims, bw, size, args.chunks, policy=pol, order=args.order,
+                             **args.network)
+        rows.append({"policy": pol, "time_s": r.time_s, "ideal_time_s": ideal,
+                     "utilisation": ideal / r.time_s})
+    if args.json:
+        print(json.dumps({"dims": list(dims), "bw_gbit_s": [b / 1e9 for b in bw],
+                          "total_bytes": size, "chunks": args.chunks, "order": args.order,
+                          "backend": "sim", "results": rows}, indent=2))
+        return 0
+    console = Console()
+    console.print(f"simulated All-Reduce {_fmt_bytes(size)} in {args.chunks} chunks, "
+                  f"{'x'.join(map(str, dims))}, {args.order} order")
+    table = Table()
+    for col in ("policy", "time", "ideal time", "utilisation"):
+        table.add_column(col, justify="right")
+    for row in rows:
+        table.add_row(row["policy"], _fmt_time(row["time_s"]), _fmt_time(row["ideal_time_s"]),
+                      f"{row['utilisation']:.3f}")
+    console.print(table)
+    return 0

@@ -2,6 +2,8 @@
 
     name: contention
     fabric: {kind: leaf_spine, ...}          # the fabric block of testbed.core.spec, unchanged
+                                              # (or preset: NAME, a Themis-paper system scaled
+                                              # down: testbed.core.presets)
     rate_scale: 0.001                         # optional: the fabric states real rates, emulated
                                               # at rate × rate_scale (testbed.core.scaling)
     policy: ecmp                              # a registered policy (ecmp, ecmp-l3, vclos,
@@ -44,6 +46,7 @@ from pydantic import (
 from testbed.core.algorithms import AlgorithmName, CollectiveName, TransportName, groups_error
 from testbed.core.errors import SpecError
 from testbed.core.host_runtime import NAMESPACE, HostRuntime
+from testbed.core.presets import expand_preset
 from testbed.core.registry import POLICIES
 from testbed.core.scaling import UNSCALED
 from testbed.core.spec import FabricSpec, RateScale, load_yaml, validate
@@ -215,7 +218,7 @@ def expand(data: dict[str, Any], source: str = "spec") -> list[Experiment]:
     head = validate(ExperimentFile, data, source)
     base = {k: v for k, v in data.items() if k != "variants"}
     if not head.variants:
-        return [validate(Experiment, base, source)]
+        return [validate(Experiment, expand_preset(base, source), source)]
     runs = []
     for i, variant in enumerate(head.variants):
         merged = copy.deepcopy(base)
@@ -223,7 +226,8 @@ def expand(data: dict[str, Any], source: str = "spec") -> list[Experiment]:
         merged["name"] = f"{head.name}-{variant.name}"
         if variant.job_overrides:
             merged["jobs"] = [dict(j, **variant.job_overrides) for j in merged.get("jobs", [])]
-        runs.append(validate(Experiment, merged, f"{source} (variants.{i}: {variant.name})"))
+        where = f"{source} (variants.{i}: {variant.name})"
+        runs.append(validate(Experiment, expand_preset(merged, where), where))
     return runs
 
 

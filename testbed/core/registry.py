@@ -123,6 +123,7 @@ POLICIES: Registry[Any] = Registry("fabriclab.policies", "routing policy", {
 COLLECTIVES: Registry[Any] = Registry("fabriclab.collectives", "collective algorithm", {
     "ring": "workloads.collectives.ring:COLLECTIVE",
     "halving-doubling": "workloads.collectives.halving_doubling:COLLECTIVE",
+    "direct": "workloads.collectives.direct:COLLECTIVE",
 })
 
 TRANSPORTS: Registry[Any] = Registry("fabriclab.transports", "transport", {

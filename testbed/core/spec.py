@@ -4,8 +4,10 @@ Three fabric kinds share one ``fabric:`` block shape (other spec files embed it 
 
 - ``leaf_spine``: one link between every leaf and every spine;
 - ``ocs_leaf_spine``: leaves and spines wired to a layer of optical circuit switches instead;
-- ``multidim``: N = prod(size) hosts, one NIC per dimension, each dimension a switch per group
-  or a ring of point-to-point links.
+- ``multidim``: N = prod(size) hosts, one NIC per dimension, each dimension a switch per group,
+  a ring of point-to-point links, or a full mesh of them (``fully_connected``: one link per
+  pair of peers, the dimension's ``mbit_s`` per host split evenly over its ``size - 1`` links,
+  as ASTRA-sim's FullyConnected gives each NPU).
 """
 
 from __future__ import annotations
@@ -141,11 +143,25 @@ class OcsLeafSpineSpec(LeafSpineSpec):
         return self
 
 
+DIM_KINDS = ("switch", "ring", "fully_connected")
+DimKind = Literal["switch", "ring", "fully_connected"]
+
+
 class DimSpec(_Strict):
+    """One dimension: ``size`` hosts per group, ``mbit_s`` per host (on ``fully_connected``
+    the host's total, each of its ``size - 1`` links carrying an equal share)."""
+
     OLD_NAMES: ClassVar[dict[str, str]] = DIM_OLD_NAMES
     size: Count
     mbit_s: MbitS
-    kind: Literal["switch", "ring"] = "switch"
+    kind: DimKind = "switch"
+
+    @property
+    def link_mbit_s(self) -> float:
+        """The rate of one of this dimension's links: a fully connected host's share per peer."""
+        if self.kind == "fully_connected" and self.size > 2:
+            return self.mbit_s / (self.size - 1)
+        return self.mbit_s
 
 
 class MultidimSpec(_Strict):
@@ -155,6 +171,10 @@ class MultidimSpec(_Strict):
     @property
     def sizes(self) -> tuple[int, ...]:
         return tuple(d.size for d in self.dims)
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(d.kind for d in self.dims)
 
     @property
     def num_hosts(self) -> int:
@@ -271,7 +291,9 @@ def load_yaml(path: str | Path) -> Any:
 def load_fabric_file(path: str | Path) -> FabricFile:
     """The validated ``fabric:`` block and top-level ``rate_scale`` of a YAML file: a fabric
     file, or any file holding one (an experiment spec); its other keys are not checked here."""
-    data = load_yaml(path)
+    from testbed.core.presets import expand_preset  # presets import nothing of this module
+
+    data = expand_preset(load_yaml(path), str(path))
     if isinstance(data, dict) and "fabric" in data:
         data = {k: data[k] for k in ("fabric", "rate_scale") if k in data}
     return validate(FabricFile, data, source=str(path))

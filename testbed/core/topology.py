@@ -17,6 +17,9 @@ Conventions
   in a subnet ends in i+1. A ``switch`` dimension joins each group through switch ``d<d>s<g>``
   (member with coordinate k on port k+1). A ``ring`` dimension of size n >= 3 gives each host two
   NICs, ``next`` and ``prev``, with the same address; size 2 needs one link; size 1 none.
+  A ``fully_connected`` dimension of size n >= 2 gives each host one NIC per peer, side
+  ``peer<k>`` toward the peer with coordinate k, all with the same address (host routes send
+  to each peer over its own link), and one link per pair of peers at ``mbit_s / (n-1)``.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ class Nic:
     prefix: int
     mac: str
     dim: int | None = None  # multidim dimension, None on leaf-spine
-    side: str = "host"  # "host", or "next"/"prev" for ring NICs
+    side: str = "host"  # "host", "next"/"prev" for ring NICs, "peer<k>" for fully connected
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,7 @@ class Link:
     b: str
     b_port: int
     mbit_s: float
-    kind: str  # host | uplink | ocs-leaf | ocs-spine | dim | ring
+    kind: str  # host | uplink | ocs-leaf | ocs-spine | dim | ring | fc
     dim: int | None = None
 
     @property
@@ -289,9 +292,18 @@ def host_address(subnet: int, index: int) -> str:
     return f"10.{subnet}.{n >> 8}.{n & 0xFF}"
 
 
-def host_mac(group: int, index: int) -> str:
+def host_mac(group: int, index: int, slot: int = 0) -> str:
+    """A host NIC's MAC: ``group`` (dimension, ring side), ``slot`` (fully connected peer)."""
     n = index + 1
-    return f"02:00:00:{group:02x}:{n >> 8:02x}:{n & 0xFF:02x}"
+    return f"02:00:{slot:02x}:{group:02x}:{n >> 8:02x}:{n & 0xFF:02x}"
+
+
+FC_GROUP = 0x40  # a fully connected dimension's NICs: MAC group FC_GROUP | dim
+
+
+def fc_side(peer_coord: int) -> str:
+    """The side name of a host's NIC toward the peer with coordinate ``peer_coord``."""
+    return f"peer{peer_coord}"
 
 
 def _dpid(role: str, index: int, dim: int = 0) -> int:
@@ -388,12 +400,12 @@ def _multidim(spec: MultidimSpec) -> FabricPlan:
     nics: dict[int, list[Nic]] = {i: [] for i in range(N)}
     switches, links = [], []
 
-    def add_nic(i: int, dim: int, side: str) -> int:
+    def add_nic(i: int, dim: int, side: str, slot: int = 0) -> int:
         port = len(nics[i])
-        group = dim | (0x80 if side == "prev" else 0)
-        prefix = 16 if side == "host" else 32  # ring NICs share one address: host routes
+        group = dim | (0x80 if side == "prev" else FC_GROUP if side.startswith("peer") else 0)
+        prefix = 16 if side == "host" else 32  # ring/mesh NICs share one address: host routes
         nics[i].append(Nic(f"h{i}-eth{port}", port, host_address(dim + 1, i), prefix,
-                           host_mac(group, i), dim, side))
+                           host_mac(group, i, slot), dim, side))
         return port
 
     for d, dspec in enumerate(spec.dims):
@@ -410,6 +422,20 @@ def _multidim(spec: MultidimSpec) -> FabricPlan:
                 k = coords_of(i, sizes)[d]
                 links.append(Link(f"h{i}", port, f"d{d}s{group_of(i, d, sizes)}", k + 1,
                                   dspec.mbit_s, "dim", d))
+        elif dspec.kind == "fully_connected":
+            for i in range(N):
+                me = coords_of(i, sizes)[d]
+                for k in range(n):
+                    if k != me:
+                        add_nic(i, d, fc_side(k), slot=k)
+            for i in range(N):
+                me = coords_of(i, sizes)[d]
+                for j in dim_peers(i, d, sizes):
+                    k = coords_of(j, sizes)[d]
+                    if i < j:
+                        links.append(Link(f"h{i}", _port(nics[i], d, fc_side(k)), f"h{j}",
+                                          _port(nics[j], d, fc_side(me)), dspec.link_mbit_s,
+                                          "fc", d))
         elif n == 2:
             for i in range(N):
                 add_nic(i, d, "host")

@@ -30,7 +30,7 @@ from typing import Any
 from sdn_app.static_routes import FlowRule, static_rules
 from testbed.core.errors import FabricLabError
 from testbed.core.host_runtime import HostRuntime
-from testbed.core.topology import FabricPlan, dim_peers, ring_neighbours
+from testbed.core.topology import FabricPlan, dim_peers, fc_side, ring_neighbours
 from testbed.emulator import cleanup, runlock, switch_kinds
 from testbed.emulator.controller_proc import Controller
 from testbed.emulator.failpoints import failpoint
@@ -331,7 +331,8 @@ class Fabric:
         self.net.build()
 
     def _configure_hosts(self) -> None:
-        """Static ARP and ring host routes, one ``ip -batch`` file per host; no IPv6 chatter."""
+        """Static ARP and ring/mesh host routes, one ``ip -batch`` file per host; no IPv6
+        chatter."""
         setup = self.run_dir / "setup"
         setup.mkdir(exist_ok=True)
         for h in self.plan.hosts:
@@ -356,6 +357,15 @@ class Fabric:
         sizes = plan.spec.sizes
         for d, dim in enumerate(plan.spec.dims):
             if dim.size == 1:
+                continue
+            if dim.kind == "fully_connected":
+                me_k = me.coords[d]
+                for j in dim_peers(index, d, sizes):
+                    if j != index:
+                        o = plan.hosts[j].nic(d, fc_side(me_k))
+                        nic = me.nic(d, fc_side(plan.hosts[j].coords[d]))
+                        yield f"route replace {o.ip}/32 dev {nic.intf}"
+                        yield f"neigh replace {o.ip} lladdr {o.mac} dev {nic.intf} nud permanent"
                 continue
             if dim.kind == "switch" or dim.size == 2:
                 nic = me.nic(d)

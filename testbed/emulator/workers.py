@@ -2,8 +2,10 @@
 
 Rank r runs in host ``hosts[r]`` and, for every dimension, listens on that host's NIC of
 the dimension (multidim) or its one NIC (leaf-spine), so each dimension's traffic crosses the
-links the fabric shaped for it. Everything else — waiting, root-cause errors, killing every
-worker on failure, nccl-tests style results — is the local launcher's.
+links the fabric shaped for it. A ring or fully connected dimension's NICs share one address
+and the host routes of :mod:`testbed.emulator.fabric` send to each peer over its own link,
+so a rank needs only that address per dimension. Everything else — waiting, root-cause
+errors, killing every worker on failure, nccl-tests style results — is the local launcher's.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from pathlib import Path
 
 from testbed.core.errors import FabricLabError
 from testbed.core.jobs import job_dims
+from testbed.core.registry import COLLECTIVES
 from testbed.core.topology import FabricPlan
+from workloads.collectives import link_share
 from workloads.launcher import LaunchResult, launch_workers, summarise, worker_configs
 
 BASE_PORT = 7100  # dimension d listens on BASE_PORT + d (each host has its own addresses)
@@ -35,8 +39,10 @@ def fabric_configs(plan: FabricPlan, hosts: list[str], *, algorithm: str, out_di
             nic = h.nic(d) if multidim and n > 1 else h.nics[0]
             row.append({"ip": nic.ip, "port": BASE_PORT + d})
         addresses.append(row)
-    if multidim:
-        bandwidths = [float(d.mbit_s) * 1e6 for d in plan.spec.dims]
+    if multidim:  # as each dimension's collective can use it (a mesh: links at once)
+        collective = COLLECTIVES.get(options.get("dim_algorithm", "ring"))
+        bandwidths = [float(d.mbit_s) * 1e6 * float(link_share(d.kind, d.size, collective))
+                      for d in plan.spec.dims]
     else:
         bandwidths = [float(plan.spec.host_link_mbit_s) * 1e6] * len(dims)
     options.setdefault("dim_bandwidths", bandwidths)

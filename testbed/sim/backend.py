@@ -25,7 +25,8 @@ Routing
     ``vclos``/``ocs-vclos`` pin host j of each leaf to the job's spine j / circuit j. A
     multidim fabric gives each host an up and a down link per dimension
     (:class:`testbed.sim.collectives.MultidimFabric`), which is what both ``switch`` and
-    ``ring`` dimensions offer ring traffic.
+    ``ring`` dimensions offer ring traffic, and a ``fully_connected`` dimension a link per
+    ordered pair of peers at ``mbit_s / (n-1)``.
 Capacities
     Every link runs at its plan rate x ``GOODPUT`` = 1448/1514: the emulator's links are
     shaped on the wire, and bulk TCP with 1448-byte payloads in 1514-byte frames carries at
@@ -90,6 +91,7 @@ from testbed.core.topology import FabricPlan, build_plan, dim_peers
 from testbed.sim.cluster import host_path
 from testbed.sim.collectives import HierarchicalRun, MultidimFabric, run_steps
 from testbed.sim.flows import LinkId, Network
+from workloads.collectives import link_share
 from workloads.dnn import DnnWorkload
 from workloads.launcher import summarise as size_results
 from workloads.traces import (
@@ -300,9 +302,14 @@ class SimRunner:
                 run_steps(net, steps, end, owner=owner, latency=self.latency)
 
             return flat
+        collective = COLLECTIVES.get(spec.dim_algorithm)
         if self.plan.kind == "multidim":
             mbit_s = [float(d.mbit_s) for d in self.plan.spec.dims]
-            fabric = MultidimFabric(p.dims, [m * 1e6 * GOODPUT for m in mbit_s])
+            fabric = MultidimFabric(p.dims, [m * 1e6 * GOODPUT for m in mbit_s],
+                                    self.plan.spec.kinds)
+            # the worker plans with the bandwidth its collective can use in each dimension
+            mbit_s = [m * float(link_share(k, n, collective)) for m, k, n in
+                      zip(mbit_s, self.plan.spec.kinds, p.dims, strict=True)]
             for link, cap in fabric.capacities().items():
                 net.capacities.setdefault(link, cap)
         else:
@@ -317,7 +324,6 @@ class SimRunner:
             fabric = _MappedFabric(p.dims, [m * 1e6 * GOODPUT for m in mbit_s], route)
         plans_of: dict[int, list] = {}
         chunk_schedule = SCHEDULES.get(spec.algorithm)
-        collective = COLLECTIVES.get(spec.dim_algorithm)
 
         def hierarchical(size: int, done: Callable[[list], None]) -> None:
             count = size // 4

@@ -16,6 +16,8 @@ ends, and the next step starts then. Algorithms:
 
 A multi-dimensional fabric gives every host, in every dimension ``d``, one NIC link up to its
 group's switch and one down from it, both of ``B_d`` bit/s; the switch itself is non-blocking.
+A ``fully_connected`` dimension instead gives every ordered pair of peers a link of its own of
+``B_d / (n-1)`` bit/s: a collective there gets what its links at once can carry.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from testbed.core.errors import FabricLabError
 from testbed.core.registry import COLLECTIVES
 from testbed.core.topology import coords_of, dim_peers
 from testbed.sim.flows import LinkId, Network
-from workloads.collectives import Collective
+from workloads.collectives import Collective, link_share
 from workloads.schedule_engine import (
     DEFAULT_SEMANTICS,
     ChunkEngine,
@@ -125,15 +127,30 @@ class MultidimFabric:
     """Hosts ``0..N-1`` on a ``dim_sizes`` grid; per dimension one non-blocking switch per
     group, every host linked to it by an up and a down link of ``dim_bandwidths_bps[d]``."""
 
-    def __init__(self, dim_sizes: Sequence[int], dim_bandwidths_bps: Sequence[float]) -> None:
+    def __init__(self, dim_sizes: Sequence[int], dim_bandwidths_bps: Sequence[float],
+                 dim_kinds: Sequence[str] | None = None) -> None:
         self.sizes, self.bandwidths = validate_shape(dim_sizes, dim_bandwidths_bps)
+        self.kinds = tuple(dim_kinds) if dim_kinds is not None else ("switch",) * len(self.sizes)
+        if len(self.kinds) != len(self.sizes):
+            raise FabricLabError(f"dim_kinds has {len(self.kinds)} kinds for "
+                                 f"{len(self.sizes)} dimensions")
         self.hosts = 1
         for n in self.sizes:
             self.hosts *= n
 
+    def _mesh(self, dim: int) -> bool:
+        return self.kinds[dim] == "fully_connected"
+
     def capacities(self) -> dict[LinkId, float]:
         caps: dict[LinkId, float] = {}
         for d, bw in enumerate(self.bandwidths):
+            if self._mesh(d):
+                per_link = float(bw) / max(1, self.sizes[d] - 1)
+                for h in range(self.hosts):
+                    for peer in dim_peers(h, d, self.sizes):
+                        if peer != h:
+                            caps[("fc", d, h, peer)] = per_link
+                continue
             for h in range(self.hosts):
                 caps[("up", d, h)] = float(bw)
                 caps[("down", d, h)] = float(bw)
@@ -143,6 +160,8 @@ class MultidimFabric:
         return Network(self.capacities())
 
     def path(self, dim: int, src: int, dst: int) -> list[LinkId]:
+        if self._mesh(dim):
+            return [("fc", dim, src, dst)]
         return [("up", dim, src), ("down", dim, dst)]
 
     def groups(self, dim: int) -> list[list[int]]:
@@ -186,12 +205,15 @@ class HierarchicalRun:
     ``(phase, start, end)`` in the order the phases ended."""
 
     def __init__(self, net: Network, fabric: MultidimFabric, plans: Sequence[ChunkPlan],
-                 order: str, collective: Collective, on_end: Callable[[list], None],
-                 owner: Hashable = None, latency: float = 0.0,
-                 semantics: str = DEFAULT_SEMANTICS) -> None:
-        self.net, self.fabric, self.collective = net, fabric, collective
+                 order: str, collective: Collective | Sequence[Collective],
+                 on_end: Callable[[list], None], owner: Hashable = None,
+                 latency: float = 0.0, semantics: str = DEFAULT_SEMANTICS) -> None:
+        per_dim = (list(collective) if isinstance(collective, Sequence)
+                   else [collective] * len(fabric.sizes))
+        self.net, self.fabric, self.collectives = net, fabric, per_dim
         self.on_end, self.owner, self.latency = on_end, owner, latency
-        chunks = [chunk_phases(p, fabric.sizes, collective) for p in plans]
+        # every built-in collective sends the same bytes per phase: the engine's phase sizes
+        chunks = [chunk_phases(p, fabric.sizes, per_dim[0]) for p in plans]
         self.engine = ChunkEngine(chunks, len(fabric.sizes), order, tolerance=SIM_TOLERANCE,
                                   semantics=semantics)
         self.runs: list[tuple[Phase, float, float]] = []
@@ -226,7 +248,7 @@ class HierarchicalRun:
                 self.net.defer(self._dispatch)
 
             steps = self.fabric.phase_steps(phase.dim, phase.op, float(phase.size),
-                                            self.collective)
+                                            self.collectives[phase.dim])
             run_steps(self.net, steps, end, owner=self.owner, tag=(phase.chunk, phase.dim),
                       latency=self.latency)
 
@@ -245,16 +267,20 @@ def hierarchical_allreduce(
     plans: Sequence[ChunkPlan],
     order: str = "fifo",
     net: Network | None = None,
-    dim_algorithm: str = "ring",
+    dim_algorithm: str | Sequence[str] = "ring",
     semantics: str = DEFAULT_SEMANTICS,
 ) -> HierarchicalResult:
     """Simulate a chunked hierarchical All-Reduce (plans from :func:`workloads.themis.plan`),
-    every dimension running the collective ``dim_algorithm``, phases queued under
-    ``semantics``."""
+    every dimension running the collective ``dim_algorithm`` (one name, or one per
+    dimension), phases queued under ``semantics``."""
     check_order(order)
-    collective = COLLECTIVES.get(dim_algorithm)
-    for n in fabric.sizes:
-        checked_collective(dim_algorithm, n)
+    names = ([dim_algorithm] * len(fabric.sizes) if isinstance(dim_algorithm, str)
+             else list(dim_algorithm))
+    if len(names) != len(fabric.sizes):
+        raise FabricLabError(f"dim_algorithm names {len(names)} collectives for "
+                             f"{len(fabric.sizes)} dimensions")
+    collective = [checked_collective(name, n) for name, n in zip(names, fabric.sizes,
+                                                                   strict=True)]
     net = net or fabric.network()
     start = net.now
     finished: list[float] = []
@@ -281,12 +307,18 @@ def themis_allreduce(
     chunks: int,
     policy: str = "themis",
     order: str = "fifo",
-    dim_algorithm: str = "ring",
+    dim_algorithm: str | Sequence[str] = "ring",
+    dim_kinds: Sequence[str] | None = None,
     semantics: str = DEFAULT_SEMANTICS,
 ) -> HierarchicalResult:
-    """Plan (themis or baseline) and simulate one All-Reduce on a contention-free fabric."""
-    fabric = MultidimFabric(dim_sizes, dim_bandwidths_bps)
-    plans = themis_plan(dim_sizes, dim_bandwidths_bps, total_bytes, chunks, policy=policy,
+    """Plan (themis or baseline) and simulate one All-Reduce on a contention-free fabric, the
+    plan seeing each dimension's bandwidth as its collective can use it (as the model's)."""
+    fabric = MultidimFabric(dim_sizes, dim_bandwidths_bps, dim_kinds)
+    names = ([dim_algorithm] * len(fabric.sizes) if isinstance(dim_algorithm, str)
+             else list(dim_algorithm))
+    usable = [b * float(link_share(k, n, COLLECTIVES.get(a))) for b, k, n, a in
+              zip(fabric.bandwidths, fabric.kinds, fabric.sizes, names, strict=True)]
+    plans = themis_plan(dim_sizes, usable, total_bytes, chunks, policy=policy,
                         semantics=semantics)
-    return hierarchical_allreduce(fabric, plans, order, dim_algorithm=dim_algorithm,
+    return hierarchical_allreduce(fabric, plans, order, dim_algorithm=names,
                                   semantics=semantics)

@@ -1,0 +1,84 @@
+"""Direct All-Reduce (ASTRA-sim's ``direct``) within one group, on float32 buffers.
+
+Every position talks to every other one at once, over a link per peer: link ``k-1`` of
+position ``p`` (``k = 1 .. n-1``) sends to ``p+k`` and receives from ``p-k`` (mod n).
+Reduce-Scatter is one step: ``p`` sends shard ``q`` to position ``q`` for every ``q != p``
+(all links at once, each on its own sender thread) and adds the ``n-1`` copies of shard
+``p`` it receives. All-Gather is one step too: ``p`` sends its shard to every peer and
+receives every other shard in place. A rank sends what it sends in a ring, ``(n-1)·S/n``
+per phase, spread evenly over ``n-1`` links: on a ``fully_connected`` dimension that uses
+all of the host's links, as ASTRA-sim runs that dimension.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from workloads.collectives.base import Collective, Group, Transfer, shard_bounds
+from workloads.transport import Link, Tag
+
+
+def _all_at_once(links: tuple[Link, ...], tag: Tag, sends: list[np.ndarray],
+                 receive: list[tuple[np.ndarray, bool]], buf_target: list[np.ndarray]) -> None:
+    """Start every link's send, then receive on each link in turn (into scratch and added
+    into ``buf_target[k]`` when ``receive[k][1]``, else straight into ``receive[k][0]``)."""
+    started = 0
+    try:
+        for link, arr in zip(links, sends, strict=True):
+            link.start_send(tag, arr)
+            started += 1
+        for link, (out, add), target in zip(links, receive, buf_target, strict=True):
+            if add:
+                incoming = link.scratch(out.size)
+                link.receive(tag, incoming)
+                np.add(target, incoming, out=target)
+            else:
+                link.receive(tag, out)
+    except BaseException:
+        for link in links[:started]:
+            link.finish_send(tag, quiet=True)
+        raise
+    for link in links:
+        link.finish_send(tag)
+
+
+class Direct(Collective):
+    """One Reduce-Scatter step and one All-Gather step, every peer over its own link."""
+
+    name = "direct"
+
+    def link_roles(self, pos: int, n: int) -> list[tuple[int, int]]:
+        return [((pos + k) % n, (pos - k) % n) for k in range(1, n)]
+
+    def reduce_scatter(self, group: Group, buf: np.ndarray, coll: int, chunk: int = 0,
+                       phase: int = 0, first_step: int = 0) -> tuple[int, int]:
+        n, p = group.size, group.pos
+        bounds = shard_bounds(buf.size, n)
+        if n == 1:
+            return bounds[0]
+        lo, hi = bounds[p]
+        sends = [buf[slice(*bounds[(p + k) % n])] for k in range(1, n)]
+        mine = buf[lo:hi]
+        _all_at_once(group.links, Tag(coll, chunk, phase, first_step), sends,
+                     [(mine, True)] * (n - 1), [mine] * (n - 1))
+        return bounds[p]
+
+    def all_gather(self, group: Group, buf: np.ndarray, coll: int, chunk: int = 0,
+                   phase: int = 0, first_step: int = 0) -> None:
+        n, p = group.size, group.pos
+        if n == 1:
+            return
+        bounds = shard_bounds(buf.size, n)
+        mine = buf[slice(*bounds[p])]
+        outs = [buf[slice(*bounds[(p - k) % n])] for k in range(1, n)]
+        _all_at_once(group.links, Tag(coll, chunk, phase, first_step), [mine] * (n - 1),
+                     [(o, False) for o in outs], outs)
+
+    def rs_transfers(self, n: int, size_bytes: float) -> list[list[Transfer]]:
+        return [[(i, j, size_bytes / n) for i in range(n) for j in range(n) if i != j]]
+
+    def ag_transfers(self, n: int, shard_bytes: float) -> list[list[Transfer]]:
+        return [[(i, j, shard_bytes) for i in range(n) for j in range(n) if i != j]]
+
+
+COLLECTIVE = Direct()
