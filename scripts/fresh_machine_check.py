@@ -13,6 +13,11 @@ minbase). A clean checkout (``git archive HEAD``) is copied in, then:
    which must now find nothing to do. Mininet, userspace Open vSwitch and the fabrics all
    run inside the container's own namespaces.
 
+What a fresh machine *here* has besides Debian is passed in read-only: the machine's package
+registries (``/etc/pip.conf``, ``/etc/xdg/pip``, ``/opt/pypi*``, ``/opt/wheels``), its ``PIP_*``
+settings, and the CA bundle its TLS egress needs (mounted beside, not over, the file Debian's
+``ca-certificates`` package will write).
+
 Every container and the image it makes carry the label ``fabriclab-fresh=<id>`` and are
 removed at the end, also on failure or Ctrl-C; the Docker engine is stopped if this started
 it. Logs and a ``result.json`` (pass or fail and seconds per step) go to ``--out``.
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -60,6 +66,28 @@ CAPABILITIES = [
 # (PERFMON, BPF and CHECKPOINT_RESTORE, bits 38-40, are unknown to Debian 12's Docker 20.10)
 
 
+MACHINE_CA = "/etc/fabriclab-machine/ca-certificates.crt"
+REGISTRIES = ("/etc/pip.conf", "/etc/xdg/pip", "/opt/pypi", "/opt/pypi-more", "/opt/wheels")
+
+
+def machine_volumes() -> dict:
+    """The machine's registries and CA bundle, read-only (those that exist)."""
+    vols = {p: {"bind": p, "mode": "ro"} for p in REGISTRIES if Path(p).exists()}
+    ca = os.environ.get("SSL_CERT_FILE") or os.environ.get("PIP_CERT")
+    if ca and Path(ca).is_file():
+        vols[ca] = {"bind": MACHINE_CA, "mode": "ro"}
+    return vols
+
+
+def machine_environment() -> dict[str, str]:
+    """This machine's pip settings, and its CA bundle where TLS clients look for one."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("PIP_")}
+    if any(v["bind"] == MACHINE_CA for v in machine_volumes().values()):
+        env |= dict.fromkeys(("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE",
+                              "CURL_CA_BUNDLE"), MACHINE_CA)
+    return env | {"DEBIAN_FRONTEND": "noninteractive"}
+
+
 def privileges() -> dict:
     """Docker options for a container as privileged as this process can make one.
 
@@ -88,7 +116,7 @@ def run_step(container, name: str, script: str, log_dir: Path) -> dict:
     t0 = time.monotonic()
     api = container.client.api
     exec_id = api.exec_create(container.id, ["bash", "-lc", f"cd {INSIDE} && {script}"],
-                              environment={"DEBIAN_FRONTEND": "noninteractive"})["Id"]
+                              environment=machine_environment())["Id"]
     log = log_dir / f"{name.replace(' ', '-').replace('.', '')}.log"
     with open(log, "wb") as f:
         for chunk in api.exec_start(exec_id, stream=True):
@@ -118,6 +146,7 @@ def main() -> int:
         labels = {LABEL: check_id}
         box = client.containers.run(images.BASE_IMAGE, ["sleep", "infinity"], detach=True,
                                     **privileges(), network_mode="host", labels=labels,
+                                    volumes=machine_volumes(),
                                     name=f"fabriclab-fresh-{check_id}-install")
         box.put_archive("/root", checkout_tar())
         for name, script in STEPS_INSTALL:
@@ -130,6 +159,7 @@ def main() -> int:
         box.remove(force=True)
         box = client.containers.run(image_tag, ["sleep", "infinity"], detach=True,
                                     **privileges(), network_mode="none", labels=labels,
+                                    volumes=machine_volumes(),
                                     name=f"fabriclab-fresh-{check_id}-run")
         for name, script in STEPS_RUN:
             steps.append(run_step(box, name, script, log_dir))
