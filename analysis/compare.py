@@ -50,6 +50,8 @@ class RunFacts:
     simulated: bool = False
     trusted: bool = True
     model_s: dict[str, float] = field(default_factory=dict)  # job -> modelled time, if any
+    solos: dict[str, dict[str, Any]] = field(default_factory=dict)  # job -> its solo baseline
+    peers: list[tuple[str, str]] = field(default_factory=list)  # (command job, its peer_of)
 
 
 @dataclass
@@ -167,8 +169,8 @@ def axis_value(run: Run, axis: Axis) -> str:
     """The run's value on ``axis``: its tenant jobs' settings, e.g. ``ecmp`` or
     ``themis/ring/scf/16`` (the first field alone when the rest do not vary in the run)."""
     values = sorted({"/".join(str(j.get(f)) for f in axis.fields) for j in _tenants(run)})
-    if axis.name == "policy" and not values:
-        values = [str(run.spec.get("policy"))]
+    if axis.name == "policy" and (not values or values == ["None"]):
+        values = [str(run.spec.get("policy") or "static")]
     firsts = {v.split("/")[0] for v in values}
     return ", ".join(sorted(firsts)) if len(firsts) == len(values) else ", ".join(values)
 
@@ -201,11 +203,14 @@ def _modelled_times(run: Run, jobs: dict[str, dict[str, Any]]) -> dict[str, floa
 def facts(run: Run, summary: dict[str, Any], fidelity_state: str) -> RunFacts:
     """:class:`RunFacts` of a loaded run and its :func:`analysis.metrics.summarise`."""
     jobs = {n: j for n, j in summary["jobs"].items() if not j.get("solo_of")}
+    solos = {str(j["solo_of"]): j for j in summary["jobs"].values() if j.get("solo_of")}
+    peers = [(str(j["name"]), str(j["workload"]["peer_of"])) for j in _tenants(run)
+             if isinstance(j.get("workload"), dict) and j["workload"].get("peer_of")]
     return RunFacts(label=run.label, setup=setup_key(run),
                     values={a.name: axis_value(run, a) for a in AXES.values()},
                     jobs=jobs, simulated=fidelity_state == "simulated",
                     trusted=fidelity_state in ("ok", "simulated"),
-                    model_s=_modelled_times(run, jobs))
+                    model_s=_modelled_times(run, jobs), solos=solos, peers=peers)
 
 
 # ---------------------------------------------------------------- the comparisons
@@ -284,9 +289,33 @@ def _ratio(a: Any, b: Any) -> float | None:
 
 
 
+def _peer(f: RunFacts, cmd: str, ours: str, caveats: list[str]) -> Headline | None:
+    """fabriclab's job ``ours`` against the peer program ``cmd`` (its ``peer_of``): bus
+    bandwidths at the same size, from their solo baselines (each ran alone) when both have
+    one, else from the jobs as they ran together."""
+    alone = cmd in f.solos and ours in f.solos
+    a, b = (f.solos if alone else f.jobs).get(ours, {}), (f.solos if alone else f.jobs).get(
+        cmd, {})
+    mine, theirs = _num(a.get("busbw_gbit_s")), _num(b.get("busbw_gbit_s"))
+    if mine is None or theirs is None:
+        return None
+    size = _num(b.get("size_bytes"))
+    same = size is not None and size == _num(a.get("size_bytes"))
+    note = [] if alone else ["the two jobs ran at the same time: run with solo_baselines: "
+                             "true to measure each alone"]
+    note += [] if same else ["the two jobs reduced different sizes"]
+    what = f" at {format_size(int(size))}" if same and size else ""
+    return Headline(f"Peer: {ours} (fabriclab) vs {cmd}",
+                    f"fabriclab's busbw is {_x(_ratio(mine, theirs))} the peer's{what}: "
+                    f"{mine * 1e3:.1f} against {theirs * 1e3:.1f} Mbit/s"
+                    + (" (each alone)" if alone else ""),
+                    f.label, f.label, _ratio(mine, theirs), [], caveats + note)
+
+
 def run_headlines(f: RunFacts, speedup: dict[str, Any] | None) -> list[Headline]:
     """Headlines one run holds on its own: contention (slowdown against each tenant's solo
-    baseline) and Themis-vs-baseline job pairs, with the model's prediction beside them."""
+    baseline), fabriclab against a peer program (a command job's ``peer_of``), and
+    Themis-vs-baseline job pairs, with the model's prediction beside them."""
     out = []
     slow = slowdowns(f)
     caveats = [] if f.trusted else [f"run “{f.label}” failed its fidelity check: do not trust it"]
@@ -296,6 +325,7 @@ def run_headlines(f: RunFacts, speedup: dict[str, Any] | None) -> list[Headline]
                             f"slowdown against running alone: {_x(mean)} mean, "
                             f"{_x(max(slow))} worst over {len(slow)} jobs",
                             f.label, f.label, mean, [], caveats))
+    out += [h for h in (_peer(f, cmd, ours, caveats) for cmd, ours in f.peers) if h]
     for p in (speedup or {}).get("pairs", []):
         model = _ratio(f.model_s.get(p["baseline"]), f.model_s.get(p["themis"]))
         beside = f" (the model predicts {_x(model)})" if model is not None else ""

@@ -40,7 +40,7 @@ _OLD_TOPOLOGY_LINK_KEYS = {"mbps": "mbit_s"}  # topology.json links
 _OLD_FIDELITY_LINK_KEYS = {"configured_mbps": "configured_mbit_s",  # fidelity.json links
                            "peak_mbps": "peak_mbit_s"}
 ITERATION_COLUMNS = ["job", "rank", "iteration", "warmup", "start", "end",
-                     "iteration_s", "compute_s", "exposed_comm_s", "compute_share"]
+                     "iteration_s", "compute_s", "exposed_comm_s", "compute_share", "bytes"]
 
 # Accepted spellings of the DNN iteration columns (after lower-casing, non-alphanumerics -> _).
 _ITERATION_ALIASES = {
@@ -187,7 +187,7 @@ def _iterations(job_dir: Path, job: str) -> pd.DataFrame | None:
     raw = pd.concat([pq.read_table(f).to_pandas() for f in files], ignore_index=True)
     raw.columns = [_norm(c) for c in raw.columns]
     out = pd.DataFrame({"job": job}, index=raw.index)
-    for col in ("rank", "iteration", "warmup", "start", "end"):
+    for col in ("rank", "iteration", "warmup", "start", "end", "bytes"):
         out[col] = raw.get(col)
     for col, aliases in _ITERATION_ALIASES.items():
         found = next((a for a in aliases if a in raw), None)

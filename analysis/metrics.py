@@ -185,6 +185,8 @@ def job_metrics(run: Run) -> pd.DataFrame:
             row["iterations"] = len(per_iter)
             row["exposed_comm_s"] = _num(per_iter["exposed_comm_s"].mean()) if len(it) else None
             row["compute_share"] = _num(per_iter["compute_share"].mean()) if len(it) else None
+            if kind == "command" and len(per_iter):
+                _command_bandwidths(row, it, per_iter["iteration_s"])
         else:
             st = _stats(head["t"])
             row["iterations"] = len(head)
@@ -200,6 +202,22 @@ def job_metrics(run: Run) -> pd.DataFrame:
     df = df.set_index("job", drop=False)
     df["slowdown"] = [slowdown(df, name) for name in df.index]
     return df
+
+
+def _command_bandwidths(row: dict[str, Any], it: pd.DataFrame, times: pd.Series) -> None:
+    """A command job whose iterations report ``bytes``: nccl-tests All-Reduce bandwidths, as
+    if each iteration were one All-Reduce of those bytes (what a peer such as
+    ``workloads/examples/gloo_allreduce.py`` does; for a training step it is a lower bound)."""
+    sizes = pd.to_numeric(it.get("bytes"), errors="coerce").dropna() if "bytes" in it else []
+    if not len(sizes) or not row.get("world"):
+        return
+    size, t = float(sizes.max()), float(times.sum())
+    if t <= 0:
+        return
+    algbw = size * len(times) * 8 / t / 1e9
+    row["size_bytes"] = int(size)
+    row["algbw_gbit_s"] = _num(algbw)
+    row["busbw_gbit_s"] = _num(algbw * busbw_factor(float(row["world"])))
 
 
 def slowdown(jobs: pd.DataFrame, name: str) -> float | None:

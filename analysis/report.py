@@ -49,6 +49,11 @@ def _n(x: Any) -> float | None:
     return metrics._num(x)
 
 
+def _word(x: Any) -> str:
+    """A label, or — where there is none (None, or pandas' NaN for a missing one)."""
+    return str(x) if isinstance(x, str) and x else "—"
+
+
 def fmt_time(x: Any) -> str:
     v = _n(x)
     if v is None:
@@ -213,7 +218,7 @@ def _job_rows(jm) -> list[dict[str, str]]:
         rows.append({
             "job": name, "hosts": str(len(r["hosts"])) if r["hosts"] else "—",
             "policy": r["policy"] or "—", "paths": _list(r["spines"] or r["circuits"]),
-            "algorithm": r["algorithm"] or "—", "transport": r["transport"] or "—",
+            "algorithm": _word(r["algorithm"]), "transport": _word(r["transport"]),
             "workload": r["workload"] + (f" {fmt_bytes(r['size_bytes'])}"
                                          if not dnn and _n(r["size_bytes"]) else ""),
             "iterations": str(r["iterations"]), "mean": _both(fmt_time, r, "mean_s"),

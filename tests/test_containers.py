@@ -152,3 +152,14 @@ def test_iteration_lines_are_parsed_and_everything_else_is_left_alone():
     trace = trace_rows(rows, run_id="r", job_id="j", rank=1, world=2, label="train.py")
     assert [r["time"] for r in trace] == [0.5, 0.25]
     assert trace[0]["compute"] is None and trace[1]["algorithm"] == "command"
+
+
+def test_peer_of_must_name_an_allreduce_job():
+    fab = {"name": "f", "hosts": ["h0", "h1"], "workload": {"kind": "allreduce",
+                                                            "sizes": ["1MiB"]}}
+    peer = {"name": "g", "hosts": ["h2", "h3"],
+            "workload": {"kind": "command", "argv": ["true"], "peer_of": "f"}}
+    assert experiment(jobs=[fab, peer]).jobs[1].workload.peer_of == "f"
+    peer["workload"]["peer_of"] = "nobody"
+    with pytest.raises(SpecError, match="peer_of 'nobody' must name an allreduce job"):
+        experiment(jobs=[fab, peer])

@@ -113,6 +113,9 @@ class CommandWorkload(_Strict):
     env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")],
               Annotated[str, Field(max_length=4096)]] = {}
     master_port: Annotated[int, Field(ge=1024, le=65535)] = 29500
+    # This program is another implementation of that (allreduce) job of the experiment: the
+    # report compares their bus bandwidths (e.g. Gloo against fabriclab's ring).
+    peer_of: Name | None = None
 
 
 class JobSpec(_Strict):
@@ -184,6 +187,12 @@ class Experiment(_Strict):
         explicit = [h for j in self.jobs for h in (j.hosts or [])]
         if len(set(explicit)) != len(explicit):
             raise ValueError("two jobs list the same host")
+        kinds = {j.name: j.workload.kind for j in self.jobs}
+        for j in self.jobs:
+            peer = getattr(j.workload, "peer_of", None)
+            if peer is not None and kinds.get(peer) != "allreduce":
+                raise ValueError(f"job {j.name}: peer_of {peer!r} must name an allreduce job "
+                                 "of this experiment")
         return self
 
     def host_runtimes(self, names: list[str]) -> dict[str, HostRuntime]:

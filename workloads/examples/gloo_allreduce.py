@@ -1,0 +1,64 @@
+"""Gloo's All-Reduce (torch.distributed, CPU build) as a ``command`` job: the peer fabriclab's
+own workers are measured against, by the same runner on the same fabric.
+
+Each iteration fills a float32 tensor of ``--size-bytes`` with rank + 1, waits at a barrier,
+then times ``all_reduce`` in place, as fabriclab's workers time theirs; it prints one
+iteration-log line (:mod:`workloads.iteration_log`) with the bytes reduced, so the report
+computes nccl-tests bandwidths for it. A wrong sum ends the program with code 3.
+
+    python -m workloads.examples.gloo_allreduce --size-bytes 8388608 [--iters 5] [--warmup 1]
+
+Reads RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and GLOO_SOCKET_IFNAME from the environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size-bytes", type=int, required=True)
+    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--timeout-s", type=float, default=600.0)
+    args = ap.parse_args()
+    try:
+        import torch
+        import torch.distributed as dist
+    except ImportError:
+        print("torch is not installed here: run this in the fabriclab/worker-torch image "
+              "(`fabriclab images --torch`) or `pip install -e '.[peers]'`", file=sys.stderr)
+        return 2
+    torch.set_num_threads(1)  # fabriclab's workers reduce on one thread as well
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.timeout_s))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    tensor = torch.empty(args.size_bytes // 4, dtype=torch.float32)
+    want = world * (world + 1) / 2
+    ok = True
+    for it in range(args.warmup + args.iters):
+        tensor.fill_(rank + 1)
+        dist.barrier()
+        start = time.monotonic()
+        dist.all_reduce(tensor)
+        took = time.monotonic() - start
+        ok = ok and bool(torch.all(tensor == want))
+        print(json.dumps({"fabriclab": "iteration", "iteration": it, "time_s": took,
+                          "warmup": it < args.warmup, "bytes": args.size_bytes}), flush=True)
+    dist.destroy_process_group()
+    if not ok:
+        print(f"rank {rank}: the All-Reduce gave a wrong sum", file=sys.stderr)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # skip the interpreter's teardown (see torch_ddp.py)
