@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from analysis_fixtures import LS_SIZE, build_leaf_spine_run
 
 from analysis import compare, metrics
 from analysis.load import load_run
-from tests.analysis_fixtures import LS_SIZE, build_leaf_spine_run
 from workloads.iteration_log import write_iterations
 
 

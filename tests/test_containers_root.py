@@ -9,25 +9,22 @@ where that is a failure.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 import yaml
+from fabric_checks import iperf_rates
 
 from testbed.core.host_runtime import HostRuntime
 from testbed.core.spec import parse_fabric
 from testbed.core.topology import build_plan
 from testbed.emulator import cleanup, docker_engine, images
-from testbed.emulator.calibrate import TCP_WIRE_FACTOR
 from testbed.emulator.containers import container_name
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.faults import FABRICLAB, fabriclab, residue, run_of
-from testbed.emulator.sampler import LinkSampler, window_rates
 from testbed.emulator.workers import run_on_fabric
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -103,19 +100,7 @@ def test_mixed_fabric_every_host_reaches_every_host_and_containers_are_container
 def test_a_shaped_link_into_a_container_runs_at_its_rate(tmp_path, docker_ready):
     plan = plan_of(LEAF_SPINE)
     with Fabric(plan, tmp_path / "run", hosts={"h0": DOCKER, "h2": DOCKER}) as fab:
-        server = fab.popen("h2", ["iperf3", "-s", "-1", "-p", "5301"],
-                           stdout=subprocess.DEVNULL)
-        time.sleep(0.5)
-        with LinkSampler(plan, fab.host_pids()) as sampler:
-            client = fab.popen("h0", ["iperf3", "-c", plan.node("h2").ip(), "-p", "5301",
-                                      "-t", "4", "-J"], stdout=subprocess.PIPE, text=True)
-            start = time.monotonic()
-            out, _ = client.communicate(timeout=30)
-        server.wait(timeout=10)
-        rates = window_rates(sampler.counters(), start + 1, start + 3.7)
-    counted = rates.set_index(["src", "dst"]).loc[("h0", "leaf0"), "achieved_mbit_s"]
-    achieved = counted * TCP_WIRE_FACTOR  # wire-equivalent: see testbed.emulator.calibrate
-    goodput = json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
+        achieved, goodput = iperf_rates(fab, "h0", "h2", "leaf0")
     assert 0.9 * 50 <= achieved <= 1.1 * 50, f"h0->leaf0 carried {achieved:.1f} Mbit/s"
     assert 0.85 * 50 <= goodput <= 1.05 * 50, f"iperf3 goodput {goodput:.1f} Mbit/s"
 

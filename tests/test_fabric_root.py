@@ -7,17 +7,15 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from fabric_checks import iperf_rates
 
 from testbed.core.spec import parse_fabric
 from testbed.core.topology import build_plan
 from testbed.emulator import cleanup
-from testbed.emulator.calibrate import TCP_WIRE_FACTOR
 from testbed.emulator.fabric import Fabric
-from testbed.emulator.sampler import LinkSampler, window_rates
 from testbed.emulator.traffic import Flow, run_flows
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -53,19 +51,7 @@ def test_leaf_spine_reaches_all_shapes_and_tears_down(tmp_path):
         for a, b in itertools.permutations(plan.hosts, 2):
             assert pings(fab, a.name, b.ip()), f"{a.name} cannot reach {b.name}"
         # one shaped link, measured by its counters while iperf3 saturates it
-        server = fab.popen("h1", ["iperf3", "-s", "-1", "-p", "5301"],
-                           stdout=subprocess.DEVNULL)
-        time.sleep(0.5)
-        with LinkSampler(plan, fab.host_pids()) as sampler:
-            client = fab.popen("h0", ["iperf3", "-c", plan.node("h1").ip(), "-p", "5301",
-                                      "-t", "4", "-J"], stdout=subprocess.PIPE, text=True)
-            start = time.monotonic()
-            out, _ = client.communicate(timeout=30)
-        server.wait(timeout=10)
-        rates = window_rates(sampler.counters(), start + 1, start + 3.7)
-        counted = rates.set_index(["src", "dst"]).loc[("h0", "leaf0"), "achieved_mbit_s"]
-        achieved = counted * TCP_WIRE_FACTOR  # wire-equivalent: see testbed.emulator.calibrate
-        goodput = json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
+        achieved, goodput = iperf_rates(fab, "h0", "h1", "leaf0")
         assert 0.9 * 50 <= achieved <= 1.1 * 50, f"h0->leaf0 carried {achieved:.1f} Mbit/s"
         assert 0.85 * 50 <= goodput <= 1.05 * 50
     finally:

@@ -16,9 +16,10 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import sys
 import time
+
+from workloads.examples import NO_TORCH, exit_now
 
 
 def main() -> int:
@@ -32,8 +33,7 @@ def main() -> int:
         import torch
         import torch.distributed as dist
     except ImportError:
-        print("torch is not installed here: run this in the fabriclab/worker-torch image "
-              "(`fabriclab images --torch`) or `pip install -e '.[peers]'`", file=sys.stderr)
+        print(NO_TORCH, file=sys.stderr)
         return 2
     torch.set_num_threads(1)  # fabriclab's workers reduce on one thread as well
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.timeout_s))
@@ -58,7 +58,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # skip the interpreter's teardown (see torch_ddp.py)
+    exit_now(main())

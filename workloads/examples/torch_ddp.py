@@ -18,9 +18,10 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import sys
 import time
+
+from workloads.examples import NO_TORCH, exit_now
 
 
 def main() -> int:
@@ -38,8 +39,7 @@ def main() -> int:
         import torch.nn.functional as F
         from torch import nn
     except ImportError:
-        print("torch is not installed here: run this in the fabriclab/worker-torch image "
-              "(`fabriclab images --torch`) or `pip install -e '.[peers]'`", file=sys.stderr)
+        print(NO_TORCH, file=sys.stderr)
         return 2
     torch.set_num_threads(1)
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.timeout_s))
@@ -76,9 +76,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Skip the interpreter's teardown: torch's Gloo threads can abort it ("terminate called
-    # without an active exception") after a run that finished and checked out fine.
-    os._exit(code)
+    exit_now(main())
