@@ -135,7 +135,8 @@ def _per_size(c: Comparison) -> str:
 
 AXES: dict[str, Axis] = {a.name: a for a in (
     Axis("policy", "Routing", ("policy",), ("ecmp", "ecmp-l3"), _routing),
-    Axis("schedule", "Chunk schedule", ("algorithm", "dim_algorithm", "order", "chunks"),
+    Axis("schedule", "Chunk schedule",
+         ("algorithm", "dim_algorithm", "order", "chunks", "semantics"),
          ("baseline",), _schedule),
     Axis("transport", "Transport", ("transport",), ("rpc",), _per_size),
 )}
@@ -178,7 +179,7 @@ def axis_value(run: Run, axis: Axis) -> str:
 def _modelled_times(run: Run, jobs: dict[str, dict[str, Any]]) -> dict[str, float]:
     """Per chunk-scheduled job: the predictive model's time for its headline size on the
     run's fabric (bandwidth only; :mod:`workloads.model`)."""
-    from workloads.model import predict
+    from workloads.model import DEFAULT_SEMANTICS, predict
 
     bw = metrics.dim_bandwidths(run.topology)
     dims_of = metrics._job_dims(run)
@@ -193,7 +194,8 @@ def _modelled_times(run: Run, jobs: dict[str, dict[str, Any]]) -> dict[str, floa
             p = predict(dims, [bw[d] for d in range(len(dims))], int(size),
                         int(job.get("chunks") or 1), policy=algo,
                         order=str(job.get("order") or "fifo"),
-                        dim_algorithm=str(job.get("dim_algorithm") or "ring"))
+                        dim_algorithm=str(job.get("dim_algorithm") or "ring"),
+                        semantics=str(job.get("semantics") or DEFAULT_SEMANTICS))
         except (FabricLabError, ValueError):
             continue
         out[name] = p.time_s

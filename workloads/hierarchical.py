@@ -36,6 +36,7 @@ import numpy as np
 from testbed.core.errors import FabricLabError
 from workloads.collectives import Collective, Group, shard_bounds
 from workloads.schedule_engine import (
+    DEFAULT_SEMANTICS,
     ORDERS,
     ChunkEngine,
     Phase,
@@ -95,6 +96,7 @@ class Schedule:
 def schedule(
     plans: Sequence, dims: Sequence[int], bandwidths: Sequence[float] | None = None,
     order: str = "fifo", max_active: int = 1, collective: Collective | None = None,
+    semantics: str = DEFAULT_SEMANTICS,
 ) -> Schedule:
     """Run the plan through the chunk-schedule engine (exactly) and return the service orders.
 
@@ -109,7 +111,7 @@ def schedule(
         raise CollectiveError(str(exc)) from None
     bw = [Fraction(b) for b in (bandwidths or [1.0] * len(dims))]
     chunks = tuple(tuple(chunk_phases(p, dims, collective)) for p in plans)
-    engine = ChunkEngine(chunks, len(dims), order, max_active)
+    engine = ChunkEngine(chunks, len(dims), order, max_active, semantics=semantics)
     sequences: dict[tuple[int, int], list[Phase]] = defaultdict(list)
     for run in run_analytic(engine, lambda ph: ph.sent / bw[ph.dim]):
         sequences[(run.phase.dim, run.slot)].append(run.phase)

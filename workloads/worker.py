@@ -71,6 +71,7 @@ from workloads.hierarchical import (
     run_hierarchical,
     schedule,
 )
+from workloads.themis import plan_with
 from workloads.traces import TraceWriter, bandwidths
 from workloads.transport import (
     CollectiveTimeout,
@@ -123,6 +124,7 @@ class WorkerConfig(BaseModel):
     dim_algorithm: CollectiveName = "ring"  # the collective every dimension of a schedule runs
     chunks: int = Field(default=4, ge=1)
     order: Literal["fifo", "scf"] = "fifo"
+    semantics: Literal["astra-sim-1.0", "fabriclab"] = "astra-sim-1.0"  # phase queueing
     max_active: int = Field(default=1, ge=1)
     dim_bandwidths: list[float] | None = None  # planning only; default equal
     transport: TransportName = "zerocopy"
@@ -243,10 +245,11 @@ class Worker:
         if key not in self._schedules:
             cfg = self.cfg
             bws = cfg.dim_bandwidths or [1.0] * len(cfg.dims)
-            plans = SCHEDULES.get(cfg.algorithm).plan(cfg.dims, bws, count * 4,
-                                                      min(chunks, count), align=4)
+            plans = plan_with(SCHEDULES.get(cfg.algorithm), cfg.dims, bws, count * 4,
+                              min(chunks, count), align=4, semantics=cfg.semantics)
             self._schedules[key] = (plans, schedule(plans, cfg.dims, bws, cfg.order,
-                                                    cfg.max_active, cfg.collective()))
+                                                    cfg.max_active, cfg.collective(),
+                                                    semantics=cfg.semantics))
         return self._schedules[key]
 
     def allreduce(self, buf: np.ndarray, chunks: int | None = None,

@@ -125,6 +125,9 @@ class JobSpec(_Strict):
     algorithm: AlgorithmName = "ring"  # COLLECTIVES (one flat group) or SCHEDULES (per dim)
     dim_algorithm: CollectiveName = "ring"  # what each dimension of a schedule runs
     order: Literal["fifo", "scf"] = "fifo"
+    # How chunk phases queue on a dimension: ASTRA-sim 1.0's (the default, what the Themis
+    # claims are checked against) or fabriclab's own earlier variant (docs/themis-semantics.md).
+    semantics: Literal["astra-sim-1.0", "fabriclab"] = "astra-sim-1.0"
     chunks: Annotated[int, Field(ge=1, le=4096)] = 4
     transport: TransportName = "zerocopy"
     dims: list[Annotated[int, Field(ge=1)]] | None = None  # logical split on leaf-spine

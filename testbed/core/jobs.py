@@ -39,6 +39,7 @@ class JobRun:
             "circuits": self.allocation.get("ocs_ports", []),
             "algorithm": s.algorithm if ours else None,
             "dim_algorithm": s.dim_algorithm if ours else None, "order": s.order if ours else None,
+            "semantics": s.semantics if ours else None,
             "chunks": s.chunks if ours else None, "transport": s.transport if ours else None,
             "workload": s.workload.model_dump(), "start": self.start, "end": self.end,
             "status": self.status, "error": self.error, "results": self.rows,

@@ -201,7 +201,8 @@ class Runner:
                 fab, job.hosts, out_dir=self.run_dir / "jobs" / job.name,
                 wall_timeout=self.exp.timeout_s, algorithm=s.algorithm,
                 dim_algorithm=s.dim_algorithm, dims=dims, run_id=self.run_dir.name,
-                job_id=job.name, chunks=s.chunks, order=s.order, transport=s.transport,
+                job_id=job.name, chunks=s.chunks, order=s.order, semantics=s.semantics,
+                transport=s.transport,
                 iterations=w.iterations, warmup=w.warmup, **extra)
             job.rows = res.as_dicts()
             job.status = "ok"

@@ -94,6 +94,7 @@ from testbed.sim.flows import LinkId, Network
 from workloads.collectives import link_share
 from workloads.dnn import DnnWorkload
 from workloads.launcher import summarise as size_results
+from workloads.themis import plan_with
 from workloads.traces import (
     BUCKET_SCHEMA,
     COLLECTIVE_SCHEMA,
@@ -328,8 +329,9 @@ class SimRunner:
         def hierarchical(size: int, done: Callable[[list], None]) -> None:
             count = size // 4
             if size not in plans_of:  # the worker plans with the configured rates
-                plans_of[size] = chunk_schedule.plan(p.dims, [m * 1e6 for m in mbit_s], size,
-                                                     min(spec.chunks, count), align=4)
+                plans_of[size] = plan_with(chunk_schedule, p.dims, [m * 1e6 for m in mbit_s],
+                                           size, min(spec.chunks, count), align=4,
+                                           semantics=spec.semantics)
 
             def end(runs: list) -> None:  # AG phases record their larger (gathered) side
                 done([(ph.chunk, ph.index, ph.dim, ph.op,
@@ -337,7 +339,7 @@ class SimRunner:
                        began, ended) for ph, began, ended in runs])
 
             HierarchicalRun(net, fabric, plans_of[size], spec.order, collective, end, owner,
-                            self.latency).start()
+                            self.latency, semantics=spec.semantics).start()
 
         return hierarchical
 
