@@ -105,3 +105,22 @@ def test_run_with_a_bad_spec_is_one_sentence_and_creates_nothing(tmp_path, capsy
     err_text = capsys.readouterr().err.strip()
     assert err_text.endswith("jobs.0.hosts: h7 is not a host of this fabric (h0..h1)")
     assert not (tmp_path / "results").exists()
+
+
+def test_a_jobs_semantics_defaults_to_astra_sim_and_reaches_the_worker_config(tmp_path):
+    from workloads.worker import WorkerConfig
+
+    (exp,) = expand({"name": "s", "fabric": {"kind": "multidim", "dims": [
+        {"size": 2, "mbit_s": 10}, {"size": 2, "mbit_s": 20}]},
+        "jobs": [{"name": "t", "hosts_wanted": 4, "algorithm": "themis",
+                  "workload": {"kind": "allreduce", "sizes": ["1MiB"]}}]})
+    assert exp.jobs[0].semantics == "astra-sim-1.0"
+    with pytest.raises(SpecError, match="semantics"):
+        expand({**exp.model_dump(), "jobs": [{**exp.jobs[0].model_dump(),
+                                               "semantics": "ns3"}]})
+    from testbed.emulator.workers import fabric_configs
+
+    plan = build_plan(exp.fabric)
+    cfg = fabric_configs(plan, [h.name for h in plan.hosts], algorithm="themis",
+                         out_dir=tmp_path, sizes=[1 << 20], semantics="fabriclab")[0]
+    assert WorkerConfig.model_validate(cfg).semantics == "fabriclab"
