@@ -18,6 +18,7 @@ import pytest
 import yaml
 from fabric_checks import iperf_rates
 
+from testbed.core.errors import FabricLabError
 from testbed.core.host_runtime import HostRuntime
 from testbed.core.spec import parse_fabric
 from testbed.core.topology import build_plan
@@ -137,6 +138,19 @@ def test_kill_9_mid_run_then_clean_leaves_no_container_veth_or_bridge(tmp_path, 
     assert our_containers(state) == []
     assert cleanup.leftovers(state) == [] and not state.path.exists()
     assert residue() == []
+
+
+def test_a_missing_image_is_one_sentence_and_leaves_nothing(tmp_path, docker_ready):
+    plan = plan_of(LEAF_SPINE)
+    fab = Fabric(plan, tmp_path / "run",
+                 hosts={"h0": HostRuntime(runtime="docker", image="fabriclab/no-such-image")})
+    with pytest.raises(FabricLabError, match="fabriclab/no-such-image is not on this machine: "
+                                             "build the project's images with `fabriclab "
+                                             "images`") as err:
+        fab.start()
+    assert "\n" not in str(err.value)
+    assert residue() == []
+    assert not any(Path("/sys/class/net", s.name).exists() for s in plan.switches)
 
 
 def test_a_fabric_that_starts_the_engine_stops_it_and_only_it(tmp_path, docker_ready):
