@@ -30,6 +30,8 @@ from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.spec import load_yaml
 from testbed.sim.cluster import COLLECTIVES, cluster_policy
 from testbed.sim.cluster_run import DEFAULTS, cluster_config
+from testbed.sim.presets import check_preset
+from testbed.sim.traces import PAPER_TRACE
 
 D = DEFAULTS
 KEY_CHARS = 16
@@ -55,6 +57,15 @@ class ClusterParams(BaseModel):
     link_gbit_s: float = Field(D["link_gbit_s"], gt=0, allow_inf_nan=False)
     rounds: int = Field(D["rounds"], ge=1)
     collective: str = D["collective"]
+    preset: str = D["preset"]
+
+    @field_validator("preset")
+    @classmethod
+    def _preset(cls, value: str) -> str:
+        try:
+            return check_preset(value)
+        except FabricLabError as exc:
+            raise ValueError(str(exc).removeprefix("--preset ")) from None
 
     @field_validator("placement", "rewiring", "collective")
     @classmethod
@@ -78,8 +89,10 @@ class ClusterParams(BaseModel):
     @classmethod
     def _trace(cls, value: str) -> str:
         kind, _, arg = value.partition(":")
-        if not ((kind == "synthetic" and not arg) or (kind in ("helios", "philly") and arg)):
-            raise ValueError(f"{value!r} is unknown; use synthetic, helios:FILE or philly:FILE")
+        if not ((kind in ("synthetic", PAPER_TRACE) and not arg)
+                or (kind in ("helios", "philly") and arg)):
+            raise ValueError(f"{value!r} is unknown; use synthetic, {PAPER_TRACE}, helios:FILE "
+                             "or philly:FILE")
         return value
 
 
