@@ -690,6 +690,7 @@ class ClusterSimulation:
             "p99_jct_s": _percentile(jcts, 99),
             "avg_wait_s": mean("wait_s"),
             "avg_run_s": mean("run_s"),
+            "avg_isolated_s": mean("isolated_s"),
             "avg_slowdown": mean("slowdown"),
             "max_slowdown": max((r["slowdown"] for r in rows), default=float("nan")),
             "gpu_utilisation": self._utilisation(),
