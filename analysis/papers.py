@@ -97,7 +97,8 @@ def paper_rows(preset: str, summaries: Sequence[Summary]) -> list[dict[str, str]
             if len(values) > 1:
                 ours += f" [{_fmt(min(values), fig.unit)}, {_fmt(max(values), fig.unit)}]"
             ours += f" ({len(values)} seed{'s' if len(values) > 1 else ''})"
-            gap = _fmt(med - fig.paper, "pt" if fig.unit == "%" else fig.unit)
+            gap = (f"{med - fig.paper:+.1f} pt" if fig.unit == "%"  # percentage points
+                   else _fmt(med - fig.paper, fig.unit))
         else:
             ours, gap = "not measured by these runs", "—"
         rows.append({"figure": fig.name, "paper": _fmt(fig.paper, fig.unit), "ours": ours,

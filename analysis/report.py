@@ -24,9 +24,9 @@ from typing import Any
 import jinja2
 
 from analysis import compare, figures, metrics
-from analysis.papers import paper_sections
 from analysis.cluster import comparison_rows, is_cluster_dir, load_cluster, run_rows, trace_warning
 from analysis.load import Run, load_run
+from analysis.papers import paper_sections
 from testbed.core.atomic import write_text
 from testbed.core.errors import FabricLabError
 from testbed.core.scaling import UNSCALED, real_key, real_rate

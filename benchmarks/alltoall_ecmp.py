@@ -21,10 +21,9 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+from collections import Counter
 
 from sweep_common import int_list
-
-from collections import Counter
 
 from sdn_app.allocation.cluster import Cluster
 from sdn_app.policies import get as get_policy

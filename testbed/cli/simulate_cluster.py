@@ -67,7 +67,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="a leaf-spine routing policy: ecmp (default), ecmp-l3, vclos, "
                    "ocs-vclos or one registered by a plug-in")
     p.add_argument("--trace", default="synthetic",
-                   help="synthetic, vclos-paper (the vClos paper's jobs), helios:FILE (cluster_log.csv) or philly:FILE "
+                   help="synthetic, vclos-paper (the vClos paper's jobs), helios:FILE "
+                   "(cluster_log.csv) or philly:FILE "
                    "(cluster_job_log JSON) (default synthetic)")
     p.add_argument("--jobs", type=int, default=1000,
                    help="jobs to generate, or the first N of a trace file (default 1000)")

@@ -178,10 +178,10 @@ def job_plan(
 
     ``ring``: one flat ring over all hosts in :func:`rank_order`; ``hierarchical``: RS in
     each leaf, a ring per rail, AG in each leaf; ``halving-doubling``: one phase per
-    distance, in :func:`rank_order`; ``all-to-all``: every ordered pair at once. ``ideal``: route the flow leaving host j of
-    a leaf through spine j mod spines, or the least used spine where that collides (the
-    isolated reference), else
-    route as the job's policy does (ECMP source ports drawn from ``rng``).
+    distance, in :func:`rank_order`; ``all-to-all``: every ordered pair at once.
+    ``ideal``: route the flow leaving host j of a leaf through spine j mod spines, or the
+    least used spine where that collides (the isolated reference), else route as the job's
+    policy does (ECMP source ports drawn from ``rng``).
     """
     by_leaf: dict[int, int] = {}
     for leaf, _slot in alloc.hosts:

@@ -20,8 +20,8 @@ the cluster's capacity.
 from __future__ import annotations
 
 import csv
-import itertools
 import hashlib
+import itertools
 import json
 import math
 import random
