@@ -82,6 +82,8 @@ def load_cluster(path: str | Path) -> ClusterRun:
     except (OSError, ValueError, pd.errors.ParserError) as exc:
         raise FabricLabError(f"{p / 'jobs.csv'} cannot be read: {exc}") from None
     jobs = jobs.rename(columns={k: v for k, v in LEGACY_JOB_COLUMNS.items() if v not in jobs})
+    if "avg_isolated_s" not in summary and "isolated_s" in jobs and len(jobs):
+        summary["avg_isolated_s"] = float(jobs["isolated_s"].mean())  # older summaries
     return ClusterRun(p, label_of(summary), summary, jobs)
 
 

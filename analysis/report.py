@@ -26,6 +26,7 @@ import jinja2
 from analysis import compare, figures, metrics
 from analysis.cluster import comparison_rows, is_cluster_dir, load_cluster, run_rows, trace_warning
 from analysis.load import Run, load_run
+from analysis.papers import paper_sections
 from testbed.core.atomic import write_text
 from testbed.core.errors import FabricLabError
 from testbed.core.scaling import UNSCALED, real_key, real_rate
@@ -479,6 +480,7 @@ def write_cluster_report(run_dirs: Sequence[str | Path], out_dir: str | Path | N
         "cdfs": _figure(figures.cluster_cdfs(runs, out / "fig-cluster-cdfs.png")),
         "utilisation": _figure(figures.cluster_utilisation(
             runs, out / "fig-cluster-utilisation.png")),
+        "papers": paper_sections([r.summary for r in runs]),
     }
     env = _env()
     html = out / "report.html"

@@ -28,7 +28,14 @@ from rich.progress import (
 from sdn_app.allocation.ocs import REWIRINGS
 from testbed.core.errors import FabricLabError
 from testbed.sim.cluster import COLLECTIVES, SIM_PLACEMENTS
-from testbed.sim.cluster_run import DEFAULTS, cluster_config, simulate_run, write_run
+from testbed.sim.cluster_run import (
+    DEFAULTS,
+    cluster_config,
+    resolve_preset,
+    simulate_run,
+    write_run,
+)
+from testbed.sim.presets import PRESETS
 
 MAX_LABEL_CHARS = 80
 
@@ -60,10 +67,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="a leaf-spine routing policy: ecmp (default), ecmp-l3, vclos, "
                    "ocs-vclos or one registered by a plug-in")
     p.add_argument("--trace", default="synthetic",
-                   help="synthetic, helios:FILE (cluster_log.csv), philly:FILE "
-                   "(cluster_job_log JSON), acme:FILE (trace_seren.csv, trace_kalos.csv), "
-                   "pai:DIR-or-FILE (PAI 2020 job and task tables) or lingjun:DIR (job.csv, "
-                   "worker.csv, topo.csv) (default synthetic)")
+                   help="synthetic, vclos-paper (the vClos paper's jobs), helios:FILE "
+                   "(cluster_log.csv), philly:FILE (cluster_job_log JSON), acme:FILE "
+                   "(trace_seren.csv, trace_kalos.csv), pai:DIR-or-FILE (PAI 2020 job and task "
+                   "tables) or lingjun:DIR (job.csv, worker.csv, topo.csv) (default synthetic)")
     p.add_argument("--jobs", type=int, default=1000,
                    help="jobs to generate, or the first N of a trace file (default 1000)")
     p.add_argument("--load", type=float, default=0.8,
@@ -77,6 +84,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="simulate each job's iterations as at most this many rounds (default 8)")
     p.add_argument("--collective", choices=COLLECTIVES, default="ring",
                    help="cross-leaf All-Reduce: flat ring or hierarchical rails (default ring)")
+    p.add_argument("--preset", default="", choices=["", *PRESETS], metavar="NAME",
+                   help="a paper's own setup: vclos-paper (arXiv 2308.05692: 8192 GPUs, "
+                   "5000 jobs; the fabric follows --policy); flags left at their defaults "
+                   "take the preset's values")
     p.add_argument("--label", default=None, metavar="TEXT",
                    help="the run's name in reports (default: policy, placement, rewiring; "
                    f"at most {MAX_LABEL_CHARS} printable characters)")
@@ -131,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     check_flags(args)
     params = {name: getattr(args, name) for name in DEFAULTS}
     config = cluster_config(params)
-    with _progress(args.jobs, config.policy) as update:
+    with _progress(resolve_preset(params)["jobs"], config.policy) as update:
         files = simulate_run(params, args.label and args.label.strip(), update)
     out = Path(args.out)
     write_run(files, out)

@@ -88,6 +88,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from sdn_app.allocation.cluster import PLACEMENTS, Cluster
 from sdn_app.allocation.ledger import Allocation, AllocationRefused
 from sdn_app.allocation.ocs import REWIRINGS
@@ -133,10 +135,23 @@ class JobPlan:
     intra_s: float
     rails: list[list[list[LinkId]]]
     rail_bytes: list[float]
+    phases: list[list[int]] | None = None  # rails run in these groups, one after the other
+    weights: list[list[int]] | None = None  # per rail: sub-flows on each of its paths
 
     @property
     def flows(self) -> int:
+        """Cross-leaf flows; a weighted (all-to-all) rail's fabric paths count one each."""
+        if self.weights is not None:
+            return sum(sum(1 for p in r if p[0][0] not in HOST_LINKS) for r in self.rails)
         return sum(len(r) for r in self.rails)
+
+    def rail_weights(self, j: int) -> list[int] | None:
+        return self.weights[j] if self.weights is not None else None
+
+    @property
+    def phase_rails(self) -> list[list[int]]:
+        """Indices of the rails of each phase; by default all rails at once."""
+        return self.phases if self.phases is not None else [list(range(len(self.rails)))]
 
 
 def rails_of(alloc: Allocation, wrap: bool = True) -> list[list[Host]]:
@@ -154,6 +169,14 @@ def rails_of(alloc: Allocation, wrap: bool = True) -> list[list[Host]]:
 
 
 COLLECTIVES = ("ring", "hierarchical")
+# What a job of a trace may name for itself (JobSpec.collective), besides COLLECTIVES.
+JOB_COLLECTIVES = (*COLLECTIVES, "halving-doubling", "all-to-all")
+
+
+def bytes_factor(collective: str, n: int) -> float:
+    """What each of ``n`` ranks sends, as a multiple of its input: 2(n-1)/n for an
+    All-Reduce, (n-1)/n for an all-to-all."""
+    return (n - 1) / n if collective == "all-to-all" else busbw_factor(n)
 
 
 def rank_order(alloc: Allocation) -> list[Host]:
@@ -169,17 +192,23 @@ def job_plan(
     """How a placed job All-Reduces ``grad_bytes``: see the module docstring.
 
     ``ring``: one flat ring over all hosts in :func:`rank_order`; ``hierarchical``: RS in
-    each leaf, a ring per rail, AG in each leaf. ``ideal``: route the flow leaving host j of
-    a leaf through spine j mod spines, or the least used spine where that collides (the
-    isolated reference), else
-    route as the job's policy does (ECMP source ports drawn from ``rng``).
+    each leaf, a ring per rail, AG in each leaf; ``halving-doubling``: one phase per
+    distance, in :func:`rank_order`; ``all-to-all``: every ordered pair at once.
+    ``ideal``: route the flow leaving host j of a leaf through spine j mod spines, or the
+    least used spine where that collides (the isolated reference), else route as the job's
+    policy does (ECMP source ports drawn from ``rng``).
     """
     by_leaf: dict[int, int] = {}
     for leaf, _slot in alloc.hosts:
         by_leaf[leaf] = by_leaf.get(leaf, 0) + 1
-    if len(by_leaf) == 1:
-        k = len(alloc.hosts)
-        return JobPlan(busbw_factor(k) * grad_bytes * 8 / link_bps, [], [])
+    if collective not in JOB_COLLECTIVES:
+        raise FabricLabError(f"collective {collective!r} is unknown; use one of "
+                             f"{', '.join(JOB_COLLECTIVES)}")
+    n = len(alloc.hosts)
+    if len(by_leaf) == 1 or (ideal and collective == "all-to-all"):
+        # Alone on one leaf (or an all-to-all with ideal routing, whose every host link
+        # carries its n-1 flows and no fabric link more): bound by the host links.
+        return JobPlan(bytes_factor(collective, n) * grad_bytes * 8 / link_bps, [], [])
     by_rail = rails_of(alloc, wrap=False)
     index = {h: j for j, rail in enumerate(by_rail) for h in rail}
     # Ideal routing: per leaf, how many flows each spine already carries up / down.
@@ -214,10 +243,35 @@ def job_plan(
                 out.append(path(alloc, src, dst, spines, sport))
         return out
 
+    order = [h for rail in by_rail for h in rail]  # rank_order(alloc)
+
+    def flow_path(src: Host, dst: Host) -> list[LinkId]:
+        if ideal and src[0] == dst[0]:
+            return [("hu", *src), ("hd", *dst)]
+        if ideal:
+            s = ideal_spine(src, dst)
+            return [("hu", *src), ("ls", src[0], s), ("sl", s, dst[0]), ("hd", *dst)]
+        sport = rng.randrange(*SPORTS) if rng is not None else 0
+        return path(alloc, src, dst, spines, sport)
+
     if collective == "ring":
-        n = len(alloc.hosts)
-        order = [h for rail in by_rail for h in rail]  # rank_order(alloc)
         return JobPlan(0.0, [ring(order)], [busbw_factor(n) * grad_bytes])
+    if collective == "halving-doubling":
+        # Round at distance d: position p exchanges S*d/n with p XOR d in the Reduce-Scatter
+        # and again in the All-Gather; the two rounds of one distance are one phase here.
+        if n & (n - 1):
+            raise FabricLabError(f"halving-doubling needs a power-of-two job; this one has "
+                                 f"{n} hosts")
+        rails, sizes = [], []
+        d = n // 2
+        while d >= 1:
+            rails.append([flow_path(order[p], order[p ^ d]) for p in range(n)])
+            sizes.append(2 * grad_bytes * d / n)
+            d //= 2
+        return JobPlan(0.0, rails, sizes, [[i] for i in range(len(rails))])
+    if collective == "all-to-all":
+        paths, weights = alltoall_links(alloc, order, spines, rng)
+        return JobPlan(0.0, [paths], [grad_bytes / n], weights=[weights])
     intra = max(busbw_factor(k) for k in by_leaf.values()) * grad_bytes * 8 / link_bps
     rails = rails_of(alloc)
     shard = grad_bytes / len(rails)
@@ -225,19 +279,68 @@ def job_plan(
                    [busbw_factor(len(r)) * shard for r in rails])
 
 
+HOST_LINKS = ("hu", "hd")
+
+
+def alltoall_links(alloc: Allocation, order: list[Host], spines: int,
+                   rng: random.Random | None) -> tuple[list[list[LinkId]], list[int]]:
+    """An all-to-all's n(n-1) flows (every ordered pair at once, as NCCL posts them) as one
+    lockstep bundle, aggregated: each host link once, weighted by its n-1 flows, and each
+    distinct fabric path weighted by the flows taking it. A deterministic policy routes the
+    flows from one host to one leaf as its policy routes one of them (vClos and OCS-vClos
+    choose the spine by the source host); a hashed policy (ECMP) sends each flow through a
+    spine drawn uniformly from the run's RNG, as a hash of a random source port does."""
+    n = len(order)
+    paths: list[list[LinkId]] = [[("hu", *h)] for h in order] + [[("hd", *h)] for h in order]
+    weights = [n - 1] * (2 * n)
+    by_leaf: dict[int, list[Host]] = {}
+    for h in order:
+        by_leaf.setdefault(h[0], []).append(h)
+    policy = get_policy(alloc.policy)
+    groups = [(src, leaf, len(dsts)) for src in order for leaf, dsts in by_leaf.items()
+              if leaf != src[0]]
+    fabric: Counter[tuple[LinkId, ...]] = Counter()  # fabric path -> flows on it
+    if policy.hashed:
+        gen = np.random.default_rng(rng.getrandbits(64) if rng is not None else 0)
+        counts = gen.multinomial([c for _, _, c in groups], [1 / spines] * spines)
+        pairs = sorted({(src[0], leaf) for src, leaf, _ in groups})
+        at = {pair: i for i, pair in enumerate(pairs)}
+        per_pair = np.zeros((len(pairs), spines), dtype=np.int64)
+        np.add.at(per_pair, [at[(src[0], leaf)] for src, leaf, _ in groups], counts)
+        for (la, lb), row in zip(pairs, per_pair, strict=True):
+            for s in np.flatnonzero(row):
+                fabric[(("ls", la, int(s)), ("sl", int(s), lb))] += int(row[s])
+    else:
+        for src, leaf, c in groups:
+            links = policy.path(alloc, src, by_leaf[leaf][0], spines, 0)
+            fabric[tuple(link for link in links if link[0] not in HOST_LINKS)] += c
+    paths.extend(list(p) for p in fabric)
+    weights.extend(fabric.values())
+    return paths, weights
+
+
 def rails_time(plan: JobPlan, link_bps: float) -> float:
     """Time of one iteration's rails alone on an idle network (max-min among the rails)."""
     if not plan.rails:
         return 0.0
+    if plan.phases is not None:  # phases one after the other, each alone
+        return sum(rails_time(JobPlan(0.0, [plan.rails[j] for j in group],
+                                      [plan.rail_bytes[j] for j in group]), link_bps)
+                   for group in plan.phases)
     if len(plan.rails) == 1:
         # One bundle alone: its rate is the link rate over its most crossed link's count.
         size = plan.rail_bytes[0]
         if not size:
             return 0.0
-        crossings = Counter(link for path in plan.rails[0] for link in path)
+        weights = plan.rail_weights(0) or [1] * len(plan.rails[0])
+        crossings: Counter[LinkId] = Counter()
+        for path, w in zip(plan.rails[0], weights, strict=True):
+            for link in path:
+                crossings[link] += w
         return size * 8 / (link_bps / max(crossings.values()))
     net = Network(default_capacity=link_bps)
-    flows = [net.add_bundle(r, b) for r, b in zip(plan.rails, plan.rail_bytes, strict=True)]
+    flows = [net.add_bundle(net.route(r, plan.rail_weights(j)), b)
+             for j, (r, b) in enumerate(zip(plan.rails, plan.rail_bytes, strict=True))]
     net.run()
     return max(f.end or 0.0 for f in flows)
 
@@ -497,16 +600,18 @@ class ClusterSimulation:
         spec, c = record.spec, self.config
         record.start = self.net.now
         record.leaves = len(alloc.leaves)
+        collective = spec.collective or c.collective
         plan = job_plan(alloc, spec.grad_bytes, c.link_bps, c.spines, self.rng,
-                        collective=c.collective)
+                        collective=collective)
         ideal = plan if not get_policy(alloc.policy).hashed else job_plan(
             alloc, spec.grad_bytes, c.link_bps, c.spines, None, ideal=True,
-            collective=c.collective)
+            collective=collective)
         record.isolated = spec.iterations * (
             spec.compute_s + ideal.intra_s + rails_time(ideal, c.link_bps))
         record.flows = plan.flows
         rounds = _split(spec.iterations, min(spec.iterations, c.rounds))
-        routes = [self.net.route(rail) for rail in plan.rails]  # every round takes them
+        routes = [self.net.route(rail, plan.rail_weights(j))  # every round takes them
+                  for j, rail in enumerate(plan.rails)]
         half_intra = plan.intra_s / 2 if plan.rails else plan.intra_s
         pending = [0]
 
@@ -518,15 +623,23 @@ class ClusterSimulation:
             # Compute, then the intra-leaf Reduce-Scatter (or the whole one-leaf ring).
             self.net.at(self.net.now + k * (spec.compute_s + half_intra), cross_leaf)
 
+        phases = plan.phase_rails
+        phase = [0]
+
         def cross_leaf() -> None:
-            k = rounds[0]
             if not plan.rails:
                 end_round()
                 return
-            pending[0] = len(plan.rails)
-            for j, (route, size) in enumerate(zip(routes, plan.rail_bytes, strict=True)):
-                self.net.add_bundle(route, k * size, owner=(spec.job_id, j), tag=j,
-                                    on_done=rail_done)
+            phase[0] = 0
+            start_phase()
+
+        def start_phase() -> None:
+            k = rounds[0]
+            rails = phases[phase[0]]
+            pending[0] = len(rails)
+            for j in rails:
+                self.net.add_bundle(routes[j], k * plan.rail_bytes[j], owner=(spec.job_id, j),
+                                    tag=j, on_done=rail_done)
 
         collisions = RailCollisions(plan.rails, routes, record.collided)
 
@@ -534,6 +647,10 @@ class ClusterSimulation:
             collisions.note(flow.tag, flow.shared)
             pending[0] -= 1
             if pending[0] == 0:
+                phase[0] += 1
+                if phase[0] < len(phases):
+                    start_phase()
+                    return
                 # The intra-leaf All-Gather, then the next round.
                 self.net.at(self.net.now + rounds[0] * half_intra, end_round)
 
@@ -614,6 +731,7 @@ class ClusterSimulation:
             "p99_jct_s": _percentile(jcts, 99),
             "avg_wait_s": mean("wait_s"),
             "avg_run_s": mean("run_s"),
+            "avg_isolated_s": mean("isolated_s"),
             "avg_slowdown": mean("slowdown"),
             "max_slowdown": max((r["slowdown"] for r in rows), default=float("nan")),
             "gpu_utilisation": self._utilisation(),

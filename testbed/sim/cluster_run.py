@@ -18,6 +18,7 @@ from testbed.core.atomic import csv_text, write_text
 from testbed.core.errors import FabricLabError
 from testbed.sim.cluster import ClusterConfig, cluster_policy, simulate_cluster
 from testbed.sim.peak_memory import peak_rss
+from testbed.sim.presets import preset_params
 from testbed.sim.traces import load_trace_placement, trace_identity
 
 # simulate-cluster's parameters (its flags, with '_' for '-') and their defaults.
@@ -25,7 +26,7 @@ DEFAULTS: dict[str, Any] = {
     "leaves": 128, "spines": 64, "hosts_per_leaf": 64, "ocs_count": None,
     "spine_ports_per_ocs": 0, "placement": "joint", "rewiring": "augment", "policy": "ecmp",
     "trace": "synthetic", "jobs": 1000, "load": 0.8, "seed": 1, "link_gbit_s": 100.0,
-    "rounds": 8, "collective": "ring",
+    "rounds": 8, "collective": "ring", "preset": "",
 }
 FILES = ("jobs.csv", "utilisation.csv", "summary.json")  # summary.json last: it marks "done"
 
@@ -38,9 +39,21 @@ class RunFiles:
     texts: dict[str, str]
 
 
+def resolve_preset(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` over the defaults, with its ``preset`` (if any) filling every parameter
+    left at its default (:mod:`testbed.sim.presets`)."""
+    p = {**DEFAULTS, **params}
+    if p["preset"]:
+        kind = cluster_policy(p["policy"]).allocates_as
+        for key, value in preset_params(p["preset"], kind).items():
+            if p[key] == DEFAULTS[key]:
+                p[key] = value
+    return p
+
+
 def cluster_config(params: Mapping[str, Any]) -> ClusterConfig:
     """The checked :class:`ClusterConfig` of ``params`` (simulate-cluster's names)."""
-    p = {**DEFAULTS, **params}
+    p = resolve_preset(params)
     ocs = p["ocs_count"] if p["ocs_count"] is not None else (
         p["spines"] if cluster_policy(p["policy"]).allocates_as == "ocs-vclos" else 0)
     config = ClusterConfig(
@@ -57,7 +70,7 @@ def simulate_run(params: Mapping[str, Any], label: str | None = None,
                  progress: Callable[[int, int, float], None] | None = None) -> RunFiles:
     """Simulate the run ``params`` describes; nothing is written. The summary adds this
     process's RSS when the run began and its peak during it (:mod:`testbed.sim.peak_memory`)."""
-    p = {**DEFAULTS, **params}
+    p = resolve_preset(params)
     config = cluster_config(p)
     from analysis.cluster import utilisation_timeline  # pandas: only when it runs
 
@@ -70,7 +83,8 @@ def simulate_run(params: Mapping[str, Any], label: str | None = None,
                  "utilisation.csv": utilisation_timeline(
                      result.rows, config.total_gpus).to_csv(index=False)}
     summary = {**result.summary, **trace_identity(p["trace"], p["load"]),
-               "jobs_requested": p["jobs"], "label": label, **rss.fields()}
+               "jobs_requested": p["jobs"], "label": label, "preset": p["preset"] or None,
+               **rss.fields()}
     return RunFiles(summary, {**texts, "summary.json": json_text(summary)})
 
 

@@ -148,9 +148,11 @@ class Network:
             cap = self.default_capacity
         return cap
 
-    def route(self, paths: Iterable[Sequence[LinkId]]) -> Route:
-        """The links of lockstep sub-flows, one per path, resolved once for reuse."""
-        return self.occupancy.route(paths)
+    def route(self, paths: Iterable[Sequence[LinkId]],
+              weights: Sequence[int] | None = None) -> Route:
+        """The links of lockstep sub-flows, one per path (or ``weights[i]`` on path i),
+        resolved once for reuse."""
+        return self.occupancy.route(paths, weights)
 
     def add_flow(
         self,

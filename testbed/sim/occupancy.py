@@ -78,8 +78,17 @@ class Occupancy:
 
     # ------------------------------------------------------------------ links
 
-    def route(self, paths: Iterable[Sequence[LinkId]]) -> Route:
-        links = dict(Counter(itertools.chain.from_iterable(paths)))
+    def route(self, paths: Iterable[Sequence[LinkId]],
+              weights: Sequence[int] | None = None) -> Route:
+        """``weights[i]``: how many sub-flows take path i (default one each)."""
+        if weights is None:
+            links = dict(Counter(itertools.chain.from_iterable(paths)))
+        else:
+            counts: Counter[LinkId] = Counter()
+            for path, w in zip(paths, weights, strict=True):
+                for link in path:
+                    counts[link] += w
+            links = dict(counts)
         index = self.index
         if not links.keys() <= index.keys():
             for link in links:

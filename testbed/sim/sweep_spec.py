@@ -29,6 +29,7 @@ from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.spec import load_yaml
 from testbed.sim.cluster import COLLECTIVES, SIM_PLACEMENTS, cluster_policy
 from testbed.sim.cluster_run import DEFAULTS, cluster_config
+from testbed.sim.presets import check_preset
 from testbed.sim.traces import TRACE_FORMS, check_trace
 
 D = DEFAULTS
@@ -55,6 +56,15 @@ class ClusterParams(BaseModel):
     link_gbit_s: float = Field(D["link_gbit_s"], gt=0, allow_inf_nan=False)
     rounds: int = Field(D["rounds"], ge=1)
     collective: str = D["collective"]
+    preset: str = D["preset"]
+
+    @field_validator("preset")
+    @classmethod
+    def _preset(cls, value: str) -> str:
+        try:
+            return check_preset(value)
+        except FabricLabError as exc:
+            raise ValueError(str(exc).removeprefix("--preset ")) from None
 
     @field_validator("placement", "rewiring", "collective")
     @classmethod
