@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(mininet openvswitch-switch python3-os-ken python3-venv python3-pip
               iperf3 ethtool iputils-ping iproute2 psmisc procps make
               docker.io debootstrap)  # container hosts: the engine, and the base image
-# Only `make test` needs these: vagrant checks the Vagrantfile.
-TEST_APT_PACKAGES=(vagrant)
+# Only `make test` needs these.
+TEST_APT_PACKAGES=(vagrant strace)  # strace: the safety tests watch every signal clean sends
 [ "${1:-}" = "--test" ] && APT_PACKAGES+=("${TEST_APT_PACKAGES[@]}")
 VENV=.venv
 STAMP=.install-stamp
