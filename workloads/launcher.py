@@ -1,4 +1,5 @@
-"""Run an All-Reduce job as N local worker processes on loopback and collect the results.
+"""Run a collective job (All-Reduce or all-to-all) as N local worker processes on loopback and
+collect the results.
 
 Rank ``r`` listens for dimension ``d`` on ``127.0.0.{d+1}`` (a distinct loopback address per
 dimension, like one NIC per dimension) at a free port. Every child runs in its own process
@@ -26,11 +27,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from testbed.core.algorithms import check_algorithm, default_dims, groups_error
+from testbed.core.algorithms import check_algorithm, default_dims, groups_error, kind_error
 from testbed.core.errors import FabricLabError
+from testbed.core.formulas import ALLREDUCE, ALLTOALL
 from testbed.core.registry import COLLECTIVES
+from workloads.alltoall import sizes_error
 from workloads.dnn import summarize
-from workloads.traces import bandwidths, read_table
+from workloads.traces import bandwidths, collective_kinds, read_table
 
 if TYPE_CHECKING:
     from workloads.worker import Worker
@@ -105,18 +108,19 @@ def worker_configs(
     addresses: list[list[dict]], *, dims: list[int], algorithm: str,
     sizes: list[int] | None = None, out_dir: Path | str, run_id: str, job_id: str,
     iterations: int = 5, warmup: int = 1, dnn: dict | None = None, out_of_place: bool = False,
-    **options,
+    kind: str = ALLREDUCE, **options,
 ) -> list[dict]:
     """Worker configs (as dicts), one per rank, the one builder for loopback and fabric jobs:
     ``addresses[rank][dim]`` is ``{"ip", "port"}`` where the rank listens in each dimension;
     ``options`` are further :class:`~workloads.worker.WorkerConfig` fields. ``iterations`` and
     ``warmup`` go into the size workload (with ``out_of_place``), or with ``dnn`` (DNN mode,
-    no size workload) into the DNN workload unless it sets its own."""
+    no size workload) into the DNN workload unless it sets its own. ``kind`` is the size
+    workload's (``allreduce`` or ``alltoall``: then ``sizes`` are per-rank buffers)."""
     if dnn is not None:
         work = {"dnn": {"iterations": iterations, "warmup": warmup, **dnn}}
     else:
-        work = {"workload": {"sizes": sizes, "iterations": iterations, "warmup": warmup,
-                             "out_of_place": out_of_place}}
+        work = {"workload": {"kind": kind, "sizes": sizes, "iterations": iterations,
+                             "warmup": warmup, "out_of_place": out_of_place}}
     return [
         {"run_id": run_id, "job_id": job_id, "rank": r, "world_size": len(addresses),
          "dims": dims, "addresses": addresses, "algorithm": algorithm, **work,
@@ -190,6 +194,7 @@ def run_local(
     wall_timeout: float | None = None,
     dnn: dict | None = None,
     out_of_place: bool = False,
+    kind: str = ALLREDUCE,
 ) -> LaunchResult:
     """Run the job on ``ranks`` local worker processes; return per-size results (with
     ``out_of_place`` an out-of-place row before the in-place row of every size).
@@ -198,6 +203,9 @@ def run_local(
     "scale": 1e-3, "compute_scale": 0.01}``) runs training-iteration emulation instead of
     ``sizes``, for ``iterations`` + ``warmup`` iterations unless the dict sets its own; the
     result's ``rows`` are then per bucket size and its ``dnn`` summarises the iterations.
+
+    ``kind: alltoall`` runs all-to-alls of ``sizes`` bytes per rank (``algorithm`` one of
+    :data:`~testbed.core.registry.ALLTOALLS`), one out-of-place row per size.
 
     ``skip_ranks`` are never started and ``stall_ranks`` connect but never take part (both
     for testing failure handling). ``wall_timeout`` bounds the whole job.
@@ -212,8 +220,12 @@ def run_local(
         raise FabricLabError(f"dims {'x'.join(map(str, dims))} do not multiply to {ranks} ranks")
     check_algorithm(algorithm)
     COLLECTIVES.check(dim_algorithm)
+    if bad_kind := kind_error(ALLREDUCE if dnn is not None else kind, algorithm):
+        raise FabricLabError(bad_kind)
     if bad := groups_error(algorithm, dim_algorithm, ranks, dims):
         raise FabricLabError(bad[1])
+    if kind == ALLTOALL and sizes is not None and (bad_size := sizes_error(sizes, ranks)):
+        raise FabricLabError(f"sizes: {bad_size[1]}")
     with contextlib.ExitStack() as stack:
         if out_dir:
             out = Path(out_dir)
@@ -228,6 +240,7 @@ def run_local(
             transport=transport, iterations=iterations, warmup=warmup, order=order,
             max_active=max_active, dim_bandwidths=dim_bandwidths, timeout=timeout,
             collective_timeout=collective_timeout, dnn=dnn, out_of_place=out_of_place,
+            kind=kind,
         )
         launch_workers(
             {r: {**configs[r], "stall": r in stall_ranks}
@@ -290,13 +303,14 @@ def summarise(out: Path) -> list[SizeResult]:
     a trace without ``in_place`` (older, or simulated) is in place."""
     table = read_table(out, "collectives").to_pandas()
     table = table[~table["warmup"]]
-    table = table.assign(in_place=table["in_place"].ne(False))
+    table = table.assign(in_place=table["in_place"].ne(False), kind=collective_kinds(table))
     rows = []
     for (size, in_place), g in table.groupby(["size", "in_place"], sort=True):
         per_rank = g.groupby("rank")["time"].mean()
         t = float(per_rank.max())
         world = int(g["world"].iloc[0])
-        algbw, busbw = bandwidths(int(size), t, world)  # GB/s, as nccl-tests prints
+        # GB/s, as nccl-tests prints (all_reduce_perf's or alltoall_perf's busbw)
+        algbw, busbw = bandwidths(int(size), t, world, str(g["kind"].iloc[0]))
         rows.append(SizeResult(
             size=int(size), count=int(g["count"].iloc[0]), time_us=t * 1e6, algbw=algbw,
             busbw=busbw, correct=bool(g["correct"].all()), in_place=bool(in_place),

@@ -55,6 +55,9 @@ COLLECTIVE_SCHEMA = _schema(
     ("algbw", pa.float64(), GBYTE_S), ("busbw", pa.float64(), GBYTE_S),
     ("correct", pa.bool_(), _LABEL),
     ("in_place", pa.bool_(), _LABEL),  # false: out of place (input kept); null in older traces
+    # allreduce or alltoall (testbed.core.formulas.COLLECTIVE_KINDS); null in older traces,
+    # which are All-Reduces
+    ("collective", pa.string(), _LABEL),
 )
 
 
@@ -87,10 +90,19 @@ SCHEMAS = {"phases": PHASE_SCHEMA, "collectives": COLLECTIVE_SCHEMA,
            "iterations": ITERATION_SCHEMA, "buckets": BUCKET_SCHEMA}
 
 
-def bandwidths(size: int, seconds: float, world: int) -> tuple[float, float]:
-    """nccl-tests All-Reduce bandwidths in GB/s: algbw = S/t, busbw = algbw·2(n-1)/n."""
-    algbw, busbw = formulas.bandwidths(size, seconds, world)
+def bandwidths(size: int, seconds: float, world: int,
+               kind: str = formulas.ALLREDUCE) -> tuple[float, float]:
+    """nccl-tests bandwidths in GB/s: algbw = S/t, busbw = algbw·2(n-1)/n for an All-Reduce,
+    algbw·(n-1)/n for an all-to-all (:func:`testbed.core.formulas.busbw_factor`)."""
+    algbw, busbw = formulas.bandwidths(size, seconds, world, kind)
     return algbw / 1e9, busbw / 1e9
+
+
+def collective_kinds(table) -> list[str]:
+    """Each row's collective kind of a collectives DataFrame (null or absent: allreduce)."""
+    if "collective" not in table:
+        return [formulas.ALLREDUCE] * len(table)
+    return [k if isinstance(k, str) else formulas.ALLREDUCE for k in table["collective"]]
 
 
 def write_rows(path: Path, rows: list[dict], schema: pa.Schema) -> None:
@@ -156,7 +168,8 @@ def read_table(out_dir: Path, kind: str) -> pa.Table:
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``table`` in ``schema``; a column older traces lack (``in_place``) is added as nulls."""
+    """``table`` in ``schema``; a column older traces lack (``in_place``, ``collective``) is
+    added as nulls."""
     for field in schema:
         if field.name not in table.column_names:
             table = table.append_column(field, pa.nulls(len(table), field.type))

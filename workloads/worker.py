@@ -1,4 +1,4 @@
-"""One All-Reduce worker process: ``python -m workloads.worker CONFIG.json``.
+"""One collective worker process: ``python -m workloads.worker CONFIG.json``.
 
 The worker listens on its address of every dimension, connects to its ring neighbours
 (rendezvous with retries until ``timeout``), then runs the workload on those persistent
@@ -13,6 +13,14 @@ ranks, positions in rank order, carried on every rank's dimension-0 address (``d
 names the addresses then); a chunk schedule (``baseline``, ``themis``) runs the chunked
 hierarchical All-Reduce of :mod:`workloads.hierarchical` with that chunk plan, every dimension
 running the collective ``dim_algorithm``.
+
+All-to-all mode (``workload.kind: alltoall``, ``algorithm`` one of
+:data:`testbed.core.registry.ALLTOALLS`): every size is the per-rank buffer in bytes, split
+into ``world_size`` equal blocks; every iteration fills the send buffer with
+:func:`workloads.alltoall.fill_blocks` (block ``j`` of rank ``i`` encodes ``(i, j)``), runs the
+algorithm into a second buffer (out of place: the local block's copy is timed) and checks
+every received block against what its sender put there. Its barrier is a one-element-per-rank
+all-to-all (every rank hears from every other before leaving).
 
 Data: rank ``r`` holds ``(r+1)·(i mod 251 + 1)`` at index ``i``, so the exact result is
 ``W(W+1)/2·(i mod 251 + 1)``, exact in float32 for any realistic world size ``W``; every
@@ -58,9 +66,12 @@ from testbed.core.algorithms import (
     TransportName,
     groups_error,
     is_flat,
+    kind_error,
 )
 from testbed.core.errors import FabricLabError
-from testbed.core.registry import COLLECTIVES, SCHEDULES
+from testbed.core.formulas import ALLREDUCE, ALLTOALL
+from testbed.core.registry import ALLTOALLS, COLLECTIVES, SCHEDULES
+from workloads.alltoall import AllToAll, fill_blocks, received_correctly, sizes_error
 from workloads.collectives import Collective, Group
 from workloads.dnn import DnnWorkload
 from workloads.hierarchical import (
@@ -95,9 +106,12 @@ class Address(BaseModel):
 
 class Workload(BaseModel):
     """What to run: sizes in bytes (count = size // 4 float32 elements), then repetitions;
-    ``out_of_place`` runs every size out of place before in place."""
+    ``out_of_place`` runs every size out of place before in place (an All-Reduce; an
+    all-to-all always runs out of place). ``kind``: All-Reduces, or all-to-alls whose sizes
+    are the per-rank buffers."""
 
     model_config = ConfigDict(extra="forbid")
+    kind: Literal["allreduce", "alltoall"] = ALLREDUCE
     sizes: list[int] = Field(min_length=1)
     iterations: int = Field(default=5, ge=1)
     warmup: int = Field(default=1, ge=0)
@@ -149,9 +163,24 @@ class WorkerConfig(BaseModel):
             raise ValueError("dim_bandwidths must have one value per dimension")
         if self.workload is None and self.dnn is None:
             raise ValueError("give a workload (sizes) or a dnn workload (a model)")
+        if bad := kind_error(self.kind, self.algorithm):
+            raise ValueError(f"algorithm: {bad}")
+        if self.kind == ALLTOALL:
+            if self.dnn is not None:
+                raise ValueError("dnn: a dnn workload All-Reduces its buckets; leave it out "
+                                 "of an alltoall worker")
+            assert self.workload is not None
+            if bad_size := sizes_error(self.workload.sizes, self.world_size):
+                raise ValueError(f"workload.sizes.{bad_size[0]}: {bad_size[1]}")
         if bad := groups_error(self.algorithm, self.dim_algorithm, self.world_size, self.dims):
             raise ValueError(f"{bad[0]}: {bad[1]}")
         return self
+
+    @property
+    def kind(self) -> str:
+        """What the worker runs: ``allreduce`` (sizes or a DNN's buckets) or ``alltoall``."""
+        return self.workload.kind if self.workload is not None and self.dnn is None \
+            else ALLREDUCE
 
     @property
     def flat(self) -> bool:
@@ -161,6 +190,15 @@ class WorkerConfig(BaseModel):
     def collective(self) -> Collective:
         """The collective of the flat group, or of every dimension under a schedule."""
         return COLLECTIVES.get(self.algorithm if self.flat else self.dim_algorithm)
+
+    def alltoall_algorithm(self) -> AllToAll:
+        """The all-to-all algorithm of an ``alltoall`` worker."""
+        return ALLTOALLS.get(self.algorithm)
+
+    def flat_roles(self) -> list[tuple[int, int]]:
+        """This rank's link roles in the flat group (its all-to-all's or its collective's)."""
+        algo = self.alltoall_algorithm() if self.kind == ALLTOALL else self.collective()
+        return algo.link_roles(self.rank, self.world_size)
 
     def endpoint(self, rank: int, dim: int) -> Endpoint:
         a = self.addresses[rank][dim]
@@ -172,14 +210,15 @@ def link_plan(cfg: WorkerConfig) -> tuple[dict[int, Endpoint], list[LinkSpec]]:
     :meth:`~workloads.collectives.Collective.link_roles` entry, in the flat group (channel 0,
     positions = ranks) or in every dimension's group, for each of ``max_active`` slots
     (link slot ``slot·k + i`` for role ``i`` of ``k``)."""
-    me, coll = cfg.rank, cfg.collective()
+    me = cfg.rank
     if cfg.flat:
-        roles = coll.link_roles(me, cfg.world_size)
+        roles = cfg.flat_roles()
         if not roles:
             return {}, []
         local = cfg.endpoint(me, 0)
         return {0: local}, [LinkSpec(0, i, nxt, prev, local, cfg.endpoint(nxt, 0))
                             for i, (nxt, prev) in enumerate(roles)]
+    coll = cfg.collective()
     topo = Topology(tuple(cfg.dims))
     listen: dict[int, Endpoint] = {}
     specs = []
@@ -277,8 +316,30 @@ class Worker:
         )
         return coll
 
+    def alltoall(self, send: np.ndarray, recv: np.ndarray, record=None) -> int:
+        """All-to-all across all ranks: block ``j`` of ``send`` to rank ``j``, rank ``j``'s
+        block for this rank into block ``j`` of ``recv``; returns the collective id."""
+        cfg = self.cfg
+        coll = self.coll
+        self.coll += 1
+        algo = cfg.alltoall_algorithm()
+        world = cfg.world_size
+        group = Group(cfg.rank, world,
+                      group_links(self.transport.links, 0, 0, algo.link_count(world)))
+        start = time.monotonic()
+        algo.run(group, send, recv, coll)
+        if record is not None and world > 1:
+            record(PhaseRecord(coll, 0, 0, 0, "A2A", send.nbytes, start, time.monotonic(),
+                               (cfg.rank + 1) % world))
+        return coll
+
     def barrier(self) -> None:
-        """A one-element All-Reduce: no rank leaves before every rank has entered."""
+        """A one-element All-Reduce (an all-to-all worker: one element per rank, all to all):
+        no rank leaves before every rank has entered."""
+        if self.cfg.kind == ALLTOALL:
+            n = self.cfg.world_size
+            self.alltoall(np.zeros(n, dtype=np.float32), np.empty(n, dtype=np.float32))
+            return
         self.allreduce(np.zeros(1, dtype=np.float32), chunks=1)
 
     def run_workload(self, trace: TraceWriter) -> None:
@@ -286,6 +347,9 @@ class Worker:
         cfg = self.cfg
         w = cfg.workload
         assert w is not None, "this worker has only a dnn workload: use run_dnn"
+        if w.kind == ALLTOALL:
+            self.run_alltoall(trace)
+            return
         max_count = max(w.sizes) // 4
         base = (np.arange(max_count) % PATTERN_PERIOD + 1).astype(np.float32)
         region = np.empty(max_count, dtype=np.float32)  # registered once, reused for all sizes
@@ -310,6 +374,32 @@ class Worker:
                                            count, start, seconds, ok, in_place)
                     trace.maybe_flush()
 
+    def run_alltoall(self, trace: TraceWriter) -> None:
+        """Every size of an all-to-all workload, ``warmup + iterations`` times, each checked
+        block by block (see the module docstring)."""
+        cfg = self.cfg
+        w = cfg.workload
+        assert w is not None and w.kind == ALLTOALL
+        max_count = max(w.sizes) // 4
+        send_region = np.empty(max_count, dtype=np.float32)  # registered once, reused
+        recv_region = np.empty(max_count, dtype=np.float32)
+        n = cfg.world_size
+        for size in w.sizes:
+            count = size // 4
+            send, recv = send_region[:count], recv_region[:count]
+            fill_blocks(send, cfg.rank, n)
+            for it in range(w.warmup + w.iterations):
+                recv.fill(-1.0)  # no block passes the check unless it arrived
+                self.barrier()
+                phases: list[PhaseRecord] = []
+                start = time.monotonic()
+                coll = self.alltoall(send, recv, record=phases.append)
+                seconds = time.monotonic() - start
+                ok = received_correctly(recv, cfg.rank, n)
+                self._trace_collective(trace, coll, it - w.warmup, it < w.warmup, phases,
+                                       count, start, seconds, ok, in_place=False)
+                trace.maybe_flush()
+
     def _trace_collective(self, trace: TraceWriter, coll: int, iteration: int, warm: bool,
                           phases: list[PhaseRecord], count: int, start: float, seconds: float,
                           ok: bool, in_place: bool = True) -> None:
@@ -323,10 +413,10 @@ class Worker:
                 "op": p.op, "bytes": p.nbytes, "start": p.start, "end": p.end,
                 "peer": p.peer,
             })
-        algbw, busbw = bandwidths(count * 4, seconds, cfg.world_size)
+        algbw, busbw = bandwidths(count * 4, seconds, cfg.world_size, cfg.kind)
         trace.collectives.append({
             **common, "size": count * 4, "count": count, "world": cfg.world_size,
-            "algorithm": cfg.algorithm, "transport": cfg.transport,
+            "collective": cfg.kind, "algorithm": cfg.algorithm, "transport": cfg.transport,
             "chunks": 1 if cfg.flat else min(cfg.chunks, count),
             "start": start, "time": seconds, "algbw": algbw, "busbw": busbw,
             "correct": ok, "in_place": in_place,

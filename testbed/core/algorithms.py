@@ -1,8 +1,10 @@
-"""A job's All-Reduce algorithm, checked against the registries: a collective of
-:data:`~testbed.core.registry.COLLECTIVES` runs over all the job's ranks as one flat group; a
-schedule of :data:`~testbed.core.registry.SCHEDULES` runs a chunked hierarchical All-Reduce
-whose every dimension runs the collective ``dim_algorithm``. Checking a name only reads the
-registry's names; checking group sizes loads that one collective (never a backend)."""
+"""A job's algorithm, checked against the registries: a collective of
+:data:`~testbed.core.registry.COLLECTIVES` runs an All-Reduce over all the job's ranks as one
+flat group; a schedule of :data:`~testbed.core.registry.SCHEDULES` runs a chunked hierarchical
+All-Reduce whose every dimension runs the collective ``dim_algorithm``; an all-to-all
+algorithm of :data:`~testbed.core.registry.ALLTOALLS` runs an all-to-all workload, flat too.
+Checking a name only reads the registry's names; checking group sizes loads that one
+algorithm (never a backend)."""
 
 from __future__ import annotations
 
@@ -12,20 +14,23 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
-from testbed.core.registry import COLLECTIVES, SCHEDULES, TRANSPORTS, RegistryError
+from testbed.core.formulas import ALLREDUCE, ALLTOALL
+from testbed.core.registry import ALLTOALLS, COLLECTIVES, SCHEDULES, TRANSPORTS, RegistryError
 
 
 def algorithm_names() -> tuple[str, ...]:
-    """Every value a job's ``algorithm`` may take: collectives (flat), then schedules."""
+    """Every All-Reduce algorithm: collectives (flat), then schedules."""
     return COLLECTIVES.names() + SCHEDULES.names()
 
 
 def check_algorithm(name: str) -> str:
-    """``name`` if a collective or a schedule is called that, else a ValueError naming both."""
-    if name not in algorithm_names():
+    """``name`` if a collective, a schedule or an all-to-all algorithm is called that, else a
+    ValueError naming all three (whether it suits the workload is :func:`kind_error`'s)."""
+    if name not in algorithm_names() + ALLTOALLS.names():
         raise RegistryError(
-            f"{name!r} is neither a collective algorithm ({', '.join(COLLECTIVES.names())}) "
-            f"nor a chunk schedule ({', '.join(SCHEDULES.names())})")
+            f"{name!r} is neither a collective algorithm ({', '.join(COLLECTIVES.names())}), "
+            f"a chunk schedule ({', '.join(SCHEDULES.names())}) nor an all-to-all algorithm "
+            f"({', '.join(ALLTOALLS.names())})")
     return name
 
 
@@ -35,15 +40,44 @@ CollectiveName = Annotated[str, AfterValidator(COLLECTIVES.check)]
 TransportName = Annotated[str, AfterValidator(TRANSPORTS.check)]
 
 
+def is_alltoall(algorithm: str) -> bool:
+    """Whether ``algorithm`` is an all-to-all algorithm (not an All-Reduce)."""
+    return algorithm in ALLTOALLS.names()
+
+
 def is_flat(algorithm: str) -> bool:
-    """Whether ``algorithm`` runs over the job as one group (a collective, not a schedule)."""
-    return algorithm in COLLECTIVES.names()
+    """Whether ``algorithm`` runs over the job as one group (a collective or an all-to-all,
+    not a schedule)."""
+    return algorithm in COLLECTIVES.names() or is_alltoall(algorithm)
+
+
+def kind_error(kind: str, algorithm: str) -> str | None:
+    """Why ``algorithm`` cannot run a workload of ``kind`` (``allreduce`` and ``dnn`` need an
+    All-Reduce algorithm, ``alltoall`` an all-to-all one), or None."""
+    if kind == ALLTOALL:
+        if is_alltoall(algorithm):
+            return None
+        return (f"{algorithm} is an All-Reduce algorithm; an alltoall workload needs an "
+                f"all-to-all algorithm ({', '.join(ALLTOALLS.names())})")
+    if is_alltoall(algorithm):
+        what = "an allreduce" if kind == ALLREDUCE else f"a {kind}"
+        return (f"{algorithm} is an all-to-all algorithm; {what} workload needs a collective "
+                f"({', '.join(COLLECTIVES.names())}) or a chunk schedule "
+                f"({', '.join(SCHEDULES.names())})")
+    return None
 
 
 def groups_error(algorithm: str, dim_algorithm: str, world: int,
                  dims: Sequence[int] | None) -> tuple[str, str] | None:
-    """``(field, reason)`` when the job's groups do not suit its collective: all ``world``
-    ranks for a flat one, every dimension of ``dims`` (if known) for a schedule."""
+    """``(field, reason)`` when the job's groups do not suit its algorithm: all ``world``
+    ranks for a flat one (an all-to-all: one flat group, ``dims`` at most ``[world]``), every
+    dimension of ``dims`` (if known) for a schedule."""
+    if is_alltoall(algorithm):
+        if dims is not None and list(dims) != [world]:
+            return ("dims", f"an all-to-all runs over all {world} ranks as one group; leave "
+                            "dims out")
+        reason = ALLTOALLS.get(algorithm).group_size_error(world)
+        return ("algorithm", reason) if reason else None
     if is_flat(algorithm):
         reason = COLLECTIVES.get(algorithm).group_size_error(world)
         return ("algorithm", reason) if reason else None

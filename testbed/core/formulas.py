@@ -9,16 +9,30 @@ from __future__ import annotations
 TCP_GOODPUT = 1448 / 1514
 
 
-def busbw_factor(world: float) -> float:
-    """nccl-tests' All-Reduce bus bandwidth over algorithm bandwidth: 2(n-1)/n."""
-    return 2 * (world - 1) / world
+# What a collective row of a trace is (its ``collective`` column); a trace without the column
+# is an All-Reduce.
+ALLREDUCE, ALLTOALL = "allreduce", "alltoall"
+COLLECTIVE_KINDS = (ALLREDUCE, ALLTOALL)
 
 
-def bandwidths(size: float, seconds: float, world: float) -> tuple[float, float]:
-    """(algbw, busbw) of an All-Reduce of ``size`` bytes in ``seconds`` over ``world`` ranks,
-    in bytes per second: algbw = S/t, busbw = algbw * 2(n-1)/n."""
+def busbw_factor(world, kind: str = ALLREDUCE):
+    """nccl-tests' bus bandwidth over algorithm bandwidth on ``world`` ranks (a number or an
+    array): 2(n-1)/n for an All-Reduce (``all_reduce_perf``), (n-1)/n for an all-to-all
+    (``alltoall_perf``: each rank keeps 1/n of its buffer and sends the rest)."""
+    if kind == ALLTOALL:
+        return (world - 1) / world
+    if kind == ALLREDUCE:
+        return 2 * (world - 1) / world
+    raise ValueError(f"collective kind {kind!r} is not one of {', '.join(COLLECTIVE_KINDS)}")
+
+
+def bandwidths(size: float, seconds: float, world: float,
+               kind: str = ALLREDUCE) -> tuple[float, float]:
+    """(algbw, busbw) of a collective of ``kind`` over ``world`` ranks taking ``seconds``, in
+    bytes per second: algbw = S/t with S the bytes per rank (an All-Reduce's buffer, an
+    all-to-all's send buffer), busbw = algbw · :func:`busbw_factor`."""
     algbw = size / seconds if seconds > 0 else 0.0
-    return algbw, algbw * busbw_factor(world)
+    return algbw, algbw * busbw_factor(world, kind)
 
 
 def phase_sent_bytes(op: str, size_bytes, group: int):

@@ -1,4 +1,5 @@
-"""Registries of what researchers plug in: routing policies, collective algorithms, transports.
+"""Registries of what researchers plug in: routing policies, collective algorithms (All-Reduce
+and all-to-all), transports.
 
 Each registry maps a name to an object that lives *above* the core (a policy module in
 ``sdn_app.policies``, a collective in ``workloads.collectives`` ...). The core holds only the
@@ -124,6 +125,14 @@ COLLECTIVES: Registry[Any] = Registry("fabriclab.collectives", "collective algor
     "ring": "workloads.collectives.ring:COLLECTIVE",
     "halving-doubling": "workloads.collectives.halving_doubling:COLLECTIVE",
     "direct": "workloads.collectives.direct:COLLECTIVE",
+})
+
+# All-to-All algorithms (each rank sends block j of its buffer to rank j): not All-Reduces, so
+# a registry of their own (workloads.alltoall.base.AllToAll); a job runs one with
+# ``workload: {kind: alltoall}``.
+ALLTOALLS: Registry[Any] = Registry("fabriclab.alltoalls", "all-to-all algorithm", {
+    "pairwise": "workloads.alltoall.pairwise:ALLTOALL",
+    "all-pairs": "workloads.alltoall.all_pairs:ALLTOALL",
 })
 
 TRANSPORTS: Registry[Any] = Registry("fabriclab.transports", "transport", {

@@ -97,7 +97,7 @@ from sdn_app.policies import RoutingPolicy, applicable
 from sdn_app.policies import get as get_policy
 from sdn_app.policies.ecmp import SPORTS
 from testbed.core.errors import FabricLabError
-from testbed.core.formulas import busbw_factor
+from testbed.core.formulas import ALLREDUCE, ALLTOALL, busbw_factor
 from testbed.sim.flows import Flow, LinkId, Network, Route
 from testbed.sim.trace_formats import TracePlacement
 from testbed.sim.traces import JobSpec, job_set_sha256
@@ -176,7 +176,7 @@ JOB_COLLECTIVES = (*COLLECTIVES, "halving-doubling", "all-to-all")
 def bytes_factor(collective: str, n: int) -> float:
     """What each of ``n`` ranks sends, as a multiple of its input: 2(n-1)/n for an
     All-Reduce, (n-1)/n for an all-to-all."""
-    return (n - 1) / n if collective == "all-to-all" else busbw_factor(n)
+    return busbw_factor(n, ALLTOALL if collective == "all-to-all" else ALLREDUCE)
 
 
 def rank_order(alloc: Allocation) -> list[Host]:

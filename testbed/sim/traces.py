@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from testbed.core.errors import FabricLabError
-from testbed.core.formulas import busbw_factor
+from testbed.core.formulas import ALLREDUCE, ALLTOALL, busbw_factor
 
 if TYPE_CHECKING:
     from testbed.sim.trace_formats import TracePlacement
@@ -384,7 +384,7 @@ def paper_size_weights() -> dict[int, float]:
 def collective_bytes(collective: str, gpus: int, comm_s: float, link_bps: float) -> float:
     """Bytes per rank whose collective takes ``comm_s`` alone at ``link_bps`` per host: an
     All-Reduce (ring or halving-doubling) sends 2(n-1)/n of them, an all-to-all (n-1)/n."""
-    share = (gpus - 1) / gpus if collective == "all-to-all" else busbw_factor(gpus)
+    share = busbw_factor(gpus, ALLTOALL if collective == "all-to-all" else ALLREDUCE)
     return comm_s * link_bps / 8 / share
 
 
