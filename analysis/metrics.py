@@ -5,8 +5,10 @@ Definitions (units: bytes, seconds, bit/s; the traces' ``algbw``/``busbw`` colum
 in Gbit/s, named ``*_gbit_s``):
 
 - **Collective time** ``t`` is the *slowest* rank's time for that collective (nccl-tests);
-  ``algbw = S/t``, ``busbw = algbw·2(n−1)/n`` (:func:`collective_table`).
-- **Headline size**: a job that ran several All-Reduce sizes is summarised at its largest one;
+  ``algbw = S/t``, ``busbw = algbw·2(n−1)/n`` for an All-Reduce and ``algbw·(n−1)/n`` for an
+  all-to-all, whose ``S`` is each rank's buffer (:func:`collective_table`,
+  :func:`testbed.core.formulas.busbw_factor`).
+- **Headline size**: a job that ran several sizes is summarised at its largest one;
   every size is kept under ``sizes``.
 - **Iteration time**: for an All-Reduce job, one iteration is one measured collective; for a
   DNN job it is the ``iteration time`` of its ``iterations-rank*.parquet`` (mean over ranks).
@@ -47,7 +49,7 @@ import pandas as pd
 
 from analysis.load import Run, load_run
 from testbed.core.algorithms import is_flat
-from testbed.core.formulas import busbw_factor
+from testbed.core.formulas import ALLREDUCE, ALLTOALL, busbw_factor
 from testbed.core.scaling import with_real
 
 LEAF_SPINE_KINDS = ("uplink", "ocs-leaf", "ocs-spine")
@@ -57,7 +59,8 @@ DIM_LINK_KINDS = ("dim", "ring", "fc")
 REAL_JOB_FIGURES = ("mean_s", "p50_s", "p99_s", "collective_s", "algbw_gbit_s", "busbw_gbit_s")
 ITERATION_FIGURES = REAL_JOB_FIGURES[:3]
 REAL_SIZE_FIGURES = ("collective_s", "algbw_gbit_s", "busbw_gbit_s")
-COLLECTIVE_COLUMNS = ["job", "coll", "size", "world", "iteration", "warmup", "algorithm",
+COLLECTIVE_COLUMNS = ["job", "coll", "size", "world", "iteration", "warmup", "collective",
+                      "algorithm",
                       "transport", "chunks", "ranks", "start", "end", "t", "algbw", "busbw",
                       "rank_algbw", "rank_busbw", "correct"]
 
@@ -65,20 +68,27 @@ COLLECTIVE_COLUMNS = ["job", "coll", "size", "world", "iteration", "warmup", "al
 # ---------------------------------------------------------------- collectives and jobs
 
 def collective_table(collectives: pd.DataFrame) -> pd.DataFrame:
-    """One row per in-place ``(job, coll)`` (the out-of-place pass `fabriclab allreduce` adds
-    for its nccl-tests columns is left out): ``t`` = the slowest rank's time, ``algbw = size/t`` and
-    ``busbw = algbw·2(n−1)/n`` in GB/s; ``rank_algbw``/``rank_busbw`` are the per-rank values
-    averaged over ranks; ``start``/``end`` span every rank; ``correct`` = all ranks correct."""
+    """One row per measured ``(job, coll)``: every all-to-all (always out of place) and every
+    in-place All-Reduce (the out-of-place pass `fabriclab allreduce` adds for its nccl-tests
+    columns is left out). ``collective`` is its kind (``allreduce`` in traces older than the
+    column); ``t`` = the slowest rank's time, ``algbw = size/t`` and ``busbw`` = algbw ×
+    :func:`~testbed.core.formulas.busbw_factor` of the kind (2(n−1)/n, all-to-all (n−1)/n)
+    in GB/s; ``rank_algbw``/``rank_busbw`` are the per-rank values averaged over ranks;
+    ``start``/``end`` span every rank; ``correct`` = all ranks correct."""
+    kinds = [k if isinstance(k, str) else ALLREDUCE
+             for k in collectives.get("collective", pd.Series([None] * len(collectives)))]
+    collectives = collectives.assign(collective=kinds)
     if "in_place" in collectives:  # out of place: only `fabriclab allreduce`'s second pass
-        collectives = collectives[collectives["in_place"].astype(object).fillna(True)
-                                  .astype(bool)]
+        keep = collectives["in_place"].astype(object).fillna(True).astype(bool)
+        collectives = collectives[keep | (collectives["collective"] == ALLTOALL)]
     if collectives.empty:
         return pd.DataFrame(columns=COLLECTIVE_COLUMNS)
     c = collectives.assign(end=collectives["start"] + collectives["time"])
     g = c.groupby(["job", "coll"], sort=True)
     out = g.agg(
         size=("size", "max"), world=("world", "max"), iteration=("iteration", "first"),
-        warmup=("warmup", "any"), algorithm=("algorithm", "first"),
+        warmup=("warmup", "any"), collective=("collective", "first"),
+        algorithm=("algorithm", "first"),
         transport=("transport", "first"), chunks=("chunks", "first"),
         ranks=("rank", "nunique"), start=("start", "min"), end=("end", "max"),
         t=("time", "max"), rank_algbw=("algbw", "mean"), rank_busbw=("busbw", "mean"),
@@ -86,8 +96,8 @@ def collective_table(collectives: pd.DataFrame) -> pd.DataFrame:
     ).reset_index()
     t = out["t"].where(out["t"] > 0)
     out["algbw"] = out["size"] / t / 1e9
-    n = out["world"].astype(float)
-    out["busbw"] = out["algbw"] * busbw_factor(n)
+    out["busbw"] = out["algbw"] * [busbw_factor(float(n), k)
+                                   for n, k in zip(out["world"], out["collective"], strict=True)]
     return out[COLLECTIVE_COLUMNS]
 
 
@@ -99,7 +109,8 @@ def _bandwidths(colls: pd.DataFrame) -> tuple[float | None, float | None]:
         return None, None
     algbw_gbit_s = float(colls["size"].sum()) * 8 / t / 1e9
     n = float(colls["world"].max())
-    return _num(algbw_gbit_s), _num(algbw_gbit_s * busbw_factor(n))
+    kind = str(colls["collective"].iloc[0]) if "collective" in colls else ALLREDUCE
+    return _num(algbw_gbit_s), _num(algbw_gbit_s * busbw_factor(n, kind))
 
 
 def _stats(values: Iterable[float]) -> dict[str, float | None]:

@@ -67,6 +67,19 @@ def kind_error(kind: str, algorithm: str) -> str | None:
     return None
 
 
+def alltoall_sizes_error(sizes: list[int], world: int) -> tuple[int, str] | None:
+    """``(index, reason)`` for the first all-to-all buffer size (bytes per rank) that does
+    not split into ``world`` equal blocks of whole float32 values, else None."""
+    unit = 4 * world
+    for i, size in enumerate(sizes):
+        if size < unit or size % unit:
+            lower = size // unit * unit
+            hint = f"e.g. {lower} or {lower + unit}" if lower else f"e.g. {unit}"
+            return i, (f"{size} bytes do not split into {world} equal blocks of float32 values "
+                       f"(one per rank); use a multiple of {unit} bytes, {hint}")
+    return None
+
+
 def groups_error(algorithm: str, dim_algorithm: str, world: int,
                  dims: Sequence[int] | None) -> tuple[str, str] | None:
     """``(field, reason)`` when the job's groups do not suit its algorithm: all ``world``

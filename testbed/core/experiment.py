@@ -18,6 +18,8 @@
                                               # a chunk schedule (baseline | themis)
         dim_algorithm: ring                   # the collective each dimension of a schedule runs
         workload: {kind: allreduce, sizes: [4MiB], iterations: 5}
+        # or all-to-alls of 4 MiB per rank (algorithm: pairwise | all-pairs, default
+        # pairwise; leaf-spine only): {kind: alltoall, sizes: [4MiB], iterations: 5}
         # or any program on each host: {kind: command, argv: [python, -m, my.train]}
     variants:                     # each a run of its own: its keys replace the ones above
       - {name: ecmp}
@@ -43,11 +45,19 @@ from pydantic import (
     model_validator,
 )
 
-from testbed.core.algorithms import AlgorithmName, CollectiveName, TransportName, groups_error
+from testbed.core.algorithms import (
+    AlgorithmName,
+    CollectiveName,
+    TransportName,
+    alltoall_sizes_error,
+    groups_error,
+    kind_error,
+)
 from testbed.core.errors import SpecError
+from testbed.core.formulas import ALLTOALL
 from testbed.core.host_runtime import NAMESPACE, HostRuntime
 from testbed.core.presets import expand_preset
-from testbed.core.registry import POLICIES
+from testbed.core.registry import ALLTOALLS, POLICIES
 from testbed.core.scaling import UNSCALED
 from testbed.core.spec import FabricSpec, RateScale, load_yaml, validate
 from testbed.core.units import parse_size
@@ -80,6 +90,13 @@ class AllReduceWorkload(_Strict):
             if s < 4 or s % 4:
                 raise ValueError(f"{s} bytes is not a whole number of float32 values (>= 4)")
         return v
+
+
+class AllToAllWorkload(AllReduceWorkload):
+    """All-to-alls: ``sizes`` are each rank's buffer (nccl-tests' ``alltoall_perf`` size),
+    split into one equal block per rank, so each must be a multiple of 4 bytes × ranks."""
+
+    kind: Literal["alltoall"] = ALLTOALL  # type: ignore[assignment]
 
 
 # The policy value that means no controller: the fabric's proactive rules
@@ -131,7 +148,7 @@ class JobSpec(_Strict):
     chunks: Annotated[int, Field(ge=1, le=4096)] = 4
     transport: TransportName = "zerocopy"
     dims: list[Annotated[int, Field(ge=1)]] | None = None  # logical split on leaf-spine
-    workload: Annotated[AllReduceWorkload | DnnWorkload | CommandWorkload,
+    workload: Annotated[AllReduceWorkload | AllToAllWorkload | DnnWorkload | CommandWorkload,
                         Field(discriminator="kind")]
     start_offset_s: Annotated[float, Field(ge=0, le=3600)] = 0.0
     # What this job's hosts are, if not what the experiment's `hosts` says (containers are
@@ -148,6 +165,15 @@ class JobSpec(_Strict):
             raise ValueError("a host is listed twice")
         return v
 
+    @model_validator(mode="before")
+    @classmethod
+    def _alltoall_default(cls, data: Any) -> Any:
+        """An alltoall job that names no algorithm runs the first all-to-all algorithm."""
+        if isinstance(data, dict) and "algorithm" not in data and isinstance(
+                data.get("workload"), dict) and data["workload"].get("kind") == ALLTOALL:
+            return {**data, "algorithm": ALLTOALLS.names()[0]}
+        return data
+
     @model_validator(mode="after")
     def _one_of(self) -> JobSpec:
         if (self.hosts is None) == (self.hosts_wanted is None):
@@ -156,8 +182,14 @@ class JobSpec(_Strict):
             raise ValueError("host_runtime needs the job's hosts listed (hosts: [h0, ...]): "
                              "containers are made when the fabric comes up, before placement")
         world = len(self.hosts) if self.hosts else self.hosts_wanted
+        kind = self.workload.kind
+        if kind != "command" and (bad_kind := kind_error(kind, self.algorithm)):
+            raise ValueError(f"algorithm: {bad_kind} (job {self.name})")
         if bad := groups_error(self.algorithm, self.dim_algorithm, world, self.dims):
             raise ValueError(f"{bad[0]}: {bad[1]} (job {self.name})")
+        sizes = getattr(self.workload, "sizes", [])
+        if kind == ALLTOALL and (bad_size := alltoall_sizes_error(sizes, world or 1)):
+            raise ValueError(f"workload.sizes.{bad_size[0]}: {bad_size[1]} (job {self.name})")
         return self
 
 

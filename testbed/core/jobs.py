@@ -9,6 +9,7 @@ from typing import Any
 
 from testbed.core.algorithms import default_dims, groups_error, is_flat, ring_dimension_error
 from testbed.core.errors import FabricLabError, SpecError
+from testbed.core.formulas import ALLTOALL
 from testbed.core.experiment import Experiment, JobSpec
 from testbed.core.registry import SCHEDULES
 from testbed.core.topology import FabricPlan
@@ -33,14 +34,16 @@ class JobRun:
     def record(self) -> dict[str, Any]:
         s = self.spec
         ours = s.workload.kind != "command"  # a command's collectives are its own business
+        reduces = ours and s.workload.kind != ALLTOALL  # the All-Reduce knobs mean something
         return {
             "name": self.name, "hosts": self.hosts, "solo_of": self.solo_of,
             "policy": self.allocation.get("policy"), "spines": self.allocation.get("spines", []),
             "circuits": self.allocation.get("ocs_ports", []),
             "algorithm": s.algorithm if ours else None,
-            "dim_algorithm": s.dim_algorithm if ours else None, "order": s.order if ours else None,
-            "semantics": s.semantics if ours else None,
-            "chunks": s.chunks if ours else None, "transport": s.transport if ours else None,
+            "dim_algorithm": s.dim_algorithm if reduces else None,
+            "order": s.order if reduces else None,
+            "semantics": s.semantics if reduces else None,
+            "chunks": s.chunks if reduces else None, "transport": s.transport if ours else None,
             "workload": s.workload.model_dump(), "start": self.start, "end": self.end,
             "status": self.status, "error": self.error, "results": self.rows,
             **({"command": self.command} if self.command is not None else {}),
@@ -60,6 +63,10 @@ def check_against_fabric(exp: Experiment, plan: FabricPlan) -> None:
         if job.workload.kind == "command" and plan.kind == "multidim":
             raise SpecError(f"jobs.{i}.workload: a command job needs one fabric interface per "
                             "host; run it on a leaf_spine or ocs_leaf_spine fabric")
+        if job.workload.kind == ALLTOALL and plan.kind == "multidim":
+            raise SpecError(f"jobs.{i}.workload.kind: an alltoall job needs one fabric "
+                            "interface per host; run it on a leaf_spine or ocs_leaf_spine "
+                            "fabric")
         if size > len(names):
             raise SpecError(f"jobs.{i}.hosts_wanted: {size} hosts, the fabric has {len(names)}")
         if job.workload.kind == "command":

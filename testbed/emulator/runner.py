@@ -197,6 +197,7 @@ class Runner:
                 extra["dnn"] = w.model_dump(exclude={"kind", "iterations", "warmup"})
             else:
                 extra["sizes"] = w.sizes
+                extra["kind"] = w.kind  # allreduce or alltoall
             res = run_on_fabric(
                 fab, job.hosts, out_dir=self.run_dir / "jobs" / job.name,
                 wall_timeout=self.exp.timeout_s, algorithm=s.algorithm,

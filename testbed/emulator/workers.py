@@ -1,4 +1,5 @@
-"""Run an All-Reduce job's worker processes inside the hosts of a live fabric.
+"""Run a collective job's (All-Reduce or all-to-all) worker processes inside the hosts of a
+live fabric.
 
 Rank r runs in host ``hosts[r]`` and, for every dimension, listens on that host's NIC of
 the dimension (multidim) or its one NIC (leaf-spine), so each dimension's traffic crosses the
@@ -15,6 +16,7 @@ import uuid
 from pathlib import Path
 
 from testbed.core.errors import FabricLabError
+from testbed.core.formulas import ALLTOALL
 from testbed.core.jobs import job_dims
 from testbed.core.registry import COLLECTIVES
 from testbed.core.topology import FabricPlan
@@ -67,6 +69,9 @@ def run_on_fabric(fab, hosts: list[str], *, out_dir: Path, wall_timeout: float |
     if not result.rows:
         raise FabricLabError("the workers finished without recording a single collective")
     wrong = [r.size for r in result.rows if not r.correct]
+    if wrong and config.get("kind") == ALLTOALL:
+        raise FabricLabError(f"the all-to-all of {wrong[0]} bytes per rank delivered a wrong "
+                             "block on some rank")
     if wrong:
         raise FabricLabError(f"the All-Reduce of {wrong[0]} bytes gave a wrong sum on some rank")
     return result

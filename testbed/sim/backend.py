@@ -51,6 +51,14 @@ Collectives
     ``<name>-solo``, one after the other, each on an idle fabric, before the jobs run
     together.
 
+All-to-all workloads
+    The job's all-to-all algorithm (``pairwise``, ``all-pairs``, any of
+    :data:`~testbed.core.registry.ALLTOALLS`) as its synchronous steps over the job's ranks
+    (:meth:`workloads.alltoall.AllToAll.transfers`: pairwise ``n-1`` steps of ``n`` flows of
+    S/n bytes; all-pairs one step of ``n(n-1)`` such flows), one connection per ordered pair,
+    each step ending with its slowest flow; the local block costs nothing. Traces record one
+    ``A2A`` phase per collective and ``in_place`` false, as the worker does.
+
 DNN workloads
     The worker's iteration (:meth:`workloads.worker.Worker.run_dnn`) with the same profile
     (:mod:`workloads.dnn`): forward compute, then each bucket's backward compute, after which
@@ -68,6 +76,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -80,12 +89,12 @@ from sdn_app.policies import get as get_policy
 from sdn_app.policies import policy_for
 from sdn_app.policies.ecmp import SPORTS
 from sdn_app.program import ocs_circuits
-from testbed.core.algorithms import default_dims, is_flat
+from testbed.core.algorithms import default_dims, is_alltoall, is_flat
 from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.experiment import STATIC_POLICY, Experiment
-from testbed.core.formulas import TCP_GOODPUT
+from testbed.core.formulas import ALLREDUCE, ALLTOALL, TCP_GOODPUT
 from testbed.core.jobs import JobRun, check_against_fabric, job_dims
-from testbed.core.registry import COLLECTIVES, SCHEDULES
+from testbed.core.registry import ALLTOALLS, COLLECTIVES, SCHEDULES
 from testbed.core.rundir import base_environment, new_run_dir, write_head, write_results
 from testbed.core.topology import FabricPlan, build_plan, dim_peers
 from testbed.sim.cluster import host_path
@@ -284,9 +293,13 @@ class SimRunner:
         spec, n = p.run.spec, len(p.run.hosts)
         owner = p.run.name
         if is_flat(spec.algorithm):
-            collective = COLLECTIVES.get(spec.algorithm)
+            if is_alltoall(spec.algorithm):
+                transfers, op = ALLTOALLS.get(spec.algorithm).transfers, "A2A"
+            else:
+                transfers = partial(COLLECTIVES.get(spec.algorithm).transfers, "AR")
+                op = "AR"
             conns: dict[tuple[int, int], list[LinkId]] = {}
-            for step in collective.transfers("AR", n, 1.0):  # one connection per pair
+            for step in transfers(n, 1.0):  # one connection per pair
                 for a, b, _ in step:
                     if (a, b) not in conns:
                         conns[(a, b)] = self._connection(net, p, a, b, routes)
@@ -294,10 +307,10 @@ class SimRunner:
             def flat(size: int, done: Callable[[list], None]) -> None:
                 t0 = net.now
                 steps = [[(conns[(a, b)], nbytes) for a, b, nbytes in step]
-                         for step in collective.transfers("AR", n, size)]
+                         for step in transfers(n, size)]
 
                 def end(_t: float) -> None:
-                    spans = [(0, 0, 0, "AR", size, t0, net.now)] if n > 1 else []
+                    spans = [(0, 0, 0, op, size, t0, net.now)] if n > 1 else []
                     done(spans)
 
                 run_steps(net, steps, end, owner=owner, latency=self.latency)
@@ -350,6 +363,7 @@ class SimRunner:
         out.mkdir(parents=True, exist_ok=True)
         spec, world = p.run.spec, len(p.run.hosts)
         flat = is_flat(spec.algorithm)
+        coll_kind = ALLTOALL if spec.workload.kind == ALLTOALL else ALLREDUCE
         chunks = 1 if flat else spec.chunks
         sizes = tuple(p.dims)
         for rank in range(world):
@@ -362,12 +376,14 @@ class SimRunner:
             for c in p.collectives:
                 common = {"run_id": self.run_dir.name, "job_id": p.run.name, "rank": rank,
                           "coll": c.coll, "iteration": c.iteration, "warmup": c.warmup}
-                algbw, busbw = bandwidths(c.size, c.time, world)
+                algbw, busbw = bandwidths(c.size, c.time, world, coll_kind)
                 colls.append({**common, "size": c.size, "count": c.size // 4, "world": world,
-                              "algorithm": spec.algorithm, "transport": spec.transport,
+                              "collective": coll_kind, "algorithm": spec.algorithm,
+                              "transport": spec.transport,
                               "chunks": min(chunks, c.size // 4), "start": c.start,
                               "time": c.time, "algbw": algbw, "busbw": busbw, "correct": True,
-                              "in_place": True})
+                              # an all-to-all is out of place
+                              "in_place": coll_kind != ALLTOALL})
                 for chunk, index, dim, op, nbytes, start, end in c.spans:
                     phases.append({**common, "chunk": chunk, "phase": index, "dim": dim,
                                    "op": op, "bytes": nbytes, "start": start, "end": end,

@@ -10,7 +10,8 @@ sends ``S·(n-1)/n`` bytes over the network, so busbw = algbw·(n-1)/n
 (:func:`testbed.core.formulas.busbw_factor`).
 
 Blocks are equal, so a buffer must split into ``n`` whole float32 blocks
-(:func:`sizes_error`); remainders are refused rather than silently dropped.
+(:func:`testbed.core.algorithms.alltoall_sizes_error`); a remainder is refused, never
+silently dropped.
 
 Each algorithm says, for every layer:
 
@@ -28,6 +29,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from testbed.core.algorithms import alltoall_sizes_error as sizes_error
 from workloads.collectives.base import Group, Transfer
 
 # Element k of block j of rank i is (i·n + j)·PATTERN_PERIOD + k mod PATTERN_PERIOD: it names
@@ -35,19 +37,6 @@ from workloads.collectives.base import Group, Transfer
 # n²·PATTERN_PERIOD < 2^24.
 PATTERN_PERIOD = 251
 MAX_EXACT_RANKS = 258  # the largest n with n²·PATTERN_PERIOD below 2^24
-
-
-def sizes_error(sizes: list[int], world: int) -> tuple[int, str] | None:
-    """``(index, reason)`` for the first per-rank buffer size (bytes) that does not split into
-    ``world`` equal blocks of whole float32 values, else None."""
-    unit = 4 * world
-    for i, size in enumerate(sizes):
-        if size < unit or size % unit:
-            lower = size // unit * unit
-            hint = f"e.g. {lower} or {lower + unit}" if lower else f"e.g. {unit}"
-            return i, (f"{size} bytes do not split into {world} equal blocks of float32 values "
-                       f"(one per rank); use a multiple of {unit} bytes, {hint}")
-    return None
 
 
 def block_bounds(count: int, n: int) -> list[tuple[int, int]]:
