@@ -9,8 +9,8 @@ from typing import Any
 
 from testbed.core.algorithms import default_dims, groups_error, is_flat, ring_dimension_error
 from testbed.core.errors import FabricLabError, SpecError
-from testbed.core.formulas import ALLTOALL
 from testbed.core.experiment import Experiment, JobSpec
+from testbed.core.formulas import ALLTOALL
 from testbed.core.registry import SCHEDULES
 from testbed.core.topology import FabricPlan
 

@@ -29,7 +29,6 @@ from typing import ClassVar
 
 import numpy as np
 
-from testbed.core.algorithms import alltoall_sizes_error as sizes_error
 from workloads.collectives.base import Group, Transfer
 
 # Element k of block j of rank i is (i·n + j)·PATTERN_PERIOD + k mod PATTERN_PERIOD: it names
