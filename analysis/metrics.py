@@ -167,6 +167,7 @@ def job_metrics(run: Run) -> pd.DataFrame:
             "spines": list(job.get("spines") or []),
             "circuits": list(job.get("circuits") or []),
             "algorithm": job.get("algorithm") or (jc["algorithm"].iloc[0] if len(jc) else None),
+            "order": job.get("order"),
             "transport": job.get("transport") or (jc["transport"].iloc[0] if len(jc) else None),
             "workload": kind,
             "status": job.get("status"),
@@ -639,7 +640,8 @@ def _clean(x: Any) -> Any:
     return x
 
 
-JOB_KEYS = ("hosts", "policy", "spines", "circuits", "algorithm", "transport", "workload",
+JOB_KEYS = ("hosts", "policy", "spines", "circuits", "algorithm", "order", "transport",
+            "workload",
             "status", "solo_of", "world", "size_bytes", "iterations", "mean_s", "mean_real_s",
             "p50_s", "p50_real_s", "p99_s", "p99_real_s", "collective_s", "collective_real_s",
             "algbw_gbit_s", "algbw_real_gbit_s", "busbw_gbit_s", "busbw_real_gbit_s", "jct_s",
@@ -669,6 +671,7 @@ def summarise(run: Run | str | Path) -> dict[str, Any]:
         "run": run.name,
         "label": run.label,
         "rate_scale": run.rate_scale,
+        "preset": run.spec.get("preset"),
         "status": run_status(run),
         "jobs": {name: {k: row[k] for k in JOB_KEYS} for name, row in jobs.iterrows()},
         "dimensions": dimension_summary(run),

@@ -32,6 +32,7 @@ class PaperFigure:
     source: str
     ours: Measure
     note: str = ""
+    per: str = "seed"  # what one value of ``ours`` comes from: a seed, a job size, ...
 
 
 _FIGURES: dict[str, list[PaperFigure]] = {}
@@ -82,6 +83,8 @@ def above_isolated(policy: str) -> Measure:
 def _fmt(value: float, unit: str) -> str:
     if unit == "%":
         return f"{value:+.1f}%"
+    if unit == "x":
+        return f"{value:.2f}×"
     return f"{value:.4g} {unit}".strip()
 
 
@@ -96,8 +99,9 @@ def paper_rows(preset: str, summaries: Sequence[Summary]) -> list[dict[str, str]
             ours = _fmt(med, fig.unit)
             if len(values) > 1:
                 ours += f" [{_fmt(min(values), fig.unit)}, {_fmt(max(values), fig.unit)}]"
-            ours += f" ({len(values)} seed{'s' if len(values) > 1 else ''})"
+            ours += f" ({len(values)} {fig.per}{'s' if len(values) > 1 else ''})"
             gap = (f"{med - fig.paper:+.1f} pt" if fig.unit == "%"  # percentage points
+                   else f"{med - fig.paper:+.2f}×" if fig.unit == "x"
                    else _fmt(med - fig.paper, fig.unit))
         else:
             ours, gap = "not measured by these runs", "—"
@@ -120,6 +124,49 @@ register_figures("vclos-paper", [
         "optimum read as every job's run time alone with no waiting (RapidNetSim's run times "
         "never depend on sharing, so its JCT minus its JRT is all waiting)"),
 ])
+
+
+def schedule_gain(order: str) -> Measure:
+    """Per job and size that runs of the same preset measured under the ``baseline`` schedule
+    and under ``themis`` with ``order``: the baseline's mean time over Themis's (the
+    utilisation gain, as the ideal time is the same for both)."""
+    def measure(summaries: Sequence[Summary]) -> list[float]:
+        def times(algorithm: str, want_order: str | None) -> dict[tuple[str, Any], float]:
+            out = {}
+            for s in summaries:
+                for name, job in (s.get("jobs") or {}).items():
+                    if job.get("solo_of") or job.get("algorithm") != algorithm:
+                        continue
+                    if want_order is not None and job.get("order") != want_order:
+                        continue
+                    for size, row in (job.get("sizes") or {}).items():
+                        t = row.get("collective_s")
+                        if isinstance(t, int | float) and t > 0:
+                            out[(name, size)] = t
+            return out
+        base, themis = times("baseline", None), times("themis", order)
+        return [base[k] / themis[k] for k in sorted(base.keys() & themis.keys(), key=str)]
+    return measure
+
+
+def _themis_figures() -> None:
+    """The Themis paper's averages, filed under each of its six systems' presets: a run of one
+    system (scaled down, `preset: NAME`) is set beside the average over all six."""
+    from testbed.core.presets import PRESETS
+
+    per_system = "the paper's figure is its mean over six systems and its sizes; ours is one " \
+                 "system, scaled down for the emulator, over the run's sizes"
+    for name, preset in PRESETS.items():
+        paper = {f.key: f for f in preset.paper}
+        if "mean_gain_scf" not in paper:
+            continue
+        fig = paper["mean_gain_scf"]
+        register_figures(name, [PaperFigure(fig.label, fig.value, "x", fig.source,
+                                            schedule_gain("scf"), per_system,
+                                            per="job size")])
+
+
+_themis_figures()
 
 
 def paper_sections(summaries: Sequence[Summary]) -> list[dict[str, Any]]:

@@ -517,6 +517,7 @@ def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = No
         "runs": ctxs, "multi": multi, "comparison": comparison, "cmp_fig": cmp_fig,
         "cmp_cdf": cmp_cdf, "sections": SECTIONS,
         "headlines": [_headline_context(h) for h in heads],
+        "papers": paper_sections([c["summary"] for c in ctxs]),
     }
     env = _env()
     html = out / "report.html"

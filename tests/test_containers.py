@@ -163,3 +163,20 @@ def test_peer_of_must_name_an_allreduce_job():
     peer["workload"]["peer_of"] = "nobody"
     with pytest.raises(SpecError, match="peer_of 'nobody' must name an allreduce job"):
         experiment(jobs=[fab, peer])
+
+
+def test_a_changed_checkout_rebuilds_only_the_worker_layer(monkeypatch):
+    from testbed.emulator import images
+
+    present = {images.BASE_IMAGE, images.runtime_tag("fabriclab/worker")}
+    built = []
+    monkeypatch.setattr(images, "exists", lambda _client, tag: tag in present)
+    monkeypatch.setattr(images, "_build_worker",
+                        lambda _c, name, runtime, tag, _say: built.append((name, runtime, tag)))
+    monkeypatch.setattr(images, "_prune", lambda *a, **k: None)
+    tag = images.ensure_worker(None, "fabriclab/worker", say=lambda _l: None)
+    assert tag == images.resolve("fabriclab/worker")
+    assert built == [("fabriclab/worker", images.runtime_tag("fabriclab/worker"), tag)]
+    with pytest.raises(FabricLabError, match="fabriclab images --torch"):
+        images.ensure_worker(None, "fabriclab/worker-torch", say=lambda _l: None)
+    assert images.ensure_worker(None, "debian:12") == "debian:12"  # other images: as given

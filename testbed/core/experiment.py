@@ -208,6 +208,8 @@ class Experiment(_Strict):
     switches: Literal["auto", "ovs", "kernel"] = "auto"
     # What the hosts are: network namespaces, or Docker containers (testbed.core.host_runtime).
     hosts: HostRuntime = NAMESPACE
+    # The preset the fabric came from (testbed.core.presets), if any: kept for the report.
+    preset: str | None = None
     solo_baselines: bool = False
     calibrate: bool = False
     sample_hz: Annotated[float, Field(ge=1, le=50)] = 10.0
@@ -262,7 +264,7 @@ def expand(data: dict[str, Any], source: str = "spec") -> list[Experiment]:
     head = validate(ExperimentFile, data, source)
     base = {k: v for k, v in data.items() if k != "variants"}
     if not head.variants:
-        return [validate(Experiment, expand_preset(base, source), source)]
+        return [validate(Experiment, expand_preset(base, source, keep_name=True), source)]
     runs = []
     for i, variant in enumerate(head.variants):
         merged = copy.deepcopy(base)
@@ -271,7 +273,7 @@ def expand(data: dict[str, Any], source: str = "spec") -> list[Experiment]:
         if variant.job_overrides:
             merged["jobs"] = [dict(j, **variant.job_overrides) for j in merged.get("jobs", [])]
         where = f"{source} (variants.{i}: {variant.name})"
-        runs.append(validate(Experiment, expand_preset(merged, where), where))
+        runs.append(validate(Experiment, expand_preset(merged, where, keep_name=True), where))
     return runs
 
 

@@ -172,9 +172,11 @@ def get(name: str, source: str = "--preset") -> Preset:
     return PRESETS[name]
 
 
-def expand_preset(data: Any, source: str = "spec") -> Any:
+def expand_preset(data: Any, source: str = "spec", keep_name: bool = False) -> Any:
     """A spec mapping with ``preset: NAME`` replaced by that preset's scaled-down ``fabric``
-    and its ``rate_scale`` (a preset fixes both, so giving either beside it is a mistake)."""
+    and its ``rate_scale`` (a preset fixes both, so giving either beside it is a mistake);
+    with ``keep_name`` the ``preset`` key stays (an experiment records it, for its report's
+    paper-against-ours table)."""
     if not isinstance(data, dict) or "preset" not in data:
         return data
     name = data["preset"]
@@ -185,6 +187,6 @@ def expand_preset(data: Any, source: str = "spec") -> Any:
         raise SpecError(f"{source}: preset {name} sets the fabric and its rate_scale, so "
                         f"{clash[0]} cannot be given beside it")
     fabric, scale = get(name, f"{source}: preset").emulated()
-    out = {k: v for k, v in data.items() if k != "preset"}
+    out = {k: v for k, v in data.items() if k != "preset" or keep_name}
     out.update(fabric=fabric, rate_scale=scale)
     return out

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.core.errors import FabricLabError
-from testbed.core.host_runtime import HostRuntime
+from testbed.core.host_runtime import TORCH_IMAGE, HostRuntime
 from testbed.emulator.cleanup import MARK, RunState
 from testbed.emulator.mn_nodes import OwnedHost
 
@@ -99,8 +99,10 @@ def image_error(client: Any, image: str) -> str | None:
         client.images.get(image)
         return None
     except docker.errors.ImageNotFound:
+        command = "fabriclab images --torch" if image.startswith(TORCH_IMAGE + ":") \
+            else "fabriclab images"
         return (f"the container image {image} is not on this machine: build the project's "
-                "images with `fabriclab images` (no registry is reachable from here)")
+                f"images with `{command}` (no registry is reachable from here)")
 
 
 class ContainerHost(OwnedHost):

@@ -266,8 +266,9 @@ class Fabric:
         self.state.engine = [p.as_list() for p in started]
         self.state.save()
         self._docker = docker_engine.client()
-        for rt in {rt for rt in self.containers.values()}:
-            if problem := image_error(self._docker, images.resolve(rt.image)):
+        for image in sorted({rt.image for rt in self.containers.values()}):
+            if problem := image_error(self._docker, images.ensure_worker(
+                    self._docker, image, say=log.warning)):
                 raise FabricLabError(problem)
 
     def _container_hosts(self, topo: Any) -> None:

@@ -115,6 +115,26 @@ def build(client: Any, torch: bool = False, say: Say = print) -> list[str]:
     return tags
 
 
+def ensure_worker(client: Any, image: str, say: Say = print) -> str:
+    """The tag ``image`` (a spec's) means, built first if it is one of the project's worker
+    images and only this checkout's thin layer is missing (seconds: the code changed since
+    the last build). Raises FabricLabError naming the command when more is missing."""
+    tag = resolve(image)
+    if exists(client, tag) or image not in RUNTIMES:
+        return tag
+    runtime = runtime_tag(image)
+    if not (exists(client, BASE_IMAGE) and exists(client, runtime)):
+        command = "fabriclab images --torch" if image == TORCH_IMAGE else "fabriclab images"
+        raise FabricLabError(f"the container image {tag} is not on this machine: build the "
+                             f"project's images with `{command}` (once; no registry is "
+                             "reachable from here)")
+    say(f"{tag}: this checkout's code changed since the image was built; rebuilding its "
+        "top layer")
+    _build_worker(client, image, runtime, tag, say)
+    _prune(client, image, "worker", keep=tag)
+    return tag
+
+
 def build_base(client: Any, say: Say = print, mirror: str = DEBIAN_MIRROR) -> None:
     """debootstrap a minimal bookworm and import it as :data:`BASE_IMAGE`."""
     if shutil.which("debootstrap") is None:
