@@ -24,12 +24,12 @@ Each algorithm says, for every layer:
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from typing import ClassVar
 
 import numpy as np
 
-from workloads.collectives.base import Group, Transfer
+from workloads.collectives.base import Group, LinkPattern, Transfer
 
 # Element k of block j of rank i is (i·n + j)·PATTERN_PERIOD + k mod PATTERN_PERIOD: it names
 # its sender, its destination and its place in the block, and stays exact in float32 while
@@ -71,7 +71,7 @@ def received_correctly(recv: np.ndarray, rank: int, n: int) -> bool:
                               pattern) for j, (lo, hi) in enumerate(bounds))
 
 
-class AllToAll(ABC):
+class AllToAll(LinkPattern):
     """One all-to-all algorithm over a group of ``n`` ranks (positions ``0..n-1``)."""
 
     name: ClassVar[str]
@@ -82,14 +82,6 @@ class AllToAll(ABC):
             return (f"{n} ranks are more than the {MAX_EXACT_RANKS} whose blocks the "
                     "correctness check can tell apart exactly")
         return None
-
-    @abstractmethod
-    def link_roles(self, pos: int, n: int) -> list[tuple[int, int]]:
-        """Per link position ``pos`` needs: (position it sends to, position it receives from)."""
-
-    def link_count(self, n: int) -> int:
-        """Links each position of a group of ``n`` holds."""
-        return len(self.link_roles(0, n))
 
     @abstractmethod
     def run(self, group: Group, send: np.ndarray, recv: np.ndarray, coll: int) -> None:

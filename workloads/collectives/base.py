@@ -54,15 +54,9 @@ class Group:
     links: tuple[Link, ...] = ()
 
 
-class Collective(ABC):
-    """One All-Reduce algorithm (Reduce-Scatter then All-Gather) over a group of ranks."""
-
-    name: ClassVar[str]
-    is_flat: ClassVar[bool] = True  # runs over a job as one group (a schedule is not flat)
-
-    def group_size_error(self, n: int) -> str | None:
-        """Why ``n`` ranks cannot form a group of this algorithm (None: they can)."""
-        return None
+class LinkPattern(ABC):
+    """What a group algorithm needs of its links: the peers each position sends to and
+    receives from (the launcher opens exactly these connections)."""
 
     @abstractmethod
     def link_roles(self, pos: int, n: int) -> list[tuple[int, int]]:
@@ -71,6 +65,17 @@ class Collective(ABC):
     def link_count(self, n: int) -> int:
         """Links each position of a group of ``n`` holds."""
         return len(self.link_roles(0, n))
+
+
+class Collective(LinkPattern):
+    """One All-Reduce algorithm (Reduce-Scatter then All-Gather) over a group of ranks."""
+
+    name: ClassVar[str]
+    is_flat: ClassVar[bool] = True  # runs over a job as one group (a schedule is not flat)
+
+    def group_size_error(self, n: int) -> str | None:
+        """Why ``n`` ranks cannot form a group of this algorithm (None: they can)."""
+        return None
 
     @abstractmethod
     def reduce_scatter(self, group: Group, buf: np.ndarray, coll: int, chunk: int = 0,

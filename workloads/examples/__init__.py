@@ -3,11 +3,27 @@ follow the iteration-log convention (:mod:`workloads.iteration_log`)."""
 
 from __future__ import annotations
 
+import datetime
 import os
 import sys
+from typing import Any
 
 NO_TORCH = ("torch is not installed here: run this in the fabriclab/worker-torch image "
             "(`fabriclab images --torch`) or `pip install -e '.[peers]'`")
+
+
+def init_gloo(timeout_s: float) -> Any:
+    """``torch`` with one thread and the Gloo process group up (``env://``: RANK,
+    WORLD_SIZE, MASTER_ADDR, MASTER_PORT); None, after saying why, if torch is missing."""
+    try:
+        import torch
+        import torch.distributed as dist
+    except ImportError:
+        print(NO_TORCH, file=sys.stderr)
+        return None
+    torch.set_num_threads(1)  # fabriclab's workers reduce on one thread as well
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=timeout_s))
+    return torch
 
 
 def exit_now(code: int) -> None:

@@ -14,12 +14,11 @@ Reads RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and GLOO_SOCKET_IFNAME from the
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import sys
 import time
 
-from workloads.examples import NO_TORCH, exit_now
+from workloads.examples import exit_now, init_gloo
 
 
 def main() -> int:
@@ -29,14 +28,10 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--timeout-s", type=float, default=600.0)
     args = ap.parse_args()
-    try:
-        import torch
-        import torch.distributed as dist
-    except ImportError:
-        print(NO_TORCH, file=sys.stderr)
+    torch = init_gloo(args.timeout_s)
+    if torch is None:
         return 2
-    torch.set_num_threads(1)  # fabriclab's workers reduce on one thread as well
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.timeout_s))
+    dist = torch.distributed
     rank, world = dist.get_rank(), dist.get_world_size()
     tensor = torch.empty(args.size_bytes // 4, dtype=torch.float32)
     want = world * (world + 1) / 2

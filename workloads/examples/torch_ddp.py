@@ -16,12 +16,11 @@ or ``pip install -e '.[peers]'`` for namespace hosts.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import sys
 import time
 
-from workloads.examples import NO_TORCH, exit_now
+from workloads.examples import exit_now, init_gloo
 
 
 def main() -> int:
@@ -33,16 +32,13 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--timeout-s", type=float, default=600.0)
     args = ap.parse_args()
-    try:
-        import torch
-        import torch.distributed as dist
-        import torch.nn.functional as F
-        from torch import nn
-    except ImportError:
-        print(NO_TORCH, file=sys.stderr)
+    torch = init_gloo(args.timeout_s)
+    if torch is None:
         return 2
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.timeout_s))
+    import torch.nn.functional as F
+    from torch import nn
+
+    dist = torch.distributed
     rank = dist.get_rank()
     torch.manual_seed(0)  # the same initial model everywhere (DDP broadcasts it anyway)
     layers: list[nn.Module] = []
