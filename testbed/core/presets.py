@@ -177,8 +177,8 @@ def expand_preset(data: Any, source: str = "spec", keep_name: bool = False) -> A
     and its ``rate_scale`` (a preset fixes both, so giving either beside it is a mistake);
     with ``keep_name`` the ``preset`` key stays (an experiment records it, for its report's
     paper-against-ours table)."""
-    if not isinstance(data, dict) or "preset" not in data:
-        return data
+    if not isinstance(data, dict) or data.get("preset") is None:
+        return data  # no preset (or `preset: null`, as a dumped experiment says it)
     name = data["preset"]
     if not isinstance(name, str):
         raise SpecError(f"{source}: preset must be a name, one of {', '.join(PRESETS)}")
