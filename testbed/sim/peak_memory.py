@@ -82,5 +82,5 @@ def peak_rss() -> Iterator[RssWindow]:
                 # The peak of a window holds its start. The kernel's counts can disagree by a
                 # little: each thread batches its RSS changes (SPLIT_RSS_COUNTING) before the
                 # process's total sees them, and a Dask worker has several threads; a CI run
-                # read a peak 1 MB under the start.
+                # read a peak under the start.
                 window.rss_start_bytes, window.peak_rss_bytes = start, max(peak, start)
