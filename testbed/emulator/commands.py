@@ -18,6 +18,7 @@ the others get a short grace, then are killed, as a hung collective would never 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -80,7 +81,7 @@ def run_command_on_fabric(fab: Any, hosts: list[str], argv: list[str], *, job_di
             err = open(job_dir / f"stderr-rank{rank}.log", "wb")  # noqa: SIM115
             files += [out, err]
             procs[rank] = fab.popen(host, program_argv(argv),
-                                    env=fab.environment(host) | (env or {}) | variables,
+                                    env=dict(os.environ) | (env or {}) | variables,
                                     stdin=subprocess.DEVNULL, stdout=out, stderr=err)
         codes = _wait(procs, wall_timeout)
     except BaseException:

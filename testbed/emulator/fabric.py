@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import shlex
 import signal
 import subprocess
@@ -217,11 +216,6 @@ class Fabric:
     @property
     def _ovs(self) -> bool:
         return self.switches == "ovs"
-
-    def environment(self, host: str) -> dict[str, str]:
-        """The environment a program in ``host`` starts from: this process's (a container
-        host replaces what is merely inherited with its image's own)."""
-        return dict(os.environ)
 
     def popen(self, host: str, args: list[str], **kwargs: Any) -> subprocess.Popen:
         """Start a process inside a host (argument list, never a shell string)."""
