@@ -182,12 +182,11 @@ def _modelled_times(run: Run, jobs: dict[str, dict[str, Any]]) -> dict[str, floa
     from workloads.model import DEFAULT_SEMANTICS, predict
 
     bw = metrics.dim_bandwidths(run.topology)
-    dims_of = metrics._job_dims(run)
     out = {}
     for job in _tenants(run):
         name, algo = str(job["name"]), str(job.get("algorithm"))
         size = _num((jobs.get(name) or {}).get("size_bytes"))
-        dims = dims_of.get(name) or []
+        dims = job.get("dims") or []  # as the run resolved them (jobs.json)
         if is_flat(algo) or size is None or not dims or any(d not in bw for d in range(len(dims))):
             continue
         try:

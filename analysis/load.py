@@ -201,18 +201,16 @@ def _iterations(job_dir: Path, job: str) -> pd.DataFrame | None:
 
 
 def _loopback_job(root: Path) -> dict[str, Any] | None:
-    """The job record of a ``fabriclab allreduce --out`` directory (from rank 0's config and
-    the traces' time span), or None when ``root`` is not one."""
+    """The job record of a ``fabriclab allreduce --out`` directory (the resolved job in rank
+    0's config, with the traces' time span), or None when ``root`` is not one."""
     config = _read_json(root / "config-rank0.json", None)
-    if not isinstance(config, dict) or "job_id" not in config:
+    job = config.get("job") if isinstance(config, dict) else None
+    if not isinstance(job, dict) or "name" not in job:
         return None
     colls = read_table(root, "collectives").to_pandas()
-    world = int(config.get("world_size") or 0)
+    world = len(job.get("hosts") or [])
     finished = colls["rank"].nunique() == world if len(colls) else False
-    return {"name": str(config["job_id"]), "hosts": [f"rank{r}" for r in range(world)],
-            "solo_of": None, "policy": None,
-            **{k: config.get(k) for k in ("algorithm", "dim_algorithm", "order", "chunks",
-                                          "transport", "dims", "workload")},
+    return {**job, "name": str(job["name"]), "solo_of": None, "policy": None,
             "start": float(colls["start"].min()) if len(colls) else None,
             "end": float((colls["start"] + colls["time"]).max()) if len(colls) else None,
             "status": "ok" if finished else "incomplete"}

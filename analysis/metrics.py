@@ -20,9 +20,10 @@ in Gbit/s, named ``*_gbit_s``):
   end), its peak the highest over any 0.5 s stretch in that window.
 - **Dimension utilisation** (per rank, over the time the rank spent in measured collectives):
   ``active_fraction`` = fraction of that time the dimension had at least one phase in flight;
-  ``bytes_util`` = bytes the rank sent on the dimension ÷ (B_d · t), where a ring phase on
-  ``n`` ranks sends ``b(n−1)/n`` (RS, AG; ``b`` = the larger of input/output) or ``2b(n−1)/n``
-  (AR), and ``B_d`` is the dimension's configured per-host rate; ``link_util`` = mean
+  ``bytes_util`` = bytes the rank sent on the dimension ÷ (B_d · t), the bytes as the trace
+  recorded them (each phase's ``sent_bytes``: the collective's own count, so a collective
+  that is not bandwidth-optimal is measured by what it sent), and ``B_d`` the dimension's
+  configured per-host rate; ``link_util`` = mean
   utilisation of the fabric links of that dimension (kinds ``dim``/``ring``) over the run.
 - **Fairness**: Jain's index ``(Σx)²/(n·Σx²)`` over the jobs that are not solo baselines, on
   ``x = 1/slowdown`` over those with a solo baseline when at least two have one (normalised
@@ -48,7 +49,6 @@ import numpy as np
 import pandas as pd
 
 from analysis.load import Run, load_run
-from testbed.core.algorithms import is_flat
 from testbed.core.formulas import ALLREDUCE, ALLTOALL, busbw_factor
 from testbed.core.scaling import with_real
 
@@ -437,32 +437,13 @@ def dim_bandwidths(topology: dict[str, Any]) -> dict[int, float]:
     return out
 
 
-def ring_sizes(phases: pd.DataFrame, fallback: dict[str, list[int]] | None = None
-               ) -> dict[tuple[str, int], int]:
-    """Ring size of every ``(job, dim)``: the length of the cycle the ``peer`` column traces
-    (rank → next rank), else the job's ``fallback`` dims, else 2."""
-    out = {}
-    for (job, dim), g in phases.groupby(["job", "dim"], sort=True):
-        nxt = g.groupby("rank")["peer"].agg(lambda s: s.mode().iloc[0]).to_dict()
-        start = min(nxt)
-        seen, r = [start], nxt[start]
-        while r in nxt and r not in seen:
-            seen.append(r)
-            r = nxt[r]
-        if r == start and len(seen) > 1:
-            out[(job, int(dim))] = len(seen)
-        else:
-            dims = (fallback or {}).get(job) or []
-            out[(job, int(dim))] = int(dims[dim]) if dim < len(dims) else 2
-    return out
-
-
-def sent_bytes(phases: pd.DataFrame, sizes: dict[tuple[str, int], int]) -> np.ndarray:
-    """Bytes each phase row's rank sent: ``b(n−1)/n`` for RS and AG, ``2b(n−1)/n`` for AR."""
-    n = np.array([sizes.get((j, int(d)), 2) for j, d in zip(phases["job"], phases["dim"],
-                                                            strict=True)], dtype=float)
-    factor = np.where(phases["op"].to_numpy() == "AR", 2.0, 1.0)
-    return phases["bytes"].to_numpy(dtype=float) * factor * (n - 1) / n
+def phase_sent(phases: pd.DataFrame) -> np.ndarray:
+    """Bytes each phase row's rank sent, as its worker or the simulator recorded it
+    (``sent_bytes``: the collective's own count); NaN where a trace older than that column
+    does not say."""
+    if "sent_bytes" not in phases:
+        return np.full(len(phases), np.nan)
+    return pd.to_numeric(phases["sent_bytes"], errors="coerce").to_numpy(dtype=float)
 
 
 def _merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -493,33 +474,20 @@ def _covered(edges: np.ndarray, s: np.ndarray, e: np.ndarray,
     return np.diff(cum.sum(axis=1))
 
 
-def _job_dims(run: Run) -> dict[str, list[int]]:
-    """Per job, the dims it used: the job's own ``dims`` else the multidim fabric's."""
-    fabric = [int(d["size"]) for d in (run.topology.get("spec") or {}).get("dims", [])
-              if isinstance(d, dict) and "size" in d]
-    out = {}
-    for j in run.jobs:
-        dims = j.get("dims") or (j.get("workload") or {}).get("dims") or fabric
-        if is_flat(str(j.get("algorithm"))):
-            dims = [len(j.get("hosts") or []) or 2]
-        out[str(j["name"])] = list(dims)
-    return out
-
-
-def _measured(run: Run) -> tuple[pd.DataFrame, dict[tuple[str, int], int]]:
+def _measured(run: Run) -> pd.DataFrame:
+    """The measured (not warm-up) phase rows, each with the bytes its rank sent (``sent``)."""
     ph = run.phases[~run.phases["warmup"].astype(bool)]
-    return ph, ring_sizes(run.phases, _job_dims(run))
+    return ph.assign(sent=phase_sent(ph))
 
 
 def dimension_activity(run: Run) -> pd.DataFrame:
     """One row per ``(job, rank, dim)`` over the rank's measured collectives: ``window_s``
     (time in collectives), ``active_fraction``, ``sent`` bytes and ``bytes_util``."""
-    ph, sizes = _measured(run)
+    ph = _measured(run)
     cols = ["job", "rank", "dim", "window_s", "active_fraction", "sent", "bytes_util"]
     if ph.empty:
         return pd.DataFrame(columns=cols)
     bw = dim_bandwidths(run.topology)
-    ph = ph.assign(sent=sent_bytes(ph, sizes))
     co = run.collectives[~run.collectives["warmup"].astype(bool)]
     rows = []
     for (job, rank), g in ph.groupby(["job", "rank"], sort=True):
@@ -532,7 +500,7 @@ def dimension_activity(run: Run) -> pd.DataFrame:
         for dim, gd in g.groupby("dim", sort=True):
             s, e = _merge(gd["start"].to_numpy(), gd["end"].to_numpy())
             active = float((e - s).sum())
-            sent = float(gd["sent"].sum())
+            sent = float(gd["sent"].sum(min_count=1))
             b = bw.get(int(dim)) or bw.get(0)
             rows.append({"job": job, "rank": int(rank), "dim": int(dim), "window_s": window,
                          "active_fraction": active / window if window else None,
@@ -553,11 +521,10 @@ def dimension_timeline(run: Run, edges: np.ndarray) -> pd.DataFrame:
     """Per time bin (index = bin centre, monotonic seconds) and dimension: ``active`` = mean
     over the hosts that use the dimension of the fraction of the bin it had a phase in flight,
     ``bytes`` = bytes sent on it ÷ (hosts · B_d · bin); columns are ``(metric, dim)``."""
-    ph, sizes = _measured(run)
+    ph = _measured(run)
     centres = (edges[:-1] + edges[1:]) / 2
     if ph.empty:
         return pd.DataFrame(index=centres)
-    ph = ph.assign(sent=sent_bytes(ph, sizes))
     hosts = _hosts_of(run)
     ph = ph.assign(host=[hosts.get((j, int(r)), f"{j}#{r}")
                          for j, r in zip(ph["job"], ph["rank"], strict=True)])

@@ -169,9 +169,9 @@ def build_multidim_run(root: Path, name: str = "themis", *, faithful: bool = Tru
                            "iteration": k - 1, "warmup": k < 1, "chunk": p["chunk"],
                            "phase": p["phase"], "dim": p["dim"], "op": p["op"],
                            "bytes": nbytes, "start": c0 + p["start"], "end": c0 + p["end"],
-                           "peer": topo.neighbour(r, p["dim"], 1)}
+                           "group": 2, "sent_bytes": nbytes // 2 * (2 if p["op"] == "AR" else 1)}
                     phases.append(row)
-                    sent = nbytes / 2 * (2 if p["op"] == "AR" else 1)
+                    sent = row["sent_bytes"]
                     sw = f"d{p['dim']}s{r // 2 if p['dim'] == 0 else r % 2}"
                     for key in ((hosts[r], sw), (sw, hosts[topo.neighbour(r, p["dim"], 1)])):
                         traffic.setdefault(key, []).append(
@@ -179,7 +179,8 @@ def build_multidim_run(root: Path, name: str = "themis", *, faithful: bool = Tru
             t = c0 + span
         t += GAP
         _write_job_traces(root / "_staging" / alg, phases, colls)
-        jobs.append({"name": alg, "hosts": hosts, "policy": "static", "spines": [],
+        jobs.append({"name": alg, "hosts": hosts, "dims": [2, 2], "policy": "static",
+                     "spines": [],
                      "circuits": [], "algorithm": alg, "order": "fifo", "chunks": 2,
                      "transport": transport,
                      "workload": {"kind": "allreduce", "sizes": [SIZE], "iterations": 2,
@@ -231,13 +232,14 @@ def build_leaf_spine_run(root: Path, name: str = "ecmp", *, policy: str = "ecmp"
                 phases.append({"run_id": name, "job_id": job, "rank": r, "coll": k,
                                "iteration": k - 1, "warmup": k < 1, "chunk": 0, "phase": 0,
                                "dim": 0, "op": "AR", "bytes": LS_SIZE, "start": c0,
-                               "end": c0 + ct, "peer": peer})
+                               "end": c0 + ct, "group": 2, "sent_bytes": LS_SIZE})
                 for hop in _ls_route(h, ids[peer], spine):
                     traffic.setdefault(hop, []).append({"start": c0, "end": c0 + ct,
                                                         "sent": LS_SIZE})
             t = c0 + ct
         _write_job_traces(staging / job, phases, colls)
-        jobs.append({"name": job, "hosts": [f"h{i}" for i in ids], "policy": policy,
+        jobs.append({"name": job, "hosts": [f"h{i}" for i in ids], "dims": [2],
+                     "policy": policy,
                      "spines": [spine] if policy != "ecmp" else [], "circuits": [],
                      "algorithm": "ring", "order": "fifo", "chunks": 1,
                      "transport": "zerocopy", "workload": wl, "solo_of": solo,
@@ -253,7 +255,7 @@ def build_leaf_spine_run(root: Path, name: str = "ecmp", *, policy: str = "ecmp"
                 phases.append({"run_id": name, "job_id": "dnn", "rank": r, "coll": k,
                                "iteration": k - 1, "warmup": k < 1, "chunk": 0, "phase": 0,
                                "dim": 0, "op": "AR", "bytes": LS_SIZE, "start": c0,
-                               "end": c0 + 0.2, "peer": (r + 1) % 2})
+                               "end": c0 + 0.2, "group": 2, "sent_bytes": LS_SIZE})
                 iters.append({"run_id": name, "job_id": "dnn", "rank": r, "iteration": k - 1,
                               "warmup": k < 1, "model": "resnet50", "start": it0,
                               "end": it0 + 0.5, "iteration_time": 0.5, "compute_time": 0.3,

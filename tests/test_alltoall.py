@@ -207,7 +207,8 @@ def test_the_launcher_and_the_worker_refuse_uneven_blocks(tmp_path: Path) -> Non
         run_local(ranks=3, sizes=[24, 16], algorithm="pairwise", kind="alltoall")
     (cfg,) = local_configs(ranks=1, dims=[1], algorithm="pairwise", kind="alltoall",
                            sizes=[4], out_dir=tmp_path)[:1]
-    bad = dict(cfg, world_size=2, dims=[2], addresses=cfg["addresses"] * 2)
+    bad = dict(cfg, job=dict(cfg["job"], hosts=["rank0", "rank1"], dims=[2]),
+               addresses=cfg["addresses"] * 2)
     with pytest.raises(ValidationError, match=r"workload\.sizes\.0: 4 bytes do not split into 2"):
         WorkerConfig.model_validate(bad)
     with pytest.raises(FabricLabError, match="ring is an All-Reduce algorithm"):

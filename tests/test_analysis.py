@@ -84,11 +84,11 @@ def test_jain_index():
     assert metrics.jain([]) is None
 
 
-def test_ring_size_follows_the_peer_cycle():
-    ph = pd.DataFrame({"job": "j", "dim": 0, "rank": [0, 1, 2], "peer": [1, 2, 0]})
-    assert metrics.ring_sizes(ph) == {("j", 0): 3}
-    broken = ph.iloc[:2]  # rank 2 never traced: fall back to the job's dims
-    assert metrics.ring_sizes(broken, {"j": [5]}) == {("j", 0): 5}
+def test_sent_bytes_are_read_from_the_trace_not_inferred():
+    ph = pd.DataFrame({"op": ["RS", "AR"], "bytes": [100, 100], "sent_bytes": [75, 400]})
+    assert list(metrics.phase_sent(ph)) == [75, 400]  # whatever the collective sent
+    older = ph.drop(columns="sent_bytes")  # a trace without the column does not say
+    assert np.isnan(metrics.phase_sent(older)).all()
 
 
 def test_dimension_activity_of_baseline_and_themis(runs):

@@ -116,18 +116,18 @@ def test_summarize_stats_skip_warmup():
 def test_worker_config_workload_or_dnn(tmp_path):
     base = local_configs(ranks=2, dims=[2], algorithm="ring", sizes=[4], out_dir=tmp_path)[0]
     assert WorkerConfig.model_validate(base).dnn is None
-    # Both: DNN mode; the size workload only lends its iterations / warm-up (testbed runner).
-    both = WorkerConfig.model_validate({**base, "dnn": {"model": "dlrm"}})
-    assert both.dnn is not None and both.dnn.iterations is None and both.workload is not None
-    no_work = {k: v for k, v in base.items() if k != "workload"}
-    with pytest.raises(ValidationError, match="give a workload"):
-        WorkerConfig.model_validate(no_work)
-    cfg = WorkerConfig.model_validate({**no_work, "dnn": {"model": "Transformer"}})
-    assert cfg.dnn is not None and cfg.dnn.model == "bert-large"
-    with pytest.raises(ValidationError, match="unknown model"):
-        WorkerConfig.model_validate({**no_work, "dnn": {"model": "alexnet"}})
+    dnn_job = dict(base["job"], workload={"kind": "dnn", "model": "dlrm"})
+    cfg = WorkerConfig.model_validate({**base, "job": dnn_job})
+    assert cfg.dnn is not None and cfg.dnn.model == "dlrm" and cfg.dnn.iterations == 3
+    (alias,) = local_configs(ranks=2, dims=[2], algorithm="ring", dnn={"model": "Transformer"},
+                             out_dir=tmp_path)[:1]
+    assert WorkerConfig.model_validate(alias).dnn.model == "bert-large"
+    with pytest.raises(FabricLabError, match="unknown model"):
+        local_configs(ranks=2, dims=[2], algorithm="ring", dnn={"model": "alexnet"},
+                      out_dir=tmp_path)
     with pytest.raises(ValidationError):
-        WorkerConfig.model_validate({**no_work, "dnn": {"model": "dlrm", "compute": "gpu"}})
+        WorkerConfig.model_validate({**base, "job": dict(dnn_job, workload={
+            "kind": "dnn", "model": "dlrm", "compute": "gpu"})})
     with pytest.raises(FabricLabError, match="either sizes or a dnn"):
         run_local(ranks=2, out_dir=tmp_path)
 
@@ -216,10 +216,7 @@ def test_hierarchical_dnn_in_threads(tmp_path, algorithm, dims, compute):
     """The DNN mode runs on the chunked hierarchical All-Reduce too (in-process ranks)."""
     opts = {"model": "gnmt", "scale": 1e-4, "compute_scale": 0.005, "compute": compute}
     cfgs = local_configs(ranks=4, dims=dims, algorithm=algorithm, out_dir=tmp_path, chunks=3,
-                         timeout=10, dnn=opts)
-    for c in cfgs:  # as the testbed runner does: iterations / warm-up from a size workload
-        c["dnn"] = opts
-        c["workload"] = {"sizes": [4], "iterations": 2, "warmup": 0}
+                         timeout=10, dnn=opts, iterations=2, warmup=0)
 
     def body(worker):
         trace = TraceWriter(tmp_path, worker.cfg.rank, dnn=True)

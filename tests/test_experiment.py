@@ -118,9 +118,12 @@ def test_a_jobs_semantics_defaults_to_astra_sim_and_reaches_the_worker_config(tm
     with pytest.raises(SpecError, match="semantics"):
         expand({**exp.model_dump(), "jobs": [{**exp.jobs[0].model_dump(),
                                                "semantics": "ns3"}]})
+    from testbed.core.jobs import resolve
     from testbed.emulator.workers import fabric_configs
 
     plan = build_plan(exp.fabric)
-    cfg = fabric_configs(plan, [h.name for h in plan.hosts], algorithm="themis",
-                         out_dir=tmp_path, sizes=[1 << 20], semantics="fabriclab")[0]
-    assert WorkerConfig.model_validate(cfg).semantics == "fabriclab"
+    spec = exp.jobs[0].model_copy(update={"semantics": "fabriclab"})
+    job = resolve(spec, plan, [h.name for h in plan.hosts])
+    assert job.dims == [2, 2] and job.dim_rates_bps == [10e6, 20e6]
+    cfg = fabric_configs(plan, job, out_dir=tmp_path)[0]
+    assert WorkerConfig.model_validate(cfg).job.semantics == "fabriclab"

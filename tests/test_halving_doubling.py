@@ -180,9 +180,14 @@ def test_processes_flat_and_themis_halving_doubling_both_transports(tmp_path):
     colls = read_table(tmp_path / "flat-zerocopy", "collectives").to_pandas()
     assert set(colls["algorithm"]) == {"halving-doubling"} and set(colls["chunks"]) == {1}
     phases = read_table(tmp_path / "themis", "phases").to_pandas()
-    topo = Topology((2, 4))  # the recorded peer is the next member of the phase's group
+    # each phase records its group (its dimension's size) and what the rank sent in it,
+    # halving-doubling's own count
+    assert (phases["group"] == phases["dim"].map({0: 2, 1: 4})).all()
+    hd = COLLECTIVES.get("halving-doubling")
     for _, p in phases.head(30).iterrows():
-        assert p["peer"] == topo.neighbour(int(p["rank"]), int(p["dim"]), 1)
+        n, nbytes = int(p["group"]), int(p["bytes"])
+        assert p["sent_bytes"] == round(hd.sent_bytes(p["op"], n,
+                                                      nbytes / n if p["op"] == "AG" else nbytes))
 
 
 def test_cli_allreduce_halving_doubling(capsys):
@@ -267,9 +272,8 @@ def test_power_of_two_dims_pass_the_checks():
 
 
 def test_worker_and_launcher_refuse_a_bad_group(tmp_path):
-    with pytest.raises(ValueError, match="dim_algorithm: halving-doubling needs"):
-        WorkerConfig(**configs(tmp_path, 6, [2, 3], "themis",
-                               dim_algorithm="halving-doubling")[0])
+    with pytest.raises(FabricLabError, match="dim_algorithm: halving-doubling needs"):
+        configs(tmp_path, 6, [2, 3], "themis", dim_algorithm="halving-doubling")
     with pytest.raises(FabricLabError, match="power-of-two") as info:
         run_local(ranks=6, sizes=[64], algorithm="halving-doubling", out_dir=tmp_path)
     assert "\n" not in str(info.value)
@@ -324,8 +328,8 @@ def test_sim_flat_halving_doubling_on_leaf_spine(tmp_path):
     # one connection per ordered pair of partners: 4 ranks x log2(4) partners
     assert len(runner.routes["together"]["a"]) == 8
     ph = r.phases
-    assert set(ph["op"]) == {"AR"} and set(zip(ph["rank"], ph["peer"], strict=True)) == {
-        (0, 1), (1, 2), (2, 3), (3, 0)}
+    assert set(ph["op"]) == {"AR"} and set(ph["group"]) == {4}
+    assert set(ph["sent_bytes"]) == {2 * (1 << 20) * 3 // 4}
 
 
 def test_sim_backend_check_refuses_a_bad_group():

@@ -70,12 +70,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import field_validator
 
+from testbed.core.experiment import DEFAULT_BUCKET_CAP_MB
 from testbed.core.experiment import DnnWorkload as DnnSpec
 
 BYTES_PER_PARAM = 4  # float32 gradients
-DEFAULT_CAP_MB = 25.0
 
 
 @dataclass(frozen=True)
@@ -287,7 +287,7 @@ def _scaled_bytes(params: int, scale: float) -> int:
 
 
 def profile(name: str, scale: float = 1.0, compute_scale: float = 1.0,
-            bucket_cap_mb: float = DEFAULT_CAP_MB, split_oversized: bool = True) -> Profile:
+            bucket_cap_mb: float = DEFAULT_BUCKET_CAP_MB, split_oversized: bool = True) -> Profile:
     """The iteration profile of model ``name`` (see the module docstring).
 
     ``scale`` (0 < scale ≤ 1) multiplies every bucket's bytes, ``compute_scale`` (≥ 0) every
@@ -325,22 +325,17 @@ def profile(name: str, scale: float = 1.0, compute_scale: float = 1.0,
 
 
 class DnnWorkload(DnnSpec):
-    """The DNN mode of a worker: the spec's DNN workload (:class:`testbed.core.experiment.
-    DnnWorkload`, whose fields and defaults it keeps) plus what only the worker needs. Replays
-    ``model``'s training iterations (see :func:`profile`).
+    """The spec's DNN workload (:class:`testbed.core.experiment.DnnWorkload`, whose fields and
+    defaults it keeps) as a worker replays it: ``model`` may be an alias here, and
+    :meth:`profile` gives the iteration (see :func:`profile`).
 
     ``compute`` is how compute time is spent: ``sleep`` (like a GPU: the CPU stays free for
     communication) or ``busy`` (spin on small numpy work, competing with the communication
-    thread for the interpreter and a core: a stress mode). ``model`` may be an alias here.
-    ``iterations`` / ``warmup`` left unset come from the worker's size workload if it has one,
-    else 3 and 1.
+    thread for the interpreter and a core: a stress mode).
     """
 
     kind: Literal["dnn"] = "dnn"
     model: str  # type: ignore[assignment]
-    iterations: int | None = Field(default=None, ge=1)  # type: ignore[assignment]
-    warmup: int | None = Field(default=None, ge=0)  # type: ignore[assignment]
-    bucket_cap_mb: float = Field(default=DEFAULT_CAP_MB, gt=0)
 
     @field_validator("model")
     @classmethod

@@ -120,7 +120,9 @@ def schedule(
 
 @dataclass(frozen=True)
 class PhaseRecord:
-    """What one rank did in one chunk phase (for traces)."""
+    """What one rank did in one chunk phase (for traces): ``nbytes`` is the larger of its
+    input and output, ``group`` the ranks it ran among, ``sent_bytes`` what this rank sent
+    (the collective's own count, :meth:`~workloads.collectives.Collective.sent_bytes`)."""
 
     coll: int
     chunk: int
@@ -130,7 +132,14 @@ class PhaseRecord:
     nbytes: int
     start: float
     end: float
-    peer: int
+    group: int
+    sent_bytes: int
+
+
+def phase_sent(collective: Collective, op: str, n: int, nbytes: int) -> int:
+    """Bytes one rank sends in phase ``op`` over ``n`` ranks whose larger side (an
+    All-Gather's output, else its input) is ``nbytes``."""
+    return round(collective.sent_bytes(op, n, nbytes / n if op == "AG" else nbytes))
 
 
 def phase_segments(
@@ -210,7 +219,6 @@ def run_hierarchical(
         d, slot = key
         n = topo.dims[d]
         group = Group(coords[d], n, group_links(links, d, slot, collective.link_count(n)))
-        peer = topo.member(rank, d, coords[d] + 1)
         run = {"RS": collective.reduce_scatter, "AR": collective.all_reduce,
                "AG": collective.all_gather}
         try:
@@ -223,7 +231,8 @@ def run_hierarchical(
                 end = time.monotonic()
                 if record is not None:
                     record(PhaseRecord(coll, ph.chunk, ph.index, d, ph.op, view.nbytes,
-                                       start, end, peer))
+                                       start, end, n, phase_sent(collective, ph.op, n,
+                                                                 view.nbytes)))
                 done[(ph.chunk, ph.index)].set()
         except _Aborted:
             return

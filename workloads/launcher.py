@@ -27,12 +27,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from testbed.core.algorithms import check_algorithm, default_dims, groups_error, kind_error
+from testbed.core.algorithms import default_dims
 from testbed.core.errors import FabricLabError
-from testbed.core.formulas import ALLREDUCE, ALLTOALL
-from testbed.core.registry import COLLECTIVES
-from workloads.alltoall import sizes_error
-from workloads.dnn import summarize
+from testbed.core.formulas import ALLREDUCE
+from testbed.core.jobs import ResolvedJob
+from testbed.core.spec import validate
+from workloads.dnn import canonical, summarize
 from workloads.traces import bandwidths, collective_kinds, read_table
 
 if TYPE_CHECKING:
@@ -104,42 +104,75 @@ def free_ports(ip: str, n: int) -> list[int]:
     raise FabricLabError(f"found only {len(ports)} free TCP ports on {ip}, {n} are needed")
 
 
-def worker_configs(
-    addresses: list[list[dict]], *, dims: list[int], algorithm: str,
-    sizes: list[int] | None = None, out_dir: Path | str, run_id: str, job_id: str,
-    iterations: int = 5, warmup: int = 1, dnn: dict | None = None, out_of_place: bool = False,
-    kind: str = ALLREDUCE, **options,
-) -> list[dict]:
-    """Worker configs (as dicts), one per rank, the one builder for loopback and fabric jobs:
-    ``addresses[rank][dim]`` is ``{"ip", "port"}`` where the rank listens in each dimension;
-    ``options`` are further :class:`~workloads.worker.WorkerConfig` fields. ``iterations`` and
-    ``warmup`` go into the size workload (with ``out_of_place``), or with ``dnn`` (DNN mode,
-    no size workload) into the DNN workload unless it sets its own. ``kind`` is the size
-    workload's (``allreduce`` or ``alltoall``: then ``sizes`` are per-rank buffers)."""
+# WorkerConfig fields that are this worker's runtime, not the job's (testbed.core.jobs).
+RUNTIME_OPTIONS = frozenset({"max_active", "out_of_place", "timeout", "collective_timeout",
+                             "stall"})
+
+
+def workload_of(*, sizes: list[int] | None = None, dnn: dict | None = None,
+                kind: str = ALLREDUCE, iterations: int = 5, warmup: int = 1) -> dict:
+    """A job's workload (a spec workload mapping) from the launchers' keyword options:
+    ``sizes`` (of ``kind``: ``allreduce``, or ``alltoall`` with per-rank buffers), or a
+    ``dnn`` mapping (model aliases allowed) whose own ``iterations``/``warmup`` win."""
+    if (sizes is None) == (dnn is None):
+        raise FabricLabError("give either sizes or a dnn workload to run")
     if dnn is not None:
-        work = {"dnn": {"iterations": iterations, "warmup": warmup, **dnn}}
-    else:
-        work = {"workload": {"kind": kind, "sizes": sizes, "iterations": iterations,
-                             "warmup": warmup, "out_of_place": out_of_place}}
-    return [
-        {"run_id": run_id, "job_id": job_id, "rank": r, "world_size": len(addresses),
-         "dims": dims, "addresses": addresses, "algorithm": algorithm, **work,
-         "out_dir": str(out_dir), **options}
-        for r in range(len(addresses))
-    ]
+        try:
+            model = canonical(str(dnn.get("model")))
+        except ValueError as exc:
+            raise FabricLabError(f"dnn.model: {exc}") from None
+        return {"iterations": iterations, "warmup": warmup, **dnn, "kind": "dnn",
+                "model": model}
+    return {"kind": kind, "sizes": list(sizes or []), "iterations": iterations,
+            "warmup": warmup}
 
 
-def local_configs(
-    *, ranks: int, dims: list[int], algorithm: str, out_dir: Path | str,
-    run_id: str = "local", job_id: str = "job0", **options,
-) -> list[dict]:
+def split_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``options`` as (the job's: knobs and workload options, the worker's runtime)."""
+    runtime = {k: v for k, v in options.items() if k in RUNTIME_OPTIONS}
+    return {k: v for k, v in options.items() if k not in RUNTIME_OPTIONS}, runtime
+
+
+def loopback_job(*, ranks: int, dims: list[int], job_id: str = "job0",
+                 dim_bandwidths: list[float] | None = None, sizes: list[int] | None = None,
+                 dnn: dict | None = None, kind: str = ALLREDUCE, iterations: int = 5,
+                 warmup: int = 1, **knobs: Any) -> ResolvedJob:
+    """The :class:`ResolvedJob` of a job of ``ranks`` local workers (``rank<r>`` its hosts):
+    ``knobs`` are :class:`~testbed.core.experiment.CollectiveOptions` fields; without
+    ``dim_bandwidths`` every dimension plans at the same rate."""
+    return validate(ResolvedJob, {
+        **knobs, "name": job_id, "hosts": [f"rank{r}" for r in range(ranks)],
+        "dims": list(dims), "dim_rates_bps": dim_bandwidths or [1.0] * len(dims),
+        "workload": workload_of(sizes=sizes, dnn=dnn, kind=kind, iterations=iterations,
+                                warmup=warmup)}, "job")
+
+
+def worker_configs(addresses: list[list[dict]], *, job: ResolvedJob, out_dir: Path | str,
+                   run_id: str, **runtime: Any) -> list[dict]:
+    """Worker configs (as dicts), one per rank of ``job``, the one builder for loopback and
+    fabric jobs: ``addresses[rank][dim]`` is ``{"ip", "port"}`` where the rank listens in
+    each dimension; ``runtime`` are the workers' own options (:data:`RUNTIME_OPTIONS`)."""
+    record = job.model_dump(mode="json")
+    return [{"run_id": run_id, "rank": r, "job": record, "addresses": addresses,
+             "out_dir": str(out_dir), **runtime} for r in range(len(addresses))]
+
+
+def local_configs(*, ranks: int, dims: list[int], out_dir: Path | str, run_id: str = "local",
+                  **options: Any) -> list[dict]:
     """Worker configs for ``ranks`` ranks on loopback: dimension d on 127.0.0.<d+1>, one free
-    port per rank (see :func:`worker_configs` for ``options``)."""
-    ports = [free_ports(f"127.0.0.{d + 1}", ranks) for d in range(len(dims))]
-    addresses = [[{"ip": f"127.0.0.{d + 1}", "port": ports[d][r]} for d in range(len(dims))]
-                 for r in range(ranks)]
-    return worker_configs(addresses, dims=dims, algorithm=algorithm, out_dir=out_dir,
-                          run_id=run_id, job_id=job_id, **options)
+    port per rank; ``options`` are :func:`loopback_job`'s and the workers' runtime ones."""
+    job_options, runtime = split_options(options)
+    job = loopback_job(ranks=ranks, dims=dims, **job_options)
+    return worker_configs(loopback_addresses(ranks, len(dims)), job=job, out_dir=out_dir,
+                          run_id=run_id, **runtime)
+
+
+def loopback_addresses(ranks: int, ndims: int) -> list[list[dict]]:
+    """Where each of ``ranks`` local ranks listens: dimension d on 127.0.0.<d+1>, a free port
+    per rank."""
+    ports = [free_ports(f"127.0.0.{d + 1}", ranks) for d in range(ndims)]
+    return [[{"ip": f"127.0.0.{d + 1}", "port": ports[d][r]} for d in range(ndims)]
+            for r in range(ranks)]
 
 
 def kill_all(procs: list[subprocess.Popen]) -> None:
@@ -214,18 +247,12 @@ def run_local(
     Raises FabricLabError with the root-cause worker message on failure.
     """
     dims = list(dims) if dims else default_dims(ranks, algorithm)
-    if (sizes is None) == (dnn is None):
-        raise FabricLabError("give either sizes or a dnn workload to run")
     if math.prod(dims) != ranks:
         raise FabricLabError(f"dims {'x'.join(map(str, dims))} do not multiply to {ranks} ranks")
-    check_algorithm(algorithm)
-    COLLECTIVES.check(dim_algorithm)
-    if bad_kind := kind_error(ALLREDUCE if dnn is not None else kind, algorithm):
-        raise FabricLabError(bad_kind)
-    if bad := groups_error(algorithm, dim_algorithm, ranks, dims):
-        raise FabricLabError(bad[1])
-    if kind == ALLTOALL and sizes is not None and (bad_size := sizes_error(sizes, ranks)):
-        raise FabricLabError(f"sizes: {bad_size[1]}")
+    job = loopback_job(ranks=ranks, dims=dims, job_id=job_id, dim_bandwidths=dim_bandwidths,
+                       sizes=sizes, dnn=dnn, kind=kind, iterations=iterations, warmup=warmup,
+                       algorithm=algorithm, dim_algorithm=dim_algorithm, chunks=chunks,
+                       order=order, transport=transport)
     with contextlib.ExitStack() as stack:
         if out_dir:
             out = Path(out_dir)
@@ -233,15 +260,10 @@ def run_local(
         else:
             out = Path(stack.enter_context(tempfile.TemporaryDirectory(
                 prefix="fabriclab-allreduce-", ignore_cleanup_errors=True)))
-        configs = local_configs(
-            ranks=ranks, dims=dims, algorithm=algorithm, sizes=sizes, out_dir=out,
-            dim_algorithm=dim_algorithm,
-            run_id=run_id or uuid.uuid4().hex[:12], job_id=job_id, chunks=chunks,
-            transport=transport, iterations=iterations, warmup=warmup, order=order,
-            max_active=max_active, dim_bandwidths=dim_bandwidths, timeout=timeout,
-            collective_timeout=collective_timeout, dnn=dnn, out_of_place=out_of_place,
-            kind=kind,
-        )
+        configs = worker_configs(
+            loopback_addresses(ranks, len(dims)), job=job, out_dir=out,
+            run_id=run_id or uuid.uuid4().hex[:12], max_active=max_active, timeout=timeout,
+            collective_timeout=collective_timeout, out_of_place=out_of_place)
         launch_workers(
             {r: {**configs[r], "stall": r in stall_ranks}
              for r in range(ranks) if r not in skip_ranks},

@@ -51,8 +51,9 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from testbed.core.errors import FabricLabError
+from testbed.core.formulas import link_share
 from testbed.core.registry import COLLECTIVES
-from workloads.collectives import Collective, link_share
+from workloads.collectives import Collective
 from workloads.schedule_engine import (
     DEFAULT_SEMANTICS,
     ORDERS,

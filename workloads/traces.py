@@ -44,7 +44,10 @@ PHASE_SCHEMA = _schema(
     *_WHO, ("coll", pa.int64(), _N), ("iteration", pa.int32(), _N), ("warmup", pa.bool_(), _LABEL),
     ("chunk", pa.int32(), _N), ("phase", pa.int32(), _N), ("dim", pa.int32(), _N),
     ("op", pa.string(), _LABEL), ("bytes", pa.int64(), _BYTES), ("start", pa.float64(), _S),
-    ("end", pa.float64(), _S), ("peer", pa.int32(), _N),
+    ("end", pa.float64(), _S),
+    # the ranks the phase ran among, and the bytes this rank sent in it (the collective's
+    # own count); null in traces older than these columns
+    ("group", pa.int32(), _N), ("sent_bytes", pa.int64(), _BYTES),
 )
 
 COLLECTIVE_SCHEMA = _schema(

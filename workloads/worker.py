@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import os
 import queue
 import sys
@@ -49,7 +48,6 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 from pydantic import (
@@ -60,18 +58,11 @@ from pydantic import (
     model_validator,
 )
 
-from testbed.core.algorithms import (
-    AlgorithmName,
-    CollectiveName,
-    TransportName,
-    groups_error,
-    is_flat,
-    kind_error,
-)
 from testbed.core.errors import FabricLabError
-from testbed.core.formulas import ALLREDUCE, ALLTOALL
+from testbed.core.formulas import ALLTOALL
+from testbed.core.jobs import ResolvedJob
 from testbed.core.registry import ALLTOALLS, COLLECTIVES, SCHEDULES
-from workloads.alltoall import AllToAll, fill_blocks, received_correctly, sizes_error
+from workloads.alltoall import AllToAll, fill_blocks, received_correctly
 from workloads.collectives import Collective, Group
 from workloads.dnn import DnnWorkload
 from workloads.hierarchical import (
@@ -79,6 +70,7 @@ from workloads.hierarchical import (
     Schedule,
     Topology,
     group_links,
+    phase_sent,
     run_hierarchical,
     schedule,
 )
@@ -104,46 +96,18 @@ class Address(BaseModel):
     port: int = Field(ge=1, le=65535)
 
 
-class Workload(BaseModel):
-    """What to run: sizes in bytes (count = size // 4 float32 elements), then repetitions;
-    ``out_of_place`` runs every size out of place before in place (an All-Reduce; an
-    all-to-all always runs out of place). ``kind``: All-Reduces, or all-to-alls whose sizes
-    are the per-rank buffers."""
-
-    model_config = ConfigDict(extra="forbid")
-    kind: Literal["allreduce", "alltoall"] = ALLREDUCE
-    sizes: list[int] = Field(min_length=1)
-    iterations: int = Field(default=5, ge=1)
-    warmup: int = Field(default=1, ge=0)
-    out_of_place: bool = False
-
-    @model_validator(mode="after")
-    def _sizes(self) -> Workload:
-        if any(s < 4 for s in self.sizes):
-            raise ValueError("every size must be at least 4 bytes (one float32)")
-        return self
-
-
 class WorkerConfig(BaseModel):
-    """Everything one rank needs; every rank of a job gets the same config but ``rank``."""
+    """Everything one rank needs: the job it belongs to (the :class:`ResolvedJob` the run
+    recorded; every rank of a job gets the same one), where every rank listens, and this
+    worker's own runtime options."""
 
     model_config = ConfigDict(extra="forbid")
     run_id: str
-    job_id: str = "job0"
     rank: int = Field(ge=0)
-    world_size: int = Field(ge=1)
-    dims: list[int] = Field(min_length=1)
+    job: ResolvedJob
     addresses: list[list[Address]]  # [rank][dimension]
-    algorithm: AlgorithmName = "ring"  # a collective (flat) or a chunk schedule (per dim)
-    dim_algorithm: CollectiveName = "ring"  # the collective every dimension of a schedule runs
-    chunks: int = Field(default=4, ge=1)
-    order: Literal["fifo", "scf"] = "fifo"
-    semantics: Literal["astra-sim-1.0", "fabriclab"] = "astra-sim-1.0"  # phase queueing
-    max_active: int = Field(default=1, ge=1)
-    dim_bandwidths: list[float] | None = None  # planning only; default equal
-    transport: TransportName = "zerocopy"
-    workload: Workload | None = None  # at least one of workload and dnn; dnn wins
-    dnn: DnnWorkload | None = None
+    max_active: int = Field(default=1, ge=1)  # chunk phases in flight per dimension
+    out_of_place: bool = False  # every All-Reduce size also out of place first (nccl-tests)
     timeout: float = Field(default=30.0, gt=0)  # any single wait (rendezvous, transfer)
     collective_timeout: float = Field(default=600.0, gt=0)  # one whole collective
     out_dir: str
@@ -151,54 +115,37 @@ class WorkerConfig(BaseModel):
 
     @model_validator(mode="after")
     def _shape(self) -> WorkerConfig:
-        if any(n < 1 for n in self.dims) or math.prod(self.dims) != self.world_size:
-            raise ValueError(f"dims {self.dims} do not multiply to world_size {self.world_size}")
-        if self.rank >= self.world_size:
-            raise ValueError(f"rank {self.rank} is not below world_size {self.world_size}")
-        if len(self.addresses) != self.world_size or any(
-            len(a) != len(self.dims) for a in self.addresses
+        job = self.job
+        if self.rank >= job.world:
+            raise ValueError(f"rank {self.rank} is not below the job's {job.world} ranks")
+        if len(self.addresses) != job.world or any(
+            len(a) != len(job.dims) for a in self.addresses
         ):
             raise ValueError("addresses must list, for every rank, one address per dimension")
-        if self.dim_bandwidths is not None and len(self.dim_bandwidths) != len(self.dims):
-            raise ValueError("dim_bandwidths must have one value per dimension")
-        if self.workload is None and self.dnn is None:
-            raise ValueError("give a workload (sizes) or a dnn workload (a model)")
-        if bad := kind_error(self.kind, self.algorithm):
-            raise ValueError(f"algorithm: {bad}")
-        if self.kind == ALLTOALL:
-            if self.dnn is not None:
-                raise ValueError("dnn: a dnn workload All-Reduces its buckets; leave it out "
-                                 "of an alltoall worker")
-            assert self.workload is not None
-            if bad_size := sizes_error(self.workload.sizes, self.world_size):
-                raise ValueError(f"workload.sizes.{bad_size[0]}: {bad_size[1]}")
-        if bad := groups_error(self.algorithm, self.dim_algorithm, self.world_size, self.dims):
-            raise ValueError(f"{bad[0]}: {bad[1]}")
+        if job.workload.kind == "command":
+            raise ValueError("job.workload: a command job runs its own program, not workers")
         return self
 
     @property
-    def kind(self) -> str:
-        """What the worker runs: ``allreduce`` (sizes or a DNN's buckets) or ``alltoall``."""
-        return self.workload.kind if self.workload is not None and self.dnn is None \
-            else ALLREDUCE
-
-    @property
-    def flat(self) -> bool:
-        """Whether the algorithm is one collective over all ranks (not a chunk schedule)."""
-        return is_flat(self.algorithm)
+    def dnn(self) -> DnnWorkload | None:
+        """The DNN workload the worker replays, or None for sizes."""
+        w = self.job.workload
+        return DnnWorkload.model_validate(w.model_dump()) if w.kind == "dnn" else None
 
     def collective(self) -> Collective:
         """The collective of the flat group, or of every dimension under a schedule."""
-        return COLLECTIVES.get(self.algorithm if self.flat else self.dim_algorithm)
+        job = self.job
+        return COLLECTIVES.get(job.algorithm if job.flat else job.dim_algorithm)
 
     def alltoall_algorithm(self) -> AllToAll:
         """The all-to-all algorithm of an ``alltoall`` worker."""
-        return ALLTOALLS.get(self.algorithm)
+        return ALLTOALLS.get(self.job.algorithm)
 
     def flat_roles(self) -> list[tuple[int, int]]:
         """This rank's link roles in the flat group (its all-to-all's or its collective's)."""
-        algo = self.alltoall_algorithm() if self.kind == ALLTOALL else self.collective()
-        return algo.link_roles(self.rank, self.world_size)
+        algo = (self.alltoall_algorithm() if self.job.collective_kind == ALLTOALL
+                else self.collective())
+        return algo.link_roles(self.rank, self.job.world)
 
     def endpoint(self, rank: int, dim: int) -> Endpoint:
         a = self.addresses[rank][dim]
@@ -211,7 +158,7 @@ def link_plan(cfg: WorkerConfig) -> tuple[dict[int, Endpoint], list[LinkSpec]]:
     positions = ranks) or in every dimension's group, for each of ``max_active`` slots
     (link slot ``slot·k + i`` for role ``i`` of ``k``)."""
     me = cfg.rank
-    if cfg.flat:
+    if cfg.job.flat:
         roles = cfg.flat_roles()
         if not roles:
             return {}, []
@@ -219,10 +166,10 @@ def link_plan(cfg: WorkerConfig) -> tuple[dict[int, Endpoint], list[LinkSpec]]:
         return {0: local}, [LinkSpec(0, i, nxt, prev, local, cfg.endpoint(nxt, 0))
                             for i, (nxt, prev) in enumerate(roles)]
     coll = cfg.collective()
-    topo = Topology(tuple(cfg.dims))
+    topo = Topology(tuple(cfg.job.dims))
     listen: dict[int, Endpoint] = {}
     specs = []
-    for d, n in enumerate(cfg.dims):
+    for d, n in enumerate(cfg.job.dims):
         if n == 1:
             continue
         listen[d] = local = cfg.endpoint(me, d)
@@ -262,8 +209,8 @@ class Worker:
 
     def __init__(self, cfg: WorkerConfig) -> None:
         self.cfg = cfg
-        self.topo = Topology(tuple(cfg.dims))
-        self.transport: Transport = make_transport(cfg.transport, cfg.rank, cfg.timeout)
+        self.topo = Topology(tuple(cfg.job.dims))
+        self.transport: Transport = make_transport(cfg.job.transport, cfg.rank, cfg.timeout)
         self.coll = 0
         self._listening = False
         self._schedules: dict[int, tuple[list, Schedule]] = {}
@@ -283,12 +230,12 @@ class Worker:
         key = (count, chunks)
         if key not in self._schedules:
             cfg = self.cfg
-            bws = cfg.dim_bandwidths or [1.0] * len(cfg.dims)
-            plans = plan_with(SCHEDULES.get(cfg.algorithm), cfg.dims, bws, count * 4,
-                              min(chunks, count), align=4, semantics=cfg.semantics)
-            self._schedules[key] = (plans, schedule(plans, cfg.dims, bws, cfg.order,
+            bws = cfg.job.dim_rates_bps or [1.0] * len(cfg.job.dims)
+            plans = plan_with(SCHEDULES.get(cfg.job.algorithm), cfg.job.dims, bws, count * 4,
+                              min(chunks, count), align=4, semantics=cfg.job.semantics)
+            self._schedules[key] = (plans, schedule(plans, cfg.job.dims, bws, cfg.job.order,
                                                     cfg.max_active, cfg.collective(),
-                                                    semantics=cfg.semantics))
+                                                    semantics=cfg.job.semantics))
         return self._schedules[key]
 
     def allreduce(self, buf: np.ndarray, chunks: int | None = None,
@@ -299,16 +246,16 @@ class Worker:
         self.coll += 1
         links = self.transport.links
         collective = cfg.collective()
-        if cfg.flat:
-            world = cfg.world_size
+        if cfg.job.flat:
+            world = cfg.job.world
             group = Group(cfg.rank, world, group_links(links, 0, 0, collective.link_count(world)))
             start = time.monotonic()
             collective.all_reduce(group, buf, coll)
             if record is not None and world > 1:
                 record(PhaseRecord(coll, 0, 0, 0, "AR", buf.nbytes, start, time.monotonic(),
-                                   (cfg.rank + 1) % world))
+                                   world, phase_sent(collective, "AR", world, buf.nbytes)))
             return coll
-        plans, sched = self._plan(buf.size, chunks or cfg.chunks)
+        plans, sched = self._plan(buf.size, chunks or cfg.job.chunks)
         run_hierarchical(
             buf, coll, plans, sched, self.topo, cfg.rank, links,
             deadline=time.monotonic() + cfg.collective_timeout,
@@ -323,21 +270,21 @@ class Worker:
         coll = self.coll
         self.coll += 1
         algo = cfg.alltoall_algorithm()
-        world = cfg.world_size
+        world = cfg.job.world
         group = Group(cfg.rank, world,
                       group_links(self.transport.links, 0, 0, algo.link_count(world)))
         start = time.monotonic()
         algo.run(group, send, recv, coll)
         if record is not None and world > 1:
             record(PhaseRecord(coll, 0, 0, 0, "A2A", send.nbytes, start, time.monotonic(),
-                               (cfg.rank + 1) % world))
+                               world, round(algo.sent_bytes(world, send.nbytes))))
         return coll
 
     def barrier(self) -> None:
         """A one-element All-Reduce (an all-to-all worker: one element per rank, all to all):
         no rank leaves before every rank has entered."""
-        if self.cfg.kind == ALLTOALL:
-            n = self.cfg.world_size
+        if self.cfg.job.collective_kind == ALLTOALL:
+            n = self.cfg.job.world
             self.alltoall(np.zeros(n, dtype=np.float32), np.empty(n, dtype=np.float32))
             return
         self.allreduce(np.zeros(1, dtype=np.float32), chunks=1)
@@ -345,20 +292,20 @@ class Worker:
     def run_workload(self, trace: TraceWriter) -> None:
         """Run every size of the workload, recording phases and collectives in ``trace``."""
         cfg = self.cfg
-        w = cfg.workload
-        assert w is not None, "this worker has only a dnn workload: use run_dnn"
+        w = cfg.job.workload
+        assert w.kind != "dnn", "this worker has a dnn workload: use run_dnn"
         if w.kind == ALLTOALL:
             self.run_alltoall(trace)
             return
         max_count = max(w.sizes) // 4
         base = (np.arange(max_count) % PATTERN_PERIOD + 1).astype(np.float32)
         region = np.empty(max_count, dtype=np.float32)  # registered once, reused for all sizes
-        inputs = np.empty(max_count if w.out_of_place else 0, dtype=np.float32)
+        inputs = np.empty(max_count if cfg.out_of_place else 0, dtype=np.float32)
         tmp = np.empty(min(max_count, CHECK_BLOCK), dtype=np.float32)
         for size in w.sizes:
             count = size // 4
             buf, src = region[:count], inputs[:count]
-            for in_place in (False, True) if w.out_of_place else (True,):
+            for in_place in (False, True) if cfg.out_of_place else (True,):
                 for it in range(w.warmup + w.iterations):
                     fill(buf if in_place else src, cfg.rank, base)
                     self.barrier()
@@ -368,7 +315,7 @@ class Worker:
                         np.copyto(buf, src)
                     coll = self.allreduce(buf, record=phases.append)
                     seconds = time.monotonic() - start
-                    ok = check(buf, cfg.world_size, base, tmp) and (
+                    ok = check(buf, cfg.job.world, base, tmp) and (
                         in_place or matches(src, cfg.rank + 1, base, tmp))
                     self._trace_collective(trace, coll, it - w.warmup, it < w.warmup, phases,
                                            count, start, seconds, ok, in_place)
@@ -378,12 +325,12 @@ class Worker:
         """Every size of an all-to-all workload, ``warmup + iterations`` times, each checked
         block by block (see the module docstring)."""
         cfg = self.cfg
-        w = cfg.workload
-        assert w is not None and w.kind == ALLTOALL
+        w = cfg.job.workload
+        assert w.kind == ALLTOALL
         max_count = max(w.sizes) // 4
         send_region = np.empty(max_count, dtype=np.float32)  # registered once, reused
         recv_region = np.empty(max_count, dtype=np.float32)
-        n = cfg.world_size
+        n = cfg.job.world
         for size in w.sizes:
             count = size // 4
             send, recv = send_region[:count], recv_region[:count]
@@ -405,19 +352,20 @@ class Worker:
                           ok: bool, in_place: bool = True) -> None:
         """One collective's phase rows and its collective row."""
         cfg = self.cfg
-        common = {"run_id": cfg.run_id, "job_id": cfg.job_id, "rank": cfg.rank,
+        common = {"run_id": cfg.run_id, "job_id": cfg.job.name, "rank": cfg.rank,
                   "coll": coll, "iteration": iteration, "warmup": warm}
         for p in phases:
             trace.phases.append({
                 **common, "chunk": p.chunk, "phase": p.phase, "dim": p.dim,
                 "op": p.op, "bytes": p.nbytes, "start": p.start, "end": p.end,
-                "peer": p.peer,
+                "group": p.group, "sent_bytes": p.sent_bytes,
             })
-        algbw, busbw = bandwidths(count * 4, seconds, cfg.world_size, cfg.kind)
+        algbw, busbw = bandwidths(count * 4, seconds, cfg.job.world, cfg.job.collective_kind)
         trace.collectives.append({
-            **common, "size": count * 4, "count": count, "world": cfg.world_size,
-            "collective": cfg.kind, "algorithm": cfg.algorithm, "transport": cfg.transport,
-            "chunks": 1 if cfg.flat else min(cfg.chunks, count),
+            **common, "size": count * 4, "count": count, "world": cfg.job.world,
+            "collective": cfg.job.collective_kind, "algorithm": cfg.job.algorithm,
+            "transport": cfg.job.transport,
+            "chunks": 1 if cfg.job.flat else min(cfg.job.chunks, count),
             "start": start, "time": seconds, "algbw": algbw, "busbw": busbw,
             "correct": ok, "in_place": in_place,
         })
@@ -433,9 +381,7 @@ class Worker:
         cfg = self.cfg
         d = cfg.dnn
         assert d is not None, "this worker has no dnn workload"
-        w = cfg.workload
-        iterations = d.iterations if d.iterations is not None else (w.iterations if w else 3)
-        warmup = d.warmup if d.warmup is not None else (w.warmup if w else 1)
+        iterations, warmup = d.iterations, d.warmup
         prof = d.profile()
         counts = [b.bytes // 4 for b in prof.buckets]
         max_count = max(counts)
@@ -464,12 +410,12 @@ class Worker:
                 backward_end = time.monotonic()
                 done = sorted((comm.result() for _ in bufs), key=lambda r: r.index)
                 end = max(backward_end, *(r.end for r in done))
-                oks = [check(buf, cfg.world_size, base, tmp) for buf in bufs]
+                oks = [check(buf, cfg.job.world, base, tmp) for buf in bufs]
                 for r, ok, t_ready, bucket in zip(done, oks, ready, prof.buckets, strict=True):
                     self._trace_collective(trace, r.coll, iteration, warm, r.phases,
                                            counts[r.index], r.start, r.end - r.start, ok)
                     trace.buckets.append({
-                        "run_id": cfg.run_id, "job_id": cfg.job_id, "rank": cfg.rank,
+                        "run_id": cfg.run_id, "job_id": cfg.job.name, "rank": cfg.rank,
                         "iteration": iteration, "warmup": warm, "bucket": r.index,
                         "coll": r.coll, "bytes": bucket.bytes, "backward": bucket.backward_s,
                         "ready": t_ready, "start": r.start, "end": r.end, "correct": ok,
@@ -477,10 +423,10 @@ class Worker:
                 seconds = end - start
                 compute = clock.spent
                 trace.iterations.append({
-                    "run_id": cfg.run_id, "job_id": cfg.job_id, "rank": cfg.rank,
+                    "run_id": cfg.run_id, "job_id": cfg.job.name, "rank": cfg.rank,
                     "iteration": iteration, "warmup": warm, "model": prof.name,
-                    "algorithm": cfg.algorithm, "transport": cfg.transport,
-                    "world": cfg.world_size, "buckets": len(bufs), "bytes": prof.total_bytes,
+                    "algorithm": cfg.job.algorithm, "transport": cfg.job.transport,
+                    "world": cfg.job.world, "buckets": len(bufs), "bytes": prof.total_bytes,
                     "start": start, "end": end, "time": seconds, "compute": compute,
                     "nominal_compute": nominal, "backward_end": backward_end,
                     "comm": sum(r.end - r.start for r in done),

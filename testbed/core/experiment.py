@@ -108,14 +108,21 @@ def _policy_or_static(name: str) -> str:
     return name if name == STATIC_POLICY else POLICIES.check(name)
 
 
+DEFAULT_BUCKET_CAP_MB = 25.0  # PyTorch DDP's default
+
+
 class DnnWorkload(_Strict):
     kind: Literal["dnn"]
-    model: Literal["resnet50", "gnmt", "dlrm", "transformer"]
+    # (transformer is BERT-large: workloads.dnn's model and alias names)
+    model: Literal["resnet50", "gnmt", "dlrm", "transformer", "bert-large"]
     scale: Annotated[float, Field(gt=0, le=1)] = 0.01
     compute_scale: Annotated[float, Field(ge=0, le=10)] = 1.0
     compute: Literal["sleep", "busy"] = "sleep"
     iterations: Annotated[int, Field(ge=1, le=10_000)] = 3
     warmup: Annotated[int, Field(ge=0, le=100)] = 1
+    # gradients are grouped into buckets of at most this many MB, each All-Reduced as one
+    # collective (PyTorch DDP's bucket_cap_mb)
+    bucket_cap_mb: Annotated[float, Field(gt=0, le=4096)] = DEFAULT_BUCKET_CAP_MB
 
 
 class CommandWorkload(_Strict):
@@ -135,18 +142,32 @@ class CommandWorkload(_Strict):
     peer_of: Name | None = None
 
 
-class JobSpec(_Strict):
+Order = Literal["fifo", "scf"]  # how a dimension serves queued chunk phases
+# How chunk phases queue on a dimension: ASTRA-sim 1.0's (the default, what the Themis claims
+# are checked against) or fabriclab's own earlier variant (docs/themis-semantics.md).
+Semantics = Literal["astra-sim-1.0", "fabriclab"]
+
+
+class CollectiveOptions(_Strict):
+    """The knobs a job hands its collectives, declared once: a spec's job
+    (:class:`JobSpec`) and a resolved job (:class:`testbed.core.jobs.ResolvedJob`, what
+    ``jobs.json`` records and every worker and simulator reads) both are these. A new knob is
+    a field here plus the code that uses it."""
+
+    algorithm: AlgorithmName = "ring"  # COLLECTIVES (one flat group) or SCHEDULES (per dim)
+    dim_algorithm: CollectiveName = "ring"  # what each dimension of a schedule runs
+    order: Order = "fifo"
+    semantics: Semantics = "astra-sim-1.0"
+    chunks: Annotated[int, Field(ge=1, le=4096)] = 4
+    transport: TransportName = "zerocopy"
+
+
+class JobSpec(CollectiveOptions):
+    """A job as the spec states it; placement turns it into a ResolvedJob."""
+
     name: Name
     hosts: Annotated[list[str], Field(min_length=1)] | None = None
     hosts_wanted: Annotated[int, Field(ge=1)] | None = None
-    algorithm: AlgorithmName = "ring"  # COLLECTIVES (one flat group) or SCHEDULES (per dim)
-    dim_algorithm: CollectiveName = "ring"  # what each dimension of a schedule runs
-    order: Literal["fifo", "scf"] = "fifo"
-    # How chunk phases queue on a dimension: ASTRA-sim 1.0's (the default, what the Themis
-    # claims are checked against) or fabriclab's own earlier variant (docs/themis-semantics.md).
-    semantics: Literal["astra-sim-1.0", "fabriclab"] = "astra-sim-1.0"
-    chunks: Annotated[int, Field(ge=1, le=4096)] = 4
-    transport: TransportName = "zerocopy"
     dims: list[Annotated[int, Field(ge=1)]] | None = None  # logical split on leaf-spine
     workload: Annotated[AllReduceWorkload | AllToAllWorkload | DnnWorkload | CommandWorkload,
                         Field(discriminator="kind")]

@@ -3,6 +3,9 @@ a shaped wire. (Rates here are whatever unit the caller passes; only the ratios 
 
 from __future__ import annotations
 
+from fractions import Fraction
+from typing import Any
+
 # Bulk TCP carries 1448-byte segments in 1514-byte Ethernet frames: the data a shaped link
 # delivers per wire bit. The emulator's counters see one header per TSO packet, so they read
 # TCP_GOODPUT of a full link; 1 / TCP_GOODPUT turns them back into wire-equivalent rates.
@@ -46,3 +49,14 @@ def phase_sent_bytes(op: str, size_bytes, group: int):
     if op == "AG":
         return size_bytes * (group - 1)
     raise ValueError(f"phase op {op!r} is not RS, AR or AG")
+
+
+def link_share(kind: str, n: int, collective: Any) -> Fraction:
+    """The fraction of a host's bandwidth in a dimension of ``kind`` and ``n`` hosts that
+    ``collective`` (a :class:`workloads.collectives.Collective`) can use: 1, except on a
+    ``fully_connected`` dimension, whose bandwidth is split evenly over ``n-1`` links (as
+    ASTRA-sim splits an FC NPU's), of which the collective uses its ``links_at_once(n)``
+    (a ring 1 of them, ``direct`` all)."""
+    if kind != "fully_connected" or n <= 2:
+        return Fraction(1)
+    return Fraction(min(collective.links_at_once(n), n - 1), n - 1)

@@ -1,27 +1,134 @@
-"""A job of a run, on either backend: its record in ``jobs.json``, the checks only a built plan
-can make, and its logical dimensions (the job -> worker contract)."""
+"""A job of a run, on either backend: the job -> worker contract (:class:`ResolvedJob`,
+decided once after placement by :func:`resolve`), its record in ``jobs.json``, and the checks
+only a built plan can make."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
-from testbed.core.algorithms import default_dims, groups_error, is_flat, ring_dimension_error
+from pydantic import Field, model_validator
+
+from testbed.core.algorithms import (
+    alltoall_sizes_error,
+    default_dims,
+    groups_error,
+    is_flat,
+    kind_error,
+    ring_dimension_error,
+)
 from testbed.core.errors import FabricLabError, SpecError
-from testbed.core.experiment import Experiment, JobSpec
-from testbed.core.formulas import ALLTOALL
-from testbed.core.registry import SCHEDULES
+from testbed.core.experiment import (
+    AllReduceWorkload,
+    AllToAllWorkload,
+    CollectiveOptions,
+    CommandWorkload,
+    DnnWorkload,
+    Experiment,
+    JobSpec,
+)
+from testbed.core.formulas import ALLREDUCE, ALLTOALL, link_share
+from testbed.core.registry import COLLECTIVES, SCHEDULES
+from testbed.core.spec import validate
 from testbed.core.topology import FabricPlan
+
+Workload = Annotated[AllReduceWorkload | AllToAllWorkload | DnnWorkload | CommandWorkload,
+                     Field(discriminator="kind")]
+
+
+class ResolvedJob(CollectiveOptions):
+    """A job once placed: what its workers, the simulator and the analysis all read, decided
+    once by :func:`resolve` and recorded in ``jobs.json``. Rank ``r`` runs on ``hosts[r]``;
+    ``dims`` are the job's logical dimensions (a flat collective's one group, a multidim
+    fabric's own, or a leaf-spine job's split), ``dim_rates_bps`` the rate each dimension's
+    collective can use per host (what chunk schedules plan with)."""
+
+    name: str
+    hosts: Annotated[list[str], Field(min_length=1)]
+    dims: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)]
+    dim_rates_bps: list[Annotated[float, Field(gt=0)]]
+    workload: Workload
+
+    @model_validator(mode="after")
+    def _shape(self) -> ResolvedJob:
+        if math.prod(self.dims) != self.world:
+            raise ValueError(f"dims {'x'.join(map(str, self.dims))} do not multiply to "
+                             f"{self.world} hosts")
+        if len(self.dim_rates_bps) != len(self.dims):
+            raise ValueError("dim_rates_bps must give one rate per dimension")
+        if self.workload.kind == "command":
+            return self
+        if bad := kind_error(self.workload.kind, self.algorithm):
+            raise ValueError(f"algorithm: {bad}")
+        if bad := groups_error(self.algorithm, self.dim_algorithm, self.world, self.dims):
+            raise ValueError(f"{bad[0]}: {bad[1]}")
+        if self.workload.kind == ALLTOALL and (
+                bad_size := alltoall_sizes_error(self.workload.sizes, self.world)):
+            raise ValueError(f"workload.sizes.{bad_size[0]}: {bad_size[1]}")
+        return self
+
+    @property
+    def world(self) -> int:
+        return len(self.hosts)
+
+    @property
+    def flat(self) -> bool:
+        """One collective over all ranks (a collective or an all-to-all), not a schedule."""
+        return is_flat(self.algorithm)
+
+    @property
+    def collective_kind(self) -> str:
+        """What its collectives are: ``alltoall`` or ``allreduce`` (sizes or DNN buckets)."""
+        return ALLTOALL if self.workload.kind == ALLTOALL else ALLREDUCE
+
+    def record(self) -> dict[str, Any]:
+        """The fields ``jobs.json`` keeps (:func:`knobs_record`)."""
+        return knobs_record(self.model_dump(mode="json"))
+
+
+def knobs_record(job: dict[str, Any]) -> dict[str, Any]:
+    """``job`` (a dumped job with its ``workload``) with the knobs that mean nothing for its
+    workload set to None: a command's collectives are its own business, an all-to-all has
+    no chunk schedule."""
+    kind = job["workload"]["kind"]
+    meaningless = set(CollectiveOptions.model_fields)
+    if kind == ALLTOALL:
+        meaningless -= {"algorithm", "transport"}
+    elif kind != "command":
+        meaningless = set()
+    return {**job, **dict.fromkeys(meaningless, None)}
+
+
+def resolve(spec: JobSpec, plan: FabricPlan, hosts: list[str]) -> ResolvedJob:
+    """``spec`` placed on ``hosts`` of ``plan``: its dimensions (the one place they are
+    decided) and each dimension's planning rate."""
+    flat = spec.workload.kind == "command" or is_flat(spec.algorithm)
+    if flat:
+        dims = [len(hosts)]
+    else:
+        dims = job_dims(plan, hosts, spec.dims if spec.dims or plan.kind == "multidim"
+                        else default_dims(len(hosts), spec.algorithm))
+    if plan.kind == "multidim":  # (flat jobs are refused there: check_against_fabric)
+        collective = COLLECTIVES.get(spec.dim_algorithm)
+        rates = [float(d.mbit_s) * 1e6 * float(link_share(d.kind, d.size, collective))
+                 for d in plan.spec.dims]
+    else:
+        rates = [float(plan.spec.host_link_mbit_s) * 1e6] * len(dims)
+    return validate(ResolvedJob, {
+        **spec.model_dump(include=set(CollectiveOptions.model_fields)), "name": spec.name,
+        "hosts": list(hosts), "dims": dims, "dim_rates_bps": rates,
+        "workload": spec.workload.model_dump()}, f"job {spec.name}")
 
 
 @dataclass
 class JobRun:
-    """One job of a run (or the solo baseline of one)."""
+    """One job of a run (or the solo baseline of one): its spec, its placement and, once
+    placed, its :class:`ResolvedJob`; then how it went."""
 
     name: str
     spec: JobSpec
-    hosts: list[str] = field(default_factory=list)
+    resolved: ResolvedJob | None = None
     allocation: dict[str, Any] = field(default_factory=dict)
     solo_of: str | None = None
     status: str = "pending"  # pending | running | ok | failed | incomplete
@@ -31,20 +138,28 @@ class JobRun:
     rows: list[dict[str, Any]] = field(default_factory=list)
     command: dict[str, Any] | None = None  # a command job's exit codes and iteration counts
 
+    @property
+    def hosts(self) -> list[str]:
+        return self.resolved.hosts if self.resolved else []
+
+    def solo(self) -> JobRun:
+        """This job's solo baseline: the same resolved job, alone, as ``<name>-solo``."""
+        name = f"{self.name}-solo"
+        resolved = self.resolved.model_copy(update={"name": name}) if self.resolved else None
+        return JobRun(name, self.spec, resolved, self.allocation, solo_of=self.name)
+
     def record(self) -> dict[str, Any]:
-        s = self.spec
-        ours = s.workload.kind != "command"  # a command's collectives are its own business
-        reduces = ours and s.workload.kind != ALLTOALL  # the All-Reduce knobs mean something
+        """The job's ``jobs.json`` record: its resolved job (or, if it was never placed, the
+        spec's knobs), its placement and how it went."""
+        job = self.resolved.record() if self.resolved else knobs_record(
+            {**self.spec.model_dump(mode="json", include=set(CollectiveOptions.model_fields)),
+             "hosts": [], "dims": None, "dim_rates_bps": None,
+             "workload": self.spec.workload.model_dump(mode="json")})
         return {
-            "name": self.name, "hosts": self.hosts, "solo_of": self.solo_of,
+            **job, "name": self.name, "solo_of": self.solo_of,
             "policy": self.allocation.get("policy"), "spines": self.allocation.get("spines", []),
             "circuits": self.allocation.get("ocs_ports", []),
-            "algorithm": s.algorithm if ours else None,
-            "dim_algorithm": s.dim_algorithm if reduces else None,
-            "order": s.order if reduces else None,
-            "semantics": s.semantics if reduces else None,
-            "chunks": s.chunks if reduces else None, "transport": s.transport if ours else None,
-            "workload": s.workload.model_dump(), "start": self.start, "end": self.end,
+            "start": self.start, "end": self.end,
             "status": self.status, "error": self.error, "results": self.rows,
             **({"command": self.command} if self.command is not None else {}),
         }

@@ -248,7 +248,8 @@ def _explain(exc: ValidationError) -> str:
         elif err["loc"] and err["loc"][-1] == "rate_scale":
             msg = (f"{msg} (rate_scale is the emulated rate ÷ the real rate, in (0, 1]: 0.001 "
                    "emulates 100 Gbit/s at 100 Mbit/s)")
-        messages.append(f"{_field_path(err['loc'])}: {msg}")
+        # a whole-model check names its own field in its message
+        messages.append(f"{_field_path(err['loc'])}: {msg}" if err["loc"] else msg)
     return "; ".join(messages)
 
 

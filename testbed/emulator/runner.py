@@ -18,10 +18,9 @@ from rich.live import Live
 from rich.table import Table
 
 from sdn_app.policies import controller_policy
-from testbed.core.algorithms import default_dims, is_flat
 from testbed.core.errors import FabricLabError
 from testbed.core.experiment import Experiment
-from testbed.core.jobs import JobRun, check_against_fabric, job_dims
+from testbed.core.jobs import JobRun, check_against_fabric, resolve
 from testbed.core.rundir import base_environment, new_run_dir, write_head, write_results
 from testbed.core.topology import build_plan
 from testbed.emulator import runlock, switch_kinds
@@ -31,7 +30,7 @@ from testbed.emulator.fabric import Fabric
 from testbed.emulator.failpoints import failpoint
 from testbed.emulator.fidelity import fidelity_record
 from testbed.emulator.sampler import LinkSampler
-from testbed.emulator.workers import run_on_fabric
+from testbed.emulator.workers import run_job
 
 
 def environment() -> dict[str, Any]:
@@ -93,8 +92,7 @@ class Runner:
                 try:
                     if self.exp.solo_baselines:
                         for job in self.jobs:
-                            solo = JobRun(f"{job.name}-solo", job.spec, job.hosts,
-                                          job.allocation, solo_of=job.name)
+                            solo = job.solo()
                             solos.append(solo)
                             self._run_jobs(fab, [solo], f"solo run of {job.name}")
                     self._run_jobs(fab, self.jobs, "all jobs together")
@@ -132,16 +130,17 @@ class Runner:
             if fab.controller is not None:
                 job.allocation = fab.controller.create_job(
                     job.name, hosts=s.hosts, hosts_wanted=s.hosts_wanted)
-                job.hosts = job.allocation["host_names"]
+                hosts = job.allocation["host_names"]
                 failpoint("placement")
             else:
                 free = [h.name for h in self.plan.hosts if h.name not in taken]
-                job.hosts = list(s.hosts) if s.hosts else free[: s.hosts_wanted]
-                if len(job.hosts) < (s.hosts_wanted or 0):
+                hosts = list(s.hosts) if s.hosts else free[: s.hosts_wanted]
+                if len(hosts) < (s.hosts_wanted or 0):
                     raise FabricLabError(f"job {job.name}: not enough free hosts")
                 # kernel bridges stand in for the policy's rules: the job still ran under it
                 job.allocation = {"policy": self.policy}
-            taken.update(job.hosts)
+            job.resolved = resolve(s, self.plan, hosts)
+            taken.update(hosts)
             self.console.print(f"  job {job.name}: {', '.join(job.hosts)}"
                                + (f" (spines {job.allocation['spines']})"
                                   if job.allocation.get("spines") else ""))
@@ -179,9 +178,6 @@ class Runner:
         s = job.spec
         time.sleep(s.start_offset_s if job.solo_of is None else 0.0)
         job.status, job.start = "running", time.monotonic()
-        dims = s.dims
-        if dims is None and not is_flat(s.algorithm) and self.plan.kind != "multidim":
-            dims = default_dims(len(job.hosts), s.algorithm)
         try:
             w = s.workload
             if w.kind == "command":
@@ -191,20 +187,9 @@ class Runner:
                     run_id=self.run_dir.name, job_id=job.name).as_dict()
                 job.status = "ok"
                 return
-            job_dims(self.plan, job.hosts, dims)
-            extra: dict[str, Any] = {}
-            if w.kind == "dnn":
-                extra["dnn"] = w.model_dump(exclude={"kind", "iterations", "warmup"})
-            else:
-                extra["sizes"] = w.sizes
-                extra["kind"] = w.kind  # allreduce or alltoall
-            res = run_on_fabric(
-                fab, job.hosts, out_dir=self.run_dir / "jobs" / job.name,
-                wall_timeout=self.exp.timeout_s, algorithm=s.algorithm,
-                dim_algorithm=s.dim_algorithm, dims=dims, run_id=self.run_dir.name,
-                job_id=job.name, chunks=s.chunks, order=s.order, semantics=s.semantics,
-                transport=s.transport,
-                iterations=w.iterations, warmup=w.warmup, **extra)
+            assert job.resolved is not None, "a job runs once placed"
+            res = run_job(fab, job.resolved, out_dir=self.run_dir / "jobs" / job.name,
+                          wall_timeout=self.exp.timeout_s, run_id=self.run_dir.name)
             job.rows = res.as_dicts()
             job.status = "ok"
         except FabricLabError as exc:

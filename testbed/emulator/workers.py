@@ -1,7 +1,7 @@
 """Run a collective job's (All-Reduce or all-to-all) worker processes inside the hosts of a
 live fabric.
 
-Rank r runs in host ``hosts[r]`` and, for every dimension, listens on that host's NIC of
+Rank r runs in host ``job.hosts[r]`` and, for every dimension, listens on that host's NIC of
 the dimension (multidim) or its one NIC (leaf-spine), so each dimension's traffic crosses the
 links the fabric shaped for it. A ring or fully connected dimension's NICs share one address
 and the host routes of :mod:`testbed.emulator.fabric` send to each peer over its own link,
@@ -14,54 +14,62 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
+from typing import Any
 
 from testbed.core.errors import FabricLabError
+from testbed.core.experiment import JobSpec
 from testbed.core.formulas import ALLTOALL
-from testbed.core.jobs import job_dims
-from testbed.core.registry import COLLECTIVES
+from testbed.core.jobs import ResolvedJob, resolve
+from testbed.core.spec import validate
 from testbed.core.topology import FabricPlan
-from workloads.collectives import link_share
-from workloads.launcher import LaunchResult, launch_workers, summarise, worker_configs
+from workloads.launcher import (
+    LaunchResult,
+    launch_workers,
+    split_options,
+    summarise,
+    worker_configs,
+    workload_of,
+)
 
 BASE_PORT = 7100  # dimension d listens on BASE_PORT + d (each host has its own addresses)
 
 
-def fabric_configs(plan: FabricPlan, hosts: list[str], *, algorithm: str, out_dir: Path,
-                   dims: list[int] | None = None, run_id: str = "run", job_id: str = "job0",
-                   **options) -> list[dict]:
-    """Worker configs (dicts) for a job on ``hosts`` of a fabric: rank r listens on
-    ``hosts[r]``'s NIC of each dimension (see :func:`workloads.launcher.worker_configs`)."""
-    dims = job_dims(plan, hosts, dims)
+def fabric_configs(plan: FabricPlan, job: ResolvedJob, *, out_dir: Path, run_id: str = "run",
+                   **runtime: Any) -> list[dict]:
+    """Worker configs (dicts) for ``job`` on ``plan``: rank r listens on ``job.hosts[r]``'s
+    NIC of each dimension (see :func:`workloads.launcher.worker_configs`)."""
     multidim = plan.kind == "multidim"
     addresses = []
-    for name in hosts:
+    for name in job.hosts:
         h = plan.node(name)
-        row = []
-        for d, n in enumerate(dims):
-            nic = h.nic(d) if multidim and n > 1 else h.nics[0]
-            row.append({"ip": nic.ip, "port": BASE_PORT + d})
-        addresses.append(row)
-    if multidim:  # as each dimension's collective can use it (a mesh: links at once)
-        collective = COLLECTIVES.get(options.get("dim_algorithm", "ring"))
-        bandwidths = [float(d.mbit_s) * 1e6 * float(link_share(d.kind, d.size, collective))
-                      for d in plan.spec.dims]
-    else:
-        bandwidths = [float(plan.spec.host_link_mbit_s) * 1e6] * len(dims)
-    options.setdefault("dim_bandwidths", bandwidths)
-    return worker_configs(addresses, dims=dims, algorithm=algorithm, out_dir=out_dir,
-                          run_id=run_id, job_id=job_id, **options)
+        addresses.append([{"ip": (h.nic(d) if multidim and n > 1 else h.nics[0]).ip,
+                           "port": BASE_PORT + d} for d, n in enumerate(job.dims)])
+    return worker_configs(addresses, job=job, out_dir=out_dir, run_id=run_id, **runtime)
 
 
-def run_on_fabric(fab, hosts: list[str], *, out_dir: Path, wall_timeout: float | None = None,
-                  **config) -> LaunchResult:
-    """Start one worker per host, wait for all, return per-size results (raises the
-    root-cause worker error as a FabricLabError; every worker is gone when it returns)."""
+def fabric_job(plan: FabricPlan, hosts: list[str], *, job_id: str = "job0",
+               dims: list[int] | None = None, **options: Any) -> ResolvedJob:
+    """The resolved job of an ad-hoc job on ``hosts`` (tests, benchmarks): ``options`` are
+    :class:`~testbed.core.experiment.CollectiveOptions` knobs and
+    :func:`workloads.launcher.workload_of`'s workload options."""
+    work = {k: options.pop(k) for k in ("sizes", "dnn", "kind", "iterations", "warmup")
+            if k in options}
+    spec = validate(JobSpec, {**options, "name": job_id, "hosts": hosts, "dims": dims,
+                              "workload": workload_of(**work)}, f"job {job_id}")
+    return resolve(spec, plan, hosts)
+
+
+def run_job(fab, job: ResolvedJob, *, out_dir: Path, wall_timeout: float | None = None,
+            run_id: str | None = None, **runtime: Any) -> LaunchResult:
+    """Start one worker per host of ``job``, wait for all, return per-size results (raises
+    the root-cause worker error as a FabricLabError; every worker is gone when it returns)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    config.setdefault("run_id", uuid.uuid4().hex[:12])
-    configs = fabric_configs(fab.plan, hosts, out_dir=out_dir, **config)
+    configs = fabric_configs(fab.plan, job, out_dir=out_dir,
+                             run_id=run_id or uuid.uuid4().hex[:12], **runtime)
     # mnexec -d gives each worker its own session, so no start_new_session here
     launch_workers(dict(enumerate(configs)), out_dir,
-                   lambda rank, args, **kw: fab.popen(hosts[rank], args, **kw), wall_timeout)
+                   lambda rank, args, **kw: fab.popen(job.hosts[rank], args, **kw),
+                   wall_timeout)
     errors = sorted(out_dir.glob("error-rank*.json"))
     if errors:  # a worker that reported an error failed, whatever its exit code said
         raise FabricLabError(json.loads(errors[0].read_text()).get("message", "worker error"))
@@ -69,9 +77,18 @@ def run_on_fabric(fab, hosts: list[str], *, out_dir: Path, wall_timeout: float |
     if not result.rows:
         raise FabricLabError("the workers finished without recording a single collective")
     wrong = [r.size for r in result.rows if not r.correct]
-    if wrong and config.get("kind") == ALLTOALL:
+    if wrong and job.collective_kind == ALLTOALL:
         raise FabricLabError(f"the all-to-all of {wrong[0]} bytes per rank delivered a wrong "
                              "block on some rank")
     if wrong:
         raise FabricLabError(f"the All-Reduce of {wrong[0]} bytes gave a wrong sum on some rank")
     return result
+
+
+def run_on_fabric(fab, hosts: list[str], *, out_dir: Path, wall_timeout: float | None = None,
+                  run_id: str | None = None, **options: Any) -> LaunchResult:
+    """:func:`run_job` for an ad-hoc job on ``hosts`` (:func:`fabric_job`'s ``options``, and
+    the workers' runtime options)."""
+    job_options, runtime = split_options(options)
+    return run_job(fab, fabric_job(fab.plan, hosts, **job_options), out_dir=out_dir,
+                   wall_timeout=wall_timeout, run_id=run_id, **runtime)

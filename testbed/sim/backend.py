@@ -89,19 +89,19 @@ from sdn_app.policies import get as get_policy
 from sdn_app.policies import policy_for
 from sdn_app.policies.ecmp import SPORTS
 from sdn_app.program import ocs_circuits
-from testbed.core.algorithms import default_dims, is_alltoall, is_flat
+from testbed.core.algorithms import is_alltoall
 from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.experiment import STATIC_POLICY, Experiment
-from testbed.core.formulas import ALLREDUCE, ALLTOALL, TCP_GOODPUT
-from testbed.core.jobs import JobRun, check_against_fabric, job_dims
+from testbed.core.formulas import ALLTOALL, TCP_GOODPUT
+from testbed.core.jobs import JobRun, check_against_fabric, resolve
 from testbed.core.registry import ALLTOALLS, COLLECTIVES, SCHEDULES
 from testbed.core.rundir import base_environment, new_run_dir, write_head, write_results
-from testbed.core.topology import FabricPlan, build_plan, dim_peers
+from testbed.core.topology import FabricPlan, build_plan
 from testbed.sim.cluster import host_path
 from testbed.sim.collectives import HierarchicalRun, MultidimFabric, run_steps
 from testbed.sim.flows import LinkId, Network
-from workloads.collectives import link_share
 from workloads.dnn import DnnWorkload
+from workloads.hierarchical import phase_sent
 from workloads.launcher import summarise as size_results
 from workloads.themis import plan_with
 from workloads.traces import (
@@ -126,17 +126,17 @@ class _Collective:
     size: int
     start: float  # run-relative seconds
     time: float
-    spans: list[tuple[int, int, int, str, int, float, float]] = field(default_factory=list)
-    # (chunk, phase index, dim, op, bytes, start, end), run-relative seconds
+    spans: list[tuple[int, int, int, str, int, int, int, float, float]] = field(
+        default_factory=list)
+    # (chunk, phase index, dim, op, bytes, group, sent bytes, start, end), run-relative seconds
 
 
 @dataclass
 class _Placed:
-    """A placed job: its ranks' hosts, its allocation and its logical dimensions."""
+    """A placed job: its run (with its resolved job) and its allocation."""
 
     run: JobRun
     alloc: Allocation | None
-    dims: list[int]
     collectives: list[_Collective] = field(default_factory=list)
     iterations: list[dict] = field(default_factory=list)  # DNN: ITERATION_SCHEMA rows, no rank
     buckets: list[dict] = field(default_factory=list)  # DNN: BUCKET_SCHEMA rows, no rank
@@ -210,7 +210,7 @@ class SimRunner:
             run = JobRun(spec.name, spec)
             alloc = None
             if cluster is None:
-                run.hosts = list(spec.hosts) if spec.hosts else [h.name for h in plan.hosts]
+                hosts = list(spec.hosts) if spec.hosts else [h.name for h in plan.hosts]
                 run.allocation = {"policy": self.policy}
             else:
                 if spec.hosts:
@@ -219,17 +219,13 @@ class SimRunner:
                 else:
                     alloc = get_policy(self.policy).allocate(cluster, spec.name,
                                                              spec.hosts_wanted)
-                run.hosts = [plan.host_at(leaf, slot).name for leaf, slot in alloc.hosts]
+                hosts = [plan.host_at(leaf, slot).name for leaf, slot in alloc.hosts]
                 run.allocation = {
                     "policy": alloc.policy, "spines": list(alloc.spines),
                     "ocs_ports": [{"ocs": c.ocs, "port_a": c.port_a, "port_b": c.port_b}
                                   for c in ocs_circuits(plan, alloc)]}
-            dims = spec.dims
-            flat = is_flat(spec.algorithm)
-            if dims is None and not flat and plan.kind != "multidim":
-                dims = default_dims(len(run.hosts), spec.algorithm)
-            dims = [len(run.hosts)] if flat else job_dims(plan, run.hosts, dims)
-            out.append(_Placed(run, alloc, dims))
+            run.resolved = resolve(spec, plan, hosts)
+            out.append(_Placed(run, alloc))
         return out
 
     # -- the run --------------------------------------------------------------------------------
@@ -242,8 +238,7 @@ class SimRunner:
         clock = 0.0
         if self.exp.solo_baselines:
             for p in self.placed:
-                solo = _Placed(JobRun(f"{p.run.name}-solo", p.run.spec, p.run.hosts,
-                                      p.run.allocation, solo_of=p.run.name), p.alloc, p.dims)
+                solo = _Placed(p.run.solo(), p.alloc)
                 self.solos.append(solo)
                 clock = self._leg(f"solo {p.run.name}", [solo], clock, offsets=False)
         self._leg("together", self.placed, clock, offsets=True)
@@ -289,15 +284,19 @@ class SimRunner:
 
     def _launcher(self, net: Network, p: _Placed, routes: list[list[LinkId]]
                   ) -> Callable[[int, Callable[[list], None]], None]:
-        """``launch(size, done)``: start one collective of ``p`` now; ``done(spans)`` at its end."""
-        spec, n = p.run.spec, len(p.run.hosts)
-        owner = p.run.name
-        if is_flat(spec.algorithm):
-            if is_alltoall(spec.algorithm):
-                transfers, op = ALLTOALLS.get(spec.algorithm).transfers, "A2A"
+        """``launch(size, done)``: start one collective of ``p`` now; ``done(spans)`` at its end
+        (spans as :attr:`_Collective.spans`)."""
+        job = p.run.resolved
+        assert job is not None, "a job is simulated once placed"
+        n, owner = job.world, p.run.name
+        if job.flat:
+            if is_alltoall(job.algorithm):
+                algo = ALLTOALLS.get(job.algorithm)
+                transfers, op, sent = algo.transfers, "A2A", algo.sent_bytes
             else:
-                transfers = partial(COLLECTIVES.get(spec.algorithm).transfers, "AR")
-                op = "AR"
+                collective = COLLECTIVES.get(job.algorithm)
+                transfers, op = partial(collective.transfers, "AR"), "AR"
+                sent = partial(collective.sent_bytes, "AR")
             conns: dict[tuple[int, int], list[LinkId]] = {}
             for step in transfers(n, 1.0):  # one connection per pair
                 for a, b, _ in step:
@@ -310,24 +309,21 @@ class SimRunner:
                          for step in transfers(n, size)]
 
                 def end(_t: float) -> None:
-                    spans = [(0, 0, 0, op, size, t0, net.now)] if n > 1 else []
-                    done(spans)
+                    done([(0, 0, 0, op, size, n, round(sent(n, size)), t0, net.now)]
+                         if n > 1 else [])
 
                 run_steps(net, steps, end, owner=owner, latency=self.latency)
 
             return flat
-        collective = COLLECTIVES.get(spec.dim_algorithm)
+        collective = COLLECTIVES.get(job.dim_algorithm)
         if self.plan.kind == "multidim":
             mbit_s = [float(d.mbit_s) for d in self.plan.spec.dims]
-            fabric = MultidimFabric(p.dims, [m * 1e6 * GOODPUT for m in mbit_s],
+            fabric = MultidimFabric(job.dims, [m * 1e6 * GOODPUT for m in mbit_s],
                                     self.plan.spec.kinds)
-            # the worker plans with the bandwidth its collective can use in each dimension
-            mbit_s = [m * float(link_share(k, n, collective)) for m, k, n in
-                      zip(mbit_s, self.plan.spec.kinds, p.dims, strict=True)]
             for link, cap in fabric.capacities().items():
                 net.capacities.setdefault(link, cap)
         else:
-            mbit_s = [float(self.plan.spec.host_link_mbit_s)] * len(p.dims)
+            mbit_s = [float(self.plan.spec.host_link_mbit_s)] * len(job.dims)
             cache: dict[tuple[int, int, int], list[LinkId]] = {}
 
             def route(dim: int, a: int, b: int) -> list[LinkId]:
@@ -335,24 +331,28 @@ class SimRunner:
                     cache[(dim, a, b)] = self._connection(net, p, a, b, routes)
                 return cache[(dim, a, b)]
 
-            fabric = _MappedFabric(p.dims, [m * 1e6 * GOODPUT for m in mbit_s], route)
+            fabric = _MappedFabric(job.dims, [m * 1e6 * GOODPUT for m in mbit_s], route)
         plans_of: dict[int, list] = {}
-        chunk_schedule = SCHEDULES.get(spec.algorithm)
+        chunk_schedule = SCHEDULES.get(job.algorithm)
 
         def hierarchical(size: int, done: Callable[[list], None]) -> None:
             count = size // 4
-            if size not in plans_of:  # the worker plans with the configured rates
-                plans_of[size] = plan_with(chunk_schedule, p.dims, [m * 1e6 for m in mbit_s],
-                                           size, min(spec.chunks, count), align=4,
-                                           semantics=spec.semantics)
+            if size not in plans_of:  # the worker plans with the job's planning rates
+                plans_of[size] = plan_with(chunk_schedule, job.dims, job.dim_rates_bps,
+                                           size, min(job.chunks, count), align=4,
+                                           semantics=job.semantics)
 
             def end(runs: list) -> None:  # AG phases record their larger (gathered) side
-                done([(ph.chunk, ph.index, ph.dim, ph.op,
-                       round(float(ph.size) * (p.dims[ph.dim] if ph.op == "AG" else 1)),
-                       began, ended) for ph, began, ended in runs])
+                spans = []
+                for ph, began, ended in runs:
+                    group = job.dims[ph.dim]
+                    nbytes = round(float(ph.size) * (group if ph.op == "AG" else 1))
+                    spans.append((ph.chunk, ph.index, ph.dim, ph.op, nbytes, group,
+                                  phase_sent(collective, ph.op, group, nbytes), began, ended))
+                done(spans)
 
-            HierarchicalRun(net, fabric, plans_of[size], spec.order, collective, end, owner,
-                            self.latency, semantics=spec.semantics).start()
+            HierarchicalRun(net, fabric, plans_of[size], job.order, collective, end, owner,
+                            self.latency, semantics=job.semantics).start()
 
         return hierarchical
 
@@ -361,33 +361,27 @@ class SimRunner:
     def _write_traces(self, p: _Placed) -> None:
         out = self.run_dir / "jobs" / p.run.name
         out.mkdir(parents=True, exist_ok=True)
-        spec, world = p.run.spec, len(p.run.hosts)
-        flat = is_flat(spec.algorithm)
-        coll_kind = ALLTOALL if spec.workload.kind == ALLTOALL else ALLREDUCE
-        chunks = 1 if flat else spec.chunks
-        sizes = tuple(p.dims)
+        job = p.run.resolved
+        assert job is not None, "a job is simulated once placed"
+        world, coll_kind = job.world, job.collective_kind
+        chunks = 1 if job.flat else job.chunks
         for rank in range(world):
-            if flat:
-                peers = {0: (rank + 1) % world}
-            else:
-                peers = {d: dim_peers(rank, d, sizes)[(dim_peers(rank, d, sizes).index(rank) + 1)
-                                                       % sizes[d]] for d in range(len(sizes))}
             colls, phases = [], []
             for c in p.collectives:
                 common = {"run_id": self.run_dir.name, "job_id": p.run.name, "rank": rank,
                           "coll": c.coll, "iteration": c.iteration, "warmup": c.warmup}
                 algbw, busbw = bandwidths(c.size, c.time, world, coll_kind)
                 colls.append({**common, "size": c.size, "count": c.size // 4, "world": world,
-                              "collective": coll_kind, "algorithm": spec.algorithm,
-                              "transport": spec.transport,
+                              "collective": coll_kind, "algorithm": job.algorithm,
+                              "transport": job.transport,
                               "chunks": min(chunks, c.size // 4), "start": c.start,
                               "time": c.time, "algbw": algbw, "busbw": busbw, "correct": True,
                               # an all-to-all is out of place
                               "in_place": coll_kind != ALLTOALL})
-                for chunk, index, dim, op, nbytes, start, end in c.spans:
+                for chunk, index, dim, op, nbytes, group, sent, start, end in c.spans:
                     phases.append({**common, "chunk": chunk, "phase": index, "dim": dim,
                                    "op": op, "bytes": nbytes, "start": start, "end": end,
-                                   "peer": peers[dim]})
+                                   "group": group, "sent_bytes": sent})
             pq.write_table(pa.Table.from_pylist(colls, schema=COLLECTIVE_SCHEMA),
                            out / f"collectives-rank{rank}.parquet")
             pq.write_table(pa.Table.from_pylist(phases, schema=PHASE_SCHEMA),
@@ -490,7 +484,7 @@ class _JobDriver(_Driver):
             o = self.origin
             self.placed.collectives.append(_Collective(
                 self.next, iteration, iteration < 0, size, o + t0, self.net.now - t0,
-                [(c, i, d, op, b, o + s, o + e) for c, i, d, op, b, s, e in spans]))
+                [(*head, o + s, o + e) for *head, s, e in spans]))
             self.next += 1
             self.net.defer(self._next)  # no recursion when a collective takes no time
 
@@ -503,8 +497,7 @@ class _DnnDriver(_Driver):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         w = self.placed.run.spec.workload
-        self.profile = DnnWorkload(model=w.model, scale=w.scale,
-                                   compute_scale=w.compute_scale).profile()
+        self.profile = DnnWorkload.model_validate(w.model_dump()).profile()
         self.warmup, self.total = w.warmup, w.warmup + w.iterations
         self.it = 0
         self.coll = 0
@@ -538,7 +531,7 @@ class _DnnDriver(_Driver):
                 o, now = self.origin, self.net.now
                 self.placed.collectives.append(_Collective(
                     coll, iteration, warm, size, o + began, now - began,
-                    [(c, k, d, op, b, o + s, o + e) for c, k, d, op, b, s, e in spans]))
+                    [(*head, o + s, o + e) for *head, s, e in spans]))
                 self.placed.buckets.append({
                     "iteration": iteration, "warmup": warm, "bucket": i, "coll": coll,
                     "bytes": size, "backward": prof.buckets[i].backward_s,

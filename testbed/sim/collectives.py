@@ -26,10 +26,11 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from testbed.core.errors import FabricLabError
+from testbed.core.formulas import link_share
 from testbed.core.registry import COLLECTIVES
 from testbed.core.topology import coords_of, dim_peers
 from testbed.sim.flows import LinkId, Network
-from workloads.collectives import Collective, link_share
+from workloads.collectives import Collective
 from workloads.schedule_engine import (
     DEFAULT_SEMANTICS,
     ChunkEngine,

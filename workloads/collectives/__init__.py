@@ -6,8 +6,7 @@ from workloads.collectives.base import (
     Collective,
     Group,
     Transfer,
-    link_share,
     shard_bounds,
 )
 
-__all__ = ["OPS", "Collective", "Group", "Transfer", "link_share", "shard_bounds"]
+__all__ = ["OPS", "Collective", "Group", "Transfer", "shard_bounds"]

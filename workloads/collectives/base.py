@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import ClassVar
 
 import numpy as np
@@ -129,13 +128,3 @@ class Collective(LinkPattern):
     def sent_bytes(self, op: str, n: int, size_bytes: float) -> float:
         """Bytes each rank sends in phase ``op`` (both built-ins are bandwidth optimal)."""
         return phase_sent_bytes(op, size_bytes, n)
-
-
-def link_share(kind: str, n: int, collective: Collective) -> Fraction:
-    """The fraction of a host's bandwidth in a dimension of ``kind`` and ``n`` hosts that
-    ``collective`` can use: 1, except on a ``fully_connected`` dimension, whose bandwidth is
-    split evenly over ``n-1`` links (as ASTRA-sim splits an FC NPU's), of which the collective
-    uses :meth:`Collective.links_at_once` (a ring 1 of them, ``direct`` all)."""
-    if kind != "fully_connected" or n <= 2:
-        return Fraction(1)
-    return Fraction(min(collective.links_at_once(n), n - 1), n - 1)
