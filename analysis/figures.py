@@ -204,7 +204,7 @@ def jct_cdfs(runs: Sequence[Run], path: Path) -> Path | None:
     None when no run has two tenant jobs to draw a distribution of."""
     panels: dict[str, list[tuple[str, list[float]]]] = {"jct_s": [], "slowdown": []}
     for run in runs:
-        jm = metrics.job_metrics(run)
+        jm = metrics.run_jobs(run)
         if jm.empty:
             continue
         jm = jm[[not isinstance(v, str) for v in jm["solo_of"]]]
@@ -243,7 +243,7 @@ def comparison(runs: Sequence[Run], path: Path) -> Path | None:
         return None
     tables = []
     for run in runs:
-        jm = metrics.job_metrics(run)
+        jm = metrics.run_jobs(run)
         if not jm.empty:
             jm = jm[[not isinstance(v, str) for v in jm["solo_of"]]]
         tables.append(jm)
@@ -284,7 +284,7 @@ def size_sweep(runs: Sequence[Run], path: Path) -> Path | None:
     tenant job that ran at least two sizes; None when none did."""
     lines = []
     for run in runs:
-        jm = metrics.job_metrics(run)
+        jm = metrics.run_jobs(run)
         if jm.empty:
             continue
         for name, row in jm.iterrows():

@@ -31,7 +31,7 @@ from testbed.core.scaling import UNSCALED
 from testbed.core.spec import upgrade_fabric
 from workloads.traces import COLLECTIVE_SCHEMA, PHASE_SCHEMA, conform, read_table
 
-MARKERS = ("spec.yaml", "topology.json", "jobs.json", "calibration.json")
+MARKERS = ("spec.yaml", "topology.json", "jobs.json", "calibration.json", "run.json")
 LINK_COLUMNS = LINK_SAMPLE_SCHEMA.names
 CPU_COLUMNS = CPU_SAMPLE_SCHEMA.names
 # Old name -> current name, for run directories written before every key named its unit.
@@ -76,6 +76,11 @@ class Run:
     calibration: dict[str, Any] | None = None  # calibration.json of a `fabriclab calibrate` dir
     # emulated rate ÷ real rate of every rate in the run (testbed.core.scaling); 1: unscaled
     rate_scale: float = UNSCALED
+    # run.json: how the run went as its runner recorded it (status, error, the backend's own
+    # facts); None for runs older than the file
+    record: dict[str, Any] | None = None
+    # summary.json as the run wrote it (None if it has none): what reports read
+    summary: dict[str, Any] | None = None
 
     def job(self, name: str) -> dict[str, Any]:
         for j in self.jobs:
@@ -293,7 +298,13 @@ def load_run(path: str | Path) -> Run:
         notes=notes,
         calibration=calibration,
         rate_scale=_rate_scale(topology, calibration),
+        record=_mapping(_read_json(root / "run.json", None)),
+        summary=_mapping(_read_json(root / "summary.json", None)),
     )
+
+
+def _mapping(x: Any) -> dict[str, Any] | None:
+    return x if isinstance(x, dict) else None
 
 
 def _rate_scale(topology: dict[str, Any], calibration: dict[str, Any] | None) -> float:

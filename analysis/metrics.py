@@ -216,6 +216,20 @@ def job_metrics(run: Run) -> pd.DataFrame:
     return df
 
 
+def jobs_frame(summary: dict[str, Any]) -> pd.DataFrame:
+    """A summary's jobs (:data:`JOB_KEYS`) as a DataFrame indexed by job name, the shape of
+    :func:`job_metrics`, for reading a run's numbers back from its ``summary.json``."""
+    jobs = summary.get("jobs") or {}
+    df = pd.DataFrame([{"job": name, **{k: job.get(k) for k in JOB_KEYS}}
+                       for name, job in jobs.items()], columns=["job", *JOB_KEYS])
+    return df.set_index("job", drop=False) if len(df) else df
+
+
+def run_jobs(run: Run) -> pd.DataFrame:
+    """The run's per-job figures: its summary's (:func:`jobs_frame`), else computed."""
+    return jobs_frame(run.summary) if run.summary is not None else job_metrics(run)
+
+
 def _command_bandwidths(row: dict[str, Any], it: pd.DataFrame, times: pd.Series) -> None:
     """A command job whose iterations report ``bytes``: nccl-tests All-Reduce bandwidths, as
     if each iteration were one All-Reduce of those bytes (what a peer such as
@@ -631,6 +645,8 @@ def summarise(run: Run | str | Path) -> dict[str, Any]:
     if not isinstance(run, Run):
         run = load_run(run)
     jobs = job_metrics(run)
+    record = run.record or {}
+    not_modelled = list(record.get("not_modelled") or [])
     fair, basis = fairness(jobs)
     links = link_utilisation(run.links, run.window())
     fid = run.fidelity
@@ -639,8 +655,11 @@ def summarise(run: Run | str | Path) -> dict[str, Any]:
         "label": run.label,
         "rate_scale": run.rate_scale,
         "preset": run.spec.get("preset"),
-        "status": run_status(run),
-        "jobs": {name: {k: row[k] for k in JOB_KEYS} for name, row in jobs.iterrows()},
+        # as the runner recorded it (run.json); derived from the jobs for older runs
+        "status": record.get("status") or run_status(run),
+        "error": record.get("error"),
+        "jobs": {name: _as_recorded({k: row[k] for k in JOB_KEYS}, not_modelled)
+                 for name, row in jobs.iterrows()},
         "dimensions": dimension_summary(run),
         "links": {r.key: {"mean_util": r.mean_util, "peak_util": r.peak_util}
                   for r in links.itertuples()},
@@ -649,5 +668,22 @@ def summarise(run: Run | str | Path) -> dict[str, Any]:
         "speedup": speedups(run, jobs),
         "fidelity": ({"verdict": fid.get("verdict"), "reasons": list(fid.get("reasons") or [])}
                      if fid else None),
+        # what the backend recorded of itself: the emulator's controller restarts and
+        # teardown leftovers, what the simulator does not model
+        **{k: record[k] for k in RUN_FACTS if k in record},
     }
     return _clean(out)
+
+
+RUN_FACTS = ("controller_restarts", "leftovers", "not_modelled")
+
+
+def _as_recorded(job: dict[str, Any], not_modelled: list[str]) -> dict[str, Any]:
+    """A job's summary as far as the backend measured it: what it does not model is not a
+    result (a simulation moves no data, so nothing is checked; every transport takes the
+    same time)."""
+    if "correctness" in not_modelled:
+        job["correct"] = None
+    if "transport" in not_modelled and job.get("transport"):
+        job["transport"] = f"{job['transport']} (not simulated)"
+    return job

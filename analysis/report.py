@@ -267,9 +267,13 @@ def _figure(path: Path | None) -> dict[str, str] | None:
     return {"file": path.name, "uri": f"data:image/png;base64,{data}"}
 
 
-def _run_context(run: Run, out: Path, prefix: str) -> dict[str, Any]:
-    summary = metrics.summarise(run)
-    jm = metrics.job_metrics(run)
+def _run_context(run: Run, out: Path, prefix: str, recompute: bool = False) -> dict[str, Any]:
+    # the numbers the run wrote (summary.json), or recomputed from its files when asked (or
+    # when it wrote none): the same function made both, so they agree
+    if run.summary is None or recompute:
+        run.summary = metrics.summarise(run)
+    summary = run.summary
+    jm = metrics.jobs_frame(summary)
     bw = metrics.dim_bandwidths(run.topology)
     dims = [{"dim": d, "rate": dual(lambda v: fmt_mbit_s(v / 1e6), bw[int(d)],
                                     real_rate(bw[int(d)], run.rate_scale)) if int(d) in bw else "—",
@@ -489,9 +493,11 @@ def write_cluster_report(run_dirs: Sequence[str | Path], out_dir: str | Path | N
     return html
 
 
-def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = None) -> Path:
+def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = None,
+                 recompute: bool = False) -> Path:
     """Write ``report.html`` and ``report.md`` (and the figures) for ``run_dirs`` into
-    ``out_dir`` (default :func:`default_out`); returns the HTML report's path.
+    ``out_dir`` (default :func:`default_out`); returns the HTML report's path. The numbers
+    are each run's ``summary.json``; ``recompute`` summarises the run's files again instead.
     simulate-cluster directories get :func:`write_cluster_report` instead."""
     if not run_dirs:
         raise FabricLabError("give at least one run directory to report on")
@@ -505,7 +511,8 @@ def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = No
     _unique_labels(runs)
     out = _out_dir(run_dirs, out_dir)
     multi = len(runs) > 1
-    ctxs = [_run_context(r, out, f"fig-{_slug(r.label)}-" if multi else "fig-") for r in runs]
+    ctxs = [_run_context(r, out, f"fig-{_slug(r.label)}-" if multi else "fig-", recompute)
+            for r in runs]
     heads = (compare.headlines([c["facts"] for c in ctxs]) if multi
              else ctxs[0]["run_headlines"])
     comparison = _comparison(ctxs) if multi else None

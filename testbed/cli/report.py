@@ -16,6 +16,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="a results/<run> directory")
     p.add_argument("--out", metavar="DIR", default=None,
                    help="where to write the report (created if missing)")
+    p.add_argument("--recompute", action="store_true",
+                   help="summarise each run's files again instead of reading its summary.json "
+                        "(the same numbers, unless the files changed or the metrics did)")
     p.set_defaults(func=run)
 
 
@@ -24,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from analysis.cluster import is_cluster_dir, read_summary, trace_warning
     from analysis.report import write_report
 
-    html = write_report(args.runs, args.out)
+    html = write_report(args.runs, args.out, recompute=args.recompute)
     if all(is_cluster_dir(p) for p in args.runs):
         warning = trace_warning([read_summary(p) for p in args.runs])
         if warning:

@@ -2,8 +2,9 @@
 
 ``results/<timestamp>-<name>/``: ``spec.yaml``, ``env.json`` (written from
 :func:`base_environment` plus the backend's own fields), ``topology.json``, ``jobs.json``,
-``jobs/<job>/`` (worker configs and parquet traces), ``fidelity.json``, ``summary.json`` and
-its CSV tables in ``csv/`` (:mod:`testbed.core.summary_csv`);
+``jobs/<job>/`` (worker configs and parquet traces), ``fidelity.json``, ``run.json`` (how the
+run went: its status, and what the backend says of itself), ``summary.json`` and its CSV
+tables in ``csv/`` (:mod:`testbed.core.summary_csv`);
 the emulator adds ``controller.log``, ``link_samples.parquet`` and ``cpu_samples.parquet``.
 docs/results.md describes every file, key and column, with its unit.
 """
@@ -21,7 +22,9 @@ import yaml
 
 from testbed.core.atomic import write_json
 from testbed.core.experiment import Experiment
+from testbed.core.jobs import JobRun
 from testbed.core.summary_csv import write_tables
+from testbed.core.topology import FabricPlan
 
 
 def base_environment() -> dict[str, Any]:
@@ -60,14 +63,34 @@ def write_head(run_dir: Path, exp: Experiment, env: dict[str, Any]) -> None:
     write_json(run_dir / "env.json", env)
 
 
-def write_results(run_dir: Path, records: list[dict[str, Any]], fidelity: dict[str, Any],
-                  summarise: Callable[[], dict[str, Any]]) -> None:
-    """What a run writes when it ends, each file atomically: ``jobs.json`` (one record per
-    job and solo baseline), ``fidelity.json``, then ``summary.json`` from ``summarise()``
-    (which may read the first two back, as :func:`analysis.metrics.summarise` does) and its
-    CSV tables."""
-    write_json(run_dir / "jobs.json", records)
-    write_json(run_dir / "fidelity.json", fidelity)
-    summary = summarise()
-    write_json(run_dir / "summary.json", summary)
-    write_tables(run_dir, summary)
+class RunRecorder:
+    """The one writer of a run directory, for every backend: it makes the directory and
+    writes its head when the run starts (``spec.yaml``, ``env.json``, ``topology.json``),
+    keeps the run's status, and writes the results when it ends (:meth:`finish`)."""
+
+    def __init__(self, out_root: Path, exp: Experiment, plan: FabricPlan,
+                 env: dict[str, Any]) -> None:
+        self.run_dir = new_run_dir(out_root, exp.name)
+        write_head(self.run_dir, exp, env)
+        (self.run_dir / "topology.json").write_text(plan.to_json())
+        self.status = "ok"  # ok | failed | incomplete
+        self.error: str | None = None
+
+    def fail(self, status: str, error: str) -> None:
+        """The run ended early: ``failed`` (an error) or ``incomplete`` (interrupted)."""
+        self.status, self.error = status, error
+
+    def finish(self, jobs: list[JobRun], fidelity: dict[str, Any],
+               summarise: Callable[[Path], dict[str, Any]], **facts: Any) -> dict[str, Any]:
+        """Write the results, each file atomically: ``jobs.json`` (every job and solo
+        baseline), ``fidelity.json``, ``run.json`` (the status and the backend's ``facts``),
+        then ``summary.json`` from ``summarise(run_dir)`` — which reads only these files and
+        the traces, so a summary recomputed later is the same — and its CSV tables."""
+        write_json(self.run_dir / "jobs.json", [j.record() for j in jobs])
+        write_json(self.run_dir / "fidelity.json", fidelity)
+        write_json(self.run_dir / "run.json",
+                   {"status": self.status, "error": self.error, **facts})
+        summary = summarise(self.run_dir)
+        write_json(self.run_dir / "summary.json", summary)
+        write_tables(self.run_dir, summary)
+        return summary

@@ -21,7 +21,7 @@ from sdn_app.policies import controller_policy
 from testbed.core.errors import FabricLabError
 from testbed.core.experiment import Experiment
 from testbed.core.jobs import JobRun, check_against_fabric, resolve
-from testbed.core.rundir import base_environment, new_run_dir, write_head, write_results
+from testbed.core.rundir import RunRecorder, base_environment
 from testbed.core.topology import build_plan
 from testbed.emulator import runlock, switch_kinds
 from testbed.emulator.calibrate import calibrate
@@ -54,8 +54,7 @@ class Runner:
         self.console = console or Console()
         self.jobs = [JobRun(j.name, j) for j in exp.jobs]
         self.host_runtimes = exp.host_runtimes([h.name for h in self.plan.hosts])
-        self.status = "ok"
-        self.error: str | None = None
+        self.recorder: RunRecorder | None = None
         self.leftovers: list[str] = []
         self.controller_restarts = 0
         self._threads: list[threading.Thread] = []
@@ -66,9 +65,18 @@ class Runner:
         with runlock.exclusive_run(f"fabriclab run {self.exp.name}"):
             return self._run()
 
+    @property
+    def status(self) -> str:
+        return self.recorder.status if self.recorder else "ok"
+
+    @property
+    def error(self) -> str | None:
+        return self.recorder.error if self.recorder else None
+
     def _run(self) -> Path:
-        self.run_dir = new_run_dir(self.out_root, self.exp.name)
-        write_head(self.run_dir, self.exp, environment())
+        self.recorder = recorder = RunRecorder(self.out_root, self.exp, self.plan,
+                                               environment())
+        self.run_dir = recorder.run_dir
         calibration = None
         sampler: LinkSampler | None = None
         fab: Fabric | None = None
@@ -100,10 +108,10 @@ class Runner:
                     sampler.stop()  # before the teardown: its readers are in the hosts'
                     # namespaces, and a namespace someone is in outlives its pin
         except KeyboardInterrupt:
-            self.status, self.error = "incomplete", "interrupted"
+            recorder.fail("incomplete", "interrupted")
             self.console.print("[yellow]interrupted: tearing down, keeping what was captured")
         except FabricLabError as exc:
-            self.status, self.error = "failed", str(exc)
+            recorder.fail("failed", str(exc))
         finally:
             if fab is not None:
                 self.leftovers, self.controller_restarts = fab.leftovers, len(fab.restarts)
@@ -231,9 +239,10 @@ class Runner:
     # -- results -------------------------------------------------------------------------------
 
     def _write_results(self, solos: list[JobRun], calibration) -> None:
-        records = [j.record() for j in self.jobs + solos]
-        fidelity = self._fidelity(calibration)
-        write_results(self.run_dir, records, fidelity, lambda: self._summary(records, fidelity))
+        assert self.recorder is not None
+        self.recorder.finish(self.jobs + solos, self._fidelity(calibration), self._summary,
+                             backend="emulator", controller_restarts=self.controller_restarts,
+                             leftovers=self.leftovers)
 
     def _fidelity(self, calibration) -> dict[str, Any]:
         """Whether the links kept their promise (:func:`fidelity_record`), with CPU headroom
@@ -303,27 +312,24 @@ class Runner:
             windows += list(zip(t["start"], t["start"] + t["time"], strict=True))
         return windows
 
-    def _summary(self, records: list[dict], fidelity: dict[str, Any]) -> dict[str, Any]:
+    def _summary(self, run_dir: Path) -> dict[str, Any]:
+        """:func:`analysis.metrics.summarise` of the run; if that fails, the basics from the
+        job records (never lose a run to a metrics bug)."""
         try:
-            from analysis.load import load_run
             from analysis.metrics import summarise
         except ImportError:
             summarise = None
         if summarise is not None:
             try:
-                summary = summarise(load_run(self.run_dir))
-                summary["status"] = self.status
-                summary["error"] = self.error
-                summary["controller_restarts"] = self.controller_restarts
-                summary["leftovers"] = self.leftovers
-                return summary
-            except Exception as exc:  # never lose a run to a metrics bug: keep the basics
+                return summarise(run_dir)
+            except Exception as exc:
                 self.console.print(f"[yellow]metrics failed ({exc}); basic summary written")
-        return {"run": self.run_dir.name, "rate_scale": self.plan.rate_scale,
+        fidelity = json.loads((run_dir / "fidelity.json").read_text())
+        return {"run": run_dir.name, "rate_scale": self.plan.rate_scale,
                 "status": self.status, "error": self.error,
                 "controller_restarts": self.controller_restarts, "leftovers": self.leftovers,
-                "jobs": {r["name"]: {"hosts": r["hosts"], "status": r["status"],
-                                     "results": r["results"]} for r in records},
+                "jobs": {j.name: {"hosts": j.hosts, "status": j.status, "results": j.rows}
+                         for j in self.jobs},
                 "fidelity": {"verdict": fidelity["verdict"], "reasons": fidelity["reasons"]}}
 
 

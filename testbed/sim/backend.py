@@ -95,7 +95,7 @@ from testbed.core.experiment import STATIC_POLICY, Experiment
 from testbed.core.formulas import ALLTOALL, TCP_GOODPUT
 from testbed.core.jobs import JobRun, check_against_fabric, resolve
 from testbed.core.registry import ALLTOALLS, COLLECTIVES, SCHEDULES
-from testbed.core.rundir import base_environment, new_run_dir, write_head, write_results
+from testbed.core.rundir import RunRecorder, base_environment
 from testbed.core.topology import FabricPlan, build_plan
 from testbed.sim.cluster import host_path
 from testbed.sim.collectives import HierarchicalRun, MultidimFabric, run_steps
@@ -231,10 +231,10 @@ class SimRunner:
     # -- the run --------------------------------------------------------------------------------
 
     def run(self) -> Path:
-        self.run_dir = new_run_dir(self.out_root, self.exp.name)
-        write_head(self.run_dir, self.exp, base_environment() | {"backend": "sim", "sim": {
-            "goodput": GOODPUT, "seed": self.seed, "step_latency_s": self.latency}})
-        (self.run_dir / "topology.json").write_text(self.plan.to_json())
+        recorder = RunRecorder(self.out_root, self.exp, self.plan, base_environment() | {
+            "backend": "sim",
+            "sim": {"goodput": GOODPUT, "seed": self.seed, "step_latency_s": self.latency}})
+        self.run_dir = recorder.run_dir
         clock = 0.0
         if self.exp.solo_baselines:
             for p in self.placed:
@@ -245,7 +245,16 @@ class SimRunner:
         for p in self.placed + self.solos:
             self._write_traces(p)
             p.run.rows = [asdict(r) for r in size_results(self.run_dir / "jobs" / p.run.name)]
-        self._write_results()
+        from analysis.metrics import summarise
+
+        fidelity = {"verdict": "simulated", "reasons": [], "cpu_idle_min": None,
+                    "cpu_idle_mean": None, "links": [], "calibration": None,
+                    "backend": "sim", "goodput": GOODPUT, "seed": self.seed,
+                    "step_latency_s": self.latency}
+        # What the simulator does not model is not a result: no data moves, so nothing is
+        # checked, and every transport takes the same time (the summary says so).
+        recorder.finish(self.jobs + [s.run for s in self.solos], fidelity, summarise,
+                        backend="sim", not_modelled=list(NOT_MODELLED))
         return self.run_dir
 
     def _leg(self, what: str, jobs: list[_Placed], origin: float, offsets: bool) -> float:
@@ -393,30 +402,6 @@ class SimRunner:
                               "rank": rank} for row in rows]
                     pq.write_table(pa.Table.from_pylist(table, schema=schema),
                                    out / f"{kind}-rank{rank}.parquet")
-
-    def _write_results(self) -> None:
-        from analysis.load import load_run
-        from analysis.metrics import summarise
-
-        records = [j.record() for j in self.jobs + [s.run for s in self.solos]]
-        fidelity = {"verdict": "simulated", "reasons": [], "cpu_idle_min": None,
-                    "cpu_idle_mean": None, "links": [], "calibration": None,
-                    "backend": "sim", "goodput": GOODPUT, "seed": self.seed,
-                    "step_latency_s": self.latency}
-
-        def summary() -> dict[str, Any]:
-            out = summarise(load_run(self.run_dir))
-            out["status"], out["error"] = self.status, self.error
-            # What the simulator does not model is not a result: no data moves, so nothing
-            # is checked, and every transport takes the same time.
-            out["not_modelled"] = list(NOT_MODELLED)
-            for job in out.get("jobs", {}).values():
-                job["correct"] = None
-                job["transport"] = f"{job.get('transport')} (not simulated)"
-            return out
-
-        write_results(self.run_dir, records, fidelity, summary)
-
 
 def simulate_experiment(exp: Experiment, out_root: Path, seed: int = 1,
                         step_latency_s: float = 0.0) -> Path:

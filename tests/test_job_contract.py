@@ -1,0 +1,115 @@
+"""The job contract from spec to report: a job is resolved once after placement
+(:func:`testbed.core.jobs.resolve`), recorded in jobs.json, and read — never inferred back —
+by the workers, the simulator and the analysis; one recorder writes every run directory, and
+the report reads the summary the run wrote."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from analysis.load import load_run
+from analysis.metrics import summarise
+from analysis.report import write_report
+from testbed.core.errors import SpecError
+from testbed.core.experiment import expand
+from testbed.core.jobs import resolve
+from testbed.core.topology import build_plan
+from testbed.sim.backend import SimRunner
+
+LEAF_SPINE = {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 4,
+              "host_link_mbit_s": 20, "uplink_mbit_s": 20}
+MULTIDIM = {"kind": "multidim", "dims": [{"size": 2, "mbit_s": 6},
+                                         {"size": 3, "mbit_s": 12, "kind": "fully_connected"}]}
+
+
+def _job(fabric: dict, **job) -> tuple:
+    (exp,) = expand({"name": "c", "fabric": fabric, "jobs": [
+        {"name": "j", "workload": {"kind": "allreduce", "sizes": ["1MiB"]}, **job}]})
+    return exp.jobs[0], build_plan(exp.fabric)
+
+
+def test_a_jobs_dimensions_and_planning_rates_are_decided_in_one_place():
+    spec, plan = _job(LEAF_SPINE, hosts_wanted=8, algorithm="themis")
+    hosts = [f"h{i}" for i in range(8)]
+    assert resolve(spec, plan, hosts).dims == [2, 4]  # the default 2-D split
+    assert resolve(spec, plan, hosts).dim_rates_bps == [20e6, 20e6]
+    flat, _ = _job(LEAF_SPINE, hosts_wanted=8)
+    assert resolve(flat, plan, hosts).dims == [8]
+    split, _ = _job(LEAF_SPINE, hosts_wanted=8, algorithm="baseline", dims=[4, 2])
+    assert resolve(split, plan, hosts).dims == [4, 2]
+    # a fully connected dimension: a ring uses one of its n-1 links, direct all of them
+    spec, plan = _job(MULTIDIM, hosts_wanted=6, algorithm="themis")
+    hosts = [h.name for h in plan.hosts]
+    assert resolve(spec, plan, hosts).dim_rates_bps == pytest.approx([6e6, 6e6])
+    direct = spec.model_copy(update={"dim_algorithm": "direct"})
+    assert resolve(direct, plan, hosts).dim_rates_bps == pytest.approx([6e6, 12e6])
+
+
+def test_a_job_that_cannot_be_resolved_is_one_sentence():
+    spec, plan = _job(LEAF_SPINE, hosts_wanted=6, algorithm="baseline",
+                      dim_algorithm="halving-doubling")
+    with pytest.raises(SpecError, match=r"^job j: dim_algorithm: halving-doubling needs a "
+                                        r"power-of-two") as info:
+        resolve(spec, plan, [f"h{i}" for i in range(6)])
+    assert "\n" not in str(info.value)
+
+
+def _sim_run(tmp_path: Path, data: dict) -> Path:
+    (exp,) = expand(data)
+    return SimRunner(exp, tmp_path).run()
+
+
+def test_jobs_json_records_the_resolved_job_the_simulator_ran(tmp_path):
+    run = _sim_run(tmp_path, {"name": "r", "fabric": MULTIDIM, "jobs": [
+        {"name": "t", "hosts_wanted": 6, "algorithm": "themis", "chunks": 4,
+         "dim_algorithm": "direct", "workload": {"kind": "allreduce", "sizes": ["3MiB"],
+                                                 "iterations": 2}}]})
+    (job,) = json.loads((run / "jobs.json").read_text())
+    assert job["dims"] == [2, 3] and job["dim_rates_bps"] == pytest.approx([6e6, 12e6])
+    assert job["hosts"] == [f"h{i}" for i in range(6)] and job["dim_algorithm"] == "direct"
+    # every phase row records its group and what the collective says the rank sent
+    ph = load_run(run).phases
+    assert set(zip(ph["dim"], ph["group"], strict=True)) == {(0, 2), (1, 3)}
+    assert ph["sent_bytes"].notna().all() and (ph["sent_bytes"] > 0).all()
+    assert json.loads((run / "run.json").read_text())["status"] == "ok"
+
+
+def test_the_status_the_runner_recorded_is_the_one_every_reader_shows(tmp_path):
+    run = _sim_run(tmp_path, {"name": "s", "fabric": LEAF_SPINE, "policy": "ecmp", "jobs": [
+        {"name": "a", "hosts": ["h0", "h4"], "workload": {"kind": "allreduce",
+                                                          "sizes": ["1MiB"]}}]})
+    assert json.loads((run / "summary.json").read_text())["status"] == "ok"
+    # a run its runner called incomplete stays incomplete, though its one job finished
+    record = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**record, "status": "incomplete",
+                                              "error": "interrupted"}))
+    again = summarise(run)
+    assert again["status"] == "incomplete" and again["error"] == "interrupted"
+    assert again["jobs"]["a"]["status"] == "ok"
+
+
+def _numbers(report_md: Path) -> str:
+    """The report's text but the line saying when it was generated."""
+    return re.sub(r"(?m)^.*generated.*$", "", report_md.read_text())
+
+
+@pytest.mark.slow
+def test_the_demo_report_is_the_same_from_the_run_and_recomputed(tmp_path):
+    """make demo's experiment on the simulator: its report from the summaries the runs wrote
+    and from a recomputation of their files agree to the byte (but the generation time)."""
+    from testbed.core.experiment import load_experiments
+
+    runs = [SimRunner(exp, tmp_path / "results").run()
+            for exp in load_experiments("experiments/demo.yaml")]
+    for run in runs:  # what the run wrote is what the metrics give on its files
+        assert json.loads((run / "summary.json").read_text()) == json.loads(
+            json.dumps(summarise(run)))
+    written = write_report(runs, tmp_path / "as-written")
+    recomputed = write_report(runs, tmp_path / "recomputed", recompute=True)
+    assert _numbers(written.with_name("report.md")) == _numbers(
+        recomputed.with_name("report.md"))
+    assert "busbw" in written.with_name("report.md").read_text()
