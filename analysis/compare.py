@@ -18,8 +18,6 @@ from typing import Any
 
 from analysis import metrics
 from analysis.load import Run
-from testbed.core.algorithms import is_flat
-from testbed.core.errors import FabricLabError
 from testbed.core.units import format_size
 
 #: Workload fields that say how long or how often, not what: runs differing only in these
@@ -177,27 +175,16 @@ def axis_value(run: Run, axis: Axis) -> str:
 
 
 def _modelled_times(run: Run, jobs: dict[str, dict[str, Any]]) -> dict[str, float]:
-    """Per chunk-scheduled job: the predictive model's time for its headline size on the
-    run's fabric (bandwidth only; :mod:`workloads.model`)."""
-    from workloads.model import DEFAULT_SEMANTICS, predict
-
-    bw = metrics.dim_bandwidths(run.topology)
+    """Per chunk-scheduled job: the model's time for its headline size on the run's fabric,
+    as the run recorded it when it placed the job (jobs.json ``model_s``:
+    :func:`workloads.model.job_model_s`, what ``fabriclab model`` predicts)."""
     out = {}
     for job in _tenants(run):
-        name, algo = str(job["name"]), str(job.get("algorithm"))
+        name = str(job["name"])
         size = _num((jobs.get(name) or {}).get("size_bytes"))
-        dims = job.get("dims") or []  # as the run resolved them (jobs.json)
-        if is_flat(algo) or size is None or not dims or any(d not in bw for d in range(len(dims))):
-            continue
-        try:
-            p = predict(dims, [bw[d] for d in range(len(dims))], int(size),
-                        int(job.get("chunks") or 1), policy=algo,
-                        order=str(job.get("order") or "fifo"),
-                        dim_algorithm=str(job.get("dim_algorithm") or "ring"),
-                        semantics=str(job.get("semantics") or DEFAULT_SEMANTICS))
-        except (FabricLabError, ValueError):
-            continue
-        out[name] = p.time_s
+        model = (job.get("model_s") or {}).get(str(int(size))) if size is not None else None
+        if _num(model) is not None:
+            out[name] = float(model)
     return out
 
 

@@ -5,7 +5,7 @@ Required: the path is a directory holding at least one of ``spec.yaml``, ``topol
 job over loopback, no fabric: :func:`_loopback_job`). Everything else is optional and loads as
 empty (a crashed run still gets a report): missing traces give empty DataFrames with the right
 columns, a missing ``fidelity.json`` gives ``None``. Worker traces are read with
-:func:`workloads.traces.read_table`; a rank that left only a ``*.partial.parquet`` snapshot
+:func:`testbed.core.traces.read_table`; a rank that left only a ``*.partial.parquet`` snapshot
 (it crashed) is read from that snapshot and named in :attr:`Run.notes`.
 
 Keys and columns that older runs spelled without their unit (``mbps``) are renamed here, on
@@ -29,7 +29,7 @@ from testbed.core.errors import FabricLabError
 from testbed.core.samples import CPU_SAMPLE_SCHEMA, LINK_SAMPLE_SCHEMA, QDISC_SAMPLE_SCHEMA
 from testbed.core.scaling import UNSCALED
 from testbed.core.spec import upgrade_fabric
-from workloads.traces import COLLECTIVE_SCHEMA, PHASE_SCHEMA, conform, read_table
+from testbed.core.traces import COLLECTIVE_SCHEMA, PHASE_SCHEMA, conform, read_table
 
 MARKERS = ("spec.yaml", "topology.json", "jobs.json", "calibration.json", "run.json")
 LINK_COLUMNS = LINK_SAMPLE_SCHEMA.names

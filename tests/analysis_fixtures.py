@@ -30,8 +30,9 @@ import yaml
 
 from testbed.core.spec import LeafSpineSpec, MultidimSpec
 from testbed.core.topology import build_plan
+from testbed.core.traces import COLLECTIVE_SCHEMA, PHASE_SCHEMA, bandwidths
 from workloads.hierarchical import Topology
-from workloads.traces import COLLECTIVE_SCHEMA, PHASE_SCHEMA, bandwidths
+from workloads.model import predict
 
 SIZE = 1_000_000
 LS_SIZE = 2_000_000  # leaf-spine jobs: 80 Mbit/s per host when alone
@@ -179,8 +180,9 @@ def build_multidim_run(root: Path, name: str = "themis", *, faithful: bool = Tru
             t = c0 + span
         t += GAP
         _write_job_traces(root / "_staging" / alg, phases, colls)
+        model_s = predict([2, 2], [80e6, 40e6], SIZE, 2, policy=alg, dim_kinds=plan.spec.kinds)
         jobs.append({"name": alg, "hosts": hosts, "dims": [2, 2], "policy": "static",
-                     "spines": [],
+                     "model_s": {str(SIZE): model_s.time_s}, "spines": [],
                      "circuits": [], "algorithm": alg, "order": "fifo", "chunks": 2,
                      "transport": transport,
                      "workload": {"kind": "allreduce", "sizes": [SIZE], "iterations": 2,

@@ -24,9 +24,9 @@ import pytest
 from testbed.cli import main
 from testbed.cli.nccl_table import table_lines
 from testbed.core.errors import FabricLabError
+from testbed.core.traces import COLLECTIVE_SCHEMA
 from workloads import launcher
 from workloads.launcher import LaunchResult, SizeResult, summarise
-from workloads.traces import COLLECTIVE_SCHEMA
 
 DECIMAL = re.compile(r"^\d+(\.\d+)?$")
 FAST = ["allreduce", "--ranks", "2", "-n", "1", "-w", "0", "--timeout", "10"]

@@ -18,11 +18,11 @@ from testbed.core.formulas import busbw_factor
 from testbed.core.jobs import check_against_fabric
 from testbed.core.registry import ALLTOALLS
 from testbed.core.topology import build_plan
+from testbed.core.traces import read_table
 from testbed.sim.backend import SimRunner
 from workloads.alltoall import block_bounds, expected_block, fill_blocks, received_correctly
 from workloads.alltoall.pairwise import Pairwise
 from workloads.launcher import local_configs, run_in_threads, run_local
-from workloads.traces import read_table
 from workloads.transport import Tag
 from workloads.worker import WorkerConfig
 

@@ -14,8 +14,8 @@ import pytest
 from testbed.core.experiment import expand
 from testbed.core.registry import ALLTOALLS
 from testbed.core.topology import build_plan
+from testbed.core.traces import read_table
 from testbed.emulator.runner import Runner
-from workloads.traces import read_table
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

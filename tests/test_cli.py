@@ -12,9 +12,9 @@ import pytest
 
 from testbed.cli import main
 from testbed.core.errors import FabricLabError
+from testbed.core.traces import read_table
 from testbed.emulator import cleanup
 from workloads import launcher
-from workloads.traces import read_table
 
 SMALL_ALLREDUCE = ["allreduce", "--ranks", "2", "--size", "64:128", "--iters", "1",
                    "--warmup", "0", "--timeout", "10"]

@@ -14,12 +14,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from testbed.core.errors import FabricLabError
+from testbed.core.traces import bandwidths, read_table
 from workloads.collectives import Group, shard_bounds
 from workloads.collectives.ring import COLLECTIVE as RING
 from workloads.hierarchical import Topology, phase_segments, schedule
 from workloads.launcher import local_configs, run_in_threads, run_local
 from workloads.schedule_engine import chunk_phases
-from workloads.traces import TraceWriter, bandwidths, read_table
+from workloads.traces import TraceWriter
 
 try:
     from workloads import themis

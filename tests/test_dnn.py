@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from testbed.core.errors import FabricLabError
+from testbed.core.traces import read_table
 from workloads import dnn
 from workloads.launcher import local_configs, run_in_threads, run_local
-from workloads.traces import TraceWriter, read_table
+from workloads.traces import TraceWriter
 from workloads.worker import WorkerConfig
 
 # Published parameter counts (the all-reduced part) and the tolerance of our layer tables.

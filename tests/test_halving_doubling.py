@@ -16,12 +16,12 @@ from testbed.core.experiment import expand
 from testbed.core.jobs import check_against_fabric
 from testbed.core.registry import COLLECTIVES, SCHEDULES
 from testbed.core.topology import build_plan
+from testbed.core.traces import read_table
 from workloads.collectives import Group, shard_bounds
 from workloads.collectives.halving_doubling import COLLECTIVE as HD
 from workloads.collectives.ring import COLLECTIVE as RING
 from workloads.hierarchical import Topology
 from workloads.launcher import local_configs, run_in_threads, run_local
-from workloads.traces import read_table
 from workloads.worker import WorkerConfig, link_plan
 
 

@@ -11,9 +11,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from testbed.core.samples import CPU_SAMPLE_SCHEMA, LINK_SAMPLE_SCHEMA, SAMPLE_SCHEMAS
+from testbed.core.traces import GBYTE_S, SCHEMAS
 from testbed.core.units import DIMENSIONLESS, NOT_A_QUANTITY, unit_of
 from testbed.emulator.sampler import write_parquet
-from workloads.traces import GBYTE_S, SCHEMAS, TraceWriter
+from workloads.traces import TraceWriter
 
 DOC = Path(__file__).parent.parent / "docs" / "results.md"
 UNITS = {"s", "bytes", "Mbit/s", GBYTE_S, DIMENSIONLESS, NOT_A_QUANTITY}

@@ -7,9 +7,9 @@ import pytest
 
 from testbed.core.spec import parse_fabric
 from testbed.core.topology import build_plan
+from testbed.core.traces import read_table
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.workers import run_on_fabric
-from workloads.traces import read_table
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

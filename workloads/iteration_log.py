@@ -9,7 +9,7 @@ iteration on its standard output, on a line of its own::
 iterations to leave out of the figures) and ``bytes`` (what the iteration communicated) are
 optional. Every other line is the program's own and is kept, untouched, in its log. The
 runner turns the lines of rank r into ``iterations-rank{r}.parquet`` (the DNN workload's
-schema, :data:`workloads.traces.ITERATION_SCHEMA`), so slowdowns against solo baselines and
+schema, :data:`testbed.core.traces.ITERATION_SCHEMA`), so slowdowns against solo baselines and
 the iteration-time figures work for any program as they do for fabriclab's own workers.
 """
 
@@ -20,7 +20,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from workloads.traces import ITERATION_SCHEMA, write_rows
+from testbed.core.traces import ITERATION_SCHEMA
+from workloads.traces import write_rows
 
 TAG = "iteration"
 

@@ -32,8 +32,8 @@ from testbed.core.errors import FabricLabError
 from testbed.core.formulas import ALLREDUCE
 from testbed.core.jobs import ResolvedJob
 from testbed.core.spec import validate
+from testbed.core.traces import bandwidths, collective_kinds, read_table
 from workloads.dnn import canonical, summarize
-from workloads.traces import bandwidths, collective_kinds, read_table
 
 if TYPE_CHECKING:
     from workloads.worker import Worker

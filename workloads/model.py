@@ -52,7 +52,9 @@ from fractions import Fraction
 
 from testbed.core.errors import FabricLabError
 from testbed.core.formulas import link_share
+from testbed.core.jobs import ResolvedJob
 from testbed.core.registry import COLLECTIVES
+from testbed.core.topology import FabricPlan
 from workloads.collectives import Collective
 from workloads.schedule_engine import (
     DEFAULT_SEMANTICS,
@@ -283,3 +285,19 @@ def predict(
                       dim_algorithm=dim_algorithm, step_latency_s=step_latency_s,
                       semantics=semantics, max_active=max_active, dim_kinds=dim_kinds)
     return replace(result, policy=policy)
+
+
+def job_model_s(job: ResolvedJob, plan: FabricPlan) -> dict[str, float] | None:
+    """The model's time of each All-Reduce size of a chunk-scheduled ``job`` on ``plan``, as
+    ``fabriclab model`` predicts it (each dimension's per-host rate and kind, the job's chunks,
+    order, collective and semantics), keyed by the size in bytes as text (the JSON key the
+    summary uses); None for a job the model does not cover (flat collectives, DNN and
+    command jobs, and leaf-spine jobs, whose logical dimensions share one NIC, which the
+    model does not see). The backends record it in jobs.json (``model_s``) for the analysis."""
+    if job.flat or job.workload.kind != "allreduce" or plan.kind != "multidim":
+        return None
+    rates = [float(d.mbit_s) * 1e6 for d in plan.spec.dims]
+    return {str(size): predict(job.dims, rates, size, job.chunks, policy=job.algorithm,
+                               order=job.order, dim_algorithm=job.dim_algorithm,
+                               semantics=job.semantics, dim_kinds=plan.spec.kinds).time_s
+            for size in job.workload.sizes}

@@ -62,6 +62,7 @@ from testbed.core.errors import FabricLabError
 from testbed.core.formulas import ALLTOALL
 from testbed.core.jobs import ResolvedJob
 from testbed.core.registry import ALLTOALLS, COLLECTIVES, SCHEDULES
+from testbed.core.traces import bandwidths
 from workloads.alltoall import AllToAll, fill_blocks, received_correctly
 from workloads.collectives import Collective, Group
 from workloads.dnn import DnnWorkload
@@ -75,7 +76,7 @@ from workloads.hierarchical import (
     schedule,
 )
 from workloads.themis import plan_with
-from workloads.traces import TraceWriter, bandwidths
+from workloads.traces import TraceWriter
 from workloads.transport import (
     CollectiveTimeout,
     Endpoint,

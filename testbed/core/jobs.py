@@ -137,6 +137,9 @@ class JobRun:
     error: str | None = None
     rows: list[dict[str, Any]] = field(default_factory=list)
     command: dict[str, Any] | None = None  # a command job's exit codes and iteration counts
+    # the model's time per All-Reduce size (workloads.model.job_model_s), as the backend
+    # predicted it when the job was placed; None where the model does not cover the job
+    model_s: dict[str, float] | None = None
 
     @property
     def hosts(self) -> list[str]:
@@ -146,7 +149,8 @@ class JobRun:
         """This job's solo baseline: the same resolved job, alone, as ``<name>-solo``."""
         name = f"{self.name}-solo"
         resolved = self.resolved.model_copy(update={"name": name}) if self.resolved else None
-        return JobRun(name, self.spec, resolved, self.allocation, solo_of=self.name)
+        return JobRun(name, self.spec, resolved, self.allocation, solo_of=self.name,
+                      model_s=self.model_s)
 
     def record(self) -> dict[str, Any]:
         """The job's ``jobs.json`` record: its resolved job (or, if it was never placed, the
@@ -159,7 +163,7 @@ class JobRun:
             **job, "name": self.name, "solo_of": self.solo_of,
             "policy": self.allocation.get("policy"), "spines": self.allocation.get("spines", []),
             "circuits": self.allocation.get("ocs_ports", []),
-            "start": self.start, "end": self.end,
+            "model_s": self.model_s, "start": self.start, "end": self.end,
             "status": self.status, "error": self.error, "results": self.rows,
             **({"command": self.command} if self.command is not None else {}),
         }

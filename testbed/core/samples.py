@@ -4,7 +4,7 @@
 that direction and the link's configured rate. ``qdisc_samples.parquet``: one row per (faster)
 sample and link direction, the counters of the egress qdisc where that direction queues.
 ``cpu_samples.parquet``: one row per sample interval, the machine's idle fraction. Times are
-``time.monotonic()`` seconds, the clock of the worker traces (:mod:`workloads.traces`).
+``time.monotonic()`` seconds, the clock of the worker traces (:mod:`testbed.core.traces`).
 docs/results.md describes every column.
 """
 

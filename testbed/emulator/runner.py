@@ -31,6 +31,7 @@ from testbed.emulator.failpoints import failpoint
 from testbed.emulator.fidelity import fidelity_record
 from testbed.emulator.sampler import LinkSampler
 from testbed.emulator.workers import run_job
+from workloads.model import job_model_s
 
 
 def environment() -> dict[str, Any]:
@@ -148,6 +149,7 @@ class Runner:
                 # kernel bridges stand in for the policy's rules: the job still ran under it
                 job.allocation = {"policy": self.policy}
             job.resolved = resolve(s, self.plan, hosts)
+            job.model_s = job_model_s(job.resolved, self.plan)
             taken.update(hosts)
             self.console.print(f"  job {job.name}: {', '.join(job.hosts)}"
                                + (f" (spines {job.allocation['spines']})"
@@ -303,7 +305,7 @@ class Runner:
 
     def _collective_windows(self) -> list[tuple[float, float]]:
         """(start, end) of every measured (not warm-up) collective of every rank and job."""
-        from workloads.traces import read_table
+        from testbed.core.traces import read_table
 
         windows = []
         for job_dir in sorted((self.run_dir / "jobs").glob("*")):

@@ -5,7 +5,7 @@ Mininet, writing a run directory with the emulator's layout (so ``fabriclab repo
 Run directory: ``spec.yaml``, ``env.json`` (``"backend": "sim"``), ``topology.json`` (the
 fabric plan), ``jobs.json`` (the emulator's job records; ``start``/``end`` in simulated
 seconds), ``jobs/<job>/collectives-rank{r}.parquet`` and ``phases-rank{r}.parquet``
-(:mod:`workloads.traces` schemas), ``fidelity.json`` (verdict ``simulated``) and
+(:mod:`testbed.core.traces` schemas), ``fidelity.json`` (verdict ``simulated``) and
 ``summary.json`` (:func:`analysis.metrics.summarise`). There are no link or CPU samples: the
 analysis treats them as absent.
 
@@ -97,20 +97,21 @@ from testbed.core.jobs import JobRun, check_against_fabric, resolve
 from testbed.core.registry import ALLTOALLS, COLLECTIVES, SCHEDULES
 from testbed.core.rundir import RunRecorder, base_environment
 from testbed.core.topology import FabricPlan, build_plan
-from testbed.sim.cluster import host_path
-from testbed.sim.collectives import HierarchicalRun, MultidimFabric, run_steps
-from testbed.sim.flows import LinkId, Network
-from workloads.dnn import DnnWorkload
-from workloads.hierarchical import phase_sent
-from workloads.launcher import summarise as size_results
-from workloads.themis import plan_with
-from workloads.traces import (
+from testbed.core.traces import (
     BUCKET_SCHEMA,
     COLLECTIVE_SCHEMA,
     ITERATION_SCHEMA,
     PHASE_SCHEMA,
     bandwidths,
 )
+from testbed.sim.cluster import host_path
+from testbed.sim.collectives import HierarchicalRun, MultidimFabric, run_steps
+from testbed.sim.flows import LinkId, Network
+from workloads.dnn import DnnWorkload
+from workloads.hierarchical import phase_sent
+from workloads.launcher import summarise as size_results
+from workloads.model import job_model_s
+from workloads.themis import plan_with
 
 GOODPUT = TCP_GOODPUT  # data bytes per wire byte of bulk TCP
 FABRIC_KINDS = ("ls", "sl", "cu", "cd", "cl")  # leaf-spine link ids that are not host links
@@ -225,6 +226,7 @@ class SimRunner:
                     "ocs_ports": [{"ocs": c.ocs, "port_a": c.port_a, "port_b": c.port_b}
                                   for c in ocs_circuits(plan, alloc)]}
             run.resolved = resolve(spec, plan, hosts)
+            run.model_s = job_model_s(run.resolved, plan)
             out.append(_Placed(run, alloc))
         return out
 
