@@ -437,12 +437,21 @@ def dimension_link_samples(samples: pd.DataFrame, topology: dict[str, Any]
 
 def dim_bandwidths(topology: dict[str, Any]) -> dict[int, float]:
     """Configured per-host rate (bit/s) of every dimension: the slowest link of kind
-    ``dim``/``ring`` of that dimension; on a leaf-spine fabric dimension 0 is the host link."""
+    ``dim``/``ring`` of that dimension, and for a ``fully_connected`` dimension (links of
+    kind ``fc``, one per pair of peers) the host's total over its links, as the spec states
+    it; on a leaf-spine fabric dimension 0 is the host link."""
     out: dict[int, float] = {}
+    mesh: dict[tuple[int, str], float] = {}  # (dim, host): the sum of its fc links
     for lk in topology.get("links", []):
         if lk.get("kind") in DIM_LINK_KINDS and lk.get("dim") is not None:
-            d = int(lk["dim"])
-            out[d] = min(out.get(d, math.inf), float(lk["mbit_s"]) * 1e6)
+            d, bps = int(lk["dim"]), float(lk["mbit_s"]) * 1e6
+            if lk.get("kind") == "fc":
+                for end in (lk["a"], lk["b"]):
+                    mesh[(d, end)] = mesh.get((d, end), 0.0) + bps
+            else:
+                out[d] = min(out.get(d, math.inf), bps)
+    for (d, _host), bps in mesh.items():
+        out[d] = min(out.get(d, math.inf), bps)
     if not out:
         host = [float(lk["mbit_s"]) * 1e6 for lk in topology.get("links", [])
                 if lk.get("kind") == "host"]

@@ -228,6 +228,7 @@ def run_local(
     dnn: dict | None = None,
     out_of_place: bool = False,
     kind: str = ALLREDUCE,
+    options: dict[str, dict] | None = None,
 ) -> LaunchResult:
     """Run the job on ``ranks`` local worker processes; return per-size results (with
     ``out_of_place`` an out-of-place row before the in-place row of every size).
@@ -240,6 +241,7 @@ def run_local(
     ``kind: alltoall`` runs all-to-alls of ``sizes`` bytes per rank (``algorithm`` one of
     :data:`~testbed.core.registry.ALLTOALLS`), one out-of-place row per size.
 
+    ``options`` are the plug-ins' settings, by plug-in name (the spec's ``options``).
     ``skip_ranks`` are never started and ``stall_ranks`` connect but never take part (both
     for testing failure handling). ``wall_timeout`` bounds the whole job.
     Without ``out_dir`` the configs, logs and traces go in a temporary directory that is
@@ -252,7 +254,7 @@ def run_local(
     job = loopback_job(ranks=ranks, dims=dims, job_id=job_id, dim_bandwidths=dim_bandwidths,
                        sizes=sizes, dnn=dnn, kind=kind, iterations=iterations, warmup=warmup,
                        algorithm=algorithm, dim_algorithm=dim_algorithm, chunks=chunks,
-                       order=order, transport=transport)
+                       order=order, transport=transport, options=options or {})
     with contextlib.ExitStack() as stack:
         if out_dir:
             out = Path(out_dir)

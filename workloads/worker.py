@@ -61,7 +61,6 @@ from pydantic import (
 from testbed.core.errors import FabricLabError
 from testbed.core.formulas import ALLTOALL
 from testbed.core.jobs import ResolvedJob
-from testbed.core.registry import ALLTOALLS, COLLECTIVES, SCHEDULES
 from testbed.core.traces import bandwidths
 from workloads.alltoall import AllToAll, fill_blocks, received_correctly
 from workloads.collectives import Collective, Group
@@ -82,7 +81,6 @@ from workloads.transport import (
     Endpoint,
     LinkSpec,
     Transport,
-    make_transport,
 )
 
 PATTERN_PERIOD = 251
@@ -136,11 +134,11 @@ class WorkerConfig(BaseModel):
     def collective(self) -> Collective:
         """The collective of the flat group, or of every dimension under a schedule."""
         job = self.job
-        return COLLECTIVES.get(job.algorithm if job.flat else job.dim_algorithm)
+        return job.plugin(job.algorithm if job.flat else job.dim_algorithm)
 
     def alltoall_algorithm(self) -> AllToAll:
         """The all-to-all algorithm of an ``alltoall`` worker."""
-        return ALLTOALLS.get(self.job.algorithm)
+        return self.job.plugin(self.job.algorithm)
 
     def flat_roles(self) -> list[tuple[int, int]]:
         """This rank's link roles in the flat group (its all-to-all's or its collective's)."""
@@ -211,7 +209,7 @@ class Worker:
     def __init__(self, cfg: WorkerConfig) -> None:
         self.cfg = cfg
         self.topo = Topology(tuple(cfg.job.dims))
-        self.transport: Transport = make_transport(cfg.job.transport, cfg.rank, cfg.timeout)
+        self.transport: Transport = cfg.job.plugin(cfg.job.transport)(cfg.rank, cfg.timeout)
         self.coll = 0
         self._listening = False
         self._schedules: dict[int, tuple[list, Schedule]] = {}
@@ -232,7 +230,7 @@ class Worker:
         if key not in self._schedules:
             cfg = self.cfg
             bws = cfg.job.dim_rates_bps or [1.0] * len(cfg.job.dims)
-            plans = plan_with(SCHEDULES.get(cfg.job.algorithm), cfg.job.dims, bws, count * 4,
+            plans = plan_with(cfg.job.plugin(cfg.job.algorithm), cfg.job.dims, bws, count * 4,
                               min(chunks, count), align=4, semantics=cfg.job.semantics)
             self._schedules[key] = (plans, schedule(plans, cfg.job.dims, bws, cfg.job.order,
                                                     cfg.max_active, cfg.collective(),

@@ -41,6 +41,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationError,
     field_validator,
     model_validator,
 )
@@ -57,7 +58,14 @@ from testbed.core.errors import SpecError
 from testbed.core.formulas import ALLTOALL
 from testbed.core.host_runtime import NAMESPACE, HostRuntime
 from testbed.core.presets import expand_preset
-from testbed.core.registry import ALLTOALLS, POLICIES
+from testbed.core.registry import (
+    ALLTOALLS,
+    COLLECTIVES,
+    POLICIES,
+    SCHEDULES,
+    TRANSPORTS,
+    Registry,
+)
 from testbed.core.scaling import UNSCALED
 from testbed.core.spec import FabricSpec, RateScale, load_yaml, validate
 from testbed.core.units import parse_size
@@ -160,6 +168,48 @@ class CollectiveOptions(_Strict):
     semantics: Semantics = "astra-sim-1.0"
     chunks: Annotated[int, Field(ge=1, le=4096)] = 4
     transport: TransportName = "zerocopy"
+    # Settings of the plug-ins the job runs, by registered name ({ring-x: {window: 4}}), each
+    # checked by that plug-in's own ``options_model`` (:func:`plugin_options`).
+    options: dict[str, dict[str, Any]] = {}
+
+    @model_validator(mode="after")
+    def _options(self) -> CollectiveOptions:
+        for name, values in self.options.items():
+            self.plugin_options(name, values)
+        return self
+
+    def plugins(self) -> dict[str, Registry[Any]]:
+        """The registered things this job runs, by name: its algorithm, its dimensions'
+        collective (under a chunk schedule) and its transport, each with its registry."""
+        kinds = {self.algorithm: (ALLTOALLS if self.algorithm in ALLTOALLS.names() else
+                                  COLLECTIVES if self.algorithm in COLLECTIVES.names() else
+                                  SCHEDULES)}
+        if kinds[self.algorithm] is SCHEDULES:
+            kinds[self.dim_algorithm] = COLLECTIVES
+        return {**kinds, self.transport: TRANSPORTS}
+
+    def plugin_options(self, name: str, values: dict[str, Any] | None = None) -> Any:
+        """The options of plug-in ``name`` for this job (``values``, else this job's
+        ``options[name]``), validated by its ``options_model``; None when it has none. A
+        plug-in the job does not run, or one without options, takes none: a ValueError
+        naming the field."""
+        values = self.options.get(name, {}) if values is None else values
+        runs = self.plugins()
+        if name not in runs:
+            raise ValueError(f"options.{name}: the job runs no {name} (its plug-ins are "
+                             f"{', '.join(runs)})")
+        model = getattr(runs[name].get(name), "options_model", None)
+        if model is None:
+            if values:
+                raise ValueError(f"options.{name}: {name} takes no options")
+            return None
+        try:
+            return model.model_validate(values)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(map(str, err["loc"]))
+            raise ValueError(f"options.{name}{'.' + where if where else ''}: "
+                             f"{err['msg']}") from None
 
 
 class JobSpec(CollectiveOptions):

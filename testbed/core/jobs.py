@@ -77,6 +77,14 @@ class ResolvedJob(CollectiveOptions):
         """One collective over all ranks (a collective or an all-to-all), not a schedule."""
         return is_flat(self.algorithm)
 
+    def plugin(self, name: str) -> Any:
+        """The job's registered plug-in ``name`` (its algorithm, dimensions' collective or
+        transport), configured with the job's options for it: ``configure(options)`` of a
+        plug-in that declares an ``options_model``, which returns the configured plug-in."""
+        obj = self.plugins()[name].get(name)
+        options = self.plugin_options(name)
+        return obj if options is None else obj.configure(options)
+
     @property
     def collective_kind(self) -> str:
         """What its collectives are: ``alltoall`` or ``allreduce`` (sizes or DNN buckets)."""

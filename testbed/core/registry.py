@@ -67,6 +67,10 @@ class Registry(Generic[T]):
         self._targets.pop(name, None)
         self._loaded.pop(name, None)
 
+    def refresh(self) -> None:
+        """Look for entry points again (a plug-in installed since the first look)."""
+        self._scanned = False
+
     def names(self) -> tuple[str, ...]:
         """Every name, without importing any entry."""
         self._scan_entry_points()

@@ -94,7 +94,6 @@ from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.experiment import STATIC_POLICY, Experiment
 from testbed.core.formulas import ALLTOALL, TCP_GOODPUT
 from testbed.core.jobs import JobRun, check_against_fabric, resolve
-from testbed.core.registry import ALLTOALLS, COLLECTIVES, SCHEDULES
 from testbed.core.rundir import RunRecorder, base_environment
 from testbed.core.topology import FabricPlan, build_plan
 from testbed.core.traces import (
@@ -302,10 +301,10 @@ class SimRunner:
         n, owner = job.world, p.run.name
         if job.flat:
             if is_alltoall(job.algorithm):
-                algo = ALLTOALLS.get(job.algorithm)
+                algo = job.plugin(job.algorithm)
                 transfers, op, sent = algo.transfers, "A2A", algo.sent_bytes
             else:
-                collective = COLLECTIVES.get(job.algorithm)
+                collective = job.plugin(job.algorithm)
                 transfers, op = partial(collective.transfers, "AR"), "AR"
                 sent = partial(collective.sent_bytes, "AR")
             conns: dict[tuple[int, int], list[LinkId]] = {}
@@ -326,7 +325,7 @@ class SimRunner:
                 run_steps(net, steps, end, owner=owner, latency=self.latency)
 
             return flat
-        collective = COLLECTIVES.get(job.dim_algorithm)
+        collective = job.plugin(job.dim_algorithm)
         if self.plan.kind == "multidim":
             mbit_s = [float(d.mbit_s) for d in self.plan.spec.dims]
             fabric = MultidimFabric(job.dims, [m * 1e6 * GOODPUT for m in mbit_s],
@@ -344,7 +343,7 @@ class SimRunner:
 
             fabric = _MappedFabric(job.dims, [m * 1e6 * GOODPUT for m in mbit_s], route)
         plans_of: dict[int, list] = {}
-        chunk_schedule = SCHEDULES.get(job.algorithm)
+        chunk_schedule = job.plugin(job.algorithm)
 
         def hierarchical(size: int, done: Callable[[list], None]) -> None:
             count = size // 4
