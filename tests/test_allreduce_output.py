@@ -26,7 +26,7 @@ from testbed.cli.nccl_table import table_lines
 from testbed.core.errors import FabricLabError
 from testbed.core.traces import COLLECTIVE_SCHEMA
 from workloads import launcher
-from workloads.launcher import LaunchResult, SizeResult, summarise
+from workloads.launcher import LaunchResult, SizeResult, size_results
 
 DECIMAL = re.compile(r"^\d+(\.\d+)?$")
 FAST = ["allreduce", "--ranks", "2", "-n", "1", "-w", "0", "--timeout", "10"]
@@ -167,5 +167,5 @@ def test_traces_from_before_placements_read_as_in_place(tmp_path: Path) -> None:
            "busbw": 0.0, "correct": True}
     pq.write_table(pa.Table.from_pylist([row], schema=older),
                    tmp_path / "collectives-rank0.parquet")
-    [r] = summarise(tmp_path)
+    [r] = size_results(tmp_path)
     assert (r.size, r.in_place, r.wrong, r.correct) == (64, True, 0, True)

@@ -102,13 +102,13 @@ def test_summarize_stats_skip_warmup():
     rows = [{"job_id": "j", "iteration": i, "warmup": i < 0, "model": "m", "time": t,
              "exposed_comm": t / 2, "compute_share": 0.5, "correct": True}
             for i, t in zip([-1, 0, 1, 2], [9.0, 1.0, 2.0, 3.0], strict=True)]
-    s = dnn.summarize(rows)
+    s = dnn.summarise_iterations(rows)
     assert s["rows"] == 3 and s["iterations"] == 3 and s["correct"]
     assert s["time"]["mean"] == 2.0 and s["time"]["p50"] == 2.0
     assert 2.9 < s["time"]["p99"] <= 3.0
     assert s["exposed_comm"]["mean"] == 1.0 and s["compute_share"]["p50"] == 0.5
-    assert dnn.summarize(rows, include_warmup=True)["rows"] == 4
-    assert math.isnan(dnn.summarize([])["time"]["mean"])
+    assert dnn.summarise_iterations(rows, include_warmup=True)["rows"] == 4
+    assert math.isnan(dnn.summarise_iterations([])["time"]["mean"])
 
 
 # ---------------------------------------------------------------- configs

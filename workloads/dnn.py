@@ -365,7 +365,7 @@ def _as_rows(rows) -> list[Mapping]:
     return list(rows)
 
 
-def summarize(rows, include_warmup: bool = False) -> dict:
+def summarise_iterations(rows, include_warmup: bool = False) -> dict:
     """Mean / p50 / p99 of iteration time, exposed communication and compute share over the
     (rank, iteration) rows of an ``iterations`` table (a pyarrow Table, DataFrame or dicts);
     warm-up iterations are left out unless ``include_warmup``."""

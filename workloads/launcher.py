@@ -33,7 +33,7 @@ from testbed.core.formulas import ALLREDUCE
 from testbed.core.jobs import ResolvedJob
 from testbed.core.spec import validate
 from testbed.core.traces import bandwidths, collective_kinds, read_table
-from workloads.dnn import canonical, summarize
+from workloads.dnn import canonical, summarise_iterations
 
 if TYPE_CHECKING:
     from workloads.worker import Worker
@@ -68,7 +68,7 @@ class SizeResult:
 class LaunchResult:
     out_dir: Path | None  # where the traces are; None when they were not kept
     rows: list[SizeResult]
-    dnn: dict | None = None  # DNN mode: workloads.dnn.summarize of the iterations
+    dnn: dict | None = None  # DNN mode: workloads.dnn.summarise_iterations
 
     def as_dicts(self) -> list[dict]:
         return [asdict(r) for r in self.rows]
@@ -272,8 +272,8 @@ def run_local(
             out, lambda _rank, args, **kw: subprocess.Popen(args, start_new_session=True, **kw),
             wall_timeout,
         )
-        summary = None if dnn is None else summarize(read_table(out, "iterations"))
-        return LaunchResult(out if out_dir else None, summarise(out), summary)
+        summary = None if dnn is None else summarise_iterations(read_table(out, "iterations"))
+        return LaunchResult(out if out_dir else None, size_results(out), summary)
 
 
 def launch_workers(configs: dict[int, dict], out: Path, spawn: Callable[..., subprocess.Popen],
@@ -322,7 +322,7 @@ def wait_all(procs: dict[int, subprocess.Popen], out: Path, wall_timeout: float 
         time.sleep(0.05)
 
 
-def summarise(out: Path) -> list[SizeResult]:
+def size_results(out: Path) -> list[SizeResult]:
     """One row per size and placement (out of place first), from the measured iterations;
     a trace without ``in_place`` (older, or simulated) is in place."""
     table = read_table(out, "collectives").to_pandas()

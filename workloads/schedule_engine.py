@@ -222,7 +222,7 @@ class ChunkEngine:
 
 
 @dataclass(frozen=True)
-class PhaseRun:
+class EngineRun:
     """One phase as :func:`run_analytic` ran it: in ``slot`` of its dimension, ``start`` to
     ``end`` (the duration callback's unit)."""
 
@@ -232,7 +232,7 @@ class PhaseRun:
     end: Fraction
 
 
-def run_analytic(engine: ChunkEngine, duration: Callable[[Phase], Fraction]) -> list[PhaseRun]:
+def run_analytic(engine: ChunkEngine, duration: Callable[[Phase], Fraction]) -> list[EngineRun]:
     """Drive ``engine`` from time 0 with a known ``duration`` per phase (exact for
     Fractions); return every phase run in the order they started.
 
@@ -249,7 +249,7 @@ def run_analytic(engine: ChunkEngine, duration: Callable[[Phase], Fraction]) -> 
     while True:
         for phase, slot in engine.dispatch():
             end = now + duration(phase)
-            runs.append(PhaseRun(phase, slot, now, end))
+            runs.append(EngineRun(phase, slot, now, end))
             heapq.heappush(running, (end, phase.dim if engine.eager else 0, next(seq), phase,
                                      slot))
         if not running:

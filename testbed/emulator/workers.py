@@ -25,8 +25,8 @@ from testbed.core.topology import FabricPlan
 from workloads.launcher import (
     LaunchResult,
     launch_workers,
+    size_results,
     split_options,
-    summarise,
     worker_configs,
     workload_of,
 )
@@ -73,7 +73,7 @@ def run_job(fab, job: ResolvedJob, *, out_dir: Path, wall_timeout: float | None 
     errors = sorted(out_dir.glob("error-rank*.json"))
     if errors:  # a worker that reported an error failed, whatever its exit code said
         raise FabricLabError(json.loads(errors[0].read_text()).get("message", "worker error"))
-    result = LaunchResult(out_dir, summarise(out_dir))
+    result = LaunchResult(out_dir, size_results(out_dir))
     if not result.rows:
         raise FabricLabError("the workers finished without recording a single collective")
     wrong = [r.size for r in result.rows if not r.correct]

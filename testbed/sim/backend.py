@@ -108,7 +108,7 @@ from testbed.sim.collectives import HierarchicalRun, MultidimFabric, run_steps
 from testbed.sim.flows import LinkId, Network
 from workloads.dnn import DnnWorkload
 from workloads.hierarchical import phase_sent
-from workloads.launcher import summarise as size_results
+from workloads.launcher import size_results
 from workloads.model import job_model_s
 from workloads.themis import plan_with
 
