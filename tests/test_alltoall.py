@@ -23,7 +23,7 @@ from workloads.alltoall import block_bounds, expected_block, fill_blocks, receiv
 from workloads.alltoall.pairwise import Pairwise
 from workloads.launcher import local_configs, run_in_threads, run_local
 from workloads.traces import read_table
-from workloads.transport import Tag
+from workloads.transports import Tag
 from workloads.worker import WorkerConfig
 
 ALGORITHMS = ALLTOALLS.names()

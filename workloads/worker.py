@@ -84,7 +84,7 @@ from workloads.hierarchical import (
 )
 from workloads.themis import plan_with
 from workloads.traces import TraceWriter, bandwidths
-from workloads.transport import (
+from workloads.transports import (
     CollectiveTimeout,
     Endpoint,
     LinkSpec,

@@ -136,8 +136,8 @@ ALLTOALLS: Registry[Any] = Registry("fabriclab.alltoalls", "all-to-all algorithm
 })
 
 TRANSPORTS: Registry[Any] = Registry("fabriclab.transports", "transport", {
-    "zerocopy": "workloads.transport:ZeroCopyTransport",
-    "rpc": "workloads.transport:RpcTransport",
+    "zerocopy": "workloads.transports.zerocopy:ZeroCopyTransport",
+    "rpc": "workloads.transports.rpc:RpcTransport",
 })
 
 # Hierarchical All-Reduce schedules: the per-chunk order of dimensions (Themis and its
