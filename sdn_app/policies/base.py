@@ -29,6 +29,9 @@ from testbed.core.topology import FabricPlan
 
 Host = tuple[int, int]
 LinkId = tuple
+# The kinds of directed link ids (the first element): a host's own links, and the fabric's.
+HOST_LINKS = ("hu", "hd")
+FABRIC_LINKS = ("ls", "sl", "cu", "cd", "cl")
 
 
 class RoutingPolicy:

@@ -87,6 +87,7 @@ from sdn_app.allocation.cluster import Cluster
 from sdn_app.allocation.ledger import Allocation
 from sdn_app.policies import get as get_policy
 from sdn_app.policies import policy_for
+from sdn_app.policies.base import HOST_LINKS
 from sdn_app.policies.ecmp import SPORTS
 from sdn_app.program import ocs_circuits
 from testbed.core.algorithms import default_dims, is_alltoall, is_flat
@@ -97,9 +98,9 @@ from testbed.core.jobs import JobRun, check_against_fabric, job_dims
 from testbed.core.registry import ALLTOALLS, COLLECTIVES, SCHEDULES
 from testbed.core.rundir import base_environment, new_run_dir, write_head, write_results
 from testbed.core.topology import FabricPlan, build_plan, dim_peers
-from testbed.sim.cluster import host_path
 from testbed.sim.collectives import HierarchicalRun, MultidimFabric, run_steps
 from testbed.sim.flows import LinkId, Network
+from testbed.sim.job_plans import host_path
 from workloads.collectives import link_share
 from workloads.dnn import DnnWorkload
 from workloads.launcher import summarise as size_results
@@ -113,7 +114,6 @@ from workloads.traces import (
 )
 
 GOODPUT = TCP_GOODPUT  # data bytes per wire byte of bulk TCP
-FABRIC_KINDS = ("ls", "sl", "cu", "cd", "cl")  # leaf-spine link ids that are not host links
 
 
 @dataclass
@@ -272,7 +272,7 @@ class SimRunner:
 
     def _capacity(self, link: LinkId) -> float:
         s = self.plan.spec
-        mbit_s = s.host_link_mbit_s if link[0] in ("hu", "hd") else s.uplink_mbit_s
+        mbit_s = s.host_link_mbit_s if link[0] in HOST_LINKS else s.uplink_mbit_s
         return float(mbit_s) * 1e6 * GOODPUT
 
     def _connection(self, net: Network, p: _Placed, a: int, b: int,
