@@ -46,6 +46,8 @@ class RoutingPolicy:
     per_flow_paths: ClassVar[bool] = False
     # The path depends on a hash, so two flows can collide where an isolated fabric would not.
     hashed: ClassVar[bool] = False
+    # What comparisons measure other policies against (the routing fabrics run today).
+    reference: ClassVar[bool] = False
     # Its rules only forward by destination on a loop-free fabric, so kernel bridges with
     # static FDB entries can stand in for its OpenFlow switches (testbed.emulator.switch_kinds).
     kernel_bridges_ok: ClassVar[bool] = False

@@ -95,7 +95,7 @@ from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.experiment import STATIC_POLICY, Experiment
 from testbed.core.formulas import ALLREDUCE, ALLTOALL, TCP_GOODPUT
 from testbed.core.jobs import JobRun, check_against_fabric, job_dims
-from testbed.core.registry import ALLTOALLS, COLLECTIVES, SCHEDULES
+from testbed.core.registry import ALLTOALLS, COLLECTIVES, SCHEDULES, TRANSPORTS
 from testbed.core.rundir import base_environment, new_run_dir, write_head, write_results
 from testbed.core.topology import FabricPlan, build_plan, dim_peers
 from testbed.sim.collectives import HierarchicalRun, MultidimFabric, run_steps
@@ -157,7 +157,7 @@ class SimBackend:
         SimRunner(experiment, Path("/nonexistent"), self.seed,
                   step_latency_s=self.step_latency_s)  # validates and places, writes nothing
         transports = sorted({j.transport for j in experiment.jobs})
-        if transports != ["zerocopy"]:
+        if not all(TRANSPORTS.get(t).wire_speed for t in transports):
             print(f"warning: {experiment.name}: the sim backend does not model transports "
                   f"({', '.join(transports)}): every transport gets the same times, and "
                   "summary.json says so", file=sys.stderr)

@@ -122,6 +122,7 @@ class RpcTransport(Transport):
     """A grpc server per dimension address; a client channel per link."""
 
     name = "rpc"
+    reference = True
 
     def __init__(self, me: int, timeout: float) -> None:
         super().__init__(me, timeout)

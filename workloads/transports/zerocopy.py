@@ -12,6 +12,7 @@ import socket
 import struct
 import time
 from collections.abc import Iterable
+from typing import ClassVar
 
 import numpy as np
 
@@ -136,6 +137,8 @@ class ZeroCopyTransport(Transport):
     """Persistent TCP connections bound to each dimension's address; raw memory transfers."""
 
     name = "zerocopy"
+    wire_speed = True
+    link_class: ClassVar[type[ZeroCopyLink]] = ZeroCopyLink  # a subclass may send otherwise
 
     def __init__(self, me: int, timeout: float) -> None:
         super().__init__(me, timeout)
@@ -231,7 +234,7 @@ class ZeroCopyTransport(Transport):
         self.listeners.clear()
         for s in specs:
             key = (s.channel, s.slot)
-            self.links[key] = ZeroCopyLink(self.me, s, self.timeout, outs[key], ins[key])
+            self.links[key] = self.link_class(self.me, s, self.timeout, outs[key], ins[key])
         return self.links
 
     def abort(self) -> None:
