@@ -23,7 +23,8 @@ from testbed.sim.collectives import (
 )
 from testbed.sim.flows import Network
 from testbed.sim.job_plans import host_path, job_plan, rank_order
-from testbed.sim.traces import JobSpec, load_trace, read_helios, read_philly, synthetic
+from testbed.sim.trace_loading import load_trace
+from testbed.sim.traces import JobSpec, read_helios, read_philly, synthetic
 from workloads.model import predict
 from workloads.themis import plan
 

@@ -71,7 +71,13 @@ from testbed.core.algorithms import (
 from testbed.core.errors import FabricLabError
 from testbed.core.formulas import ALLREDUCE, ALLTOALL
 from testbed.core.registry import ALLTOALLS, COLLECTIVES, SCHEDULES
-from workloads.alltoall import AllToAll, fill_blocks, received_correctly, sizes_error
+from workloads.alltoall import (
+    PATTERN_PERIOD,
+    AllToAll,
+    fill_blocks,
+    received_correctly,
+    sizes_error,
+)
 from workloads.collectives import Collective, Group
 from workloads.dnn import DnnWorkload
 from workloads.hierarchical import (
@@ -92,7 +98,6 @@ from workloads.transports import (
     make_transport,
 )
 
-PATTERN_PERIOD = 251
 CHECK_BLOCK = 1 << 20
 
 

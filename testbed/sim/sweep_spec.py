@@ -31,7 +31,7 @@ from testbed.sim.cluster import SIM_PLACEMENTS
 from testbed.sim.cluster_run import DEFAULTS, cluster_config
 from testbed.sim.job_plans import cluster_collective, cluster_policy
 from testbed.sim.presets import check_preset
-from testbed.sim.traces import TRACE_FORMS, check_trace
+from testbed.sim.trace_loading import TRACE_FORMS, check_trace
 
 D = DEFAULTS
 KEY_CHARS = 16
