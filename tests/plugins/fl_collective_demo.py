@@ -10,16 +10,25 @@ from __future__ import annotations
 import numpy as np
 
 from workloads.collectives.base import Collective, Group, Transfer, shard_bounds
-from workloads.transports import Tag
+from workloads.transports import Link, Tag
 
 
 class Star(Collective):
     name = "star"
 
     def link_roles(self, pos: int, n: int) -> list[tuple[int, int]]:
-        if n < 2:
-            return []
-        return [(k, k) for k in range(1, n)] if pos == 0 else [(0, 0)]
+        """Every position holds the same links (a worker opens as many per position): link
+        ``k-1`` sends to ``pos+k`` and receives from ``pos-k``; star uses those to and from
+        the root (the root all of them)."""
+        return [((pos + k) % n, (pos - k) % n) for k in range(1, n)]
+
+    @staticmethod
+    def _to(group: Group, q: int) -> Link:
+        return group.links[(q - group.pos) % group.size - 1]
+
+    @staticmethod
+    def _from(group: Group, q: int) -> Link:
+        return group.links[(group.pos - q) % group.size - 1]
 
     def reduce_scatter(self, group: Group, buf: np.ndarray, coll: int, chunk: int = 0,
                        phase: int = 0, first_step: int = 0) -> tuple[int, int]:
@@ -27,22 +36,21 @@ class Star(Collective):
         bounds = shard_bounds(buf.size, n)
         if n == 1:
             return bounds[0]
-        gather, scatter = Tag(coll, chunk, phase, first_step), Tag(coll, chunk, phase,
-                                                                    first_step + 1)
+        gather = Tag(coll, chunk, phase, first_step)
+        scatter = gather._replace(step=first_step + 1)
         if p == 0:
-            for link in group.links:
-                incoming = link.scratch(buf.size)
-                link.receive(gather, incoming)
+            for q in range(1, n):
+                incoming = self._from(group, q).scratch(buf.size)
+                self._from(group, q).receive(gather, incoming)
                 np.add(buf, incoming, out=buf)
-            for k, link in enumerate(group.links, start=1):
-                link.start_send(scatter, buf[slice(*bounds[k])])
-            for link in group.links:
-                link.finish_send(scatter)
+            for q in range(1, n):
+                self._to(group, q).start_send(scatter, buf[slice(*bounds[q])])
+            for q in range(1, n):
+                self._to(group, q).finish_send(scatter)
         else:
-            (link,) = group.links
-            link.start_send(gather, buf)
-            link.finish_send(gather)
-            link.receive(scatter, buf[slice(*bounds[p])])
+            self._to(group, 0).start_send(gather, buf)
+            self._to(group, 0).finish_send(gather)
+            self._from(group, 0).receive(scatter, buf[slice(*bounds[p])])
         return bounds[p]
 
     def all_gather(self, group: Group, buf: np.ndarray, coll: int, chunk: int = 0,
@@ -51,20 +59,19 @@ class Star(Collective):
         if n == 1:
             return
         bounds = shard_bounds(buf.size, n)
-        gather, spread = Tag(coll, chunk, phase, first_step), Tag(coll, chunk, phase,
-                                                                   first_step + 1)
+        gather = Tag(coll, chunk, phase, first_step)
+        spread = gather._replace(step=first_step + 1)
         if p == 0:
-            for k, link in enumerate(group.links, start=1):
-                link.receive(gather, buf[slice(*bounds[k])])
-            for link in group.links:
-                link.start_send(spread, buf)
-            for link in group.links:
-                link.finish_send(spread)
+            for q in range(1, n):
+                self._from(group, q).receive(gather, buf[slice(*bounds[q])])
+            for q in range(1, n):
+                self._to(group, q).start_send(spread, buf)
+            for q in range(1, n):
+                self._to(group, q).finish_send(spread)
         else:
-            (link,) = group.links
-            link.start_send(gather, buf[slice(*bounds[p])])
-            link.finish_send(gather)
-            link.receive(spread, buf)
+            self._to(group, 0).start_send(gather, buf[slice(*bounds[p])])
+            self._to(group, 0).finish_send(gather)
+            self._from(group, 0).receive(spread, buf)
 
     def rs_transfers(self, n: int, size_bytes: float) -> list[list[Transfer]]:
         return [[(p, 0, size_bytes) for p in range(1, n)],
