@@ -18,6 +18,7 @@ from typing import Any
 
 from analysis import metrics
 from analysis.load import Run
+from testbed.core.registry import POLICIES, SCHEDULES, TRANSPORTS, Registry
 from testbed.core.units import format_size
 
 #: Workload fields that say how long or how often, not what: runs differing only in these
@@ -27,14 +28,19 @@ REPEAT_FIELDS = ("iterations", "warmup")
 
 @dataclass(frozen=True)
 class Axis:
-    """A job setting experiments vary: ``fields`` of the job, the ``reference`` values the
-    others are measured against (first match wins), and what the headline says."""
+    """A job setting experiments vary: ``fields`` of the job, the ``registry`` of its values
+    (whose entries marked ``reference`` the others are measured against, first match wins),
+    and what the headline says."""
 
     name: str
     title: str
     fields: tuple[str, ...]
-    reference: tuple[str, ...] = ()
+    registry: Registry[Any] | None = None
     sentence: Callable[[Comparison], str] | None = None
+
+    @property
+    def reference(self) -> tuple[str, ...]:
+        return self.registry.references() if self.registry is not None else ()
 
 
 @dataclass
@@ -132,11 +138,11 @@ def _per_size(c: Comparison) -> str:
 
 
 AXES: dict[str, Axis] = {a.name: a for a in (
-    Axis("policy", "Routing", ("policy",), ("ecmp", "ecmp-l3"), _routing),
+    Axis("policy", "Routing", ("policy",), POLICIES, _routing),
     Axis("schedule", "Chunk schedule",
          ("algorithm", "dim_algorithm", "order", "chunks", "semantics"),
-         ("baseline",), _schedule),
-    Axis("transport", "Transport", ("transport",), ("rpc",), _per_size),
+         SCHEDULES, _schedule),
+    Axis("transport", "Transport", ("transport",), TRANSPORTS, _per_size),
 )}
 
 

@@ -24,8 +24,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from testbed.core.formulas import RATE_TOLERANCE
+
 MIN_SPAN_S = 0.2
-TOLERANCE = 0.10  # as the calibration's: sent / configured must be at least 0.9
 SLACK_BYTES = 2 * 65536  # packet granularity: a TSO segment in flight at each end
 
 VIOLATION_COLUMNS = ["link", "src", "dst", "start", "end", "span_s", "capacity_mbit_s",
@@ -70,7 +71,7 @@ def _periods(samples: pd.DataFrame, min_span_s: float):
 
 
 def judge(samples: pd.DataFrame, *, min_span_s: float = MIN_SPAN_S,
-          tolerance: float = TOLERANCE, slack_bytes: float = SLACK_BYTES
+          tolerance: float = RATE_TOLERANCE, slack_bytes: float = SLACK_BYTES
           ) -> tuple[pd.DataFrame, float]:
     """One pass over the samples: every loaded period of at least ``min_span_s`` in which a
     link direction sent less than its rate allows (:data:`VIOLATION_COLUMNS`; times as

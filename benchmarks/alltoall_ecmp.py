@@ -6,7 +6,7 @@
 One all-to-all job alone on an idle leaf-spine cluster (the vClos paper's electrical fabric
 by default: 128 leaves of 64 GPUs, 64 spines, 100 Gbit/s), placed by each policy's
 allocator on whole leaves, every ordered pair of ranks at once (as NCCL posts them; see
-``testbed.sim.cluster.alltoall_links``). Under ECMP each flow's spine is a hash of a random
+``testbed.sim.job_plans``). Under ECMP each flow's spine is a hash of a random
 source port, so some leaf-spine links carry more flows than others and the lockstep
 collective runs at the most loaded link's pace; vClos gives each source host its own spine.
 Two schedules: ``all-pairs`` (the simulator's all-to-all: n(n-1) flows at once) and
@@ -28,7 +28,7 @@ from sweep_common import int_list
 from sdn_app.allocation.cluster import Cluster
 from sdn_app.policies import get as get_policy
 from sdn_app.policies.ecmp import SPORTS
-from testbed.sim.cluster import job_plan, rails_time, rank_order
+from testbed.sim.job_plans import job_plan, rails_time, rank_order
 
 SIZE_BYTES = 1 << 30  # per rank; the ratio does not depend on it
 

@@ -1,7 +1,7 @@
 """Simulated backend at cluster scale: run time, memory, and JCT / waiting per policy.
 
     .venv/bin/python benchmarks/sim_scale.py [--jobs 5000] [--load 0.8] [--seed 1]
-        [--collective ring] [--policies ecmp,ecmp-l3,vclos,ocs-vclos] [--no-growth]
+        [--collective ring|rail-ring] [--policies ecmp,ecmp-l3,vclos,ocs-vclos] [--no-growth]
         [--cluster 128x64x64] [--repeats 3] [--growth-clusters 16x8x16,32x16x32,...]
         [--growth-jobs 500,1000,...] [--growth-policy ecmp] [--workers 1] [--out DIR]
 
@@ -30,7 +30,8 @@ flat ring: ecmp 27 s wall, avg JCT 20782 s, avg wait 15046 s, slowdown 1.122 (ma
 collided (seeds 2 and 3 with 2500 jobs: +1.6% and -1.7% JCT against ecmp); vclos 5.7 s,
 avg JCT 5086 s (-75.5%), wait 7.5 s;
 ocs-vclos 12 s, identical to vclos (all 51 refusals are host shape, which circuits do not
-fix; see benchmarks/ocs_vs_vclos.py for heavier load). Hierarchical collective: ecmp avg JCT
+fix; see benchmarks/ocs_vs_vclos.py for heavier load). Rail All-Reduce (``--collective
+rail-ring``, formerly ``hierarchical``): ecmp avg JCT
 5091 s, slowdown 1.0009: rails carry 1/64 of the bytes across the fabric, so collisions
 barely matter.
 """
@@ -146,7 +147,9 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=5000)
     p.add_argument("--load", type=float, default=0.8)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--collective", default="ring", choices=("ring", "hierarchical"))
+    p.add_argument("--collective", default="ring",
+                   help="ring (default), rail-ring (formerly hierarchical), or any collective "
+                   "the cluster simulator runs")
     p.add_argument("--policies", type=word_list,
                    default=["ecmp", "ecmp-l3", "vclos", "ocs-vclos"],
                    help="comma-separated leaf-spine policies (default: all four)")

@@ -15,7 +15,7 @@ from testbed.sim.traces import synthetic
 # name: (policy, collective, seed, load); every case: 8 leaves x 8 hosts, 4 spines, 50 jobs.
 CASES: dict[str, tuple[str, str, int, float]] = {
     "ecmp-ring": ("ecmp", "ring", 1, 1.0),
-    "ecmp-hier": ("ecmp", "hierarchical", 2, 1.0),
+    "ecmp-hier": ("ecmp", "rail-ring", 2, 1.0),
     "vclos-ring": ("vclos", "ring", 3, 1.0),
     "ocs-ring": ("ocs-vclos", "ring", 4, 1.0),
 }

@@ -23,7 +23,7 @@ from testbed.sim.backend import SimRunner
 from workloads.alltoall import block_bounds, expected_block, fill_blocks, received_correctly
 from workloads.alltoall.pairwise import Pairwise
 from workloads.launcher import local_configs, run_in_threads, run_local
-from workloads.transport import Tag
+from workloads.transports import Tag
 from workloads.worker import WorkerConfig
 
 ALGORITHMS = ALLTOALLS.names()

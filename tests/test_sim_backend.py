@@ -11,9 +11,10 @@ import yaml
 
 from analysis.load import load_run
 from analysis.metrics import summarise
+from sdn_app.policies.base import FABRIC_LINKS
 from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.experiment import expand
-from testbed.sim.backend import FABRIC_KINDS, GOODPUT, SimRunner, simulate_experiment
+from testbed.sim.backend import GOODPUT, SimRunner, simulate_experiment
 from workloads.dnn import DnnWorkload
 from workloads.model import predict
 
@@ -56,7 +57,7 @@ def collided(runner: SimRunner) -> bool:
     for job, paths in runner.routes["together"].items():
         for path in paths:
             for link in path:
-                if link[0] in FABRIC_KINDS:
+                if link[0] in FABRIC_LINKS:
                     users.setdefault(link, set()).add(job)
     return any(len(jobs) > 1 for jobs in users.values())
 

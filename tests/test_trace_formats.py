@@ -18,7 +18,7 @@ from testbed.core.errors import FabricLabError
 from testbed.sim.cluster import ClusterConfig, simulate_cluster, trace_hosts
 from testbed.sim.sweep_spec import ClusterParams
 from testbed.sim.trace_formats import TracePlacement, read_acme, read_lingjun, read_pai
-from testbed.sim.traces import load_trace, load_trace_placement, trace_identity
+from testbed.sim.trace_loading import load_trace, load_trace_placement, trace_identity
 
 TRACES = Path(__file__).parent / "data" / "traces"
 SEREN = TRACES / "acme" / "trace_seren.csv"

@@ -12,7 +12,7 @@ from testbed.core.errors import FabricLabError
 from testbed.core.registry import TRANSPORTS
 from workloads.collectives.ring import MAX_SLICES, SLICE_BYTES, slice_count
 from workloads.launcher import local_configs, run_in_threads, run_local
-from workloads.transport import RPC_MAX_MESSAGE, RpcTransport
+from workloads.transports.rpc import RPC_MAX_MESSAGE, RpcTransport
 
 pytest.importorskip("grpc")
 pytest.importorskip("workloads.themis")

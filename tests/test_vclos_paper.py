@@ -12,8 +12,8 @@ from analysis.papers import PaperFigure, figures_for, paper_rows, register_figur
 from sdn_app.allocation.cluster import Cluster
 from sdn_app.policies import get as get_policy
 from testbed.core.errors import FabricLabError
-from testbed.sim.cluster import job_plan, rails_time
 from testbed.sim.cluster_run import resolve_preset, simulate_run
+from testbed.sim.job_plans import job_plan, rails_time
 from testbed.sim.traces import (
     PAPER_MAX_GPUS,
     paper_size_weights,

@@ -44,7 +44,7 @@ from workloads.schedule_engine import (
     chunk_phases,
     run_analytic,
 )
-from workloads.transport import CollectiveError, CollectiveTimeout, Link
+from workloads.transports import CollectiveError, CollectiveTimeout, Link
 
 __all__ = ["ORDERS", "Phase", "Schedule", "Topology", "chunk_phases", "run_hierarchical",
            "schedule"]

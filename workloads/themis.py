@@ -150,6 +150,7 @@ class ChunkSchedule:
 
     name: str
     balance: bool
+    reference: bool = False  # what comparisons measure other schedules against
     is_flat: ClassVar[bool] = False  # a schedule runs per dimension, never as one flat group
     takes_semantics: ClassVar[bool] = True  # plan() accepts ``semantics=``
 
@@ -190,7 +191,7 @@ class ChunkSchedule:
         return plans
 
 
-BASELINE = ChunkSchedule("baseline", balance=False)
+BASELINE = ChunkSchedule("baseline", balance=False, reference=True)
 THEMIS = ChunkSchedule("themis", balance=True)
 
 

@@ -62,7 +62,7 @@ from testbed.core.errors import FabricLabError
 from testbed.core.formulas import ALLTOALL
 from testbed.core.jobs import ResolvedJob
 from testbed.core.traces import bandwidths
-from workloads.alltoall import AllToAll, fill_blocks, received_correctly
+from workloads.alltoall import PATTERN_PERIOD, AllToAll, fill_blocks, received_correctly
 from workloads.collectives import Collective, Group
 from workloads.dnn import DnnWorkload
 from workloads.hierarchical import (
@@ -76,14 +76,13 @@ from workloads.hierarchical import (
 )
 from workloads.themis import plan_with
 from workloads.traces import TraceWriter
-from workloads.transport import (
+from workloads.transports import (
     CollectiveTimeout,
     Endpoint,
     LinkSpec,
     Transport,
 )
 
-PATTERN_PERIOD = 251
 CHECK_BLOCK = 1 << 20
 
 

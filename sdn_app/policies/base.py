@@ -29,6 +29,9 @@ from testbed.core.topology import FabricPlan
 
 Host = tuple[int, int]
 LinkId = tuple
+# The kinds of directed link ids (the first element): a host's own links, and the fabric's.
+HOST_LINKS = ("hu", "hd")
+FABRIC_LINKS = ("ls", "sl", "cu", "cd", "cl")
 
 
 class RoutingPolicy:
@@ -43,6 +46,8 @@ class RoutingPolicy:
     per_flow_paths: ClassVar[bool] = False
     # The path depends on a hash, so two flows can collide where an isolated fabric would not.
     hashed: ClassVar[bool] = False
+    # What comparisons measure other policies against (the routing fabrics run today).
+    reference: ClassVar[bool] = False
     # Its rules only forward by destination on a loop-free fabric, so kernel bridges with
     # static FDB entries can stand in for its OpenFlow switches (testbed.emulator.switch_kinds).
     kernel_bridges_ok: ClassVar[bool] = False

@@ -59,6 +59,7 @@ class Ecmp(RoutingPolicy):
     name = "ecmp"
     per_flow_paths = True
     hashed = True
+    reference = True
 
     def base_program(self, plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Program:
         return ecmp_program(plan, down)

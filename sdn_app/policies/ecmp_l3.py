@@ -34,6 +34,7 @@ def l3_spine(src: Host, dst: Host, spines: Sequence[int]) -> int:
 class EcmpL3(RoutingPolicy):
     name = "ecmp-l3"
     hashed = True
+    reference = True
 
     def base_program(self, plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Program:
         view = leaf_spine_view(plan, [])

@@ -166,11 +166,6 @@ def _parse_common(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[floa
     return dims, bw, size
 
 
-def _fmt_bytes(n: float) -> str:
-    text = format_size(n)
-    return text if parse_size(text) == n else f"{n:,.0f}B"
-
-
 def _gbit_s(bps: float) -> str:
     return f"{bps / 1e9:g}"
 
@@ -210,15 +205,17 @@ def run_plan(args: argparse.Namespace) -> int:
     console = Console()
     if args.preset:
         console.print(f"preset {args.preset}: {_kinds_line(args.network)}")
-    console.print(f"{args.policy} plan: {_fmt_bytes(size)} in {len(plans)} chunks over "
-                  f"{'x'.join(map(str, dims))} at {','.join(_gbit_s(b) for b in bw)} Gbit/s")
+    rates = ",".join(_gbit_s(b) for b in bw)
+    console.print(f"{args.policy} plan: {format_size(size, exact=True)} in {len(plans)} "
+                  f"chunks over {'x'.join(map(str, dims))} at {rates} Gbit/s")
     table = Table()
     table.add_column("chunk", justify="right")
     table.add_column("size", justify="right")
     table.add_column("RS order")
     table.add_column("AG order")
     for p in plans:
-        table.add_row(str(p.index), _fmt_bytes(p.size), _order(p.rs_order), _order(p.ag_order))
+        table.add_row(str(p.index), format_size(p.size, exact=True), _order(p.rs_order),
+                      _order(p.ag_order))
     console.print(table)
 
     console.print("per-dimension load: bytes each host sends (RS+AR+AG), time at that rate, "
@@ -232,7 +229,7 @@ def run_plan(args: argparse.Namespace) -> int:
     loads.add_column("chunks first", justify="right")
     for d, n in enumerate(dims):
         first = sum(1 for p in plans if p.rs_order and p.rs_order[0] == d)
-        loads.add_row(str(d), str(n), _gbit_s(bw[d]), _fmt_bytes(sent[d]),
+        loads.add_row(str(d), str(n), _gbit_s(bw[d]), format_size(sent[d], exact=True),
                       _fmt_time(load_s[d]), str(first))
     console.print(loads)
     return 0
@@ -309,7 +306,7 @@ def run_model(args: argparse.Namespace) -> int:
     if args.preset:
         console.print(f"preset {args.preset}: {_kinds_line(args.network)}")
     console.print(
-        f"All-Reduce {_fmt_bytes(size)} in {args.chunks} chunks, {shape} at "
+        f"All-Reduce {format_size(size, exact=True)} in {args.chunks} chunks, {shape} at "
         f"{','.join(_gbit_s(b) for b in bw)} Gbit/s per host, {args.order} order, "
         f"{args.semantics} semantics"
     )
@@ -357,7 +354,7 @@ def _run_sim(args: argparse.Namespace, dims: tuple[int, ...], bw: tuple[float, .
                           "backend": "sim", "results": rows}, indent=2))
         return 0
     console = Console()
-    console.print(f"simulated All-Reduce {_fmt_bytes(size)} in {args.chunks} chunks, "
+    console.print(f"simulated All-Reduce {format_size(size, exact=True)} in {args.chunks} chunks, "
                   f"{'x'.join(map(str, dims))}, {args.order} order")
     table = Table()
     for col in ("policy", "time", "ideal time", "utilisation"):

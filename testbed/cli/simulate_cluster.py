@@ -27,7 +27,7 @@ from rich.progress import (
 
 from sdn_app.allocation.ocs import REWIRINGS
 from testbed.core.errors import FabricLabError
-from testbed.sim.cluster import COLLECTIVES, SIM_PLACEMENTS
+from testbed.sim.cluster import SIM_PLACEMENTS
 from testbed.sim.cluster_run import (
     DEFAULTS,
     cluster_config,
@@ -35,6 +35,7 @@ from testbed.sim.cluster_run import (
     simulate_run,
     write_run,
 )
+from testbed.sim.job_plans import ALIASES, RAIL_RING, cluster_collective
 from testbed.sim.presets import PRESETS
 
 MAX_LABEL_CHARS = 80
@@ -82,8 +83,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    const="--link-gbit-s", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     p.add_argument("--rounds", type=int, default=8,
                    help="simulate each job's iterations as at most this many rounds (default 8)")
-    p.add_argument("--collective", choices=COLLECTIVES, default="ring",
-                   help="cross-leaf All-Reduce: flat ring or hierarchical rails (default ring)")
+    p.add_argument("--collective", type=_collective, default="ring",
+                   help=f"every job's collective unless its trace names one: {RAIL_RING} (a "
+                   "ring in every leaf and one per rail across them) or any registered "
+                   "All-Reduce or all-to-all (default ring)")
     p.add_argument("--preset", default="", choices=["", *PRESETS], metavar="NAME",
                    help="a paper's own setup: vclos-paper (arXiv 2308.05692: 8192 GPUs, "
                    "5000 jobs; the fabric follows --policy); flags left at their defaults "
@@ -103,6 +106,18 @@ class _Renamed(argparse.Action):
         print(f"warning: {option_string} is deprecated; use {self.const} (same value)",
               file=sys.stderr)
         setattr(namespace, self.dest, values)
+
+
+def _collective(name: str) -> str:
+    """``--collective``: a known name; an older spelling still works, and says what it is now."""
+    try:
+        canonical = cluster_collective(name)
+    except FabricLabError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if name in ALIASES:
+        print(f"warning: --collective {name} is now called {canonical} (the same collective)",
+              file=sys.stderr)
+    return canonical
 
 
 def check_flags(args: argparse.Namespace) -> None:

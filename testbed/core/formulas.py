@@ -10,6 +10,9 @@ from typing import Any
 # delivers per wire bit. The emulator's counters see one header per TSO packet, so they read
 # TCP_GOODPUT of a full link; 1 / TCP_GOODPUT turns them back into wire-equivalent rates.
 TCP_GOODPUT = 1448 / 1514
+# A shaped link is faithful when what it achieved lies within 1 ± this of what it was configured
+# to carry (the calibration's check, the run's fidelity and the link invariant alike).
+RATE_TOLERANCE = 0.10
 
 
 # What a collective row of a trace is (its ``collective`` column); a trace without the column

@@ -16,7 +16,9 @@ Outside code adds entries in either of two ways:
       my-policy = "my_pkg.policy:POLICY"
 
 The spec's allowed values (``policy:``, ``algorithm:``, ``transport:``) are the registry's
-names, so a plug-in is usable from a YAML experiment as soon as it is installed.
+names, so a plug-in is usable from a YAML experiment as soon as it is installed. An entry with
+``reference = True`` is what a comparison measures the others of its registry against
+(:meth:`Registry.references`: ECMP for routing, rpc for transports, the baseline schedule).
 """
 
 from __future__ import annotations
@@ -97,6 +99,20 @@ class Registry(Generic[T]):
     def items(self) -> list[tuple[str, T]]:
         return [(name, self.get(name)) for name in self.names()]
 
+    def references(self) -> tuple[str, ...]:
+        """The names whose entry says it is the usual reference (``reference = True``: what a
+        comparison measures the others against), in registration order. An entry that cannot
+        be loaded is no reference."""
+        out = []
+        for name in self.names():
+            try:
+                entry = self.get(name)
+            except RegistryError:
+                continue
+            if getattr(entry, "reference", False) is True:
+                out.append(name)
+        return tuple(out)
+
     def _unknown(self, name: str) -> str:
         return f"{name!r} is not a {self.noun}; choose one of {', '.join(self.names())}"
 
@@ -140,8 +156,8 @@ ALLTOALLS: Registry[Any] = Registry("fabriclab.alltoalls", "all-to-all algorithm
 })
 
 TRANSPORTS: Registry[Any] = Registry("fabriclab.transports", "transport", {
-    "zerocopy": "workloads.transport:ZeroCopyTransport",
-    "rpc": "workloads.transport:RpcTransport",
+    "zerocopy": "workloads.transports.zerocopy:ZeroCopyTransport",
+    "rpc": "workloads.transports.rpc:RpcTransport",
 })
 
 # Hierarchical All-Reduce schedules: the per-chunk order of dimensions (Themis and its

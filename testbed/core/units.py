@@ -109,13 +109,20 @@ def format_decimal(value: float, significant: int = 4) -> str:
     return f"{value:.{decimals}f}"
 
 
-def format_size(n: float) -> str:
-    """268435456 -> '256MiB'."""
+def format_size(n: float, exact: bool = False, sep: str = "") -> str:
+    """Bytes for display, in binary units: 268435456 -> '256MiB', 1572864 -> '1.50MiB'.
+    ``exact``: the unit only where it shows ``n`` exactly, else every byte ('33,554,433B');
+    ``sep`` goes between number and unit ('256 MiB'). The one byte formatter."""
+    text = f"{n:.0f}{sep}B"
     for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
         if n >= scale:
             value = n / scale
-            return f"{value:.0f}{unit}" if value == int(value) else f"{value:.2f}{unit}"
-    return f"{n:.0f}B"
+            number = f"{value:.0f}" if value == int(value) else f"{value:.2f}"
+            text = f"{number}{sep}{unit}"
+            break
+    if exact and parse_size(text.replace(sep, "") if sep else text) != n:
+        return f"{n:,.0f}{sep}B"
+    return text
 
 
 def mbps(bits_per_second: float) -> float:

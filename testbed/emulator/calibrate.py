@@ -18,12 +18,11 @@ from rich.console import Console
 from rich.table import Table
 
 from sdn_app.static_routes import FlowRule, Unreachable, static_rules, trace
-from testbed.core.formulas import TCP_GOODPUT
+from testbed.core.formulas import RATE_TOLERANCE, TCP_GOODPUT
 from testbed.core.topology import FabricPlan, Link
 from testbed.emulator.sampler import LinkSampler, mean_idle, window_rates
 from testbed.emulator.traffic import Flow, run_flows
 
-TOLERANCE = 0.10  # achieved / expected must lie within 1 ± TOLERANCE
 # Interface counters see a TSO packet (up to 64 KiB of payload) with one set of headers, while
 # HTB charges the link for every segment's headers (the kernel's qdisc_pkt_len), as a wire
 # would. For bulk TCP with 1448-byte segments (1514-byte frames) a full link therefore shows
@@ -124,7 +123,7 @@ class LinkResult:
 
     @property
     def ok(self) -> bool:
-        return abs(self.ratio - 1) <= TOLERANCE
+        return abs(self.ratio - 1) <= RATE_TOLERANCE
 
 
 @dataclass
@@ -247,7 +246,7 @@ def print_calibration(cal: Calibration, console: Console) -> None:
         console.print(f"[bold red]not faithful[/]: {len(cal.failures)} problem(s), first: "
                       + "; ".join(cal.failures[:5]))
     else:
-        console.print(f"[bold green]faithful[/]: every link within ±{TOLERANCE:.0%}, "
+        console.print(f"[bold green]faithful[/]: every link within ±{RATE_TOLERANCE:.0%}, "
                       f"CPU idle ≥ {MIN_CPU_IDLE:.0%}")
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from testbed.emulator.calibrate import MIN_CPU_IDLE, TCP_WIRE_FACTOR, TOLERANCE
+from testbed.core.formulas import RATE_TOLERANCE
+from testbed.emulator.calibrate import MIN_CPU_IDLE, TCP_WIRE_FACTOR
 
 MAX_REASONS = 6  # violated link directions named one by one; the rest are counted
 WINDOW = 10  # sample intervals the peak rate is taken over
@@ -31,7 +32,7 @@ def _overruns(samples) -> tuple[list[dict[str, Any]], list[str]]:
         window_s = g["time"].diff(WINDOW)
         wire_bits = g["bytes"].diff(WINDOW) * 8 * TCP_WIRE_FACTOR
         rate = wire_bits / window_s / 1e6
-        allowed = float(cap) * (1 + TOLERANCE) + SEGMENT_BYTES * 8 / window_s / 1e6
+        allowed = float(cap) * (1 + RATE_TOLERANCE) + SEGMENT_BYTES * 8 / window_s / 1e6
         peak = float(rate.max()) if len(g) > WINDOW else 0.0
         links.append({"src": src, "dst": dst, "configured_mbit_s": float(cap),
                       "peak_mbit_s": round(peak, 3)})

@@ -87,6 +87,7 @@ from sdn_app.allocation.cluster import Cluster
 from sdn_app.allocation.ledger import Allocation
 from sdn_app.policies import get as get_policy
 from sdn_app.policies import policy_for
+from sdn_app.policies.base import HOST_LINKS
 from sdn_app.policies.ecmp import SPORTS
 from sdn_app.program import ocs_circuits
 from testbed.core.algorithms import is_alltoall
@@ -94,6 +95,7 @@ from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.experiment import STATIC_POLICY, Experiment
 from testbed.core.formulas import ALLTOALL, TCP_GOODPUT
 from testbed.core.jobs import JobRun, check_against_fabric, resolve
+from testbed.core.registry import TRANSPORTS
 from testbed.core.rundir import RunRecorder, base_environment
 from testbed.core.topology import FabricPlan, build_plan
 from testbed.core.traces import (
@@ -103,9 +105,9 @@ from testbed.core.traces import (
     PHASE_SCHEMA,
     bandwidths,
 )
-from testbed.sim.cluster import host_path
 from testbed.sim.collectives import HierarchicalRun, MultidimFabric, run_steps
 from testbed.sim.flows import LinkId, Network
+from testbed.sim.job_plans import host_path
 from workloads.dnn import DnnWorkload
 from workloads.hierarchical import phase_sent
 from workloads.launcher import size_results
@@ -113,7 +115,6 @@ from workloads.model import job_model_s
 from workloads.themis import plan_with
 
 GOODPUT = TCP_GOODPUT  # data bytes per wire byte of bulk TCP
-FABRIC_KINDS = ("ls", "sl", "cu", "cd", "cl")  # leaf-spine link ids that are not host links
 
 
 @dataclass
@@ -157,7 +158,7 @@ class SimBackend:
         SimRunner(experiment, Path("/nonexistent"), self.seed,
                   step_latency_s=self.step_latency_s)  # validates and places, writes nothing
         transports = sorted({j.transport for j in experiment.jobs})
-        if transports != ["zerocopy"]:
+        if not all(TRANSPORTS.get(t).wire_speed for t in transports):
             print(f"warning: {experiment.name}: the sim backend does not model transports "
                   f"({', '.join(transports)}): every transport gets the same times, and "
                   "summary.json says so", file=sys.stderr)
@@ -277,7 +278,7 @@ class SimRunner:
 
     def _capacity(self, link: LinkId) -> float:
         s = self.plan.spec
-        mbit_s = s.host_link_mbit_s if link[0] in ("hu", "hd") else s.uplink_mbit_s
+        mbit_s = s.host_link_mbit_s if link[0] in HOST_LINKS else s.uplink_mbit_s
         return float(mbit_s) * 1e6 * GOODPUT
 
     def _connection(self, net: Network, p: _Placed, a: int, b: int,

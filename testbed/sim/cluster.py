@@ -44,354 +44,62 @@ Routing (host -> leaf -> spine -> leaf -> host)
     direct leaf-leaf circuit of a two-leaf job.
 
 Collective and abstraction for scale
-    A job runs ``iterations`` of (compute, All-Reduce of its gradients S). A one-leaf job
-    runs a ring over its hosts; its traffic never leaves its own host links, so its time is
-    computed, not simulated. A cross-leaf job runs, with ``collective="ring"`` (default),
-    one flat ring over its hosts in rail-major rank order (:func:`rank_order`: every hop
-    crosses the fabric, as a rank order that ignores the topology does), or with
-    ``"hierarchical"`` the rail All-Reduce vClos is built for: a ring Reduce-Scatter inside
-    every leaf, then for each rail j (the j-th host of every leaf; on a leaf with fewer
-    hosts, host j mod k) a ring All-Reduce of S/n_max across the leaves, then the All-Gather
-    inside every leaf. Only rings crossing leaves are simulated by the flow simulator;
-    intra-leaf phases take their contention-free time (for uneven ECMP placements, the
-    slowest leaf's). With n hosts per leaf the hierarchical rails carry only ~1/n of the
-    bytes across the fabric, so collisions matter much less there.
-    The 2(m-1) steps of a ring (flat or rail) all use the same m flows, so its All-Reduce
-    is one lockstep *bundle* (:meth:`testbed.sim.flows.Network.add_bundle`) of m sub-flows
-    carrying 2(m-1)/m of the ring's bytes each: a step ends with its slowest flow, so all
-    sub-flows move at the bottleneck rate, and bundles are max-min shared with everything
+    A job runs ``iterations`` of (compute, collective of its gradients S): the run's
+    ``collective`` (``ring`` by default), or the one its trace names. How a placed job
+    communicates (its :class:`~testbed.sim.job_plans.JobPlan`) comes from the collective's
+    own steps (any of the registries', or ``rail-ring``, the rail All-Reduce vClos is built
+    for) and the policy's paths: see :mod:`testbed.sim.job_plans`. A one-leaf job's time is
+    computed, not simulated; so are ``rail-ring``'s intra-leaf phases.
+    Each bundle of a plan is one lockstep bundle on the flow network
+    (:meth:`testbed.sim.flows.Network.add_bundle`): a step ends with its slowest flow, so
+    all sub-flows move at the bottleneck rate, and bundles are max-min shared with everything
     else active; rates change only when a bundle starts or ends. Iterations are batched: a
     job's iterations are split into at most ``rounds`` rounds, each being its iterations'
-    compute and intra-leaf time around one bundle per ring carrying their total bytes. That
-    keeps each job's duty cycle and bytes exact while bounding the events per job.
+    compute and intra-leaf time around its bundles carrying their total bytes. That keeps
+    each job's duty cycle and bytes exact while bounding the events per job.
     ``isolated`` (the slowdown's reference) is the job's run time alone on an idle cluster
     with the same placement and collision-free routing (the flow leaving host j of a leaf
     through spine j, or, where that link already carries one of the job's flows, through the
     least used spine: an uneven ECMP placement can make spine j collide with itself).
 
 ``collided_flow_fraction``
-    A job's flows are its cross-leaf ring connections (fixed for its life). A flow is
+    A job's flows are its cross-leaf connections (fixed for its life). A flow is
     *collided* when, while it was active, a leaf-spine link or circuit on its path also
     carried another active flow (of another job, or of the same job: an ECMP hash
-    collision). The fraction is over all cross-leaf ring flows.
+    collision). The fraction is over all cross-leaf flows.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import random
 import statistics
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from sdn_app.allocation.cluster import PLACEMENTS, Cluster
 from sdn_app.allocation.ledger import Allocation, AllocationRefused
 from sdn_app.allocation.ocs import REWIRINGS
-from sdn_app.policies import RoutingPolicy, applicable
 from sdn_app.policies import get as get_policy
-from sdn_app.policies.ecmp import SPORTS
 from testbed.core.errors import FabricLabError
-from testbed.core.formulas import ALLREDUCE, ALLTOALL, busbw_factor
-from testbed.sim.flows import Flow, LinkId, Network, Route
+from testbed.sim.flows import Flow, Network
+from testbed.sim.job_plans import (
+    ALIASES,
+    Host,
+    cluster_collective,
+    cluster_policy,
+    job_plan,
+    rails_time,
+)
+from testbed.sim.rail_collisions import RailCollisions
 from testbed.sim.trace_formats import TracePlacement
 from testbed.sim.traces import JobSpec, job_set_sha256
 
-Host = tuple[int, int]
 # The allocator's placements, and "trace": the hosts a trace recorded (see the docstring).
 SIM_PLACEMENTS = (*PLACEMENTS, "trace")
-
-
-def cluster_policy(name: str) -> RoutingPolicy:
-    """The registered policy ``name``, if it routes a leaf-spine or an OCS fabric."""
-    known = [n for kind in ("leaf_spine", "ocs_leaf_spine") for n in applicable(kind)]
-    if name not in known:
-        raise FabricLabError(f"--policy {name!r} is not a leaf-spine routing policy; use one "
-                             f"of {', '.join(known)}")
-    return get_policy(name)
-
-def host_path(
-    alloc: Allocation, src: Host, dst: Host, spines: int, sport: int = 0
-) -> list[LinkId]:
-    """Directed links from ``src`` to ``dst`` for a job placed by ``alloc``: its policy's."""
-    return get_policy(alloc.policy).path(alloc, src, dst, spines, sport)
-
-
-@dataclass(frozen=True)
-class JobPlan:
-    """How one placed job communicates, per iteration.
-
-    ``intra_s``: time of the intra-leaf Reduce-Scatter plus All-Gather (or of the whole ring
-    All-Reduce of a one-leaf job), never contended (host links belong to the job).
-    ``rails``: the cross-leaf rings, each a list of flow paths; ``rail_bytes``: bytes each
-    rail flow carries per iteration (the rail's ring All-Reduce, 2(m-1)/m x S/n_max).
-    """
-
-    intra_s: float
-    rails: list[list[list[LinkId]]]
-    rail_bytes: list[float]
-    phases: list[list[int]] | None = None  # rails run in these groups, one after the other
-    weights: list[list[int]] | None = None  # per rail: sub-flows on each of its paths
-
-    @property
-    def flows(self) -> int:
-        """Cross-leaf flows; a weighted (all-to-all) rail's fabric paths count one each."""
-        if self.weights is not None:
-            return sum(sum(1 for p in r if p[0][0] not in HOST_LINKS) for r in self.rails)
-        return sum(len(r) for r in self.rails)
-
-    def rail_weights(self, j: int) -> list[int] | None:
-        return self.weights[j] if self.weights is not None else None
-
-    @property
-    def phase_rails(self) -> list[list[int]]:
-        """Indices of the rails of each phase; by default all rails at once."""
-        return self.phases if self.phases is not None else [list(range(len(self.rails)))]
-
-
-def rails_of(alloc: Allocation, wrap: bool = True) -> list[list[Host]]:
-    """Rail j: the j-th host of every leaf of the job. A leaf with only k hosts serves rail j
-    with host j mod k (``wrap``) or is left out of it (``wrap=False``)."""
-    by_leaf: dict[int, list[int]] = {}
-    for leaf, slot in sorted(alloc.hosts):
-        by_leaf.setdefault(leaf, []).append(slot)
-    leaves = sorted(by_leaf.items())
-    n_max = max(len(v) for v in by_leaf.values())
-    return [
-        [(leaf, slots[j % len(slots)]) for leaf, slots in leaves if wrap or j < len(slots)]
-        for j in range(n_max)
-    ]
-
-
-COLLECTIVES = ("ring", "hierarchical")
-# What a job of a trace may name for itself (JobSpec.collective), besides COLLECTIVES.
-JOB_COLLECTIVES = (*COLLECTIVES, "halving-doubling", "all-to-all")
-
-
-def bytes_factor(collective: str, n: int) -> float:
-    """What each of ``n`` ranks sends, as a multiple of its input: 2(n-1)/n for an
-    All-Reduce, (n-1)/n for an all-to-all."""
-    return busbw_factor(n, ALLTOALL if collective == "all-to-all" else ALLREDUCE)
-
-
-def rank_order(alloc: Allocation) -> list[Host]:
-    """Flat-ring rank order: host j of every leaf in turn (rail-major), so every hop of a
-    cross-leaf ring crosses the fabric, as with a topology-oblivious rank order."""
-    return [h for rail in rails_of(alloc, wrap=False) for h in rail]
-
-
-def job_plan(
-    alloc: Allocation, grad_bytes: float, link_bps: float, spines: int,
-    rng: random.Random | None, ideal: bool = False, collective: str = "ring",
-) -> JobPlan:
-    """How a placed job All-Reduces ``grad_bytes``: see the module docstring.
-
-    ``ring``: one flat ring over all hosts in :func:`rank_order`; ``hierarchical``: RS in
-    each leaf, a ring per rail, AG in each leaf; ``halving-doubling``: one phase per
-    distance, in :func:`rank_order`; ``all-to-all``: every ordered pair at once.
-    ``ideal``: route the flow leaving host j of a leaf through spine j mod spines, or the
-    least used spine where that collides (the isolated reference), else route as the job's
-    policy does (ECMP source ports drawn from ``rng``).
-    """
-    by_leaf: dict[int, int] = {}
-    for leaf, _slot in alloc.hosts:
-        by_leaf[leaf] = by_leaf.get(leaf, 0) + 1
-    if collective not in JOB_COLLECTIVES:
-        raise FabricLabError(f"collective {collective!r} is unknown; use one of "
-                             f"{', '.join(JOB_COLLECTIVES)}")
-    n = len(alloc.hosts)
-    if len(by_leaf) == 1 or (ideal and collective == "all-to-all"):
-        # Alone on one leaf (or an all-to-all with ideal routing, whose every host link
-        # carries its n-1 flows and no fabric link more): bound by the host links.
-        return JobPlan(bytes_factor(collective, n) * grad_bytes * 8 / link_bps, [], [])
-    by_rail = rails_of(alloc, wrap=False)
-    index = {h: j for j, rail in enumerate(by_rail) for h in rail}
-    # Ideal routing: per leaf, how many flows each spine already carries up / down.
-    up: dict[int, list[int]] = {}
-    down: dict[int, list[int]] = {}
-
-    def ideal_spine(src: Host, dst: Host) -> int:
-        """Spine j for host j when its links are still unused, else the least used spine
-        (the lowest numbered of those)."""
-        u = up.setdefault(src[0], [0] * spines)
-        d = down.setdefault(dst[0], [0] * spines)
-        s = index[src] % spines
-        if u[s] + d[s]:
-            loads = [a + b for a, b in zip(u, d, strict=True)]
-            s = loads.index(min(loads))
-        u[s] += 1
-        d[s] += 1
-        return s
-
-    path = get_policy(alloc.policy).path
-
-    def ring(members: list[Host]) -> list[list[LinkId]]:
-        m = len(members)
-        out = []
-        for i in range(m):
-            src, dst = members[i], members[(i + 1) % m]
-            if ideal:
-                s = ideal_spine(src, dst)
-                out.append([("hu", *src), ("ls", src[0], s), ("sl", s, dst[0]), ("hd", *dst)])
-            else:
-                sport = rng.randrange(*SPORTS) if rng is not None else 0
-                out.append(path(alloc, src, dst, spines, sport))
-        return out
-
-    order = [h for rail in by_rail for h in rail]  # rank_order(alloc)
-
-    def flow_path(src: Host, dst: Host) -> list[LinkId]:
-        if ideal and src[0] == dst[0]:
-            return [("hu", *src), ("hd", *dst)]
-        if ideal:
-            s = ideal_spine(src, dst)
-            return [("hu", *src), ("ls", src[0], s), ("sl", s, dst[0]), ("hd", *dst)]
-        sport = rng.randrange(*SPORTS) if rng is not None else 0
-        return path(alloc, src, dst, spines, sport)
-
-    if collective == "ring":
-        return JobPlan(0.0, [ring(order)], [busbw_factor(n) * grad_bytes])
-    if collective == "halving-doubling":
-        # Round at distance d: position p exchanges S*d/n with p XOR d in the Reduce-Scatter
-        # and again in the All-Gather; the two rounds of one distance are one phase here.
-        if n & (n - 1):
-            raise FabricLabError(f"halving-doubling needs a power-of-two job; this one has "
-                                 f"{n} hosts")
-        rails, sizes = [], []
-        d = n // 2
-        while d >= 1:
-            rails.append([flow_path(order[p], order[p ^ d]) for p in range(n)])
-            sizes.append(2 * grad_bytes * d / n)
-            d //= 2
-        return JobPlan(0.0, rails, sizes, [[i] for i in range(len(rails))])
-    if collective == "all-to-all":
-        paths, weights = alltoall_links(alloc, order, spines, rng)
-        return JobPlan(0.0, [paths], [grad_bytes / n], weights=[weights])
-    intra = max(busbw_factor(k) for k in by_leaf.values()) * grad_bytes * 8 / link_bps
-    rails = rails_of(alloc)
-    shard = grad_bytes / len(rails)
-    return JobPlan(intra, [ring(r) for r in rails],
-                   [busbw_factor(len(r)) * shard for r in rails])
-
-
-HOST_LINKS = ("hu", "hd")
-
-
-def alltoall_links(alloc: Allocation, order: list[Host], spines: int,
-                   rng: random.Random | None) -> tuple[list[list[LinkId]], list[int]]:
-    """An all-to-all's n(n-1) flows (every ordered pair at once, as NCCL posts them) as one
-    lockstep bundle, aggregated: each host link once, weighted by its n-1 flows, and each
-    distinct fabric path weighted by the flows taking it. A deterministic policy routes the
-    flows from one host to one leaf as its policy routes one of them (vClos and OCS-vClos
-    choose the spine by the source host); a hashed policy (ECMP) sends each flow through a
-    spine drawn uniformly from the run's RNG, as a hash of a random source port does."""
-    n = len(order)
-    paths: list[list[LinkId]] = [[("hu", *h)] for h in order] + [[("hd", *h)] for h in order]
-    weights = [n - 1] * (2 * n)
-    by_leaf: dict[int, list[Host]] = {}
-    for h in order:
-        by_leaf.setdefault(h[0], []).append(h)
-    policy = get_policy(alloc.policy)
-    groups = [(src, leaf, len(dsts)) for src in order for leaf, dsts in by_leaf.items()
-              if leaf != src[0]]
-    fabric: Counter[tuple[LinkId, ...]] = Counter()  # fabric path -> flows on it
-    if policy.hashed:
-        gen = np.random.default_rng(rng.getrandbits(64) if rng is not None else 0)
-        counts = gen.multinomial([c for _, _, c in groups], [1 / spines] * spines)
-        pairs = sorted({(src[0], leaf) for src, leaf, _ in groups})
-        at = {pair: i for i, pair in enumerate(pairs)}
-        per_pair = np.zeros((len(pairs), spines), dtype=np.int64)
-        np.add.at(per_pair, [at[(src[0], leaf)] for src, leaf, _ in groups], counts)
-        for (la, lb), row in zip(pairs, per_pair, strict=True):
-            for s in np.flatnonzero(row):
-                fabric[(("ls", la, int(s)), ("sl", int(s), lb))] += int(row[s])
-    else:
-        for src, leaf, c in groups:
-            links = policy.path(alloc, src, by_leaf[leaf][0], spines, 0)
-            fabric[tuple(link for link in links if link[0] not in HOST_LINKS)] += c
-    paths.extend(list(p) for p in fabric)
-    weights.extend(fabric.values())
-    return paths, weights
-
-
-def rails_time(plan: JobPlan, link_bps: float) -> float:
-    """Time of one iteration's rails alone on an idle network (max-min among the rails)."""
-    if not plan.rails:
-        return 0.0
-    if plan.phases is not None:  # phases one after the other, each alone
-        return sum(rails_time(JobPlan(0.0, [plan.rails[j] for j in group],
-                                      [plan.rail_bytes[j] for j in group]), link_bps)
-                   for group in plan.phases)
-    if len(plan.rails) == 1:
-        # One bundle alone: its rate is the link rate over its most crossed link's count.
-        size = plan.rail_bytes[0]
-        if not size:
-            return 0.0
-        weights = plan.rail_weights(0) or [1] * len(plan.rails[0])
-        crossings: Counter[LinkId] = Counter()
-        for path, w in zip(plan.rails[0], weights, strict=True):
-            for link in path:
-                crossings[link] += w
-        return size * 8 / (link_bps / max(crossings.values()))
-    net = Network(default_capacity=link_bps)
-    flows = [net.add_bundle(net.route(r, plan.rail_weights(j)), b)
-             for j, (r, b) in enumerate(zip(plan.rails, plan.rail_bytes, strict=True))]
-    net.run()
-    return max(f.end or 0.0 for f in flows)
-
-
-FABRIC_LINKS = ("ls", "sl", "cu", "cd", "cl")
-
-
-class RailCollisions:
-    """Marks a job's collided cross-leaf flows (positions over all its rails) in ``collided``.
-
-    A rail's flows collide on the fabric links its bundle shared with another owner's flow
-    (``Flow.shared``) and on those two of its own sub-flows cross. Which flows cross which
-    fabric link is worked out once per rail, the first time it is needed.
-    """
-
-    def __init__(self, rails: list[list[list[LinkId]]], routes: list[Route],
-                 collided: set[int]) -> None:
-        self.rails, self.routes, self.collided = rails, routes, collided
-        self.offsets = list(itertools.accumulate((len(r) for r in rails), initial=0))
-        self._own: dict[int, list[LinkId]] = {}
-        self._on_link: dict[int, dict[LinkId, list[int]]] = {}
-        self._noted: dict[int, set[LinkId]] = {}  # per rail: links already counted
-
-    def note(self, rail: int, shared: set[LinkId]) -> None:
-        """Rail ``rail``'s bundle ended having shared ``shared`` with other owners."""
-        if len(self.collided) == self.offsets[-1]:
-            return  # every flow already counts as collided
-        noted = self._noted.setdefault(rail, set())
-        links = [link for link in shared - noted if link[0] in FABRIC_LINKS]
-        links.extend(link for link in self._self_shared(rail) if link not in noted)
-        if not links:
-            return
-        noted.update(links)
-        on_link = self._on_link.get(rail)
-        if on_link is None:
-            on_link = self._on_link[rail] = {}
-            for i, path in enumerate(self.rails[rail], start=self.offsets[rail]):
-                for link in path:
-                    if link[0] in FABRIC_LINKS:
-                        on_link.setdefault(link, []).append(i)
-        for link in links:
-            self.collided.update(on_link[link])
-
-    def _self_shared(self, rail: int) -> list[LinkId]:
-        own = self._own.get(rail)
-        if own is None:
-            route = self.routes[rail]
-            own = [] if not (route.mult > 1).any() else [
-                link for link, k in route.links.items() if k > 1 and link[0] in FABRIC_LINKS]
-            self._own[rail] = own
-        return own
 
 
 @dataclass(frozen=True)
@@ -410,16 +118,20 @@ class ClusterConfig:
     collective: str = "ring"
     sharing: str = "fast"  # the network's max-min filler (testbed.sim.flows.SHARING)
 
+    def __post_init__(self) -> None:
+        # an older spelling (hierarchical) names the collective it now is
+        object.__setattr__(self, "collective", ALIASES.get(self.collective, self.collective))
+
     def check(self) -> None:
         cluster_policy(self.policy)
         for name in ("leaves", "spines", "hosts_per_leaf", "rounds"):
             if getattr(self, name) < 1:
                 flag = name.replace("_", "-")
                 raise FabricLabError(f"--{flag} is {getattr(self, name)}; it must be at least 1")
-        if self.collective not in COLLECTIVES:
-            raise FabricLabError(
-                f"--collective {self.collective!r} is unknown; use one of {', '.join(COLLECTIVES)}"
-            )
+        try:
+            cluster_collective(self.collective)
+        except FabricLabError as exc:
+            raise FabricLabError(f"--collective: {exc}") from None
         if self.uses_ocs and self.ocs_count < 1:
             raise FabricLabError("--policy ocs-vclos needs --ocs-count of at least 1")
         if self.placement not in SIM_PLACEMENTS:

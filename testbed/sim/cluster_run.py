@@ -16,10 +16,11 @@ from typing import Any
 
 from testbed.core.atomic import csv_text, write_text
 from testbed.core.errors import FabricLabError
-from testbed.sim.cluster import ClusterConfig, cluster_policy, simulate_cluster
+from testbed.sim.cluster import ClusterConfig, simulate_cluster
+from testbed.sim.job_plans import cluster_policy
 from testbed.sim.peak_memory import peak_rss
 from testbed.sim.presets import preset_params
-from testbed.sim.traces import load_trace_placement, trace_identity
+from testbed.sim.trace_loading import load_trace_placement, trace_identity
 
 # simulate-cluster's parameters (its flags, with '_' for '-') and their defaults.
 DEFAULTS: dict[str, Any] = {

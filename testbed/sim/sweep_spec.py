@@ -27,10 +27,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sdn_app.allocation.ocs import REWIRINGS
 from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.spec import load_yaml
-from testbed.sim.cluster import COLLECTIVES, SIM_PLACEMENTS, cluster_policy
+from testbed.sim.cluster import SIM_PLACEMENTS
 from testbed.sim.cluster_run import DEFAULTS, cluster_config
+from testbed.sim.job_plans import cluster_collective, cluster_policy
 from testbed.sim.presets import check_preset
-from testbed.sim.traces import TRACE_FORMS, check_trace
+from testbed.sim.trace_loading import TRACE_FORMS, check_trace
 
 D = DEFAULTS
 KEY_CHARS = 16
@@ -66,11 +67,19 @@ class ClusterParams(BaseModel):
         except FabricLabError as exc:
             raise ValueError(str(exc).removeprefix("--preset ")) from None
 
-    @field_validator("placement", "rewiring", "collective")
+    @field_validator("collective")
+    @classmethod
+    def _collective(cls, value: str) -> str:
+        """A known collective; an older spelling (hierarchical) becomes its name now."""
+        try:
+            return cluster_collective(value)
+        except FabricLabError as exc:
+            raise ValueError(str(exc).removeprefix("collective ")) from None
+
+    @field_validator("placement", "rewiring")
     @classmethod
     def _known(cls, value: str, info: Any) -> str:
-        choices = {"placement": SIM_PLACEMENTS, "rewiring": tuple(REWIRINGS),
-                   "collective": COLLECTIVES}[info.field_name]
+        choices = {"placement": SIM_PLACEMENTS, "rewiring": tuple(REWIRINGS)}[info.field_name]
         if value not in choices:
             raise ValueError(f"{value!r} is unknown; use one of {', '.join(choices)}")
         return value

@@ -1,7 +1,8 @@
 """Job traces for the cluster simulator: Helios and Philly readers, a synthetic generator.
 
 More formats (Acme, Alibaba PAI 2020, Alibaba Lingjun 2023) are read by
-:mod:`testbed.sim.trace_formats`; :func:`load_trace` selects any of them by name. Every reader
+:mod:`testbed.sim.trace_formats`; :func:`testbed.sim.trace_loading.load_trace` selects any of
+them by name. Every reader
 stops at the first bad row with one sentence naming the file and the line (or job).
 
 A job is a :class:`JobSpec`: arrival time, GPUs (one GPU = one host here), a model (which
@@ -33,13 +34,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from testbed.core.errors import FabricLabError
 from testbed.core.formulas import ALLREDUCE, ALLTOALL, busbw_factor
-
-if TYPE_CHECKING:
-    from testbed.sim.trace_formats import TracePlacement
 
 
 @dataclass(frozen=True)
@@ -248,83 +245,6 @@ def read_philly(path: str | Path, seed: int = 0, link_bps: float = DEFAULT_LINK_
                              duration))
             break
     return jobs_from_rows(rows, seed, link_bps)
-
-
-TRACE_FORMS = ("synthetic, vclos-paper, helios:FILE, philly:FILE, acme:FILE, pai:DIR-or-FILE "
-               "or lingjun:DIR")
-TRACE_KINDS = ("helios", "philly", "acme", "pai", "lingjun")  # those that name a file or dir
-
-
-def check_trace(spec: str) -> None:
-    """One sentence if ``spec`` is no trace form (:data:`TRACE_FORMS`); the files are not read."""
-    kind, _, arg = spec.partition(":")
-    if not ((kind in ("synthetic", PAPER_TRACE) and not arg) or (kind in TRACE_KINDS and arg)):
-        raise FabricLabError(f"--trace {spec!r} is unknown; use {TRACE_FORMS}")
-
-
-def load_trace_placement(
-    spec: str, jobs: int, load: float, total_gpus: int, seed: int,
-    link_bps: float = DEFAULT_LINK_BPS,
-) -> tuple[list[JobSpec], TracePlacement | None]:
-    """The first ``jobs`` jobs of the trace ``spec`` (:data:`TRACE_FORMS`), and where the trace
-    says they ran (a :class:`~testbed.sim.trace_formats.TracePlacement`; None for traces that
-    do not record it: all but ``lingjun``)."""
-    from testbed.sim import trace_formats  # it imports this module's helpers
-
-    check_trace(spec)
-    kind, _, arg = spec.partition(":")
-    if kind == "synthetic":
-        return synthetic(jobs, load, total_gpus, seed, link_bps), None
-    if kind == PAPER_TRACE:
-        return vclos_paper_trace(jobs, seed, link_bps), None
-    if kind == "lingjun":
-        trace = trace_formats.read_lingjun(arg, seed, link_bps)
-        return trace.jobs[:jobs], trace.placement
-    reader = {"helios": read_helios, "philly": read_philly, "acme": trace_formats.read_acme,
-              "pai": trace_formats.read_pai}[kind]
-    return reader(arg, seed, link_bps)[:jobs], None
-
-
-def load_trace(
-    spec: str, jobs: int, load: float, total_gpus: int, seed: int,
-    link_bps: float = DEFAULT_LINK_BPS,
-) -> list[JobSpec]:
-    """The first ``jobs`` jobs of the trace ``spec``: ``synthetic``, ``vclos-paper``,
-    ``helios:FILE``, ``philly:FILE``, ``acme:FILE``, ``pai:DIR-or-FILE`` or ``lingjun:DIR``."""
-    return load_trace_placement(spec, jobs, load, total_gpus, seed, link_bps)[0]
-
-
-def trace_identity(spec: str, load: float) -> dict[str, Any]:
-    """What fixes a trace's jobs besides the seed and the job count, for summary.json:
-    ``trace`` (as given), ``trace_file`` (absolute path of the file or directory) and
-    ``trace_sha256`` (the SHA-256 of the file's bytes; of a directory, of each file read, by
-    name), and ``load`` (used by synthetic traces only; None for a trace file)."""
-    from testbed.sim.trace_formats import files_read
-
-    kind, _, arg = spec.partition(":")
-    if kind == "synthetic" and not arg:
-        return {"trace": spec, "trace_file": None, "trace_sha256": None, "load": load}
-    if kind == PAPER_TRACE and not arg:  # arrivals fixed by the paper, not by a load
-        return {"trace": spec, "trace_file": None, "trace_sha256": None, "load": None}
-    path = Path(arg).resolve()
-    files = files_read(kind, path)
-    try:
-        if files == [path]:
-            digest = _sha256(path)
-        else:
-            digest = hashlib.sha256("".join(f"{f.name}\0{_sha256(f)}\n" for f in files)
-                                    .encode()).hexdigest()
-    except OSError as exc:
-        raise FabricLabError(f"cannot read trace {arg}: {exc.strerror}") from None
-    return {"trace": spec, "trace_file": str(path), "trace_sha256": digest, "load": None}
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def job_set_sha256(jobs: Sequence[JobSpec]) -> str:

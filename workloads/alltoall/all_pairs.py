@@ -14,7 +14,7 @@ import numpy as np
 
 from workloads.alltoall.base import AllToAll, block_bounds
 from workloads.collectives.base import Group, Transfer
-from workloads.transport import Tag
+from workloads.transports import Tag
 
 
 class AllPairs(AllToAll):

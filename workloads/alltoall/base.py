@@ -31,6 +31,7 @@ import numpy as np
 
 from workloads.collectives.base import Group, LinkPattern, Transfer
 
+# The period of every data pattern the workers check (their All-Reduce inputs too).
 # Element k of block j of rank i is (i·n + j)·PATTERN_PERIOD + k mod PATTERN_PERIOD: it names
 # its sender, its destination and its place in the block, and stays exact in float32 while
 # n²·PATTERN_PERIOD < 2^24.

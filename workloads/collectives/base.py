@@ -25,7 +25,7 @@ from typing import ClassVar
 import numpy as np
 
 from testbed.core.formulas import phase_sent_bytes
-from workloads.transport import Link
+from workloads.transports import Link
 
 OPS = ("RS", "AR", "AG")
 Transfer = tuple[int, int, float]  # (src position, dst position, bytes); bytes may be Fraction

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from workloads.collectives.base import Collective, Group, Transfer, shard_bounds
-from workloads.transport import Link, Tag
+from workloads.transports import Link, Tag
 
 
 def _all_at_once(links: tuple[Link, ...], tag: Tag, sends: list[np.ndarray],

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from workloads.collectives.base import Collective, Group, Transfer, shard_bounds
-from workloads.transport import Tag
+from workloads.transports import Tag
 
 
 def _distances(n: int) -> list[int]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from workloads.collectives.base import Collective, Group, Transfer, shard_bounds
-from workloads.transport import Link, Tag
+from workloads.transports import Link, Tag
 
 SLICE_BYTES = 256 * 1024  # a slice's target size: well above a TCP window's worth of segments
 MAX_SLICES = 16  # per shard: each slice costs a queue hand-off and a header

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from workloads.collectives.base import Group, Transfer, shard_bounds
 from workloads.collectives.direct import Direct
-from workloads.transport import Tag
+from workloads.transports import Tag
 
 
 class WholeOptions(BaseModel):

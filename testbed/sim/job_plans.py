@@ -1,0 +1,374 @@
+"""How a placed job of the cluster simulator communicates: a :class:`JobPlan` built from the
+collective's own steps and the routing policy's paths.
+
+Any collective of :data:`~testbed.core.registry.COLLECTIVES` (an All-Reduce) or
+:data:`~testbed.core.registry.ALLTOALLS` (an all-to-all), built in or a plug-in, runs here
+without edits: its ``transfers`` give the synchronous steps as ``(src position, dst position,
+bytes)`` over the job's hosts in :func:`rank_order`, and the job's policy
+(:meth:`~sdn_app.policies.base.RoutingPolicy.path`) routes every transfer. One more name is the
+cluster simulator's own, :data:`RAIL_RING` (see :func:`job_plan`).
+
+Abstraction for scale: steps that use the same flows (the same (src, dst) pairs) are one
+lockstep *bundle* carrying their summed bytes (a ring's 2(n-1) steps are one bundle;
+halving-doubling's Reduce-Scatter and All-Gather rounds of one distance are one), in the order
+the flows are first used; the bundles of one such group of steps that carry different bytes
+run side by side. A bundle whose hosts send to several peers at once (all-pairs) is
+aggregated: each host link once, weighted by its flows, and each distinct fabric path weighted
+by the flows taking it (a hashed policy draws each flow's spine uniformly, as a hash of a
+random source port does).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import random
+from collections import Counter
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from sdn_app.allocation.ledger import Allocation
+from sdn_app.policies import RoutingPolicy, applicable
+from sdn_app.policies import get as get_policy
+from sdn_app.policies.base import HOST_LINKS, via_spine
+from sdn_app.policies.ecmp import SPORTS
+from testbed.core.errors import FabricLabError
+from testbed.core.registry import ALLTOALLS, COLLECTIVES
+from testbed.sim.flows import LinkId, Network
+from workloads.collectives import Collective
+
+Host = tuple[int, int]
+Pair = tuple[int, int]  # (src position, dst position)
+
+# The rail All-Reduce vClos is built for (see job_plan): the cluster simulator's own collective.
+RAIL_RING = "rail-ring"
+# Older spellings still accepted (a run's --collective, a sweep's or a trace's collective).
+ALIASES = {"hierarchical": RAIL_RING, "all-to-all": "all-pairs"}
+
+
+def cluster_policy(name: str) -> RoutingPolicy:
+    """The registered policy ``name``, if it routes a leaf-spine or an OCS fabric."""
+    known = [n for kind in ("leaf_spine", "ocs_leaf_spine") for n in applicable(kind)]
+    if name not in known:
+        raise FabricLabError(f"--policy {name!r} is not a leaf-spine routing policy; use one "
+                             f"of {', '.join(known)}")
+    return get_policy(name)
+
+
+def host_path(
+    alloc: Allocation, src: Host, dst: Host, spines: int, sport: int = 0
+) -> list[LinkId]:
+    """Directed links from ``src`` to ``dst`` for a job placed by ``alloc``: its policy's."""
+    return get_policy(alloc.policy).path(alloc, src, dst, spines, sport)
+
+
+def cluster_collectives() -> list[str]:
+    """Every collective a cluster run or one of its jobs may name (aliases aside)."""
+    return [RAIL_RING, *COLLECTIVES.names(), *ALLTOALLS.names()]
+
+
+def cluster_collective(name: str) -> str:
+    """``name``, or the name an older spelling now has; one sentence if it is unknown."""
+    name = ALIASES.get(name, name)
+    if name not in cluster_collectives():
+        raise FabricLabError(f"collective {name!r} is unknown; use one of "
+                             f"{', '.join(cluster_collectives())}")
+    return name
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """Flows of one collective that move in lockstep: position pairs ``src[i] -> dst[i]``,
+    each carrying ``share`` of the input per rank; ``fans_out``: a position sends to several
+    peers at once (the bundle is then aggregated, see the module docstring)."""
+
+    share: Fraction
+    src: np.ndarray
+    dst: np.ndarray
+    fans_out: bool
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A collective on ``n`` ranks as the cluster simulator runs it: phases one after the
+    other, each of bundles side by side; ``host_share``: the most any position sends or
+    receives, as a share of the input per rank (a one-leaf job's bound)."""
+
+    phases: list[list[Bundle]]
+    host_share: Fraction
+
+
+def collective_shape(name: str, n: int) -> Shape:
+    """The :class:`Shape` of collective ``name`` (canonical) on ``n`` ranks, from its steps:
+    the All-Reduce of :data:`COLLECTIVES`, else the all-to-all of :data:`ALLTOALLS` (whose
+    group limit is its data check's, which the simulator does not run)."""
+    if name in COLLECTIVES.names():
+        algorithm = COLLECTIVES.get(name)
+        if reason := algorithm.group_size_error(n):
+            raise FabricLabError(f"collective {name}: {reason}")
+    else:
+        algorithm = ALLTOALLS.get(name)
+    return _shape(algorithm, n)
+
+
+@functools.lru_cache(maxsize=256)
+def _shape(algorithm: Any, n: int) -> Shape:
+    if n < 2:
+        return Shape([], Fraction(0))
+    steps = (algorithm.transfers("AR", n, Fraction(1)) if isinstance(algorithm, Collective)
+             else algorithm.transfers(n, Fraction(1)))
+    runs: list[list[Any]] = []  # equal consecutive steps (a ring's are), counted once
+    for step in steps:
+        if runs and step == runs[-1][0]:
+            runs[-1][1] += 1
+        else:
+            runs.append([step, 1])
+    groups: dict[frozenset[Pair], dict[Pair, Fraction]] = {}
+    sent, got = [Fraction(0)] * n, [Fraction(0)] * n
+    for step, k in runs:
+        pairs: dict[Pair, Fraction] = {}
+        for a, b, nbytes in step:
+            if nbytes and a != b:
+                pairs[(a, b)] = pairs.get((a, b), Fraction(0)) + Fraction(nbytes) * k
+        group = groups.setdefault(frozenset(pairs), {})
+        for (a, b), f in pairs.items():
+            group[(a, b)] = group.get((a, b), Fraction(0)) + f
+            sent[a] += f
+            got[b] += f
+    phases = []
+    for group in groups.values():
+        by_share: dict[Fraction, list[Pair]] = {}
+        for pair, f in group.items():
+            by_share.setdefault(f, []).append(pair)
+        phases.append([Bundle(f, np.array([a for a, _ in p], dtype=np.int64),
+                              np.array([b for _, b in p], dtype=np.int64),
+                              len({a for a, _ in p}) < len(p))
+                       for f, p in by_share.items() if p])
+    return Shape([p for p in phases if p], max(*sent, *got))
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """How one placed job communicates, per iteration.
+
+    ``intra_s``: time of the intra-leaf Reduce-Scatter plus All-Gather (or of the whole
+    collective of a one-leaf job), never contended (host links belong to the job).
+    ``rails``: the cross-leaf bundles, each a list of flow paths; ``rail_bytes``: bytes each
+    flow of a bundle carries per iteration.
+    """
+
+    intra_s: float
+    rails: list[list[list[LinkId]]]
+    rail_bytes: list[float]
+    phases: list[list[int]] | None = None  # rails run in these groups, one after the other
+    weights: list[list[int] | None] | None = None  # per rail: sub-flows on each of its paths
+
+    @property
+    def flows(self) -> int:
+        """Cross-leaf flows; a weighted (aggregated) rail's fabric paths count one each."""
+        return sum(len(r) if self.rail_weights(j) is None
+                   else sum(1 for p in r if p[0][0] not in HOST_LINKS)
+                   for j, r in enumerate(self.rails))
+
+    def rail_weights(self, j: int) -> list[int] | None:
+        return self.weights[j] if self.weights is not None else None
+
+    @property
+    def phase_rails(self) -> list[list[int]]:
+        """Indices of the rails of each phase; by default all rails at once."""
+        return self.phases if self.phases is not None else [list(range(len(self.rails)))]
+
+
+def rails_of(alloc: Allocation, wrap: bool = True) -> list[list[Host]]:
+    """Rail j: the j-th host of every leaf of the job. A leaf with only k hosts serves rail j
+    with host j mod k (``wrap``) or is left out of it (``wrap=False``)."""
+    by_leaf: dict[int, list[int]] = {}
+    for leaf, slot in sorted(alloc.hosts):
+        by_leaf.setdefault(leaf, []).append(slot)
+    leaves = sorted(by_leaf.items())
+    n_max = max(len(v) for v in by_leaf.values())
+    return [
+        [(leaf, slots[j % len(slots)]) for leaf, slots in leaves if wrap or j < len(slots)]
+        for j in range(n_max)
+    ]
+
+
+def rank_order(alloc: Allocation) -> list[Host]:
+    """Rank order: host j of every leaf in turn (rail-major), so every hop of a cross-leaf
+    ring crosses the fabric, as with a topology-oblivious rank order."""
+    return [h for rail in rails_of(alloc, wrap=False) for h in rail]
+
+
+class _Router:
+    """Paths for one job's flows: its policy's (ECMP source ports drawn from ``rng``), or,
+    ``ideal``, the flow leaving host j of a leaf through spine j mod spines, or the least used
+    spine where that collides (the isolated reference)."""
+
+    def __init__(self, alloc: Allocation, spines: int, rng: random.Random | None,
+                 ideal: bool, index: dict[Host, int]) -> None:
+        self.alloc, self.spines, self.rng, self.ideal = alloc, spines, rng, ideal
+        self.policy = get_policy(alloc.policy)
+        self.index = index  # host -> its rail
+        self.up: dict[int, list[int]] = {}  # per leaf: flows each spine carries up / down
+        self.down: dict[int, list[int]] = {}
+
+    def _ideal_spine(self, src: Host, dst: Host) -> int:
+        """Spine j for host j when its links are still unused, else the least used spine
+        (the lowest numbered of those)."""
+        u = self.up.setdefault(src[0], [0] * self.spines)
+        d = self.down.setdefault(dst[0], [0] * self.spines)
+        s = self.index[src] % self.spines
+        if u[s] + d[s]:
+            loads = [a + b for a, b in zip(u, d, strict=True)]
+            s = loads.index(min(loads))
+        u[s] += 1
+        d[s] += 1
+        return s
+
+    def path(self, src: Host, dst: Host) -> list[LinkId]:
+        if self.ideal:
+            return via_spine(src, dst, 0 if src[0] == dst[0] else self._ideal_spine(src, dst))
+        sport = self.rng.randrange(*SPORTS) if self.rng is not None else 0
+        return self.policy.path(self.alloc, src, dst, self.spines, sport)
+
+    def aggregated(self, order: list[Host], bundle: Bundle
+                   ) -> tuple[list[list[LinkId]], list[int]]:
+        """The flows of ``bundle`` (many per host) over the hosts of ``order`` as weighted
+        paths: see the module docstring. A deterministic policy routes the flows from one
+        host to one leaf as it routes the first of them (vClos and OCS-vClos choose the spine
+        by the source host)."""
+        n = len(order)
+        leaf_of = np.array([h[0] for h in order], dtype=np.int64)
+        out = np.bincount(bundle.src, minlength=n)
+        into = np.bincount(bundle.dst, minlength=n)
+        srcs, dsts = np.flatnonzero(out), np.flatnonzero(into)
+        paths: list[list[LinkId]] = ([[("hu", *order[i])] for i in srcs]
+                                     + [[("hd", *order[i])] for i in dsts])
+        weights = [int(out[i]) for i in srcs] + [int(into[i]) for i in dsts]
+        leaves = list(dict.fromkeys(int(leaf_of[i]) for i in dsts))  # in rank order
+        cross = leaf_of[bundle.src] != leaf_of[bundle.dst]
+        a, b = bundle.src[cross], bundle.dst[cross]
+        col = np.zeros(int(leaf_of.max()) + 1, dtype=np.int64)
+        col[leaves] = np.arange(len(leaves))
+        key = a * len(leaves) + col[leaf_of[b]]
+        count = np.bincount(key, minlength=n * len(leaves)).reshape(n, len(leaves))
+        groups = [(int(i), j, int(count[i, j])) for i in srcs for j in range(len(leaves))
+                  if count[i, j]]
+        fabric: Counter[tuple[LinkId, ...]] = Counter()  # fabric path -> flows on it
+        if self.policy.hashed:
+            gen = np.random.default_rng(self.rng.getrandbits(64) if self.rng is not None else 0)
+            counts = gen.multinomial([c for _, _, c in groups], [1 / self.spines] * self.spines)
+            leaf_pairs = sorted({(order[i][0], leaves[j]) for i, j, _ in groups})
+            at = {pair: k for k, pair in enumerate(leaf_pairs)}
+            per_pair = np.zeros((len(leaf_pairs), self.spines), dtype=np.int64)
+            np.add.at(per_pair, [at[(order[i][0], leaves[j])] for i, j, _ in groups], counts)
+            for (la, lb), row in zip(leaf_pairs, per_pair, strict=True):
+                for s in np.flatnonzero(row):
+                    fabric[(("ls", la, int(s)), ("sl", int(s), lb))] += int(row[s])
+        else:
+            first = np.full(n * len(leaves), n, dtype=np.int64)
+            np.minimum.at(first, key, b)
+            for i, j, c in groups:
+                dst = order[int(first[i * len(leaves) + j])]
+                links = self.policy.path(self.alloc, order[i], dst, self.spines, 0)
+                fabric[tuple(link for link in links if link[0] not in HOST_LINKS)] += c
+        paths.extend(list(p) for p in fabric)
+        weights.extend(fabric.values())
+        return paths, weights
+
+
+def job_plan(
+    alloc: Allocation, grad_bytes: float, link_bps: float, spines: int,
+    rng: random.Random | None, ideal: bool = False, collective: str = "ring",
+) -> JobPlan:
+    """How a placed job runs ``collective`` on ``grad_bytes`` per rank: see the module docstring.
+
+    A registered collective runs its steps over all hosts in :func:`rank_order`.
+    :data:`RAIL_RING` (formerly ``hierarchical``) is the rail All-Reduce vClos is built for: a
+    ring Reduce-Scatter inside every leaf, then for each rail j (:func:`rails_of`) a ring
+    All-Reduce of S/n_max across the leaves (all rails at once), then the All-Gather inside
+    every leaf; the intra-leaf phases take their contention-free time (the slowest leaf's).
+    A one-leaf job's time is bound by its host links, computed, not simulated.
+    ``ideal``: route as the isolated reference does (:class:`_Router`); an aggregated
+    (all-pairs) step is then bound by its host links.
+    """
+    name = cluster_collective(collective)
+    by_leaf = Counter(leaf for leaf, _slot in alloc.hosts)
+    if name == RAIL_RING:
+        return _rail_ring(alloc, grad_bytes, link_bps, spines, rng, ideal, by_leaf)
+    shape = collective_shape(name, len(alloc.hosts))
+    if len(by_leaf) == 1 or (ideal and any(b.fans_out for p in shape.phases for b in p)):
+        return JobPlan(float(shape.host_share) * grad_bytes * 8 / link_bps, [], [])
+    order = rank_order(alloc)
+    router = _Router(alloc, spines, rng, ideal, _rail_index(alloc))
+    rails: list[list[list[LinkId]]] = []
+    weights: list[list[int] | None] = []
+    for phase in shape.phases:
+        for bundle in phase:
+            if bundle.fans_out:
+                paths, w = router.aggregated(order, bundle)
+            else:
+                paths, w = [router.path(order[a], order[b])
+                            for a, b in zip(bundle.src.tolist(), bundle.dst.tolist(),
+                                            strict=True)], None
+            rails.append(paths)
+            weights.append(w)
+    sizes = [float(b.share) * grad_bytes for p in shape.phases for b in p]
+    ends = list(itertools.accumulate(len(p) for p in shape.phases))
+    phases = [list(range(end - len(p), end)) for p, end in zip(shape.phases, ends, strict=True)]
+    return JobPlan(0.0, rails, sizes, phases if len(phases) > 1 else None,
+                   weights if any(w is not None for w in weights) else None)
+
+
+def _rail_index(alloc: Allocation) -> dict[Host, int]:
+    """Each host's rail (its place among its leaf's hosts)."""
+    return {h: j for j, rail in enumerate(rails_of(alloc, wrap=False)) for h in rail}
+
+
+def _rail_ring(alloc: Allocation, grad_bytes: float, link_bps: float, spines: int,
+               rng: random.Random | None, ideal: bool, by_leaf: Counter[int]) -> JobPlan:
+    """:data:`RAIL_RING`: see :func:`job_plan`; every ring is the registry's ``ring``."""
+    intra = max(float(collective_shape("ring", k).host_share) for k in by_leaf.values())
+    intra_s = intra * grad_bytes * 8 / link_bps
+    if len(by_leaf) == 1:
+        return JobPlan(intra_s, [], [])
+    router = _Router(alloc, spines, rng, ideal, _rail_index(alloc))
+    rails = rails_of(alloc)
+    shard = grad_bytes / len(rails)
+    paths, sizes = [], []
+    for members in rails:
+        ((bundle,),) = collective_shape("ring", len(members)).phases
+        paths.append([router.path(members[a], members[b])
+                      for a, b in zip(bundle.src.tolist(), bundle.dst.tolist(), strict=True)])
+        sizes.append(float(bundle.share) * shard)
+    return JobPlan(intra_s, paths, sizes)
+
+
+def rails_time(plan: JobPlan, link_bps: float) -> float:
+    """Time of one iteration's rails alone on an idle network (max-min among the rails)."""
+    if not plan.rails:
+        return 0.0
+    if plan.phases is not None:  # phases one after the other, each alone
+        return sum(rails_time(JobPlan(0.0, [plan.rails[j] for j in group],
+                                      [plan.rail_bytes[j] for j in group],
+                                      weights=[plan.rail_weights(j) for j in group]), link_bps)
+                   for group in plan.phases)
+    if len(plan.rails) == 1:
+        # One bundle alone: its rate is the link rate over its most crossed link's count.
+        size = plan.rail_bytes[0]
+        if not size:
+            return 0.0
+        weights = plan.rail_weights(0) or [1] * len(plan.rails[0])
+        crossings: Counter[LinkId] = Counter()
+        for path, w in zip(plan.rails[0], weights, strict=True):
+            for link in path:
+                crossings[link] += w
+        return size * 8 / (link_bps / max(crossings.values()))
+    net = Network(default_capacity=link_bps)
+    flows = [net.add_bundle(net.route(r, plan.rail_weights(j)), b)
+             for j, (r, b) in enumerate(zip(plan.rails, plan.rail_bytes, strict=True))]
+    net.run()
+    return max(f.end or 0.0 for f in flows)

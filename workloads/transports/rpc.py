@@ -1,0 +1,204 @@
+"""``rpc``: an RPC framework's transfers.
+
+Every transfer is a grpc unary request carrying the serialized tensor, which the receiver
+deserializes into a new array and copies into place (grpc is imported only when used).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+
+import numpy as np
+
+from workloads.transports.base import (
+    HEADER,
+    CollectiveTimeout,
+    Endpoint,
+    Link,
+    LinkSpec,
+    PeerLostError,
+    RendezvousError,
+    Tag,
+    Transport,
+)
+
+RPC_METHOD = "/fabriclab.Ring/Push"
+RPC_MAX_MESSAGE = 2**31 - 1
+RPC_MIN_RATE = 1e6  # bytes/s: an rpc message gets the timeout plus size / this rate
+
+
+class _Mailbox:
+    """Received rpc payloads keyed by (channel, slot, tag), waited for by the consumers."""
+
+    def __init__(self) -> None:
+        self._items: dict[tuple, bytes] = {}
+        self._cond = threading.Condition()
+        self.closed = False
+
+    def put(self, key: tuple, payload: bytes) -> None:
+        with self._cond:
+            self._items[key] = payload
+            self._cond.notify_all()
+
+    def get(self, key: tuple, timeout: float) -> bytes | None:
+        """The payload for ``key``, or None on timeout or abort."""
+        end = time.monotonic() + timeout
+        with self._cond:
+            while key not in self._items:
+                left = end - time.monotonic()
+                if left <= 0 or self.closed:
+                    return None
+                self._cond.wait(left)
+            return self._items.pop(key)
+
+    def close(self) -> None:
+        with self._cond:
+            self.closed = True
+            self._cond.notify_all()
+
+
+HELLO_TAG = Tag(2**32 - 1, 0, 0, 0)
+
+
+class RpcLink(Link):
+    """A link whose every transfer is one grpc unary call carrying the serialized tensor."""
+
+    def __init__(self, me: int, spec: LinkSpec, timeout: float, call, mailbox: _Mailbox) -> None:
+        self._call = call
+        self._mailbox = mailbox
+        super().__init__(me, spec, timeout)
+
+    def allowance(self, nbytes: int) -> float:
+        """Seconds one whole message may take: the timeout plus 1 s per MB (slow links)."""
+        return self.timeout + nbytes / RPC_MIN_RATE
+
+    def send(self, tag: Tag, arr: np.ndarray) -> None:
+        import grpc
+
+        payload = self.header(tag, arr.nbytes) + arr.tobytes()
+        try:
+            self._call(payload, timeout=self.allowance(arr.nbytes),
+                       wait_for_ready=tag == HELLO_TAG)
+        except grpc.RpcError as exc:
+            code = exc.code() if hasattr(exc, "code") else None
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                cls = RendezvousError if tag == HELLO_TAG else CollectiveTimeout
+                raise cls(
+                    f"rank {self.me} could not reach rank {self.next_rank} at "
+                    f"{self.spec.next_addr} within {self.allowance(arr.nbytes):.3g} s on "
+                    f"{self.where(tag)}; is that worker running?",
+                    peer=self.next_rank,
+                ) from None
+            raise PeerLostError(
+                f"rank {self.me} lost rank {self.next_rank} on {self.where(tag)} ({code})",
+                peer=self.next_rank,
+            ) from None
+
+    def receive(self, tag: Tag, out: np.ndarray) -> None:
+        key = (self.spec.channel, self.spec.slot, *tag)
+        payload = self._mailbox.get(key, self.allowance(out.nbytes))
+        if payload is None and self._mailbox.closed:
+            raise PeerLostError(f"rank {self.me} stopped waiting on {self.where(tag)}: aborted")
+        if payload is None and tag == HELLO_TAG:
+            raise RendezvousError(
+                f"rank {self.me} never heard from rank {self.prev_rank} on dimension "
+                f"{self.spec.channel} before the rendezvous deadline; is that worker running?",
+                peer=self.prev_rank,
+            )
+        if payload is None:
+            raise CollectiveTimeout(
+                f"rank {self.me} waited more than {self.allowance(out.nbytes):.3g} s for data "
+                f"from rank {self.prev_rank} on {self.where(tag)}; that peer is stalled or gone",
+                peer=self.prev_rank,
+            )
+        self.check_header(memoryview(payload)[: HEADER.size], tag, out.nbytes)
+        tensor = np.frombuffer(payload, dtype=np.float32, offset=HEADER.size).copy()
+        out[...] = tensor
+
+
+class RpcTransport(Transport):
+    """A grpc server per dimension address; a client channel per link."""
+
+    name = "rpc"
+    reference = True
+
+    def __init__(self, me: int, timeout: float) -> None:
+        super().__init__(me, timeout)
+        self.mailbox = _Mailbox()
+        self.servers: list = []
+        self.channels: list = []
+
+    @staticmethod
+    def options() -> list[tuple[str, int]]:
+        return [
+            ("grpc.max_send_message_length", RPC_MAX_MESSAGE),
+            ("grpc.max_receive_message_length", RPC_MAX_MESSAGE),
+        ]
+
+    def _handle(self, request: bytes, context) -> bytes:
+        _sender, channel, slot, *tag, _nbytes = HEADER.unpack_from(request)
+        self.mailbox.put((channel, slot, *tag), request)
+        return b""
+
+    def listen(self, endpoints: dict[int, Endpoint]) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        import grpc
+
+        handler = grpc.method_handlers_generic_handler(
+            "fabriclab.Ring",
+            {"Push": grpc.unary_unary_rpc_method_handler(self._handle)},
+        )
+        for ep in set(endpoints.values()):
+            server = grpc.server(ThreadPoolExecutor(max_workers=4), options=self.options())
+            server.add_generic_rpc_handlers((handler,))
+            try:
+                port = server.add_insecure_port(str(ep))
+            except RuntimeError:
+                port = 0
+            if port != ep.port:
+                server.stop(None)
+                raise RendezvousError(
+                    f"rank {self.me} cannot serve grpc on {ep}; pick a free port or an "
+                    "address of this host"
+                )
+            server.start()
+            self.servers.append(server)
+
+    def connect(self, specs: Iterable[LinkSpec], deadline: float) -> dict[tuple[int, int], Link]:
+        import grpc
+
+        for s in specs:
+            # The client's source address is chosen by routing (grpc cannot bind it).
+            channel = grpc.insecure_channel(str(s.next_addr), options=self.options())
+            self.channels.append(channel)
+            call = channel.unary_unary(RPC_METHOD)
+            link = RpcLink(self.me, s, self.timeout, call, self.mailbox)
+            self.links[(s.channel, s.slot)] = link
+        # Rendezvous: a hello to every next rank, and one from every previous rank.
+        empty = np.empty(0, dtype=np.float32)
+        links = list(self.links.values())
+        for link in links:
+            link.timeout = max(0.1, deadline - time.monotonic())
+            link.start_send(HELLO_TAG, empty)
+        try:
+            for link in links:
+                link.receive(HELLO_TAG, empty)
+            for link in links:
+                link.finish_send(HELLO_TAG)
+        finally:
+            for link in links:
+                link.timeout = self.timeout
+        return self.links
+
+    def abort(self) -> None:
+        self.mailbox.close()
+
+    def close(self) -> None:
+        super().close()
+        for channel in self.channels:
+            channel.close()
+        for server in self.servers:
+            server.stop(grace=1.0)

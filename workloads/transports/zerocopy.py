@@ -1,0 +1,248 @@
+"""``zerocopy``: a remote memory region over TCP.
+
+Every transfer is a fixed header followed by the bytes of the caller's registered numpy
+memory, sent with ``sendmsg`` on memoryviews and received with ``recv_into`` straight into the
+destination (or a preallocated scratch region).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+import time
+from collections.abc import Iterable
+from typing import ClassVar
+
+import numpy as np
+
+from workloads.transports.base import (
+    HEADER,
+    CollectiveTimeout,
+    Endpoint,
+    Link,
+    LinkSpec,
+    PeerLostError,
+    RendezvousError,
+    Tag,
+    Transport,
+)
+
+# Hello sent once on every new zerocopy connection: magic, sender, channel, slot.
+HELLO = struct.Struct("!4sIII")
+MAGIC = b"FLR1"
+
+
+def _as_bytes(arr: np.ndarray) -> memoryview:
+    """A flat byte view of a contiguous array (no copy)."""
+    return memoryview(arr).cast("B")
+
+
+
+def _recv_exact(sock: socket.socket, view: memoryview) -> int:
+    """Fill ``view`` from ``sock``; returns bytes read (less than asked only on EOF)."""
+    got = 0
+    total = len(view)
+    while got < total:
+        n = sock.recv_into(view[got:], total - got)
+        if n == 0:
+            return got
+        got += n
+    return got
+
+
+def _send_views(sock: socket.socket, views: list[memoryview]) -> None:
+    """Send all ``views`` with as few ``sendmsg`` calls as the kernel allows."""
+    views = [v for v in views if len(v)]
+    while views:
+        n = sock.sendmsg(views)
+        while n:
+            if n >= len(views[0]):
+                n -= len(views[0])
+                views.pop(0)
+            else:
+                views[0] = views[0][n:]
+                n = 0
+
+
+class ZeroCopyLink(Link):
+    """A link over two TCP connections: one to the next rank, one from the previous."""
+
+    def __init__(
+        self, me: int, spec: LinkSpec, timeout: float,
+        out_sock: socket.socket, in_sock: socket.socket,
+    ) -> None:
+        self.out_sock = out_sock
+        self.in_sock = in_sock
+        self._hdr_view = memoryview(bytearray(HEADER.size))  # incoming header
+        self._out_hdr = bytearray(HEADER.size)  # outgoing header, packed in place
+        super().__init__(me, spec, timeout)
+
+    def send(self, tag: Tag, arr: np.ndarray) -> None:
+        data = _as_bytes(arr)
+        s = self.spec
+        HEADER.pack_into(self._out_hdr, 0, self.me, s.channel, s.slot, *tag, len(data))
+        try:
+            _send_views(self.out_sock, [memoryview(self._out_hdr), data])
+        except TimeoutError:
+            raise CollectiveTimeout(
+                f"rank {self.me} could not send to rank {self.next_rank} for "
+                f"{self.timeout:g} s on {self.where(tag)}; that peer is stalled",
+                peer=self.next_rank,
+            ) from None
+        except OSError as exc:
+            raise PeerLostError(
+                f"rank {self.me} lost its connection to rank {self.next_rank} on "
+                f"{self.where(tag)} ({exc.strerror or exc})",
+                peer=self.next_rank,
+            ) from None
+
+    def receive(self, tag: Tag, out: np.ndarray) -> None:
+        data = _as_bytes(out)
+        try:
+            if _recv_exact(self.in_sock, self._hdr_view) == HEADER.size:
+                self.check_header(self._hdr_view, tag, len(data))
+                if _recv_exact(self.in_sock, data) == len(data):
+                    return
+        except TimeoutError:
+            raise CollectiveTimeout(
+                f"rank {self.me} waited more than {self.timeout:g} s for data from rank "
+                f"{self.prev_rank} on {self.where(tag)}; that peer is stalled or gone",
+                peer=self.prev_rank,
+            ) from None
+        except OSError as exc:
+            raise PeerLostError(
+                f"rank {self.me} lost its connection from rank {self.prev_rank} on "
+                f"{self.where(tag)} ({exc.strerror or exc})",
+                peer=self.prev_rank,
+            ) from None
+        raise PeerLostError(
+            f"rank {self.me}: rank {self.prev_rank} closed its connection on "
+            f"{self.where(tag)}; it probably failed",
+            peer=self.prev_rank,
+        )
+
+    def close(self) -> None:
+        super().close()
+        for sock in (self.out_sock, self.in_sock):
+            sock.close()
+
+
+def _tune(sock: socket.socket, timeout: float) -> None:
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.settimeout(timeout)
+
+
+class ZeroCopyTransport(Transport):
+    """Persistent TCP connections bound to each dimension's address; raw memory transfers."""
+
+    name = "zerocopy"
+    wire_speed = True
+    link_class: ClassVar[type[ZeroCopyLink]] = ZeroCopyLink  # a subclass may send otherwise
+
+    def __init__(self, me: int, timeout: float) -> None:
+        super().__init__(me, timeout)
+        self.listeners: dict[Endpoint, socket.socket] = {}
+        self._socks: list[socket.socket] = []
+
+    def listen(self, endpoints: dict[int, Endpoint]) -> None:
+        for ep in set(endpoints.values()):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(tuple(ep))
+            except OSError as exc:
+                sock.close()
+                raise RendezvousError(
+                    f"rank {self.me} cannot listen on {ep} ({exc.strerror or exc}); "
+                    "pick a free port or an address of this host"
+                ) from None
+            sock.listen(128)
+            sock.settimeout(0.05)
+            self.listeners[ep] = sock
+
+    def _connect_one(self, spec: LinkSpec, deadline: float) -> socket.socket:
+        last = "no attempt"
+        while True:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                sock.bind((spec.local.ip, 0))
+                sock.settimeout(max(0.05, min(1.0, deadline - time.monotonic())))
+                sock.connect(tuple(spec.next_addr))
+                _tune(sock, self.timeout)
+                sock.sendall(HELLO.pack(MAGIC, self.me, spec.channel, spec.slot))
+                return sock
+            except OSError as exc:
+                sock.close()
+                last = exc.strerror or str(exc)
+            if time.monotonic() >= deadline:
+                raise RendezvousError(
+                    f"rank {self.me} could not connect to rank {spec.next_rank} at "
+                    f"{spec.next_addr} (dimension {spec.channel}) before the "
+                    f"{self.timeout:g} s deadline ({last}); is that worker running?",
+                    peer=spec.next_rank,
+                )
+            time.sleep(0.05)
+
+    def _accept_all(
+        self, specs: list[LinkSpec], deadline: float
+    ) -> dict[tuple[int, int], socket.socket]:
+        want = {(s.channel, s.slot): s for s in specs}
+        got: dict[tuple[int, int], socket.socket] = {}
+        while len(got) < len(want):
+            for listener in self.listeners.values():
+                try:
+                    sock, _ = listener.accept()
+                except TimeoutError:
+                    continue
+                sock.settimeout(max(0.1, deadline - time.monotonic()))
+                hello = bytearray(HELLO.size)
+                n = 0
+                with contextlib.suppress(OSError):
+                    n = _recv_exact(sock, memoryview(hello))
+                if n != HELLO.size:
+                    sock.close()
+                    continue
+                magic, sender, channel, slot = HELLO.unpack(hello)
+                spec = want.get((channel, slot))
+                if magic != MAGIC or spec is None or sender != spec.prev_rank:
+                    sock.close()
+                    raise RendezvousError(
+                        f"rank {self.me} got an unexpected connection from rank {sender} "
+                        f"(channel {channel}, slot {slot}); the workers' configs disagree"
+                    )
+                _tune(sock, self.timeout)
+                got[(channel, slot)] = sock
+            if len(got) < len(want) and time.monotonic() >= deadline:
+                missing = sorted({s.prev_rank for k, s in want.items() if k not in got})
+                dims = sorted({s.channel for k, s in want.items() if k not in got})
+                raise RendezvousError(
+                    f"rank {self.me} never heard from rank(s) {missing} on dimension(s) "
+                    f"{dims} within the {self.timeout:g} s deadline; is that worker running?",
+                    peer=missing[0],
+                )
+        return got
+
+    def connect(self, specs: Iterable[LinkSpec], deadline: float) -> dict[tuple[int, int], Link]:
+        specs = list(specs)
+        outs = {(s.channel, s.slot): self._connect_one(s, deadline) for s in specs}
+        self._socks.extend(outs.values())
+        ins = self._accept_all(specs, deadline)
+        self._socks.extend(ins.values())
+        for listener in self.listeners.values():
+            listener.close()
+        self.listeners.clear()
+        for s in specs:
+            key = (s.channel, s.slot)
+            self.links[key] = self.link_class(self.me, s, self.timeout, outs[key], ins[key])
+        return self.links
+
+    def abort(self) -> None:
+        for sock in self._socks:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        super().close()
+        for sock in list(self.listeners.values()):
+            sock.close()
