@@ -13,7 +13,8 @@ smaller). Each chunk runs one phase per involved dimension of more than one NPU:
 Themis (everything but All-to-All): :class:`ThemisGreedy` keeps a load per dimension, reset
 whenever a collective is made at a later time than the previous one, and gives each chunk the
 dimensions by ascending load (All-Gather: descending), falling back to index order when the
-loads differ by less than a sixteenth of a chunk. Sizes are whole bytes, divided down as
+loads differ by less than a sixteenth of a chunk (then the loads are charged as ASTRA-sim
+charges them, position by position). Sizes are whole bytes, divided down as
 ASTRA-sim divides them.
 """
 
@@ -47,8 +48,10 @@ class ThemisGreedy:
     def reset(self) -> None:
         self.entries = [[d, 0.0] for d in range(len(self.sizes))]  # [dim, load]
 
-    def _charge(self, entry: list, chunk: int, gather: bool) -> int:
-        d = entry[0]
+    def _charge(self, entry: list, chunk: int, gather: bool, d: int | None = None) -> int:
+        """Charge ``entry`` with a phase of ``chunk`` bytes on dimension ``d`` (default the
+        entry's own); return the size after the phase."""
+        d = entry[0] if d is None else d
         n = self.sizes[d]
         ratio = self.bw[d] / self.bw[0]
         if gather:
@@ -82,9 +85,12 @@ class ThemisGreedy:
                         by_index.reverse()
                     self.entries = by_index
                     size = recommended
-                    for e in by_index:
-                        if live(e):
-                            size = self._charge(e, size, gather)
+                    # ASTRA-sim charges the list by position with the parameters of the
+                    # dimension of that index (for an All-Gather the list is reversed, so the
+                    # loads land on other dimensions than the ones that move the bytes)
+                    for d, e in enumerate(by_index):
+                        if involved[d] and self.sizes[d] > 1:
+                            size = self._charge(e, size, gather, d)
                     return list(range(len(self.sizes)))
             result.append(entry[0])
             chunk = self._charge(entry, chunk, gather)
