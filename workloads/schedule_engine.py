@@ -110,15 +110,31 @@ def check_semantics(semantics: str) -> None:
                              f"{', '.join(SEMANTICS)}")
 
 
+def larger_size(phase: Phase) -> Fraction:
+    """The larger of a phase's input and output per host, ASTRA-sim 1.0's SCF size
+    (``max(initial_data_size, final_data_size)``): an All-Gather's output is its input times the
+    group, i.e. its input plus what it sends."""
+    return phase.size + phase.sent if phase.op == "AG" else phase.size
+
+
+def input_size(phase: Phase) -> Fraction:
+    """A phase's input per host (for an All-Gather the shard it starts from)."""
+    return phase.size
+
+
+SCF_SIZES = {"input": input_size, "larger": larger_size}
+
+
 def insert_position(waiting: Sequence[Phase], phase: Phase, order: str, remaining: int,
-                    priority: Callable[[Phase], int] | None = None) -> int:
+                    priority: Callable[[Phase], int] | None = None,
+                    size: Callable[[Phase], Fraction] = input_size) -> int:
     """Where ASTRA-sim 1.0 puts a newly ready ``phase`` in a dimension's queue of ``waiting``
     phases (running ones excluded), ``remaining`` being how many phases of its chunk follow it.
 
     ``fifo`` (and any All-Reduce or All-to-All phase): behind every waiting phase of at least
     its collective's ``priority`` (all equal when None: the back). ``scf``: a phase with exactly
-    one phase after it goes to the back, any other in front of the first waiting phase with at
-    least its input size (priorities play no part).
+    one phase after it goes to the back, any other in front of the first waiting phase of at
+    least its ``size`` (priorities play no part).
     """
     if order == "fifo" or phase.op in ("AR", "A2A"):
         if priority is None:
@@ -128,8 +144,9 @@ def insert_position(waiting: Sequence[Phase], phase: Phase, order: str, remainin
                     len(waiting))
     if remaining == 1:
         return len(waiting)
+    own = size(phase)
     for at, other in enumerate(waiting):
-        if other.size >= phase.size:
+        if size(other) >= own:
             return at
     return len(waiting)
 
@@ -137,6 +154,9 @@ def insert_position(waiting: Sequence[Phase], phase: Phase, order: str, remainin
 class ChunkEngine:
     """Per-dimension dispatch of chunk phases (see the module docstring).
 
+    ``scf_size``: the size ``scf`` compares, ``input`` (the phase's input; the model's
+    default) or ``larger`` (the larger of input and output, as ASTRA-sim 1.0's code does; the
+    training replay's choice, see ``docs/workload-replay.md``).
     ``tolerance`` = ``(relative, absolute)`` makes keys floats that tie when that close (for
     a float clock such as the simulator's); None compares them exactly (``fabriclab`` only:
     ``astra-sim-1.0`` queues by insertion and keeps no keys).
@@ -144,8 +164,12 @@ class ChunkEngine:
 
     def __init__(self, chunks: Sequence[Sequence[Phase]], n_dims: int, order: str = "fifo",
                  max_active: int = 1, tolerance: tuple[float, float] | None = None,
-                 semantics: str = DEFAULT_SEMANTICS) -> None:
+                 semantics: str = DEFAULT_SEMANTICS, scf_size: str = "input") -> None:
         check_order(order)
+        if scf_size not in SCF_SIZES:
+            raise FabricLabError(f"scf_size {scf_size!r} is unknown; use one of "
+                                 f"{', '.join(SCF_SIZES)}")
+        self.scf_size = SCF_SIZES[scf_size]
         check_semantics(semantics)
         if isinstance(max_active, bool) or not isinstance(max_active, int) or max_active < 1:
             raise FabricLabError(f"max_active is {max_active!r} but must be an integer >= 1")
@@ -226,7 +250,8 @@ class ChunkEngine:
             queue = self.queues[phase.dim]
             remaining = len(self.chunks[phase.chunk]) - phase.index - 1
             priority = (lambda ph: self.priorities.get(ph.chunk, 0)) if self.priorities else None
-            queue.insert(insert_position(queue, phase, self.order, remaining, priority), phase)
+            queue.insert(insert_position(queue, phase, self.order, remaining, priority,
+                                         self.scf_size), phase)
             self._fill(phase.dim)
             return
         key = now if self.order == "fifo" else phase.sent

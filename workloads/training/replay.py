@@ -108,7 +108,8 @@ class _Replay:
         else:
             self.involved = {FWD: nothing, IG: nothing, WG: everything}
         self.first_layer_all = workload.kind in DLRM_TYPES
-        self.engine = ChunkEngine([], n, order=system.intra, semantics=ASTRA_SIM_1_0)
+        self.engine = ChunkEngine([], n, order=system.intra, semantics=ASTRA_SIM_1_0,
+                                  scf_size="larger")
         self.greedy = ThemisGreedy(self.dims) if system.inter == "themis" else None
         self.rates = {}
         self.now = Fraction(0)
