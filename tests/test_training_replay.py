@@ -121,3 +121,25 @@ def test_scf_compares_the_larger_of_input_and_output_as_astra_sim_does():
     assert insert_position(waiting, rs, "scf", 3, size=larger_size) == 0
     assert insert_position(waiting, rs, "scf", 3) == 1
     assert insert_position(waiting, rs, "scf", 1, size=larger_size) == 1  # one phase left: back
+
+
+def test_all_to_all_direct_at_once_ring_one_message_after_another():
+    from workloads.training.collectives import ChunkSpec, phase_rate, phases
+    sw = LogicalDim(4, "switch", 1.0, 0, 0)
+    fc = LogicalDim(4, "fully_connected", 3.0, 0, 0)
+    spec = ChunkSpec(4096, (("A2A", 0, 4096),))
+    for dim, impl, messages in ((sw, "direct", 1), (sw, "ring", 6), (fc, "direct", 3),
+                                (fc, "ring", 18)):
+        sysm = system(implementations={**HD, "ALLTOALL": (impl,)})
+        (phase,) = phases(spec, 0, "ALLTOALL", [dim], sysm)
+        # each message is 1 KiB at one link's rate (a switch: the NPU's; FC: a third of it)
+        assert phase.sent / phase_rate(dim, "ALLTOALL", "A2A", sysm) == pytest.approx(
+            messages * 1024 / (dim.gbyte_s / dim.links * 2**30 / 1e9))
+
+
+def test_a_split_fully_connected_dimension_keeps_its_links():
+    dims = (AstraDim("ring", 2, 500.0), AstraDim("fully_connected", 8, 175.0),
+            AstraDim("switch", 2, 12.5))
+    logical, boundary = logical_dims(dims, 4)
+    assert [d.size for d in logical] == [2, 2, 4, 2] and boundary == 1
+    assert [d.links for d in logical] == [1, 7, 7, 1]

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from testbed.core.registry import COLLECTIVES
-from workloads.collectives import link_share
 from workloads.schedule_engine import Phase
 from workloads.training.model import ALLGATHER, ALLREDUCE, ALLTOALL, REDUCESCATTER
 from workloads.training.platform import LogicalDim, ReplaySystem
@@ -190,16 +189,27 @@ def phases(spec: ChunkSpec, chunk_index: int, kind: str, dims: Sequence[LogicalD
     for index, (op, d, size) in enumerate(spec.steps):
         dim = dims[d]
         n = dim.size
-        if op == "A2A":  # all messages at once, each at one link's rate: one message's time
-            per_link = n - 1 if dim.kind == "fully_connected" and n > 2 else 1
-            sent = Fraction(size, n) * per_link
-            steps = 1
+        if op == "A2A":
+            sent, steps = _all_to_all(impl.get(kind, ("direct",) * 99)[dim.physical], dim, size)
         else:
             collective = COLLECTIVES.get(impl.get(kind, ("ring",) * 99)[dim.physical])
             sent = Fraction(collective.sent_bytes(op, n, Fraction(size)))
             steps = collective.step_count(op, n)
         out.append(Phase(chunk_index, index, d, op, Fraction(size), sent, steps))
     return out
+
+
+def _all_to_all(implementation: str, dim: LogicalDim, size: int) -> tuple[Fraction, int]:
+    """(bytes at the NPU's rate, steps) of an All-to-All phase of ``size`` bytes. ``direct``
+    sends its ``n-1`` messages of ``size/n`` at once and the analytical network lets each run at
+    one link's full rate: one message's time (on a fully connected dimension a link has
+    ``1/(n-1)`` of the NPU's bandwidth). ``ring`` sends ``n(n-1)/2`` such messages one after the
+    other."""
+    n = dim.size
+    message = Fraction(size, n) * dim.links  # at the NPU's rate: a link has 1/links of it
+    if implementation == "ring":
+        return message * n * (n - 1) / 2, n * (n - 1) // 2
+    return message, 1
 
 
 def phase_rate(dim: LogicalDim, kind: str, op: str, system: ReplaySystem) -> Fraction:
@@ -210,4 +220,7 @@ def phase_rate(dim: LogicalDim, kind: str, op: str, system: ReplaySystem) -> Fra
         return rate
     impl = system.implementations or {}
     collective = COLLECTIVES.get(impl.get(kind, ("ring",) * 99)[dim.physical])
-    return rate * link_share(dim.kind, dim.size, collective)
+    if dim.links == 1:
+        return rate
+    # a fully connected dimension: the collective uses some of the NPU's links at once
+    return rate * Fraction(min(collective.links_at_once(dim.size), dim.links), dim.links)

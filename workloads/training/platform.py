@@ -58,6 +58,14 @@ class LogicalDim:
     gbyte_s: float
     latency_ns: float
     physical: int
+    physical_size: int = 0  # NPUs of the whole physical dimension (0: ``size``)
+
+    @property
+    def links(self) -> int:
+        """Links an NPU's bandwidth in the physical dimension is split over: ``n-1`` on a
+        fully connected one (also when a logical dimension covers part of it), else 1."""
+        whole = self.physical_size or self.size
+        return whole - 1 if self.kind == "fully_connected" and whole > 2 else 1
 
     @property
     def bytes_per_ns(self) -> float:
@@ -112,6 +120,9 @@ def replay_system(pairs: dict[str, Any], n_dims: int, source: str = "system.txt"
         if len(names) < n_dims:
             raise _fail(source, key, f"names {len(names)} implementations for {n_dims} "
                         "network dimensions")
+        if kind == "ALLTOALL" and "halvingDoubling" in names[:n_dims]:
+            raise _fail(source, key, "'halvingDoubling' is not replayed for All-to-All; use "
+                        "direct or ring per dimension")
         implementations[kind] = tuple(COLLECTIVE_OF_IMPLEMENTATION[n] for n in names[:n_dims])
     delay = pairs.get("endpoint-delay", 0)
     try:
@@ -150,7 +161,7 @@ def logical_dims(dims: Sequence[AstraDim], model_parallel_group: int | None
             return tuple(out), i
         first = model_parallel_group // below
         second = d.size // first
-        split = [LogicalDim(first, d.kind, d.gbyte_s, d.latency_ns, i),
-                 LogicalDim(second, d.kind, d.gbyte_s, d.latency_ns, i)]
+        split = [LogicalDim(first, d.kind, d.gbyte_s, d.latency_ns, i, d.size),
+                 LogicalDim(second, d.kind, d.gbyte_s, d.latency_ns, i, d.size)]
         return tuple(out[:i] + split + out[i + 1:]), i
     return tuple(out), -1
