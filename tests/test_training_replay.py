@@ -128,11 +128,12 @@ def test_all_to_all_direct_at_once_ring_one_message_after_another():
     sw = LogicalDim(4, "switch", 1.0, 0, 0)
     fc = LogicalDim(4, "fully_connected", 3.0, 0, 0)
     spec = ChunkSpec(4096, (("A2A", 0, 4096),))
-    for dim, impl, messages in ((sw, "direct", 1), (sw, "ring", 6), (fc, "direct", 3),
-                                (fc, "ring", 18)):
+    for dim, impl, messages in ((sw, "direct", 1), (sw, "ring", 6), (fc, "direct", 1),
+                                (fc, "ring", 6)):
         sysm = system(implementations={**HD, "ALLTOALL": (impl,)})
         (phase,) = phases(spec, 0, "ALLTOALL", [dim], sysm)
-        # each message is 1 KiB at one link's rate (a switch: the NPU's; FC: a third of it)
+        # each message is 1 KiB at one link's rate (a switch: the NPU's; FC: a third of it);
+        # direct sends the three at once, ring the six of its steps one after another
         assert phase.sent / phase_rate(dim, "ALLTOALL", "A2A", sysm) == pytest.approx(
             messages * 1024 / (dim.gbyte_s / dim.links * 2**30 / 1e9))
 
