@@ -4,6 +4,15 @@ artifact's real workloads, the six systems and three schedulers.
     PYTHONPATH=. .venv/bin/python benchmarks/astra_e2e.py --inputs ARTIFACT/themis/inputs \
         [--astra PATH/AnalyticalAstra] [--repeat 3] [--record FILE.csv]
 
+``--suite heldout --inputs ASTRA_SIM/inputs``: instead, ASTRA-sim's own bundled samples (the
+astra-sim checkout's ``inputs/``): six workloads (per-layer ResNet-50, DLRM, both Transformer
+types, All-Reduce and All-to-All microbenchmarks) on the ``sample_Torus3D`` and
+``sample_Ring_FullyConnected_Switch`` networks, with ``sample_torus_sys.txt`` plus an
+``intra-dimension-scheduling`` / ``inter-dimension-scheduling`` pair (FIFO baseline, FIFO Themis,
+SCF Themis) written to a temporary folder. The other bundled networks and systems
+AnalyticalAstra itself cannot run (Torus2D with this system, a ring of one link) or use
+implementations the replay refuses (``doubleBinaryTree``, ``oneDirect``).
+
 ``--inputs``: the ``themis/inputs`` folder of jared-ni/astrasim-archgym-public at 786291289945
 (its files are not copied here). ``--astra`` (or ``$ASTRA_ANALYTICAL``): AnalyticalAstra built
 from astra-sim ``ASTRA-sim-1.0`` 07d5d19 with astra-network-analytical d27635b; each case runs
@@ -45,12 +54,31 @@ PAPER = {"Resnet50_DataParallel_fused": ("1.49 (ResNet-152)", "-"),
          "gnmt_fp16_fused": ("1.30", "1.41"), "medium_DLRM_fused": ("1.30", "1.42"),
          "large_DLRM_fused": ("1.30", "1.42"), "transformer_1t_fused_only_t": ("1.25", "1.35")}
 REFERENCE = Path(__file__).parent / "data" / "astra_e2e_reference.csv"
+HELDOUT_REFERENCE = Path(__file__).parent / "data" / "astra_heldout_reference.csv"
+HELDOUT_WORKLOADS = ("Resnet50_DataParallel", "DLRM_HybridParallel",
+                     "Transformer_HybridParallel", "Transformer_HybridParallel_Fwd_In_Bckwd",
+                     "microAllReduce", "microAllToAll")
+HELDOUT_NETWORKS = ("sample_Torus3D", "sample_Ring_FullyConnected_Switch")
+HELDOUT_SYSTEMS = {"baseline": ("FIFO", "baseline"), "themis_fifo": ("FIFO", "themis"),
+                   "themis_scf": ("SCF", "themis")}
 FINISH = re.compile(r"all passes finished at time: (\d+)")
 
 
 def paths(inputs: Path, workload: str, network: str, scheduler: str) -> tuple[Path, Path, Path]:
     return (inputs / "workload" / "realworld_workloads" / f"{workload}.txt",
             inputs / "system" / f"{network}_{scheduler}.txt",
+            inputs / "network" / "analytical" / f"{network}.json")
+
+
+def heldout_paths(inputs: Path, systems: Path, workload: str, network: str, scheduler: str
+                  ) -> tuple[Path, Path, Path]:
+    system = systems / f"torus_{scheduler}.txt"
+    if not system.exists():
+        intra, inter = HELDOUT_SYSTEMS[scheduler]
+        base = (inputs / "system" / "sample_torus_sys.txt").read_text()
+        system.write_text(f"{base.rstrip()}\nintra-dimension-scheduling: {intra}\n"
+                          f"inter-dimension-scheduling: {inter}\n")
+    return (inputs / "workload" / f"{workload}.txt", system,
             inputs / "network" / "analytical" / f"{network}.json")
 
 
@@ -69,9 +97,13 @@ def command(binary: str, w: Path, s: Path, n: Path, out: str) -> list[str]:
 
 
 def _artifact(path: Path) -> Path:
-    """``path`` from the artifact's ``themis/`` folder on (as recorded), else as given."""
+    """``path`` as recorded: from the artifact's ``themis/`` or astra-sim's ``inputs/`` folder
+    on, a written system file under ``SYSTEMS/``."""
     parts = path.parts
-    return Path(*parts[parts.index("themis"):]) if "themis" in parts else path
+    for top in ("themis", "inputs"):
+        if top in parts:
+            return Path(*parts[parts.index(top):])
+    return Path("SYSTEMS", path.name)
 
 
 def astra(binary: str, w: Path, s: Path, n: Path) -> tuple[float, float]:
@@ -88,18 +120,31 @@ def astra(binary: str, w: Path, s: Path, n: Path) -> tuple[float, float]:
     return float(found[-1]), wall
 
 
-def load_reference() -> dict[tuple[str, str, str], tuple[float, float]]:
-    if not REFERENCE.exists():
+def load_reference(path: Path) -> dict[tuple[str, str, str], tuple[float, float]]:
+    if not path.exists():
         return {}
-    with REFERENCE.open() as f:
+    with path.open() as f:
         return {(r["workload"], r["network"], r["scheduler"]):
                 (float(r["finish_time_ns"]), float(r["astra_wall_ms"]) / 1e3)
                 for r in csv.DictReader(f)}
 
 
+def record(path: Path, rows: list[dict]) -> None:
+    with path.open("w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["workload", "network", "scheduler", "finish_time_ns",
+                      "astra_wall_ms", "command"])
+        for r in rows:
+            out.writerow([r["workload"], r["network"], r["scheduler"], int(r["astra_ns"]),
+                          round(r["astra_wall_s"] * 1e3), r["command"]])
+    print(f"written {path}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--inputs", type=Path, required=True, help="the artifact's themis/inputs")
+    parser.add_argument("--inputs", type=Path, required=True,
+                        help="the artifact's themis/inputs (heldout: astra-sim's inputs)")
+    parser.add_argument("--suite", choices=("artifact", "heldout"), default="artifact")
     parser.add_argument("--astra", default=os.environ.get("ASTRA_ANALYTICAL"),
                         help="AnalyticalAstra binary (default $ASTRA_ANALYTICAL)")
     parser.add_argument("--repeat", type=int, default=1)
@@ -108,14 +153,20 @@ def main() -> None:
     parser.add_argument("--record", type=Path, default=None,
                         help="write AnalyticalAstra's figures (and command lines) here")
     args = parser.parse_args()
-    reference = load_reference()
+    heldout = args.suite == "heldout"
+    reference = load_reference(HELDOUT_REFERENCE if heldout else REFERENCE)
+    if heldout:
+        args.workloads = ",".join(HELDOUT_WORKLOADS)
+        args.networks = ",".join(HELDOUT_NETWORKS)
+    systems = Path(tempfile.mkdtemp(prefix="fabriclab-heldout-"))
     rows = []
     print(f"{'workload':28} {'system':36} {'ASTRA-sim ns':>13} {'fabriclab ns':>13} "
           f"{'ratio':>7} {'astra s':>8} {'ours s':>7}")
     for workload in args.workloads.split(","):
         for network in args.networks.split(","):
             for scheduler in SCHEDULERS:
-                w, s, n = paths(args.inputs, workload, network, scheduler)
+                w, s, n = (heldout_paths(args.inputs, systems, workload, network, scheduler)
+                           if heldout else paths(args.inputs, workload, network, scheduler))
                 ref_t, ref_wall, our_t, our_wall = [], [], [], []
                 for _ in range(args.repeat):
                     if args.astra:
@@ -144,6 +195,10 @@ def main() -> None:
     print(f"\n{len(rows)} cases: ours/ASTRA-sim median {statistics.median(ratios):.4f} "
           f"[{min(ratios):.4f}, {max(ratios):.4f}]; within 5%: "
           f"{sum(abs(x - 1) <= 0.05 for x in ratios)}/{len(ratios)}")
+    if args.record and args.astra:
+        record(args.record, rows)
+    if heldout:
+        return
     print(f"\n{'workload':28} {'gain':>6} {'ASTRA-sim':>10} {'fabriclab':>10} "
           f"{'paper (camera-ready)':>21} {'paper (arXiv)':>14}")
     by = {(r["workload"], r["network"], r["scheduler"]): r for r in rows}
@@ -158,15 +213,6 @@ def main() -> None:
             print(f"{workload:28} {scheduler[7:]:>6} {statistics.mean(gains['astra_ns']):10.3f} "
                   f"{statistics.mean(gains['ours_ns']):10.3f} {PAPER[workload][0]:>21} "
                   f"{PAPER[workload][1]:>14}")
-    if args.record and args.astra:
-        with args.record.open("w", newline="") as f:
-            out = csv.writer(f)
-            out.writerow(["workload", "network", "scheduler", "finish_time_ns",
-                          "astra_wall_ms", "command"])
-            for r in rows:
-                out.writerow([r["workload"], r["network"], r["scheduler"], int(r["astra_ns"]),
-                              round(r["astra_wall_s"] * 1e3), r["command"]])
-        print(f"written {args.record}")
 
 
 if __name__ == "__main__":

@@ -16,15 +16,11 @@ every step of the workload's loop costs one more cycle, as in ASTRA-sim.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 from testbed.core.astra_formats import AstraDim
-from workloads.schedule_engine import ASTRA_SIM_1_0, ChunkEngine, Phase
-from workloads.training.collectives import ThemisGreedy, chunk_specs, phase_rate, phases
 from workloads.training.model import (
     ALLTOALL,
     DATA,
@@ -37,25 +33,12 @@ from workloads.training.model import (
     Workload,
 )
 from workloads.training.platform import LogicalDim, ReplaySystem, logical_dims
+from workloads.training.runner import WAKE, CollectiveRecord, CollectiveRunner
+
+__all__ = ["CollectiveRecord", "LayerStats", "ReplayResult", "replay"]
 
 FWD, IG, WG = "fwd", "ig", "wg"
-HIGHEST = 100_000_000  # ASTRA-sim's priority for DLRM's embedding all-to-all
 LIFO, FIFO, NONE = "LIFO", "FIFO", "None"
-
-
-@dataclass
-class CollectiveRecord:
-    """One collective as it ran (ns)."""
-
-    layer: str
-    stage: str  # fwd | ig | wg
-    kind: str
-    size_bytes: int
-    dims: tuple[int, ...]
-    issued_ns: Fraction
-    chunks: int
-    finished_ns: Fraction | None = None
-    done_ns: Fraction | None = None  # finished + the layer's update time
 
 
 @dataclass
@@ -91,14 +74,14 @@ class ReplayResult:
         return sum((sum(s.waiting_ns.values(), Fraction(0)) for s in self.layers), Fraction(0))
 
 
-class _Replay:
+class _Replay(CollectiveRunner):
     def __init__(self, workload: Workload, network: Sequence[AstraDim], system: ReplaySystem,
                  passes: int) -> None:
-        self.w = workload
-        self.system = system
-        self.passes = passes
         group = workload.model_parallel_group if workload.kind in TRANSFORMER_TYPES else None
-        self.dims, boundary = logical_dims(network, group)
+        dims, boundary = logical_dims(network, group)
+        super().__init__(dims, system)
+        self.w = workload
+        self.passes = passes
         n = len(self.dims)
         everything, nothing = (True,) * n, (False,) * n
         if workload.kind in TRANSFORMER_TYPES:
@@ -108,21 +91,9 @@ class _Replay:
         else:
             self.involved = {FWD: nothing, IG: nothing, WG: everything}
         self.first_layer_all = workload.kind in DLRM_TYPES
-        self.engine = ChunkEngine([], n, order=system.intra, semantics=ASTRA_SIM_1_0,
-                                  scf_size="larger")
-        self.greedy = ThemisGreedy(self.dims) if system.inter == "themis" else None
-        self.rates = {}
-        self.now = Fraction(0)
-        self.events: list = []
-        self.seq = itertools.count()
-        self.chunk_ids = itertools.count()
-        self.priority_counter = 0
-        self.chunk_owner: dict[int, CollectiveRecord] = {}
-        self.chunks_left: dict[int, int] = {}
+        self.owner: dict[int, tuple[int, str]] = {}
         self.in_flight = [{FWD: set(), IG: set(), WG: set()} for _ in workload.layers]
-        self.records: list[CollectiveRecord] = []
         self.stats = [LayerStats(layer.name) for layer in workload.layers]
-        self.busy = [Fraction(0)] * n
         self.waiter: tuple[int, str] | None = None
         self.all_done_waiter = False
         self.pass_end: list[Fraction] = []
@@ -130,36 +101,22 @@ class _Replay:
         self.proc = _process(self)
         self.wait_started = Fraction(0)
 
-    # -- the clock ------------------------------------------------------------------------
-
-    def at(self, when: Fraction, kind: int, payload: object, dim: int = 0) -> None:
-        heapq.heappush(self.events, (when, kind, dim, next(self.seq), payload))
-
     def run(self) -> ReplayResult:
-        self.resume(None)
-        while self.events:
-            when, kind, _, _, payload = heapq.heappop(self.events)
-            self.now = when
-            if kind == 0:
-                phase, slot = payload
-                self.phase_done(phase, slot)
-            elif kind == 1:
-                self.collective_done(payload)
-            else:
-                self.resume(payload)
+        self.wake(None)
+        self.run_events()
         if self.finish is None:
             raise RuntimeError("the replay ended before the workload finished")
         return ReplayResult(self.finish, self.pass_end, self.stats, self.records, self.dims,
                             self.busy)
 
-    def resume(self, _: object) -> None:
+    def wake(self, _: object) -> None:
         try:
             command = next(self.proc)
         except StopIteration:
             return
         what, arg = command
         if what == "sleep":
-            self.at(self.now + arg, 2, None)
+            self.at(self.now + arg, WAKE, None)
         elif what == "wait":
             self.waiter = arg
             self.wait_started = self.now
@@ -168,35 +125,22 @@ class _Replay:
             self.all_done_waiter = True
             self.check_end()
 
-    def busy_with(self, layer: int, stage: str) -> bool:
-        return bool(self.in_flight[layer][stage])
-
     def check_waiter(self) -> None:
         if self.waiter is None:
             return
         layer, stage = self.waiter
-        if self.busy_with(layer, stage):
+        if self.in_flight[layer][stage]:
             return
         self.waiter = None
         if self.now > self.wait_started:
             self.stats[layer].waiting_ns[stage] += self.now - self.wait_started
-        self.at(self.now, 2, None)
+        self.at(self.now, WAKE, None)
 
     def check_end(self) -> None:
         if self.all_done_waiter and not any(
                 s for flights in self.in_flight for s in flights.values()):
             self.all_done_waiter = False
             self.finish = self.now
-
-    # -- collectives ----------------------------------------------------------------------
-
-    def priority(self, policy: str) -> int:
-        if policy == "HIGHEST":
-            return HIGHEST
-        lifo = policy == LIFO or (policy == NONE and self.system.lifo)
-        value = self.priority_counter
-        self.priority_counter += 1 if lifo else -1
-        return value
 
     def issue(self, layer: int, stage: str, policy: str) -> bool:
         """Issue the layer's ``stage`` collective; False when it has none to run."""
@@ -207,61 +151,16 @@ class _Replay:
         pri = self.priority(policy)
         involved = (True,) * len(self.dims) if (self.first_layer_all and layer == 0) \
             else self.involved[stage]
-        if self.greedy is not None and self.greedy.made_at != self.now:
-            self.greedy.reset()
-            self.greedy.made_at = self.now
-        specs = chunk_specs(comm.kind, comm.size_bytes, involved, self.dims, self.system,
-                            self.greedy)
-        if not specs:
+        key = self.issue_collective(comm.kind, comm.size_bytes, involved, pri,
+                                    Fraction(spec.update_cycles), spec.name, stage)
+        if key is None:
             return False
-        record = CollectiveRecord(spec.name, stage, comm.kind, comm.size_bytes,
-                                  tuple(d for d, on in enumerate(involved)
-                                        if on and self.dims[d].size > 1),
-                                  self.now, len(specs))
-        self.records.append(record)
-        key = len(self.records) - 1
+        self.owner[key] = (layer, stage)
         self.in_flight[layer][stage].add(key)
-        self.chunks_left[key] = len(specs)
-        record_layer = (layer, stage, key)
-        for cs in specs:
-            cid = next(self.chunk_ids)
-            self.chunk_owner[cid] = record_layer
-            self.engine.add(phases(cs, cid, comm.kind, self.dims, self.system), self.now, pri)
-            self.start(self.engine.dispatch())
         return True
 
-    def duration(self, phase: Phase, kind: str) -> Fraction:
-        key = (phase.dim, kind, phase.op)
-        rate = self.rates.get(key)
-        if rate is None:
-            rate = self.rates[key] = phase_rate(self.dims[phase.dim], kind, phase.op,
-                                                self.system)
-        latency = self.dims[phase.dim].message_latency_ns(self.system.endpoint_delay_ns)
-        return phase.sent / rate + phase.steps * Fraction(latency)
-
-    def start(self, started: list[tuple[Phase, int]]) -> None:
-        for phase, slot in started:
-            _, _, key = self.chunk_owner[phase.chunk]
-            d = self.duration(phase, self.records[key].kind)
-            self.busy[phase.dim] += d
-            self.at(self.now + d, 0, (phase, slot), phase.dim)
-
-    def phase_done(self, phase: Phase, slot: int) -> None:
-        self.engine.finish(phase, slot, self.now)
-        self.start(self.engine.dispatch())
-        if phase.index + 1 < len(self.engine.chunks[phase.chunk]):
-            return
-        layer, stage, key = self.chunk_owner.pop(phase.chunk)
-        del self.engine.chunks[phase.chunk]
-        self.chunks_left[key] -= 1
-        if self.chunks_left[key] == 0:
-            self.records[key].finished_ns = self.now
-            update = Fraction(self.w.layers[layer].update_cycles)
-            self.at(self.now + update, 1, (layer, stage, key))
-
-    def collective_done(self, payload: tuple[int, str, int]) -> None:
-        layer, stage, key = payload
-        self.records[key].done_ns = self.now
+    def collective_done(self, key: int) -> None:
+        layer, stage = self.owner.pop(key)
         self.in_flight[layer][stage].discard(key)
         self.check_waiter()
         self.check_end()
