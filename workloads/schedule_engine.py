@@ -58,8 +58,8 @@ TIE_REL = Fraction(1, 10**9)
 
 @dataclass(frozen=True)
 class Phase:
-    """Phase ``index`` of chunk ``chunk``: ``op`` (RS/AR/AG) on ``dim``. ``size`` is the input
-    bytes per host (for AG the shard each holds), ``sent`` what each host sends in it and
+    """Phase ``index`` of chunk ``chunk``: ``op`` (RS/AR/AG, or A2A) on ``dim``. ``size`` is
+    the input bytes per host (for AG the shard each holds), ``sent`` what each host sends in it and
     ``steps`` the synchronous steps of the dimension's collective."""
 
     chunk: int
@@ -110,17 +110,43 @@ def check_semantics(semantics: str) -> None:
                              f"{', '.join(SEMANTICS)}")
 
 
-def insert_position(waiting: Sequence[Phase], phase: Phase, order: str, remaining: int) -> int:
+def larger_size(phase: Phase) -> Fraction:
+    """The larger of a phase's input and output per host, ASTRA-sim 1.0's SCF size
+    (``max(initial_data_size, final_data_size)``): an All-Gather's output is its input times the
+    group, i.e. its input plus what it sends."""
+    return phase.size + phase.sent if phase.op == "AG" else phase.size
+
+
+def input_size(phase: Phase) -> Fraction:
+    """A phase's input per host (for an All-Gather the shard it starts from)."""
+    return phase.size
+
+
+SCF_SIZES = {"input": input_size, "larger": larger_size}
+
+
+def insert_position(waiting: Sequence[Phase], phase: Phase, order: str, remaining: int,
+                    priority: Callable[[Phase], int] | None = None,
+                    size: Callable[[Phase], Fraction] = input_size) -> int:
     """Where ASTRA-sim 1.0 puts a newly ready ``phase`` in a dimension's queue of ``waiting``
     phases (running ones excluded), ``remaining`` being how many phases of its chunk follow it.
 
-    ``fifo`` (and any All-Reduce phase, and under ``scf`` a phase with exactly one phase after
-    it): the back. ``scf``: in front of the first waiting phase with at least its input size.
+    ``fifo`` (and any All-Reduce or All-to-All phase): behind every waiting phase of at least
+    its collective's ``priority`` (all equal when None: the back). ``scf``: a phase with exactly
+    one phase after it goes to the back, any other in front of the first waiting phase of at
+    least its ``size`` (priorities play no part).
     """
-    if order == "fifo" or phase.op == "AR" or remaining == 1:
+    if order == "fifo" or phase.op in ("AR", "A2A"):
+        if priority is None:
+            return len(waiting)
+        own = priority(phase)
+        return next((at for at, other in enumerate(waiting) if priority(other) < own),
+                    len(waiting))
+    if remaining == 1:
         return len(waiting)
+    own = size(phase)
     for at, other in enumerate(waiting):
-        if other.size >= phase.size:
+        if size(other) >= own:
             return at
     return len(waiting)
 
@@ -128,6 +154,9 @@ def insert_position(waiting: Sequence[Phase], phase: Phase, order: str, remainin
 class ChunkEngine:
     """Per-dimension dispatch of chunk phases (see the module docstring).
 
+    ``scf_size``: the size ``scf`` compares, ``input`` (the phase's input; the model's
+    default) or ``larger`` (the larger of input and output, as ASTRA-sim 1.0's code does; the
+    training replay's choice, see ``docs/workload-replay.md``).
     ``tolerance`` = ``(relative, absolute)`` makes keys floats that tie when that close (for
     a float clock such as the simulator's); None compares them exactly (``fabriclab`` only:
     ``astra-sim-1.0`` queues by insertion and keeps no keys).
@@ -135,8 +164,12 @@ class ChunkEngine:
 
     def __init__(self, chunks: Sequence[Sequence[Phase]], n_dims: int, order: str = "fifo",
                  max_active: int = 1, tolerance: tuple[float, float] | None = None,
-                 semantics: str = DEFAULT_SEMANTICS) -> None:
+                 semantics: str = DEFAULT_SEMANTICS, scf_size: str = "input") -> None:
         check_order(order)
+        if scf_size not in SCF_SIZES:
+            raise FabricLabError(f"scf_size {scf_size!r} is unknown; use one of "
+                                 f"{', '.join(SCF_SIZES)}")
+        self.scf_size = SCF_SIZES[scf_size]
         check_semantics(semantics)
         if isinstance(max_active, bool) or not isinstance(max_active, int) or max_active < 1:
             raise FabricLabError(f"max_active is {max_active!r} but must be an integer >= 1")
@@ -150,6 +183,7 @@ class ChunkEngine:
         self.busy = [[False] * max_active for _ in range(n_dims)]
         self.left = sum(len(phases) for phases in self.chunks.values())
         self._started: list[tuple[Phase, int]] = []
+        self.priorities: dict[int, int] = {}
 
     @property
     def done(self) -> bool:
@@ -160,6 +194,21 @@ class ChunkEngine:
         """Make every chunk's first phase ready at ``now`` (in chunk order)."""
         for phases in self.chunks.values():
             self._ready(phases[0], now)
+
+    def add(self, phases: Sequence[Phase], now: Any, priority: int = 0) -> None:
+        """Add one more chunk while the engine runs (``astra-sim-1.0`` only) and ready its
+        first phase at ``now``; among waiting All-Reduce and All-to-All phases (and every
+        phase under ``fifo``) a higher ``priority`` goes first (ASTRA-sim's stream priority).
+        Its chunk index must be new."""
+        if not self.eager:
+            raise FabricLabError("chunks can be added while running only under astra-sim-1.0")
+        chunk = phases[0].chunk
+        if chunk in self.chunks:
+            raise FabricLabError(f"chunk {chunk} is already in the engine")
+        self.chunks[chunk] = list(phases)
+        self.priorities[chunk] = priority
+        self.left += len(phases)
+        self._ready(phases[0], now)
 
     def finish(self, phase: Phase, slot: int, now: Any) -> None:
         """``phase`` (started in ``slot``) finished at ``now``: free the slot, ready the
@@ -200,7 +249,9 @@ class ChunkEngine:
         if self.eager:
             queue = self.queues[phase.dim]
             remaining = len(self.chunks[phase.chunk]) - phase.index - 1
-            queue.insert(insert_position(queue, phase, self.order, remaining), phase)
+            priority = (lambda ph: self.priorities.get(ph.chunk, 0)) if self.priorities else None
+            queue.insert(insert_position(queue, phase, self.order, remaining, priority,
+                                         self.scf_size), phase)
             self._fill(phase.dim)
             return
         key = now if self.order == "fifo" else phase.sent

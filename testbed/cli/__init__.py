@@ -44,6 +44,8 @@ COMMANDS = {  # command -> (the module that registers it, its line in `fabriclab
                      "network and system files"),
     "export-astra": ("testbed.cli.astra", "write ASTRA-sim network and system files from a "
                      "multidim spec or a preset"),
+    "simulate-astra": ("testbed.cli.simulate_astra", "replay an ASTRA-sim 1.0 workload on "
+                       "its network and system files, as AnalyticalAstra does"),
     "report": ("testbed.cli.report", "turn run directories into report.html and report.md"),
 }
 

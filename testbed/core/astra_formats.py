@@ -248,7 +248,9 @@ def network_json(dims: Sequence[AstraDim]) -> str:
 # -- system file ---------------------------------------------------------------------------
 
 
-def _system_pairs(text: str, source: str) -> dict[str, Any]:
+def system_pairs(text: str, source: str) -> dict[str, Any]:
+    """The ``key: value`` pairs of an ASTRA-sim 1.0 system text (or the 2.0 system JSON's
+    mapping), keys without their colon; one sentence if the text is not such pairs."""
     if text.lstrip().startswith("{"):  # the 2.0 system JSON
         return _mapping(text, source, "ASTRA-sim system JSON")
     tokens = text.split()
@@ -277,7 +279,7 @@ def _int(value: Any, key: str, source: str) -> int:
 def parse_system(text: str, source: str = "system.txt",
                  n_dims: int | None = None) -> AstraSystem:
     """The settings fabriclab runs from an ASTRA-sim 1.0 system text (or 2.0 system JSON)."""
-    pairs = _system_pairs(text, source)
+    pairs = system_pairs(text, source)
     for key in pairs:
         if key not in SYSTEM_KEYS:
             raise _fail(source, key, "is not an ASTRA-sim system key")

@@ -1,0 +1,146 @@
+"""The clock and the network side of a replay: collectives issued at the current time, cut into
+chunks (:mod:`.collectives`) whose phases share each logical dimension's queue in the chunk
+schedule engine (``astra-sim-1.0`` semantics, one phase per dimension at a time, ordered by the
+system's intra-dimension policy and, between collectives, by priority). A collective finishes
+when its last chunk does and counts as done ``update_ns`` later.
+
+Subclasses drive it: they issue collectives, schedule wake-ups (:meth:`CollectiveRunner.at`
+with :data:`WAKE`) and hear of done collectives (:meth:`CollectiveRunner.collective_done`).
+Times are exact (:class:`fractions.Fraction` ns).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from workloads.schedule_engine import ASTRA_SIM_1_0, ChunkEngine, Phase
+from workloads.training.collectives import ThemisGreedy, chunk_specs, phase_rate, phases
+from workloads.training.platform import LogicalDim, ReplaySystem
+
+PHASE_DONE, COLLECTIVE_DONE, WAKE = 0, 1, 2  # event kinds, in the order one instant runs them
+HIGHEST = 100_000_000  # ASTRA-sim's priority for its HIGHEST policy
+
+
+@dataclass
+class CollectiveRecord:
+    """One collective as it ran (ns)."""
+
+    layer: str
+    stage: str  # fwd | ig | wg (a workload file), or the trace node's kind
+    kind: str
+    size_bytes: int
+    dims: tuple[int, ...]
+    issued_ns: Fraction
+    chunks: int
+    finished_ns: Fraction | None = None
+    done_ns: Fraction | None = None  # finished + the update time
+
+
+class CollectiveRunner:
+    """Collectives on ``dims`` under ``system``, and the event clock."""
+
+    def __init__(self, dims: Sequence[LogicalDim], system: ReplaySystem) -> None:
+        self.dims = tuple(dims)
+        self.system = system
+        self.engine = ChunkEngine([], len(self.dims), order=system.intra,
+                                  semantics=ASTRA_SIM_1_0, scf_size="larger")
+        self.greedy = ThemisGreedy(self.dims) if system.inter == "themis" else None
+        self.rates: dict[tuple[int, str, str], Fraction] = {}
+        self.now = Fraction(0)
+        self.events: list = []
+        self.seq = itertools.count()
+        self.chunk_ids = itertools.count()
+        self.priority_counter = 0
+        self.chunk_owner: dict[int, int] = {}
+        self.chunks_left: dict[int, int] = {}
+        self.update_ns: dict[int, Fraction] = {}
+        self.records: list[CollectiveRecord] = []
+        self.busy = [Fraction(0)] * len(self.dims)
+
+    def at(self, when: Fraction, kind: int, payload: object, dim: int = 0) -> None:
+        heapq.heappush(self.events, (when, kind, dim, next(self.seq), payload))
+
+    def run_events(self) -> None:
+        while self.events:
+            when, kind, _, _, payload = heapq.heappop(self.events)
+            self.now = when
+            if kind == PHASE_DONE:
+                self._phase_done(*payload)
+            elif kind == COLLECTIVE_DONE:
+                self.records[payload].done_ns = self.now
+                self.collective_done(payload)
+            else:
+                self.wake(payload)
+
+    def wake(self, payload: object) -> None:
+        """A :data:`WAKE` event the subclass scheduled."""
+
+    def collective_done(self, key: int) -> None:
+        """Collective ``key`` (an index into :attr:`records`) is done."""
+
+    def priority(self, policy: str) -> int:
+        """ASTRA-sim's priority of a collective issued with ``policy`` (LIFO, FIFO, HIGHEST or
+        None for the system's ``scheduling-policy``): a counter LIFO takes and increments,
+        FIFO takes and decrements."""
+        if policy == "HIGHEST":
+            return HIGHEST
+        lifo = policy == "LIFO" or (policy == "None" and self.system.lifo)
+        value = self.priority_counter
+        self.priority_counter += 1 if lifo else -1
+        return value
+
+    def issue_collective(self, kind: str, size_bytes: int, involved: Sequence[bool],
+                         priority: int, update_ns: Fraction, layer: str, stage: str
+                         ) -> int | None:
+        """Issue a ``kind`` collective of ``size_bytes`` on the ``involved`` logical
+        dimensions now; its record's index, or None when no involved dimension has more than
+        one NPU (nothing to run)."""
+        if self.greedy is not None and self.greedy.made_at != self.now:
+            self.greedy.reset()
+            self.greedy.made_at = self.now
+        specs = chunk_specs(kind, size_bytes, involved, self.dims, self.system, self.greedy)
+        if not specs:
+            return None
+        dims = tuple(d for d, on in enumerate(involved) if on and self.dims[d].size > 1)
+        self.records.append(CollectiveRecord(layer, stage, kind, size_bytes, dims, self.now,
+                                             len(specs)))
+        key = len(self.records) - 1
+        self.chunks_left[key] = len(specs)
+        self.update_ns[key] = update_ns
+        for cs in specs:
+            cid = next(self.chunk_ids)
+            self.chunk_owner[cid] = key
+            self.engine.add(phases(cs, cid, kind, self.dims, self.system), self.now, priority)
+            self._start(self.engine.dispatch())
+        return key
+
+    def _duration(self, phase: Phase, kind: str) -> Fraction:
+        key = (phase.dim, kind, phase.op)
+        rate = self.rates.get(key)
+        if rate is None:
+            rate = self.rates[key] = phase_rate(self.dims[phase.dim], kind, phase.op,
+                                                self.system)
+        latency = self.dims[phase.dim].message_latency_ns(self.system.endpoint_delay_ns)
+        return phase.sent / rate + phase.steps * Fraction(latency)
+
+    def _start(self, started: list[tuple[Phase, int]]) -> None:
+        for phase, slot in started:
+            d = self._duration(phase, self.records[self.chunk_owner[phase.chunk]].kind)
+            self.busy[phase.dim] += d
+            self.at(self.now + d, PHASE_DONE, (phase, slot), phase.dim)
+
+    def _phase_done(self, phase: Phase, slot: int) -> None:
+        self.engine.finish(phase, slot, self.now)
+        self._start(self.engine.dispatch())
+        if phase.index + 1 < len(self.engine.chunks[phase.chunk]):
+            return
+        key = self.chunk_owner.pop(phase.chunk)
+        del self.engine.chunks[phase.chunk]
+        self.chunks_left[key] -= 1
+        if self.chunks_left[key] == 0:
+            self.records[key].finished_ns = self.now
+            self.at(self.now + self.update_ns.pop(key), COLLECTIVE_DONE, key)
