@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import time
 
+import psutil
+
 from testbed.emulator.sampler import BusyProcesses, read_cpu, read_net_dev
 
 
@@ -22,16 +24,19 @@ def test_read_net_dev_gives_rx_and_tx_bytes(tmp_path):
 
 
 def test_busy_processes_name_what_used_the_cpu():
-    busy = BusyProcesses(below_idle=1.01)  # record every second, busy or not
+    busy = BusyProcesses(below_idle=1.01, keep=100_000)  # every second, every process
     time.sleep(0.2)
+    t0 = time.monotonic()  # before the first tick: the sampler's second is inside [t0, now]
     busy.tick()
-    end = time.monotonic() + 0.5
-    while time.monotonic() < end:  # burn half a second of CPU in this process
-        pass
+    cpu0 = time.process_time()
+    while time.process_time() - cpu0 < 0.5:  # half a second of this process's CPU, however
+        pass  # busy the rest of the machine is
     busy.tick()
+    wall = time.monotonic() - t0
     last = busy.starved[-1]
     assert set(last["cpu"]) == {"user", "system", "softirq", "steal"}
-    mine = [b for b in last["busiest"] if "pytest" in b["process"] or "python" in b["process"]]
-    assert mine and mine[0]["cpu"] > 0.3
+    me = " ".join(psutil.Process().cmdline())[:80]
+    mine = [b for b in last["busiest"] if b["process"] == me]
+    assert mine and mine[0]["cpu"] >= 0.5 / wall - 0.01
     idle, total = read_cpu()
     assert 0 < idle < total
