@@ -176,26 +176,38 @@ def axis_value(run: Run, axis: Axis) -> str:
     return ", ".join(sorted(firsts)) if len(firsts) == len(values) else ", ".join(values)
 
 
+def _model_fabric(run: Run, dims: list[int]) -> list[dict[str, Any]] | None:
+    """The dimensions ``{size, mbit_s, kind}`` a job of shape ``dims`` ran on: the multidim
+    fabric's own (per-host rates, kinds) when the shapes agree, else each dimension's slowest
+    link as a switch dimension; None when a dimension has no rate."""
+    spec = [d for d in (run.topology.get("spec") or {}).get("dims") or [] if isinstance(d, dict)]
+    if [int(d.get("size", 0)) for d in spec] == dims:
+        return spec
+    bw = metrics.dim_bandwidths(run.topology)
+    if any(d not in bw for d in range(len(dims))):
+        return None
+    return [{"size": n, "mbit_s": bw[d] / 1e6, "kind": "switch"} for d, n in enumerate(dims)]
+
+
 def _modelled_times(run: Run, jobs: dict[str, dict[str, Any]]) -> dict[str, float]:
     """Per chunk-scheduled job: the predictive model's time for its headline size on the
-    run's fabric (bandwidth only; :mod:`workloads.model`)."""
-    from workloads.model import DEFAULT_SEMANTICS, predict
+    run's fabric (bandwidth only; :func:`workloads.model.predict_on_fabric`, the model
+    ``fabriclab model`` runs)."""
+    from workloads.model import DEFAULT_SEMANTICS, predict_on_fabric
 
-    bw = metrics.dim_bandwidths(run.topology)
     dims_of = metrics._job_dims(run)
     out = {}
     for job in _tenants(run):
         name, algo = str(job["name"]), str(job.get("algorithm"))
         size = _num((jobs.get(name) or {}).get("size_bytes"))
-        dims = dims_of.get(name) or []
-        if is_flat(algo) or size is None or not dims or any(d not in bw for d in range(len(dims))):
+        fabric = _model_fabric(run, dims_of.get(name) or [])
+        if is_flat(algo) or size is None or not fabric:
             continue
         try:
-            p = predict(dims, [bw[d] for d in range(len(dims))], int(size),
-                        int(job.get("chunks") or 1), policy=algo,
-                        order=str(job.get("order") or "fifo"),
-                        dim_algorithm=str(job.get("dim_algorithm") or "ring"),
-                        semantics=str(job.get("semantics") or DEFAULT_SEMANTICS))
+            p = predict_on_fabric(fabric, int(size), int(job.get("chunks") or 1), policy=algo,
+                                  order=str(job.get("order") or "fifo"),
+                                  dim_algorithm=str(job.get("dim_algorithm") or "ring"),
+                                  semantics=str(job.get("semantics") or DEFAULT_SEMANTICS))
         except (FabricLabError, ValueError):
             continue
         out[name] = p.time_s
