@@ -24,7 +24,14 @@ from typing import Any
 import jinja2
 
 from analysis import compare, figures, metrics
-from analysis.cluster import comparison_rows, is_cluster_dir, load_cluster, run_rows, trace_warning
+from analysis.cluster import (
+    comparison_rows,
+    is_cluster_dir,
+    jobs_warning,
+    load_cluster,
+    run_rows,
+    trace_warning,
+)
 from analysis.load import Run, load_run
 from analysis.papers import paper_sections
 from testbed.core.atomic import write_text
@@ -456,6 +463,8 @@ def _cluster_cell(value: Any, kind: str) -> str:
         return " / ".join(fmt_time(v) for v in value)
     if kind == "pct":
         return fmt_pct(value)
+    if kind == "x":
+        return fmt_x(value, 3)
     if kind == "slowdown":
         return f"{fmt_x(value[0], 3)} ({fmt_x(value[1])})"
     return " / ".join("—" if v is None else str(v) for v in value)  # "pair" of counts
@@ -475,6 +484,7 @@ def write_cluster_report(run_dirs: Sequence[str | Path], out_dir: str | Path | N
         "runs": runs,
         "run_rows": run_rows(runs),
         "trace_warning": trace_warning([r.summary for r in runs]),
+        "jobs_warning": jobs_warning(runs),
         "rows": [{"metric": m, "cells": [_cluster_cell(v, kind) for v in values]}
                  for m, values, kind in comparison_rows(runs)],
         "cdfs": _figure(figures.cluster_cdfs(runs, out / "fig-cluster-cdfs.png")),

@@ -13,6 +13,8 @@ import pandas as pd
 
 from testbed.core.atomic import write_bytes, write_text
 
+# Where each point's jobs went, beside every average: the averages are over the jobs that ran.
+COUNTS = ("jobs_in_trace", "jobs_completed", "refused_unshapeable", "dropped_too_large")
 METRICS = ("avg_jct_s", "p99_jct_s", "avg_wait_s", "avg_slowdown", "makespan_s",
            "gpu_utilisation")
 # How a run went on the machine that ran it, not what it simulated: these differ from one
@@ -85,7 +87,9 @@ def report_markdown(title: str, intervals: pd.DataFrame, by: Sequence[str], runs
     lines = [f"# Sweep {title}", "",
              f"{runs} runs. Each row groups the runs that differ only in their seed: the mean "
              "± the half-width of its 95% confidence interval (Student's t over seeds; a "
-             "mean alone where there is one seed).", "",
+             "mean alone where there is one seed). jobs_completed of jobs_in_trace ran; the rest "
+             "were refused as unshapeable or dropped as larger than the cluster, and every "
+             "average is over the jobs that ran.", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for _, row in intervals.iterrows():
         cells = [str(row[k]) for k in by] + [str(row["seeds"])]
@@ -100,6 +104,6 @@ def write_results(out: Path, title: str, df: pd.DataFrame, by: Sequence[str]) ->
     df.to_parquet(buf, index=False)
     write_bytes(out / "results.parquet", buf.getvalue())
     write_text(out / "results.csv", df.to_csv(index=False))
-    metrics = [m for m in METRICS if m in df.columns]
+    metrics = [m for m in (*COUNTS, *METRICS) if m in df.columns]
     intervals = seed_intervals(df, by, metrics)
     write_text(out / "report.md", report_markdown(title, intervals, by, len(df), metrics))

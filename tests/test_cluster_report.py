@@ -103,15 +103,39 @@ def test_report_lists_each_runs_trace_and_warns_when_the_jobs_differ(tmp_path: P
     capsys.readouterr()
     assert main(["report", str(a), str(b), "--out", str(tmp_path / "r")]) == 0
     err = capsys.readouterr().err
-    assert err.startswith("warning: these runs did not simulate the same jobs (seed 1 vs 2; "
+    # what was swept (seed, load) is said plainly; the red warning is for jobs that did not run
+    assert err.startswith("note: these runs did not simulate the same jobs (seed 1 vs 2; "
                           "load 0.8 vs 1.5)"), err
     md = (tmp_path / "r" / "report.md").read_text()
-    assert "**⚠ Compare with care:** these runs did not simulate the same jobs" in md
+    assert "**What differs:** these runs did not simulate the same jobs" in md
+    assert "Compare with care" not in md  # every job of both traces ran
     assert "| ECMP, seed 1 | `synthetic` | — | 6 / 6 | 1 | 0.8 | 4 | 100 Gbit/s |" in md
     assert "| vclos | `synthetic` | — | 6 / 6 | 2 | 1.5 | 4 | 100 Gbit/s |" in md
     assert "fabriclab cluster report: ECMP, seed 1 vs vclos" in md
     html = (tmp_path / "r" / "report.html").read_text()
-    assert 'class="banner bad"><strong>Compare with care:' in html and "ECMP, seed 1" in html
+    assert 'class="banner unknown"><strong>What differs:' in html and "ECMP, seed 1" in html
+    assert "banner bad" not in html
+
+
+def test_refused_jobs_are_counted_beside_every_average(tmp_path: Path, capsys) -> None:
+    """vClos refuses jobs it cannot shape; ECMP runs them all: the report says so in red,
+    counts them per run, and averages over the jobs both ran."""
+    shape = ["--leaves", "8", "--spines", "8", "--hosts-per-leaf", "32", "--jobs", "200"]
+    ecmp, vclos = tmp_path / "ecmp", tmp_path / "vclos"
+    assert main(["simulate-cluster", *shape, "--out", str(ecmp)]) == 0
+    assert main(["simulate-cluster", *shape, "--policy", "vclos", "--out", str(vclos)]) == 0
+    out = capsys.readouterr().out
+    refused = json.loads((vclos / "summary.json").read_text())["refused_unshapeable"]
+    assert refused > 0
+    assert f"vclos: {200 - refused} of 200 ran; {refused} refused as unshapeable;" in out
+    assert "ecmp: 200 of 200 ran; over those" in out
+    assert main(["report", str(ecmp), str(vclos), "--out", str(tmp_path / "r")]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"warning: not every job ran: vclos: {200 - refused} of 200 ran"), err
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert (f"| Jobs | 200 of 200 ran | {200 - refused} of 200 ran; {refused} refused as "
+            "unshapeable |") in md
+    assert f"| Average JCT over the {200 - refused} jobs every run completed |" in md
 
 
 def test_same_trace_file_same_jobs_whatever_its_path(tmp_path: Path, capsys) -> None:

@@ -21,13 +21,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # pandas and matplotlib: only when it runs
-    from analysis.cluster import is_cluster_dir, read_summary, trace_warning
+    from analysis.cluster import is_cluster_dir, jobs_warning, load_cluster, trace_warning
     from analysis.report import write_report
 
     html = write_report(args.runs, args.out)
     if all(is_cluster_dir(p) for p in args.runs):
-        warning = trace_warning([read_summary(p) for p in args.runs])
-        if warning:
-            print(f"warning: {warning}", file=sys.stderr)
+        runs = [load_cluster(p) for p in args.runs]
+        for word, text in (("warning", jobs_warning(runs)),
+                           ("note", trace_warning([r.summary for r in runs]))):
+            if text:
+                print(f"{word}: {text}", file=sys.stderr)
     print(html)
     return 0

@@ -147,8 +147,10 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     write_run(files, out)
     summary = files.summary
+    from analysis.cluster import accounting  # pandas: only once the run is done
+
     print(
-        f"{summary['policy']}: {summary['jobs_completed']} jobs, "
+        f"{summary['policy']}: {accounting(summary)}; over those: "
         f"avg JCT {summary['avg_jct_s']:.1f} s, avg wait {summary['avg_wait_s']:.1f} s, "
         f"avg slowdown {summary['avg_slowdown']:.3f}, GPU utilisation "
         f"{summary['gpu_utilisation']:.3f}, collided flows "
