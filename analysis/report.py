@@ -32,6 +32,7 @@ from analysis.cluster import (
     run_rows,
     trace_warning,
 )
+from analysis.limits import host_rate_mbit_s, rate_flag
 from analysis.load import Run, load_run
 from analysis.papers import paper_sections
 from testbed.core.atomic import write_text
@@ -219,9 +220,10 @@ def _calibration(run: Run) -> dict[str, Any] | None:
                        "ratio": fmt_pct(lk.get("ratio"))} for lk in links]}
 
 
-def _job_rows(jm) -> list[dict[str, str]]:
+def _job_rows(jm, topology: dict[str, Any]) -> list[dict[str, str]]:
     rows = []
     for name, r in jm.iterrows():
+        limit = host_rate_mbit_s(topology, r["hosts"] or [])
         dnn = r["workload"] in metrics.ITERATION_KINDS
         rows.append({
             "job": name, "hosts": str(len(r["hosts"])) if r["hosts"] else "—",
@@ -234,7 +236,7 @@ def _job_rows(jm) -> list[dict[str, str]]:
                             (r["p50_s"], r["p99_s"]), (r["p50_real_s"], r["p99_real_s"]))
                        if _n(r["p50_s"]) is not None else "—"),
             "algbw": _both(fmt_rate, r, "algbw_gbit_s"),
-            "busbw": _both(fmt_rate, r, "busbw_gbit_s"),
+            "busbw": _both(fmt_rate, r, "busbw_gbit_s") + rate_flag(r["busbw_gbit_s"], limit),
             "jct": fmt_time(r["jct_s"]), "slowdown": fmt_x(r["slowdown"]),
             "exposed": (f"{fmt_time(r['exposed_comm_s'])} ({fmt_pct(r['compute_share'])})"
                         if _n(r["exposed_comm_s"]) is not None else "—"),
@@ -311,7 +313,7 @@ def _run_context(run: Run, out: Path, prefix: str) -> dict[str, Any]:
                              "slowdown": fmt_x(r["slowdown"])})
     if len(jct_rows) < 2 and all(r["slowdown"] == "—" for r in jct_rows):
         jct_rows = []  # one job without a solo baseline: its JCT is in the summary already
-    job_rows = _job_rows(jm) if not jm.empty else []
+    job_rows = _job_rows(jm, run.topology) if not jm.empty else []
     sp = summary["speedup"]
     speed_rows = [{"baseline": p["baseline"], "themis": p["themis"],
                    "baseline_s": _both(fmt_time, p, "baseline_s"),
@@ -322,7 +324,7 @@ def _run_context(run: Run, out: Path, prefix: str) -> dict[str, Any]:
     facts = compare.facts(run, summary, fidelity["state"])
     return {
         "facts": facts, "run_headlines": compare.run_headlines(facts, summary["speedup"]),
-        "size_rows": _size_rows(jm),
+        "size_rows": _size_rows(jm, run.topology),
         "run": run, "label": run.label, "name": run.name, "path": str(run.path),
         "scale_note": _scale_note(run),
         "summary": summary, "fabric": spec_fabric, "status": summary["status"],
@@ -336,18 +338,20 @@ def _run_context(run: Run, out: Path, prefix: str) -> dict[str, Any]:
     }
 
 
-def _size_rows(jm) -> list[dict[str, str]]:
+def _size_rows(jm, topology: dict[str, Any]) -> list[dict[str, str]]:
     """Every (job, size) of a run whose jobs ran more than one size; [] otherwise."""
     if jm.empty or all(len(r["sizes"] or {}) < 2 for _, r in jm.iterrows()):
         return []
     rows = []
     for name, r in jm.iterrows():
+        limit = host_rate_mbit_s(topology, r["hosts"] or [])
         for size, v in sorted((r["sizes"] or {}).items(), key=lambda kv: int(kv[0])):
             rows.append({"job": name, "solo": isinstance(r["solo_of"], str),
                          "size": fmt_bytes(int(size)), "iterations": str(v["iterations"]),
                          "time": _both(fmt_time, v, "collective_s"),
                          "algbw": _both(fmt_rate, v, "algbw_gbit_s"),
-                         "busbw": _both(fmt_rate, v, "busbw_gbit_s")})
+                         "busbw": _both(fmt_rate, v, "busbw_gbit_s")
+                         + rate_flag(v.get("busbw_gbit_s"), limit)})
     return rows
 
 

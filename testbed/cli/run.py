@@ -12,8 +12,8 @@ from rich.table import Table
 from testbed.core.backend import Backend
 from testbed.core.errors import FabricLabError
 from testbed.core.experiment import load_experiments
-from testbed.core.scaling import UNSCALED, real_rate, real_time_s
-from testbed.core.units import format_decimal
+from testbed.core.scaling import UNSCALED
+from testbed.core.units import format_decimal, format_size
 
 BACKENDS = ("emulated", "sim")
 
@@ -48,9 +48,15 @@ def backend_of(args: argparse.Namespace) -> Backend:
 
 
 def summary_table(run_dir: Path) -> tuple[Table, str]:
-    """The run's jobs (not their solo baselines), one row per size, and the run's status; a
-    run at a ``rate_scale`` also gets its times and busbw at the real rates."""
+    """The run's jobs (not their solo baselines), one row per size, and the run's status, all
+    from its ``summary.json`` (the figures the report shows); a run at a ``rate_scale`` also
+    gets its times and busbw at the real rates. A busbw above what the job's hosts could send
+    (their links' configured rates) is flagged."""
+    from analysis.limits import host_rate_mbit_s, rate_flag
+
     summary = json.loads((run_dir / "summary.json").read_text())
+    topology_file = run_dir / "topology.json"
+    topology = json.loads(topology_file.read_text()) if topology_file.is_file() else {}
     status, scale = summary.get("status", "unknown"), summary.get("rate_scale", UNSCALED)
     scaled = scale != UNSCALED
     table = Table(title=f"{run_dir.name}: {status}"
@@ -58,16 +64,23 @@ def summary_table(run_dir: Path) -> tuple[Table, str]:
     real = ("real time ms", "real busbw Gbit/s") if scaled else ()
     for col in ("job", "hosts", "size", "time ms", "busbw Mbit/s", *real, "correct", "status"):
         table.add_column(col)
-    for j in json.loads((run_dir / "jobs.json").read_text()):
+    for name, j in (summary.get("jobs") or {}).items():
         if j.get("solo_of"):
             continue
-        for r in j["results"] or [{}]:
-            cells = [f"{r['time_us'] / 1e3:.1f}", f"{r['busbw'] * 8e3:.2f}"] if r else ["", ""]
+        limit = host_rate_mbit_s(topology, j.get("hosts") or [])
+        sizes = sorted((j.get("sizes") or {}).items(), key=lambda kv: int(kv[0])) or [("", {})]
+        for size, r in sizes:
+            t, bus = r.get("collective_s"), r.get("busbw_gbit_s")
+            cells = [format_decimal(t * 1e3) if t is not None else "",
+                     (f"{bus * 1e3:.1f}" + rate_flag(bus, limit)) if bus is not None else ""]
             if scaled:  # 4 significant digits: real times are tiny, real rates large
-                cells += ([format_decimal(real_time_s(r["time_us"] / 1e3, scale)),
-                           format_decimal(real_rate(r["busbw"] * 8, scale))] if r else ["", ""])
-            table.add_row(j["name"], str(len(j["hosts"])), str(r.get("size", "")), *cells,
-                          str(r.get("correct", "")), j["status"])
+                rt, rb = r.get("collective_real_s"), r.get("busbw_real_gbit_s")
+                cells += [format_decimal(rt * 1e3) if rt is not None else "",
+                          format_decimal(rb) if rb is not None else ""]
+            correct = j.get("correct")
+            table.add_row(name, str(j.get("world") or len(j.get("hosts") or [])),
+                          format_size(int(size)) if size else "", *cells,
+                          "n/a" if correct is None else str(correct), str(j.get("status")))
     return table, status
 
 
