@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from analysis.limits import above_rate, host_rate_mbit_s
@@ -47,6 +48,6 @@ def test_a_busbw_above_the_hosts_links_is_flagged(tmp_path: Path) -> None:
 
 def test_host_rate_is_the_sum_of_a_hosts_links() -> None:
     fc = {"links": [{"a": "h0", "b": f"h{i}", "mbit_s": 33.3} for i in (1, 2, 3)]}
-    assert host_rate_mbit_s(fc, ["h0"]) == 99.9
+    assert host_rate_mbit_s(fc, ["h0"]) == pytest.approx(99.9)
     assert host_rate_mbit_s(TOPOLOGY, ["h9"]) is None
     assert above_rate(0.230, 200) and not above_rate(0.201, 200)
