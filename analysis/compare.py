@@ -37,6 +37,7 @@ class Axis:
     fields: tuple[str, ...]
     reference: tuple[str, ...] = ()
     sentence: Callable[[Comparison], str] | None = None
+    shown: tuple[str, ...] = ()  # fields a title always names beside the first (``order``)
 
 
 @dataclass
@@ -52,6 +53,9 @@ class RunFacts:
     model_s: dict[str, float] = field(default_factory=dict)  # job -> modelled time, if any
     solos: dict[str, dict[str, Any]] = field(default_factory=dict)  # job -> its solo baseline
     peers: list[tuple[str, str]] = field(default_factory=list)  # (command job, its peer_of)
+    described: str = ""  # the setup in words: "2x4 at 6/12 Mbit/s"
+    full: dict[str, str] = field(default_factory=dict)  # axis name -> every field's value
+    link_mbit_s: float | None = None  # the tenants' host links (emulated), where one rate
 
 
 @dataclass
@@ -79,8 +83,18 @@ class Comparison:
 
     @property
     def title(self) -> str:
-        return (f"{self.axis.title}: {self.other.values[self.axis.name]} vs "
-                f"{self.ref.values[self.axis.name]}")
+        """``Routing: vclos vs ecmp on 2 leaves × 4 spines …``: the values, what else tells
+        the compared runs apart (e.g. the order of two Themis runs), and the setup."""
+        name = self.axis.name
+        ref, other = self.ref.values[name], self.other.values[name]
+        a, b = self.ref.full.get(name, ""), self.other.full.get(name, "")
+        if a and b and a != b and "/" in b and "," not in b:
+            extra = [x for f, x, y in zip(self.axis.fields[1:], b.split("/")[1:],
+                                          a.split("/")[1:], strict=False)
+                     if x != y or f in self.axis.shown]
+            other = " ".join([other, *extra])
+        where = f" on {self.ref.described}" if self.ref.described else ""
+        return f"{self.axis.title}: {other} vs {ref}{where}"
 
 
 @dataclass
@@ -92,6 +106,10 @@ class Headline:
     number: float | None  # the headline ratio
     rows: list[dict[str, Any]]
     caveats: list[str]
+    kind: str = ""  # an axis name, or contention, peer, pair (jobs of one run)
+    jobs: tuple[str, str] | None = None  # pair: the (baseline, themis) jobs of the one run
+    link_mbit_s: float | None = None  # the compared runs' host link rate (emulated)
+    model: float | None = None  # the model's figure beside ``number``, if any
 
 
 # ---------------------------------------------------------------- the sentences
@@ -137,7 +155,7 @@ AXES: dict[str, Axis] = {a.name: a for a in (
     Axis("policy", "Routing", ("policy",), ("ecmp", "ecmp-l3"), _routing),
     Axis("schedule", "Chunk schedule",
          ("algorithm", "dim_algorithm", "order", "chunks", "semantics"),
-         ("baseline",), _schedule),
+         ("baseline",), _schedule, shown=("order",)),
     Axis("transport", "Transport", ("transport",), ("rpc",), _per_size),
 )}
 
@@ -224,7 +242,54 @@ def facts(run: Run, summary: dict[str, Any], fidelity_state: str) -> RunFacts:
                     values={a.name: axis_value(run, a) for a in AXES.values()},
                     jobs=jobs, simulated=fidelity_state == "simulated",
                     trusted=fidelity_state in ("ok", "simulated"),
-                    model_s=_modelled_times(run, jobs), solos=solos, peers=peers)
+                    model_s=_modelled_times(run, jobs), solos=solos, peers=peers,
+                    described=describe_setup(run),
+                    full={a.name: full_value(run, a) for a in AXES.values()},
+                    link_mbit_s=_host_link_mbit_s(run))
+
+
+def full_value(run: Run, axis: Axis) -> str:
+    """Every field of ``axis`` over the run's tenant jobs, e.g. ``themis/ring/scf/16/…``."""
+    return ", ".join(sorted({"/".join(str(j.get(f)) for f in axis.fields)
+                             for j in _tenants(run)}))
+
+
+def _rates(mbit_s: Sequence[float], scale: float) -> str:
+    """``6/12 Mbit/s`` (real rates: a scaled run's are its rates ÷ ``rate_scale``)."""
+    real = [m / scale for m in mbit_s]
+    unit, div = (("Gbit/s", 1e3) if min(real) >= 1000 else ("Mbit/s", 1.0))
+    return "/".join(f"{m / div:.4g}" for m in real) + f" {unit}"
+
+
+def describe_setup(run: Run) -> str:
+    """The fabric and jobs in words, for headline titles: ``2x4 at 6/12 Mbit/s``,
+    ``2 leaves × 4 spines at 20 Mbit/s, 4 jobs``, ``2 hosts on one switch at 1000 Mbit/s``."""
+    spec = run.topology.get("spec") or run.spec.get("fabric") or {}
+    scale = run.rate_scale or 1.0
+    kind = spec.get("kind")
+    if kind == "multidim":
+        dims = [d for d in spec.get("dims") or [] if isinstance(d, dict)]
+        text = ("x".join(str(d.get("size")) for d in dims) + " at "
+                + _rates([float(d.get("mbit_s") or 0) for d in dims], scale))
+    elif kind in ("leaf_spine", "ocs_leaf_spine") and spec.get("leaves"):
+        rates = [float(spec.get(k) or 0) for k in ("host_link_mbit_s", "uplink_mbit_s")]
+        rate = _rates(rates[:1] if rates[0] == rates[1] else rates, scale)
+        if int(spec["leaves"]) == 1:
+            text = f"{spec.get('hosts_per_leaf')} hosts on one switch at {rate}"
+        else:
+            text = f"{spec['leaves']} leaves × {spec.get('spines')} spines at {rate}"
+    else:
+        text = str(kind or "")
+    tenants = len(_tenants(run))
+    return text + (f", {tenants} jobs" if tenants > 1 else "")
+
+
+def _host_link_mbit_s(run: Run) -> float | None:
+    """The one rate of the tenants' host links (emulated), or None when they differ."""
+    hosts = {h for j in _tenants(run) for h in j.get("hosts") or []}
+    rates = {float(lk["mbit_s"]) for lk in run.topology.get("links") or []
+             if lk.get("kind") == "host" and (lk.get("a") in hosts or lk.get("b") in hosts)}
+    return rates.pop() if len(rates) == 1 else None
 
 
 # ---------------------------------------------------------------- the comparisons
@@ -280,14 +345,17 @@ def _headline(c: Comparison) -> Headline:
     simulated = [f.label for f in (c.ref, c.other) if f.simulated]
     if simulated and c.axis.name == "transport":
         return Headline(c.title, "n/a: the simulator does not model transports (every transport "
-                        "gets the same times)", c.ref.label, c.other.label, None, [], caveats)
+                        "gets the same times)", c.ref.label, c.other.label, None, [], caveats,
+                        kind=c.axis.name)
     if simulated:
         caveats.append("simulated (flow-level model): " + ", ".join(simulated))
     sd_ref = slowdowns(c.ref)
     number = (_ratio(metrics.mean_of(sd_ref), metrics.mean_of(slowdowns(c.other)))
               if c.axis.name == "policy" and sd_ref else c.speedup)
     sentence = (c.axis.sentence or _per_size)(c)
-    return Headline(c.title, sentence, c.ref.label, c.other.label, number, c.rows, caveats)
+    return Headline(c.title, sentence, c.ref.label, c.other.label, number, c.rows, caveats,
+                    kind=c.axis.name, link_mbit_s=c.ref.link_mbit_s,
+                    model=c.model_speedup if c.axis.name == "schedule" else None)
 
 
 # ---------------------------------------------------------------- small helpers
@@ -323,7 +391,7 @@ def _peer(f: RunFacts, cmd: str, ours: str, caveats: list[str]) -> Headline | No
                     f"fabriclab's busbw is {_x(_ratio(mine, theirs))} the peer's{what}: "
                     f"{mine * 1e3:.1f} against {theirs * 1e3:.1f} Mbit/s"
                     + (" (each alone)" if alone else ""),
-                    f.label, f.label, _ratio(mine, theirs), [], caveats + note)
+                    f.label, f.label, _ratio(mine, theirs), [], caveats + note, kind="peer")
 
 
 def run_headlines(f: RunFacts, speedup: dict[str, Any] | None) -> list[Headline]:
@@ -335,15 +403,16 @@ def run_headlines(f: RunFacts, speedup: dict[str, Any] | None) -> list[Headline]
     caveats = [] if f.trusted else [f"run “{f.label}” failed its fidelity check: do not trust it"]
     if slow:
         mean = metrics.mean_of(slow)
-        out.append(Headline(f"Contention under {f.values['policy']}",
+        out.append(Headline(f"Contention under {f.values['policy']} on {f.described}",
                             f"slowdown against running alone: {_x(mean)} mean, "
                             f"{_x(max(slow))} worst over {len(slow)} jobs",
-                            f.label, f.label, mean, [], caveats))
+                            f.label, f.label, mean, [], caveats, kind="contention"))
     out += [h for h in (_peer(f, cmd, ours, caveats) for cmd, ours in f.peers) if h]
     for p in (speedup or {}).get("pairs", []):
         model = _ratio(f.model_s.get(p["baseline"]), f.model_s.get(p["themis"]))
         beside = f" (the model predicts {_x(model)})" if model is not None else ""
-        out.append(Headline(f"Chunk schedule: {p['themis']} vs {p['baseline']}",
+        out.append(Headline(f"Chunk schedule: {p['themis']} vs {p['baseline']} on {f.described}",
                             f"themis is {_x(p['speedup'])} as fast as baseline{beside}",
-                            f.label, f.label, p["speedup"], [], caveats))
+                            f.label, f.label, p["speedup"], [], caveats, kind="pair",
+                            jobs=(str(p["baseline"]), str(p["themis"])), model=model))
     return out
