@@ -159,7 +159,8 @@ def _slug(text: str) -> str:
 def _fidelity(run: Run) -> dict[str, Any]:
     f = run.fidelity
     if not f:
-        return {"state": "unknown", "verdict": "no fidelity record", "reasons": [],
+        return {"state": "unknown", "verdict": "no fidelity record", "shown": "no fidelity record",
+                "cls": "amber", "evidence": "—", "reasons": [],
                 "notes": [], "cpu": "—", "links": [], "calibration": None, "judged": "—",
                 "violations": []}
     links = []
@@ -177,10 +178,18 @@ def _fidelity(run: Run) -> dict[str, Any]:
     state = {"faithful": "ok", "simulated": "simulated", "loopback": "loopback"}.get(verdict,
                                                                                    "bad")
     inv = f.get("invariants") or {}
-    return {"state": state, "verdict": verdict,
+    loaded_s = _n(inv.get("loaded_s")) or 0.0
+    shown, cls = {"ok": ("faithful", "ok"), "simulated": ("simulated", "sim"),
+                  "loopback": ("loopback", "amber"), "bad": ("not faithful", "bad")}[state]
+    if state == "ok" and inv.get("judged") and loaded_s == 0:
+        shown, cls = "not judged", "amber"  # no link was ever loaded: no evidence either way
+    return {"state": state, "verdict": verdict, "shown": shown, "cls": cls,
+            "evidence": (f"{loaded_s:.1f} s of loaded links" if inv.get("judged") else
+                         "CPU headroom only (no qdisc samples)" if state == "ok" else "—"),
             "reasons": [str(r) for r in f.get("reasons") or []],
             "notes": [str(n) for n in f.get("notes") or []],
-            "cpu": f"min {fmt_pct(f.get('cpu_idle_min'))}, mean {fmt_pct(f.get('cpu_idle_mean'))}",
+            "cpu": (f"min {fmt_pct(f.get('cpu_idle_min'))}, mean {fmt_pct(f.get('cpu_idle_mean'))}"
+                    if _n(f.get("cpu_idle_mean")) is not None else "—"),
             "links": links[:12], "more_links": max(len(links) - 12, 0),
             "calibration": f.get("calibration"),
             "judged": (f"the link invariant, over {_n(inv.get('loaded_s')) or 0:.1f} s in "
@@ -285,15 +294,19 @@ def _run_context(run: Run, out: Path, prefix: str) -> dict[str, Any]:
              "active": fmt_pct(v.get("active_fraction")), "bytes": fmt_pct(v.get("bytes_util")),
              "links": fmt_pct(v.get("link_util"))}
             for d, v in summary["dimensions"].items()]
+    spec_kind = (run.topology.get("spec") or run.spec.get("fabric") or {}).get("kind")
+    if spec_kind != "multidim":
+        dims = []  # a leaf-spine fabric's "dimension 0" is its host links: nothing to add
     ls = metrics.leaf_spine_samples(run.links, run.topology)
     ls_util = metrics.link_utilisation(ls, run.window()) if len(ls) else None
     ls_rows = []
-    if ls_util is not None:
+    if ls_util is not None and (ls_util["peak_util"] > 0).any():  # one leaf: none carry any
         for r in ls_util.sort_values("peak_util", ascending=False).itertuples():
             ls_rows.append({"key": r.key, "mean": fmt_pct(r.mean_util),
                             "peak": fmt_pct(r.peak_util)})
     figs = {
-        "dimensions": figures.dimension_timeline(run, out / f"{prefix}dimensions.png"),
+        "dimensions": (figures.dimension_timeline(run, out / f"{prefix}dimensions.png")
+                       if dims else None),
         "gantt": figures.gantt(run, out / f"{prefix}gantt.png"),
         "heatmap": figures.link_heatmap(run, out / f"{prefix}heatmap.png"),
         "jct": figures.jct_cdfs([run], out / f"{prefix}jct.png"),
@@ -355,12 +368,43 @@ def _size_rows(jm, topology: dict[str, Any]) -> list[dict[str, str]]:
     return rows
 
 
-def _headline_context(h: compare.Headline) -> dict[str, Any]:
+def _headline_context(h: compare.Headline, ctxs: dict[str, dict[str, Any]], out: Path,
+                      index: int) -> dict[str, Any]:
+    """A headline for the templates, with the figure that compares exactly its runs."""
     return {"title": h.title, "sentence": h.sentence, "ref": h.ref, "other": h.other,
-            "caveats": h.caveats,
+            "caveats": h.caveats, "runs": sorted({h.ref, h.other}),
+            "figure": _figure(_headline_figure(h, ctxs, out / f"fig-headline-{index}.png")),
             "rows": [{"job": r["job"], "size": fmt_bytes(r["size_bytes"]),
                       "ref": _both(fmt_time, r, "ref_s"), "other": _both(fmt_time, r, "other_s"),
                       "speedup": fmt_x(r["speedup"])} for r in h.rows]}
+
+
+def _headline_figure(h: compare.Headline, ctxs: dict[str, dict[str, Any]], path: Path
+                     ) -> Path | None:
+    """Busbw over size (transports), slowdown per job (routing, contention) or the chunk
+    schedules stacked on one time axis (schedules), of the headline's runs only."""
+    ref, other = ctxs[h.ref], ctxs[h.other]
+    pair = [ref] if h.ref == h.other else [ref, other]
+    if h.kind == "transport" and h.rows:
+        jobs = sorted({r["job"] for r in h.rows})
+        series = [(c["label"] + ("" if len(jobs) == 1 else f" · {j}"),
+                   {int(size): v["busbw_gbit_s"]
+                    for size, v in (c["facts"].jobs[j].get("sizes") or {}).items()
+                    if _n(v.get("busbw_gbit_s")) is not None})
+                  for c in pair for j in jobs]
+        return figures.busbw_over_size(series, h.link_mbit_s, path)
+    if h.kind in ("policy", "contention"):
+        return figures.slowdown_bars(
+            [(c["label"], {j: float(v["slowdown"]) for j, v in c["facts"].jobs.items()
+                           if _n(v.get("slowdown")) is not None}) for c in pair], path)
+    if h.kind == "schedule":
+        jobs = sorted(set(ref["facts"].model_s) & set(other["facts"].model_s)
+                      or set(ref["facts"].jobs) & set(other["facts"].jobs))
+        return figures.gantt_stack([(c["label"], c["run"], j) for c in pair for j in jobs[:1]],
+                                   path)
+    if h.kind == "pair" and h.jobs:
+        return figures.gantt_stack([(ref["label"], ref["run"], j) for j in h.jobs], path)
+    return None
 
 
 def _comparison(ctxs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -407,12 +451,12 @@ def _comparison(ctxs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ("Leaf-spine peak util (busiest link)", col(lambda c: c["ls_rows"][0]["peak"]
                                                     if c["ls_rows"] else "—")),
     ]
-    dims = sorted({d for c in ctxs for d in c["summary"]["dimensions"]}, key=int)
+    dims = sorted({d for c in ctxs if c["dims"] for d in c["summary"]["dimensions"]}, key=int)
     for d in dims:
         rows.append((f"Dim {d} active / bytes util", col(
             lambda c, d=d: " / ".join(
                 fmt_pct(c["summary"]["dimensions"].get(d, {}).get(k))
-                for k in ("active_fraction", "bytes_util")))))
+                for k in ("active_fraction", "bytes_util")) if c["dims"] else "—")))
     # a row no run has a value for says nothing
     return [{"metric": m, "cells": cells} for m, cells in rows
             if any(c not in ("—", "— / —") for c in cells)]
@@ -503,10 +547,18 @@ def write_cluster_report(run_dirs: Sequence[str | Path], out_dir: str | Path | N
     return html
 
 
-def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = None) -> Path:
+def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = None,
+                 name: str | None = None) -> Path:
     """Write ``report.html`` and ``report.md`` (and the figures) for ``run_dirs`` into
     ``out_dir`` (default :func:`default_out`); returns the HTML report's path.
     simulate-cluster directories get :func:`write_cluster_report` instead."""
+    return build_report(run_dirs, out_dir, name)[0]
+
+
+def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = None,
+                 name: str | None = None) -> tuple[Path, list[compare.Headline]]:
+    """:func:`write_report`, also returning the headlines (``fabriclab run`` ends with them).
+    ``name``: the experiment's, for the title (default: the runs' labels)."""
     if not run_dirs:
         raise FabricLabError("give at least one run directory to report on")
     cluster = [is_cluster_dir(p) for p in run_dirs]
@@ -514,7 +566,7 @@ def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = No
         if not all(cluster):
             raise FabricLabError("report on simulate-cluster directories or on experiment run "
                                  "directories, not both at once")
-        return write_cluster_report(run_dirs, out_dir)
+        return write_cluster_report(run_dirs, out_dir), []
     runs = [load_run(p) for p in run_dirs]
     _unique_labels(runs)
     out = _out_dir(run_dirs, out_dir)
@@ -522,19 +574,28 @@ def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = No
     ctxs = [_run_context(r, out, f"fig-{_slug(r.label)}-" if multi else "fig-") for r in runs]
     heads = (compare.headlines([c["facts"] for c in ctxs]) if multi
              else ctxs[0]["run_headlines"])
-    comparison = _comparison(ctxs) if multi else None
-    cmp_fig = _figure(figures.comparison(runs, out / "fig-comparison.png")) if multi else None
-    cmp_cdf = _figure(figures.jct_cdfs(runs, out / "fig-comparison-jct.png")) if multi else None
+    by_label = {c["label"]: c for c in ctxs}
     ctx = {
-        "title": "fabriclab report: " + " vs ".join(r.label for r in runs),
+        "title": "fabriclab report: " + (name or " vs ".join(r.label for r in runs)),
         "generated": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "runs": ctxs, "multi": multi, "comparison": comparison, "cmp_fig": cmp_fig,
-        "cmp_cdf": cmp_cdf, "sections": SECTIONS,
-        "headlines": [_headline_context(h) for h in heads],
+        "runs": ctxs, "multi": multi, "comparison": _comparison(ctxs) if multi else None,
+        "sections": SECTIONS,
+        "headlines": [_headline_context(h, by_label, out, i) for i, h in enumerate(heads, 1)],
         "papers": paper_sections([c["summary"] for c in ctxs]),
+        "simulated": [c["label"] for c in ctxs if c["fidelity"]["state"] == "simulated"],
+        "scale_notes": _scale_notes(ctxs),
     }
     env = _env()
     html = out / "report.html"
     write_text(html, env.get_template("report.html.j2").render(**ctx))
     write_text(out / "report.md", env.get_template("report.md.j2").render(**ctx))
-    return html
+    return html, heads
+
+
+def _scale_notes(ctxs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each distinct rate-scale note once, with the runs it is about."""
+    notes: dict[str, list[str]] = {}
+    for c in ctxs:
+        if c["scale_note"]:
+            notes.setdefault(c["scale_note"], []).append(c["label"])
+    return [{"text": text, "runs": labels} for text, labels in notes.items()]

@@ -11,7 +11,8 @@ from rich.table import Table
 
 from testbed.core.backend import Backend
 from testbed.core.errors import FabricLabError
-from testbed.core.experiment import load_experiments
+from testbed.core.experiment import experiment_name, load_experiments
+from testbed.core.rundir import new_run_dir
 from testbed.core.scaling import UNSCALED
 from testbed.core.units import format_decimal, format_size
 
@@ -109,11 +110,15 @@ def run(args: argparse.Namespace) -> int:
             break  # Ctrl-C stops the whole experiment
     if not args.no_report:
         try:
-            from analysis.report import write_report
+            from analysis.report import build_report
         except ImportError:
             console.print("[yellow]analysis is not installed: no report written")
         else:
-            out = run_dirs[0] if len(run_dirs) == 1 else args.out / f"{run_dirs[0].name}-report"
-            path = write_report(run_dirs, out)
+            name = experiment_name(args.spec)
+            out = (run_dirs[0] if len(run_dirs) == 1
+                   else new_run_dir(args.out, f"{name}-report"))
+            path, headlines = build_report(run_dirs, out, name)
             console.print(f"report: {path}")
+            for h in headlines:  # the answer, last: what the experiment found
+                console.print(f"[bold]{h.title}[/bold] — {h.sentence}", highlight=False)
     return 1 if failed else 0

@@ -282,3 +282,9 @@ def load_experiments(path: str | Path) -> list[Experiment]:
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a mapping at the top level")
     return expand(data, str(path))
+
+
+def experiment_name(path: str | Path) -> str:
+    """The ``name:`` of an experiment file (its variants' runs are named ``NAME-VARIANT``)."""
+    data = load_yaml(path)
+    return str(data.get("name")) if isinstance(data, dict) and data.get("name") else "run"
