@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from testbed.core.errors import FabricLabError
-from testbed.core.presets import PRESETS
+from testbed.core.presets import DIM_ALGORITHM_OF_KIND, PRESETS
 from testbed.core.registry import SCHEDULES
 from testbed.core.units import format_size, parse_size
 from workloads.model import (
@@ -74,6 +74,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     m.add_argument("--max-active", type=int, default=1,
                    help="chunk phases a dimension serves at once, each at full bandwidth "
                    "(ASTRA-sim's active-chunks-per-dimension; default 1)")
+    m.add_argument("--dim-kinds", default=None, metavar="KIND[,KIND...]",
+                   help="each dimension's kind, in --dims order: switch, ring or "
+                   "fully_connected (default: switch, or the preset's)")
     m.add_argument("--dim-algorithm", default=None, metavar="NAME[,NAME...]",
                    help="the collective each dimension runs (one for all, or one per "
                    "dimension; default: ring, or with --preset each dimension kind's own)")
@@ -290,10 +293,10 @@ def run_model(args: argparse.Namespace) -> int:
         raise FabricLabError(f"--max-active is {args.max_active} but must be at least 1")
     if args.sim:
         return _run_sim(args, dims, bw, size, policies)
-    kinds = args.network.get("dim_kinds") or ["switch"] * len(dims)
+    kinds = _dim_kinds(args, len(dims))
     fabric = [{"size": n, "mbit_s": b / 1e6, "kind": k}
               for n, b, k in zip(dims, bw, kinds, strict=True)]
-    algorithm = args.network.get("dim_algorithm") or "ring"
+    algorithm = args.network.get("dim_algorithm") or (None if args.dim_kinds else "ring")
     if args.dim_algorithm:
         names = args.dim_algorithm.split(",")
         algorithm = names * len(dims) if len(names) == 1 else names
@@ -342,6 +345,18 @@ def run_model(args: argparse.Namespace) -> int:
     if speedup is not None:
         console.print(f"themis speedup over baseline: {speedup:.3f}x")
     return 0
+
+
+def _dim_kinds(args: argparse.Namespace, n_dims: int) -> list[str]:
+    """``--dim-kinds``, else the preset's kinds, else every dimension a switch."""
+    if not args.dim_kinds:
+        return list(args.network.get("dim_kinds") or ["switch"] * n_dims)
+    kinds = args.dim_kinds.split(",")
+    bad = next((k for k in kinds if k not in DIM_ALGORITHM_OF_KIND), None)
+    if bad is not None or len(kinds) != n_dims:
+        raise FabricLabError(f"--dim-kinds {args.dim_kinds!r} must name {n_dims} kinds, one "
+                             f"per dimension, each one of {', '.join(DIM_ALGORITHM_OF_KIND)}")
+    return kinds
 
 
 def _fmt_time(seconds: float) -> str:
