@@ -12,8 +12,10 @@ Axes are a registry (:data:`AXES`): add an :class:`Axis` to compare runs on anot
 from __future__ import annotations
 
 import json
+import math
+import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from analysis import metrics
@@ -56,6 +58,7 @@ class RunFacts:
     described: str = ""  # the setup in words: "2x4 at 6/12 Mbit/s"
     full: dict[str, str] = field(default_factory=dict)  # axis name -> every field's value
     link_mbit_s: float | None = None  # the tenants' host links (emulated), where one rate
+    speedup: dict[str, Any] | None = None  # the summary's Themis-vs-baseline job pairs
 
 
 @dataclass
@@ -110,6 +113,7 @@ class Headline:
     jobs: tuple[str, str] | None = None  # pair: the (baseline, themis) jobs of the one run
     link_mbit_s: float | None = None  # the compared runs' host link rate (emulated)
     model: float | None = None  # the model's figure beside ``number``, if any
+    spread: tuple[float, float] | None = None  # (min, max) of ``number`` over repeats
 
 
 # ---------------------------------------------------------------- the sentences
@@ -245,7 +249,7 @@ def facts(run: Run, summary: dict[str, Any], fidelity_state: str) -> RunFacts:
                     model_s=_modelled_times(run, jobs), solos=solos, peers=peers,
                     described=describe_setup(run),
                     full={a.name: full_value(run, a) for a in AXES.values()},
-                    link_mbit_s=_host_link_mbit_s(run))
+                    link_mbit_s=_host_link_mbit_s(run), speedup=summary.get("speedup"))
 
 
 def full_value(run: Run, axis: Axis) -> str:
@@ -318,25 +322,62 @@ def _reference(group: list[RunFacts], axis: Axis) -> RunFacts:
 
 def headlines(runs: Sequence[RunFacts], axes: Sequence[Axis] | None = None) -> list[Headline]:
     """One headline per run that differs from a comparable reference run on exactly one axis,
-    in the order the runs were given."""
+    in the order the runs were given. Runs equal on every axis are repeats of one another:
+    the k-th repeat is compared with the reference's k-th, and the headline gives the median
+    [min, max] over the repeats (:func:`over_repeats`). A setup whose runs are all repeats
+    of one run gets that run's own headlines (:func:`run_headlines`), over its repeats."""
     axes = list(axes or AXES.values())
     groups: dict[str, list[RunFacts]] = {}
     for f in runs:
         groups.setdefault(f.setup, []).append(f)
     out = []
     for group in groups.values():
-        if len(group) < 2:
+        repeats: dict[tuple[str, ...], list[RunFacts]] = {}
+        for f in group:
+            repeats.setdefault(tuple(f.values[a.name] for a in axes), []).append(f)
+        sets = list(repeats.values())
+        if len(sets) == 1 and len(group) > 1:
+            out += _over_each([run_headlines(f, f.speedup) for f in group])
             continue
-        differing = [a for a in axes if len({f.values[a.name] for f in group}) > 1]
+        differing = [a for a in axes if len({s[0].values[a.name] for s in sets}) > 1]
         if len(differing) != 1:
             continue
         axis = differing[0]
-        ref = _reference(group, axis)
-        for other in group:
-            if other is ref or other.values[axis.name] == ref.values[axis.name]:
+        ref = _reference([s[0] for s in sets], axis)
+        refs = next(s for s in sets if s[0] is ref)
+        for others in sets:
+            if others is refs:
                 continue
-            out.append(_headline(Comparison(axis, ref, other, size_rows(ref, other))))
+            out.append(over_repeats([_headline(Comparison(axis, a, b, size_rows(a, b)))
+                                     for a, b in zip(refs, others, strict=False)]))
     return out
+
+
+def _over_each(per_run: list[list[Headline]]) -> list[Headline]:
+    """The headlines of repeated runs, each title's taken over the repeats."""
+    by_title: dict[str, list[Headline]] = {}
+    for heads in per_run:
+        for h in heads:
+            by_title.setdefault(h.title, []).append(h)
+    return [over_repeats(hs) for hs in by_title.values()]
+
+
+def over_repeats(heads: Sequence[Headline]) -> Headline:
+    """One headline from the same comparison's repeats: the repeat whose number is the median
+    speaks (its table and figure), and the sentence adds the median [min, max] and whether
+    the spread crosses 1.0 (then the repeats disagree on which is better)."""
+    numbers = sorted(h.number for h in heads if h.number is not None)
+    if len(heads) < 2 or len(numbers) < 2:
+        return heads[0]
+    median = statistics.median(numbers)
+    speaker = min(heads, key=lambda h: abs(h.number - median) if h.number is not None
+                  else math.inf)
+    spread = (f"over {len(heads)} repeats: median {_x(median)} [{_x(numbers[0])}, "
+              f"{_x(numbers[-1])}]")
+    if numbers[0] < 1 < numbers[-1]:
+        spread += " — the spread crosses 1.0: the repeats disagree on which is better"
+    return replace(speaker, sentence=f"{speaker.sentence}; {spread}", number=median,
+                   spread=(numbers[0], numbers[-1]))
 
 
 def _headline(c: Comparison) -> Headline:

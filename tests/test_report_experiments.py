@@ -47,11 +47,20 @@ def _params() -> list[Any]:
 
 
 def _run(spec: Path, out: Path, capsys) -> tuple[list[Path], Path, list[Headline]]:
-    """Run ``spec`` on the sim backend; its run directories, report directory, headlines."""
-    main(["run", str(spec), "--backend", "sim", "--out", str(out / "runs"), "--no-report"])
-    capsys.readouterr()
-    run_dirs = sorted((out / "runs").iterdir())
-    html, heads = build_report(run_dirs, out / "report", experiment_name(spec))
+    """Run ``spec`` on the sim backend as ``fabriclab run`` does; its run directories, report
+    directory and headlines. The terminal output ends with the headlines, each naming its
+    setup, and the report directory is named after the experiment."""
+    main(["run", str(spec), "--backend", "sim", "--out", str(out / "runs")])
+    printed = "".join(capsys.readouterr().out.split())  # rich wraps lines anywhere
+    run_dirs = sorted(p for p in (out / "runs").iterdir() if not p.name.endswith("-report"))
+    name = experiment_name(spec)
+    html, heads = build_report(run_dirs, out / "report", name)
+    if len(run_dirs) > 1:
+        (report,) = (out / "runs").glob(f"*-{name}-report")
+        assert f"report:{report / 'report.html'}" in printed
+    tail = printed[printed.index("report:"):]
+    for h in heads:
+        assert "".join(f"{h.title} — {h.sentence}".split()) in tail
     return run_dirs, html.parent, heads
 
 

@@ -36,12 +36,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def backend_of(args: argparse.Namespace) -> Backend:
-    """The backend ``--backend`` names, imported only when chosen."""
+def backend_of(args: argparse.Namespace, repeat: int = 0) -> Backend:
+    """The backend ``--backend`` names, imported only when chosen; the sim backend's seed is
+    ``--seed`` plus the ``repeat`` (0, 1, ...) of an experiment with ``repeats``."""
     if getattr(args, "backend", "emulated") == "sim":
         from testbed.sim.backend import SimBackend
 
-        return SimBackend(seed=getattr(args, "seed", 1),
+        return SimBackend(seed=getattr(args, "seed", 1) + repeat,
                           step_latency_s=getattr(args, "step_latency_us", 0.0) / 1e6)
     from testbed.emulator.backend import EmulatedBackend
 
@@ -99,12 +100,13 @@ def run(args: argparse.Namespace) -> int:
             raise FabricLabError(f"{where}: {exc}") from None
     console = Console()
     run_dirs, failed = [], 0
-    for exp in experiments:
-        run_dir = backend.run(exp, args.out, console)
+    for exp, repeat in ((e, k) for e in experiments for k in range(e.repeats)):
+        run_dir = backend_of(args, repeat).run(exp, args.out, console)
         run_dirs.append(run_dir)
         table, status = summary_table(run_dir)
         console.print(table)
-        console.print(f"run directory: {run_dir}")
+        console.print(f"run directory: {run_dir}"
+                      + (f" (repeat {repeat + 1} of {exp.repeats})" if exp.repeats > 1 else ""))
         failed += status != "ok"
         if status == "incomplete":
             break  # Ctrl-C stops the whole experiment
