@@ -175,8 +175,9 @@ def _parse_common(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[floa
 
 
 def _fmt_bytes(n: float) -> str:
-    text = format_size(n)
-    return text if parse_size(text) == n else f"{n:,.0f}B"
+    """One unit style for every size in a column: binary units, two decimals where inexact
+    (the exact bytes are in --json)."""
+    return format_size(n)
 
 
 def _gbit_s(bps: float) -> str:

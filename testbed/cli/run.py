@@ -90,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise FabricLabError(f"--out {args.out} is a file; name a directory for the run "
                              "directories")
-    experiments = load_experiments(args.spec)
+    # simulated links are not shaped: the emulator's top rate does not bind them
+    experiments = load_experiments(args.spec, shaped=args.backend != "sim")
     backend = backend_of(args)
     for exp in experiments:  # every variant is checked before the first one runs
         try:

@@ -267,12 +267,15 @@ class ExperimentFile(BaseModel):
     variants: list[Variant] | None = None
 
 
-def expand(data: dict[str, Any], source: str = "spec") -> list[Experiment]:
-    """Validate a spec mapping and return its runs (one per variant, or just the one)."""
+def expand(data: dict[str, Any], source: str = "spec", shaped: bool = True
+           ) -> list[Experiment]:
+    """Validate a spec mapping and return its runs (one per variant, or just the one);
+    ``shaped`` False (the sim backend): no link rate is too fast to shape."""
     head = validate(ExperimentFile, data, source)
     base = {k: v for k, v in data.items() if k != "variants"}
     if not head.variants:
-        return [validate(Experiment, expand_preset(base, source, keep_name=True), source)]
+        return [validate(Experiment, expand_preset(base, source, keep_name=True), source,
+                         shaped)]
     runs = []
     for i, variant in enumerate(head.variants):
         merged = copy.deepcopy(base)
@@ -281,15 +284,16 @@ def expand(data: dict[str, Any], source: str = "spec") -> list[Experiment]:
         if variant.job_overrides:
             merged["jobs"] = [dict(j, **variant.job_overrides) for j in merged.get("jobs", [])]
         where = f"{source} (variants.{i}: {variant.name})"
-        runs.append(validate(Experiment, expand_preset(merged, where, keep_name=True), where))
+        runs.append(validate(Experiment, expand_preset(merged, where, keep_name=True), where,
+                             shaped))
     return runs
 
 
-def load_experiments(path: str | Path) -> list[Experiment]:
+def load_experiments(path: str | Path, shaped: bool = True) -> list[Experiment]:
     data = load_yaml(path)
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a mapping at the top level")
-    return expand(data, str(path))
+    return expand(data, str(path), shaped)
 
 
 def experiment_name(path: str | Path) -> str:
