@@ -207,10 +207,10 @@ def test_report_of_one_run_leads_with_its_headline_and_skips_empty_sections(runs
     html = (run_dir / "report.html").read_text()
     # flat rings only: no chunk schedule to draw, so no Gantt section at all
     # headlines first, then the one fidelity table; a leaf-spine fabric has no dimensions
-    assert _headings(html) == ["Headlines", "Fidelity", *(
+    assert _headings(html) == ["Headlines", "Fidelity", "Headlines in detail", *(
         h for h in SECTION_HEADINGS if "Gantt" not in h and "dimension" not in h)]
-    assert re.search("Contention under ecmp on [^<]+</strong> — slowdown against running alone: "
-                     "1.75× mean, 2.00× worst over 2 jobs", html)
+    assert re.search("Contention under ecmp on [^<]+</a></strong> — slowdown against running "
+                     "alone: 1.75× mean, 2.00× worst over 2 jobs", html)
     assert html.count('src="data:image/png;base64,') == 3  # headline slowdowns, heatmap, CDF
     assert "Do not trust" not in html and "leaf0→spine0" in html
     md = (run_dir / "report.md").read_text()
@@ -223,7 +223,8 @@ def test_unfaithful_run_is_flagged_and_its_themis_headline_has_the_model(runs, t
     run_dir = build_multidim_run(tmp_path, faithful=False)
     html = write_report([run_dir], tmp_path / "out").read_text()
     # no leaf-spine links: no heatmap section; two jobs without solo baselines: no JCT CDF
-    assert _headings(html) == ["Headlines", "Fidelity", "Summary", "Per-dimension utilisation",
+    assert _headings(html) == ["Headlines", "Fidelity", "Headlines in detail", "Summary",
+                               "Per-dimension utilisation",
                                "Chunk schedule (Gantt)", "Job completion time and slowdown",
                                "Fidelity"]
     assert html.count('src="data:image/png;base64,') == 4  # the headline's Gantt, dims, Gantt, CDF
@@ -246,11 +247,11 @@ def test_report_on_two_runs_leads_with_the_routing_headline(runs, tmp_path):
     html_path = write_report([runs["leaf_spine"], vclos], tmp_path / "cmp")
     html = html_path.read_text()
     heads = _headings(html)
-    assert heads[:3] == ["Headlines", "Fidelity", "Comparison"]
+    assert heads[:4] == ["Headlines", "Fidelity", "Headlines in detail", "Comparison"]
     for label in ("ecmp", "vclos"):
         assert f"Run: {label}" in heads
         assert f"Summary — {label}" in heads and f"Fidelity — {label}" in heads
-    assert ("Routing: vclos vs ecmp on 2 leaves × 2 spines at 100 Mbit/s, 3 jobs</strong> — "
+    assert ("Routing: vclos vs ecmp on 2 leaves × 2 spines at 100 Mbit/s, 3 jobs</a></strong> — "
             "slowdown against running alone: 1.75× mean, "
             "2.00× worst under ecmp; 1.00× mean, 1.00× worst under vclos — slowdown ratio "
             "1.75×") in html
