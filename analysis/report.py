@@ -576,7 +576,7 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = No
              else ctxs[0]["run_headlines"])
     by_label = {c["label"]: c for c in ctxs}
     ctx = {
-        "title": "fabriclab report: " + (name or " vs ".join(r.label for r in runs)),
+        "title": "fabriclab report: " + (name or _common_name([r.label for r in runs])),
         "generated": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "runs": ctxs, "multi": multi, "comparison": _comparison(ctxs) if multi else None,
         "sections": SECTIONS,
@@ -590,6 +590,19 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = No
     write_text(html, env.get_template("report.html.j2").render(**ctx))
     write_text(out / "report.md", env.get_template("report.md.j2").render(**ctx))
     return html, heads
+
+
+def _common_name(labels: list[str]) -> str:
+    """The experiment several runs' labels share (``demo`` of ``demo-ecmp``, ``demo-vclos``),
+    else the labels themselves."""
+    words = [label.split("-") for label in labels]
+    common = []
+    for parts in zip(*words, strict=False):
+        if len(set(parts)) > 1:
+            break
+        common.append(parts[0])
+    prefix = "-".join(common) if len(labels) > 1 else ""
+    return prefix if len(prefix) >= 2 else " vs ".join(labels)
 
 
 def _scale_notes(ctxs: list[dict[str, Any]]) -> list[dict[str, Any]]:

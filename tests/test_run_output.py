@@ -51,3 +51,22 @@ def test_host_rate_is_the_sum_of_a_hosts_links() -> None:
     assert host_rate_mbit_s(fc, ["h0"]) == pytest.approx(99.9)
     assert host_rate_mbit_s(TOPOLOGY, ["h9"]) is None
     assert above_rate(0.230, 200) and not above_rate(0.201, 200)
+
+
+def test_fidelity_on_no_evidence_is_not_judged() -> None:
+    """A faithful verdict over 0 s of loaded links says nothing either way: amber."""
+    from types import SimpleNamespace
+
+    from analysis.report import _fidelity
+
+    def run(loaded_s: float) -> SimpleNamespace:
+        return SimpleNamespace(rate_scale=1.0, fidelity={
+            "verdict": "faithful", "cpu_idle_min": 0.5, "cpu_idle_mean": 0.7,
+            "invariants": {"judged": True, "loaded_s": loaded_s}})
+
+    idle, busy = _fidelity(run(0.0)), _fidelity(run(3.2))
+    assert (idle["shown"], idle["cls"]) == ("not judged", "amber")
+    assert (busy["shown"], busy["cls"]) == ("faithful", "ok")
+    assert busy["evidence"] == "3.2 s of loaded links" and busy["cpu"] == "min 50%, mean 70%"
+    sim = _fidelity(SimpleNamespace(rate_scale=1.0, fidelity={"verdict": "simulated"}))
+    assert (sim["shown"], sim["cpu"], sim["evidence"]) == ("simulated", "—", "—")
