@@ -205,3 +205,18 @@ def test_docs_describe_a_sweeps_point_json_and_results_columns(tmp_path: Path) -
     assert list(df.columns[:len(head)]) == head
     assert set(df.columns[len(head):]) == set(files.summary) - set(point.params)
     assert {"wall_s", "rss_start_bytes", "peak_rss_bytes"} <= set(df.columns)
+
+
+def test_a_sweep_averages_over_the_jobs_every_point_of_a_job_set_completed() -> None:
+    from analysis.sweep import with_common_jobs
+
+    df = pd.DataFrame({"point": ["e", "v", "other"], "job_set_sha256": ["s", "s", "t"]})
+    jobs = {"e": pd.DataFrame({"job_id": ["j0", "j1", "j2"], "jct_s": [10.0, 20.0, 90.0],
+                               "slowdown": [1.0, 2.0, 3.0]}),
+            "v": pd.DataFrame({"job_id": ["j0", "j1"], "jct_s": [5.0, 5.0],
+                               "slowdown": [1.0, 1.0]}),
+            "other": pd.DataFrame({"job_id": ["j0"], "jct_s": [1.0], "slowdown": [1.0]})}
+    out = with_common_jobs(df, jobs).set_index("point")
+    assert out.loc["e", "jobs_common"] == 2 and out.loc["e", "avg_jct_common_s"] == 15.0
+    assert out.loc["v", "avg_slowdown_common"] == 1.0 and out.loc["e", "avg_slowdown_common"] == 1.5
+    assert pd.isna(out.loc["other", "jobs_common"])  # alone in its job set: nothing to match
