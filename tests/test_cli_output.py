@@ -70,3 +70,18 @@ def test_model_takes_a_scaled_down_preset_shape(capsys) -> None:
                  "--chunks", "16", "--order", "scf", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["dims"] == [4, 2, 2] and doc["speedup"] == pytest.approx(1.387, abs=0.001)
+
+
+def test_report_skips_report_directories_a_glob_matches(tmp_path, capsys) -> None:
+    spec = tmp_path / "fast.yaml"
+    spec.write_text(json.dumps(FAST))
+    assert main(["run", str(spec), "--backend", "sim", "--out", str(tmp_path / "r"),
+                 "--no-report"]) == 0
+    (run_dir,) = (tmp_path / "r").iterdir()
+    old = tmp_path / "r" / "20261126-000000-fast-report"  # an earlier run's report
+    old.mkdir()
+    (old / "report.html").write_text("<html></html>")
+    capsys.readouterr()
+    assert main(["report", str(run_dir), str(old), "--out", str(tmp_path / "rep")]) == 0
+    assert capsys.readouterr().err.startswith("skipping 1 report directory: ")
+    assert (tmp_path / "rep" / "report.html").is_file()
