@@ -158,9 +158,46 @@ def _job_set_params(s: Mapping[str, Any]) -> dict[str, tuple[Any, str]]:
     }
 
 
+def accounting(s: Mapping[str, Any]) -> str:
+    """Where every job of a run's trace went: ``185 of 200 ran; 15 refused as unshapeable``."""
+    ran, total = s.get("jobs_completed"), s.get("jobs_in_trace")
+    parts = [f"{_g(ran)} of {_g(total)} ran"]
+    for key, why in (("refused_unshapeable", "refused as unshapeable"),
+                     ("dropped_too_large", "dropped as larger than the cluster")):
+        if s.get(key):
+            parts.append(f"{_g(s[key])} {why}")
+    return "; ".join(parts)
+
+
+def jobs_warning(runs: Sequence[ClusterRun]) -> str | None:
+    """One sentence when a run did not run every job of its trace (refused or dropped ones):
+    its averages are over fewer jobs than its peers'. None when every run ran all."""
+    short = [r for r in runs if r.summary.get("jobs_completed") != r.summary.get("jobs_in_trace")]
+    if not short:
+        return None
+    return ("not every job ran: " + "; ".join(f"{r.label}: {accounting(r.summary)}"
+                                               for r in short)
+            + " — its averages leave those jobs out" + (
+                "; the rows “over jobs every run completed” compare the same jobs"
+                if len(runs) > 1 and trace_warning([r.summary for r in runs]) is None else ""))
+
+
+def common_jobs(runs: Sequence[ClusterRun]) -> set[str] | None:
+    """The job ids every run completed, when the runs simulated the same jobs and at least
+    one of them left some out; None otherwise (then every average is already over them)."""
+    if len(runs) < 2 or trace_warning([r.summary for r in runs]) is not None:
+        return None
+    if not all("job_id" in r.jobs for r in runs):
+        return None
+    sets = [set(map(str, r.jobs["job_id"])) for r in runs]
+    common = set.intersection(*sets)
+    return common if any(len(s) != len(common) for s in sets) else None
+
+
 def trace_warning(summaries: Sequence[Mapping[str, Any]]) -> str | None:
-    """One sentence when the runs did not simulate the same jobs, naming what differs; None
-    when they did (equal ``job_set_sha256``; older summaries: equal trace parameters)."""
+    """One sentence when the runs did not simulate the same jobs, naming what differs (what
+    was swept, e.g. the load); None when they did (equal ``job_set_sha256``; older
+    summaries: equal trace parameters)."""
     if len(summaries) < 2:
         return None
     params = [_job_set_params(s) for s in summaries]
@@ -189,7 +226,13 @@ def comparison_rows(runs: list[ClusterRun]) -> list[tuple[str, list[Any], str]]:
         total, links = s.get("refused_fragmented"), s.get("refused_fragmented_links")
         return (None if total is None else total - (links or 0), links)
 
-    return [
+    common = common_jobs(runs)
+
+    def over_common(col: str) -> list[Any]:
+        return [float(r.jobs[r.jobs["job_id"].astype(str).isin(common)][col].mean())
+                if common else None for r in runs]
+
+    rows = [
         ("GPUs (leaves × hosts, spines)", each(
             lambda s: f"{s.get('gpus')} ({s.get('leaves')} × {s.get('hosts_per_leaf')}, "
                       f"{s.get('spines')})"), "text"),
@@ -200,6 +243,7 @@ def comparison_rows(runs: list[ClusterRun]) -> list[tuple[str, list[Any], str]]:
         ("OCSes (spine ports each)", each(
             lambda s: f"{s.get('ocs_count')} ({s.get('spine_ports_per_ocs')})"
             if s.get("ocs_count") else "—"), "text"),
+        ("Jobs", each(accounting), "text"),
         ("Average JCT", col("avg_jct_s"), "time"),
         ("p50 / p95 / p99 JCT", each(
             lambda s: (s.get("p50_jct_s"), s.get("p95_jct_s"), s.get("p99_jct_s"))), "times"),
@@ -212,3 +256,11 @@ def comparison_rows(runs: list[ClusterRun]) -> list[tuple[str, list[Any], str]]:
         ("Refusals: host shape / links", each(refusals), "pair"),
         ("Simulator wall time", col("wall_s"), "time"),
     ]
+    if common:
+        at = next(i for i, row in enumerate(rows) if row[0] == "Average run time") + 1
+        rows[at:at] = [
+            (f"Average JCT over the {len(common)} jobs every run completed",
+             over_common("jct_s"), "time"),
+            (f"Mean slowdown over the {len(common)} jobs every run completed",
+             over_common("slowdown"), "x")]
+    return rows

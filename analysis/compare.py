@@ -12,8 +12,10 @@ Axes are a registry (:data:`AXES`): add an :class:`Axis` to compare runs on anot
 from __future__ import annotations
 
 import json
+import math
+import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from analysis import metrics
@@ -37,6 +39,7 @@ class Axis:
     fields: tuple[str, ...]
     registry: Registry[Any] | None = None
     sentence: Callable[[Comparison], str] | None = None
+    shown: tuple[str, ...] = ()  # fields a title always names beside the first (``order``)
 
     @property
     def reference(self) -> tuple[str, ...]:
@@ -56,6 +59,10 @@ class RunFacts:
     model_s: dict[str, float] = field(default_factory=dict)  # job -> modelled time, if any
     solos: dict[str, dict[str, Any]] = field(default_factory=dict)  # job -> its solo baseline
     peers: list[tuple[str, str]] = field(default_factory=list)  # (command job, its peer_of)
+    described: str = ""  # the setup in words: "2x4 at 6/12 Mbit/s"
+    full: dict[str, str] = field(default_factory=dict)  # axis name -> every field's value
+    link_mbit_s: float | None = None  # the tenants' host links (emulated), where one rate
+    speedup: dict[str, Any] | None = None  # the summary's Themis-vs-baseline job pairs
 
 
 @dataclass
@@ -83,8 +90,18 @@ class Comparison:
 
     @property
     def title(self) -> str:
-        return (f"{self.axis.title}: {self.other.values[self.axis.name]} vs "
-                f"{self.ref.values[self.axis.name]}")
+        """``Routing: vclos vs ecmp on 2 leaves × 4 spines …``: the values, what else tells
+        the compared runs apart (e.g. the order of two Themis runs), and the setup."""
+        name = self.axis.name
+        ref, other = self.ref.values[name], self.other.values[name]
+        a, b = self.ref.full.get(name, ""), self.other.full.get(name, "")
+        if a and b and a != b and "/" in b and "," not in b:
+            extra = [x for f, x, y in zip(self.axis.fields[1:], b.split("/")[1:],
+                                          a.split("/")[1:], strict=False)
+                     if x != y or f in self.axis.shown]
+            other = " ".join([other, *extra])
+        where = f" on {self.ref.described}" if self.ref.described else ""
+        return f"{self.axis.title}: {other} vs {ref}{where}"
 
 
 @dataclass
@@ -96,6 +113,11 @@ class Headline:
     number: float | None  # the headline ratio
     rows: list[dict[str, Any]]
     caveats: list[str]
+    kind: str = ""  # an axis name, or contention, peer, pair (jobs of one run)
+    jobs: tuple[str, str] | None = None  # pair: the (baseline, themis) jobs of the one run
+    link_mbit_s: float | None = None  # the compared runs' host link rate (emulated)
+    model: float | None = None  # the model's figure beside ``number``, if any
+    spread: tuple[float, float] | None = None  # (min, max) of ``number`` over repeats
 
 
 # ---------------------------------------------------------------- the sentences
@@ -141,7 +163,7 @@ AXES: dict[str, Axis] = {a.name: a for a in (
     Axis("policy", "Routing", ("policy",), POLICIES, _routing),
     Axis("schedule", "Chunk schedule",
          ("algorithm", "dim_algorithm", "order", "chunks", "semantics"),
-         SCHEDULES, _schedule),
+         SCHEDULES, _schedule, shown=("order",)),
     Axis("transport", "Transport", ("transport",), TRANSPORTS, _per_size),
 )}
 
@@ -204,7 +226,54 @@ def facts(run: Run, summary: dict[str, Any], fidelity_state: str) -> RunFacts:
                     values={a.name: axis_value(run, a) for a in AXES.values()},
                     jobs=jobs, simulated=fidelity_state == "simulated",
                     trusted=fidelity_state in ("ok", "simulated"),
-                    model_s=_modelled_times(run, jobs), solos=solos, peers=peers)
+                    model_s=_modelled_times(run, jobs), solos=solos, peers=peers,
+                    described=describe_setup(run),
+                    full={a.name: full_value(run, a) for a in AXES.values()},
+                    link_mbit_s=_host_link_mbit_s(run), speedup=summary.get("speedup"))
+
+
+def full_value(run: Run, axis: Axis) -> str:
+    """Every field of ``axis`` over the run's tenant jobs, e.g. ``themis/ring/scf/16/…``."""
+    return ", ".join(sorted({"/".join(str(j.get(f)) for f in axis.fields)
+                             for j in _tenants(run)}))
+
+
+def _rates(mbit_s: Sequence[float], scale: float) -> str:
+    """``6/12 Mbit/s`` (real rates: a scaled run's are its rates ÷ ``rate_scale``)."""
+    real = [m / scale for m in mbit_s]
+    unit, div = (("Gbit/s", 1e3) if min(real) >= 1000 else ("Mbit/s", 1.0))
+    return "/".join(f"{m / div:.4g}" for m in real) + f" {unit}"
+
+
+def describe_setup(run: Run) -> str:
+    """The fabric and jobs in words, for headline titles: ``2x4 at 6/12 Mbit/s``,
+    ``2 leaves × 4 spines at 20 Mbit/s, 4 jobs``, ``2 hosts on one switch at 1000 Mbit/s``."""
+    spec = run.topology.get("spec") or run.spec.get("fabric") or {}
+    scale = run.rate_scale or 1.0
+    kind = spec.get("kind")
+    if kind == "multidim":
+        dims = [d for d in spec.get("dims") or [] if isinstance(d, dict)]
+        text = ("x".join(str(d.get("size")) for d in dims) + " at "
+                + _rates([float(d.get("mbit_s") or 0) for d in dims], scale))
+    elif kind in ("leaf_spine", "ocs_leaf_spine") and spec.get("leaves"):
+        rates = [float(spec.get(k) or 0) for k in ("host_link_mbit_s", "uplink_mbit_s")]
+        rate = _rates(rates[:1] if rates[0] == rates[1] else rates, scale)
+        if int(spec["leaves"]) == 1:
+            text = f"{spec.get('hosts_per_leaf')} hosts on one switch at {rate}"
+        else:
+            text = f"{spec['leaves']} leaves × {spec.get('spines')} spines at {rate}"
+    else:
+        text = str(kind or "")
+    tenants = len(_tenants(run))
+    return text + (f", {tenants} jobs" if tenants > 1 else "")
+
+
+def _host_link_mbit_s(run: Run) -> float | None:
+    """The one rate of the tenants' host links (emulated), or None when they differ."""
+    hosts = {h for j in _tenants(run) for h in j.get("hosts") or []}
+    rates = {float(lk["mbit_s"]) for lk in run.topology.get("links") or []
+             if lk.get("kind") == "host" and (lk.get("a") in hosts or lk.get("b") in hosts)}
+    return rates.pop() if len(rates) == 1 else None
 
 
 # ---------------------------------------------------------------- the comparisons
@@ -233,25 +302,62 @@ def _reference(group: list[RunFacts], axis: Axis) -> RunFacts:
 
 def headlines(runs: Sequence[RunFacts], axes: Sequence[Axis] | None = None) -> list[Headline]:
     """One headline per run that differs from a comparable reference run on exactly one axis,
-    in the order the runs were given."""
+    in the order the runs were given. Runs equal on every axis are repeats of one another:
+    the k-th repeat is compared with the reference's k-th, and the headline gives the median
+    [min, max] over the repeats (:func:`over_repeats`). A setup whose runs are all repeats
+    of one run gets that run's own headlines (:func:`run_headlines`), over its repeats."""
     axes = list(axes or AXES.values())
     groups: dict[str, list[RunFacts]] = {}
     for f in runs:
         groups.setdefault(f.setup, []).append(f)
     out = []
     for group in groups.values():
-        if len(group) < 2:
+        repeats: dict[tuple[str, ...], list[RunFacts]] = {}
+        for f in group:
+            repeats.setdefault(tuple(f.values[a.name] for a in axes), []).append(f)
+        sets = list(repeats.values())
+        if len(sets) == 1 and len(group) > 1:
+            out += _over_each([run_headlines(f, f.speedup) for f in group])
             continue
-        differing = [a for a in axes if len({f.values[a.name] for f in group}) > 1]
+        differing = [a for a in axes if len({s[0].values[a.name] for s in sets}) > 1]
         if len(differing) != 1:
             continue
         axis = differing[0]
-        ref = _reference(group, axis)
-        for other in group:
-            if other is ref or other.values[axis.name] == ref.values[axis.name]:
+        ref = _reference([s[0] for s in sets], axis)
+        refs = next(s for s in sets if s[0] is ref)
+        for others in sets:
+            if others is refs:
                 continue
-            out.append(_headline(Comparison(axis, ref, other, size_rows(ref, other))))
+            out.append(over_repeats([_headline(Comparison(axis, a, b, size_rows(a, b)))
+                                     for a, b in zip(refs, others, strict=False)]))
     return out
+
+
+def _over_each(per_run: list[list[Headline]]) -> list[Headline]:
+    """The headlines of repeated runs, each title's taken over the repeats."""
+    by_title: dict[str, list[Headline]] = {}
+    for heads in per_run:
+        for h in heads:
+            by_title.setdefault(h.title, []).append(h)
+    return [over_repeats(hs) for hs in by_title.values()]
+
+
+def over_repeats(heads: Sequence[Headline]) -> Headline:
+    """One headline from the same comparison's repeats: the repeat whose number is the median
+    speaks (its table and figure), and the sentence adds the median [min, max] and whether
+    the spread crosses 1.0 (then the repeats disagree on which is better)."""
+    numbers = sorted(h.number for h in heads if h.number is not None)
+    if len(heads) < 2 or len(numbers) < 2:
+        return heads[0]
+    median = statistics.median(numbers)
+    speaker = min(heads, key=lambda h: abs(h.number - median) if h.number is not None
+                  else math.inf)
+    spread = (f"over {len(heads)} repeats: median {_x(median)} [{_x(numbers[0])}, "
+              f"{_x(numbers[-1])}]")
+    if numbers[0] < 1 < numbers[-1]:
+        spread += " — the spread crosses 1.0: the repeats disagree on which is better"
+    return replace(speaker, sentence=f"{speaker.sentence}; {spread}", number=median,
+                   spread=(numbers[0], numbers[-1]))
 
 
 def _headline(c: Comparison) -> Headline:
@@ -260,14 +366,17 @@ def _headline(c: Comparison) -> Headline:
     simulated = [f.label for f in (c.ref, c.other) if f.simulated]
     if simulated and c.axis.name == "transport":
         return Headline(c.title, "n/a: the simulator does not model transports (every transport "
-                        "gets the same times)", c.ref.label, c.other.label, None, [], caveats)
+                        "gets the same times)", c.ref.label, c.other.label, None, [], caveats,
+                        kind=c.axis.name)
     if simulated:
         caveats.append("simulated (flow-level model): " + ", ".join(simulated))
     sd_ref = slowdowns(c.ref)
     number = (_ratio(metrics.mean_of(sd_ref), metrics.mean_of(slowdowns(c.other)))
               if c.axis.name == "policy" and sd_ref else c.speedup)
     sentence = (c.axis.sentence or _per_size)(c)
-    return Headline(c.title, sentence, c.ref.label, c.other.label, number, c.rows, caveats)
+    return Headline(c.title, sentence, c.ref.label, c.other.label, number, c.rows, caveats,
+                    kind=c.axis.name, link_mbit_s=c.ref.link_mbit_s,
+                    model=c.model_speedup if c.axis.name == "schedule" else None)
 
 
 # ---------------------------------------------------------------- small helpers
@@ -303,7 +412,7 @@ def _peer(f: RunFacts, cmd: str, ours: str, caveats: list[str]) -> Headline | No
                     f"fabriclab's busbw is {_x(_ratio(mine, theirs))} the peer's{what}: "
                     f"{mine * 1e3:.1f} against {theirs * 1e3:.1f} Mbit/s"
                     + (" (each alone)" if alone else ""),
-                    f.label, f.label, _ratio(mine, theirs), [], caveats + note)
+                    f.label, f.label, _ratio(mine, theirs), [], caveats + note, kind="peer")
 
 
 def run_headlines(f: RunFacts, speedup: dict[str, Any] | None) -> list[Headline]:
@@ -315,15 +424,16 @@ def run_headlines(f: RunFacts, speedup: dict[str, Any] | None) -> list[Headline]
     caveats = [] if f.trusted else [f"run “{f.label}” failed its fidelity check: do not trust it"]
     if slow:
         mean = metrics.mean_of(slow)
-        out.append(Headline(f"Contention under {f.values['policy']}",
+        out.append(Headline(f"Contention under {f.values['policy']} on {f.described}",
                             f"slowdown against running alone: {_x(mean)} mean, "
                             f"{_x(max(slow))} worst over {len(slow)} jobs",
-                            f.label, f.label, mean, [], caveats))
+                            f.label, f.label, mean, [], caveats, kind="contention"))
     out += [h for h in (_peer(f, cmd, ours, caveats) for cmd, ours in f.peers) if h]
     for p in (speedup or {}).get("pairs", []):
         model = _ratio(f.model_s.get(p["baseline"]), f.model_s.get(p["themis"]))
         beside = f" (the model predicts {_x(model)})" if model is not None else ""
-        out.append(Headline(f"Chunk schedule: {p['themis']} vs {p['baseline']}",
+        out.append(Headline(f"Chunk schedule: {p['themis']} vs {p['baseline']} on {f.described}",
                             f"themis is {_x(p['speedup'])} as fast as baseline{beside}",
-                            f.label, f.label, p["speedup"], [], caveats))
+                            f.label, f.label, p["speedup"], [], caveats, kind="pair",
+                            jobs=(str(p["baseline"]), str(p["themis"])), model=model))
     return out

@@ -6,7 +6,8 @@ Time axes are seconds since the run's first recorded instant (:meth:`Run.t0`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -21,6 +22,7 @@ from analysis import metrics
 from analysis.cluster import ClusterRun, utilisation_timeline
 from analysis.invariants import violations
 from analysis.load import Run
+from testbed.core.units import format_size
 
 DPI = 100
 DIM_COLOURS = plt.get_cmap("tab10").colors
@@ -30,12 +32,41 @@ plt.rcParams.update({"font.size": 10, "axes.spines.top": False, "axes.spines.rig
                      "axes.titlesize": 11, "axes.titleweight": "bold"})
 
 
-def _save(fig: plt.Figure, path: Path) -> Path:
+def _visible_ticks(axis: matplotlib.axis.Axis) -> int:
+    lo, hi = sorted(axis.get_view_interval())
+    return sum(1 for t in axis.get_majorticklocs() if lo <= t <= hi)
+
+
+def drawn(fig: plt.Figure, runs: Sequence[str] = ()) -> dict:
+    """What a figure shows, as :func:`_save` records it in the PNG (``fabriclab`` text
+    chunk): the runs it compares, and per axes its title, legend labels and how many major
+    ticks each axis shows within its limits."""
+    fig.canvas.draw()
+    axes = []
+    for ax in fig.axes:
+        if not ax.get_visible() or ax.get_label() == "<colorbar>":
+            continue
+        title = ax.get_title() or ax.get_title(loc="left")
+        axes.append({"title": title, "labels": ax.get_legend_handles_labels()[1],
+                     "xticks": _visible_ticks(ax.xaxis), "yticks": _visible_ticks(ax.yaxis)})
+    return {"runs": list(runs), "axes": axes}
+
+
+def _save(fig: plt.Figure, path: Path, runs: Sequence[str] = ()) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    record = json.dumps(drawn(fig, runs), ensure_ascii=False)
+    fig.savefig(path, dpi=DPI, bbox_inches="tight", metadata={"fabriclab": record})
     plt.close(fig)
     return path
+
+
+def read_drawn(path: Path) -> dict:
+    """The record :func:`_save` wrote into a PNG."""
+    from PIL import Image
+
+    with Image.open(path) as img:
+        return json.loads(img.text.get("fabriclab", "{}"))
 
 
 def _edges(t0: float, t1: float, target: int = 150) -> np.ndarray:
@@ -101,7 +132,7 @@ def dimension_timeline(run: Run, path: Path) -> Path | None:
     a2.set_ylabel("bytes ÷ capacity")
     a2.set_xlabel("time since run start (s)")
     a1.set_title("Per-dimension utilisation (measured collectives)", pad=6 + 11 * levels)
-    return _save(fig, path)
+    return _save(fig, path, [run.label])
 
 
 def _gantt_jobs(run: Run) -> list[str]:
@@ -114,47 +145,132 @@ def _gantt_jobs(run: Run) -> list[str]:
     return pick if pick else tenants[:2]
 
 
-def gantt(run: Run, path: Path) -> Path | None:
-    """Chunk phases of one measured collective on rank 0, one row per dimension, bars coloured
-    by chunk and labelled with the operation; baseline and Themis side by side, same scale.
-    None when the jobs only ran flat rings (a single AR phase per collective)."""
-    jobs = _gantt_jobs(run)
-    if not jobs or run.phases[run.phases["job"].isin(jobs)]["phase"].max() == 0:
-        return None  # flat rings only: one AR per collective, no chunk schedule to show
-    width = 10 if len(jobs) == 1 else 5.6 * len(jobs)
-    fig, axes = plt.subplots(1, len(jobs), figsize=(width, 2.8), sharex=True, squeeze=False)
-    chunks_seen: set[int] = set()
-    for ax, job in zip(axes[0], jobs, strict=True):
-        ph = run.phases[(run.phases["job"] == job) & (run.phases["rank"] == 0)]
-        measured = ph[~ph["warmup"].astype(bool)]
-        ph = measured if len(measured) else ph
-        coll = ph["coll"].min()
-        ph = ph[ph["coll"] == coll]
-        co = run.collectives[(run.collectives["job"] == job)
-                             & (run.collectives["coll"] == coll)]
-        c0 = float(co["start"].min()) if len(co) else float(ph["start"].min())
-        total = float(co["time"].max()) if len(co) else float(ph["end"].max()) - c0
-        dims = sorted(ph["dim"].unique())
-        for r in ph.itertuples():
-            x, w = (r.start - c0) * 1e3, (r.end - r.start) * 1e3
-            ax.barh(r.dim, w, left=x, height=0.6, color=CHUNK_COLOURS[r.chunk % 20],
-                    edgecolor="white", lw=0.8)
-            if w > 0.06 * total * 1e3:  # label only bars wide enough to hold it
-                ax.text(x + w / 2, r.dim, f"{r.op}{r.chunk}", ha="center", va="center",
-                        fontsize=7, color="black", clip_on=True)
-            chunks_seen.add(int(r.chunk))
-        algo = run.job(job).get("algorithm") or ""
-        ax.set_title(f"{job} ({algo}): {total * 1e3:.0f} ms")
-        ax.set_yticks(dims, [f"dim {d}" for d in dims])
-        ax.set_ylim(max(dims) + 0.6, min(dims) - 0.6)
-        ax.set_xlabel("ms since the collective started (rank 0)")
-        ax.grid(axis="x", alpha=0.3)
+def _gantt_axes(ax: plt.Axes, run: Run, job: str, title: str, chunks_seen: set[int]) -> None:
+    """One measured collective of ``job`` on rank 0 in ``ax``: a row per dimension, bars
+    coloured by chunk and labelled with the operation."""
+    ph = run.phases[(run.phases["job"] == job) & (run.phases["rank"] == 0)]
+    measured = ph[~ph["warmup"].astype(bool)]
+    ph = measured if len(measured) else ph
+    coll = ph["coll"].min()
+    ph = ph[ph["coll"] == coll]
+    co = run.collectives[(run.collectives["job"] == job) & (run.collectives["coll"] == coll)]
+    c0 = float(co["start"].min()) if len(co) else float(ph["start"].min())
+    total = float(co["time"].max()) if len(co) else float(ph["end"].max()) - c0
+    dims = sorted(ph["dim"].unique())
+    for r in ph.itertuples():
+        x, w = (r.start - c0) * 1e3, (r.end - r.start) * 1e3
+        ax.barh(r.dim, w, left=x, height=0.6, color=CHUNK_COLOURS[r.chunk % 20],
+                edgecolor="white", lw=0.8)
+        if w > 0.06 * total * 1e3:  # label only bars wide enough to hold it
+            ax.text(x + w / 2, r.dim, f"{r.op}{r.chunk}", ha="center", va="center",
+                    fontsize=7, color="black", clip_on=True)
+        chunks_seen.add(int(r.chunk))
+    algo = run.job(job).get("algorithm") or ""
+    ax.set_title(f"{title}{job} ({algo}): {total * 1e3:.0f} ms", loc="left")
+    ax.set_yticks(dims, [f"dim {d}" for d in dims])
+    ax.set_ylim(max(dims) + 0.6, min(dims) - 0.6)
+    ax.grid(axis="x", alpha=0.3)
+
+
+def _chunk_legend(fig: plt.Figure, chunks_seen: set[int]) -> None:
     if len(chunks_seen) <= 12:
         handles = [Patch(color=CHUNK_COLOURS[c % 20], label=f"chunk {c}")
                    for c in sorted(chunks_seen)]
         fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 8), fontsize=8,
                    bbox_to_anchor=(0.5, -0.12), frameon=False)
-    return _save(fig, path)
+
+
+def _has_chunks(run: Run, jobs: Sequence[str]) -> bool:
+    return bool(jobs) and run.phases[run.phases["job"].isin(jobs)]["phase"].max() > 0
+
+
+def gantt(run: Run, path: Path) -> Path | None:
+    """Chunk phases of one measured collective on rank 0, one row per dimension, bars coloured
+    by chunk and labelled with the operation; baseline and Themis side by side, same scale.
+    None when the jobs only ran flat rings (a single AR phase per collective)."""
+    jobs = _gantt_jobs(run)
+    if not _has_chunks(run, jobs):
+        return None  # flat rings only: one AR per collective, no chunk schedule to show
+    width = 10 if len(jobs) == 1 else 5.6 * len(jobs)
+    fig, axes = plt.subplots(1, len(jobs), figsize=(width, 2.8), sharex=True, squeeze=False)
+    chunks_seen: set[int] = set()
+    for ax, job in zip(axes[0], jobs, strict=True):
+        _gantt_axes(ax, run, job, "", chunks_seen)
+        ax.set_xlabel("ms since the collective started (rank 0)")
+    _chunk_legend(fig, chunks_seen)
+    return _save(fig, path, [run.label])
+
+
+def gantt_stack(items: Sequence[tuple[str, Run, str]], path: Path) -> Path | None:
+    """A headline's chunk schedules stacked on one time axis: one row of panels per
+    ``(run label, run, job)``, e.g. baseline above Themis. None without chunk phases."""
+    items = [it for it in items if _has_chunks(it[1], [it[2]])]
+    if len(items) < 2:
+        return None
+    fig, axes = plt.subplots(len(items), 1, figsize=(10, 0.7 + 1.9 * len(items)), sharex=True,
+                             squeeze=False)
+    chunks_seen: set[int] = set()
+    for ax, (label, run, job) in zip(axes[:, 0], items, strict=True):
+        _gantt_axes(ax, run, job, f"{label} · " if label != job else "", chunks_seen)
+    axes[-1, 0].set_xlabel("ms since the collective started (rank 0)")
+    _chunk_legend(fig, chunks_seen)
+    return _save(fig, path, list(dict.fromkeys(label for label, _, _ in items)))
+
+
+def busbw_over_size(series: Sequence[tuple[str, Mapping[int, float]]],
+                    link_mbit_s: float | None, path: Path) -> Path | None:
+    """Bus bandwidth against message size, one line per run of a headline on one axis (sizes
+    on a log axis, bandwidth from 0), the host link's rate drawn; None without sizes."""
+    series = [(label, pts) for label, pts in series if pts]
+    if not series:
+        return None
+    top = max([v for _, pts in series for v in pts.values()] + [(link_mbit_s or 0) / 1e3])
+    scale, unit = _rate_scale(top)
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    sizes = sorted({size for _, pts in series for size in pts})
+    for i, (label, pts) in enumerate(series):
+        xs = sorted(pts)
+        ax.plot(xs, [pts[x] * scale for x in xs], "o-", color=RUN_COLOURS[i % 8], label=label,
+                lw=1.8, ms=5)
+    if link_mbit_s:
+        ax.axhline(link_mbit_s / 1e3 * scale, color="0.35", ls="--", lw=1,
+                   label=f"host link {link_mbit_s:g} Mbit/s")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes, [format_size(x) for x in sizes])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    if len(sizes) == 1:
+        ax.set_xlim(sizes[0] / 2, sizes[0] * 2)
+    ax.set_ylim(0, top * scale * 1.15 or 1)
+    ax.set_xlabel("message size")
+    ax.set_ylabel(f"busbw ({unit})")
+    ax.set_title("Bus bandwidth against message size")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    return _save(fig, path, [label for label, _ in series])
+
+
+def slowdown_bars(series: Sequence[tuple[str, Mapping[str, float]]], path: Path) -> Path | None:
+    """Slowdown against running alone per job, one bar per run of a headline; None when no
+    run has a slowdown."""
+    series = [(label, vals) for label, vals in series if vals]
+    if not series:
+        return None
+    jobs = sorted({j for _, vals in series for j in vals})
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(jobs) + 3), 3.2))
+    width = 0.8 / len(series)
+    x = np.arange(len(jobs))
+    for i, (label, vals) in enumerate(series):
+        ax.bar(x + (i - (len(series) - 1) / 2) * width, [vals.get(j, np.nan) for j in jobs],
+               width, label=label, color=RUN_COLOURS[i % 8])
+    ax.axhline(1, color="0.35", ls="--", lw=1)
+    ax.set_xticks(x, jobs)
+    top = max(v for _, vals in series for v in vals.values())
+    ax.set_ylim(0, max(top, 1.0) * 1.15)
+    ax.set_ylabel("slowdown (× its solo time)")
+    ax.set_title("Slowdown per job against running alone (1 = unharmed)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    return _save(fig, path, [label for label, _ in series])
 
 
 def link_heatmap(run: Run, path: Path) -> Path | None:
@@ -167,6 +283,8 @@ def link_heatmap(run: Run, path: Path) -> Path | None:
     t0 = run.t0()
     edges = _edges(window[0], window[1], target=120)
     grid = metrics.link_util_bins(s, edges)
+    if not grid.size or not np.nanmax(grid.to_numpy()) > 0:
+        return None  # no traffic crossed a leaf-spine link (one leaf): nothing to see
     up = [k for k in grid.index if k.startswith("leaf")]
     grid = grid.loc[sorted(up) + sorted(k for k in grid.index if k not in up)]
     vmax = max(1.0, float(np.nanmax(grid.to_numpy())) if grid.size else 1.0)
@@ -187,7 +305,7 @@ def link_heatmap(run: Run, path: Path) -> Path | None:
     ax.set_title("Leaf↔spine link utilisation (directed)"
                  + (f"; boxed: {shown} fidelity violation(s)" if shown else ""))
     fig.colorbar(im, ax=ax, label="utilisation", pad=0.01)
-    return _save(fig, path)
+    return _save(fig, path, [run.label])
 
 
 def _cdf(ax: plt.Axes, values: Sequence[float], label: str, colour,
@@ -225,7 +343,7 @@ def jct_cdfs(runs: Sequence[Run], path: Path) -> Path | None:
         if key == "slowdown":
             ax.axvline(1, color="0.6", lw=1, ls=":")
         _cdf_axes(ax, *titles[key])
-    return _save(fig, path)
+    return _save(fig, path, [label for label, _ in panels[present[0]]])
 
 
 def _cdf_axes(ax: plt.Axes, title: str, xlabel: str) -> None:
@@ -235,43 +353,6 @@ def _cdf_axes(ax: plt.Axes, title: str, xlabel: str) -> None:
     ax.set_ylim(0, 1.05)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-
-
-def comparison(runs: Sequence[Run], path: Path) -> Path | None:
-    """Grouped bars, one bar per run: mean iteration time and busbw of every tenant job."""
-    if len(runs) < 2:
-        return None
-    tables = []
-    for run in runs:
-        jm = metrics.run_jobs(run)
-        if not jm.empty:
-            jm = jm[[not isinstance(v, str) for v in jm["solo_of"]]]
-        tables.append(jm)
-    jobs: list[str] = []
-    for jm in tables:
-        jobs += [j for j in jm.index if j not in jobs]
-    if not jobs:
-        return None
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
-    width = 0.8 / len(runs)
-    x = np.arange(len(jobs))
-    gbit_s = [metrics._num(v) for jm in tables if len(jm) for v in jm["busbw_gbit_s"]]
-    scale, unit = _rate_scale(max((v for v in gbit_s if v is not None), default=0.0))
-    for ax, key, label in ((axes[0], "mean_s", "mean iteration time (s)"),
-                           (axes[1], "busbw_gbit_s", f"busbw ({unit})")):
-        for i, (run, jm) in enumerate(zip(runs, tables, strict=True)):
-            vals = [metrics._num(jm.loc[j, key]) if j in jm.index else None for j in jobs]
-            factor = scale if key == "busbw_gbit_s" else 1
-            ys = [v * factor if v is not None else 0 for v in vals]
-            ax.bar(x + (i - (len(runs) - 1) / 2) * width, ys, width, label=run.label,
-                   color=RUN_COLOURS[i % 8])
-        ax.set_xticks(x, jobs, rotation=20 if len(jobs) > 6 else 0)
-        ax.set_ylabel(label)
-        ax.grid(axis="y", alpha=0.3)
-    axes[0].set_title("Iteration time per job (lower is better)")
-    axes[1].set_title("Bus bandwidth per job (higher is better)")
-    axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
-    return _save(fig, path)
 
 
 def _rate_scale(max_gbit_s: float) -> tuple[float, str]:
@@ -305,16 +386,25 @@ def size_sweep(runs: Sequence[Run], path: Path) -> Path | None:
         axes[0].plot(size, [p[1] for p in pts], "o-", color=colour, label=label)
         axes[1].plot(size, [(p[2] or np.nan) * scale for p in pts], "o-", color=colour,
                      label=label)
+    sizes = sorted({p[0] for _, pts in lines for p in pts})
     for ax, ylabel, title in ((axes[0], "time per collective (s)", "Time vs message size"),
                               (axes[1], f"busbw ({unit})", "Bus bandwidth vs message size")):
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("message size (bytes)")
+        ax.set_xticks(sizes, [format_size(x) for x in sizes])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        times = [p[1] for _, pts in lines for p in pts if p[1]]
+        if ax is axes[0] and times and max(times) >= 10 * min(times):
+            ax.set_yscale("log")  # over decades; within one, a log axis may show no tick
+        elif ax is axes[0]:
+            ax.set_ylim(0, max(times, default=1) * 1.15)
+        else:  # bandwidth is flat across sizes once a link is saturated: linear, from 0
+            ax.set_ylim(0, top * scale * 1.15 or 1)
+        ax.set_xlabel("message size")
         ax.set_ylabel(ylabel)
         ax.set_title(title)
         ax.grid(alpha=0.3, which="both")
     axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
-    return _save(fig, path)
+    return _save(fig, path, [r.label for r in runs])
 
 
 # ------------------------------------------------------- simulate-cluster runs
@@ -336,7 +426,7 @@ def cluster_cdfs(runs: Sequence[ClusterRun], path: Path) -> Path | None:
         if scale == "symlog":
             ax.set_xscale("symlog", linthresh=1.0)
         _cdf_axes(ax, title, xlabel)
-    return _save(fig, path)
+    return _save(fig, path, [r.label for r in runs])
 
 
 def cluster_utilisation(runs: Sequence[ClusterRun], path: Path) -> Path | None:
@@ -357,4 +447,4 @@ def cluster_utilisation(runs: Sequence[ClusterRun], path: Path) -> Path | None:
     ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return _save(fig, path, [r.label for r in runs])

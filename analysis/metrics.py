@@ -436,10 +436,12 @@ def dimension_link_samples(samples: pd.DataFrame, topology: dict[str, Any]
 # ---------------------------------------------------------------- dimensions
 
 def dim_bandwidths(topology: dict[str, Any]) -> dict[int, float]:
-    """Configured per-host rate (bit/s) of every dimension: the slowest link of kind
-    ``dim``/``ring`` of that dimension, and for a ``fully_connected`` dimension (links of
-    kind ``fc``, one per pair of peers) the host's total over its links, as the spec states
-    it; on a leaf-spine fabric dimension 0 is the host link."""
+    """Configured per-host rate (bit/s) of every dimension: a multidim fabric's own (on a
+    fully connected dimension the host's total over its links), else the slowest link of kind
+    ``dim``/``ring`` of that dimension; on a leaf-spine fabric dimension 0 is the host link."""
+    spec = topology.get("spec") or {}
+    if spec.get("kind") == "multidim" and spec.get("dims"):
+        return {d: float(dim["mbit_s"]) * 1e6 for d, dim in enumerate(spec["dims"])}
     out: dict[int, float] = {}
     mesh: dict[tuple[int, str], float] = {}  # (dim, host): the sum of its fc links
     for lk in topology.get("links", []):

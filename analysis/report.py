@@ -24,7 +24,15 @@ from typing import Any
 import jinja2
 
 from analysis import compare, figures, metrics
-from analysis.cluster import comparison_rows, is_cluster_dir, load_cluster, run_rows, trace_warning
+from analysis.cluster import (
+    comparison_rows,
+    is_cluster_dir,
+    jobs_warning,
+    load_cluster,
+    run_rows,
+    trace_warning,
+)
+from analysis.limits import host_rate_mbit_s, rate_flag
 from analysis.load import Run, load_run
 from analysis.papers import paper_sections
 from testbed.core.atomic import write_text
@@ -151,7 +159,8 @@ def _slug(text: str) -> str:
 def _fidelity(run: Run) -> dict[str, Any]:
     f = run.fidelity
     if not f:
-        return {"state": "unknown", "verdict": "no fidelity record", "reasons": [],
+        return {"state": "unknown", "verdict": "no fidelity record", "shown": "no fidelity record",
+                "cls": "amber", "evidence": "—", "reasons": [],
                 "notes": [], "cpu": "—", "links": [], "calibration": None, "judged": "—",
                 "violations": []}
     links = []
@@ -169,10 +178,18 @@ def _fidelity(run: Run) -> dict[str, Any]:
     state = {"faithful": "ok", "simulated": "simulated", "loopback": "loopback"}.get(verdict,
                                                                                    "bad")
     inv = f.get("invariants") or {}
-    return {"state": state, "verdict": verdict,
+    loaded_s = _n(inv.get("loaded_s")) or 0.0
+    shown, cls = {"ok": ("faithful", "ok"), "simulated": ("simulated", "sim"),
+                  "loopback": ("loopback", "amber"), "bad": ("not faithful", "bad")}[state]
+    if state == "ok" and inv.get("judged") and loaded_s == 0:
+        shown, cls = "not judged", "amber"  # no link was ever loaded: no evidence either way
+    return {"state": state, "verdict": verdict, "shown": shown, "cls": cls,
+            "evidence": (f"{loaded_s:.1f} s of loaded links" if inv.get("judged") else
+                         "CPU headroom only (no qdisc samples)" if state == "ok" else "—"),
             "reasons": [str(r) for r in f.get("reasons") or []],
             "notes": [str(n) for n in f.get("notes") or []],
-            "cpu": f"min {fmt_pct(f.get('cpu_idle_min'))}, mean {fmt_pct(f.get('cpu_idle_mean'))}",
+            "cpu": (f"min {fmt_pct(f.get('cpu_idle_min'))}, mean {fmt_pct(f.get('cpu_idle_mean'))}"
+                    if _n(f.get("cpu_idle_mean")) is not None else "—"),
             "links": links[:12], "more_links": max(len(links) - 12, 0),
             "calibration": f.get("calibration"),
             "judged": (f"the link invariant, over {_n(inv.get('loaded_s')) or 0:.1f} s in "
@@ -212,9 +229,10 @@ def _calibration(run: Run) -> dict[str, Any] | None:
                        "ratio": fmt_pct(lk.get("ratio"))} for lk in links]}
 
 
-def _job_rows(jm) -> list[dict[str, str]]:
+def _job_rows(jm, topology: dict[str, Any]) -> list[dict[str, str]]:
     rows = []
     for name, r in jm.iterrows():
+        limit = host_rate_mbit_s(topology, r["hosts"] or [])
         dnn = r["workload"] in metrics.ITERATION_KINDS
         rows.append({
             "job": name, "hosts": str(len(r["hosts"])) if r["hosts"] else "—",
@@ -227,7 +245,7 @@ def _job_rows(jm) -> list[dict[str, str]]:
                             (r["p50_s"], r["p99_s"]), (r["p50_real_s"], r["p99_real_s"]))
                        if _n(r["p50_s"]) is not None else "—"),
             "algbw": _both(fmt_rate, r, "algbw_gbit_s"),
-            "busbw": _both(fmt_rate, r, "busbw_gbit_s"),
+            "busbw": _both(fmt_rate, r, "busbw_gbit_s") + rate_flag(r["busbw_gbit_s"], limit),
             "jct": fmt_time(r["jct_s"]), "slowdown": fmt_x(r["slowdown"]),
             "exposed": (f"{fmt_time(r['exposed_comm_s'])} ({fmt_pct(r['compute_share'])})"
                         if _n(r["exposed_comm_s"]) is not None else "—"),
@@ -280,15 +298,19 @@ def _run_context(run: Run, out: Path, prefix: str, recompute: bool = False) -> d
              "active": fmt_pct(v.get("active_fraction")), "bytes": fmt_pct(v.get("bytes_util")),
              "links": fmt_pct(v.get("link_util"))}
             for d, v in summary["dimensions"].items()]
+    spec_kind = (run.topology.get("spec") or run.spec.get("fabric") or {}).get("kind")
+    if spec_kind != "multidim":
+        dims = []  # a leaf-spine fabric's "dimension 0" is its host links: nothing to add
     ls = metrics.leaf_spine_samples(run.links, run.topology)
     ls_util = metrics.link_utilisation(ls, run.window()) if len(ls) else None
     ls_rows = []
-    if ls_util is not None:
+    if ls_util is not None and (ls_util["peak_util"] > 0).any():  # one leaf: none carry any
         for r in ls_util.sort_values("peak_util", ascending=False).itertuples():
             ls_rows.append({"key": r.key, "mean": fmt_pct(r.mean_util),
                             "peak": fmt_pct(r.peak_util)})
     figs = {
-        "dimensions": figures.dimension_timeline(run, out / f"{prefix}dimensions.png"),
+        "dimensions": (figures.dimension_timeline(run, out / f"{prefix}dimensions.png")
+                       if dims else None),
         "gantt": figures.gantt(run, out / f"{prefix}gantt.png"),
         "heatmap": figures.link_heatmap(run, out / f"{prefix}heatmap.png"),
         "jct": figures.jct_cdfs([run], out / f"{prefix}jct.png"),
@@ -308,7 +330,7 @@ def _run_context(run: Run, out: Path, prefix: str, recompute: bool = False) -> d
                              "slowdown": fmt_x(r["slowdown"])})
     if len(jct_rows) < 2 and all(r["slowdown"] == "—" for r in jct_rows):
         jct_rows = []  # one job without a solo baseline: its JCT is in the summary already
-    job_rows = _job_rows(jm) if not jm.empty else []
+    job_rows = _job_rows(jm, run.topology) if not jm.empty else []
     sp = summary["speedup"]
     speed_rows = [{"baseline": p["baseline"], "themis": p["themis"],
                    "baseline_s": _both(fmt_time, p, "baseline_s"),
@@ -319,7 +341,7 @@ def _run_context(run: Run, out: Path, prefix: str, recompute: bool = False) -> d
     facts = compare.facts(run, summary, fidelity["state"])
     return {
         "facts": facts, "run_headlines": compare.run_headlines(facts, summary["speedup"]),
-        "size_rows": _size_rows(jm),
+        "size_rows": _size_rows(jm, run.topology),
         "run": run, "label": run.label, "name": run.name, "path": str(run.path),
         "scale_note": _scale_note(run),
         "summary": summary, "fabric": spec_fabric, "status": summary["status"],
@@ -333,27 +355,60 @@ def _run_context(run: Run, out: Path, prefix: str, recompute: bool = False) -> d
     }
 
 
-def _size_rows(jm) -> list[dict[str, str]]:
+def _size_rows(jm, topology: dict[str, Any]) -> list[dict[str, str]]:
     """Every (job, size) of a run whose jobs ran more than one size; [] otherwise."""
     if jm.empty or all(len(r["sizes"] or {}) < 2 for _, r in jm.iterrows()):
         return []
     rows = []
     for name, r in jm.iterrows():
+        limit = host_rate_mbit_s(topology, r["hosts"] or [])
         for size, v in sorted((r["sizes"] or {}).items(), key=lambda kv: int(kv[0])):
             rows.append({"job": name, "solo": isinstance(r["solo_of"], str),
                          "size": fmt_bytes(int(size)), "iterations": str(v["iterations"]),
                          "time": _both(fmt_time, v, "collective_s"),
                          "algbw": _both(fmt_rate, v, "algbw_gbit_s"),
-                         "busbw": _both(fmt_rate, v, "busbw_gbit_s")})
+                         "busbw": _both(fmt_rate, v, "busbw_gbit_s")
+                         + rate_flag(v.get("busbw_gbit_s"), limit)})
     return rows
 
 
-def _headline_context(h: compare.Headline) -> dict[str, Any]:
+def _headline_context(h: compare.Headline, ctxs: dict[str, dict[str, Any]], out: Path,
+                      index: int) -> dict[str, Any]:
+    """A headline for the templates, with the figure that compares exactly its runs."""
     return {"title": h.title, "sentence": h.sentence, "ref": h.ref, "other": h.other,
-            "caveats": h.caveats,
+            "caveats": h.caveats, "runs": sorted({h.ref, h.other}),
+            "figure": _figure(_headline_figure(h, ctxs, out / f"fig-headline-{index}.png")),
             "rows": [{"job": r["job"], "size": fmt_bytes(r["size_bytes"]),
                       "ref": _both(fmt_time, r, "ref_s"), "other": _both(fmt_time, r, "other_s"),
                       "speedup": fmt_x(r["speedup"])} for r in h.rows]}
+
+
+def _headline_figure(h: compare.Headline, ctxs: dict[str, dict[str, Any]], path: Path
+                     ) -> Path | None:
+    """Busbw over size (transports), slowdown per job (routing, contention) or the chunk
+    schedules stacked on one time axis (schedules), of the headline's runs only."""
+    ref, other = ctxs[h.ref], ctxs[h.other]
+    pair = [ref] if h.ref == h.other else [ref, other]
+    if h.kind == "transport" and h.rows:
+        jobs = sorted({r["job"] for r in h.rows})
+        series = [(c["label"] + ("" if len(jobs) == 1 else f" · {j}"),
+                   {int(size): v["busbw_gbit_s"]
+                    for size, v in (c["facts"].jobs[j].get("sizes") or {}).items()
+                    if _n(v.get("busbw_gbit_s")) is not None})
+                  for c in pair for j in jobs]
+        return figures.busbw_over_size(series, h.link_mbit_s, path)
+    if h.kind in ("policy", "contention"):
+        return figures.slowdown_bars(
+            [(c["label"], {j: float(v["slowdown"]) for j, v in c["facts"].jobs.items()
+                           if _n(v.get("slowdown")) is not None}) for c in pair], path)
+    if h.kind == "schedule":
+        jobs = sorted(set(ref["facts"].model_s) & set(other["facts"].model_s)
+                      or set(ref["facts"].jobs) & set(other["facts"].jobs))
+        return figures.gantt_stack([(c["label"], c["run"], j) for c in pair for j in jobs[:1]],
+                                   path)
+    if h.kind == "pair" and h.jobs:
+        return figures.gantt_stack([(ref["label"], ref["run"], j) for j in h.jobs], path)
+    return None
 
 
 def _comparison(ctxs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -400,12 +455,12 @@ def _comparison(ctxs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ("Leaf-spine peak util (busiest link)", col(lambda c: c["ls_rows"][0]["peak"]
                                                     if c["ls_rows"] else "—")),
     ]
-    dims = sorted({d for c in ctxs for d in c["summary"]["dimensions"]}, key=int)
+    dims = sorted({d for c in ctxs if c["dims"] for d in c["summary"]["dimensions"]}, key=int)
     for d in dims:
         rows.append((f"Dim {d} active / bytes util", col(
             lambda c, d=d: " / ".join(
                 fmt_pct(c["summary"]["dimensions"].get(d, {}).get(k))
-                for k in ("active_fraction", "bytes_util")))))
+                for k in ("active_fraction", "bytes_util")) if c["dims"] else "—")))
     # a row no run has a value for says nothing
     return [{"metric": m, "cells": cells} for m, cells in rows
             if any(c not in ("—", "— / —") for c in cells)]
@@ -460,6 +515,8 @@ def _cluster_cell(value: Any, kind: str) -> str:
         return " / ".join(fmt_time(v) for v in value)
     if kind == "pct":
         return fmt_pct(value)
+    if kind == "x":
+        return fmt_x(value, 3)
     if kind == "slowdown":
         return f"{fmt_x(value[0], 3)} ({fmt_x(value[1])})"
     return " / ".join("—" if v is None else str(v) for v in value)  # "pair" of counts
@@ -479,6 +536,7 @@ def write_cluster_report(run_dirs: Sequence[str | Path], out_dir: str | Path | N
         "runs": runs,
         "run_rows": run_rows(runs),
         "trace_warning": trace_warning([r.summary for r in runs]),
+        "jobs_warning": jobs_warning(runs),
         "rows": [{"metric": m, "cells": [_cluster_cell(v, kind) for v in values]}
                  for m, values, kind in comparison_rows(runs)],
         "cdfs": _figure(figures.cluster_cdfs(runs, out / "fig-cluster-cdfs.png")),
@@ -494,11 +552,19 @@ def write_cluster_report(run_dirs: Sequence[str | Path], out_dir: str | Path | N
 
 
 def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = None,
-                 recompute: bool = False) -> Path:
+                 name: str | None = None, recompute: bool = False) -> Path:
     """Write ``report.html`` and ``report.md`` (and the figures) for ``run_dirs`` into
     ``out_dir`` (default :func:`default_out`); returns the HTML report's path. The numbers
     are each run's ``summary.json``; ``recompute`` summarises the run's files again instead.
     simulate-cluster directories get :func:`write_cluster_report` instead."""
+    return build_report(run_dirs, out_dir, name, recompute)[0]
+
+
+def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = None,
+                 name: str | None = None, recompute: bool = False
+                 ) -> tuple[Path, list[compare.Headline]]:
+    """:func:`write_report`, also returning the headlines (``fabriclab run`` ends with them).
+    ``name``: the experiment's, for the title (default: the runs' labels)."""
     if not run_dirs:
         raise FabricLabError("give at least one run directory to report on")
     cluster = [is_cluster_dir(p) for p in run_dirs]
@@ -506,7 +572,7 @@ def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = No
         if not all(cluster):
             raise FabricLabError("report on simulate-cluster directories or on experiment run "
                                  "directories, not both at once")
-        return write_cluster_report(run_dirs, out_dir)
+        return write_cluster_report(run_dirs, out_dir), []
     runs = [load_run(p) for p in run_dirs]
     _unique_labels(runs)
     out = _out_dir(run_dirs, out_dir)
@@ -515,19 +581,41 @@ def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = No
             for r in runs]
     heads = (compare.headlines([c["facts"] for c in ctxs]) if multi
              else ctxs[0]["run_headlines"])
-    comparison = _comparison(ctxs) if multi else None
-    cmp_fig = _figure(figures.comparison(runs, out / "fig-comparison.png")) if multi else None
-    cmp_cdf = _figure(figures.jct_cdfs(runs, out / "fig-comparison-jct.png")) if multi else None
+    by_label = {c["label"]: c for c in ctxs}
     ctx = {
-        "title": "fabriclab report: " + " vs ".join(r.label for r in runs),
+        "title": "fabriclab report: " + (name or _common_name([r.label for r in runs])),
         "generated": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "runs": ctxs, "multi": multi, "comparison": comparison, "cmp_fig": cmp_fig,
-        "cmp_cdf": cmp_cdf, "sections": SECTIONS,
-        "headlines": [_headline_context(h) for h in heads],
+        "runs": ctxs, "multi": multi, "comparison": _comparison(ctxs) if multi else None,
+        "sections": SECTIONS,
+        "headlines": [_headline_context(h, by_label, out, i) for i, h in enumerate(heads, 1)],
         "papers": paper_sections([c["summary"] for c in ctxs]),
+        "simulated": [c["label"] for c in ctxs if c["fidelity"]["state"] == "simulated"],
+        "scale_notes": _scale_notes(ctxs),
     }
     env = _env()
     html = out / "report.html"
     write_text(html, env.get_template("report.html.j2").render(**ctx))
     write_text(out / "report.md", env.get_template("report.md.j2").render(**ctx))
-    return html
+    return html, heads
+
+
+def _common_name(labels: list[str]) -> str:
+    """The experiment several runs' labels share (``demo`` of ``demo-ecmp``, ``demo-vclos``),
+    else the labels themselves."""
+    words = [label.split("-") for label in labels]
+    common = []
+    for parts in zip(*words, strict=False):
+        if len(set(parts)) > 1:
+            break
+        common.append(parts[0])
+    prefix = "-".join(common) if len(labels) > 1 else ""
+    return prefix if len(prefix) >= 2 else " vs ".join(labels)
+
+
+def _scale_notes(ctxs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each distinct rate-scale note once, with the runs it is about."""
+    notes: dict[str, list[str]] = {}
+    for c in ctxs:
+        if c["scale_note"]:
+            notes.setdefault(c["scale_note"], []).append(c["label"])
+    return [{"text": text, "runs": labels} for text, labels in notes.items()]

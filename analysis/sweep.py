@@ -13,6 +13,10 @@ import pandas as pd
 
 from testbed.core.atomic import write_bytes, write_text
 
+# Where each point's jobs went, beside every average: the averages are over the jobs that ran.
+COUNTS = ("jobs_in_trace", "jobs_completed", "refused_unshapeable", "dropped_too_large")
+# The same averages over only the jobs every point simulating the same jobs completed.
+COMMON = ("jobs_common", "avg_jct_common_s", "avg_slowdown_common")
 METRICS = ("avg_jct_s", "p99_jct_s", "avg_wait_s", "avg_slowdown", "makespan_s",
            "gpu_utilisation")
 # How a run went on the machine that ran it, not what it simulated: these differ from one
@@ -42,6 +46,27 @@ def results_frame(runs: Sequence[tuple[str, Mapping[str, Any], Mapping[str, Any]
         rows.append({"point": key, **params,
                      **{k: v for k, v in summary.items() if k not in params}})
     return pd.DataFrame(rows)
+
+
+def with_common_jobs(df: pd.DataFrame, jobs: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """``df`` with :data:`COMMON` columns: per point, the mean JCT and slowdown over the job
+    ids that every point of the same job set (``job_set_sha256``) completed, and how many
+    those are; left out where a job set has one point or a point's ``jobs`` are missing."""
+    if "job_set_sha256" not in df.columns:
+        return df
+    out = df.copy()
+    for _, group in df.groupby("job_set_sha256", sort=False):
+        keys = list(group["point"])
+        if len(keys) < 2 or any(k not in jobs or "job_id" not in jobs[k] for k in keys):
+            continue
+        common = set.intersection(*(set(jobs[k]["job_id"].astype(str)) for k in keys))
+        for index, key in zip(group.index, keys, strict=True):
+            done = jobs[key][jobs[key]["job_id"].astype(str).isin(common)]
+            out.loc[index, "jobs_common"] = len(common)
+            out.loc[index, "avg_jct_common_s"] = done["jct_s"].mean() if len(done) else math.nan
+            out.loc[index, "avg_slowdown_common"] = (done["slowdown"].mean() if len(done)
+                                                     else math.nan)
+    return out
 
 
 def simulated_results(df: pd.DataFrame) -> pd.DataFrame:
@@ -85,7 +110,10 @@ def report_markdown(title: str, intervals: pd.DataFrame, by: Sequence[str], runs
     lines = [f"# Sweep {title}", "",
              f"{runs} runs. Each row groups the runs that differ only in their seed: the mean "
              "± the half-width of its 95% confidence interval (Student's t over seeds; a "
-             "mean alone where there is one seed).", "",
+             "mean alone where there is one seed). jobs_completed of jobs_in_trace ran; the rest "
+             "were refused as unshapeable or dropped as larger than the cluster, and every "
+             "average is over the jobs that ran; the *_common columns average over only the jobs "
+             "every point with the same job set completed (jobs_common of them).", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for _, row in intervals.iterrows():
         cells = [str(row[k]) for k in by] + [str(row["seeds"])]
@@ -100,6 +128,6 @@ def write_results(out: Path, title: str, df: pd.DataFrame, by: Sequence[str]) ->
     df.to_parquet(buf, index=False)
     write_bytes(out / "results.parquet", buf.getvalue())
     write_text(out / "results.csv", df.to_csv(index=False))
-    metrics = [m for m in METRICS if m in df.columns]
+    metrics = [m for m in (*COUNTS, *METRICS, *COMMON) if m in df.columns]
     intervals = seed_intervals(df, by, metrics)
     write_text(out / "report.md", report_markdown(title, intervals, by, len(df), metrics))

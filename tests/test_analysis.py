@@ -17,6 +17,7 @@ from analysis_fixtures import (
 )
 
 from analysis import metrics
+from analysis.figures import read_drawn
 from analysis.load import load_run
 from analysis.report import write_report
 from testbed.cli import main
@@ -205,10 +206,12 @@ def test_report_of_one_run_leads_with_its_headline_and_skips_empty_sections(runs
     assert path == str(run_dir / "report.html")
     html = (run_dir / "report.html").read_text()
     # flat rings only: no chunk schedule to draw, so no Gantt section at all
-    assert _headings(html) == ["Headlines", *(h for h in SECTION_HEADINGS if "Gantt" not in h)]
-    assert "Contention under ecmp</strong> — slowdown against running alone: 1.75× mean, " \
-           "2.00× worst over 2 jobs" in html
-    assert html.count('src="data:image/png;base64,') == 3  # dims, heatmap, CDF
+    # headlines first, then the one fidelity table; a leaf-spine fabric has no dimensions
+    assert _headings(html) == ["Headlines", "Fidelity", "Headlines in detail", *(
+        h for h in SECTION_HEADINGS if "Gantt" not in h and "dimension" not in h)]
+    assert re.search("Contention under ecmp on [^<]+</a></strong> — slowdown against running "
+                     "alone: 1.75× mean, 2.00× worst over 2 jobs", html)
+    assert html.count('src="data:image/png;base64,') == 3  # headline slowdowns, heatmap, CDF
     assert "Do not trust" not in html and "leaf0→spine0" in html
     md = (run_dir / "report.md").read_text()
     assert "## Headlines" in md and "## Chunk schedule" not in md
@@ -220,10 +223,11 @@ def test_unfaithful_run_is_flagged_and_its_themis_headline_has_the_model(runs, t
     run_dir = build_multidim_run(tmp_path, faithful=False)
     html = write_report([run_dir], tmp_path / "out").read_text()
     # no leaf-spine links: no heatmap section; two jobs without solo baselines: no JCT CDF
-    assert _headings(html) == ["Headlines", "Summary", "Per-dimension utilisation",
+    assert _headings(html) == ["Headlines", "Fidelity", "Headlines in detail", "Summary",
+                               "Per-dimension utilisation",
                                "Chunk schedule (Gantt)", "Job completion time and slowdown",
                                "Fidelity"]
-    assert html.count('src="data:image/png;base64,') == 3  # dims, Gantt, CDF
+    assert html.count('src="data:image/png;base64,') == 4  # the headline's Gantt, dims, Gantt, CDF
     assert 'alt="Gantt chart of chunk phases per dimension"' in html
     banner = html.index("Do not trust this run")
     assert banner < html.index(">Headlines<") < html.index(">Summary<")
@@ -243,11 +247,12 @@ def test_report_on_two_runs_leads_with_the_routing_headline(runs, tmp_path):
     html_path = write_report([runs["leaf_spine"], vclos], tmp_path / "cmp")
     html = html_path.read_text()
     heads = _headings(html)
-    assert heads[:2] == ["Headlines", "Comparison"]
+    assert heads[:4] == ["Headlines", "Fidelity", "Headlines in detail", "Comparison"]
     for label in ("ecmp", "vclos"):
         assert f"Run: {label}" in heads
         assert f"Summary — {label}" in heads and f"Fidelity — {label}" in heads
-    assert ("Routing: vclos vs ecmp</strong> — slowdown against running alone: 1.75× mean, "
+    assert ("Routing: vclos vs ecmp on 2 leaves × 2 spines at 100 Mbit/s, 3 jobs</a></strong> — "
+            "slowdown against running alone: 1.75× mean, "
             "2.00× worst under ecmp; 1.00× mean, 1.00× worst under vclos — slowdown ratio "
             "1.75×") in html
     table = html[html.index('id="comparison"'):]
@@ -255,7 +260,9 @@ def test_report_on_two_runs_leads_with_the_routing_headline(runs, tmp_path):
     assert "<th>ecmp</th><th>vclos</th>" in table
     assert "Worst slowdown</td><td>2.00×</td><td>1.00×" in table
     assert "Speed-up vs" not in table  # runs are compared only in headlines, within a setup
-    assert (tmp_path / "cmp" / "fig-comparison.png").is_file()
+    # no plot across the runs at large: the headline's own, of exactly its two runs
+    assert not (tmp_path / "cmp" / "fig-comparison.png").exists()
+    assert read_drawn(tmp_path / "cmp" / "fig-headline-1.png")["runs"] == ["ecmp", "vclos"]
     md = (tmp_path / "cmp" / "report.md").read_text()
     assert "| metric | ecmp | vclos |" in md
     assert "| a | 1 MiB |" in md or "| a |" in md
@@ -302,7 +309,7 @@ def test_report_reads_a_calibration_directory(tmp_path):
     (tmp_path / "calibration.json").write_text(json.dumps(cal.to_dict()))
     md = (write_report([tmp_path], tmp_path / "rep").parent / "report.md").read_text()
     assert "Do not trust this run" in md and "leaf0->spine0 at 0.71 of 100 Mbit/s" in md
-    section = md[md.index("## Calibration"):md.index("## Fidelity")]
+    section = md[md.index("## Calibration"):md.index("## Fidelity", md.index("## Calibration"))]
     assert "verdict **not faithful**" in section
     rows = [line for line in section.splitlines() if line.startswith("| h0") or
             line.startswith("| leaf0")]

@@ -73,8 +73,9 @@ def test_recorded_summary_and_placement():
 
 def test_report_renders_every_section(tmp_path):
     html = write_report([RUN], tmp_path).read_text()
-    for heading in ("Summary", "Per-dimension utilisation", "Fidelity"):
+    for heading in ("Headlines", "Summary", "Fidelity"):
         assert heading in html
+    assert "Per-dimension utilisation" not in html  # a leaf-spine fabric has no dimensions
     assert (tmp_path / "report.md").exists()
 
 

@@ -43,7 +43,9 @@ def files(tmp_path: Path, monkeypatch) -> Path:
     ([*SMALL, "--out", ""], "--out is empty"),
     ([*SMALL, "--seed", "-1", "--out", "o"], "--seed is -1; it must be 0 or more"),
     ([*SMALL, "--jobs", "0", "--out", "o"], "--jobs is 0; it must be at least 1"),
-    ([*SMALL, "--load", "0", "--out", "o"], "--load is 0.0; it must be in (0, 10]"),
+    ([*SMALL, "--load", "0", "--out", "o"], "--load is 0.0; it must be in (0, 2]"),
+    ([*SMALL, "--load", "3", "--out", "o"], "--load is 3.0; it must be in (0, 2]: it is the "
+     "offered GPU-time ÷ the cluster's, and above 1 the queue only grows"),
     ([*SMALL, "--rounds", "0", "--out", "o"], "--rounds is 0; it must be at least 1"),
     ([*SMALL, "--spines", "0", "--out", "o"], "--spines is 0; it must be at least 1"),
     ([*SMALL, "--ocs-count", "-1", "--out", "o"], "--ocs-count is -1; it must be at least 0"),

@@ -103,15 +103,39 @@ def test_report_lists_each_runs_trace_and_warns_when_the_jobs_differ(tmp_path: P
     capsys.readouterr()
     assert main(["report", str(a), str(b), "--out", str(tmp_path / "r")]) == 0
     err = capsys.readouterr().err
-    assert err.startswith("warning: these runs did not simulate the same jobs (seed 1 vs 2; "
+    # what was swept (seed, load) is said plainly; the red warning is for jobs that did not run
+    assert err.startswith("note: these runs did not simulate the same jobs (seed 1 vs 2; "
                           "load 0.8 vs 1.5)"), err
     md = (tmp_path / "r" / "report.md").read_text()
-    assert "**⚠ Compare with care:** these runs did not simulate the same jobs" in md
+    assert "**What differs:** these runs did not simulate the same jobs" in md
+    assert "Compare with care" not in md  # every job of both traces ran
     assert "| ECMP, seed 1 | `synthetic` | — | 6 / 6 | 1 | 0.8 | 4 | 100 Gbit/s |" in md
     assert "| vclos | `synthetic` | — | 6 / 6 | 2 | 1.5 | 4 | 100 Gbit/s |" in md
     assert "fabriclab cluster report: ECMP, seed 1 vs vclos" in md
     html = (tmp_path / "r" / "report.html").read_text()
-    assert 'class="banner bad"><strong>Compare with care:' in html and "ECMP, seed 1" in html
+    assert 'class="banner unknown"><strong>What differs:' in html and "ECMP, seed 1" in html
+    assert "banner bad" not in html
+
+
+def test_refused_jobs_are_counted_beside_every_average(tmp_path: Path, capsys) -> None:
+    """vClos refuses jobs it cannot shape; ECMP runs them all: the report says so in red,
+    counts them per run, and averages over the jobs both ran."""
+    shape = ["--leaves", "8", "--spines", "8", "--hosts-per-leaf", "32", "--jobs", "200"]
+    ecmp, vclos = tmp_path / "ecmp", tmp_path / "vclos"
+    assert main(["simulate-cluster", *shape, "--out", str(ecmp)]) == 0
+    assert main(["simulate-cluster", *shape, "--policy", "vclos", "--out", str(vclos)]) == 0
+    out = capsys.readouterr().out
+    refused = json.loads((vclos / "summary.json").read_text())["refused_unshapeable"]
+    assert refused > 0
+    assert f"vclos: {200 - refused} of 200 ran; {refused} refused as unshapeable;" in out
+    assert "ecmp: 200 of 200 ran; over those" in out
+    assert main(["report", str(ecmp), str(vclos), "--out", str(tmp_path / "r")]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"warning: not every job ran: vclos: {200 - refused} of 200 ran"), err
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert (f"| Jobs | 200 of 200 ran | {200 - refused} of 200 ran; {refused} refused as "
+            "unshapeable |") in md
+    assert f"| Average JCT over the {200 - refused} jobs every run completed |" in md
 
 
 def test_same_trace_file_same_jobs_whatever_its_path(tmp_path: Path, capsys) -> None:
@@ -181,3 +205,18 @@ def test_docs_describe_a_sweeps_point_json_and_results_columns(tmp_path: Path) -
     assert list(df.columns[:len(head)]) == head
     assert set(df.columns[len(head):]) == set(files.summary) - set(point.params)
     assert {"wall_s", "rss_start_bytes", "peak_rss_bytes"} <= set(df.columns)
+
+
+def test_a_sweep_averages_over_the_jobs_every_point_of_a_job_set_completed() -> None:
+    from analysis.sweep import with_common_jobs
+
+    df = pd.DataFrame({"point": ["e", "v", "other"], "job_set_sha256": ["s", "s", "t"]})
+    jobs = {"e": pd.DataFrame({"job_id": ["j0", "j1", "j2"], "jct_s": [10.0, 20.0, 90.0],
+                               "slowdown": [1.0, 2.0, 3.0]}),
+            "v": pd.DataFrame({"job_id": ["j0", "j1"], "jct_s": [5.0, 5.0],
+                               "slowdown": [1.0, 1.0]}),
+            "other": pd.DataFrame({"job_id": ["j0"], "jct_s": [1.0], "slowdown": [1.0]})}
+    out = with_common_jobs(df, jobs).set_index("point")
+    assert out.loc["e", "jobs_common"] == 2 and out.loc["e", "avg_jct_common_s"] == 15.0
+    assert out.loc["v", "avg_slowdown_common"] == 1.0 and out.loc["e", "avg_slowdown_common"] == 1.5
+    assert pd.isna(out.loc["other", "jobs_common"])  # alone in its job set: nothing to match

@@ -70,3 +70,22 @@ def test_untrusted_runs_carry_a_caveat_and_the_first_run_is_the_default_referenc
     (h,) = headlines([facts("x", policy="shortest"), facts("y", policy="vclos", trusted=False)])
     assert h.ref == "x" and any("do not trust" in c for c in h.caveats)
     assert "no solo baselines" in h.sentence
+
+
+def test_repeats_give_median_min_max_and_say_when_the_spread_crosses_one():
+    ecmp = [facts(f"e{k}", policy="ecmp", slowdown=s, times={MIB: s})
+            for k, s in enumerate((0.9, 2.0, 1.5))]
+    vclos = [facts(f"v{k}", policy="vclos", slowdown=1.0) for k in range(3)]
+    (h,) = headlines(ecmp + vclos)
+    assert h.number == pytest.approx(1.5) and h.spread == (pytest.approx(0.9), 2.0)
+    assert (h.ref, h.other) == ("e2", "v2")  # the median repeat speaks, its pair beside it
+    assert h.sentence.endswith("over 3 repeats: median 1.50× [0.90×, 2.00×] — the spread "
+                               "crosses 1.0: the repeats disagree on which is better")
+    (steady,) = headlines(ecmp[1:] + vclos[1:])
+    assert "crosses" not in steady.sentence and "median 1.75× [1.50×, 2.00×]" in steady.sentence
+
+
+def test_repeats_of_one_run_get_its_own_headlines_over_the_repeats():
+    runs = [facts(f"r{k}", slowdown=s) for k, s in enumerate((1.2, 1.4, 1.3))]
+    (h,) = headlines(runs)
+    assert h.title.startswith("Contention under ecmp") and h.number == pytest.approx(1.3)

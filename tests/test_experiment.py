@@ -36,6 +36,12 @@ def test_sizes_parse_and_defaults_fill_in():
     assert (job.algorithm, job.transport, job.chunks, exp.policy) == ("ring", "zerocopy", 4, None)
 
 
+def test_repeats_default_to_one_and_reach_every_variant():
+    assert expand(BASE)[0].repeats == 1
+    runs = expand(dict(BASE, repeats=3, variants=[{"name": "e"}, {"name": "v", "repeats": 2}]))
+    assert [r.repeats for r in runs] == [3, 2]
+
+
 def test_variants_replace_keys_and_override_jobs():
     data = dict(BASE, variants=[
         {"name": "e", "policy": "ecmp"},
@@ -71,6 +77,12 @@ def test_variants_replace_keys_and_override_jobs():
      "jobs.0.hosts_wanted: 9 hosts, the fabric has 4"),
     ({"policy": "ocs-vclos"}, "policy: ocs-vclos does not route a leaf_spine fabric; use ecmp"),
     ({"colour": "red"}, "colour: unknown key"),
+    ({"repeats": 0}, "repeats: Input should be greater than or equal to 1"),
+    ({"jobs": [{"name": "a", "hosts": ["h0", "h1"], "workload": {"kind": "allreduce",
+                                                                 "sizes": [64]}},
+               {"name": "b", "hosts": ["h2", "h1"], "workload": {"kind": "allreduce",
+                                                                 "sizes": [64]}}]},
+     "jobs a and b both list host h1"),
 ])
 def test_mistakes_name_their_field(change, words):
     msg = err(dict(BASE, **change))

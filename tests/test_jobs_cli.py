@@ -67,7 +67,7 @@ def jobs(capsys, *argv: str) -> tuple[int, str, str]:
 
 def test_add_list_remove(controller, capsys):
     code, out, _ = jobs(capsys, "add", "a", "--hosts", "h0,h2")
-    assert code == 0 and out.startswith("job a placed: h0, h2 (spines ")
+    assert code == 0 and out.startswith("job a placed: h0, h2 (via spine")
     code, out, _ = jobs(capsys, "add", "b", "--size", "2", "--policy", "ecmp")
     assert code == 0 and "policy ecmp" in out
     code, out, _ = jobs(capsys, "list")

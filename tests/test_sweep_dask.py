@@ -141,7 +141,8 @@ def test_a_killed_worker_loses_no_run_and_duplicates_none(scheduler_run) -> None
     csv = pd.read_csv(out / "results.csv")
     assert len(csv) == POINTS and set(csv["point"]) == set(df["point"])
     report = (out / "report.md").read_text()
-    assert "| policy | seeds | avg_jct_s |" in report and "| ecmp | 4 |" in report
+    assert ("| policy | seeds | jobs_in_trace | jobs_completed | refused_unshapeable | "
+            "dropped_too_large | avg_jct_s |") in report and "| ecmp | 4 |" in report
 
 
 def test_a_local_cluster_gives_the_same_results(scheduler_run, tmp_path: Path,

@@ -101,7 +101,7 @@ def test_up_jobs_ping_and_ctrl_c_leaves_nothing(tmp_path):
     up, record, state = start_up(tmp_path)
     try:
         code, out = run("jobs", "add", "a", "--hosts", "h0,h2")
-        assert code == 0 and out.startswith("job a placed: h0, h2 (spines "), out
+        assert code == 0 and out.startswith("job a placed: h0, h2 (via spine"), out
         code, out = run("jobs", "add", "b", "--size", "2", "--policy", "ecmp")
         assert code == 0 and "policy ecmp" in out, out
         code, out = run("jobs", "list", "--run", record.run_dir)

@@ -46,13 +46,15 @@ nobody, so its bandwidth cannot be used). Hence utilisation is never above 1.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import Any
 
 from testbed.core.errors import FabricLabError
 from testbed.core.formulas import link_share
 from testbed.core.jobs import ResolvedJob
+from testbed.core.presets import DIM_ALGORITHM_OF_KIND
 from testbed.core.registry import COLLECTIVES
 from testbed.core.topology import FabricPlan
 from workloads.collectives import Collective
@@ -70,7 +72,7 @@ from workloads.schedule_engine import (
 from workloads.themis import ChunkPlan, plan, validate_shape
 
 __all__ = ["DEFAULT_SEMANTICS", "ORDERS", "SEMANTICS", "DimStats", "PhaseRun", "Prediction",
-           "predict", "simulate"]
+           "predict", "predict_on_fabric", "simulate"]
 
 
 @dataclass(frozen=True)
@@ -287,6 +289,30 @@ def predict(
     return replace(result, policy=policy)
 
 
+def predict_on_fabric(
+    fabric_dims: Sequence[Mapping[str, Any]],
+    total_bytes: int,
+    chunks: int,
+    policy: str = "themis",
+    order: str = "fifo",
+    dim_algorithm: str | Sequence[str] | None = None,
+    semantics: str = DEFAULT_SEMANTICS,
+    max_active: int = 1,
+) -> Prediction:
+    """:func:`predict` on the dimensions of a multidim ``fabric:`` block, each ``{size,
+    mbit_s, kind}``: ``mbit_s`` is the host's total rate in the dimension (on a
+    ``fully_connected`` one, over all its links), ``kind`` defaults to ``switch``.
+    ``dim_algorithm`` None: each kind's collective (ASTRA-sim's choice). The one model behind
+    ``fabriclab model`` and the model figure in a report's headlines."""
+    sizes = [int(d["size"]) for d in fabric_dims]
+    kinds = [str(d.get("kind") or "switch") for d in fabric_dims]
+    if dim_algorithm is None:
+        dim_algorithm = [DIM_ALGORITHM_OF_KIND[k] for k in kinds]
+    return predict(sizes, [float(d["mbit_s"]) * 1e6 for d in fabric_dims], total_bytes, chunks,
+                   policy=policy, order=order, dim_algorithm=dim_algorithm,
+                   semantics=semantics, max_active=max_active, dim_kinds=kinds)
+
+
 def job_model_s(job: ResolvedJob, plan: FabricPlan) -> dict[str, float] | None:
     """The model's time of each All-Reduce size of a chunk-scheduled ``job`` on ``plan``, as
     ``fabriclab model`` predicts it (each dimension's per-host rate and kind, the job's chunks,
@@ -296,8 +322,8 @@ def job_model_s(job: ResolvedJob, plan: FabricPlan) -> dict[str, float] | None:
     model does not see). The backends record it in jobs.json (``model_s``) for the analysis."""
     if job.flat or job.workload.kind != "allreduce" or plan.kind != "multidim":
         return None
-    rates = [float(d.mbit_s) * 1e6 for d in plan.spec.dims]
-    return {str(size): predict(job.dims, rates, size, job.chunks, policy=job.algorithm,
-                               order=job.order, dim_algorithm=job.dim_algorithm,
-                               semantics=job.semantics, dim_kinds=plan.spec.kinds).time_s
+    dims = [d.model_dump() for d in plan.spec.dims]
+    return {str(size): predict_on_fabric(dims, size, job.chunks, policy=job.algorithm,
+                                         order=job.order, dim_algorithm=job.dim_algorithm,
+                                         semantics=job.semantics).time_s
             for size in job.workload.sizes}

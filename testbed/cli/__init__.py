@@ -83,15 +83,33 @@ def version() -> str:
         text = installed("fabriclab")
     except PackageNotFoundError:
         text = "(not installed)"
-    head = Path(__file__).resolve().parents[2] / ".git" / "HEAD"
+    checkout = Path(__file__).resolve().parents[2]
     try:
-        ref = head.read_text().strip()
-        if ref.startswith("ref: "):
-            ref = (head.parent / ref[5:]).read_text().strip()
-        text += f" (commit {ref[:12]})"
+        ref = _git_head(checkout / ".git")
+        text += f" (commit {ref[:12]}, checkout {checkout})"
     except OSError:
-        pass
+        text += f" (from {checkout})"
     return f"fabriclab {text}"
+
+
+def _git_head(git: Path) -> str:
+    """The commit ``HEAD`` names in the ``.git`` of a checkout or a worktree (a ``.git`` file
+    pointing at its own git directory, refs shared with the main one)."""
+    if git.is_file():  # a worktree: "gitdir: /repo/.git/worktrees/NAME"
+        git = Path(git.read_text().strip().removeprefix("gitdir: "))
+    ref = (git / "HEAD").read_text().strip()
+    if not ref.startswith("ref: "):
+        return ref
+    for root in (git, git / ".." / ".."):  # a worktree's refs live in the main .git
+        loose = root / ref[5:]
+        if loose.is_file():
+            return loose.read_text().strip()
+        packed = root / "packed-refs"
+        if packed.is_file():
+            for line in packed.read_text().splitlines():
+                if line.endswith(" " + ref[5:]):
+                    return line.split()[0]
+    raise OSError(f"{ref[5:]} not found")
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -122,7 +122,8 @@ def describe(job: dict[str, Any]) -> str:
     """One job in words: its hosts, and its spines and circuits where it has them."""
     text = ", ".join(job.get("host_names", []))
     if job.get("spines"):
-        text += f" (spines {', '.join(str(s) for s in job['spines'])})"
+        spines = job["spines"]
+        text += f" (via spine{'s' if len(spines) > 1 else ''} {', '.join(map(str, spines))})"
     if job.get("ocs_ports"):
         text += f", {len(job['ocs_ports'])} OCS circuits"
     if job.get("policy"):

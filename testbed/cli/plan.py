@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from testbed.core.errors import FabricLabError
-from testbed.core.presets import PRESETS
+from testbed.core.presets import DIM_ALGORITHM_OF_KIND, PRESETS
 from testbed.core.registry import SCHEDULES
 from testbed.core.units import format_size, parse_size
 from workloads.model import (
@@ -27,7 +27,7 @@ from workloads.model import (
     Prediction,
     dim_collectives,
     dim_shares,
-    predict,
+    predict_on_fabric,
 )
 from workloads.themis import bytes_sent_per_dim, plan
 
@@ -74,6 +74,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     m.add_argument("--max-active", type=int, default=1,
                    help="chunk phases a dimension serves at once, each at full bandwidth "
                    "(ASTRA-sim's active-chunks-per-dimension; default 1)")
+    m.add_argument("--dim-kinds", default=None, metavar="KIND[,KIND...]",
+                   help="each dimension's kind, in --dims order: switch, ring or "
+                   "fully_connected (default: switch, or the preset's)")
+    m.add_argument("--dim-algorithm", default=None, metavar="NAME[,NAME...]",
+                   help="the collective each dimension runs (one for all, or one per "
+                   "dimension; default: ring, or with --preset each dimension kind's own)")
     m.add_argument("--json", action="store_true",
                    help="print JSON (including the per-phase schedule) instead of tables")
     m.add_argument("--sim", action="store_true",
@@ -88,7 +94,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                    help="one of the Themis paper's six systems (its shape, GB/s per NPU, "
                    "dimension kinds and collectives, 64 chunks) instead of --dims/--bw")
     p.add_argument("--dims",
-                   help="hosts per group in each dimension, separated by x (e.g. 4x4x4)")
+                   help="hosts per group in each dimension, separated by x (e.g. 4x4x4); "
+                   "with --preset, a shape of as many dimensions (a scaled-down system)")
     p.add_argument("--bw", help=_BW_HELP)
     p.add_argument("--size", required=True,
                    help="bytes to all-reduce (e.g. 256MiB, 1GiB, 4096)")
@@ -113,9 +120,10 @@ def _network(args: argparse.Namespace) -> dict:
         args.bw = ",".join(f"{b / 1e9:g}" for b in preset.bandwidths_bps)
     if args.chunks is None:
         args.chunks = preset.chunks
-    if parse_dims(args.dims) != preset.sizes:
-        raise FabricLabError(f"--dims {args.dims} is not preset {preset.name}'s shape "
-                             f"{preset.shape}; leave --dims out")
+    if len(parse_dims(args.dims)) != len(preset.sizes):
+        raise FabricLabError(f"--dims {args.dims} does not have the {len(preset.sizes)} "
+                             f"dimensions of preset {preset.name} ({preset.shape}); leave "
+                             "--dims out or give as many")
     return {"dim_algorithm": list(preset.dim_algorithms), "dim_kinds": list(preset.kinds)}
 
 
@@ -282,8 +290,18 @@ def run_model(args: argparse.Namespace) -> int:
         raise FabricLabError(f"--max-active is {args.max_active} but must be at least 1")
     if args.sim:
         return _run_sim(args, dims, bw, size, policies)
-    results = [predict(dims, bw, size, args.chunks, policy=pol, order=args.order,
-                       semantics=args.semantics, max_active=args.max_active, **args.network)
+    kinds = _dim_kinds(args, len(dims))
+    fabric = [{"size": n, "mbit_s": b / 1e6, "kind": k}
+              for n, b, k in zip(dims, bw, kinds, strict=True)]
+    algorithm = args.network.get("dim_algorithm") or (None if args.dim_kinds else "ring")
+    if args.dim_algorithm:
+        names = args.dim_algorithm.split(",")
+        algorithm = names * len(dims) if len(names) == 1 else names
+        if args.network:
+            args.network = {**args.network, "dim_algorithm": algorithm}
+    results = [predict_on_fabric(fabric, size, args.chunks, policy=pol, order=args.order,
+                                 dim_algorithm=algorithm, semantics=args.semantics,
+                                 max_active=args.max_active)
                for pol in policies]
     speedup = results[0].time_s / results[1].time_s if len(results) == 2 else None
     if args.json:
@@ -324,6 +342,18 @@ def run_model(args: argparse.Namespace) -> int:
     if speedup is not None:
         console.print(f"themis speedup over baseline: {speedup:.3f}x")
     return 0
+
+
+def _dim_kinds(args: argparse.Namespace, n_dims: int) -> list[str]:
+    """``--dim-kinds``, else the preset's kinds, else every dimension a switch."""
+    if not args.dim_kinds:
+        return list(args.network.get("dim_kinds") or ["switch"] * n_dims)
+    kinds = args.dim_kinds.split(",")
+    bad = next((k for k in kinds if k not in DIM_ALGORITHM_OF_KIND), None)
+    if bad is not None or len(kinds) != n_dims:
+        raise FabricLabError(f"--dim-kinds {args.dim_kinds!r} must name {n_dims} kinds, one "
+                             f"per dimension, each one of {', '.join(DIM_ALGORITHM_OF_KIND)}")
+    return kinds
 
 
 def _fmt_time(seconds: float) -> str:

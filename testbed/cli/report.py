@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+from testbed.core.errors import FabricLabError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,13 +27,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # pandas and matplotlib: only when it runs
-    from analysis.cluster import is_cluster_dir, read_summary, trace_warning
+    from analysis.cluster import is_cluster_dir, jobs_warning, load_cluster, trace_warning
     from analysis.report import write_report
 
+    runs = [p for p in args.runs if not _is_report_dir(p)] if len(args.runs) > 1 else args.runs
+    skipped = sorted(set(args.runs) - set(runs))
+    if skipped:  # a glob such as results/*themis* also matches the reports of earlier runs
+        print(f"skipping {len(skipped)} report director{'y' if len(skipped) == 1 else 'ies'}: "
+              + ", ".join(skipped), file=sys.stderr)
+    if not runs:
+        raise FabricLabError("every directory given is a report (…-report); give run "
+                             "directories")
+    args.runs = runs
     html = write_report(args.runs, args.out, recompute=args.recompute)
     if all(is_cluster_dir(p) for p in args.runs):
-        warning = trace_warning([read_summary(p) for p in args.runs])
-        if warning:
-            print(f"warning: {warning}", file=sys.stderr)
+        runs = [load_cluster(p) for p in args.runs]
+        for word, text in (("warning", jobs_warning(runs)),
+                           ("note", trace_warning([r.summary for r in runs]))):
+            if text:
+                print(f"{word}: {text}", file=sys.stderr)
     print(html)
     return 0
+
+
+def _is_report_dir(path: str) -> bool:
+    """A directory ``fabriclab run`` wrote a report into (``…-report``), not a run."""
+    p = Path(path)
+    return p.name.endswith("-report") and not (p / "summary.json").is_file()

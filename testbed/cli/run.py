@@ -11,9 +11,10 @@ from rich.table import Table
 
 from testbed.core.backend import Backend
 from testbed.core.errors import FabricLabError
-from testbed.core.experiment import load_experiments
-from testbed.core.scaling import UNSCALED, real_rate, real_time_s
-from testbed.core.units import format_decimal
+from testbed.core.experiment import experiment_name, load_experiments
+from testbed.core.rundir import new_run_dir
+from testbed.core.scaling import UNSCALED
+from testbed.core.units import format_decimal, format_size
 
 BACKENDS = ("emulated", "sim")
 
@@ -35,12 +36,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def backend_of(args: argparse.Namespace) -> Backend:
-    """The backend ``--backend`` names, imported only when chosen."""
+def backend_of(args: argparse.Namespace, repeat: int = 0) -> Backend:
+    """The backend ``--backend`` names, imported only when chosen; the sim backend's seed is
+    ``--seed`` plus the ``repeat`` (0, 1, ...) of an experiment with ``repeats``."""
     if getattr(args, "backend", "emulated") == "sim":
         from testbed.sim.backend import SimBackend
 
-        return SimBackend(seed=getattr(args, "seed", 1),
+        return SimBackend(seed=getattr(args, "seed", 1) + repeat,
                           step_latency_s=getattr(args, "step_latency_us", 0.0) / 1e6)
     from testbed.emulator.backend import EmulatedBackend
 
@@ -48,9 +50,15 @@ def backend_of(args: argparse.Namespace) -> Backend:
 
 
 def summary_table(run_dir: Path) -> tuple[Table, str]:
-    """The run's jobs (not their solo baselines), one row per size, and the run's status; a
-    run at a ``rate_scale`` also gets its times and busbw at the real rates."""
+    """The run's jobs (not their solo baselines), one row per size, and the run's status, all
+    from its ``summary.json`` (the figures the report shows); a run at a ``rate_scale`` also
+    gets its times and busbw at the real rates. A busbw above what the job's hosts could send
+    (their links' configured rates) is flagged."""
+    from analysis.limits import host_rate_mbit_s, rate_flag
+
     summary = json.loads((run_dir / "summary.json").read_text())
+    topology_file = run_dir / "topology.json"
+    topology = json.loads(topology_file.read_text()) if topology_file.is_file() else {}
     status, scale = summary.get("status", "unknown"), summary.get("rate_scale", UNSCALED)
     scaled = scale != UNSCALED
     table = Table(title=f"{run_dir.name}: {status}"
@@ -58,16 +66,23 @@ def summary_table(run_dir: Path) -> tuple[Table, str]:
     real = ("real time ms", "real busbw Gbit/s") if scaled else ()
     for col in ("job", "hosts", "size", "time ms", "busbw Mbit/s", *real, "correct", "status"):
         table.add_column(col)
-    for j in json.loads((run_dir / "jobs.json").read_text()):
+    for name, j in (summary.get("jobs") or {}).items():
         if j.get("solo_of"):
             continue
-        for r in j["results"] or [{}]:
-            cells = [f"{r['time_us'] / 1e3:.1f}", f"{r['busbw'] * 8e3:.2f}"] if r else ["", ""]
+        limit = host_rate_mbit_s(topology, j.get("hosts") or [])
+        sizes = sorted((j.get("sizes") or {}).items(), key=lambda kv: int(kv[0])) or [("", {})]
+        for size, r in sizes:
+            t, bus = r.get("collective_s"), r.get("busbw_gbit_s")
+            cells = [format_decimal(t * 1e3) if t is not None else "",
+                     (f"{bus * 1e3:.1f}" + rate_flag(bus, limit)) if bus is not None else ""]
             if scaled:  # 4 significant digits: real times are tiny, real rates large
-                cells += ([format_decimal(real_time_s(r["time_us"] / 1e3, scale)),
-                           format_decimal(real_rate(r["busbw"] * 8, scale))] if r else ["", ""])
-            table.add_row(j["name"], str(len(j["hosts"])), str(r.get("size", "")), *cells,
-                          str(r.get("correct", "")), j["status"])
+                rt, rb = r.get("collective_real_s"), r.get("busbw_real_gbit_s")
+                cells += [format_decimal(rt * 1e3) if rt is not None else "",
+                          format_decimal(rb) if rb is not None else ""]
+            correct = j.get("correct")
+            table.add_row(name, str(j.get("world") or len(j.get("hosts") or [])),
+                          format_size(int(size)) if size else "", *cells,
+                          "n/a" if correct is None else str(correct), str(j.get("status")))
     return table, status
 
 
@@ -75,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise FabricLabError(f"--out {args.out} is a file; name a directory for the run "
                              "directories")
-    experiments = load_experiments(args.spec)
+    # simulated links are not shaped: the emulator's top rate does not bind them
+    experiments = load_experiments(args.spec, shaped=args.backend != "sim")
     backend = backend_of(args)
     for exp in experiments:  # every variant is checked before the first one runs
         try:
@@ -85,22 +101,27 @@ def run(args: argparse.Namespace) -> int:
             raise FabricLabError(f"{where}: {exc}") from None
     console = Console()
     run_dirs, failed = [], 0
-    for exp in experiments:
-        run_dir = backend.run(exp, args.out, console)
+    for exp, repeat in ((e, k) for e in experiments for k in range(e.repeats)):
+        run_dir = backend_of(args, repeat).run(exp, args.out, console)
         run_dirs.append(run_dir)
         table, status = summary_table(run_dir)
         console.print(table)
-        console.print(f"run directory: {run_dir}")
+        console.print(f"run directory: {run_dir}"
+                      + (f" (repeat {repeat + 1} of {exp.repeats})" if exp.repeats > 1 else ""))
         failed += status != "ok"
         if status == "incomplete":
             break  # Ctrl-C stops the whole experiment
     if not args.no_report:
         try:
-            from analysis.report import write_report
+            from analysis.report import build_report
         except ImportError:
             console.print("[yellow]analysis is not installed: no report written")
         else:
-            out = run_dirs[0] if len(run_dirs) == 1 else args.out / f"{run_dirs[0].name}-report"
-            path = write_report(run_dirs, out)
+            name = experiment_name(args.spec)
+            out = (run_dirs[0] if len(run_dirs) == 1
+                   else new_run_dir(args.out, f"{name}-report"))
+            path, headlines = build_report(run_dirs, out, name)
             console.print(f"report: {path}")
+            for h in headlines:  # the answer, last: what the experiment found
+                console.print(f"[bold]{h.title}[/bold] — {h.sentence}", highlight=False)
     return 1 if failed else 0

@@ -39,6 +39,25 @@ from testbed.sim.job_plans import ALIASES, RAIL_RING, cluster_collective
 from testbed.sim.presets import PRESETS
 
 MAX_LABEL_CHARS = 80
+MAX_LOAD = 2.0  # offered ÷ capacity: a little overload is a regime worth seeing, 3× is not
+
+
+def preset_help() -> str:
+    """What each preset sets, for ``--help``: ``vclos-paper: trace vclos-paper, jobs 5000,
+    ...; with ecmp, vclos: leaves 128, ...``."""
+    parts = []
+    for name, (common, per_kind) in PRESETS.items():
+        by_params: dict[str, list[str]] = {}
+        for kind, params in per_kind.items():
+            by_params.setdefault(_settings(params), []).append(kind)
+        parts.append(f"{name}: {_settings(common)}; " + "; ".join(
+            f"with {', '.join(kinds)}: {text}" for text, kinds in by_params.items()))
+    return " ".join(parts)
+
+
+def _settings(params: dict[str, Any]) -> str:
+    return ", ".join(f"--{k.replace('_', '-')} {v:g}" if isinstance(v, float)
+                     else f"--{k.replace('_', '-')} {v}" for k, v in params.items())
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -88,9 +107,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "ring in every leaf and one per rail across them) or any registered "
                    "All-Reduce or all-to-all (default ring)")
     p.add_argument("--preset", default="", choices=["", *PRESETS], metavar="NAME",
-                   help="a paper's own setup: vclos-paper (arXiv 2308.05692: 8192 GPUs, "
-                   "5000 jobs; the fabric follows --policy); flags left at their defaults "
-                   "take the preset's values")
+                   help="a paper's own setup; flags left at their defaults take the preset's "
+                   "values. " + preset_help())
     p.add_argument("--label", default=None, metavar="TEXT",
                    help="the run's name in reports (default: policy, placement, rewiring; "
                    f"at most {MAX_LABEL_CHARS} printable characters)")
@@ -126,8 +144,10 @@ def check_flags(args: argparse.Namespace) -> None:
         raise FabricLabError(f"--jobs is {args.jobs}; it must be at least 1")
     if args.seed < 0:
         raise FabricLabError(f"--seed is {args.seed}; it must be 0 or more")
-    if not (math.isfinite(args.load) and 0 < args.load <= 10):
-        raise FabricLabError(f"--load is {args.load}; it must be in (0, 10]")
+    if not (math.isfinite(args.load) and 0 < args.load <= MAX_LOAD):
+        raise FabricLabError(f"--load is {args.load}; it must be in (0, {MAX_LOAD:g}]: it is "
+                             "the offered GPU-time ÷ the cluster's, and above 1 the queue "
+                             "only grows, so waiting times measure the trace's length")
     if not (math.isfinite(args.link_gbit_s) and args.link_gbit_s > 0):
         raise FabricLabError(f"--link-gbit-s is {args.link_gbit_s}; it must be a positive "
                              "number")
@@ -162,8 +182,10 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     write_run(files, out)
     summary = files.summary
+    from analysis.cluster import accounting  # pandas: only once the run is done
+
     print(
-        f"{summary['policy']}: {summary['jobs_completed']} jobs, "
+        f"{summary['policy']}: {accounting(summary)}; over those: "
         f"avg JCT {summary['avg_jct_s']:.1f} s, avg wait {summary['avg_wait_s']:.1f} s, "
         f"avg slowdown {summary['avg_slowdown']:.3f}, GPU utilisation "
         f"{summary['gpu_utilisation']:.3f}, collided flows "

@@ -31,6 +31,15 @@ def run(args: argparse.Namespace) -> int:
     print(f"{plan.kind}: {len(plan.hosts)} hosts, {len(plan.switches)} switches "
           f"({', '.join(f'{n} {r}' for r, n in sorted(roles.items()))}), "
           f"{len(plan.links)} links ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))})")
+    print("hosts:    " + _listing([h.name for h in plan.hosts]))
+    for role in sorted(roles):
+        print(f"{role + ':':<9} " + _listing([sw.name for sw in plan.switches
+                                               if sw.role == role]))
+    groups: dict[tuple[str, float], list[str]] = {}
+    for lk in plan.links:
+        groups.setdefault((lk.kind, lk.mbit_s), []).append(f"{lk.a}–{lk.b}")
+    for (kind, mbit_s), names in sorted(groups.items()):
+        print(f"{len(names)} {kind} links at {mbit_s:g} Mbit/s: " + _listing(names))
     if plan.rate_scale != 1:
         print(f"rates scaled ×{plan.rate_scale:g} (rate_scale): the links are emulated at "
               f"{_rates(plan)} Mbit/s")
@@ -43,3 +52,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _rates(plan) -> str:
     return ", ".join(f"{r:g}" for r in sorted({lk.mbit_s for lk in plan.links}))
+
+
+def _listing(names: list[str], shown: int = 12) -> str:
+    """``a, b, c`` — the first ``shown`` and how many more, so a 192-link fabric is a line."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f", … and {more} more" if more > 0 else "")

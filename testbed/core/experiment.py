@@ -9,6 +9,7 @@
     policy: ecmp                              # a registered policy (ecmp, ecmp-l3, vclos,
                                               # ocs-vclos, shortest, ...) or static
     solo_baselines: true                      # run every job alone first
+    repeats: 3                                # run it 3 times: headlines give median [min, max]
     hosts: {runtime: docker, cpus: 1}         # optional: every host a container
     jobs:
       - name: a
@@ -282,6 +283,9 @@ class Experiment(_Strict):
     # The preset the fabric came from (testbed.core.presets), if any: kept for the report.
     preset: str | None = None
     solo_baselines: bool = False
+    # Run the experiment this many times (the sim backend: seed, seed+1, ...): headlines then
+    # give the median [min, max] over the repeats.
+    repeats: Annotated[int, Field(ge=1, le=20)] = 1
     calibrate: bool = False
     sample_hz: Annotated[float, Field(ge=1, le=50)] = 10.0
     timeout_s: Annotated[float, Field(gt=0, le=24 * 3600)] = 600.0
@@ -292,9 +296,13 @@ class Experiment(_Strict):
         names = [j.name for j in self.jobs]
         if len(set(names)) != len(names):
             raise ValueError("job names must be unique")
-        explicit = [h for j in self.jobs for h in (j.hosts or [])]
-        if len(set(explicit)) != len(explicit):
-            raise ValueError("two jobs list the same host")
+        owner: dict[str, str] = {}
+        for j in self.jobs:
+            for h in j.hosts or []:
+                if h in owner and owner[h] != j.name:
+                    raise ValueError(f"jobs {owner[h]} and {j.name} both list host {h}; a "
+                                     "host runs one job at a time")
+                owner.setdefault(h, j.name)
         kinds = {j.name: j.workload.kind for j in self.jobs}
         for j in self.jobs:
             peer = getattr(j.workload, "peer_of", None)
@@ -330,12 +338,15 @@ class ExperimentFile(BaseModel):
     variants: list[Variant] | None = None
 
 
-def expand(data: dict[str, Any], source: str = "spec") -> list[Experiment]:
-    """Validate a spec mapping and return its runs (one per variant, or just the one)."""
+def expand(data: dict[str, Any], source: str = "spec", shaped: bool = True
+           ) -> list[Experiment]:
+    """Validate a spec mapping and return its runs (one per variant, or just the one);
+    ``shaped`` False (the sim backend): no link rate is too fast to shape."""
     head = validate(ExperimentFile, data, source)
     base = {k: v for k, v in data.items() if k != "variants"}
     if not head.variants:
-        return [validate(Experiment, expand_preset(base, source, keep_name=True), source)]
+        return [validate(Experiment, expand_preset(base, source, keep_name=True), source,
+                         shaped)]
     runs = []
     for i, variant in enumerate(head.variants):
         merged = copy.deepcopy(base)
@@ -344,12 +355,19 @@ def expand(data: dict[str, Any], source: str = "spec") -> list[Experiment]:
         if variant.job_overrides:
             merged["jobs"] = [dict(j, **variant.job_overrides) for j in merged.get("jobs", [])]
         where = f"{source} (variants.{i}: {variant.name})"
-        runs.append(validate(Experiment, expand_preset(merged, where, keep_name=True), where))
+        runs.append(validate(Experiment, expand_preset(merged, where, keep_name=True), where,
+                             shaped))
     return runs
 
 
-def load_experiments(path: str | Path) -> list[Experiment]:
+def load_experiments(path: str | Path, shaped: bool = True) -> list[Experiment]:
     data = load_yaml(path)
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a mapping at the top level")
-    return expand(data, str(path))
+    return expand(data, str(path), shaped)
+
+
+def experiment_name(path: str | Path) -> str:
+    """The ``name:`` of an experiment file (its variants' runs are named ``NAME-VARIANT``)."""
+    data = load_yaml(path)
+    return str(data.get("name")) if isinstance(data, dict) and data.get("name") else "run"

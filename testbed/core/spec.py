@@ -81,8 +81,10 @@ class _Strict(BaseModel):
 def _shapeable(mbit_s: float, info: ValidationInfo) -> float:
     """A real rate whose emulated rate (× the ``rate_scale`` in the validation context, set
     by :func:`validate`; None when that is itself invalid) this machine shapes faithfully."""
-    scale = (info.context or {}).get("rate_scale", UNSCALED)
-    if scale is None or emulated_rate(mbit_s, scale) <= MAX_LINK_MBIT_S:
+    context = info.context or {}
+    scale = context.get("rate_scale", UNSCALED)
+    if (not context.get("shaped", True) or scale is None
+            or emulated_rate(mbit_s, scale) <= MAX_LINK_MBIT_S):
         return mbit_s
     if scale == UNSCALED:
         raise ValueError(f"{mbit_s:g} Mbit/s is more than this machine shapes faithfully (at "
@@ -253,12 +255,15 @@ def _explain(exc: ValidationError) -> str:
     return "; ".join(messages)
 
 
-def validate(model: type[BaseModel], data: Any, source: str = "spec") -> Any:
-    """Validate ``data`` against ``model``; raise SpecError with every mistake named."""
+def validate(model: type[BaseModel], data: Any, source: str = "spec",
+             shaped: bool = True) -> Any:
+    """Validate ``data`` against ``model``; raise SpecError with every mistake named.
+    ``shaped`` False: the links are simulated, not shaped, so no rate is too fast."""
     if not isinstance(data, dict):
         raise SpecError(f"{source}: expected a mapping at the top level")
     try:
-        return model.model_validate(data, context={"rate_scale": _rate_scale(data)})
+        return model.model_validate(data, context={"rate_scale": _rate_scale(data),
+                                                   "shaped": shaped})
     except ValidationError as exc:
         raise SpecError(f"{source}: {_explain(exc)}") from None
 

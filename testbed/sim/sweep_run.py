@@ -108,13 +108,18 @@ def sweep_results(out: Path, points: list[Point], title: str, by: list[str]
                   ) -> pd.DataFrame | None:
     """Write results.parquet, results.csv and report.md (grouped by ``by``) from the points
     done in ``out``, and return that table; None if no point is done."""
-    from analysis.sweep import results_frame, write_results
+    import pandas as pd
 
+    from analysis.sweep import results_frame, with_common_jobs, write_results
+
+    done = [p for p in points if is_done(out, p)]
     runs = [(p.key, p.params, json.loads((out / p.key / "summary.json").read_text()))
-            for p in points if is_done(out, p)]
+            for p in done]
     if not runs:
         return None
-    df = results_frame(runs)
+    jobs = {p.key: pd.read_csv(out / p.key / "jobs.csv") for p in done
+            if (out / p.key / "jobs.csv").is_file()}
+    df = with_common_jobs(results_frame(runs), jobs)
     write_results(out, title, df, by)
     return df
 

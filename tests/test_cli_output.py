@@ -1,0 +1,87 @@
+"""Small things the command line prints: what a user reads before any report."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from testbed.cli import main, version
+from testbed.core.errors import SpecError
+from testbed.core.experiment import expand
+
+FAST = {"name": "fast", "policy": "ecmp",
+        "fabric": {"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 2,
+                   "host_link_mbit_s": 5000, "uplink_mbit_s": 5000},
+        "jobs": [{"name": "t", "hosts": ["h0", "h1"],
+                  "workload": {"kind": "allreduce", "sizes": ["1MiB"], "iterations": 1}}]}
+
+
+def test_version_names_the_checkout_it_runs_from() -> None:
+    text = version()
+    checkout = Path(__file__).resolve().parents[1]
+    assert f"checkout {checkout}" in text or f"from {checkout}" in text
+
+
+def test_topo_prints_hosts_switches_and_links(capsys) -> None:
+    assert main(["topo", "experiments/fabrics/leaf-spine-4x4.yaml"]) == 0
+    out = capsys.readouterr().out
+    assert "hosts:    h0, h1," in out and "spine:    spine0, spine1, spine2, spine3" in out
+    assert re.search(r"16 uplink links at [\d.]+ Mbit/s: leaf0–spine0, ", out)
+
+
+def test_plan_gives_every_size_in_one_unit_style(capsys) -> None:
+    assert main(["plan", "--dims", "4x4", "--bw", "100,50", "--size", "1000MB",
+                 "--chunks", "3"]) == 0
+    chunks = capsys.readouterr().out.split("per-dimension load")[0]
+    sizes = re.findall(r"│\s+\d+ │\s+(\S+) │", chunks)
+    assert sizes and all(s.endswith("MiB") for s in sizes), sizes
+
+
+def test_a_fast_link_is_refused_for_the_emulator_only() -> None:
+    with pytest.raises(SpecError, match="more than this machine shapes faithfully"):
+        expand(FAST)
+    (exp,) = expand(FAST, shaped=False)  # the sim backend's links are not shaped
+    assert exp.fabric.host_link_mbit_s == 5000
+
+
+def test_the_sim_backend_runs_a_5000_mbit_s_link(tmp_path, capsys) -> None:
+    spec = tmp_path / "fast.yaml"
+    spec.write_text(json.dumps(FAST))
+    assert main(["run", str(spec), "--backend", "sim", "--out", str(tmp_path / "r"),
+                 "--no-report"]) == 0
+    (run_dir,) = (tmp_path / "r").iterdir()
+    busbw = json.loads((run_dir / "summary.json").read_text())["jobs"]["t"]["busbw_gbit_s"]
+    assert 4 < busbw <= 5
+
+
+def test_simulate_cluster_help_shows_what_a_preset_sets(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["simulate-cluster", "--preset", "vclos-paper", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "vclos-paper: --trace vclos-paper, --jobs 5000" in help_text
+    assert "with ocs-vclos: --leaves 256" in help_text
+
+
+def test_model_takes_a_scaled_down_preset_shape(capsys) -> None:
+    assert main(["model", "--preset", "3d-fc-ring-switch", "--dims", "4x2x2", "--size", "4MiB",
+                 "--chunks", "16", "--order", "scf", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["dims"] == [4, 2, 2] and doc["speedup"] == pytest.approx(1.387, abs=0.001)
+
+
+def test_report_skips_report_directories_a_glob_matches(tmp_path, capsys) -> None:
+    spec = tmp_path / "fast.yaml"
+    spec.write_text(json.dumps(FAST))
+    assert main(["run", str(spec), "--backend", "sim", "--out", str(tmp_path / "r"),
+                 "--no-report"]) == 0
+    (run_dir,) = (tmp_path / "r").iterdir()
+    old = tmp_path / "r" / "20261126-000000-fast-report"  # an earlier run's report
+    old.mkdir()
+    (old / "report.html").write_text("<html></html>")
+    capsys.readouterr()
+    assert main(["report", str(run_dir), str(old), "--out", str(tmp_path / "rep")]) == 0
+    assert capsys.readouterr().err.startswith("skipping 1 report directory: ")
+    assert (tmp_path / "rep" / "report.html").is_file()
