@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sdn_app.compat import MANAGER_MODULE
+from testbed.core.safe_paths import open_append
 from testbed.emulator.controller_api import HOST, ControllerApi, ControllerError
 
 __all__ = ["HOST", "Controller", "ControllerError", "free_port"]
@@ -56,7 +57,8 @@ class Controller(ControllerApi):
             env["FABRICLAB_POLICY"] = self.policy
         args = [sys.executable, "-m", MANAGER_MODULE, "--ofp-listen-host", HOST,
                 "--ofp-tcp-listen-port", str(self.of_port), "sdn_app.controller"]
-        with open(self.log_path, "ab") as log:
+        # appended across restarts; a symlink planted in its place is refused, not followed
+        with os.fdopen(open_append(self.log_path), "ab") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env,
                                          start_new_session=True)
         return self.proc.pid
