@@ -128,3 +128,15 @@ def test_benchmarks_make_their_run_directories_with_mkdtemp():
     fixed = [p.name for p in root.glob("*.py") if '"/tmp/' in p.read_text()
              or "'/tmp/" in p.read_text()]
     assert fixed == []
+
+
+def test_calibrate_into_an_existing_directory_is_refused_before_anything_starts(
+        tmp_path, capsys):
+    from testbed.cli import main
+
+    fabric = Path(__file__).resolve().parents[1] / "experiments/fabrics/multidim-2x4.yaml"
+    (tmp_path / "out").mkdir()
+    assert main(["calibrate", str(fabric), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "exists already" in err and "Traceback" not in err
+    assert list((tmp_path / "out").iterdir()) == []

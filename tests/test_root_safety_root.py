@@ -61,3 +61,21 @@ def test_hosts_and_kernel_bridges_are_configured_from_stdin_not_files(tmp_path, 
                    for p in (tmp_path / "run").rglob("*")}
     assert not any(p.startswith("setup") for p in written), written
     assert cleanup.leftovers(state) == []
+
+
+def test_a_run_whose_buffers_would_not_fit_is_refused_before_anything_starts(
+        tmp_path, monkeypatch, capsys):
+    import yaml
+
+    from testbed.cli import main
+    from testbed.emulator import preflight
+
+    spec = tmp_path / "big.yaml"
+    spec.write_text(yaml.safe_dump({"name": "big", "fabric": ONE_SWITCH, "jobs": [
+        {"name": "a", "hosts_wanted": 2,
+         "workload": {"kind": "allreduce", "sizes": ["1GiB"]}}]}))
+    monkeypatch.setattr(preflight, "mem_available_bytes", lambda: 1024**3)
+    assert main(["run", str(spec), "--out", str(tmp_path / "results")]) == 2
+    err = capsys.readouterr().err
+    assert "8.0 GiB of buffers" in err and "Traceback" not in err
+    assert not (tmp_path / "results").exists()
