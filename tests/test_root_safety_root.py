@@ -79,3 +79,83 @@ def test_a_run_whose_buffers_would_not_fit_is_refused_before_anything_starts(
     err = capsys.readouterr().err
     assert "8.0 GiB of buffers" in err and "Traceback" not in err
     assert not (tmp_path / "results").exists()
+
+
+# -- the controller's sockets (Medium 4 and 5) ------------------------------------------------
+
+NOBODY = ["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups"]
+OFP_HELLO, OFP_FEATURES_REQUEST, OFP_FEATURES_REPLY = 0, 5, 6
+# Play a switch: hello, then answer the features request with DPID argv[3]; print whether
+# the controller then ended the connection (it refuses) or kept it (it took the switch).
+FAKE_SWITCH = """
+import socket, struct, sys, time
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)
+s.sendall(struct.pack("!BBHI", 4, 0, 8, 1))
+buf, deadline = b"", time.monotonic() + 15
+while time.monotonic() < deadline:
+    try:
+        data = s.recv(65536)
+    except (ConnectionResetError, socket.timeout) as exc:
+        print("closed" if isinstance(exc, ConnectionResetError) else "kept"); sys.exit()
+    if not data:
+        print("closed"); sys.exit()
+    buf += data
+    while len(buf) >= 8:
+        version, kind, length, xid = struct.unpack("!BBHI", buf[:8])
+        buf = buf[length:]
+        if kind == 5:
+            s.sendall(struct.pack("!BBHIQIBB2xII", 4, 6, 32, xid, int(sys.argv[3]), 0, 254, 0,
+                                  0, 0))
+print("kept")
+"""
+
+
+def fake_switch(fab: Fabric, as_nobody: bool) -> str:
+    import subprocess
+    import sys
+
+    host, port = fab.controller.address
+    dpid = int(fab.net.switches[0].dpid, 16)  # a switch that is connected
+    argv = [sys.executable, "-c", FAKE_SWITCH, host, str(port), str(dpid)]
+    out = subprocess.run([*NOBODY, *argv] if as_nobody else argv, capture_output=True,
+                         text=True, timeout=60, cwd="/")
+    return out.stdout.strip() or out.stderr
+
+
+def raw_api(path: str, request: bytes) -> bytes:
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(path)
+        s.sendall(request)
+        return s.recv(65536)
+
+
+def test_the_controller_refuses_nobody_and_a_second_switch_for_a_dpid(tmp_path):
+    import stat
+    import subprocess
+    import sys
+
+    with Fabric(plan_of(ONE_SWITCH), tmp_path / "run", policy="ecmp") as fab:
+        api = fab.controller.api_socket
+        assert stat.S_IMODE(os.stat(api).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(os.path.dirname(api)).st_mode) == 0o700
+        probe = subprocess.run(
+            [*NOBODY, sys.executable, "-c", "import socket, sys; "
+             "socket.socket(socket.AF_UNIX).connect(sys.argv[1])", api],
+            capture_output=True, text=True, timeout=30, cwd="/")
+        assert probe.returncode != 0 and "PermissionError" in probe.stderr, probe.stderr
+        rebound = raw_api(api, b"DELETE /jobs/x HTTP/1.1\r\nHost: evil.example\r\n"
+                               b"Content-Length: 0\r\n\r\n")
+        assert rebound.startswith(b"HTTP/1.1 421"), rebound
+        form = raw_api(api, b"POST /jobs HTTP/1.1\r\nHost: fabriclab-controller\r\n"
+                            b"Content-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}")
+        assert form.startswith(b"HTTP/1.1 415"), form
+        assert fake_switch(fab, as_nobody=True) == "closed"
+        assert fake_switch(fab, as_nobody=False) == "closed"
+        health = fab.controller.get("/health")
+        assert health["ok"] and health["connected"] == len(fab.plan.switches)
+        ip = fab.plan.hosts[1].nics[0].ip
+        assert " 0% packet loss" in fab.host("h0").cmd(f"ping -c1 -W2 {ip}")
+        log = (tmp_path / "run" / "controller.log").read_text()
+        assert "from a process of uid 65534" in log and "a second connection" in log

@@ -26,7 +26,7 @@ COMMANDS = {  # command -> (the module that registers it, its line in `fabriclab
     "up": ("testbed.cli.up", "bring a fabric and its controller up and keep them up, in "
            "Mininet's CLI or until Ctrl-C (root)"),
     "jobs": ("testbed.cli.jobs", "list, place and remove jobs on the fabric `fabriclab up` "
-             "keeps up (root, except list)"),
+             "keeps up (root)"),
     "topo": ("testbed.cli.topo", "validate a fabric spec and print or export its topology"),
     "run": ("testbed.cli.run", "run an experiment (all its variants) and write a report "
             "(root, or --backend sim)"),
