@@ -140,3 +140,34 @@ def test_calibrate_into_an_existing_directory_is_refused_before_anything_starts(
     err = capsys.readouterr().err
     assert "exists already" in err and "Traceback" not in err
     assert list((tmp_path / "out").iterdir()) == []
+
+
+def fake_checkout(tmp_path: Path) -> Path:
+    co = tmp_path / "checkout"
+    (co / "testbed").mkdir(parents=True)
+    (co / "pyproject.toml").write_text("")
+    (co / "testbed" / "cli.py").write_text("")
+    return co
+
+
+@needs_root
+def test_root_refuses_a_checkout_another_user_owns_and_names_the_fix(tmp_path, monkeypatch,
+                                                                     capsys):
+    import testbed.cli as cli
+    from testbed.core.safe_paths import checkout_problem
+
+    co = fake_checkout(tmp_path)
+    assert checkout_problem(co) is None
+    os.chown(co / "testbed" / "cli.py", nobody(), -1)  # e.g. /vagrant, owned by vagrant
+    problem = checkout_problem(co)
+    assert "cli.py belongs to uid" in problem
+    assert f"`chown -R root:root {co} && chmod -R go-w {co}`" in problem
+    monkeypatch.setattr(cli, "CHECKOUT", co)
+    assert cli.main(["topo", "x.yaml"]) == 2
+    assert "refusing to run as root from" in capsys.readouterr().err
+    os.chown(co / "testbed" / "cli.py", 0, -1)
+    (co / "testbed" / "cli.py").chmod(0o664)
+    assert "cli.py is writable by other users" in checkout_problem(co)
+    (co / "testbed" / "cli.py").chmod(0o644)
+    os.chown(co, nobody(), -1)
+    assert "checkout belongs to uid" in checkout_problem(co)

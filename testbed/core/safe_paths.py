@@ -113,3 +113,30 @@ def open_append(path: Path | str, mode: int = 0o644) -> int:
     except OSError as exc:
         raise FabricLabError(f"cannot open {path}: {exc.strerror or exc} (a symlink is "
                              "refused)") from None
+
+
+CODE_DIRS = ("testbed", "sdn_app", "workloads", "analysis", "bin", "scripts")
+
+
+def checkout_problem(checkout: Path) -> str | None:
+    """One sentence if a user other than this one (or root) could change the code root runs
+    from ``checkout``: the checkout, a directory above it, or anything in its code
+    directories (:data:`CODE_DIRS`) owned by them or writable by group or others; None when
+    nobody could. The sentence names the command that fixes it."""
+    fix = (f"run `chown -R root:root {checkout} && chmod -R go-w {checkout}` (or install "
+           "from a copy only root can write)")
+    try:
+        check_ancestors(checkout / "x")  # the checkout itself and every directory above
+    except FabricLabError as exc:
+        return f"{str(exc).split(';')[0]}; {fix}"
+    for name in CODE_DIRS:
+        for top, dirs, files in os.walk(checkout / name):
+            for entry in (top, *(os.path.join(top, n) for n in dirs + files)):
+                st = os.lstat(entry)
+                writable = st.st_mode & 0o022 and not stat.S_ISLNK(st.st_mode)
+                if not _trusted_owner(st.st_uid) or writable:
+                    who = (f"belongs to uid {st.st_uid}" if not _trusted_owner(st.st_uid)
+                           else "is writable by other users")
+                    return (f"refusing to run as root from {checkout}: {entry} {who}, so "
+                            f"they could change what root runs; {fix}")
+    return None
