@@ -54,9 +54,15 @@ def dask_client(workers: int = 2, scheduler: str | None = None,
         else:
             if workers < 1:
                 raise FabricLabError(f"--workers is {workers}; it must be at least 1")
-            cluster = stack.enter_context(LocalCluster(
-                n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                security=True, dashboard_address=None, silence_logs=logging.CRITICAL))
+            try:
+                cluster = stack.enter_context(LocalCluster(
+                    n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                    security=True, dashboard_address=None, silence_logs=logging.CRITICAL))
+            except ImportError:  # Security.temporary() makes its certificates with it
+                raise FabricLabError(
+                    "the sweep's local Dask cluster needs the cryptography package for its "
+                    "TLS certificates: apt-get install python3-cryptography (python3-os-ken "
+                    "brings it) or pip install cryptography") from None
             client = Client(cluster)
         stack.enter_context(client)
         yield client
