@@ -30,6 +30,7 @@ import contextlib
 import json
 import os
 import re
+import stat
 import subprocess
 import threading
 import uuid
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.core.atomic import write_json
+from testbed.core.safe_paths import own_or_new_dir
 from testbed.emulator import procs
 from testbed.emulator.procs import NetnsId, ProcessId
 
@@ -51,6 +53,12 @@ OVS_DOWN = ("Open vSwitch is not running, so this run's bridges cannot be checke
 
 DOCKER_DOWN = ("the Docker engine does not answer, so this run's containers cannot be checked "
                "or removed: start it (`dockerd &` as root) and run `fabriclab clean` again")
+
+
+def state_dir() -> Path:
+    """:data:`STATE_DIR` (``FABRICLAB_STATE_DIR`` may move it), made by this user if missing
+    and refused in one sentence if another user could change it or a directory above it."""
+    return own_or_new_dir(STATE_DIR)
 
 
 class OvsUnreachable(Exception):
@@ -107,8 +115,8 @@ class RunState:
 
     def save(self) -> None:
         with _save_lock:
-            STATE_DIR.mkdir(parents=True, exist_ok=True)
-            write_json(self.path, asdict(self), indent=None)
+            state_dir()
+            write_json(self.path, asdict(self), indent=None, mode=0o600)
 
     def forget(self) -> None:
         self.path.unlink(missing_ok=True)
@@ -132,7 +140,8 @@ class RunState:
         ns = procs.netns_of(pid)
         if ns is None or ns == procs.own_netns():
             raise RuntimeError(f"host {name} (pid {pid}) has no namespace of its own")
-        self.pin_dir.mkdir(parents=True, exist_ok=True)
+        state_dir()
+        self.pin_dir.mkdir(parents=True, exist_ok=True)  # inside a directory only root writes
         pin = self.pin_dir / name
         pin.touch()
         out = subprocess.run(["mount", "--bind", f"/proc/{pid}/ns/net", str(pin)],
@@ -146,10 +155,13 @@ class RunState:
 
 
 def pinned_netns(pin: Path) -> NetnsId | None:
-    """The namespace a pin file holds, or None if nothing is mounted on it."""
+    """The namespace a pin file holds, or None if nothing is mounted on it (or it is a
+    symlink, which is never followed: a pin is a file this run made)."""
     try:
-        st, parent = os.stat(pin), os.stat(pin.parent)
+        st, parent = os.lstat(pin), os.lstat(pin.parent)
     except OSError:
+        return None
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(parent.st_mode):
         return None
     return (st.st_dev, st.st_ino) if st.st_dev != parent.st_dev else None
 

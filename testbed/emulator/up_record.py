@@ -105,9 +105,10 @@ class UpRecord:
         return cleanup.STATE_DIR / "netns" / self.run_id / host
 
     def save(self) -> None:
-        write_json(Path(self.run_dir) / NAME, asdict(self))
-        registry().mkdir(parents=True, exist_ok=True)
-        write_json(self.registry_path, asdict(self))
+        write_json(Path(self.run_dir) / NAME, asdict(self), mode=0o600)
+        cleanup.state_dir()
+        registry().mkdir(parents=True, exist_ok=True)  # inside a directory only root writes
+        write_json(self.registry_path, asdict(self), mode=0o600)
 
     def forget(self) -> None:
         """Remove the ``/run`` copy (the run directory keeps its own)."""
