@@ -30,6 +30,8 @@ import contextlib
 import json
 import os
 import re
+import shutil
+import socket
 import stat
 import subprocess
 import threading
@@ -44,6 +46,8 @@ from testbed.emulator import procs
 from testbed.emulator.procs import NetnsId, ProcessId
 
 STATE_DIR = Path(os.environ.get("FABRICLAB_STATE_DIR", "/run/fabriclab"))
+CONTROLLER_DIRS = "controller-*"  # a controller's API socket dir (controller_proc), 0700
+API_SOCKET = "api.sock"
 MARK = "fabriclab-run"  # OVS external_ids key and interface alias prefix
 RUN_ID = re.compile(r"^fl-[0-9a-f]{12}$")  # reaches shell commands (Mininet's): keep it plain
 _save_lock = threading.Lock()  # workers are started (and recorded) from several threads
@@ -339,6 +343,26 @@ def clean_stale() -> list[str]:
         else:
             report.append(f"run {state.run_id}: could not remove {', '.join(left)}; "
                           "state kept, run `fabriclab clean` again")
+    if gone := remove_dead_sockets():
+        report.append(f"removed the API sockets of {gone} controllers no run holds any more")
     for path in load_states()[1]:
         report.append(f"{path} is not a state file this version can read: left untouched")
     return report
+
+
+def remove_dead_sockets() -> int:
+    """Remove the controller socket directories whose socket nobody listens on (their run
+    died: the run, not its controller, holds the listening socket); return how many."""
+    gone = 0
+    for d in STATE_DIR.glob(CONTROLLER_DIRS):
+        with socket.socket(socket.AF_UNIX) as s:
+            try:
+                s.connect(str(d / API_SOCKET))
+                continue  # a live run's
+            except (ConnectionRefusedError, FileNotFoundError):
+                pass
+            except OSError:
+                continue  # not provably dead: leave it
+        shutil.rmtree(d, ignore_errors=True)
+        gone += 1
+    return gone

@@ -25,16 +25,15 @@ from sdn_app.compat import MANAGER_MODULE
 from sdn_app.listeners import API_FD_ENV, OF_FD_ENV
 from testbed.core.safe_paths import open_append
 from testbed.emulator import cleanup
+from testbed.emulator.cleanup import API_SOCKET
 from testbed.emulator.controller_api import HOST, ControllerApi, ControllerError
 
 __all__ = ["HOST", "Controller", "ControllerError"]
 
-API_SOCKET = "api.sock"
-
-
 def _api_listener() -> tuple[Path, socket.socket]:
     """A Unix socket only root can connect to, listening, in a new 0700 directory."""
-    where = Path(tempfile.mkdtemp(prefix="controller-", dir=cleanup.state_dir()))  # 0700
+    where = Path(tempfile.mkdtemp(prefix=cleanup.CONTROLLER_DIRS.rstrip("*"),
+                                  dir=cleanup.state_dir()))  # mode 0700
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.bind(str(where / API_SOCKET))
     os.chmod(where / API_SOCKET, 0o600)
