@@ -17,7 +17,9 @@ import argparse
 import contextlib
 import statistics
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import psutil
 from ring_shaped import one_switch_plan
@@ -77,7 +79,7 @@ def main() -> None:
     loaded, false_alarms, caught, ratios = [], [], [], []
     cost: dict[float, list[float]] = {hz: [] for hz in rates}
     for rep in range(args.repeats):
-        with Fabric(plan, f"/tmp/fabriclab-bench-invariants-{rep}") as fab:
+        with tempfile.TemporaryDirectory() as tmp, Fabric(plan, Path(tmp) / "run") as fab:
             for hz in rates:
                 q, c = incast(fab, plan, args.seconds, hz)
                 cost[hz].append(c)

@@ -35,10 +35,15 @@ fi
 if [ ! -x "$VENV/bin/python" ]; then
     /usr/bin/python3 -m venv --system-site-packages "$VENV"
 fi
-want=$(cat pyproject.toml | sha256sum | cut -d' ' -f1)
+# Every dependency from the lock, each at its version and checked against its hashes (the lock
+# is made by pip-compile from pyproject.toml: its header has the command); then fabriclab
+# itself, with nothing more, built by the venv's own setuptools (no download).
+LOCK=scripts/requirements.lock
+want=$(cat pyproject.toml "$LOCK" | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
-    echo "install: pip install -e .[test,rpc,docker] into $VENV"
-    "$VENV/bin/pip" install -q --disable-pip-version-check -e ".[test,rpc,docker]"
+    echo "install: pip install --require-hashes -r $LOCK, then -e . into $VENV"
+    "$VENV/bin/pip" install -q --disable-pip-version-check --require-hashes -r "$LOCK"
+    "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
     echo "$want" > "$STAMP"
 fi
 

@@ -1,11 +1,14 @@
-"""The controller's HTTP JSON API as a plain WSGI app (served on 127.0.0.1 only).
+"""The controller's HTTP JSON API as a plain WSGI app (served on a Unix socket only root can
+reach: :mod:`sdn_app.listeners`).
 
     GET /health  /topology  /jobs  /circuits  /ports
     POST /jobs {job_id, hosts | hosts_wanted, policy}  -> allocation, or 409 with the reason
     DELETE /jobs/<id>
 
 Malformed requests get 400 with a message and unknown jobs 404; an unexpected error in a
-handler becomes a 500 with its message, never a crashed controller.
+handler becomes a 500 with its message, never a crashed controller. A request whose Host is
+not :data:`~sdn_app.listeners.API_HOST` gets 421 (what a browser sends after DNS rebinding),
+and a body that is not declared ``application/json`` 415: JSON only.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from pydantic import (
     ValidationError,
     model_validator,
 )
+
+from sdn_app.listeners import API_HOST
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +70,7 @@ class Backend(Protocol):
 
 _STATUS = {200: "200 OK", 201: "201 Created", 400: "400 Bad Request", 404: "404 Not Found",
            405: "405 Method Not Allowed", 409: "409 Conflict", 413: "413 Payload Too Large",
+           415: "415 Unsupported Media Type", 421: "421 Misdirected Request",
            500: "500 Internal Server Error", 503: "503 Service Unavailable"}
 _JOB_PATH = re.compile(r"^/jobs/([^/]+)$")
 
@@ -90,6 +96,9 @@ def make_app(backend: Backend) -> Callable:
 
 
 def _route(backend: Backend, environ: dict[str, Any]) -> tuple[int, Any]:
+    host = environ.get("HTTP_HOST", "")
+    if host != API_HOST:
+        raise ApiError(421, f"Host {host[:64]!r} is not {API_HOST!r}: refused")
     method = environ.get("REQUEST_METHOD", "GET")
     path = environ.get("PATH_INFO", "/").rstrip("/") or "/"
     getters = {"/health": backend.health, "/topology": backend.topology,
@@ -110,6 +119,9 @@ def _route(backend: Backend, environ: dict[str, Any]) -> tuple[int, Any]:
 
 
 def _job_request(environ: dict[str, Any]) -> JobRequest:
+    kind = environ.get("CONTENT_TYPE", "").split(";")[0].strip().lower()
+    if kind != "application/json":
+        raise ApiError(415, f"Content-Type {kind[:64]!r} is not application/json")
     try:
         length = int(environ.get("CONTENT_LENGTH") or 0)
     except ValueError:

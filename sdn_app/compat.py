@@ -5,6 +5,7 @@ from __future__ import annotations
 
 try:
     from os_ken.base.app_manager import OSKenApp as RyuApp
+    from os_ken.controller import controller as CONTROLLER_MODULE
     from os_ken.controller import ofp_event
     from os_ken.controller.handler import (
         CONFIG_DISPATCHER,
@@ -19,6 +20,7 @@ try:
     MANAGER_MODULE = "os_ken.cmd.manager"
 except ImportError:  # pragma: no cover - where only Ryu is installed
     from ryu.base.app_manager import RyuApp  # type: ignore[no-redef]
+    from ryu.controller import controller as CONTROLLER_MODULE  # type: ignore[no-redef]
     from ryu.controller import ofp_event  # type: ignore[no-redef]
     from ryu.controller.handler import (  # type: ignore[no-redef]
         CONFIG_DISPATCHER,
@@ -33,6 +35,6 @@ except ImportError:  # pragma: no cover - where only Ryu is installed
     MANAGER_MODULE = "ryu.cmd.manager"
 
 __all__ = [
-    "CONFIG_DISPATCHER", "DEAD_DISPATCHER", "FRAMEWORK", "MAIN_DISPATCHER", "MANAGER_MODULE",
-    "RyuApp", "hub", "ofp_event", "ofproto_v1_3", "set_ev_cls",
+    "CONFIG_DISPATCHER", "CONTROLLER_MODULE", "DEAD_DISPATCHER", "FRAMEWORK", "MAIN_DISPATCHER",
+    "MANAGER_MODULE", "RyuApp", "hub", "ofp_event", "ofproto_v1_3", "set_ev_cls",
 ]

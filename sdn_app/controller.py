@@ -5,7 +5,8 @@ Launched as ``python -m os_ken.cmd.manager sdn_app.controller`` (the testbed doe
 
     FABRICLAB_TOPOLOGY   topology JSON written by the testbed (required)
     FABRICLAB_POLICY     a registered routing policy (default: by fabric kind)
-    FABRICLAB_API_PORT   HTTP API port on 127.0.0.1 (default 8080)
+    FABRICLAB_API_FD     the listening Unix socket of the HTTP API (required)
+    FABRICLAB_OF_FD      the listening OpenFlow socket (else os-ken binds its own)
     FABRICLAB_OCS_DELAY  seconds a new OCS circuit takes to come up (default 0)
     FABRICLAB_JOBS       file holding running jobs across controller restarts (optional)
 
@@ -21,6 +22,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import eventlet.greenio
 import eventlet.wsgi  # both os-ken and Ryu run on eventlet
 
 from sdn_app.api import ApiError, JobRequest, make_app
@@ -36,6 +38,13 @@ from sdn_app.compat import (
     set_ev_cls,
 )
 from sdn_app.jobs import JobManager
+from sdn_app.listeners import (
+    API_FD_ENV,
+    OF_FD_ENV,
+    inherited_socket,
+    peer_uid,
+    serve_openflow_on,
+)
 from sdn_app.policies import policy_for
 from sdn_app.program import (
     GroupRule,
@@ -50,6 +59,8 @@ from sdn_app.static_routes import FlowRule
 from testbed.core.topology import FabricPlan
 
 log = logging.getLogger("fabriclab.controller")
+if (_of_sock := inherited_socket(OF_FD_ENV)) is not None:  # before the framework listens
+    serve_openflow_on(_of_sock)
 BARRIER_TIMEOUT = 10.0
 STATS_PERIOD = 1.0
 
@@ -61,7 +72,7 @@ class FabricController(RyuApp):
         super().__init__(*args, **kwargs)
         self.plan = FabricPlan.from_json(Path(os.environ["FABRICLAB_TOPOLOGY"]).read_text())
         self.policy = policy_for(self.plan, os.environ.get("FABRICLAB_POLICY") or None)
-        self.api_port = int(os.environ.get("FABRICLAB_API_PORT", "8080"))
+        self.api_sock = inherited_socket(API_FD_ENV)  # see sdn_app.listeners
         self.ocs_delay = float(os.environ.get("FABRICLAB_OCS_DELAY", "0"))
         jobs_file = os.environ.get("FABRICLAB_JOBS")
         self.jobs = JobManager(self.plan, self.policy, Path(jobs_file) if jobs_file else None)
@@ -87,6 +98,16 @@ class FabricController(RyuApp):
         name = self.names.get(dp.id)
         if name is None:
             log.warning("ignoring unknown switch dpid %016x", dp.id)
+            return
+        if (uid := peer_uid(dp.socket)) != 0:
+            log.warning("refusing %s (dpid %016x) from a process of uid %s: switches are "
+                        "root's", name, dp.id, uid)
+            dp.close()
+            return
+        if (old := self.datapaths.get(name)) is not None and old is not dp and old.is_active:
+            log.warning("refusing a second connection for %s (dpid %016x): it is connected",
+                        name, dp.id)
+            dp.close()
             return
         self.datapaths[name] = dp
         self.ready.discard(name)
@@ -284,9 +305,12 @@ class FabricController(RyuApp):
     # -- background threads ------------------------------------------------------------------
 
     def _serve_api(self) -> None:
-        sock = hub.listen(("127.0.0.1", self.api_port))  # loopback only, never 0.0.0.0
-        log.info("API on http://127.0.0.1:%d", self.api_port)
-        eventlet.wsgi.server(sock, make_app(self), log_output=False)
+        if self.api_sock is None:
+            log.error("no API socket (%s is not set): the API is off", API_FD_ENV)
+            return
+        log.info("API on the Unix socket %s", self.api_sock.getsockname())
+        eventlet.wsgi.server(eventlet.greenio.GreenSocket(self.api_sock), make_app(self),
+                             log_output=False)
 
     def _poll_stats(self) -> None:
         while True:

@@ -10,6 +10,7 @@ from job_book import JobBook
 
 from sdn_app.api import make_app
 from sdn_app.jobs import JobManager
+from sdn_app.listeners import API_HOST
 from testbed.core.spec import parse_fabric
 from testbed.core.topology import build_plan
 
@@ -24,10 +25,11 @@ class Book(JobBook):
         raise RuntimeError("stats exploded")
 
 
-def call(app, method, path, body=None, raw=None):
+def call(app, method, path, body=None, raw=None, headers=None):
     data = raw if raw is not None else (b"" if body is None else json.dumps(body).encode())
     environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "CONTENT_LENGTH": str(len(data)),
-               "wsgi.input": io.BytesIO(data)}
+               "wsgi.input": io.BytesIO(data), "HTTP_HOST": API_HOST,
+               "CONTENT_TYPE": "application/json", **(headers or {})}
     got = {}
 
     def start_response(status, headers):

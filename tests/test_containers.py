@@ -5,6 +5,7 @@ environment a distributed job gets."""
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -15,7 +16,8 @@ from testbed.core.jobs import check_against_fabric
 from testbed.core.spec import parse_fabric
 from testbed.core.topology import build_plan
 from testbed.emulator.commands import job_environment, program_argv
-from testbed.emulator.containers import JOIN_CGROUPS, cgroup_procs_files, enter_command
+from testbed.emulator.confine import Confinement
+from testbed.emulator.containers import CONFINE, cgroup_procs_files, enter_command
 from workloads.iteration_log import parse, trace_rows
 
 MOUNTINFO_V1 = """\
@@ -58,13 +60,14 @@ def test_cgroup_files_seen_from_inside_a_container_strip_the_mount_root():
         "/sys/fs/cgroup/inner/cgroup.procs"]
 
 
-def test_entering_a_container_passes_paths_as_arguments_and_drops_net_admin():
-    argv = enter_command(4242, ["/sys/fs/cgroup/x y/cgroup.procs"], ["python3", "-c", "1"])
-    assert argv[1:3] == ["-c", JOIN_CGROUPS] and "$" not in "".join(argv[3:])
-    assert argv[4:6] == ["1", "/sys/fs/cgroup/x y/cgroup.procs"]
-    assert "--bounding-set=-net_admin" in argv
-    nsenter = argv.index(next(a for a in argv if a.endswith("nsenter")))
-    assert argv[nsenter + 1:nsenter + 3] == ["-t", "4242"]
+def test_entering_a_container_passes_paths_and_its_confinement_as_arguments():
+    confinement = Confinement(caps=0xA80425FB, filters=(b"\x06\x00\x00\x00\x00\x00\xff\x7f",))
+    argv = enter_command(4242, ["/sys/fs/cgroup/x y/cgroup.procs"], confinement,
+                         ["python3", "-c", "1"])
+    assert argv[:3] == [sys.executable, "-I", str(CONFINE)]  # no PYTHON* of the image's
+    assert argv[3:7] == ["--target", "4242", "--caps", "a80425fb"]
+    assert argv[7:9] == ["--seccomp", "060000000000ff7f"]
+    assert argv[9:11] == ["--cgroup", "/sys/fs/cgroup/x y/cgroup.procs"]
     assert argv[-4:] == ["--", "python3", "-c", "1"]
 
 

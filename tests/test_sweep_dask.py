@@ -100,8 +100,8 @@ def scheduler_run(dask_cluster, tmp_path_factory) -> tuple[Path, str, int]:
     out = tmp / "out"
     sweep = subprocess.Popen(
         [sys.executable, "-m", "testbed.cli", "sweep", str(tmp / "s.yaml"), "--out", str(out),
-         "--scheduler", address], env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True)
+         "--scheduler", address, "--insecure"], env=env(), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while not (out.is_dir() and point_dirs(out)) and sweep.poll() is None:

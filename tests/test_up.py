@@ -44,11 +44,14 @@ def plan():
     return build_plan(parse_fabric({"fabric": FABRIC}))
 
 
-def record(tmp_path: Path, api_port: int | None = 40001) -> UpRecord:
+API = "/run/fabriclab/controller-x/api.sock"
+
+
+def record(tmp_path: Path, api_socket: str | None = API) -> UpRecord:
     """A record as `up` writes it, for this very process."""
     me = procs.identify(os.getpid())
     return UpRecord(me.pid, me.start_ticks, RUN_ID, str(tmp_path / "run"), "spec.yaml",
-                    "vclos" if api_port else None, api_port, 40002, 1.0,
+                    "vclos" if api_socket else None, api_socket, 40002, 1.0,
                     up_record.host_addresses(plan()))
 
 
@@ -108,7 +111,7 @@ class StandIn:
     def __init__(self, plan, run_dir: Path, policy: str | None = "vclos", ocs_delay=0.0):
         self.plan, self.run_dir, self.policy = plan, Path(run_dir), policy
         self.state = SimpleNamespace(run_id=RUN_ID)
-        self.controller = SimpleNamespace(api_port=40001, of_port=40002) if policy else None
+        self.controller = SimpleNamespace(api_socket=API, of_port=40002) if policy else None
         self.restarts: list[float] = []
         self.stopped = 0
         self.left: list[str] = []
@@ -155,7 +158,7 @@ def test_up_records_itself_holds_the_lock_and_tears_down_on_ctrl_c(tmp_path, cap
     assert fab.stopped == 1 and fab.run_dir.parent == tmp_path / "out"
     assert fab.run_dir.name.endswith("-up")
     r = seen["record"]
-    assert (r.run_id, r.api_port, r.pid, Path(r.run_dir)) == (RUN_ID, 40001, os.getpid(),
+    assert (r.run_id, r.api_socket, r.pid, Path(r.run_dir)) == (RUN_ID, API, os.getpid(),
                                                              fab.run_dir)
     assert r.hosts["h3"] == ["10.0.0.4"]
     assert seen["lock"]["what"] == "fabriclab up spec.yaml"
@@ -164,7 +167,7 @@ def test_up_records_itself_holds_the_lock_and_tears_down_on_ctrl_c(tmp_path, cap
     assert runlock.holder() is None  # released
     assert not r.registry_path.exists() and (fab.run_dir / up_record.NAME).exists()
     out = capsys.readouterr().out
-    assert "controller API  http://127.0.0.1:40001" in out
+    assert f"controller API  the Unix socket {API}, root only" in out
     assert "fabriclab jobs add pinned --hosts h0,h3" in out
     assert f"nsenter --net={cleanup.STATE_DIR}/netns/{RUN_ID}/h0 ping -c1 10.0.0.4" in out
     assert out.rstrip().endswith("fabric down: nothing left")
@@ -229,7 +232,7 @@ def test_watch_warns_once_and_ends_only_when_ovs_is_gone(monkeypatch, capsys):
 
 
 def test_no_controller_means_no_job_lines(tmp_path):
-    lines = up.where(record(tmp_path, api_port=None), plan(), interactive=True)
+    lines = up.where(record(tmp_path, api_socket=None), plan(), interactive=True)
     text = "\n".join(lines)
     assert "controller API" not in text and "jobs cannot be placed" in text
     assert "`exit` or Ctrl-D in the CLI tears it all down" in text

@@ -32,7 +32,8 @@ def record(tmp_path: Path, *, start_ticks: int | None = None, started: float = 1
     run_dir.mkdir(exist_ok=True)
     plan = build_plan(parse_fabric({"fabric": FABRIC}))
     return UpRecord(me.pid, start_ticks or me.start_ticks, RUN_ID, str(run_dir), "spec.yaml",
-                    "vclos", 40001, 40002, started, up_record.host_addresses(plan))
+                    "vclos", "/run/fabriclab/controller-x/api.sock", 40002, started,
+                    up_record.host_addresses(plan))
 
 
 def test_a_live_record_is_found_by_default_and_by_run_dir(tmp_path):
@@ -40,7 +41,8 @@ def test_a_live_record_is_found_by_default_and_by_run_dir(tmp_path):
     r.save()
     assert up_record.find() == r
     assert up_record.find(Path(r.run_dir)) == r
-    assert json.loads((Path(r.run_dir) / up_record.NAME).read_text())["api_port"] == 40001
+    assert json.loads((Path(r.run_dir) / up_record.NAME).read_text())["api_socket"] == \
+        "/run/fabriclab/controller-x/api.sock"
     r.forget()
     assert not r.registry_path.exists() and (Path(r.run_dir) / up_record.NAME).exists()
 
@@ -89,10 +91,10 @@ def test_an_unreadable_record_is_left_untouched(tmp_path):
 
 def test_malformed_records_are_refused():
     good = {"pid": 5, "start_ticks": 7, "run_id": RUN_ID, "run_dir": "/r", "spec": "s",
-            "policy": None, "api_port": None, "openflow_port": None, "started": 1.0}
-    assert UpRecord(**good).api_port is None
-    for bad in ({"pid": "5"}, {"api_port": 70000}, {"run_id": "x; rm"}, {"hosts": []},
-                {"pid": True}):
+            "policy": None, "api_socket": None, "openflow_port": None, "started": 1.0}
+    assert UpRecord(**good).api_socket is None
+    for bad in ({"pid": "5"}, {"api_socket": 40001}, {"openflow_port": 70000},
+                {"run_id": "x; rm"}, {"hosts": []}, {"pid": True}):
         with pytest.raises(ValueError):
             UpRecord(**{**good, **bad})
 

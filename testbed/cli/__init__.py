@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from pathlib import Path
 
@@ -26,7 +27,7 @@ COMMANDS = {  # command -> (the module that registers it, its line in `fabriclab
     "up": ("testbed.cli.up", "bring a fabric and its controller up and keep them up, in "
            "Mininet's CLI or until Ctrl-C (root)"),
     "jobs": ("testbed.cli.jobs", "list, place and remove jobs on the fabric `fabriclab up` "
-             "keeps up (root, except list)"),
+             "keeps up (root)"),
     "topo": ("testbed.cli.topo", "validate a fabric spec and print or export its topology"),
     "run": ("testbed.cli.run", "run an experiment (all its variants) and write a report "
             "(root, or --backend sim)"),
@@ -130,11 +131,26 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def require_safe_checkout(checkout: Path | None = None) -> None:
+    """As root, refuse to run code from a checkout another user could change (one sentence
+    naming the fix); an installed package (no pyproject.toml beside it) is not checked."""
+    from testbed.core.safe_paths import checkout_problem
+
+    checkout = checkout or CHECKOUT
+    if os.geteuid() == 0 and (checkout / "pyproject.toml").is_file() \
+            and (problem := checkout_problem(checkout)):
+        raise FabricLabError(problem)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = next((a for a in argv if not a.startswith("-")), None)
     args = build_parser(command).parse_args(argv)
     try:
+        require_safe_checkout()
         return int(args.func(args) or 0)
     except FabricLabError as exc:
         print(f"fabriclab {args.command}: error: {exc}", file=sys.stderr)

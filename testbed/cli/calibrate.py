@@ -4,7 +4,6 @@ rates (exit 1 if the fabric is not faithful)."""
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 from testbed.core.errors import FabricLabError
@@ -14,7 +13,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("calibrate")
     p.add_argument("spec", help="YAML file with a fabric: block")
     p.add_argument("--out", type=Path, default=None,
-                   help="run directory (default results/<timestamp>-calibrate)")
+                   help="run directory, which must not exist yet "
+                        "(default results/<timestamp>-calibrate)")
     p.add_argument("--seconds", type=float, default=4.0, help="length of each round")
     p.add_argument("--budget", type=float, default=800.0,
                    help="offered load per round in link-Mbit/s (sum of rate x links crossed)")
@@ -30,6 +30,8 @@ def run(args: argparse.Namespace) -> int:
 
     from sdn_app.policies import controller_policy
     from testbed.core.atomic import write_json
+    from testbed.core.rundir import new_run_dir
+    from testbed.core.safe_paths import make_dir
     from testbed.core.topology import load_plan
     from testbed.emulator import switch_kinds
     from testbed.emulator.calibrate import calibrate, print_calibration
@@ -37,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     if args.seconds < 2:
         raise FabricLabError("--seconds must be at least 2 (one second is warm-up)")
     plan = load_plan(args.spec)
-    out = args.out or Path("results") / f"{time.strftime('%Y%m%d-%H%M%S')}-calibrate"
+    # a directory this run makes itself: never one that exists (another user may own it)
+    out = make_dir(args.out) if args.out else new_run_dir(Path("results"), "calibrate")
     console = Console()
     switches = switch_kinds.resolve(args.switches, plan, controller_policy(plan, None))
 

@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="run directory of the `fabriclab up` to use (default: the one "
                        "running on this machine)")
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    ls = actions.add_parser("list", parents=[where], help="the jobs placed now (no root needed)")
+    ls = actions.add_parser("list", parents=[where], help="the jobs placed now")
     ls.add_argument("--json", action="store_true", help="print JSON instead of the table")
     add = actions.add_parser("add", parents=[where], help="place a job (root)")
     add.add_argument("job_id", metavar="JOB_ID", help="its name: letters, digits, '.', '_', '-'")
@@ -77,11 +77,11 @@ def run(args: argparse.Namespace) -> int:
             hosts = parse_hosts(args.hosts)
         elif args.size < 1:
             raise FabricLabError(f"--size is {args.size}; it must be at least 1")
-        require_root("place jobs on a running fabric")
-    elif args.action == "remove":
-        require_root("remove jobs from a running fabric")
+    # the controller's API is a Unix socket only root can reach (sdn_app.listeners)
+    require_root({"add": "place jobs on a running fabric", "list": "list the jobs of a "
+                  "running fabric"}.get(args.action, "remove jobs from a running fabric"))
     record = up_record.find(args.run)
-    if record.api_port is None:
+    if record.api_socket is None:
         raise FabricLabError(f"the fabric up in {record.run_dir} runs no controller (policy "
                              "static), so it places no jobs: bring it up again with a "
                              "policy (any --policy but static)")
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise FabricLabError(f"--hosts: {unknown[0]} is not a host of the fabric up in "
                              f"{record.run_dir} (it has {describe_hosts(record.hosts)})")
-    api = ControllerApi(record.api_port)
+    api = ControllerApi(record.api_socket)
     try:
         if args.action == "list":
             jobs = api.get("/jobs")

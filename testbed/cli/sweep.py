@@ -32,9 +32,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     where.add_argument("--workers", type=int, default=2,
                        help="worker processes of the local Dask cluster, one thread each "
                        "(default 2)")
-    where.add_argument("--scheduler", default=None, metavar="tcp://HOST:8786",
+    where.add_argument("--scheduler", default=None, metavar="tls://HOST:8786",
                        help="run on an existing Dask cluster instead (trace files must be at "
-                       "the same paths on its workers)")
+                       "the same paths on its workers; TLS settings from Dask's config)")
+    p.add_argument("--insecure", action="store_true",
+                   help="allow a plaintext tcp:// --scheduler (its traffic can be read and "
+                   "its results are unpickled here)")
     p.set_defaults(func=run)
 
 
@@ -52,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     if all(is_done(out, p) for p in points):  # nothing to run: no cluster to start
         outcome = Outcome(skipped=[p.key for p in points])
     else:
-        with dask_client(args.workers, args.scheduler) as client, \
+        with dask_client(args.workers, args.scheduler, args.insecure) as client, \
                 _progress(len(points)) as update:
             # makes --out only once the cluster answers: a refused sweep leaves nothing
             outcome = run_points(client, points, out, update)

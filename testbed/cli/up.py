@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sdn_app.listeners import API_HOST
 from testbed.core.errors import FabricLabError, SpecError
 
 if TYPE_CHECKING:  # imported when a command runs, not when `fabriclab --help` lists it
@@ -134,7 +135,7 @@ def serve(fab: Fabric, spec: str, interactive: bool) -> int:
         ctl = fab.controller
         record = up_record.UpRecord.of(
             fab.state.run_id, fab.run_dir, spec, fab.plan, fab.policy,
-            ctl.api_port if ctl else None, ctl.of_port if ctl else None)
+            ctl.api_socket if ctl else None, ctl.of_port if ctl else None)
         record.save()
         print("\n".join(where(record, fab.plan, interactive)), flush=True)
         if interactive:
@@ -200,10 +201,11 @@ def where(record: UpRecord, plan: FabricPlan, interactive: bool) -> list[str]:
     for h in plan.hosts:
         place = f"leaf{h.leaf}" if h.leaf is not None else f"coords {list(h.coords)}"
         lines.append(f"    {h.name:<6}{', '.join(record.hosts[h.name]):<24}{place}")
-    if record.api_port is not None:
-        lines.insert(2, f"  controller API  http://127.0.0.1:{record.api_port}  (GET /health "
-                        f"/jobs /topology; OpenFlow on 127.0.0.1:{record.openflow_port})")
-        lines.append("  place jobs from another shell (as root; `list` needs no root):")
+    if record.api_socket is not None:
+        lines.insert(2, f"  controller API  the Unix socket {record.api_socket}, root only (GET "
+                        f"/health /jobs /topology with Host: {API_HOST}; OpenFlow on "
+                        f"127.0.0.1:{record.openflow_port})")
+        lines.append("  place jobs from another shell (as root):")
         first, last = plan.hosts[0].name, plan.hosts[-1].name
         lines.append(f"    fabriclab jobs add pinned --hosts {first},{last}"
                      if first != last else f"    fabriclab jobs add pinned --hosts {first}")

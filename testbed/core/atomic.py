@@ -8,6 +8,7 @@ import errno
 import io
 import json
 import os
+import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -15,28 +16,46 @@ from typing import Any
 from testbed.core.errors import FabricLabError
 
 
-def write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path.partial``, then rename it over ``path``. A path that cannot
-    be written (no such directory, a directory) is one sentence naming ``path``, and leaves
-    no ``.partial`` file behind."""
-    write_bytes(path, text.encode())
+def write_text(path: Path, text: str, mode: int = 0o644) -> None:
+    """Write ``text`` to a new temporary file beside ``path`` (a unique name, made with
+    ``O_EXCL``), ``fsync`` it, then rename it over ``path``. A symlink at ``path`` is replaced,
+    never followed. A path that cannot be written (no such directory, a directory) is one
+    sentence naming ``path``, and leaves no temporary file behind."""
+    write_bytes(path, text.encode(), mode)
 
 
-def write_bytes(path: Path, data: bytes) -> None:
-    """Bytes, written as :func:`write_text` writes text."""
+def write_bytes(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Bytes, written as :func:`write_text` writes text (``mode`` 0o600 for private state)."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".partial")
+    tmp: str | None = None
     try:
-        tmp.write_bytes(data)
-        tmp.replace(path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        tmp = None
+        _fsync_dir(path.parent)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         raise FabricLabError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def write_json(path: Path, data: Any, indent: int | None = 1) -> None:
-    write_text(path, json.dumps(data, indent=indent, default=str))
+def _fsync_dir(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (the entry, not just the data)."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_json(path: Path, data: Any, indent: int | None = 1, mode: int = 0o644) -> None:
+    write_text(path, json.dumps(data, indent=indent, default=str), mode)
 
 
 def csv_text(rows: Iterable[Mapping[str, Any]], columns: list[str]) -> str:

@@ -55,9 +55,10 @@ from testbed.core.algorithms import (
     groups_error,
     kind_error,
 )
-from testbed.core.errors import SpecError
+from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.formulas import ALLTOALL
 from testbed.core.host_runtime import NAMESPACE, HostRuntime
+from testbed.core.limits import check_size
 from testbed.core.presets import expand_preset
 from testbed.core.registry import (
     ALLTOALLS,
@@ -89,13 +90,17 @@ class AllReduceWorkload(_Strict):
     @classmethod
     def _sizes(cls, v: Any) -> Any:
         if isinstance(v, list):
-            return [parse_size(x) if isinstance(x, str) else x for x in v]
+            try:
+                return [parse_size(x) if isinstance(x, str) else x for x in v]
+            except FabricLabError as exc:  # named with its field path
+                raise ValueError(str(exc)) from None
         return v
 
     @field_validator("sizes")
     @classmethod
     def _floats(cls, v: list[int]) -> list[int]:
         for s in v:
+            check_size(s)
             if s < 4 or s % 4:
                 raise ValueError(f"{s} bytes is not a whole number of float32 values (>= 4)")
         return v

@@ -20,9 +20,10 @@ from typing import Any
 
 import yaml
 
-from testbed.core.atomic import write_json
+from testbed.core.atomic import write_json, write_text
 from testbed.core.experiment import Experiment
 from testbed.core.jobs import JobRun
+from testbed.core.safe_paths import check_ancestors, make_dir
 from testbed.core.summary_csv import write_tables
 from testbed.core.topology import FabricPlan
 
@@ -43,12 +44,17 @@ def base_environment() -> dict[str, Any]:
 
 def new_run_dir(out_root: Path, name: str) -> Path:
     """Create and return ``out_root/<timestamp>-<name>``, with ``-2``, ``-3`` ... appended when
-    a run of the same name started within the same second."""
+    a run of the same name started within the same second (or someone else made that name:
+    a run never writes into a directory it did not make). ``out_root`` and every directory
+    above it must be safe from other users (:func:`~testbed.core.safe_paths.check_ancestors`)."""
     base = Path(out_root) / f"{time.strftime('%Y%m%d-%H%M%S')}-{name}"
+    if not os.path.lexists(out_root):
+        make_dir(out_root)
+    check_ancestors(base)
     path, k = base, 1
     while True:
         try:
-            path.mkdir(parents=True)
+            path.mkdir()
             return path
         except FileExistsError:
             k += 1
@@ -58,8 +64,8 @@ def new_run_dir(out_root: Path, name: str) -> Path:
 def write_head(run_dir: Path, exp: Experiment, env: dict[str, Any]) -> None:
     """What a run writes before it starts: ``spec.yaml`` (the expanded experiment) and
     ``env.json`` (:func:`base_environment` plus the backend's fields)."""
-    (run_dir / "spec.yaml").write_text(
-        yaml.safe_dump(exp.model_dump(mode="json"), sort_keys=False))
+    write_text(run_dir / "spec.yaml",
+               yaml.safe_dump(exp.model_dump(mode="json"), sort_keys=False))
     write_json(run_dir / "env.json", env)
 
 
@@ -72,7 +78,7 @@ class RunRecorder:
                  env: dict[str, Any]) -> None:
         self.run_dir = new_run_dir(out_root, exp.name)
         write_head(self.run_dir, exp, env)
-        (self.run_dir / "topology.json").write_text(plan.to_json())
+        write_text(self.run_dir / "topology.json", plan.to_json())
         self.status = "ok"  # ok | failed | incomplete
         self.error: str | None = None
 

@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from testbed.core.errors import SpecError
+from testbed.core.limits import MAX_SPEC_BYTES, MAX_YAML_DEPTH
 from testbed.core.scaling import UNSCALED, emulated_rate
 
 # What one 2-core machine shapes faithfully (shared/DESIGN.md, BENCHMARKS.md): Mininet's HTB
@@ -276,22 +277,62 @@ def _rate_scale(data: dict) -> float | None:
     return float(scale) if valid else None
 
 
+class _Refused(Exception):
+    """What :class:`_SpecLoader` refuses, with the line it is on."""
+
+    def __init__(self, what: str, line: int) -> None:
+        super().__init__(what)
+        self.what, self.line = what, line
+
+
+class _SpecLoader(yaml.SafeLoader):
+    """PyYAML's safe loader without aliases (``*name``: one line of them can expand into
+    gigabytes) and with nesting at most :data:`~testbed.core.limits.MAX_YAML_DEPTH` deep."""
+
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            line = self.peek_event().start_mark.line
+            raise _Refused("uses an alias (*name); anchors and aliases are not taken in "
+                           "fabriclab files: write the value out", line)
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise _Refused(f"nests lists or mappings more than {MAX_YAML_DEPTH} deep "
+                               "(MAX_YAML_DEPTH)", self.peek_event().start_mark.line)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
 def load_yaml(path: str | Path) -> Any:
-    """Read a YAML file, turning I/O and syntax problems into one sentence."""
+    """Read a YAML file (at most :data:`~testbed.core.limits.MAX_SPEC_BYTES`, no aliases,
+    bounded nesting), turning I/O and syntax problems into one sentence."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            raw = f.read(MAX_SPEC_BYTES + 1)
+        if len(raw) > MAX_SPEC_BYTES:
+            raise SpecError(f"{path} is larger than {MAX_SPEC_BYTES // 1024**2} MiB "
+                            "(MAX_SPEC_BYTES): not a spec")
+        text = raw.decode("utf-8")
     except OSError as exc:
         raise SpecError(f"cannot read spec {path}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
         raise SpecError(f"{path} is not UTF-8 text (byte {exc.start} is "
                         f"{exc.object[exc.start:exc.start + 1]!r})") from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_SpecLoader)  # a SafeLoader
+    except _Refused as exc:
+        raise SpecError(f"{path} {exc.what} (line {exc.line + 1})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise SpecError(f"{path} is not valid YAML{where}") from None
+    except (ValueError, RecursionError):  # e.g. an integer of over 4300 digits
+        raise SpecError(f"{path} holds a value fabriclab cannot read (such as a number "
+                        "thousands of digits long)") from None
 
 
 def load_fabric_file(path: str | Path) -> FabricFile:

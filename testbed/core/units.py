@@ -14,6 +14,7 @@ import re
 from typing import TYPE_CHECKING
 
 from testbed.core.errors import FabricLabError
+from testbed.core.limits import MAX_SIZE_BYTES, MAX_SIZE_DIGITS, check_size
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -32,15 +33,26 @@ _SIZE_UNITS = {
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
+def _bounded(number: str, scale: int, text: str) -> int:
+    """``number`` × ``scale`` bytes, refused past :data:`~testbed.core.limits.MAX_SIZE_BYTES`
+    (checked on the digits first: a 400-digit number would overflow a float)."""
+    shown = text if len(text) <= 24 else text[:21] + "..."
+    if len(number.split(".")[0]) > MAX_SIZE_DIGITS:
+        check_size(MAX_SIZE_BYTES + 1, f"size {shown!r}")
+    return check_size(int(float(number) * scale), f"size {shown!r}")
+
+
 def parse_size(text: str | int) -> int:
-    """'256MiB' -> 268435456; '1KiB' -> 1024; '64' -> 64 (bytes)."""
+    """'256MiB' -> 268435456; '1KiB' -> 1024; '64' -> 64 (bytes); at most
+    :data:`~testbed.core.limits.MAX_SIZE_BYTES`."""
     if isinstance(text, int):
-        return text
+        return check_size(text)
     m = _SIZE_RE.match(text)
     unit = m.group(2).lower() if m else None
     if not m or unit not in _SIZE_UNITS:
-        raise FabricLabError(f"size {text!r} is not a size; write e.g. 64, 1KiB, 256MiB or 1GiB")
-    return int(float(m.group(1)) * _SIZE_UNITS[unit])
+        raise FabricLabError(f"size {text[:40]!r} is not a size; write e.g. 64, 1KiB, 256MiB "
+                             "or 1GiB")
+    return _bounded(m.group(1), _SIZE_UNITS[unit], text)
 
 
 def parse_size_range(text: str) -> list[int]:
@@ -71,9 +83,9 @@ def parse_nccl_size(text: str, flag: str) -> int:
     m = _SIZE_RE.match(text)
     unit = m.group(2).lower() if m else None
     if not m or unit not in _NCCL_UNITS:
-        raise FabricLabError(f"{flag} {text!r} is not a size; write bytes or a 1024-based K, M "
-                             "or G suffix, e.g. 8, 1K, 256M or 1G")
-    return int(float(m.group(1)) * _NCCL_UNITS[unit])
+        raise FabricLabError(f"{flag} {text[:40]!r} is not a size; write bytes or a 1024-based "
+                             "K, M or G suffix, e.g. 8, 1K, 256M or 1G")
+    return _bounded(m.group(1), _NCCL_UNITS[unit], text)
 
 
 def nccl_size_range(minbytes: str, maxbytes: str, stepfactor: str) -> list[int]:

@@ -6,10 +6,12 @@ from pathlib import Path
 from typing import Any
 
 from sdn_app.policies import controller_policy
+from testbed.core.errors import FabricLabError
 from testbed.core.experiment import Experiment
 from testbed.core.jobs import check_against_fabric
+from testbed.core.limits import run_buffer_bytes
 from testbed.core.topology import build_plan
-from testbed.emulator.preflight import require_fabric_ready
+from testbed.emulator.preflight import memory_error, require_fabric_ready
 from testbed.emulator.runner import Runner
 
 
@@ -23,6 +25,9 @@ class EmulatedBackend:
         check_against_fabric(experiment, plan)
         controller_policy(plan, experiment.policy)
         require_fabric_ready()
+        need = run_buffer_bytes(experiment.jobs)
+        if problem := memory_error(need, f"experiment {experiment.name}"):
+            raise FabricLabError(problem)
 
     def run(self, experiment: Experiment, out: Path, console: Any = None) -> Path:
         return Runner(experiment, out, console).run()

@@ -30,6 +30,9 @@ import contextlib
 import json
 import os
 import re
+import shutil
+import socket
+import stat
 import subprocess
 import threading
 import uuid
@@ -38,10 +41,13 @@ from pathlib import Path
 from typing import Any
 
 from testbed.core.atomic import write_json
+from testbed.core.safe_paths import own_or_new_dir
 from testbed.emulator import procs
 from testbed.emulator.procs import NetnsId, ProcessId
 
 STATE_DIR = Path(os.environ.get("FABRICLAB_STATE_DIR", "/run/fabriclab"))
+CONTROLLER_DIRS = "controller-*"  # a controller's API socket dir (controller_proc), 0700
+API_SOCKET = "api.sock"
 MARK = "fabriclab-run"  # OVS external_ids key and interface alias prefix
 RUN_ID = re.compile(r"^fl-[0-9a-f]{12}$")  # reaches shell commands (Mininet's): keep it plain
 _save_lock = threading.Lock()  # workers are started (and recorded) from several threads
@@ -51,6 +57,12 @@ OVS_DOWN = ("Open vSwitch is not running, so this run's bridges cannot be checke
 
 DOCKER_DOWN = ("the Docker engine does not answer, so this run's containers cannot be checked "
                "or removed: start it (`dockerd &` as root) and run `fabriclab clean` again")
+
+
+def state_dir() -> Path:
+    """:data:`STATE_DIR` (``FABRICLAB_STATE_DIR`` may move it), made by this user if missing
+    and refused in one sentence if another user could change it or a directory above it."""
+    return own_or_new_dir(STATE_DIR)
 
 
 class OvsUnreachable(Exception):
@@ -107,8 +119,8 @@ class RunState:
 
     def save(self) -> None:
         with _save_lock:
-            STATE_DIR.mkdir(parents=True, exist_ok=True)
-            write_json(self.path, asdict(self), indent=None)
+            state_dir()
+            write_json(self.path, asdict(self), indent=None, mode=0o600)
 
     def forget(self) -> None:
         self.path.unlink(missing_ok=True)
@@ -132,7 +144,8 @@ class RunState:
         ns = procs.netns_of(pid)
         if ns is None or ns == procs.own_netns():
             raise RuntimeError(f"host {name} (pid {pid}) has no namespace of its own")
-        self.pin_dir.mkdir(parents=True, exist_ok=True)
+        state_dir()
+        self.pin_dir.mkdir(parents=True, exist_ok=True)  # inside a directory only root writes
         pin = self.pin_dir / name
         pin.touch()
         out = subprocess.run(["mount", "--bind", f"/proc/{pid}/ns/net", str(pin)],
@@ -146,10 +159,13 @@ class RunState:
 
 
 def pinned_netns(pin: Path) -> NetnsId | None:
-    """The namespace a pin file holds, or None if nothing is mounted on it."""
+    """The namespace a pin file holds, or None if nothing is mounted on it (or it is a
+    symlink, which is never followed: a pin is a file this run made)."""
     try:
-        st, parent = os.stat(pin), os.stat(pin.parent)
+        st, parent = os.lstat(pin), os.lstat(pin.parent)
     except OSError:
+        return None
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(parent.st_mode):
         return None
     return (st.st_dev, st.st_ino) if st.st_dev != parent.st_dev else None
 
@@ -327,6 +343,26 @@ def clean_stale() -> list[str]:
         else:
             report.append(f"run {state.run_id}: could not remove {', '.join(left)}; "
                           "state kept, run `fabriclab clean` again")
+    if gone := remove_dead_sockets():
+        report.append(f"removed the API sockets of {gone} controllers no run holds any more")
     for path in load_states()[1]:
         report.append(f"{path} is not a state file this version can read: left untouched")
     return report
+
+
+def remove_dead_sockets() -> int:
+    """Remove the controller socket directories whose socket nobody listens on (their run
+    died: the run, not its controller, holds the listening socket); return how many."""
+    gone = 0
+    for d in STATE_DIR.glob(CONTROLLER_DIRS):
+        with socket.socket(socket.AF_UNIX) as s:
+            try:
+                s.connect(str(d / API_SOCKET))
+                continue  # a live run's
+            except (ConnectionRefusedError, FileNotFoundError):
+                pass
+            except OSError:
+                continue  # not provably dead: leave it
+        shutil.rmtree(d, ignore_errors=True)
+        gone += 1
+    return gone

@@ -14,6 +14,10 @@ Each rank's stdout and stderr go to ``stdout-rank{r}.log`` / ``stderr-rank{r}.lo
 directory and its exit code to ``exit_codes.json``; iteration lines in stdout become the
 job's iteration trace (:mod:`workloads.iteration_log`). The first rank to fail ends the job:
 the others get a short grace, then are killed, as a hung collective would never return.
+
+A rank starts from :func:`base_environment` (what finds programs and Python, and the
+locale), not from this root process's whole environment, which may carry secrets (tokens,
+agent sockets) a job's program has no business seeing; the job's ``env`` adds to it.
 """
 
 from __future__ import annotations
@@ -33,6 +37,13 @@ from workloads.iteration_log import write_iterations
 from workloads.launcher import kill_all
 
 PEER_GRACE_S = 10.0  # after one rank fails, how long the others get to notice and exit
+INHERITED = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR", "PYTHONPATH",
+             "VIRTUAL_ENV")
+
+
+def base_environment() -> dict[str, str]:
+    """What a command job inherits from this process: :data:`INHERITED` and ``LC_*``."""
+    return {k: v for k, v in os.environ.items() if k in INHERITED or k.startswith("LC_")}
 
 
 def job_environment(plan: FabricPlan, hosts: list[str], rank: int, *, master_port: int,
@@ -81,7 +92,7 @@ def run_command_on_fabric(fab: Any, hosts: list[str], argv: list[str], *, job_di
             err = open(job_dir / f"stderr-rank{rank}.log", "wb")  # noqa: SIM115
             files += [out, err]
             procs[rank] = fab.popen(host, program_argv(argv),
-                                    env=dict(os.environ) | (env or {}) | variables,
+                                    env=base_environment() | (env or {}) | variables,
                                     stdin=subprocess.DEVNULL, stdout=out, stderr=err)
         codes = _wait(procs, wall_timeout)
     except BaseException:

@@ -6,11 +6,14 @@ namespace (``nsenter --net``, from the root filesystem, so ``ip``/``tc`` need no
 image), and Mininet moves the fabric's veths into it exactly as into a namespace host: same
 names, addresses, static ARP, routes and shaping.
 
-Processes a job starts in a container host enter the container's namespaces (network, mount
-with its root, UTS, IPC) and join its cgroups, so Docker's ``cpus`` and ``mem_limit`` hold for
-them; they stay in the machine's PID namespace, so the run identifies and signals them by
-(PID, start time) like any other worker. They run without ``CAP_NET_ADMIN`` (the container
-itself never has it), so nothing in a container can change its own link's shaping.
+Processes a job starts in a container host are confined as Docker confines the container
+(:mod:`testbed.emulator.confine`): they join its cgroups, so Docker's ``cpus`` and
+``mem_limit`` hold for them; enter its cgroup, IPC, UTS, network, PID and mount namespaces and
+its root; keep only the capabilities its init has (Docker's default set, without
+``CAP_NET_ADMIN`` or ``CAP_SYS_ADMIN``, so nothing in a container can change its own link's
+shaping, mount, enter other namespaces or load modules); run with ``no_new_privs`` and the
+seccomp filter Docker gave the container. What the run starts and records is the supervisor
+of each such process, on the host's PID namespace; the process dies with it.
 
 Ownership: a container carries the label ``fabriclab-run=<run id>`` from its creation, its
 namespace is pinned like a namespace host's, and ``fabriclab clean`` removes only containers
@@ -20,8 +23,8 @@ with the label of a dead run (:mod:`testbed.emulator.cleanup`).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,12 +32,13 @@ from typing import Any
 from testbed.core.errors import FabricLabError
 from testbed.core.host_runtime import TORCH_IMAGE, HostRuntime
 from testbed.emulator.cleanup import MARK, RunState
+from testbed.emulator.confine import Confinement, container_confinement
 from testbed.emulator.mn_nodes import OwnedHost
 
-# Joins the cgroup.procs files given as "$2".."$n+1" (n = "$1"), then execs the rest: paths
-# arrive as arguments, never inside the script text.
-JOIN_CGROUPS = ('n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 126; shift; '
-                'n=$((n - 1)); done; exec "$@"')
+log = logging.getLogger(__name__)
+
+CONFINE = Path(__file__).with_name("confine.py")
+_said: set[str] = set()  # each confinement problem is said once per process
 
 
 def container_name(state: RunState, host: str) -> str:
@@ -77,18 +81,14 @@ def cgroup_procs_files(proc_cgroup: str, mountinfo: str) -> list[str]:
     return files
 
 
-def enter_command(container_pid: int, cgroup_files: list[str], argv: list[str]) -> list[str]:
-    """The argument list that runs ``argv`` inside a container: join its cgroups, give up
-    CAP_NET_ADMIN, enter its namespaces and root. Nothing here goes through a shell's parser
-    but the fixed :data:`JOIN_CGROUPS` script."""
-    tools = {t: shutil.which(t) for t in ("sh", "setpriv", "nsenter")}
-    missing = [t for t, path in tools.items() if path is None]
-    if missing:
-        raise FabricLabError(f"{missing[0]} is missing: install util-linux and dash")
-    return [tools["sh"], "-c", JOIN_CGROUPS, "fabriclab-enter", str(len(cgroup_files)),
-            *cgroup_files, tools["setpriv"], "--bounding-set=-net_admin", "--",
-            tools["nsenter"], "-t", str(container_pid), "-n", "-m", "-u", "-i", "-r", "-w",
-            "--", *argv]
+def enter_command(container_pid: int, cgroup_files: list[str], confinement: Confinement,
+                  argv: list[str]) -> list[str]:
+    """The argument list that runs ``argv`` inside a container, confined like it
+    (:mod:`testbed.emulator.confine`, run by this Python with ``-I``). Nothing here goes
+    through a shell's parser."""
+    cgroups = [a for f in cgroup_files for a in ("--cgroup", f)]
+    return [sys.executable, "-I", str(CONFINE), "--target", str(container_pid),
+            *confinement.argv(), *cgroups, "--", *argv]
 
 
 def image_error(client: Any, image: str) -> str | None:
@@ -132,6 +132,10 @@ class ContainerHost(OwnedHost):
         self.cgroup_files = cgroup_procs_files(
             Path(f"/proc/{self.container_pid}/cgroup").read_text(),
             Path("/proc/self/mountinfo").read_text())
+        self.confinement = container_confinement(self.container_pid)
+        for problem in set(self.confinement.problems) - _said:  # said once, not per host
+            _said.add(problem)
+            log.warning(problem)
         super().__init__(name, state, **params)
 
     def _popen(self, cmd: list[str], **params: Any) -> Any:
@@ -153,8 +157,8 @@ class ContainerHost(OwnedHost):
         given = kwargs.get("env") or {}
         kwargs["env"] = self.container_env | {k: v for k, v in given.items()
                                               if os.environ.get(k) != v}
-        kwargs["mncmd"] = ["mnexec", "-d", *enter_command(self.container_pid,
-                                                          self.cgroup_files, [])]
+        kwargs["mncmd"] = ["mnexec", "-d", *enter_command(
+            self.container_pid, self.cgroup_files, self.confinement, [])]
         return super().popen(argv, **kwargs)
 
     def terminate(self) -> None:

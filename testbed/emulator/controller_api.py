@@ -1,43 +1,62 @@
-"""A client of the controller's HTTP JSON API (``sdn_app.api``), which listens on 127.0.0.1
-only. Light on purpose: ``fabriclab jobs`` talks to a running fabric's controller with it
-without importing the controller framework."""
+"""A client of the controller's HTTP JSON API (``sdn_app.api``), which listens on a Unix
+socket only root can reach (:mod:`sdn_app.listeners`). Light on purpose: ``fabriclab jobs``
+talks to a running fabric's controller with it without importing the controller framework."""
 
 from __future__ import annotations
 
+import http.client
 import json
-import urllib.error
-import urllib.request
+import socket
 from typing import Any
 
+from sdn_app.listeners import API_HOST
 from testbed.core.errors import FabricLabError
 
-HOST = "127.0.0.1"
+HOST = "127.0.0.1"  # where the OpenFlow listener is (the switches connect over TCP)
 
 
 class ControllerError(FabricLabError):
     pass
 
 
-class ControllerApi:
-    """The API of the controller listening on ``HOST:api_port``."""
+class _UnixConnection(http.client.HTTPConnection):
+    """HTTP over a Unix socket (the Host header is :data:`API_HOST`)."""
 
-    def __init__(self, api_port: int, timeout_s: float = 30.0) -> None:
-        self.api_port = api_port
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__(API_HOST, timeout=timeout)
+        self.socket_path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(self.timeout)
+            sock.connect(self.socket_path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+class ControllerApi:
+    """The API of the controller listening on the Unix socket ``api_socket``."""
+
+    def __init__(self, api_socket: str, timeout_s: float = 30.0) -> None:
+        self.api_socket = str(api_socket)
         self.timeout_s = timeout_s
 
     @property
     def url(self) -> str:
-        return f"http://{HOST}:{self.api_port}"
+        return f"the Unix socket {self.api_socket}"
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(f"{self.url}{path}", data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+        conn = _UnixConnection(self.api_socket, self.timeout_s)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                return resp.status, json.loads(resp.read())
-        except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read() or b"{}")
+            conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            return resp.status, json.loads(resp.read() or b"{}")
+        finally:
+            conn.close()
 
     def get(self, path: str) -> Any:
         status, body = self.request("GET", path)

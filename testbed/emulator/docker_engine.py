@@ -11,6 +11,7 @@ them later, also ``fabriclab clean`` after a crash.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.core.errors import FabricLabError
+from testbed.core.safe_paths import open_append, own_or_new_dir
 from testbed.emulator import procs
 from testbed.emulator.procs import ProcessId
 
@@ -68,8 +70,8 @@ def start(log_path: Path) -> list[ProcessId]:
     if shutil.which("dockerd") is None:
         raise FabricLabError(f"container hosts need the Docker engine, and dockerd is missing: "
                              f"{INSTALL_HINT}")
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
+    own_or_new_dir(log_path.parent)
+    with os.fdopen(open_append(log_path), "ab") as log:  # a planted symlink is refused
         proc = subprocess.Popen(["dockerd", *DOCKERD_ARGS], stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=log, start_new_session=True)
     daemon = procs.identify(proc.pid)

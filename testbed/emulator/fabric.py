@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import shlex
 import signal
 import subprocess
 import threading
@@ -27,12 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from sdn_app.static_routes import FlowRule, static_rules
+from testbed.core.atomic import write_text
 from testbed.core.errors import FabricLabError
 from testbed.core.host_runtime import HostRuntime
+from testbed.core.safe_paths import own_or_new_dir
 from testbed.core.topology import FabricPlan, dim_peers, fc_side, ring_neighbours
 from testbed.emulator import cleanup, runlock, switch_kinds
 from testbed.emulator.controller_proc import Controller
 from testbed.emulator.failpoints import failpoint
+from testbed.emulator.netns_batch import run_batch
 from testbed.emulator.preflight import datapath, ovs_running, require_fabric_ready
 
 log = logging.getLogger(__name__)
@@ -88,8 +90,9 @@ class Fabric:
         self._locked = True
         try:
             self._guard_other_runs()
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            (self.run_dir / "topology.json").write_text(self.plan.to_json())
+            # a directory root made, or one only this user can write: never one planted
+            own_or_new_dir(self.run_dir)
+            write_text(self.run_dir / "topology.json", self.plan.to_json())
             # recorded before anything exists, so a kill at any later point is cleanable
             self.state = cleanup.RunState.new(
                 self.run_dir, [s.name for s in self.plan.switches] if self._ovs else [],
@@ -310,9 +313,7 @@ class Fabric:
         switch: Any = partial(OwnedSwitch, state=self.state, datapath=self.datapath,
                               protocols="OpenFlow13", failMode="secure")
         if not self._ovs:
-            setup = self.run_dir / "setup"
-            setup.mkdir(exist_ok=True)
-            switch = partial(KernelBridge, state=self.state, plan=self.plan, setup_dir=setup)
+            switch = partial(KernelBridge, state=self.state, plan=self.plan)
         host = partial(OwnedHost, state=self.state)
         link = partial(ShapedLink, mark=self.state.mark)
         topo = FabricTopo(self.plan)
@@ -326,19 +327,14 @@ class Fabric:
         self.net.build()
 
     def _configure_hosts(self) -> None:
-        """Static ARP and ring/mesh host routes, one ``ip -batch`` file per host; no IPv6
-        chatter."""
-        setup = self.run_dir / "setup"
-        setup.mkdir(exist_ok=True)
+        """Static ARP and ring/mesh host routes, fed to one ``ip -batch -`` per host on its
+        standard input (no file anyone could swap); no IPv6 chatter."""
         for h in self.plan.hosts:
-            path = setup / f"{h.name}.ip"
-            path.write_text("\n".join(self._host_commands(h.index)) + "\n")
-            out = self.host(h.name).cmd(
-                "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 && "
-                f"ip -batch {shlex.quote(str(path))} && echo fabriclab-ok"
-            )
-            if "fabriclab-ok" not in out:
-                raise FabricLabError(f"could not configure {h.name}: {out.strip()}")
+            node = self.host(h.name)
+            node.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1")
+            problem = run_batch(node.pid, ["ip", "-batch", "-"], self._host_commands(h.index))
+            if problem:
+                raise FabricLabError(f"could not configure {h.name}: {problem}")
 
     def _host_commands(self, index: int) -> Iterator[str]:
         plan, me = self.plan, self.plan.hosts[index]

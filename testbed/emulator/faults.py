@@ -99,6 +99,8 @@ def residue(bridges: list[str] = BRIDGES, intfs: list[str] = INTERFACES) -> list
     """What any fabriclab run left: state files, namespace pins, and these bridges and
     interfaces (the fault fabric's names, whoever made them). Empty on a clean machine."""
     left = [f"state file {p.name}" for p in sorted(cleanup.STATE_DIR.glob("*.json"))]
+    left += [f"controller sockets {p.name}"
+             for p in sorted(cleanup.STATE_DIR.glob(cleanup.CONTROLLER_DIRS))]
     pin_root = cleanup.STATE_DIR / "netns"
     if pin_root.is_dir():
         left += [f"namespace pins of {d.name}" for d in sorted(pin_root.iterdir())]

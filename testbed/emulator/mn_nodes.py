@@ -9,14 +9,13 @@ at any point of bring-up leaves nothing that ``fabriclab clean`` cannot prove is
 
 from __future__ import annotations
 
-import shlex
-from pathlib import Path
 from typing import Any
 
 from mininet.node import Host, OVSSwitch, Switch
 
 from testbed.core.topology import FabricPlan
 from testbed.emulator.cleanup import RunState
+from testbed.emulator.netns_batch import run_batch
 from testbed.emulator.switch_kinds import bridge_fdb
 
 
@@ -62,34 +61,28 @@ class KernelBridge(_Owned, Switch):
     a frame goes only to the port of its destination, as the static OpenFlow rules send it.
     """
 
-    def __init__(self, name: str, state: RunState, plan: FabricPlan, setup_dir: Path,
-                 **params: Any) -> None:
+    def __init__(self, name: str, state: RunState, plan: FabricPlan, **params: Any) -> None:
         self.fdb = bridge_fdb(plan, name)  # (port interface, MAC of the host behind it)
-        self.setup_dir = setup_dir  # where its ip and bridge batch files are written
         super().__init__(name, state, **{**params, "inNamespace": True})
 
     def started(self) -> None:
         self.run_state.pin_netns(self.name, self.pid)
 
     def start(self, _controllers: Any) -> None:
-        # batch files, not one command line: a shell's terminal cuts lines at 4095 bytes
+        # batches on standard input, not one command line (a shell's terminal cuts lines at
+        # 4095 bytes) and not files (anyone able to swap one would run commands as root)
         ports = [i.name for i in self.intfList() if i.name.startswith(f"{self.name}-")]
-        link = self.setup_dir / f"{self.name}.ip"
-        link.write_text("\n".join([f"link add name {self.name} type bridge stp_state 0",
-                                   *(f"link set dev {p} master {self.name}" for p in ports),
-                                   f"link set dev {self.name} up"]) + "\n")
-        bridge = self.setup_dir / f"{self.name}.bridge"
-        bridge.write_text("\n".join(
-            [*(f"link set dev {p} learning off flood off mcast_flood off" for p in ports),
-             *(f"fdb replace {mac} dev {p} master static" for p, mac in self.fdb)]) + "\n")
-        out = self.cmd(
-            "sysctl -qw net.ipv6.conf.all.disable_ipv6=1; "
-            "for t in iptables ip6tables arptables; do "
-            "f=/proc/sys/net/bridge/bridge-nf-call-$t; [ ! -e $f ] || echo 0 > $f; done; "
-            f"ip -batch {shlex.quote(str(link))} && bridge -batch {shlex.quote(str(bridge))} "
-            "&& echo fabriclab-ok")
-        if "fabriclab-ok" not in out:
-            raise RuntimeError(f"could not make the kernel bridge {self.name}: {out.strip()}")
+        self.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1; "
+                 "for t in iptables ip6tables arptables; do "
+                 "f=/proc/sys/net/bridge/bridge-nf-call-$t; [ ! -e $f ] || echo 0 > $f; done")
+        problem = run_batch(self.pid, ["ip", "-batch", "-"], [
+            f"link add name {self.name} type bridge stp_state 0",
+            *(f"link set dev {p} master {self.name}" for p in ports),
+            f"link set dev {self.name} up"]) or run_batch(self.pid, ["bridge", "-batch", "-"], [
+                *(f"link set dev {p} learning off flood off mcast_flood off" for p in ports),
+                *(f"fdb replace {mac} dev {p} master static" for p, mac in self.fdb)])
+        if problem:
+            raise RuntimeError(f"could not make the kernel bridge {self.name}: {problem}")
 
     def stop(self, deleteIntfs: bool = True) -> None:
         self.cmd(f"ip link del dev {self.name}")

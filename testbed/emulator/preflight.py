@@ -69,6 +69,27 @@ def require_fabric_ready() -> None:
         )
 
 
+def mem_available_bytes() -> int | None:
+    """The kernel's estimate of memory available to new work (``MemAvailable``), or None."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def memory_error(need_bytes: int, what: str) -> str | None:
+    """One sentence if ``need_bytes`` would not fit in this machine's available memory (the
+    OOM killer would then pick a victim, maybe ovs-vswitchd); None when it fits."""
+    free = mem_available_bytes()
+    if free is None or need_bytes <= free:
+        return None
+    return (f"{what} would hold about {need_bytes / 1024**3:.1f} GiB of buffers and this "
+            f"machine has {free / 1024**3:.1f} GiB available: use smaller sizes or fewer hosts")
+
+
 def _unknown(name: str, detail: str) -> Check:
     """A check this user cannot make: the answer needs root."""
     return Check(name, False, detail, "run fabriclab doctor as root", known=False)

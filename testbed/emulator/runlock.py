@@ -49,8 +49,9 @@ def acquire(what: str, stop_hint: str = STOP_HINT) -> None:
     global _depth, _fd
     with _guard:
         if _depth == 0:
-            cleanup.STATE_DIR.mkdir(parents=True, exist_ok=True)
-            fd = os.open(lock_path(), os.O_RDWR | os.O_CREAT, 0o644)  # close-on-exec
+            cleanup.state_dir()
+            fd = os.open(lock_path(), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

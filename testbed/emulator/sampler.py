@@ -14,6 +14,7 @@ interval keeps a link of up to 26 Mbit/s busy through it, at 100 Hz one of up to
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -102,8 +103,13 @@ class BusyProcesses:
         idle = (cpu[0] - self._last_cpu[0]) / max(cpu[1] - self._last_cpu[1], 1e-9)
         seconds = now - self._last_t
         current: dict[int, tuple[float, str]] = {}
-        for proc in psutil.process_iter(["cpu_times", "name", "cmdline"]):
-            times, cmd = proc.info["cpu_times"], proc.info["cmdline"] or [proc.info["name"]]
+        me = os.geteuid()
+        for proc in psutil.process_iter(["cpu_times", "name", "cmdline", "uids"]):
+            info = proc.info
+            mine = info["uids"] is not None and info["uids"].real == me
+            # another user's arguments stay out of results meant to be shared: its name only
+            cmd = (info["cmdline"] if mine else None) or [info["name"] or "?"]
+            times = info["cpu_times"]
             if times is not None:
                 current[proc.pid] = (times.user + times.system, " ".join(cmd)[:80])
         times = psutil.cpu_times()

@@ -49,17 +49,18 @@ class UpRecord:
     run_dir: str
     spec: str
     policy: str | None  # None: no controller (static rules)
-    api_port: int | None
+    api_socket: str | None  # the controller's API (a Unix socket only root can reach)
     openflow_port: int | None
     started: float  # time.time() when the fabric was ready
     hosts: dict[str, list[str]] = field(default_factory=dict)
-    version: int = 1
+    version: int = 2
 
     def __post_init__(self) -> None:
         ints = (self.pid, self.start_ticks, self.version)
-        ports = (self.api_port, self.openflow_port)
+        port = self.openflow_port
         if not (all(type(v) is int and v > 0 for v in ints)
-                and all(p is None or (type(p) is int and 0 < p < 65536) for p in ports)
+                and (port is None or (type(port) is int and 0 < port < 65536))
+                and (self.api_socket is None or isinstance(self.api_socket, str))
                 and cleanup.RUN_ID.match(str(self.run_id))
                 and isinstance(self.run_dir, str) and isinstance(self.spec, str)
                 and (self.policy is None or isinstance(self.policy, str))
@@ -68,12 +69,12 @@ class UpRecord:
 
     @classmethod
     def of(cls, run_id: str, run_dir: Path, spec: str, plan: FabricPlan, policy: str | None,
-           api_port: int | None, openflow_port: int | None) -> UpRecord:
+           api_socket: str | None, openflow_port: int | None) -> UpRecord:
         """The record of this process's fabric, which is up now."""
         me = procs.identify(os.getpid())
         assert me is not None
         return cls(me.pid, me.start_ticks, run_id, str(Path(run_dir).resolve()),
-                   str(Path(spec).resolve()), policy, api_port, openflow_port, time.time(),
+                   str(Path(spec).resolve()), policy, api_socket, openflow_port, time.time(),
                    host_addresses(plan))
 
     @classmethod
@@ -104,9 +105,10 @@ class UpRecord:
         return cleanup.STATE_DIR / "netns" / self.run_id / host
 
     def save(self) -> None:
-        write_json(Path(self.run_dir) / NAME, asdict(self))
-        registry().mkdir(parents=True, exist_ok=True)
-        write_json(self.registry_path, asdict(self))
+        write_json(Path(self.run_dir) / NAME, asdict(self), mode=0o600)
+        cleanup.state_dir()
+        registry().mkdir(parents=True, exist_ok=True)  # inside a directory only root writes
+        write_json(self.registry_path, asdict(self), mode=0o600)
 
     def forget(self) -> None:
         """Remove the ``/run`` copy (the run directory keeps its own)."""

@@ -16,6 +16,7 @@ from typing import Any
 
 from testbed.core.atomic import csv_text, write_text
 from testbed.core.errors import FabricLabError
+from testbed.core.limits import cluster_error
 from testbed.sim.cluster import ClusterConfig, simulate_cluster
 from testbed.sim.job_plans import cluster_policy
 from testbed.sim.peak_memory import peak_rss
@@ -55,6 +56,8 @@ def resolve_preset(params: Mapping[str, Any]) -> dict[str, Any]:
 def cluster_config(params: Mapping[str, Any]) -> ClusterConfig:
     """The checked :class:`ClusterConfig` of ``params`` (simulate-cluster's names)."""
     p = resolve_preset(params)
+    if problem := cluster_error(p):
+        raise FabricLabError(problem)
     ocs = p["ocs_count"] if p["ocs_count"] is not None else (
         p["spines"] if cluster_policy(p["policy"]).allocates_as == "ocs-vclos" else 0)
     config = ClusterConfig(

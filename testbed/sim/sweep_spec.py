@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sdn_app.allocation.ocs import REWIRINGS
 from testbed.core.errors import FabricLabError, SpecError
+from testbed.core.limits import grid_points_error
 from testbed.core.spec import load_yaml
 from testbed.sim.cluster import SIM_PLACEMENTS
 from testbed.sim.cluster_run import DEFAULTS, cluster_config
@@ -135,7 +136,8 @@ def _explain(where: str, exc: ValidationError) -> str:
     if err["type"] == "extra_forbidden":
         msg = f"unknown parameter; use one of {', '.join(ClusterParams.model_fields)}"
     elif "input" in err and err["type"] != "missing":
-        msg = f"{err['input']!r}: {msg}"
+        shown = repr(err["input"])
+        msg = f"{shown if len(shown) <= 60 else shown[:57] + '...'}: {msg}"
     return f"{where}.{field}: {msg}" if where else f"{field}: {msg}"
 
 
@@ -168,6 +170,8 @@ def expand(spec: SweepSpec, base_dir: Path = Path()) -> list[Point]:
                         f"{', '.join(ClusterParams.model_fields)}")
     for name in [n for n in spec.grid if n in spec.base]:
         raise SpecError(f"grid.{name}: also set in base; give it in one of them")
+    if problem := grid_points_error([len(v) for v in spec.grid.values()]):
+        raise SpecError(problem)
     for name, values in spec.grid.items():
         if not values:
             raise SpecError(f"grid.{name}: empty list; give at least one value")

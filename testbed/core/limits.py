@@ -1,0 +1,82 @@
+"""The named upper bounds on what a spec, a sweep or a command line may ask of a root process.
+
+Without them one line of YAML could make every rank allocate a terabyte (the OOM killer then
+picks a victim, maybe ovs-vswitchd), a grid expand into hundreds of thousands of runs, or a
+parser spend minutes and gigabytes on an alias bomb. Each bound is generous for real use and
+each refusal is one sentence that names it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from testbed.core.errors import FabricLabError
+
+GIB = 1024**3
+
+MAX_SIZE_BYTES = 4 * GIB  # one collective's buffer (each rank holds a few copies of it)
+MAX_SIZE_DIGITS = 20  # of a size as written: far beyond MAX_SIZE_BYTES, far below overflow
+MAX_SPEC_BYTES = 4 * 1024**2  # a YAML spec or sweep file
+MAX_YAML_DEPTH = 64  # nested lists and mappings in one
+MAX_GRID_POINTS = 10_000  # runs one sweep expands into
+# Copies of its largest buffer each rank of a collective job holds (region, inputs, the
+# transport's scratch and a received chunk): what a run's memory estimate multiplies by.
+BUFFER_COPIES = 4
+
+# simulate-cluster's dimensions (the vClos paper's largest setup is 256 leaves of 32 GPUs)
+MAX_CLUSTER = {"leaves": 4096, "spines": 4096, "hosts_per_leaf": 1024, "ocs_count": 4096,
+               "spine_ports_per_ocs": 4096, "jobs": 1_000_000, "rounds": 10_000}
+MAX_CLUSTER_GPUS = 262_144
+
+
+class LimitError(FabricLabError, ValueError):
+    """A value past one of these bounds (a ValueError too, so a pydantic validator that
+    raises it names the field)."""
+
+
+def check_size(n: int, what: str | None = None) -> int:
+    """``n`` bytes if it is within :data:`MAX_SIZE_BYTES`, else one sentence naming it as
+    ``what`` (by default its value, shortened)."""
+    if n > MAX_SIZE_BYTES:
+        what = what or (f"size {n}" if n < 10**24 else "a size of over 10^24 bytes")
+        raise LimitError(f"{what} is more than {MAX_SIZE_BYTES // GIB}GiB, the largest "
+                             "buffer fabriclab gives a rank (MAX_SIZE_BYTES)")
+    return n
+
+
+def cluster_error(params: Mapping[str, Any]) -> str | None:
+    """The first of simulate-cluster's dimensions in ``params`` above its bound, as one
+    sentence naming the flag; None when all are within them."""
+    for name, top in MAX_CLUSTER.items():
+        value = params.get(name)
+        if isinstance(value, int) and value > top:
+            return (f"--{name.replace('_', '-')} is {value}; at most {top:,} "
+                    "(testbed.core.limits.MAX_CLUSTER)")
+    gpus = params.get("leaves", 0) * params.get("hosts_per_leaf", 0)
+    if gpus > MAX_CLUSTER_GPUS:
+        return (f"{params['leaves']} leaves of {params['hosts_per_leaf']} hosts is {gpus:,} "
+                f"GPUs; at most {MAX_CLUSTER_GPUS:,} (MAX_CLUSTER_GPUS)")
+    return None
+
+
+def grid_points_error(lengths: list[int]) -> str | None:
+    """One sentence if a grid of value lists this long expands past :data:`MAX_GRID_POINTS`."""
+    points = 1
+    for n in lengths:
+        points *= n
+        if points > MAX_GRID_POINTS:
+            return (f"the grid expands into more than {MAX_GRID_POINTS:,} runs "
+                    f"(MAX_GRID_POINTS); split it into several sweeps")
+    return None
+
+
+def run_buffer_bytes(jobs: Iterable[Any]) -> int:
+    """What the collective buffers of ``jobs`` (an experiment's, running together) take:
+    every rank holds :data:`BUFFER_COPIES` of its job's largest size."""
+    total = 0
+    for job in jobs:
+        sizes = getattr(job.workload, "sizes", None) or [0]
+        world = len(job.hosts) if job.hosts else (job.hosts_wanted or 0)
+        total += BUFFER_COPIES * max(sizes) * world
+    return total
