@@ -73,13 +73,13 @@ def cluster_collectives() -> list[str]:
 def cluster_collective(name: str) -> str:
     """``name``, or the name an older spelling now has; one sentence if it is unknown."""
     name = ALIASES.get(name, name)
-    if name not in cluster_collectives():
+    if name != RAIL_RING and name not in COLLECTIVES.names() and name not in ALLTOALLS.names():
         raise FabricLabError(f"collective {name!r} is unknown; use one of "
                              f"{', '.join(cluster_collectives())}")
     return name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Bundle:
     """Flows of one collective that move in lockstep: position pairs ``src[i] -> dst[i]``,
     each carrying ``share`` of the input per rank; ``fans_out``: a position sends to several
@@ -89,6 +89,10 @@ class Bundle:
     src: np.ndarray
     dst: np.ndarray
     fans_out: bool
+
+    @functools.cached_property
+    def pairs(self) -> list[Pair]:
+        return list(zip(self.src.tolist(), self.dst.tolist(), strict=True))
 
 
 @dataclass(frozen=True)
@@ -316,9 +320,7 @@ def job_plan(
             if bundle.fans_out:
                 paths, w = router.aggregated(order, bundle)
             else:
-                paths, w = [router.path(order[a], order[b])
-                            for a, b in zip(bundle.src.tolist(), bundle.dst.tolist(),
-                                            strict=True)], None
+                paths, w = [router.path(order[a], order[b]) for a, b in bundle.pairs], None
             rails.append(paths)
             weights.append(w)
     sizes = [float(b.share) * grad_bytes for p in shape.phases for b in p]
@@ -346,8 +348,7 @@ def _rail_ring(alloc: Allocation, grad_bytes: float, link_bps: float, spines: in
     paths, sizes = [], []
     for members in rails:
         ((bundle,),) = collective_shape("ring", len(members)).phases
-        paths.append([router.path(members[a], members[b])
-                      for a, b in zip(bundle.src.tolist(), bundle.dst.tolist(), strict=True)])
+        paths.append([router.path(members[a], members[b]) for a, b in bundle.pairs])
         sizes.append(float(bundle.share) * shard)
     return JobPlan(intra_s, paths, sizes)
 
