@@ -73,13 +73,13 @@ def cluster_collectives() -> list[str]:
 def cluster_collective(name: str) -> str:
     """``name``, or the name an older spelling now has; one sentence if it is unknown."""
     name = ALIASES.get(name, name)
-    if name not in cluster_collectives():
+    if name != RAIL_RING and name not in COLLECTIVES.names() and name not in ALLTOALLS.names():
         raise FabricLabError(f"collective {name!r} is unknown; use one of "
                              f"{', '.join(cluster_collectives())}")
     return name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Bundle:
     """Flows of one collective that move in lockstep: position pairs ``src[i] -> dst[i]``,
     each carrying ``share`` of the input per rank; ``fans_out``: a position sends to several
@@ -89,6 +89,10 @@ class Bundle:
     src: np.ndarray
     dst: np.ndarray
     fans_out: bool
+
+    @functools.cached_property
+    def pairs(self) -> list[Pair]:
+        return list(zip(self.src.tolist(), self.dst.tolist(), strict=True))
 
 
 @dataclass(frozen=True)
@@ -121,11 +125,15 @@ def _shape(algorithm: Any, n: int) -> Shape:
     steps = (algorithm.transfers("AR", n, Fraction(1)) if isinstance(algorithm, Collective)
              else algorithm.transfers(n, Fraction(1)))
     runs: list[list[Any]] = []  # equal consecutive steps (a ring's are), counted once
+    previous = None
     for step in steps:
-        if runs and step == runs[-1][0]:
+        # against the step before, not the run's first: copies of one step share their
+        # transfers, so comparing them takes no arithmetic
+        if runs and step == previous:
             runs[-1][1] += 1
         else:
             runs.append([step, 1])
+        previous = step
     groups: dict[frozenset[Pair], dict[Pair, Fraction]] = {}
     sent, got = [Fraction(0)] * n, [Fraction(0)] * n
     for step, k in runs:
@@ -302,8 +310,9 @@ def job_plan(
     shape = collective_shape(name, len(alloc.hosts))
     if len(by_leaf) == 1 or (ideal and any(b.fans_out for p in shape.phases for b in p)):
         return JobPlan(float(shape.host_share) * grad_bytes * 8 / link_bps, [], [])
-    order = rank_order(alloc)
-    router = _Router(alloc, spines, rng, ideal, _rail_index(alloc))
+    by_rail = rails_of(alloc, wrap=False)
+    order = [h for rail in by_rail for h in rail]  # rank_order(alloc)
+    router = _Router(alloc, spines, rng, ideal, _rail_index(by_rail))
     rails: list[list[list[LinkId]]] = []
     weights: list[list[int] | None] = []
     for phase in shape.phases:
@@ -311,9 +320,7 @@ def job_plan(
             if bundle.fans_out:
                 paths, w = router.aggregated(order, bundle)
             else:
-                paths, w = [router.path(order[a], order[b])
-                            for a, b in zip(bundle.src.tolist(), bundle.dst.tolist(),
-                                            strict=True)], None
+                paths, w = [router.path(order[a], order[b]) for a, b in bundle.pairs], None
             rails.append(paths)
             weights.append(w)
     sizes = [float(b.share) * grad_bytes for p in shape.phases for b in p]
@@ -323,9 +330,9 @@ def job_plan(
                    weights if any(w is not None for w in weights) else None)
 
 
-def _rail_index(alloc: Allocation) -> dict[Host, int]:
-    """Each host's rail (its place among its leaf's hosts)."""
-    return {h: j for j, rail in enumerate(rails_of(alloc, wrap=False)) for h in rail}
+def _rail_index(by_rail: list[list[Host]]) -> dict[Host, int]:
+    """Each host's rail (its place among its leaf's hosts), from ``rails_of(alloc, False)``."""
+    return {h: j for j, rail in enumerate(by_rail) for h in rail}
 
 
 def _rail_ring(alloc: Allocation, grad_bytes: float, link_bps: float, spines: int,
@@ -335,14 +342,13 @@ def _rail_ring(alloc: Allocation, grad_bytes: float, link_bps: float, spines: in
     intra_s = intra * grad_bytes * 8 / link_bps
     if len(by_leaf) == 1:
         return JobPlan(intra_s, [], [])
-    router = _Router(alloc, spines, rng, ideal, _rail_index(alloc))
+    router = _Router(alloc, spines, rng, ideal, _rail_index(rails_of(alloc, wrap=False)))
     rails = rails_of(alloc)
     shard = grad_bytes / len(rails)
     paths, sizes = [], []
     for members in rails:
         ((bundle,),) = collective_shape("ring", len(members)).phases
-        paths.append([router.path(members[a], members[b])
-                      for a, b in zip(bundle.src.tolist(), bundle.dst.tolist(), strict=True)])
+        paths.append([router.path(members[a], members[b]) for a, b in bundle.pairs])
         sizes.append(float(bundle.share) * shard)
     return JobPlan(intra_s, paths, sizes)
 
