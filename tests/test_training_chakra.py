@@ -72,5 +72,6 @@ def test_what_cannot_run_is_one_sentence(nodes, words):
 
 
 def test_not_a_trace():
-    with pytest.raises(FabricLabError, match="x.et is not a Chakra execution trace"):
+    with pytest.raises(FabricLabError) as err:
         read_trace(b"\x05ab", "x.et")
+    assert str(err.value).startswith("x.et is not a Chakra execution trace")

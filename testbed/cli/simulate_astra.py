@@ -1,7 +1,8 @@
 """`fabriclab simulate-astra`: a drop-in for ASTRA-sim 1.0's ``AnalyticalAstra``.
 
 Reads the same three files (workload text, system text, analytical network JSON; a 2.0 network
-YAML, a 2.0 system JSON and a Chakra execution trace are read too), replays the workload (:mod:`workloads.training.replay`) and prints
+YAML, a 2.0 system JSON and a Chakra execution trace are read too), replays the workload
+(:mod:`workloads.training.replay`, :mod:`workloads.training.chakra`) and prints
 ASTRA-sim's ``all passes finished at time: T`` line (T in ns) before its own summary;
 ``--json`` prints the per-pass and per-layer breakdown as JSON instead of the summary.
 """
