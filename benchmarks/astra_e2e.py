@@ -203,6 +203,10 @@ def main() -> None:
                     our_t.append(t)
                     our_wall.append(wall)
                 if not args.astra:
+                    if (workload, network, scheduler) not in reference:
+                        print(f"{workload:28} {network + '_' + scheduler:36} no recorded "
+                              "reference")
+                        continue
                     t, wall = reference[(workload, network, scheduler)]
                     ref_t, ref_wall = [t], [wall]
                 row = {"workload": workload, "network": network, "scheduler": scheduler,
@@ -232,6 +236,9 @@ def main() -> None:
         for scheduler in ("themis_fifo", "themis_scf"):
             gains = {"astra_ns": [], "ours_ns": []}
             for network in args.networks.split(","):
+                if (workload, network, "baseline") not in by or (
+                        workload, network, scheduler) not in by:
+                    continue
                 base, them = by[(workload, network, "baseline")], by[(workload, network,
                                                                        scheduler)]
                 for key in gains:
