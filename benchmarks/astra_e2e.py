@@ -13,6 +13,11 @@ SCF Themis) written to a temporary folder. The other bundled networks and system
 AnalyticalAstra itself cannot run (Torus2D with this system, a ring of one link) or use
 implementations the replay refuses (``doubleBinaryTree``, ``oneDirect``).
 
+``--suite collectives --inputs ARTIFACT/themis/inputs``: single collectives (a ``MICRO``
+workload, written to a temporary folder) of each kind (All-Reduce, Reduce-Scatter, All-Gather,
+All-to-All) and two sizes (4 MiB, 96 MiB) on three artifact systems (2d_switch,
+3d_fc_ring_switch, 4d_ring_fc_ring_switch) under the three schedulers.
+
 ``--inputs``: the ``themis/inputs`` folder of jared-ni/astrasim-archgym-public at 786291289945
 (its files are not copied here). ``--astra`` (or ``$ASTRA_ANALYTICAL``): AnalyticalAstra built
 from astra-sim ``ASTRA-sim-1.0`` 07d5d19 with astra-network-analytical d27635b; each case runs
@@ -59,6 +64,10 @@ HELDOUT_WORKLOADS = ("Resnet50_DataParallel", "DLRM_HybridParallel",
                      "Transformer_HybridParallel", "Transformer_HybridParallel_Fwd_In_Bckwd",
                      "microAllReduce", "microAllToAll")
 HELDOUT_NETWORKS = ("sample_Torus3D", "sample_Ring_FullyConnected_Switch")
+COLLECTIVE_KINDS = ("ALLREDUCE", "REDUCESCATTER", "ALLGATHER", "ALLTOALL")
+COLLECTIVE_SIZES = (4194304, 100663296)
+COLLECTIVE_NETWORKS = ("2d_switch", "3d_fc_ring_switch", "4d_ring_fc_ring_switch")
+COLLECTIVES_REFERENCE = Path(__file__).parent / "data" / "astra_collectives_reference.csv"
 HELDOUT_SYSTEMS = {"baseline": ("FIFO", "baseline"), "themis_fifo": ("FIFO", "themis"),
                    "themis_scf": ("SCF", "themis")}
 FINISH = re.compile(r"all passes finished at time: (\d+)")
@@ -67,6 +76,16 @@ FINISH = re.compile(r"all passes finished at time: (\d+)")
 def paths(inputs: Path, workload: str, network: str, scheduler: str) -> tuple[Path, Path, Path]:
     return (inputs / "workload" / "realworld_workloads" / f"{workload}.txt",
             inputs / "system" / f"{network}_{scheduler}.txt",
+            inputs / "network" / "analytical" / f"{network}.json")
+
+
+def collective_paths(inputs: Path, folder: Path, workload: str, network: str, scheduler: str
+                     ) -> tuple[Path, Path, Path]:
+    kind, size = workload.split("_")
+    w = folder / f"{workload}.txt"
+    if not w.exists():
+        w.write_text(f"MICRO\n1\nl0 -1 5 NONE 0 5 NONE 0 5 {kind} {size} 5\n")
+    return (w, inputs / "system" / f"{network}_{scheduler}.txt",
             inputs / "network" / "analytical" / f"{network}.json")
 
 
@@ -98,12 +117,12 @@ def command(binary: str, w: Path, s: Path, n: Path, out: str) -> list[str]:
 
 def _artifact(path: Path) -> Path:
     """``path`` as recorded: from the artifact's ``themis/`` or astra-sim's ``inputs/`` folder
-    on, a written system file under ``SYSTEMS/``."""
+    on, a file the script wrote under ``WRITTEN/``."""
     parts = path.parts
     for top in ("themis", "inputs"):
         if top in parts:
             return Path(*parts[parts.index(top):])
-    return Path("SYSTEMS", path.name)
+    return Path("WRITTEN", path.name)
 
 
 def astra(binary: str, w: Path, s: Path, n: Path) -> tuple[float, float]:
@@ -144,7 +163,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--inputs", type=Path, required=True,
                         help="the artifact's themis/inputs (heldout: astra-sim's inputs)")
-    parser.add_argument("--suite", choices=("artifact", "heldout"), default="artifact")
+    parser.add_argument("--suite", choices=("artifact", "heldout", "collectives"),
+                        default="artifact")
     parser.add_argument("--astra", default=os.environ.get("ASTRA_ANALYTICAL"),
                         help="AnalyticalAstra binary (default $ASTRA_ANALYTICAL)")
     parser.add_argument("--repeat", type=int, default=1)
@@ -153,20 +173,26 @@ def main() -> None:
     parser.add_argument("--record", type=Path, default=None,
                         help="write AnalyticalAstra's figures (and command lines) here")
     args = parser.parse_args()
-    heldout = args.suite == "heldout"
-    reference = load_reference(HELDOUT_REFERENCE if heldout else REFERENCE)
-    if heldout:
+    heldout = args.suite != "artifact"
+    reference = load_reference({"artifact": REFERENCE, "heldout": HELDOUT_REFERENCE,
+                                "collectives": COLLECTIVES_REFERENCE}[args.suite])
+    if args.suite == "heldout":
         args.workloads = ",".join(HELDOUT_WORKLOADS)
         args.networks = ",".join(HELDOUT_NETWORKS)
-    systems = Path(tempfile.mkdtemp(prefix="fabriclab-heldout-"))
+    elif args.suite == "collectives":
+        args.workloads = ",".join(f"{k}_{s}" for k in COLLECTIVE_KINDS for s in COLLECTIVE_SIZES)
+        args.networks = ",".join(COLLECTIVE_NETWORKS)
+    systems = Path(tempfile.mkdtemp(prefix="fabriclab-astra-"))
     rows = []
     print(f"{'workload':28} {'system':36} {'ASTRA-sim ns':>13} {'fabriclab ns':>13} "
           f"{'ratio':>7} {'astra s':>8} {'ours s':>7}")
     for workload in args.workloads.split(","):
         for network in args.networks.split(","):
             for scheduler in SCHEDULERS:
-                w, s, n = (heldout_paths(args.inputs, systems, workload, network, scheduler)
-                           if heldout else paths(args.inputs, workload, network, scheduler))
+                make = {"artifact": lambda *a: paths(args.inputs, *a),
+                        "heldout": lambda *a: heldout_paths(args.inputs, systems, *a),
+                        "collectives": lambda *a: collective_paths(args.inputs, systems, *a)}
+                w, s, n = make[args.suite](workload, network, scheduler)
                 ref_t, ref_wall, our_t, our_wall = [], [], [], []
                 for _ in range(args.repeat):
                     if args.astra:
@@ -177,6 +203,10 @@ def main() -> None:
                     our_t.append(t)
                     our_wall.append(wall)
                 if not args.astra:
+                    if (workload, network, scheduler) not in reference:
+                        print(f"{workload:28} {network + '_' + scheduler:36} no recorded "
+                              "reference")
+                        continue
                     t, wall = reference[(workload, network, scheduler)]
                     ref_t, ref_wall = [t], [wall]
                 row = {"workload": workload, "network": network, "scheduler": scheduler,
@@ -206,6 +236,9 @@ def main() -> None:
         for scheduler in ("themis_fifo", "themis_scf"):
             gains = {"astra_ns": [], "ours_ns": []}
             for network in args.networks.split(","):
+                if (workload, network, "baseline") not in by or (
+                        workload, network, scheduler) not in by:
+                    continue
                 base, them = by[(workload, network, "baseline")], by[(workload, network,
                                                                        scheduler)]
                 for key in gains:

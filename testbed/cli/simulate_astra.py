@@ -1,7 +1,8 @@
 """`fabriclab simulate-astra`: a drop-in for ASTRA-sim 1.0's ``AnalyticalAstra``.
 
 Reads the same three files (workload text, system text, analytical network JSON; a 2.0 network
-YAML is read too), replays the workload (:mod:`workloads.training.replay`) and prints
+YAML, a 2.0 system JSON and a Chakra execution trace are read too), replays the workload
+(:mod:`workloads.training.replay`, :mod:`workloads.training.chakra`) and prints
 ASTRA-sim's ``all passes finished at time: T`` line (T in ns) before its own summary;
 ``--json`` prints the per-pass and per-layer breakdown as JSON instead of the summary.
 """
@@ -17,6 +18,7 @@ from testbed.cli.astra import _read, read_network
 from testbed.core.astra_formats import system_pairs
 from testbed.core.errors import FabricLabError
 from workloads.training.astra_text import parse_workload
+from workloads.training.chakra import read_trace, replay_trace
 from workloads.training.platform import replay_system
 from workloads.training.replay import ReplayResult, replay
 
@@ -24,7 +26,8 @@ from workloads.training.replay import ReplayResult, replay
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("simulate-astra")
     p.add_argument("--workload-configuration", type=Path, required=True, metavar="W",
-                   help="ASTRA-sim 1.0 workload text")
+                   help="ASTRA-sim 1.0 workload text, or a Chakra trace (FILE.et, or the "
+                   "prefix ASTRA-sim 2.x takes: rank 0's PREFIX.0.et is replayed)")
     p.add_argument("--system-configuration", type=Path, required=True, metavar="S",
                    help="ASTRA-sim 1.0 system text")
     p.add_argument("--network-configuration", type=Path, required=True, metavar="N",
@@ -69,6 +72,42 @@ def breakdown(result: ReplayResult, run_name: str | None, wall_s: float) -> dict
     }
 
 
+def chakra_trace(path: Path) -> Path | None:
+    """The Chakra trace to replay: ``path`` itself when it ends in ``.et``, or rank 0's file
+    ``path.0.et`` when ``path`` is the prefix ASTRA-sim 2.x takes; None for a workload text."""
+    if path.suffix == ".et":
+        return path
+    rank0 = path.with_name(path.name + ".0.et")
+    return rank0 if not path.exists() and rank0.exists() else None
+
+
+def run_trace(path: Path, dims, system, args: argparse.Namespace) -> int:
+    """Replay rank 0's Chakra trace (ASTRA-sim's NPUs are symmetric)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise FabricLabError(f"cannot read {path}: {exc.strerror}") from None
+    nodes = read_trace(data, str(path))
+    start = time.perf_counter()
+    result = replay_trace(nodes, dims, system, str(path))
+    wall = time.perf_counter() - start
+    print(f"all passes finished at time: {round(result.finish_ns)}")
+    summary = {"trace": str(path), "finish_time_ns": _ns(result.finish_ns),
+               "wall_s": round(wall, 4), "nodes": len(nodes),
+               "compute_ns": _ns(result.compute_ns),
+               "collectives": [{"name": c.layer, "kind": c.kind, "size_bytes": c.size_bytes,
+                                "dims": list(c.dims), "issued_ns": _ns(c.issued_ns),
+                                "done_ns": None if c.done_ns is None else _ns(c.done_ns)}
+                               for c in result.collectives]}
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        print(f"Chakra trace, {len(nodes)} nodes, {len(result.collectives)} collectives, "
+              f"compute {float(result.compute_ns) / 1e6:.3f} ms, finish "
+              f"{float(result.finish_ns) / 1e6:.3f} ms (replayed in {wall:.2f} s)")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.num_passes < 1:
         raise FabricLabError(f"--num-passes is {args.num_passes} but must be at least 1")
@@ -76,6 +115,9 @@ def run(args: argparse.Namespace) -> int:
     system = replay_system(system_pairs(_read(args.system_configuration),
                                         str(args.system_configuration)),
                            len(dims), str(args.system_configuration))
+    trace = chakra_trace(args.workload_configuration)
+    if trace is not None:
+        return run_trace(trace, dims, system, args)
     workload = parse_workload(_read(args.workload_configuration),
                               str(args.workload_configuration))
     start = time.perf_counter()

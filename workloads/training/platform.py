@@ -112,7 +112,8 @@ def replay_system(pairs: dict[str, Any], n_dims: int, source: str = "system.txt"
                     f"{active}: the replay serves one chunk per dimension at a time (1)")
     implementations = {}
     for key, kind in IMPLEMENTATION_KEYS.items():
-        names = str(pairs.get(key, "_".join(["ring"] * n_dims))).split("_")
+        raw = pairs.get(key, "_".join(["ring"] * n_dims))
+        names = [str(x) for x in raw] if isinstance(raw, list) else str(raw).split("_")
         bad = [n for n in names if n not in COLLECTIVE_OF_IMPLEMENTATION]
         if bad:
             raise _fail(source, key, f"{bad[0]!r} is not replayed; use "

@@ -61,12 +61,15 @@ class CollectiveRunner:
         self.records: list[CollectiveRecord] = []
         self.busy = [Fraction(0)] * len(self.dims)
 
-    def at(self, when: Fraction, kind: int, payload: object, dim: int = 0) -> None:
-        heapq.heappush(self.events, (when, kind, dim, next(self.seq), payload))
+    def at(self, when: Fraction, kind: int, payload: object) -> None:
+        """Schedule an event; events of one instant run by kind (:data:`PHASE_DONE` first),
+        then in the order they were scheduled, so phases that finish together are handled in
+        the order they started (as ASTRA-sim's event queue does)."""
+        heapq.heappush(self.events, (when, kind, next(self.seq), payload))
 
     def run_events(self) -> None:
         while self.events:
-            when, kind, _, _, payload = heapq.heappop(self.events)
+            when, kind, _, payload = heapq.heappop(self.events)
             self.now = when
             if kind == PHASE_DONE:
                 self._phase_done(*payload)
@@ -131,7 +134,7 @@ class CollectiveRunner:
         for phase, slot in started:
             d = self._duration(phase, self.records[self.chunk_owner[phase.chunk]].kind)
             self.busy[phase.dim] += d
-            self.at(self.now + d, PHASE_DONE, (phase, slot), phase.dim)
+            self.at(self.now + d, PHASE_DONE, (phase, slot))
 
     def _phase_done(self, phase: Phase, slot: int) -> None:
         self.engine.finish(phase, slot, self.now)
