@@ -38,6 +38,7 @@ from analysis.papers import paper_sections
 from testbed.core.atomic import write_text
 from testbed.core.errors import FabricLabError
 from testbed.core.scaling import UNSCALED, real_key, real_rate
+from testbed.core.units import format_size
 
 TEMPLATES = Path(__file__).parent / "templates"
 SECTIONS = {  # id: heading
@@ -123,17 +124,9 @@ def _scale_note(run: Run) -> str | None:
 
 
 def fmt_bytes(x: Any) -> str:
-    """Sizes: binary units when exact (2 MiB), else decimal (1 MB, 1.5 kB)."""
+    """Sizes as :func:`testbed.core.units.format_size` writes them (2 MiB, 1.50 MiB)."""
     v = _n(x)
-    if v is None:
-        return "—"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if v >= scale and v % scale == 0:
-            return f"{v / scale:g} {unit}"
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if v >= scale:
-            return f"{v / scale:.3g} {unit}"
-    return f"{v:g} B"
+    return "—" if v is None else format_size(v, sep=" ")
 
 
 def fmt_x(x: Any, digits: int = 2) -> str:

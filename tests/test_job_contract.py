@@ -208,3 +208,13 @@ def test_a_plugin_knob_is_checked_by_the_plugin(installed_plugin):
         expand({**base, "jobs": [{**job, "options": {"ring": {}}}]})
     with pytest.raises(SpecError, match=r"options\.zerocopy: zerocopy takes no options"):
         expand({**base, "jobs": [{**job, "options": {"zerocopy": {"x": 1}}}]})
+
+
+def test_a_command_job_on_the_simulator_is_one_sentence(tmp_path):
+    (exp,) = expand({"name": "c", "fabric": LEAF_SPINE, "policy": "ecmp", "jobs": [
+        {"name": "ddp", "hosts": ["h0", "h4"],
+         "workload": {"kind": "command", "argv": ["python", "-c", "pass"]}}]})
+    with pytest.raises(SpecError, match=r"^jobs\.0\.workload: job ddp runs a program, which only "
+                                        r"the emulator can do"):
+        SimRunner(exp, tmp_path)
+    assert not list(tmp_path.iterdir())  # nothing written

@@ -152,7 +152,7 @@ class Runner:
             job.model_s = job_model_s(job.resolved, self.plan)
             taken.update(hosts)
             self.console.print(f"  job {job.name}: {', '.join(job.hosts)}"
-                               + (f" (spines {job.allocation['spines']})"
+                               + (f" (via spine {', '.join(map(str, job.allocation['spines']))})"
                                   if job.allocation.get("spines") else ""))
 
     def _run_jobs(self, fab: Fabric, jobs: list[JobRun], what: str) -> None:

@@ -179,6 +179,10 @@ class SimRunner:
         self.exp = exp
         self.plan: FabricPlan = build_plan(exp.fabric, exp.rate_scale)
         check_against_fabric(exp, self.plan)
+        for i, job in enumerate(exp.jobs):
+            if job.workload.kind == "command":
+                raise SpecError(f"jobs.{i}.workload: job {job.name} runs a program, which only "
+                                "the emulator can do; run it without --backend sim")
         if self.plan.kind == "multidim":
             self.policy = "shortest"
         elif exp.policy == STATIC_POLICY:
