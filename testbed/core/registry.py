@@ -157,7 +157,11 @@ ALLTOALLS: Registry[Any] = Registry("fabriclab.alltoalls", "all-to-all algorithm
 
 TRANSPORTS: Registry[Any] = Registry("fabriclab.transports", "transport", {
     "zerocopy": "workloads.transports.zerocopy:ZeroCopyTransport",
+    "staged": "workloads.transports.staged:StagedTransport",
+    "serialised": "workloads.transports.serialised:SerialisedTransport",
+    "rpc-lite": "workloads.transports.rpclite:RpcLiteTransport",
     "rpc": "workloads.transports.rpc:RpcTransport",
+    "rpc-proto": "workloads.transports.rpcproto:RpcProtoTransport",
 })
 
 # Hierarchical All-Reduce schedules: the per-chunk order of dimensions (Themis and its
