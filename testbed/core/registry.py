@@ -145,6 +145,7 @@ COLLECTIVES: Registry[Any] = Registry("fabriclab.collectives", "collective algor
     "ring": "workloads.collectives.ring:COLLECTIVE",
     "halving-doubling": "workloads.collectives.halving_doubling:COLLECTIVE",
     "direct": "workloads.collectives.direct:COLLECTIVE",
+    "ps": "workloads.collectives.parameter_server:COLLECTIVE",
 })
 
 # All-to-All algorithms (each rank sends block j of its buffer to rank j): not All-Reduces, so
