@@ -6,8 +6,9 @@ add to a tensor transfer (2 ranks, flat ring All-Reduce, which sends S per rank)
         --mbit-s 1000       # 2 hosts on one kernel-bridge switch, links shaped to 1 Gbit/s
 
 Every round runs every rung once (the order rotated from round to round), each with 1 warm-up
-and ``--iters`` measured All-Reduces of every size (every 4x); a round's figure is the mean of
-its iterations (the slower rank's). Prints per size and rung the median [min, max] over the
+and ``--iters`` measured All-Reduces of every size (every 4x); a round's time is its median
+iteration (an iteration takes its slower rank's time), its CPU and copies those of all its
+iterations. Prints per size and rung the median [min, max] over the
 rounds of the time, the workers' CPU seconds per GB sent, and the copies a byte as the
 transport counted them; then each rung's time over zerocopy's (ratios taken within a round),
 the share of the gap between L0 and L5 each rung adds, and the CPU check of the copy counts.
@@ -35,8 +36,8 @@ WHAT = ["raw memory", "+ a staging copy each side", "+ protobuf serialisation",
 
 
 def figures(out: Path) -> dict[int, tuple[float, float, float]]:
-    """Per size, from a run's traces: (seconds a collective, CPU seconds per GB sent, copies
-    a byte sent), over the measured iterations of every rank."""
+    """Per size, from a run's traces: (the median iteration's seconds, CPU seconds per GB
+    sent, copies a byte sent), the last two over the measured iterations of every rank."""
     colls = read_table(out, "collectives").to_pandas()
     phases = read_table(out, "phases").to_pandas()
     colls, phases = colls[~colls["warmup"]], phases[~phases["warmup"]]
@@ -44,7 +45,8 @@ def figures(out: Path) -> dict[int, tuple[float, float, float]]:
     sent = sent.groupby("size")["sent_bytes"].sum()
     res = {}
     for size, g in colls.groupby("size"):
-        seconds = float(g.groupby("rank")["time"].mean().max())
+        # an iteration takes its slower rank's time; the run, its median iteration
+        seconds = float(g.groupby("iteration")["time"].max().median())
         res[int(size)] = (seconds, float(g["cpu"].sum()) / sent[size] * 1e9,
                           float(g["copied_bytes"].sum()) / sent[size])
     return res
@@ -116,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="4KiB:64MiB")
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--iters", type=int, default=3)
+    p.add_argument("--iters", type=int, default=10)
     p.add_argument("--mbit-s", type=float, default=0.0,
                    help="emulate 2 hosts on a kernel-bridge switch at this rate (root)")
     args = p.parse_args(argv)

@@ -234,6 +234,10 @@ class Transport(ABC):
     # Its transfers take the wire's time (no copies, no serialisation): the times the
     # simulator gives every transport.
     wire_speed: ClassVar[bool] = False
+    # Its place on the transport ladder (0: zerocopy; each rung adds one cost to the one
+    # below, named by ``adds``), or None: comparisons say which rung's cost dominates.
+    rung: ClassVar[int | None] = None
+    adds: ClassVar[str] = ""
 
     def __init__(self, me: int, timeout: float) -> None:
         self.me = me

@@ -160,6 +160,8 @@ class RpcTransport(Transport):
     """A grpc server per dimension address; a client channel per link."""
 
     name = "rpc"
+    rung = 4
+    adds = "grpc in place of rpc-lite (HTTP/2, its threads, a reply awaited per call; raw bytes)"
     reference = True
     link_class: type[RpcLink] = RpcLink
 

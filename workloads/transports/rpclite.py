@@ -68,4 +68,6 @@ class RpcLiteLink(SerialisedLink):
 
 class RpcLiteTransport(SerialisedTransport):
     name = "rpc-lite"
+    rung = 3
+    adds = "a response per call"
     link_class = RpcLiteLink

@@ -39,6 +39,8 @@ class RpcProtoLink(RpcLink):
 
 class RpcProtoTransport(RpcTransport):
     name = "rpc-proto"
+    rung = 5
+    adds = "protobuf messages through grpc"
     reference = False
     link_class = RpcProtoLink
 

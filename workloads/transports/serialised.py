@@ -34,4 +34,6 @@ class SerialisedLink(StagedLink):
 
 class SerialisedTransport(StagedTransport):
     name = "serialised"
+    rung = 2
+    adds = "protobuf serialisation"
     link_class = SerialisedLink

@@ -77,5 +77,7 @@ class StagedTransport(ZeroCopyTransport):
     """zerocopy's connections and rendezvous, with staged links."""
 
     name = "staged"
+    rung = 1
+    adds = "a staging copy on each side"
     wire_speed = False  # the copies cost time the simulator does not model
     link_class = StagedLink

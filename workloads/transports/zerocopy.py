@@ -163,6 +163,7 @@ class ZeroCopyTransport(Transport):
     """Persistent TCP connections bound to each dimension's address; raw memory transfers."""
 
     name = "zerocopy"
+    rung = 0
     wire_speed = True
     link_class: ClassVar[type[ZeroCopyLink]] = ZeroCopyLink  # a subclass may send otherwise
 
