@@ -11,12 +11,14 @@ iteration (an iteration takes its slower rank's time), its CPU and copies those 
 iterations. Prints per size and rung the median [min, max] over the
 rounds of the time, the workers' CPU seconds per GB sent, and the copies a byte as the
 transport counted them; then each rung's time over zerocopy's (ratios taken within a round),
-the share of the gap between L0 and L5 each rung adds, and the CPU check of the copy counts.
+the share of the gap between L0 and L5 each rung adds (in time, and in CPU), and the CPU check
+of the copy counts.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -73,6 +75,23 @@ def ladder(run: Callable[[str, list[int], Path], None], sizes: list[int], rounds
     return got
 
 
+def gap_shares(got: dict, sizes: list[int], where: str, col: int, what: str) -> None:
+    """Per size, the share of the L5 - L0 gap (of the medians of column ``col``) each rung
+    adds; the CPU's is the steadier on a busy machine (waiting costs no CPU)."""
+    print(f"\n## {where}: share of the L5 - L0 gap in {what} each rung adds (medians); "
+          "largest marked *")
+    print(f"{'size':>7} {'gap':>8} " + " ".join(f"{f'L{i}-L{i - 1}':>8}"
+                                                for i in range(1, len(RUNGS))))
+    for s in sizes:
+        med = [statistics.median(r[col] for r in got[t][s]) for t in RUNGS]
+        gap = med[-1] - med[0]
+        steps = [(med[i] - med[i - 1]) / gap for i in range(1, len(RUNGS))]
+        top = max(range(len(steps)), key=lambda i: steps[i])
+        scale = 1e3 if col == 0 else 1.0
+        print(f"{format_size(s):>7} {gap * scale:8.3g} " + " ".join(
+            f"{f'{x:.0%}' + ('*' if i == top else ''):>8}" for i, x in enumerate(steps)))
+
+
 def report(got: dict, sizes: list[int], where: str) -> None:
     print(f"## {where}: time ms, CPU s/GB sent, copies/B (median [min, max] of "
           f"{len(got['zerocopy'][sizes[0]])} rounds)")
@@ -91,17 +110,8 @@ def report(got: dict, sizes: list[int], where: str) -> None:
         print(f"{format_size(s):>7} " + " ".join(
             f"{mmm([r[0] / zt for r, zt in zip(got[t][s], z, strict=True)], '{:.2f}'):>20}"
             for t in RUNGS[1:]))
-    print(f"\n## {where}: share of the L5 - L0 gap each rung adds (median times); "
-          "largest marked *")
-    print(f"{'size':>7} {'gap ms':>8} " + " ".join(f"{f'L{i}-L{i - 1}':>8}"
-                                                   for i in range(1, len(RUNGS))))
-    for s in sizes:
-        med = [statistics.median(r[0] for r in got[t][s]) for t in RUNGS]
-        gap = med[-1] - med[0]
-        steps = [(med[i] - med[i - 1]) / gap for i in range(1, len(RUNGS))]
-        top = max(range(len(steps)), key=lambda i: steps[i])
-        print(f"{format_size(s):>7} {gap * 1e3:8.2f} " + " ".join(
-            f"{f'{x:.0%}' + ('*' if i == top else ''):>8}" for i, x in enumerate(steps)))
+    for col, what in ((0, "time"), (1, "CPU s/GB")):
+        gap_shares(got, sizes, where, col, what)
     print(f"\n## {where}: CPU check of the counted copies (largest size, median CPU s/GB)")
     big = sizes[-1]
     cpu = {t: statistics.median(r[1] for r in got[t][big]) for t in RUNGS}
@@ -114,6 +124,12 @@ def report(got: dict, sizes: list[int], where: str) -> None:
               f"{cpu[t]:.3g} (uncounted: {cpu[t] - want:+.3g})")
 
 
+def save(path: Path | None, got: dict) -> None:
+    if path is not None:
+        path.write_text(json.dumps({t: {str(s): v for s, v in by.items()}
+                                    for t, by in got.items()}))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="4KiB:64MiB")
@@ -121,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--mbit-s", type=float, default=0.0,
                    help="emulate 2 hosts on a kernel-bridge switch at this rate (root)")
+    p.add_argument("--json", type=Path, help="also write every round's figures here")
     args = p.parse_args(argv)
     sizes = parse_size_range(args.sizes)[::2]  # every 4x
     with tempfile.TemporaryDirectory(prefix="fabriclab-ladder-") as tmp:
@@ -131,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
                 run_local(ranks=2, sizes=s, transport=t, iterations=args.iters, warmup=1,
                           timeout=120.0, out_dir=out)
 
-            report(ladder(run, sizes, args.rounds, Path(tmp)), sizes, "loopback, 2 ranks")
+            got = ladder(run, sizes, args.rounds, Path(tmp))
+            save(args.json, got)
+            report(got, sizes, "loopback, 2 ranks")
             return 0
         from testbed.core.spec import parse_fabric
         from testbed.core.topology import build_plan
@@ -146,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
                               transport=t, iterations=args.iters, warmup=1, timeout=120.0)
 
             got = ladder(run, sizes, args.rounds, Path(tmp))
+        save(args.json, got)
         report(got, sizes, f"2 hosts, kernel-bridge switch, {args.mbit_s:g} Mbit/s links")
     return 0
 
