@@ -168,6 +168,7 @@ class RpcTransport(Transport):
     def __init__(self, me: int, timeout: float) -> None:
         super().__init__(me, timeout)
         self.mailbox = _Mailbox()
+        self._codec = self.codec()
         self.servers: list = []
         self.channels: list = []
 
@@ -184,16 +185,15 @@ class RpcTransport(Transport):
         return Codec(_raw_key)
 
     def _handle(self, request, context):
-        codec = self.codec()
-        self.mailbox.put(codec.key(request), request)
-        return codec.reply()
+        self.mailbox.put(self._codec.key(request), request)
+        return self._codec.reply()
 
     def listen(self, endpoints: dict[int, Endpoint]) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
         import grpc
 
-        codec = self.codec()
+        codec = self._codec
         handler = grpc.method_handlers_generic_handler(
             "fabriclab.Ring",
             {"Push": grpc.unary_unary_rpc_method_handler(
@@ -223,7 +223,7 @@ class RpcTransport(Transport):
             # The client's source address is chosen by routing (grpc cannot bind it).
             channel = grpc.insecure_channel(str(s.next_addr), options=self.options())
             self.channels.append(channel)
-            codec = self.codec()
+            codec = self._codec
             call = channel.unary_unary(RPC_METHOD, request_serializer=codec.request_to,
                                        response_deserializer=codec.reply_from)
             link = self.link_class(self.me, s, self.timeout, call, self.mailbox)
