@@ -4,7 +4,7 @@ root), with the kernel's own word on whether it copied anyway.
 
     python benchmarks/kernel_zerocopy.py [--total 256MiB] [--chunk 1MiB] [--repeats 5]
     sudo flock /tmp/fabriclab-roottests.lock .venv/bin/python benchmarks/kernel_zerocopy.py \\
-        --veth --mbit-s 10000
+        --veth --mbit-s 1000
 
 io_uring's zero-copy send (``IORING_OP_SEND_ZC``) is measured too when the ``liburing``
 package (io_uring bindings, PyPI) is installed.
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--chunk", type=parse_size, default="1MiB")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--veth", action="store_true")
-    p.add_argument("--mbit-s", type=float, default=10000.0)
+    p.add_argument("--mbit-s", type=float, default=1000.0)
     args = p.parse_args(argv)
     port = 47000
     if not args.veth:
