@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             ratio = [a[0] / b[0] for a, b in zip(rows, zc, strict=True)]
             print(f"{model:>12} {t:>10} {mmm([x[0] * 1e3 for x in rows]):>24} "
                   f"{mmm([x[1] for x in rows]):>22} {mmm(ratio, '{:.2f}'):>20}")
-    print("(wire time of the busiest server link, push + pull, at goodput: "
+    print("(wire time of the busiest server link, push + pull, at the link rate: "
           f"{2 * (args.hosts - 1) * args.size / args.servers * 8 / (args.mbit_s * 1e6) * 1e3:.0f}"
           " ms with equal shares; the models' round-robin shares are unequal)")
     return 0
