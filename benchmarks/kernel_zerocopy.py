@@ -238,7 +238,6 @@ def main(argv: list[str] | None = None) -> int:
         {"size": 2, "mbit_s": args.mbit_s, "kind": "switch"}]}}))
     with tempfile.TemporaryDirectory() as tmp, \
             Fabric(plan, Path(tmp) / "f", switches="kernel") as fab:
-        got = {}
         ip = plan.node("h1").ip(0)
         got = measure(lambda a, **kw: fab.popen("h0" if "--send" in a else "h1", a, **kw),
                       ip, port, args)
