@@ -323,6 +323,8 @@ def headlines(runs: Sequence[RunFacts], axes: Sequence[Axis] | None = None) -> l
         if len(differing) != 1:
             continue
         axis = differing[0]
+        if axis.name == "transport" and (lead := ladder_headline([s[0] for s in sets])):
+            out.append(lead)  # a ladder of transports leads with which cost dominates
         ref = _reference([s[0] for s in sets], axis)
         refs = next(s for s in sets if s[0] is ref)
         for others in sets:
@@ -358,6 +360,49 @@ def over_repeats(heads: Sequence[Headline]) -> Headline:
         spread += " — the spread crosses 1.0: the repeats disagree on which is better"
     return replace(speaker, sentence=f"{speaker.sentence}; {spread}", number=median,
                    spread=(numbers[0], numbers[-1]))
+
+
+def ladder_headline(group: Sequence[RunFacts]) -> Headline | None:
+    """Runs of one setup that differ only by transport, three rungs of the transport ladder
+    or more (:attr:`~workloads.transports.base.Transport.rung`): per size, which rung's cost
+    (its ``adds``) makes the largest part of the gap between the lowest and the highest rung
+    measured; the rows and the number are the lowest rung against the highest."""
+    rungs = {}
+    for f in group:
+        name = f.values["transport"]
+        if name in TRANSPORTS.names() and (r := TRANSPORTS.get(name).rung) is not None:
+            rungs[r] = f
+    if len(rungs) < 3 or any(f.simulated for f in rungs.values()):
+        return None
+    ladder = [rungs[r] for r in sorted(rungs)]
+    times: list[dict[int, float]] = []
+    for f in ladder:
+        per_size: dict[int, list[float]] = {}
+        for job in f.jobs.values():
+            for size, v in (job.get("sizes") or {}).items():
+                if (t := _num(v.get("collective_s"))) is not None:
+                    per_size.setdefault(int(size), []).append(t)
+        times.append({s: metrics.mean_of(v) for s, v in per_size.items()})
+    parts = []
+    for size in sorted(set.intersection(*(set(t) for t in times))):
+        steps = [times[k][size] - times[k - 1][size] for k in range(1, len(ladder))]
+        gap = times[-1][size] - times[0][size]
+        k = max(range(len(steps)), key=steps.__getitem__)
+        name = ladder[k + 1].values["transport"]
+        adds = TRANSPORTS.get(name).adds
+        share = f"{steps[k] / gap:.0%} of the gap" if gap > 0 else "no gap"
+        parts.append(f"{format_size(size)}: {adds} ({name}, {share})")
+    if not parts:
+        return None
+    low, high = ladder[0], ladder[-1]
+    lo_name, hi_name = low.values["transport"], high.values["transport"]
+    caveats = [f"run “{f.label}” failed its fidelity check: do not trust this comparison"
+               for f in ladder if not f.trusted]
+    c = Comparison(AXES["transport"], high, low, size_rows(high, low))
+    return Headline(f"Transport ladder: {lo_name} to {hi_name} ({len(ladder)} rungs)",
+                    f"the cost that adds most to the {lo_name}-to-{hi_name} gap, by size — "
+                    + "; ".join(parts), high.label, low.label, c.speedup, c.rows, caveats,
+                    kind="transport")
 
 
 def _headline(c: Comparison) -> Headline:

@@ -308,15 +308,17 @@ class Worker:
                     fill(buf if in_place else src, cfg.rank, base)
                     self.barrier()
                     phases: list[PhaseRecord] = []
+                    cost = self._cost()
                     start = time.monotonic()
                     if not in_place:
                         np.copyto(buf, src)
                     coll = self.allreduce(buf, record=phases.append)
                     seconds = time.monotonic() - start
+                    cost = self._cost(cost)
                     ok = check(buf, cfg.job.world, base, tmp) and (
                         in_place or matches(src, cfg.rank + 1, base, tmp))
                     self._trace_collective(trace, coll, it - w.warmup, it < w.warmup, phases,
-                                           count, start, seconds, ok, in_place)
+                                           count, start, seconds, ok, in_place, cost)
                     trace.maybe_flush()
 
     def run_alltoall(self, trace: TraceWriter) -> None:
@@ -337,18 +339,28 @@ class Worker:
                 recv.fill(-1.0)  # no block passes the check unless it arrived
                 self.barrier()
                 phases: list[PhaseRecord] = []
+                cost = self._cost()
                 start = time.monotonic()
                 coll = self.alltoall(send, recv, record=phases.append)
                 seconds = time.monotonic() - start
+                cost = self._cost(cost)
                 ok = received_correctly(recv, cfg.rank, n)
                 self._trace_collective(trace, coll, it - w.warmup, it < w.warmup, phases,
-                                       count, start, seconds, ok, in_place=False)
+                                       count, start, seconds, ok, False, cost)
                 trace.maybe_flush()
+
+    def _cost(self, since: tuple[float, int] | None = None) -> tuple[float, int]:
+        """This process's CPU seconds and its transport's copied bytes so far, or (``since``
+        given) since then."""
+        now = (time.process_time(), self.transport.copied_bytes())
+        return now if since is None else (now[0] - since[0], now[1] - since[1])
 
     def _trace_collective(self, trace: TraceWriter, coll: int, iteration: int, warm: bool,
                           phases: list[PhaseRecord], count: int, start: float, seconds: float,
-                          ok: bool, in_place: bool = True) -> None:
-        """One collective's phase rows and its collective row."""
+                          ok: bool, in_place: bool = True,
+                          cost: tuple[float, int] | None = None) -> None:
+        """One collective's phase rows and its collective row (``cost``: its CPU seconds and
+        copied bytes, where measured)."""
         cfg = self.cfg
         common = {"run_id": cfg.run_id, "job_id": cfg.job.name, "rank": cfg.rank,
                   "coll": coll, "iteration": iteration, "warmup": warm}
@@ -366,6 +378,7 @@ class Worker:
             "chunks": 1 if cfg.job.flat else min(cfg.job.chunks, count),
             "start": start, "time": seconds, "algbw": algbw, "busbw": busbw,
             "correct": ok, "in_place": in_place,
+            "cpu": cost[0] if cost else None, "copied_bytes": cost[1] if cost else None,
         })
 
     def run_dnn(self, trace: TraceWriter) -> None:

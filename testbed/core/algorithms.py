@@ -94,9 +94,12 @@ def groups_error(algorithm: str, dim_algorithm: str, world: int,
     if is_flat(algorithm):
         reason = COLLECTIVES.get(algorithm).group_size_error(world)
         return ("algorithm", reason) if reason else None
+    collective = COLLECTIVES.get(dim_algorithm)
+    if not getattr(collective, "per_dimension", True):
+        return ("dim_algorithm", f"{dim_algorithm} runs only as a flat job's algorithm, not in "
+                                 f"a chunk schedule's dimensions; set algorithm: {dim_algorithm}")
     if dims is None:
         return None
-    collective = COLLECTIVES.get(dim_algorithm)
     for n in dims:
         if n > 1 and (reason := collective.group_size_error(n)):
             return ("dim_algorithm", f"{reason} in dims {'x'.join(map(str, dims))}")

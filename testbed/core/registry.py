@@ -145,6 +145,7 @@ COLLECTIVES: Registry[Any] = Registry("fabriclab.collectives", "collective algor
     "ring": "workloads.collectives.ring:COLLECTIVE",
     "halving-doubling": "workloads.collectives.halving_doubling:COLLECTIVE",
     "direct": "workloads.collectives.direct:COLLECTIVE",
+    "ps": "workloads.collectives.parameter_server:COLLECTIVE",
 })
 
 # All-to-All algorithms (each rank sends block j of its buffer to rank j): not All-Reduces, so
@@ -157,7 +158,11 @@ ALLTOALLS: Registry[Any] = Registry("fabriclab.alltoalls", "all-to-all algorithm
 
 TRANSPORTS: Registry[Any] = Registry("fabriclab.transports", "transport", {
     "zerocopy": "workloads.transports.zerocopy:ZeroCopyTransport",
+    "staged": "workloads.transports.staged:StagedTransport",
+    "serialised": "workloads.transports.serialised:SerialisedTransport",
+    "rpc-lite": "workloads.transports.rpclite:RpcLiteTransport",
     "rpc": "workloads.transports.rpc:RpcTransport",
+    "rpc-proto": "workloads.transports.rpcproto:RpcProtoTransport",
 })
 
 # Hierarchical All-Reduce schedules: the per-chunk order of dimensions (Themis and its

@@ -61,6 +61,9 @@ COLLECTIVE_SCHEMA = _schema(
     # allreduce or alltoall (testbed.core.formulas.COLLECTIVE_KINDS); null in older traces,
     # which are All-Reduces
     ("collective", pa.string(), _LABEL),
+    # the worker's CPU time during the collective and the bytes its transport copied in user
+    # space (workloads.transports.base); null where not measured (DNN buckets, simulator)
+    ("cpu", pa.float64(), _S), ("copied_bytes", pa.int64(), _BYTES),
 )
 
 

@@ -71,6 +71,8 @@ class Collective(LinkPattern):
 
     name: ClassVar[str]
     is_flat: ClassVar[bool] = True  # runs over a job as one group (a schedule is not flat)
+    # can be a chunk schedule's dim_algorithm (has Reduce-Scatter and All-Gather of shards)
+    per_dimension: ClassVar[bool] = True
 
     def group_size_error(self, n: int) -> str | None:
         """Why ``n`` ranks cannot form a group of this algorithm (None: they can)."""

@@ -18,27 +18,34 @@ from workloads.collectives.base import Collective, Group, Transfer, shard_bounds
 from workloads.transports import Link, Tag
 
 
-def _all_at_once(links: tuple[Link, ...], tag: Tag, sends: list[np.ndarray],
-                 receive: list[tuple[np.ndarray, bool]], buf_target: list[np.ndarray]) -> None:
-    """Start every link's send, then receive on each link in turn (into scratch and added
-    into ``buf_target[k]`` when ``receive[k][1]``, else straight into ``receive[k][0]``)."""
-    started = 0
+def all_pairs_roles(pos: int, n: int) -> list[tuple[int, int]]:
+    """A link to and from every other position: link ``k-1`` sends to ``pos+k`` and receives
+    from ``pos-k`` (mod n)."""
+    return [((pos + k) % n, (pos - k) % n) for k in range(1, n)]
+
+
+def exchange(sends: list[tuple[Link, Tag, np.ndarray]],
+             receives: list[tuple[Link, Tag, np.ndarray, bool]]) -> None:
+    """Start every send ``(link, tag, array)``, then receive each ``(link, tag, target, add)``
+    in turn (into the link's scratch and added into ``target`` when ``add``, else straight
+    into ``target``), then wait for the sends; on failure, wait for the started ones quietly."""
+    started: list[tuple[Link, Tag]] = []
     try:
-        for link, arr in zip(links, sends, strict=True):
+        for link, tag, arr in sends:
             link.start_send(tag, arr)
-            started += 1
-        for link, (out, add), target in zip(links, receive, buf_target, strict=True):
+            started.append((link, tag))
+        for link, tag, target, add in receives:
             if add:
-                incoming = link.scratch(out.size)
+                incoming = link.scratch(target.size)
                 link.receive(tag, incoming)
                 np.add(target, incoming, out=target)
             else:
-                link.receive(tag, out)
+                link.receive(tag, target)
     except BaseException:
-        for link in links[:started]:
+        for link, tag in started:
             link.finish_send(tag, quiet=True)
         raise
-    for link in links:
+    for link, tag in started:
         link.finish_send(tag)
 
 
@@ -48,7 +55,7 @@ class Direct(Collective):
     name = "direct"
 
     def link_roles(self, pos: int, n: int) -> list[tuple[int, int]]:
-        return [((pos + k) % n, (pos - k) % n) for k in range(1, n)]
+        return all_pairs_roles(pos, n)
 
     def reduce_scatter(self, group: Group, buf: np.ndarray, coll: int, chunk: int = 0,
                        phase: int = 0, first_step: int = 0) -> tuple[int, int]:
@@ -59,8 +66,9 @@ class Direct(Collective):
         lo, hi = bounds[p]
         sends = [buf[slice(*bounds[(p + k) % n])] for k in range(1, n)]
         mine = buf[lo:hi]
-        _all_at_once(group.links, Tag(coll, chunk, phase, first_step), sends,
-                     [(mine, True)] * (n - 1), [mine] * (n - 1))
+        tag = Tag(coll, chunk, phase, first_step)
+        exchange([(link, tag, arr) for link, arr in zip(group.links, sends, strict=True)],
+                 [(link, tag, mine, True) for link in group.links])
         return bounds[p]
 
     def all_gather(self, group: Group, buf: np.ndarray, coll: int, chunk: int = 0,
@@ -71,8 +79,9 @@ class Direct(Collective):
         bounds = shard_bounds(buf.size, n)
         mine = buf[slice(*bounds[p])]
         outs = [buf[slice(*bounds[(p - k) % n])] for k in range(1, n)]
-        _all_at_once(group.links, Tag(coll, chunk, phase, first_step), [mine] * (n - 1),
-                     [(o, False) for o in outs], outs)
+        tag = Tag(coll, chunk, phase, first_step)
+        exchange([(link, tag, mine) for link in group.links],
+                 [(link, tag, out, False) for link, out in zip(group.links, outs, strict=True)])
 
     def rs_transfers(self, n: int, size_bytes: float) -> list[list[Transfer]]:
         return [[(i, j, size_bytes / n) for i in range(n) for j in range(n) if i != j]]

@@ -8,6 +8,9 @@ run several chunk phases at once on separate connections.
 
 A transport (one module each, e.g. :mod:`.zerocopy`, :mod:`.rpc`) subclasses :class:`Transport`
 and :class:`Link`, and is registered in :data:`testbed.core.registry.TRANSPORTS` as the class.
+Every link counts the payload bytes it sent and the bytes it copied in user space (the copies
+its own code makes: staging, serialising, parsing; not the kernel's socket copies, nor those
+inside a library such as grpc), so a run can state its copies per byte moved.
 Its links send on a per-link sender thread while the caller receives, so a ring step is full
 duplex and large messages cannot deadlock on full socket buffers. Every blocking wait has a
 timeout; failures raise :class:`CollectiveError` subclasses with a one-sentence message.
@@ -107,6 +110,10 @@ class Link(ABC):
         self.spec = spec
         self.timeout = timeout
         self._scratch = np.empty(0, dtype=np.float32)
+        # Counters, each written by one thread only: the sender thread's and the receiver's.
+        self.sent_bytes = 0
+        self.copied_on_send_bytes = 0
+        self.copied_on_receive_bytes = 0
         self._jobs: queue.Queue = queue.Queue()
         self._done: queue.Queue = queue.Queue()
         self._thread = threading.Thread(
@@ -187,6 +194,7 @@ class Link(ABC):
             tag, arr = job
             try:
                 self.send(tag, arr)
+                self.sent_bytes += arr.nbytes
                 self._done.put(None)
             except CollectiveError as exc:
                 self._done.put(exc)
@@ -207,6 +215,11 @@ class Link(ABC):
     def receive(self, tag: Tag, out: np.ndarray) -> None:
         """Blocking receive from the previous rank into ``out``."""
 
+    @property
+    def copied_bytes(self) -> int:
+        """Bytes this link copied in user space so far, sending and receiving."""
+        return self.copied_on_send_bytes + self.copied_on_receive_bytes
+
     def close(self) -> None:
         self._jobs.put(None)
 
@@ -221,6 +234,10 @@ class Transport(ABC):
     # Its transfers take the wire's time (no copies, no serialisation): the times the
     # simulator gives every transport.
     wire_speed: ClassVar[bool] = False
+    # Its place on the transport ladder (0: zerocopy; each rung adds one cost to the one
+    # below, named by ``adds``), or None: comparisons say which rung's cost dominates.
+    rung: ClassVar[int | None] = None
+    adds: ClassVar[str] = ""
 
     def __init__(self, me: int, timeout: float) -> None:
         self.me = me
@@ -238,6 +255,10 @@ class Transport(ABC):
     @abstractmethod
     def abort(self) -> None:
         """Wake every blocked transfer with an error (used when one part already failed)."""
+
+    def copied_bytes(self) -> int:
+        """Bytes every link of this rank copied in user space so far (see the module doc)."""
+        return sum(link.copied_bytes for link in self.links.values())
 
     def close(self) -> None:
         for link in self.links.values():

@@ -1,14 +1,23 @@
 """``rpc``: an RPC framework's transfers.
 
 Every transfer is a grpc unary request carrying the serialized tensor, which the receiver
-deserializes into a new array and copies into place (grpc is imported only when used).
+deserializes into a new array and copies into place (grpc is imported only when used). The
+sender waits for each call's (empty) reply before sending the next. Copies a byte, as counted
+(grpc's own are not): two sending (``tobytes``, the header's concatenation), two receiving
+(the new array, the assignment).
+
+A subclass changes what a call carries by overriding :meth:`RpcLink.encode` and
+:meth:`RpcLink.decode`, and the transport's :meth:`RpcTransport.codec` (how grpc serialises
+requests and replies, and the mailbox key of a request), as :mod:`.rpcproto` does.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -62,6 +71,25 @@ class _Mailbox:
 HELLO_TAG = Tag(2**32 - 1, 0, 0, 0)
 
 
+def _raw_key(request: bytes) -> tuple:
+    _sender, channel, slot, *tag, _nbytes = HEADER.unpack_from(request)
+    return (channel, slot, *tag)
+
+
+@dataclass(frozen=True)
+class Codec:
+    """How grpc carries a transport's calls: the mailbox key ``(channel, slot, *tag)`` of a
+    received request, the (empty) reply every call gets, and grpc's (de)serialisers of
+    requests and replies (None: raw bytes)."""
+
+    key: Callable[[Any], tuple]
+    reply: Callable[[], Any] = bytes
+    request_to: Callable | None = None
+    request_from: Callable | None = None
+    reply_to: Callable | None = None
+    reply_from: Callable | None = None
+
+
 class RpcLink(Link):
     """A link whose every transfer is one grpc unary call carrying the serialized tensor."""
 
@@ -74,10 +102,22 @@ class RpcLink(Link):
         """Seconds one whole message may take: the timeout plus 1 s per MB (slow links)."""
         return self.timeout + nbytes / RPC_MIN_RATE
 
+    def encode(self, tag: Tag, arr: np.ndarray):
+        """The request carrying ``arr``: the header and the tensor's bytes."""
+        self.copied_on_send_bytes += 2 * arr.nbytes
+        return self.header(tag, arr.nbytes) + arr.tobytes()
+
+    def decode(self, tag: Tag, request, out: np.ndarray) -> None:
+        """Fill ``out`` from a received request."""
+        self.check_header(memoryview(request)[: HEADER.size], tag, out.nbytes)
+        tensor = np.frombuffer(request, dtype=np.float32, offset=HEADER.size).copy()
+        out[...] = tensor
+        self.copied_on_receive_bytes += 2 * out.nbytes
+
     def send(self, tag: Tag, arr: np.ndarray) -> None:
         import grpc
 
-        payload = self.header(tag, arr.nbytes) + arr.tobytes()
+        payload = self.encode(tag, arr)
         try:
             self._call(payload, timeout=self.allowance(arr.nbytes),
                        wait_for_ready=tag == HELLO_TAG)
@@ -113,20 +153,22 @@ class RpcLink(Link):
                 f"from rank {self.prev_rank} on {self.where(tag)}; that peer is stalled or gone",
                 peer=self.prev_rank,
             )
-        self.check_header(memoryview(payload)[: HEADER.size], tag, out.nbytes)
-        tensor = np.frombuffer(payload, dtype=np.float32, offset=HEADER.size).copy()
-        out[...] = tensor
+        self.decode(tag, payload, out)
 
 
 class RpcTransport(Transport):
     """A grpc server per dimension address; a client channel per link."""
 
     name = "rpc"
+    rung = 4
+    adds = "grpc in place of rpc-lite (HTTP/2, its threads, a reply awaited per call; raw bytes)"
     reference = True
+    link_class: type[RpcLink] = RpcLink
 
     def __init__(self, me: int, timeout: float) -> None:
         super().__init__(me, timeout)
         self.mailbox = _Mailbox()
+        self._codec = self.codec()
         self.servers: list = []
         self.channels: list = []
 
@@ -137,19 +179,26 @@ class RpcTransport(Transport):
             ("grpc.max_receive_message_length", RPC_MAX_MESSAGE),
         ]
 
-    def _handle(self, request: bytes, context) -> bytes:
-        _sender, channel, slot, *tag, _nbytes = HEADER.unpack_from(request)
-        self.mailbox.put((channel, slot, *tag), request)
-        return b""
+    @staticmethod
+    def codec() -> Codec:
+        """How grpc carries this transport's requests and replies: raw bytes."""
+        return Codec(_raw_key)
+
+    def _handle(self, request, context):
+        self.mailbox.put(self._codec.key(request), request)
+        return self._codec.reply()
 
     def listen(self, endpoints: dict[int, Endpoint]) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
         import grpc
 
+        codec = self._codec
         handler = grpc.method_handlers_generic_handler(
             "fabriclab.Ring",
-            {"Push": grpc.unary_unary_rpc_method_handler(self._handle)},
+            {"Push": grpc.unary_unary_rpc_method_handler(
+                self._handle, request_deserializer=codec.request_from,
+                response_serializer=codec.reply_to)},
         )
         for ep in set(endpoints.values()):
             server = grpc.server(ThreadPoolExecutor(max_workers=4), options=self.options())
@@ -174,8 +223,10 @@ class RpcTransport(Transport):
             # The client's source address is chosen by routing (grpc cannot bind it).
             channel = grpc.insecure_channel(str(s.next_addr), options=self.options())
             self.channels.append(channel)
-            call = channel.unary_unary(RPC_METHOD)
-            link = RpcLink(self.me, s, self.timeout, call, self.mailbox)
+            codec = self._codec
+            call = channel.unary_unary(RPC_METHOD, request_serializer=codec.request_to,
+                                       response_deserializer=codec.reply_from)
+            link = self.link_class(self.me, s, self.timeout, call, self.mailbox)
             self.links[(s.channel, s.slot)] = link
         # Rendezvous: a hello to every next rank, and one from every previous rank.
         empty = np.empty(0, dtype=np.float32)

@@ -11,7 +11,7 @@ import contextlib
 import socket
 import struct
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import ClassVar
 
 import numpy as np
@@ -33,13 +33,13 @@ HELLO = struct.Struct("!4sIII")
 MAGIC = b"FLR1"
 
 
-def _as_bytes(arr: np.ndarray) -> memoryview:
+def as_bytes(arr: np.ndarray) -> memoryview:
     """A flat byte view of a contiguous array (no copy)."""
     return memoryview(arr).cast("B")
 
 
 
-def _recv_exact(sock: socket.socket, view: memoryview) -> int:
+def recv_exact(sock: socket.socket, view: memoryview) -> int:
     """Fill ``view`` from ``sock``; returns bytes read (less than asked only on EOF)."""
     got = 0
     total = len(view)
@@ -79,11 +79,44 @@ class ZeroCopyLink(Link):
         super().__init__(me, spec, timeout)
 
     def send(self, tag: Tag, arr: np.ndarray) -> None:
-        data = _as_bytes(arr)
+        self.send_frame(tag, arr.nbytes, [as_bytes(arr)])
+
+    def receive(self, tag: Tag, out: np.ndarray) -> None:
+        data = as_bytes(out)
+        self.receive_header(tag, len(data))
+        self.receive_into(tag, data)
+
+    # The framing the ladder's rungs (staged, serialised, rpc-lite) share: a header, then
+    # whatever views the rung sends.
+
+    def send_frame(self, tag: Tag, nbytes: int, views: list[memoryview]) -> None:
+        """Send the header of a transfer of ``nbytes`` tensor bytes, then ``views``."""
         s = self.spec
-        HEADER.pack_into(self._out_hdr, 0, self.me, s.channel, s.slot, *tag, len(data))
+        HEADER.pack_into(self._out_hdr, 0, self.me, s.channel, s.slot, *tag, nbytes)
+        with self.sending(tag):
+            _send_views(self.out_sock, [memoryview(self._out_hdr), *views])
+
+    def receive_header(self, tag: Tag, nbytes: int) -> None:
+        """Receive and check the header of the transfer ``tag`` of ``nbytes`` tensor bytes."""
+        self.receive_into(tag, self._hdr_view)
+        self.check_header(self._hdr_view, tag, nbytes)
+
+    def receive_into(self, tag: Tag, view: memoryview) -> None:
+        """Fill ``view`` from the previous rank (raises if it closes first)."""
+        with self.receiving(tag):
+            if recv_exact(self.in_sock, view) == len(view):
+                return
+        raise PeerLostError(
+            f"rank {self.me}: rank {self.prev_rank} closed its connection on "
+            f"{self.where(tag)}; it probably failed",
+            peer=self.prev_rank,
+        )
+
+    @contextlib.contextmanager
+    def sending(self, tag: Tag) -> Iterator[None]:
+        """Turn a socket error towards the next rank into a collective error."""
         try:
-            _send_views(self.out_sock, [memoryview(self._out_hdr), data])
+            yield
         except TimeoutError:
             raise CollectiveTimeout(
                 f"rank {self.me} could not send to rank {self.next_rank} for "
@@ -97,13 +130,11 @@ class ZeroCopyLink(Link):
                 peer=self.next_rank,
             ) from None
 
-    def receive(self, tag: Tag, out: np.ndarray) -> None:
-        data = _as_bytes(out)
+    @contextlib.contextmanager
+    def receiving(self, tag: Tag) -> Iterator[None]:
+        """Turn a socket error from the previous rank into a collective error."""
         try:
-            if _recv_exact(self.in_sock, self._hdr_view) == HEADER.size:
-                self.check_header(self._hdr_view, tag, len(data))
-                if _recv_exact(self.in_sock, data) == len(data):
-                    return
+            yield
         except TimeoutError:
             raise CollectiveTimeout(
                 f"rank {self.me} waited more than {self.timeout:g} s for data from rank "
@@ -116,11 +147,6 @@ class ZeroCopyLink(Link):
                 f"{self.where(tag)} ({exc.strerror or exc})",
                 peer=self.prev_rank,
             ) from None
-        raise PeerLostError(
-            f"rank {self.me}: rank {self.prev_rank} closed its connection on "
-            f"{self.where(tag)}; it probably failed",
-            peer=self.prev_rank,
-        )
 
     def close(self) -> None:
         super().close()
@@ -137,6 +163,7 @@ class ZeroCopyTransport(Transport):
     """Persistent TCP connections bound to each dimension's address; raw memory transfers."""
 
     name = "zerocopy"
+    rung = 0
     wire_speed = True
     link_class: ClassVar[type[ZeroCopyLink]] = ZeroCopyLink  # a subclass may send otherwise
 
@@ -199,7 +226,7 @@ class ZeroCopyTransport(Transport):
                 hello = bytearray(HELLO.size)
                 n = 0
                 with contextlib.suppress(OSError):
-                    n = _recv_exact(sock, memoryview(hello))
+                    n = recv_exact(sock, memoryview(hello))
                 if n != HELLO.size:
                     sock.close()
                     continue

@@ -1,0 +1,174 @@
+"""The transport ladder, rung against rung: what copies, serialisation and per-call costs each
+add to a tensor transfer (2 ranks, flat ring All-Reduce, which sends S per rank).
+
+    python benchmarks/transport_ladder.py [--sizes 4KiB:64MiB] [--rounds 5]
+    sudo flock /tmp/fabriclab-roottests.lock .venv/bin/python benchmarks/transport_ladder.py \\
+        --mbit-s 1000       # 2 hosts on one kernel-bridge switch, links shaped to 1 Gbit/s
+
+Every round runs every rung once (the order rotated from round to round), each with 1 warm-up
+and ``--iters`` measured All-Reduces of every size (every 4x); a round's time is its median
+iteration (an iteration takes its slower rank's time), its CPU and copies those of all its
+iterations. Prints per size and rung the median [min, max] over the
+rounds of the time, the workers' CPU seconds per GB sent, and the copies a byte as the
+transport counted them; then each rung's time over zerocopy's (ratios taken within a round),
+the share of the gap between L0 and L5 each rung adds (in time, and in CPU), and the CPU check
+of the copy counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from testbed.core.traces import read_table
+from testbed.core.units import format_size, parse_size_range
+
+RUNGS = ["zerocopy", "staged", "serialised", "rpc-lite", "rpc", "rpc-proto"]
+WHAT = ["raw memory", "+ a staging copy each side", "+ protobuf serialisation",
+        "+ request/response, pipelined", "grpc, raw bytes, stop-and-wait",
+        "grpc + protobuf messages"]
+
+
+def figures(out: Path) -> dict[int, tuple[float, float, float]]:
+    """Per size, from a run's traces: (the median iteration's seconds, CPU seconds per GB
+    sent, copies a byte sent), the last two over the measured iterations of every rank."""
+    colls = read_table(out, "collectives").to_pandas()
+    phases = read_table(out, "phases").to_pandas()
+    colls, phases = colls[~colls["warmup"]], phases[~phases["warmup"]]
+    sent = phases.merge(colls[["rank", "coll", "size"]], on=["rank", "coll"])
+    sent = sent.groupby("size")["sent_bytes"].sum()
+    res = {}
+    for size, g in colls.groupby("size"):
+        # an iteration takes its slower rank's time; the run, its median iteration
+        seconds = float(g.groupby("iteration")["time"].max().median())
+        res[int(size)] = (seconds, float(g["cpu"].sum()) / sent[size] * 1e9,
+                          float(g["copied_bytes"].sum()) / sent[size])
+    return res
+
+
+def mmm(values: list[float], fmt: str = "{:.3g}") -> str:
+    """median [min, max]."""
+    return (fmt.format(statistics.median(values)) + " [" + fmt.format(min(values)) + ", "
+            + fmt.format(max(values)) + "]")
+
+
+def ladder(run: Callable[[str, list[int], Path], None], sizes: list[int], rounds: int,
+           tmp: Path) -> dict[str, dict[int, list[tuple[float, float, float]]]]:
+    """``rounds`` rounds of every rung (order rotated each round); ``run(transport, sizes,
+    out)`` runs one job leaving its traces in ``out``."""
+    got: dict[str, dict[int, list]] = {t: defaultdict(list) for t in RUNGS}
+    for r in range(rounds):
+        for t in RUNGS[r % len(RUNGS):] + RUNGS[: r % len(RUNGS)]:
+            out = tmp / f"{t}-{r}"
+            run(t, sizes, out)
+            for size, fig in figures(out).items():
+                got[t][size].append(fig)
+            print(f"# round {r + 1}/{rounds}: {t} done", file=sys.stderr, flush=True)
+    return got
+
+
+def gap_shares(got: dict, sizes: list[int], where: str, col: int, what: str) -> None:
+    """Per size, the share of the L5 - L0 gap (of the medians of column ``col``) each rung
+    adds; the CPU's is the steadier on a busy machine (waiting costs no CPU)."""
+    print(f"\n## {where}: share of the L5 - L0 gap in {what} each rung adds (medians); "
+          "largest marked *")
+    print(f"{'size':>7} {'gap':>8} " + " ".join(f"{f'L{i}-L{i - 1}':>8}"
+                                                for i in range(1, len(RUNGS))))
+    for s in sizes:
+        med = [statistics.median(r[col] for r in got[t][s]) for t in RUNGS]
+        gap = med[-1] - med[0]
+        steps = [(med[i] - med[i - 1]) / gap for i in range(1, len(RUNGS))]
+        top = max(range(len(steps)), key=lambda i: steps[i])
+        scale = 1e3 if col == 0 else 1.0
+        print(f"{format_size(s):>7} {gap * scale:8.3g} " + " ".join(
+            f"{f'{x:.0%}' + ('*' if i == top else ''):>8}" for i, x in enumerate(steps)))
+
+
+def report(got: dict, sizes: list[int], where: str) -> None:
+    print(f"## {where}: time ms, CPU s/GB sent, copies/B (median [min, max] of "
+          f"{len(got['zerocopy'][sizes[0]])} rounds)")
+    for i, (t, what) in enumerate(zip(RUNGS, WHAT, strict=True)):
+        print(f"L{i} {t}: {what}")
+    print(f"{'size':>7} {'rung':>10} {'time ms':>26} {'CPU s/GB':>24} {'copies/B':>8}")
+    for s in sizes:
+        for t in RUNGS:
+            rows = got[t][s]
+            print(f"{format_size(s):>7} {t:>10} {mmm([r[0] * 1e3 for r in rows]):>26} "
+                  f"{mmm([r[1] for r in rows]):>24} {statistics.median(r[2] for r in rows):8.2f}")
+    print(f"\n## {where}: time ÷ zerocopy's, within a round (median [min, max])")
+    print(f"{'size':>7} " + " ".join(f"{f'L{i}/L0':>20}" for i in range(1, len(RUNGS))))
+    for s in sizes:
+        z = [r[0] for r in got["zerocopy"][s]]
+        print(f"{format_size(s):>7} " + " ".join(
+            f"{mmm([r[0] / zt for r, zt in zip(got[t][s], z, strict=True)], '{:.2f}'):>20}"
+            for t in RUNGS[1:]))
+    for col, what in ((0, "time"), (1, "CPU s/GB")):
+        gap_shares(got, sizes, where, col, what)
+    print(f"\n## {where}: CPU check of the counted copies (largest size, median CPU s/GB)")
+    big = sizes[-1]
+    cpu = {t: statistics.median(r[1] for r in got[t][big]) for t in RUNGS}
+    copies = {t: statistics.median(r[2] for r in got[t][big]) for t in RUNGS}
+    per_copy = (cpu["staged"] - cpu["zerocopy"]) / (copies["staged"] - copies["zerocopy"])
+    print(f"one copy of a byte sent costs {per_copy:.3g} CPU s/GB (from L1 - L0)")
+    for t in RUNGS:
+        want = cpu["zerocopy"] + copies[t] * per_copy
+        print(f"{t:>10}: {copies[t]:.2f} copies/B predict {want:.3g} CPU s/GB, measured "
+              f"{cpu[t]:.3g} (uncounted: {cpu[t] - want:+.3g})")
+
+
+def save(path: Path | None, got: dict) -> None:
+    if path is not None:
+        path.write_text(json.dumps({t: {str(s): v for s, v in by.items()}
+                                    for t, by in got.items()}))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="4KiB:64MiB")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--mbit-s", type=float, default=0.0,
+                   help="emulate 2 hosts on a kernel-bridge switch at this rate (root)")
+    p.add_argument("--json", type=Path, help="also write every round's figures here")
+    args = p.parse_args(argv)
+    sizes = parse_size_range(args.sizes)[::2]  # every 4x
+    with tempfile.TemporaryDirectory(prefix="fabriclab-ladder-") as tmp:
+        if not args.mbit_s:
+            from workloads.launcher import run_local
+
+            def run(t: str, s: list[int], out: Path) -> None:
+                run_local(ranks=2, sizes=s, transport=t, iterations=args.iters, warmup=1,
+                          timeout=120.0, out_dir=out)
+
+            got = ladder(run, sizes, args.rounds, Path(tmp))
+            save(args.json, got)
+            report(got, sizes, "loopback, 2 ranks")
+            return 0
+        from testbed.core.spec import parse_fabric
+        from testbed.core.topology import build_plan
+        from testbed.emulator.fabric import Fabric
+        from testbed.emulator.workers import run_on_fabric
+
+        plan = build_plan(parse_fabric({"fabric": {"kind": "multidim", "dims": [
+            {"size": 2, "mbit_s": args.mbit_s, "kind": "switch"}]}}))
+        with Fabric(plan, Path(tmp) / "fabric", switches="kernel") as fab:
+            def run(t: str, s: list[int], out: Path) -> None:
+                run_on_fabric(fab, ["h0", "h1"], out_dir=out, algorithm="ring", sizes=s,
+                              transport=t, iterations=args.iters, warmup=1, timeout=120.0)
+
+            got = ladder(run, sizes, args.rounds, Path(tmp))
+        save(args.json, got)
+        report(got, sizes, f"2 hosts, kernel-bridge switch, {args.mbit_s:g} Mbit/s links")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

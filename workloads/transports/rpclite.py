@@ -1,0 +1,73 @@
+"""``rpc-lite`` (ladder rung L3): ``serialised`` as a minimal request/response RPC, pipelined.
+
+Every transfer is a request (zerocopy's header, the length, the serialised tensor) on the same
+TCP connection as the rungs below, and the receiver answers each with a small response (status
+and call number) on that connection's reverse direction. The sender does not wait for a call's
+response before sending the next request: up to :data:`WINDOW` calls are in flight, and it
+reads the oldest response when it has more. This is the analogue of an RPC optimised for the
+network; what it adds to ``serialised`` is the per-call response and its system calls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+
+import numpy as np
+
+from workloads.transports.base import CollectiveError, Tag
+from workloads.transports.serialised import SerialisedLink, SerialisedTransport
+from workloads.transports.zerocopy import recv_exact
+
+RESPONSE = struct.Struct("!IQ")  # status (0: ok), call number (from 1, per link)
+WINDOW = 8  # calls in flight per link
+
+
+class RpcLiteLink(SerialisedLink):
+    """A serialised link whose every transfer is a call answered by a response."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        self._calls = self._answered = self._received = 0
+        self._response_in = memoryview(bytearray(RESPONSE.size))
+        super().__init__(*args, **kwargs)
+
+    def send(self, tag: Tag, arr: np.ndarray) -> None:
+        super().send(tag, arr)
+        self._calls += 1
+        while self._calls - self._answered > WINDOW:
+            self._await_response(tag)
+
+    def _await_response(self, tag: Tag) -> None:
+        with self.sending(tag):
+            got = recv_exact(self.out_sock, self._response_in)
+        if got != RESPONSE.size:
+            raise CollectiveError(f"rank {self.me}: rank {self.next_rank} closed its "
+                                  f"connection before answering on {self.where(tag)}",
+                                  peer=self.next_rank)
+        status, call = RESPONSE.unpack(self._response_in)
+        if status or call != self._answered + 1:
+            raise CollectiveError(f"rank {self.me}: rank {self.next_rank} answered call {call} "
+                                  f"with status {status}, expected call {self._answered + 1} "
+                                  f"on {self.where(tag)}", peer=self.next_rank)
+        self._answered = call
+
+    def receive(self, tag: Tag, out: np.ndarray) -> None:
+        super().receive(tag, out)
+        self._received += 1
+        with self.receiving(tag):
+            self.in_sock.sendall(RESPONSE.pack(0, self._received))
+
+    def close(self) -> None:
+        # Read the last responses first: a socket closed with unread data resets the
+        # connection, and the peer could lose the end of this rank's last request.
+        with contextlib.suppress(CollectiveError):
+            while self._answered < self._calls:
+                self._await_response(Tag(0, 0, 0, 0))
+        super().close()
+
+
+class RpcLiteTransport(SerialisedTransport):
+    name = "rpc-lite"
+    rung = 3
+    adds = "a response per call"
+    link_class = RpcLiteLink
