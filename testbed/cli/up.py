@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sdn_app.listeners import API_HOST
 from testbed.core.errors import FabricLabError, SpecError
 
 if TYPE_CHECKING:  # imported when a command runs, not when `fabriclab --help` lists it
@@ -202,6 +201,8 @@ def where(record: UpRecord, plan: FabricPlan, interactive: bool) -> list[str]:
         place = f"leaf{h.leaf}" if h.leaf is not None else f"coords {list(h.coords)}"
         lines.append(f"    {h.name:<6}{', '.join(record.hosts[h.name]):<24}{place}")
     if record.api_socket is not None:
+        from sdn_app.listeners import API_HOST
+
         lines.insert(2, f"  controller API  the Unix socket {record.api_socket}, root only (GET "
                         f"/health /jobs /topology with Host: {API_HOST}; OpenFlow on "
                         f"127.0.0.1:{record.openflow_port})")

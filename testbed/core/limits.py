@@ -19,6 +19,7 @@ MAX_SIZE_BYTES = 4 * GIB  # one collective's buffer (each rank holds a few copie
 MAX_SIZE_DIGITS = 20  # of a size as written: far beyond MAX_SIZE_BYTES, far below overflow
 MAX_SPEC_BYTES = 4 * 1024**2  # a YAML spec or sweep file
 MAX_YAML_DEPTH = 64  # nested lists and mappings in one
+MAX_YAML_NODES = 1_000_000  # values in one once its aliases are expanded
 MAX_GRID_POINTS = 10_000  # runs one sweep expands into
 # Copies of its largest buffer each rank of a collective job holds (region, inputs, the
 # transport's scratch and a received chunk): what a run's memory estimate multiplies by.

@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from testbed.core.errors import SpecError
-from testbed.core.limits import MAX_SPEC_BYTES, MAX_YAML_DEPTH
+from testbed.core.limits import MAX_SPEC_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES
 from testbed.core.scaling import UNSCALED, emulated_rate
 
 # What one 2-core machine shapes faithfully (shared/DESIGN.md, BENCHMARKS.md): Mininet's HTB
@@ -286,16 +286,13 @@ class _Refused(Exception):
 
 
 class _SpecLoader(yaml.SafeLoader):
-    """PyYAML's safe loader without aliases (``*name``: one line of them can expand into
-    gigabytes) and with nesting at most :data:`~testbed.core.limits.MAX_YAML_DEPTH` deep."""
+    """PyYAML's safe loader with nesting at most :data:`~testbed.core.limits.MAX_YAML_DEPTH`
+    deep and documents of at most :data:`~testbed.core.limits.MAX_YAML_NODES` nodes once every
+    alias is expanded (one line of nested aliases can stand for a billion)."""
 
     _depth = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            line = self.peek_event().start_mark.line
-            raise _Refused("uses an alias (*name); anchors and aliases are not taken in "
-                           "fabriclab files: write the value out", line)
         self._depth += 1
         try:
             if self._depth > MAX_YAML_DEPTH:
@@ -305,10 +302,36 @@ class _SpecLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
+    def compose_document(self) -> Any:
+        node = super().compose_document()
+        if _expanded_nodes(node, {}) > MAX_YAML_NODES:
+            raise _Refused(f"expands into more than {MAX_YAML_NODES:,} values once its aliases "
+                           "(*name) are expanded (MAX_YAML_NODES)", node.start_mark.line)
+        return node
+
+
+def _expanded_nodes(node: Any, seen: dict[int, int]) -> int:
+    """How many nodes ``node`` stands for with every alias expanded (counted once per node
+    object, so a thousand aliases of one anchor cost one walk); a node that contains itself
+    counts as too many."""
+    key = id(node)
+    if key in seen:
+        return seen[key]
+    seen[key] = MAX_YAML_NODES + 1  # while it is being counted: a cycle is too many
+    if isinstance(node, yaml.SequenceNode):
+        total = 1 + sum(_expanded_nodes(c, seen) for c in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        total = 1 + sum(_expanded_nodes(k, seen) + _expanded_nodes(v, seen)
+                        for k, v in node.value)
+    else:
+        total = 1
+    seen[key] = total
+    return total
+
 
 def load_yaml(path: str | Path) -> Any:
-    """Read a YAML file (at most :data:`~testbed.core.limits.MAX_SPEC_BYTES`, no aliases,
-    bounded nesting), turning I/O and syntax problems into one sentence."""
+    """Read a YAML file (at most :data:`~testbed.core.limits.MAX_SPEC_BYTES`, bounded nesting
+    and alias expansion), turning I/O and syntax problems into one sentence."""
     path = Path(path)
     try:
         with path.open("rb") as f:
