@@ -222,7 +222,7 @@ def run_plan(args: argparse.Namespace) -> int:
     table.add_column("RS order")
     table.add_column("AG order")
     for p in plans:
-        table.add_row(str(p.index), format_size(p.size, exact=True), _order(p.rs_order),
+        table.add_row(str(p.index), format_size(p.size), _order(p.rs_order),
                       _order(p.ag_order))
     console.print(table)
 
@@ -237,7 +237,7 @@ def run_plan(args: argparse.Namespace) -> int:
     loads.add_column("chunks first", justify="right")
     for d, n in enumerate(dims):
         first = sum(1 for p in plans if p.rs_order and p.rs_order[0] == d)
-        loads.add_row(str(d), str(n), _gbit_s(bw[d]), format_size(sent[d], exact=True),
+        loads.add_row(str(d), str(n), _gbit_s(bw[d]), format_size(sent[d]),
                       _fmt_time(load_s[d]), str(first))
     console.print(loads)
     return 0
