@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from sdn_app.allocation.ledger import (
@@ -89,6 +89,16 @@ class Cluster(Ledger):
             allocation = self._place_clos(job_id, hosts_wanted, policy)
         if label is not None:
             allocation = replace(allocation, policy=label)
+        self.commit(allocation)
+        return allocation
+
+    def place(self, job_id: str, hosts_wanted: int, label: str,
+              placer: Callable[[Ledger, str, int, str], Allocation]) -> Allocation:
+        """Place a job with a placement function of its own (``placer(ledger, job_id, k,
+        label)``, e.g. :func:`.source_routing.place_source_routing`), checked as an ``ecmp``
+        request (no links reserved), and commit it."""
+        self._check_request(job_id, hosts_wanted, "ecmp")
+        allocation = placer(self, job_id, hosts_wanted, label)
         self.commit(allocation)
         return allocation
 

@@ -312,6 +312,10 @@ class ClusterSimulation:
         spec, c = record.spec, self.config
         record.start = self.net.now
         record.leaves = len(alloc.leaves)
+        if spec.grad_bytes == 0:  # nothing to send: its run time is its compute alone
+            record.isolated = spec.iterations * spec.compute_s
+            self.net.at(self.net.now + record.isolated, lambda: self._finish(record))
+            return
         collective = spec.collective or c.collective
         plan = job_plan(alloc, spec.grad_bytes, c.link_bps, c.spines, self.rng,
                         collective=collective)
