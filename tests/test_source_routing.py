@@ -19,6 +19,12 @@ def cluster() -> Cluster:
     return Cluster(8, 4, 4)  # 8 leaves of 4 hosts: 4 pods of 2 leaves
 
 
+def test_a_small_cluster_keeps_two_leaves_a_pod() -> None:
+    c = Cluster(4, 2, 2)  # 2 pods of 2 leaves, not 4 of 1
+    assert get("source-routing").allocate(c, "a", 4).leaves == (0, 1)
+    assert get("source-routing").allocate(c, "b", 4).leaves == (2, 3)
+
+
 def test_a_small_job_takes_the_best_fit_leaf_of_the_first_pod_that_holds_one() -> None:
     c, sr = cluster(), get("source-routing")
     assert sr.allocate(c, "a", 3).leaves == (0,)

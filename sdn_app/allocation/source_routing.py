@@ -14,9 +14,10 @@ from that file (commit 890901b) and re-expressed here:
   a larger job takes whole idle leaves of one pod;
 - no spine link or port is reserved: jobs share the fabric.
 
-``pods=1`` is the same rule on the whole cluster (the pods-off variant). A cluster with fewer
-leaves than ``pods`` gets a pod per leaf; leaves beyond ``pods`` equal pods (a remainder) are in
-no pod, as in RapidNetSim's integer division.
+``pods=1`` is the same rule on the whole cluster (the pods-off variant). A pod keeps at least two
+leaves (a cluster of fewer than ``2 x pods`` leaves gets ``leaves // 2`` pods, at least one), so a
+job of two leaves fits somewhere; leaves beyond the equal pods (a remainder) are in no pod, as in
+RapidNetSim's integer division.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def place_source_routing(ledger: Ledger, job_id: str, k: int, policy: str,
     if k > ledger.free_hosts():
         raise AllocationRefused("no_hosts", f"not enough free hosts: the job wants {k}, "
                                 f"{ledger.free_hosts()} are free")
-    pods = min(pods, ledger.leaves)
+    pods = max(1, min(pods, ledger.leaves // 2))
     per_pod = ledger.leaves // pods
     need = math.ceil(k / ledger.hosts_per_leaf)
     for pod in range(pods):
