@@ -66,9 +66,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "circuit needs (conservative)")
     p.add_argument("--policy", default="ecmp",
                    help="a leaf-spine routing policy: ecmp (default), ecmp-l3, vclos, "
-                   "ocs-vclos or one registered by a plug-in")
+                   "ocs-vclos, source-routing(-flat) (RapidNetSim's baseline), gpu-count (the "
+                   "bound: GPUs counted, one non-blocking switch) or one registered by a "
+                   "plug-in")
     p.add_argument("--trace", default="synthetic",
-                   help="synthetic, vclos-paper (the vClos paper's jobs), helios:FILE "
+                   help="synthetic, vclos-paper (the vClos paper's jobs), rapidnetsim:GAP_S "
+                   "(RapidNetSim's own 5000 jobs, GAP_S s apart on average, run times that "
+                   "ignore the network; rapidnetsim-comm:GAP_S: with their collectives' "
+                   "bytes), helios:FILE "
                    "(cluster_log.csv), philly:FILE (cluster_job_log JSON), acme:FILE "
                    "(trace_seren.csv, trace_kalos.csv), pai:DIR-or-FILE (PAI 2020 job and task "
                    "tables) or lingjun:DIR (job.csv, worker.csv, topo.csv) (default synthetic)")
