@@ -87,3 +87,21 @@ def test_gpu_count_starts_every_job_no_later_than_any_policy(seed: int) -> None:
         assert all(bound[j] <= s + 1e-9 for j, s in starts.items()), policy
     # ... and the bound is not vacuous: some policy waits longer somewhere.
     assert any(bound[j] < s - 1e-9 for starts in start.values() for j, s in starts.items())
+
+
+def test_servers_of_several_gpus_make_a_job_crossing_leaves_take_whole_idle_servers() -> None:
+    c = Cluster(4, 4, 8, gpus_per_server=4)  # 4 leaves of 2 servers of 4 GPUs
+    c.claim("x", [(0, 0), (1, 4)], "ecmp")  # one GPU busy in a server of leaves 0 and 1
+    alloc = get("ecmp").allocate(c, "a", 12)  # crosses leaves: whole idle servers only
+    assert all(not (leaf == 0 and s < 4) and not (leaf == 1 and s >= 4)
+               for leaf, s in alloc.hosts)
+    assert alloc.size == 12
+    assert get("ecmp").allocate(c, "one-leaf", 3).leaves == (0,)  # a leaf's free GPUs do
+    # vclos: hosts per leaf are whole servers, so 6 = 3 x 2 is no shape, 8 = 2 x 4 is.
+    v = Cluster(4, 4, 8, gpus_per_server=4)
+    assert v.shapes(6, "vclos") == [] and (2, 4) in v.shapes(8, "vclos")
+
+
+def test_gpus_per_server_must_divide_the_leaf() -> None:
+    with pytest.raises(Exception, match="gpus_per_server"):
+        Cluster(4, 4, 6, gpus_per_server=4)

@@ -52,6 +52,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--ocs-count", type=int, default=None,
                    help="optical circuit switches for ocs-vclos (default: --spines, so a "
                    "leaf has as many uplinks as in the electrical fabric)")
+    p.add_argument("--gpus-per-server", type=int, default=1,
+                   help="GPUs per server: a job that crosses leaves takes whole idle servers "
+                   "(default 1: any free GPU)")
     p.add_argument("--spine-ports-per-ocs", type=int, default=0,
                    help="ports each spine has on each OCS (default: leaves / OCSes, so a "
                    "spine has as many ports as leaf links in the electrical fabric)")
