@@ -78,8 +78,11 @@ def fixed_jobs(seed: int, n: int = 60) -> list[JobSpec]:
 def test_gpu_count_starts_every_job_no_later_than_any_policy(seed: int) -> None:
     jobs = fixed_jobs(seed)
     start = {}
-    for policy in ("gpu-count", "source-routing", "source-routing-flat", "ecmp", "vclos"):
-        result = simulate_cluster(jobs, ClusterConfig(8, 4, 4, policy=policy, seed=seed))
+    for policy in ("gpu-count", "source-routing", "source-routing-flat", "ecmp", "vclos",
+                   "ocs-vclos"):
+        ocs = 4 if policy == "ocs-vclos" else 0
+        result = simulate_cluster(jobs, ClusterConfig(8, 4, 4, policy=policy, seed=seed,
+                                                      ocs_count=ocs))
         assert result.summary["refused_unshapeable"] == 0
         start[policy] = {r["job_id"]: r["start_s"] for r in result.rows}
     bound = start.pop("gpu-count")
