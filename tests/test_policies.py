@@ -37,7 +37,8 @@ def plan_of(kind: str):
 
 
 def cases() -> list[tuple[str, str]]:
-    return [(name, kind) for name in POLICIES.names() for kind in get(name).fabric_kinds]
+    return [(name, kind) for name in POLICIES.names() for kind in get(name).fabric_kinds
+            if not get(name).simulator_only]
 
 
 def contract_experiment(name: str, kind: str) -> dict:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from sdn_app.allocation.ledger import (
@@ -35,6 +35,7 @@ class Cluster(Ledger):
         spine_ports_per_ocs: int = 2,
         placement: str = "joint",
         rewiring: str = "any",
+        gpus_per_server: int = 1,
     ) -> None:
         """``spine_ports_per_ocs``: ports every spine has on every OCS (the emulated OCS
         fabric has two; ``leaves / ocs_count`` gives a spine as many ports as it has leaf
@@ -46,6 +47,9 @@ class Cluster(Ledger):
 
         ``exclusive_ocs_links``: also forbid two ocs-vclos jobs the same (leaf, spine) pair.
 
+        ``gpus_per_server``: a job that crosses leaves takes whole idle servers of this many
+        consecutive hosts, and its hosts per leaf (vclos, ocs-vclos) are whole servers.
+
         By default only OCS ports are exclusive in ocs-vclos: two jobs may each hold a
         circuit between leaf l and spine s, on different OCSes (different ports, so
         physically separate paths). With the flag, (leaf, spine) pairs are exclusive as
@@ -54,6 +58,7 @@ class Cluster(Ledger):
         super().__init__(
             leaves, spines, hosts_per_leaf, ocs_count,
             exclusive_ocs_links=exclusive_ocs_links, spine_ports_per_ocs=spine_ports_per_ocs,
+            gpus_per_server=gpus_per_server,
         )
         if placement not in PLACEMENTS:
             raise AllocationRequestError(
@@ -89,6 +94,16 @@ class Cluster(Ledger):
             allocation = self._place_clos(job_id, hosts_wanted, policy)
         if label is not None:
             allocation = replace(allocation, policy=label)
+        self.commit(allocation)
+        return allocation
+
+    def place(self, job_id: str, hosts_wanted: int, label: str,
+              placer: Callable[[Ledger, str, int, str], Allocation]) -> Allocation:
+        """Place a job with a placement function of its own (``placer(ledger, job_id, k,
+        label)``, e.g. :func:`.source_routing.place_source_routing`), checked as an ``ecmp``
+        request (no links reserved), and commit it."""
+        self._check_request(job_id, hosts_wanted, "ecmp")
+        allocation = placer(self, job_id, hosts_wanted, label)
         self.commit(allocation)
         return allocation
 
@@ -159,17 +174,23 @@ class Cluster(Ledger):
         single = self.best_fit_leaf(k)
         if single is not None:
             return self._single_leaf(job_id, "ecmp", single, k)
-        by_free = sorted(range(self.leaves), key=lambda leaf: (-self.free_count(leaf), leaf))
+        # Crossing leaves: the fullest leaves first, whole idle servers only (spread_slots).
+        usable = {leaf: self.spread_count(leaf) for leaf in range(self.leaves)}
+        if sum(usable.values()) < k:
+            raise AllocationRefused(
+                "fragmented", f"fragmented: {self.free_hosts()} hosts are free but fewer than "
+                f"{k} lie in idle servers of {self.gpus_per_server} and no leaf holds the job",
+                cause="hosts")
+        by_free = sorted(usable, key=lambda leaf: (-usable[leaf], leaf))
         hosts: list[Host] = []
         for index, leaf in enumerate(by_free):
             needed = k - len(hosts)
-            if self.free_count(leaf) >= needed:
-                # The last leaf: the one with the fewest free hosts that still covers the rest.
-                last = self.best_fit_leaf(needed, among=by_free[index:])
-                assert last is not None
-                hosts += [(last, s) for s in self.free_slots(last)[:needed]]
+            if usable[leaf] >= needed:
+                # The last leaf: the one with the fewest usable hosts that still covers the rest.
+                last = min((usable[x], x) for x in by_free[index:] if usable[x] >= needed)[1]
+                hosts += [(last, s) for s in self.spread_slots(last)[:needed]]
                 break
-            hosts += [(leaf, s) for s in self.free_slots(leaf)]
+            hosts += [(leaf, s) for s in self.spread_slots(leaf)]
         return Allocation(job_id, "ecmp", tuple(sorted(hosts)), leaves_of(hosts))
 
     # ----------------------------------------------------- vclos and ocs-vclos
@@ -225,22 +246,24 @@ class Cluster(Ledger):
 
     def hosts_fit(self, k: int, policy: str) -> bool:
         """Would some m x n shape of k find m leaves with n free hosts, ignoring links?"""
-        free = [self.free_count(leaf) for leaf in range(self.leaves)]
+        free = [self.spread_count(leaf) for leaf in range(self.leaves)]
         return any(sum(f >= n for f in free) >= m for m, n in self.shapes(k, policy))
 
     def shapes(self, k: int, policy: str) -> list[tuple[int, int]]:
         """Cross-leaf shapes ``(m leaves, n hosts per leaf)`` tried for k, largest n first.
 
         n runs over hosts_per_leaf, hosts_per_leaf // 2, ..., 1 and must divide k,
-        with 2 <= m <= leaves. Every leaf needs n uplinks: n <= spines for vclos,
-        n <= ocs_count for ocs-vclos. A prime k > hosts_per_leaf gets n = 1.
+        with 2 <= m <= leaves, and be whole servers (a multiple of gpus_per_server). Every
+        leaf needs n uplinks: n <= spines for vclos, n <= ocs_count for ocs-vclos. A prime
+        k > hosts_per_leaf gets n = 1.
         """
         uplinks = self.spines if policy == "vclos" else self.ocs_count
         found = []
         n = self.hosts_per_leaf
         while n >= 1:
             m = k // n
-            if k % n == 0 and 2 <= m <= self.leaves and n <= uplinks:
+            if k % n == 0 and 2 <= m <= self.leaves and n <= uplinks \
+                    and n % self.gpus_per_server == 0:
                 found.append((m, n))
             n //= 2
         return found

@@ -176,16 +176,24 @@ class Ledger:
         *,
         exclusive_ocs_links: bool = False,
         spine_ports_per_ocs: int = 2,
+        gpus_per_server: int = 1,
     ) -> None:
+        """``gpus_per_server``: hosts (GPUs) per server, consecutive slots of a leaf; a job
+        that crosses leaves takes whole idle servers (1: any free host, as before)."""
         for name, value, low in (
             ("leaves", leaves, 1),
             ("spines", spines, 1),
             ("hosts_per_leaf", hosts_per_leaf, 1),
             ("ocs_count", ocs_count, 0),
             ("spine_ports_per_ocs", spine_ports_per_ocs, 1),
+            ("gpus_per_server", gpus_per_server, 1),
         ):
             if not isinstance(value, int) or value < low:
                 raise AllocationRequestError(f"{name} must be an integer >= {low}, got {value!r}")
+        if hosts_per_leaf % gpus_per_server:
+            raise AllocationRequestError(f"gpus_per_server ({gpus_per_server}) must divide "
+                                         f"hosts_per_leaf ({hosts_per_leaf})")
+        self.gpus_per_server = gpus_per_server
         self.leaves = leaves
         self.spines = spines
         self.hosts_per_leaf = hosts_per_leaf
@@ -226,16 +234,31 @@ class Ledger:
         ]
         return min(fitting)[1] if fitting else None
 
+    def spread_slots(self, leaf: int) -> list[int]:
+        """Free slots of ``leaf`` a job crossing leaves may take, lowest first: every free
+        slot, or with servers of several GPUs the slots of wholly idle servers."""
+        free = self.free_slots(leaf)
+        g = self.gpus_per_server
+        if g == 1:
+            return free
+        idle = set(free)
+        return [s for s in free if all(s - s % g + i in idle for i in range(g))]
+
+    def spread_count(self, leaf: int) -> int:
+        """``len(spread_slots(leaf))``, quickly where servers are single GPUs."""
+        return self.free_count(leaf) if self.gpus_per_server == 1 else len(self.spread_slots(leaf))
+
     def leaves_with(self, n: int) -> list[int]:
-        """Leaves with >= n free hosts, best fit first (fewest free, then index)."""
-        return sorted(
-            (leaf for leaf in range(self.leaves) if self.free_count(leaf) >= n),
-            key=lambda leaf: (self.free_count(leaf), leaf),
-        )
+        """Leaves where a job crossing leaves finds >= n hosts (:meth:`spread_slots`), best
+        fit first (fewest, then index)."""
+        counts = {leaf: self.spread_count(leaf) for leaf in range(self.leaves)}
+        return sorted((leaf for leaf, c in counts.items() if c >= n),
+                      key=lambda leaf: (counts[leaf], leaf))
 
     def take_slots(self, leaves: Iterable[int], n: int) -> dict[int, list[int]]:
-        """The n lowest free slots of each of ``leaves``."""
-        return {leaf: self.free_slots(leaf)[:n] for leaf in leaves}
+        """The n lowest slots a job crossing leaves may take (:meth:`spread_slots`) of each
+        of ``leaves``."""
+        return {leaf: self.spread_slots(leaf)[:n] for leaf in leaves}
 
     def claimable(self, hosts: list[Host]) -> dict[int, list[int]]:
         """Check that ``hosts`` exist and are free; their slots by leaf."""

@@ -22,9 +22,11 @@ def get(name: str) -> RoutingPolicy:
     return POLICIES.get(name)
 
 
-def applicable(kind: str) -> list[str]:
-    """Names of the registered policies that route a ``kind`` fabric."""
-    return [n for n, p in POLICIES.items() if kind in p.fabric_kinds]
+def applicable(kind: str, simulator: bool = False) -> list[str]:
+    """Names of the registered policies that route a ``kind`` fabric (with ``simulator``,
+    also the cluster simulator's references)."""
+    return [n for n, p in POLICIES.items()
+            if kind in p.fabric_kinds and (simulator or not p.simulator_only)]
 
 
 def controller_policy(plan: FabricPlan, name: str | None) -> str | None:
@@ -37,6 +39,10 @@ def policy_for(plan: FabricPlan, name: str | None) -> str:
     """The policy to run: ``name``, checked against the fabric, or the fabric's default."""
     if name is None:
         return DEFAULTS[plan.kind]
+    if get(name).simulator_only:
+        raise SpecError(f"policy: {name} is a reference of the cluster simulator "
+                        "(fabriclab simulate-cluster); an experiment needs a policy a fabric "
+                        f"can run: {' or '.join(applicable(plan.kind))}")
     if plan.kind not in get(name).fabric_kinds:
         raise SpecError(f"policy: {name} does not route a {plan.kind} fabric; use "
                         f"{' or '.join(applicable(plan.kind))}")

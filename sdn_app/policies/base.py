@@ -51,6 +51,8 @@ class RoutingPolicy:
     # Its rules only forward by destination on a loop-free fabric, so kernel bridges with
     # static FDB entries can stand in for its OpenFlow switches (testbed.emulator.switch_kinds).
     kernel_bridges_ok: ClassVar[bool] = False
+    # A reference for the cluster simulator only (its paths exist on no real fabric).
+    simulator_only: ClassVar[bool] = False
 
     def allowed_for_jobs(self) -> tuple[str, ...]:
         return self.job_policies or (self.name,)

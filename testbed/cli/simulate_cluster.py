@@ -71,6 +71,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--ocs-count", type=int, default=None,
                    help="optical circuit switches for ocs-vclos (default: --spines, so a "
                    "leaf has as many uplinks as in the electrical fabric)")
+    p.add_argument("--gpus-per-server", type=int, default=1,
+                   help="GPUs per server: a job that crosses leaves takes whole idle servers "
+                   "(default 1: any free GPU)")
     p.add_argument("--spine-ports-per-ocs", type=int, default=0,
                    help="ports each spine has on each OCS (default: leaves / OCSes, so a "
                    "spine has as many ports as leaf links in the electrical fabric)")
@@ -85,9 +88,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "circuit needs (conservative)")
     p.add_argument("--policy", default="ecmp",
                    help="a leaf-spine routing policy: ecmp (default), ecmp-l3, vclos, "
-                   "ocs-vclos or one registered by a plug-in")
+                   "ocs-vclos, source-routing(-flat) (RapidNetSim's baseline), gpu-count (the "
+                   "bound: GPUs counted, one non-blocking switch) or one registered by a "
+                   "plug-in")
     p.add_argument("--trace", default="synthetic",
-                   help="synthetic, vclos-paper (the vClos paper's jobs), helios:FILE "
+                   help="synthetic, vclos-paper (the vClos paper's jobs), rapidnetsim:GAP_S "
+                   "(RapidNetSim's own 5000 jobs, GAP_S s apart on average, run times that "
+                   "ignore the network; rapidnetsim-comm:GAP_S: with their collectives' "
+                   "bytes), helios:FILE "
                    "(cluster_log.csv), philly:FILE (cluster_job_log JSON), acme:FILE "
                    "(trace_seren.csv, trace_kalos.csv), pai:DIR-or-FILE (PAI 2020 job and task "
                    "tables) or lingjun:DIR (job.csv, worker.csv, topo.csv) (default synthetic)")

@@ -139,6 +139,9 @@ POLICIES: Registry[Any] = Registry("fabriclab.policies", "routing policy", {
     "vclos": "sdn_app.policies.vclos:POLICY",
     "ocs-vclos": "sdn_app.policies.ocs_vclos:POLICY",
     "shortest": "sdn_app.policies.shortest:POLICY",
+    "source-routing": "sdn_app.policies.source_routing:POLICY",
+    "source-routing-flat": "sdn_app.policies.source_routing:FLAT",
+    "gpu-count": "sdn_app.policies.gpu_count:POLICY",
 })
 
 COLLECTIVES: Registry[Any] = Registry("fabriclab.collectives", "collective algorithm", {

@@ -117,6 +117,7 @@ class ClusterConfig:
     seed: int = 1
     collective: str = "ring"
     sharing: str = "fast"  # the network's max-min filler (testbed.sim.flows.SHARING)
+    gpus_per_server: int = 1  # a job crossing leaves takes whole idle servers of this many
 
     def __post_init__(self) -> None:
         # an older spelling (hierarchical) names the collective it now is
@@ -150,6 +151,9 @@ class ClusterConfig:
                 f"--spine-ports-per-ocs is {self.spine_ports_per_ocs}; it must be at least 1 "
                 "(or 0 for one spine port per leaf)"
             )
+        if self.gpus_per_server < 1 or self.hosts_per_leaf % self.gpus_per_server:
+            raise FabricLabError(f"--gpus-per-server is {self.gpus_per_server}; it must be at "
+                                 f"least 1 and divide --hosts-per-leaf ({self.hosts_per_leaf})")
         if not self.link_bps > 0:
             raise FabricLabError(f"--link-gbit-s gives {self.link_bps} bit/s; it must be > 0")
 
@@ -244,7 +248,8 @@ class ClusterSimulation:
         self.cluster = Cluster(config.leaves, config.spines, config.hosts_per_leaf, ocs,
                                spine_ports_per_ocs=config.spine_ports,
                                placement="joint" if self.placement else config.placement,
-                               rewiring=config.rewiring)
+                               rewiring=config.rewiring,
+                               gpus_per_server=config.gpus_per_server)
         self.net = Network(default_capacity=config.link_bps, sharing=config.sharing)
         self.rng = random.Random(config.seed)
         self.queue: deque[JobRecord] = deque()
@@ -312,6 +317,10 @@ class ClusterSimulation:
         spec, c = record.spec, self.config
         record.start = self.net.now
         record.leaves = len(alloc.leaves)
+        if spec.grad_bytes == 0:  # nothing to send: its run time is its compute alone
+            record.isolated = spec.iterations * spec.compute_s
+            self.net.at(self.net.now + record.isolated, lambda: self._finish(record))
+            return
         collective = spec.collective or c.collective
         plan = job_plan(alloc, spec.grad_bytes, c.link_bps, c.spines, self.rng,
                         collective=collective)
@@ -417,6 +426,7 @@ class ClusterSimulation:
             "leaves": c.leaves,
             "spines": c.spines,
             "hosts_per_leaf": c.hosts_per_leaf,
+            "gpus_per_server": c.gpus_per_server,
             "gpus": c.total_gpus,
             "ocs_count": c.ocs_count if c.uses_ocs else 0,
             "spine_ports_per_ocs": c.spine_ports if c.uses_ocs else 0,

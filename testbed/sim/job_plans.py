@@ -51,7 +51,8 @@ ALIASES = {"hierarchical": RAIL_RING, "all-to-all": "all-pairs"}
 
 def cluster_policy(name: str) -> RoutingPolicy:
     """The registered policy ``name``, if it routes a leaf-spine or an OCS fabric."""
-    known = [n for kind in ("leaf_spine", "ocs_leaf_spine") for n in applicable(kind)]
+    known = [n for kind in ("leaf_spine", "ocs_leaf_spine")
+             for n in applicable(kind, simulator=True)]
     if name not in known:
         raise FabricLabError(f"--policy {name!r} is not a leaf-spine routing policy; use one "
                              f"of {', '.join(known)}")

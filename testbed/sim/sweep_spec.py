@@ -59,6 +59,7 @@ class ClusterParams(BaseModel):
     rounds: int = Field(D["rounds"], ge=1)
     collective: str = D["collective"]
     preset: str = D["preset"]
+    gpus_per_server: int = Field(D["gpus_per_server"], ge=1)
 
     @field_validator("preset")
     @classmethod

@@ -20,14 +20,18 @@ from testbed.sim.trace_formats import (
 from testbed.sim.traces import (
     DEFAULT_LINK_BPS,
     PAPER_TRACE,
+    RAPIDNETSIM_JOBS_CSV,
+    RAPIDNETSIM_TRACES,
     JobSpec,
+    rapidnetsim_trace,
     read_helios,
     read_philly,
     synthetic,
     vclos_paper_trace,
 )
 
-TRACE_FORMS = ("synthetic, vclos-paper, helios:FILE, philly:FILE, acme:FILE, pai:DIR-or-FILE "
+TRACE_FORMS = ("synthetic, vclos-paper, rapidnetsim:GAP_S, rapidnetsim-comm:GAP_S, helios:FILE, "
+               "philly:FILE, acme:FILE, pai:DIR-or-FILE "
                "or lingjun:DIR")
 TRACE_KINDS = ("helios", "philly", "acme", "pai", "lingjun")  # those that name a file or dir
 
@@ -35,8 +39,23 @@ TRACE_KINDS = ("helios", "philly", "acme", "pai", "lingjun")  # those that name 
 def check_trace(spec: str) -> None:
     """One sentence if ``spec`` is no trace form (:data:`TRACE_FORMS`); the files are not read."""
     kind, _, arg = spec.partition(":")
+    if kind in RAPIDNETSIM_TRACES:
+        rapidnetsim_gap_s(arg)
+        return
     if not ((kind in ("synthetic", PAPER_TRACE) and not arg) or (kind in TRACE_KINDS and arg)):
         raise FabricLabError(f"--trace {spec!r} is unknown; use {TRACE_FORMS}")
+
+
+def rapidnetsim_gap_s(arg: str) -> float:
+    """The mean inter-arrival time of ``rapidnetsim:GAP_S``, or one sentence."""
+    try:
+        gap = float(arg)
+    except ValueError:
+        gap = float("nan")
+    if not gap > 0 or gap == float("inf"):
+        raise FabricLabError(f"--trace rapidnetsim:GAP_S needs the jobs' mean inter-arrival "
+                             f"time in seconds (> 0), e.g. rapidnetsim:241; got {arg!r}")
+    return gap
 
 
 def load_trace_placement(
@@ -52,6 +71,9 @@ def load_trace_placement(
         return synthetic(jobs, load, total_gpus, seed, link_bps), None
     if kind == PAPER_TRACE:
         return vclos_paper_trace(jobs, seed, link_bps), None
+    if kind in RAPIDNETSIM_TRACES:
+        return rapidnetsim_trace(jobs, rapidnetsim_gap_s(arg), kind == "rapidnetsim-comm",
+                                 link_bps), None
     if kind == "lingjun":
         trace = read_lingjun(arg, seed, link_bps)
         return trace.jobs[:jobs], trace.placement
@@ -79,6 +101,9 @@ def trace_identity(spec: str, load: float) -> dict[str, Any]:
         return {"trace": spec, "trace_file": None, "trace_sha256": None, "load": load}
     if kind == PAPER_TRACE and not arg:  # arrivals fixed by the paper, not by a load
         return {"trace": spec, "trace_file": None, "trace_sha256": None, "load": None}
+    if kind in RAPIDNETSIM_TRACES:  # a job list shipped with fabriclab
+        return {"trace": spec, "trace_file": None,
+                "trace_sha256": _sha256(RAPIDNETSIM_JOBS_CSV), "load": None}
     path = Path(arg).resolve()
     files = files_read(kind, path)
     try:

@@ -338,3 +338,43 @@ def vclos_paper_trace(jobs: int, seed: int, link_bps: float = DEFAULT_LINK_BPS
         out.append(JobSpec(f"j{i}", t, gpus, model, 1, run_s * (1 - share), round(grad),
                            collective))
     return out
+
+
+# ------------------------------------------------------------- RapidNetSim's own job list
+#
+# The 5000 jobs RapidNetSim's generator wrote to its base_conf_template/log, reconstructed by
+# scripts/rapidnetsim_jobs.py (how, and why not from the Helios log: that script's docstring).
+
+RAPIDNETSIM_JOBS_CSV = Path(__file__).parent / "data" / "rapidnetsim_5000_jobs.csv"
+RAPIDNETSIM_TRACES = ("rapidnetsim", "rapidnetsim-comm")
+RAPIDNETSIM_GAPS_S = (241.0, 285.0, 360.0, 421.0, 555.0)  # the paper's inter-arrival times
+
+
+def rapidnetsim_trace(jobs: int, gap_s: float, with_comm: bool = False,
+                      link_bps: float = DEFAULT_LINK_BPS) -> list[JobSpec]:
+    """The first ``jobs`` of RapidNetSim's job list, arriving ``gap_s`` apart on average.
+
+    Without ``with_comm`` a job is its whole run time of compute and no bytes: its run time
+    does not depend on placement or sharing, as in RapidNetSim, whose sharing reset
+    (docs/vclos-paper.md) runs every flow at the full port rate. With it, the job's
+    communication share is its collective's bytes (the collective the log's model implies),
+    so placement and max-min sharing change its run time."""
+    if jobs < 1:
+        raise FabricLabError(f"--jobs is {jobs}; it must be at least 1")
+    if not (math.isfinite(gap_s) and gap_s > 0):
+        raise FabricLabError(f"--trace rapidnetsim:GAP needs a mean inter-arrival time in "
+                             f"seconds > 0, got {gap_s}")
+    out = []
+    with RAPIDNETSIM_JOBS_CSV.open(newline="", encoding="utf-8") as fh:
+        for row in itertools.islice(csv.DictReader(fh), jobs):
+            gpus, run_s, share = int(row["gpus"]), float(row["run_s"]), float(row["comm_share"])
+            collective = row["collective"]
+            arrival = float(row["arrival_per_gap_s"]) * gap_s
+            if with_comm and gpus > 1:
+                grad = round(collective_bytes(collective, gpus, run_s * share, link_bps))
+                compute_s = run_s * (1 - share)
+            else:
+                grad, compute_s = 0, run_s
+            out.append(JobSpec(f"j{row['job']}", arrival, gpus, "rapidnetsim", 1, compute_s,
+                               grad, collective))
+    return out
