@@ -142,8 +142,8 @@ def test_runner_dnn_job(tmp_path):
     runner = Runner(exp, tmp_path)
     run_dir = runner.run()
     assert runner.status == "ok", runner.error
-    cfg = json.loads(next((run_dir / "jobs" / "r").glob("*rank0*.json")).read_text())
-    assert "workload" not in cfg or cfg["workload"] is None
-    assert (cfg["dnn"]["iterations"], cfg["dnn"]["warmup"]) == (2, 1)
+    cfg = json.loads((run_dir / "jobs" / "r" / "config-rank0.json").read_text())
+    work = cfg["job"]["workload"]  # the resolved job the run recorded, as the worker got it
+    assert work["kind"] == "dnn" and (work["iterations"], work["warmup"]) == (2, 1)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["jobs"]["r"]["correct"] and summary["jobs"]["r"]["mean_s"] > 0
