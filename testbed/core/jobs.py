@@ -108,15 +108,25 @@ def knobs_record(job: dict[str, Any]) -> dict[str, Any]:
     return {**job, **dict.fromkeys(meaningless, None)}
 
 
+def logical_dims(spec: JobSpec, plan: FabricPlan, size: int) -> list[int]:
+    """The logical dimensions of ``spec`` on ``size`` hosts of ``plan``, the one place they
+    are decided: one group for a flat collective (or a command), the fabric's own on a
+    multidim fabric, else the spec's split or the default 2-D one."""
+    if spec.workload.kind == "command" or is_flat(spec.algorithm):
+        return [size]
+    if plan.kind == "multidim":
+        return [d.size for d in plan.spec.dims]
+    return list(spec.dims) if spec.dims else default_dims(size, spec.algorithm)
+
+
 def resolve(spec: JobSpec, plan: FabricPlan, hosts: list[str]) -> ResolvedJob:
-    """``spec`` placed on ``hosts`` of ``plan``: its dimensions (the one place they are
-    decided) and each dimension's planning rate."""
-    flat = spec.workload.kind == "command" or is_flat(spec.algorithm)
-    if flat:
-        dims = [len(hosts)]
-    else:
-        dims = job_dims(plan, hosts, spec.dims if spec.dims or plan.kind == "multidim"
-                        else default_dims(len(hosts), spec.algorithm))
+    """``spec`` placed on ``hosts`` of ``plan``: its dimensions (:func:`logical_dims`) and
+    each dimension's planning rate."""
+    dims = logical_dims(spec, plan, len(hosts))
+    if spec.workload.kind != "command" and not is_flat(spec.algorithm):
+        # the hosts fit the dims: a multidim job spans every host in order, with the
+        # fabric's own dims (a spec's other dims are refused); a split multiplies out
+        job_dims(plan, hosts, spec.dims or dims)
     if plan.kind == "multidim":  # (flat jobs are refused there: check_against_fabric)
         collective = COLLECTIVES.get(spec.dim_algorithm)
         rates = [float(d.mbit_s) * 1e6 * float(link_share(d.kind, d.size, collective))
@@ -205,11 +215,7 @@ def check_against_fabric(exp: Experiment, plan: FabricPlan) -> None:
             raise SpecError(f"jobs.{i}.algorithm: a flat {job.algorithm} needs a leaf-spine "
                             f"fabric; use a chunk schedule ({', '.join(SCHEDULES.names())}) "
                             "on multidim")
-        dims = job.dims
-        if plan.kind == "multidim":
-            dims = [d.size for d in plan.spec.dims]
-        elif dims is None and not flat:
-            dims = default_dims(size, job.algorithm)
+        dims = logical_dims(job, plan, size)
         if bad := groups_error(job.algorithm, job.dim_algorithm, size, dims):
             raise SpecError(f"jobs.{i}.{bad[0]}: {bad[1]} (job {job.name})")
         for d, dim in enumerate(plan.spec.dims if plan.kind == "multidim" else []):
