@@ -65,6 +65,7 @@ from testbed.core.registry import (
     COLLECTIVES,
     POLICIES,
     SCHEDULES,
+    TRAINING_WORKLOADS,
     TRANSPORTS,
     Registry,
 )
@@ -137,6 +138,35 @@ class DnnWorkload(_Strict):
     # gradients are grouped into buckets of at most this many MB, each All-Reduced as one
     # collective (PyTorch DDP's bucket_cap_mb)
     bucket_cap_mb: Annotated[float, Field(gt=0, le=4096)] = DEFAULT_BUCKET_CAP_MB
+
+
+class TrainingWorkload(_Strict):
+    """A training iteration replayed with ASTRA-sim 1.0's semantics (docs/workload-replay.md):
+    a registered workload (``model``, workloads.training.library) or an ASTRA-sim 1.0
+    workload text ``file``. ``passes`` are ASTRA-sim's (whole iterations); the first
+    ``warmup`` of them are left out of iteration statistics. ``size_scale`` multiplies every
+    collective's bytes and ``compute_scale`` every compute time, so a run scaled down to
+    emulated link rates keeps the workload's ratio of compute to communication.
+    ``scheduling`` is ASTRA-sim's ``scheduling-policy`` between collectives."""
+
+    kind: Literal["training"]
+    model: Annotated[str, AfterValidator(TRAINING_WORKLOADS.check)] | None = None
+    file: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    passes: Annotated[int, Field(ge=1, le=1000)] = 2
+    warmup: Annotated[int, Field(ge=0, le=100)] = 0
+    size_scale: Annotated[float, Field(gt=0, le=1)] = 1.0
+    compute_scale: Annotated[float, Field(ge=0, le=1e6)] = 1.0
+    compute: Literal["sleep", "busy"] = "sleep"
+    scheduling: Literal["lifo", "fifo"] = "lifo"
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TrainingWorkload:
+        if (self.model is None) == (self.file is None):
+            raise ValueError("give exactly one of model (a registered workload) or file")
+        if self.warmup >= self.passes:
+            raise ValueError(f"warmup ({self.warmup}) must leave at least one of the "
+                             f"{self.passes} passes")
+        return self
 
 
 class CommandWorkload(_Strict):
@@ -225,7 +255,8 @@ class JobSpec(CollectiveOptions):
     hosts: Annotated[list[str], Field(min_length=1)] | None = None
     hosts_wanted: Annotated[int, Field(ge=1)] | None = None
     dims: list[Annotated[int, Field(ge=1)]] | None = None  # logical split on leaf-spine
-    workload: Annotated[AllReduceWorkload | AllToAllWorkload | DnnWorkload | CommandWorkload,
+    workload: Annotated[AllReduceWorkload | AllToAllWorkload | DnnWorkload | TrainingWorkload
+                        | CommandWorkload,
                         Field(discriminator="kind")]
     start_offset_s: Annotated[float, Field(ge=0, le=3600)] = 0.0
     # What this job's hosts are, if not what the experiment's `hosts` says (containers are

@@ -27,14 +27,15 @@ from testbed.core.experiment import (
     DnnWorkload,
     Experiment,
     JobSpec,
+    TrainingWorkload,
 )
 from testbed.core.formulas import ALLREDUCE, ALLTOALL, link_share
 from testbed.core.registry import COLLECTIVES, SCHEDULES
 from testbed.core.spec import validate
 from testbed.core.topology import FabricPlan
 
-Workload = Annotated[AllReduceWorkload | AllToAllWorkload | DnnWorkload | CommandWorkload,
-                     Field(discriminator="kind")]
+Workload = Annotated[AllReduceWorkload | AllToAllWorkload | DnnWorkload | TrainingWorkload
+                     | CommandWorkload, Field(discriminator="kind")]
 
 
 class ResolvedJob(CollectiveOptions):

@@ -174,3 +174,17 @@ SCHEDULES: Registry[Any] = Registry("fabriclab.schedules", "chunk schedule", {
     "baseline": "workloads.themis:BASELINE",
     "themis": "workloads.themis:THEMIS",
 })
+
+# Training workloads a job can name (``workload: {kind: training, model: NAME}``): objects
+# with ``load() -> workloads.training.model.Workload`` (workloads.training.library).
+TRAINING_WORKLOADS: Registry[Any] = Registry("fabriclab.training_workloads", "training workload", {
+    "themis-resnet50": "workloads.training.library:THEMIS_RESNET50",
+    "themis-gnmt": "workloads.training.library:THEMIS_GNMT",
+    "themis-dlrm-medium": "workloads.training.library:THEMIS_DLRM_MEDIUM",
+    "themis-dlrm-large": "workloads.training.library:THEMIS_DLRM_LARGE",
+    "themis-transformer-1t": "workloads.training.library:THEMIS_TRANSFORMER_1T",
+    "ddp-resnet50": "workloads.training.library:DDP_RESNET50",
+    "ddp-gnmt": "workloads.training.library:DDP_GNMT",
+    "ddp-dlrm": "workloads.training.library:DDP_DLRM",
+    "ddp-bert-large": "workloads.training.library:DDP_BERT_LARGE",
+})
