@@ -144,7 +144,7 @@ def geomean(values: Iterable[Any]) -> float | None:
 
 
 # Workloads measured by training iterations (their iteration traces) rather than collectives.
-ITERATION_KINDS = ("dnn", "command")
+ITERATION_KINDS = ("dnn", "training", "command")
 
 
 def _workload_kind(job: dict[str, Any]) -> str:

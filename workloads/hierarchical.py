@@ -27,7 +27,7 @@ import math
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -175,6 +175,7 @@ def run_hierarchical(
     abort: Callable[[], None] = lambda: None,
     record: Callable[[PhaseRecord], None] | None = None,
     collective: Collective | None = None,
+    ready: Mapping[int, threading.Event] | None = None,
 ) -> None:
     """All-Reduce ``buf`` in place following ``plans`` and ``sched``; raise on any failure.
 
@@ -183,7 +184,8 @@ def run_hierarchical(
     ``slot·k .. slot·k+k-1`` (:func:`group_links`).
     ``plans`` sizes are bytes and must be multiples of the element size. ``deadline`` is a
     ``time.monotonic()`` instant; ``abort`` wakes the transport's blocked transfers when one
-    executor fails so the others stop at once.
+    executor fails so the others stop at once. ``ready``: per chunk, an event its first
+    phase waits for (a chunk of a collective not issued yet; the deadline applies).
     """
     if collective is None:
         from workloads.collectives.ring import COLLECTIVE as collective
@@ -204,8 +206,11 @@ def run_hierarchical(
 
     def wait_for(ph: Phase) -> None:
         if ph.index == 0:
-            return
-        ev = done[(ph.chunk, ph.index - 1)]
+            if ready is None or ph.chunk not in ready:
+                return
+            ev = ready[ph.chunk]
+        else:
+            ev = done[(ph.chunk, ph.index - 1)]
         while not ev.wait(0.05):
             if failed.is_set():
                 raise _Aborted

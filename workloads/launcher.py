@@ -110,12 +110,17 @@ RUNTIME_OPTIONS = frozenset({"max_active", "out_of_place", "timeout", "collectiv
 
 
 def workload_of(*, sizes: list[int] | None = None, dnn: dict | None = None,
-                kind: str = ALLREDUCE, iterations: int = 5, warmup: int = 1) -> dict:
+                kind: str = ALLREDUCE, iterations: int = 5, warmup: int = 1,
+                training: dict | None = None) -> dict:
     """A job's workload (a spec workload mapping) from the launchers' keyword options:
-    ``sizes`` (of ``kind``: ``allreduce``, or ``alltoall`` with per-rank buffers), or a
-    ``dnn`` mapping (model aliases allowed) whose own ``iterations``/``warmup`` win."""
-    if (sizes is None) == (dnn is None):
-        raise FabricLabError("give either sizes or a dnn workload to run")
+    ``sizes`` (of ``kind``: ``allreduce``, or ``alltoall`` with per-rank buffers), a
+    ``dnn`` mapping (model aliases allowed) whose own ``iterations``/``warmup`` win, or a
+    ``training`` mapping (:class:`~testbed.core.experiment.TrainingWorkload` without its
+    kind, e.g. ``{"file": "w.txt", "passes": 3}``)."""
+    if sum(x is not None for x in (sizes, dnn, training)) != 1:
+        raise FabricLabError("give one of sizes, a dnn workload or a training workload to run")
+    if training is not None:
+        return {**training, "kind": "training"}
     if dnn is not None:
         try:
             model = canonical(str(dnn.get("model")))
@@ -136,7 +141,7 @@ def split_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
 def loopback_job(*, ranks: int, dims: list[int], job_id: str = "job0",
                  dim_bandwidths: list[float] | None = None, sizes: list[int] | None = None,
                  dnn: dict | None = None, kind: str = ALLREDUCE, iterations: int = 5,
-                 warmup: int = 1, **knobs: Any) -> ResolvedJob:
+                 warmup: int = 1, training: dict | None = None, **knobs: Any) -> ResolvedJob:
     """The :class:`ResolvedJob` of a job of ``ranks`` local workers (``rank<r>`` its hosts):
     ``knobs`` are :class:`~testbed.core.experiment.CollectiveOptions` fields; without
     ``dim_bandwidths`` every dimension plans at the same rate."""
@@ -144,7 +149,7 @@ def loopback_job(*, ranks: int, dims: list[int], job_id: str = "job0",
         **knobs, "name": job_id, "hosts": [f"rank{r}" for r in range(ranks)],
         "dims": list(dims), "dim_rates_bps": dim_bandwidths or [1.0] * len(dims),
         "workload": workload_of(sizes=sizes, dnn=dnn, kind=kind, iterations=iterations,
-                                warmup=warmup)}, "job")
+                                warmup=warmup, training=training)}, "job")
 
 
 def worker_configs(addresses: list[list[dict]], *, job: ResolvedJob, out_dir: Path | str,
@@ -226,6 +231,7 @@ def run_local(
     stall_ranks: tuple[int, ...] = (),
     wall_timeout: float | None = None,
     dnn: dict | None = None,
+    training: dict | None = None,
     out_of_place: bool = False,
     kind: str = ALLREDUCE,
     options: dict[str, dict] | None = None,
@@ -253,6 +259,7 @@ def run_local(
         raise FabricLabError(f"dims {'x'.join(map(str, dims))} do not multiply to {ranks} ranks")
     job = loopback_job(ranks=ranks, dims=dims, job_id=job_id, dim_bandwidths=dim_bandwidths,
                        sizes=sizes, dnn=dnn, kind=kind, iterations=iterations, warmup=warmup,
+                       training=training,
                        algorithm=algorithm, dim_algorithm=dim_algorithm, chunks=chunks,
                        order=order, transport=transport, options=options or {})
     with contextlib.ExitStack() as stack:
@@ -272,7 +279,8 @@ def run_local(
             out, lambda _rank, args, **kw: subprocess.Popen(args, start_new_session=True, **kw),
             wall_timeout,
         )
-        summary = None if dnn is None else summarise_iterations(read_table(out, "iterations"))
+        summary = None if dnn is None and training is None else summarise_iterations(
+            read_table(out, "iterations"))
         return LaunchResult(out if out_dir else None, size_results(out), summary)
 
 

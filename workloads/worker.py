@@ -47,6 +47,8 @@ import sys
 import threading
 import time
 import traceback
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -74,8 +76,17 @@ from workloads.hierarchical import (
     run_hierarchical,
     schedule,
 )
-from workloads.themis import plan_with
+from workloads.themis import ChunkPlan, plan_with, split_sizes
 from workloads.traces import TraceWriter
+from workloads.training import library
+from workloads.training.emulated import (
+    BYTES_PER_VALUE,
+    PassPlan,
+    job_network,
+    job_system,
+    plan_pass,
+)
+from workloads.training.realtime import Compute, RealTime, ThreadEngine
 from workloads.transports import (
     CollectiveTimeout,
     Endpoint,
@@ -411,7 +422,7 @@ class Worker:
                     fill(buf, cfg.rank, base)
                 self.barrier()
                 start = time.monotonic()
-                clock = _Compute(d.compute)
+                clock = Compute(d.compute)
                 clock.spend(prof.forward_s)
                 ready = []
                 for i, bucket in enumerate(prof.buckets):
@@ -451,36 +462,99 @@ class Worker:
             raise
         comm.stop(wait=True)
 
+    def training_plan(self) -> tuple[library.Workload, PassPlan]:
+        """The job's training workload, scaled, and the pass the model plans for it
+        (:mod:`workloads.training.emulated`); every rank computes the same."""
+        job = self.cfg.job
+        w = job.workload
+        assert w.kind == "training", "this worker has no training workload"
+        workload = library.scaled(library.load(model=w.model, file=w.file), w.size_scale,
+                                  w.compute_scale)
+        algorithms = getattr(job, "dim_algorithms", None) or [job.dim_algorithm] * len(job.dims)
+        system = job_system(job.algorithm, job.order, job.chunks, w.scheduling, algorithms)
+        return workload, plan_pass(workload, job_network(job.dims, job.dim_rates_bps), system)
+
+    def run_training(self, trace: TraceWriter) -> None:
+        """Replay the job's training workload, pass by pass (docs/workload-replay.md).
+
+        Per pass: every collective's buffer is filled with this rank's input and the ranks
+        meet at a barrier (neither is timed); then the workload's loop runs in real time
+        (:class:`~workloads.training.realtime.RealTime`) while a communication thread runs
+        every collective's chunks over the job's dimensions in the model's order; the pass
+        ends when its last collective is done. Every collective's sum is checked after it.
+        """
+        cfg = self.cfg
+        w = cfg.job.workload
+        workload, plan = self.training_plan()
+        counts = [c.size_bytes // BYTES_PER_VALUE for c in plan.collectives]
+        region = np.empty(sum(counts), dtype=np.float32)
+        bounds = np.cumsum([0, *counts]).tolist()
+        bufs = [region[lo:hi] for lo, hi in itertools.pairwise(bounds)]
+        base = (np.arange(max(counts, default=1)) % PATTERN_PERIOD + 1).astype(np.float32)
+        tmp = np.empty(min(max(counts, default=1), CHECK_BLOCK), dtype=np.float32)
+        chunks: list[ChunkPlan] = []
+        for c, count in zip(plan.collectives, counts, strict=True):
+            sizes = split_sizes(count * BYTES_PER_VALUE, len(c.chunk_ids), BYTES_PER_VALUE)
+            chunks += [ChunkPlan(cid, size, ()) for cid, size in zip(c.chunk_ids, sizes,
+                                                                     strict=True)]
+        sched = Schedule(plan.chunks, plan.sequences)
+        factors = [self._group_sum(c.dims) for c in plan.collectives]
+        name = w.model or Path(w.file or "workload").name
+        for it in range(w.passes):
+            warm, iteration = it < w.warmup, it - w.warmup
+            for buf in bufs:
+                fill(buf, cfg.rank, base)
+            self.barrier()
+            tag = self.coll
+            ids = list(range(tag + 1, tag + 1 + len(counts)))
+            self.coll = tag + 1 + len(counts)
+            engine = ThreadEngine(plan, partial(
+                run_hierarchical, region, tag, chunks, sched, self.topo, cfg.rank,
+                self.transport.links, time.monotonic() + cfg.collective_timeout,
+                self.transport.abort, collective=cfg.collective()))
+            runner = RealTime(workload, plan, engine, Compute(w.compute),
+                              timeout_s=cfg.collective_timeout + cfg.timeout)
+            engine.start(runner)
+            try:
+                res = runner.run()
+            finally:
+                engine.join(cfg.collective_timeout + cfg.timeout)
+            oks = [matches(buf, f, base, tmp) for buf, f in zip(bufs, factors, strict=True)]
+            for key, times in enumerate(res.collectives):
+                phases = [replace(p, coll=ids[key]) for p in engine.phases[key]]
+                start = times.issued if times.issued is not None else res.start
+                end = times.finished if times.finished is not None else start
+                self._trace_collective(trace, ids[key], iteration, warm, phases, counts[key],
+                                       start, end - start, oks[key])
+            seconds = res.time_s
+            trace.iterations.append({
+                "run_id": cfg.run_id, "job_id": cfg.job.name, "rank": cfg.rank,
+                "iteration": iteration, "warmup": warm, "model": name,
+                "algorithm": cfg.job.algorithm, "transport": cfg.job.transport,
+                "world": cfg.job.world, "buckets": len(counts), "bytes": plan.total_bytes,
+                "start": res.start, "end": res.end, "time": seconds,
+                "compute": res.compute_s,
+                "nominal_compute": float(plan.model.compute_ns) / 1e9,
+                "backward_end": res.compute_end,
+                "comm": sum((t.finished or 0.0) - (t.issued or 0.0) for t in res.collectives),
+                "exposed_comm": res.waiting_s,
+                "compute_share": res.compute_s / seconds if seconds > 0 else 0.0,
+                "correct": all(oks),
+            })
+            trace.maybe_flush()
+
+    def _group_sum(self, dims: tuple[int, ...]) -> int:
+        """Σ (r+1) over the ranks of this rank's group on ``dims`` (an All-Reduce there)."""
+        coords = list(self.topo.coords(self.cfg.rank))
+        total = 0
+        for r in range(self.topo.world):
+            c = self.topo.coords(r)
+            if all(c[d] == coords[d] for d in range(len(coords)) if d not in dims):
+                total += r + 1
+        return total
+
     def close(self) -> None:
         self.transport.close()
-
-
-class _Compute:
-    """Spends compute time by sleeping or busy-working; a wait's overshoot is taken off the
-    next one (short sleeps overshoot, and it would pile up over many buckets)."""
-
-    def __init__(self, mode: str) -> None:
-        self.mode = mode
-        self.debt = 0.0
-        self.spent = 0.0
-        self._a = np.ones((32, 32), dtype=np.float32)
-        self._out = np.empty_like(self._a)
-
-    def spend(self, seconds: float) -> None:
-        if seconds <= 0:
-            return
-        begin = time.monotonic()
-        target = seconds - self.debt
-        if target > 0:
-            end = begin + target
-            if self.mode == "sleep":
-                time.sleep(target)
-            else:
-                while time.monotonic() < end:
-                    np.dot(self._a, self._a, out=self._out)
-        took = time.monotonic() - begin
-        self.debt = took - target
-        self.spent += took
 
 
 class _Reduced:
@@ -565,7 +639,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"worker config {argv[0]} is unusable: {detail}", file=sys.stderr, flush=True)
         return 2
     out_dir = Path(cfg.out_dir)
-    trace = TraceWriter(out_dir, cfg.rank, dnn=cfg.dnn is not None)
+    trace = TraceWriter(out_dir, cfg.rank, dnn=cfg.job.workload.kind in ("dnn", "training"))
     worker = Worker(cfg)
     try:
         worker.connect()
@@ -574,6 +648,8 @@ def main(argv: list[str] | None = None) -> int:
             raise FabricLabError(f"rank {cfg.rank} was told to stall and did")
         if cfg.dnn is not None:
             worker.run_dnn(trace)
+        elif cfg.job.workload.kind == "training":
+            worker.run_training(trace)
         else:
             worker.run_workload(trace)
         trace.finish()

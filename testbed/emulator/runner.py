@@ -30,7 +30,7 @@ from testbed.emulator.fabric import Fabric
 from testbed.emulator.failpoints import failpoint
 from testbed.emulator.fidelity import fidelity_record
 from testbed.emulator.sampler import LinkSampler
-from testbed.emulator.workers import run_job
+from testbed.emulator.workers import check_training, run_job
 from workloads.model import job_model_s
 
 
@@ -47,6 +47,7 @@ class Runner:
         self.exp = exp
         self.plan = build_plan(exp.fabric, exp.rate_scale)
         check_against_fabric(exp, self.plan)
+        check_training(exp, self.plan)
         self.policy = controller_policy(self.plan, exp.policy)  # None: no controller
         self.switches = switch_kinds.resolve(exp.switches, self.plan, self.policy)
         self.out_root = Path(out_root)

@@ -16,10 +16,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from testbed.core.errors import FabricLabError
-from testbed.core.experiment import JobSpec
+from testbed.core.errors import FabricLabError, SpecError
+from testbed.core.experiment import Experiment, JobSpec
 from testbed.core.formulas import ALLTOALL
-from testbed.core.jobs import ResolvedJob, resolve
+from testbed.core.jobs import ResolvedJob, logical_dims, resolve
 from testbed.core.spec import validate
 from testbed.core.topology import FabricPlan
 from workloads.launcher import (
@@ -30,8 +30,30 @@ from workloads.launcher import (
     worker_configs,
     workload_of,
 )
+from workloads.training import library
+from workloads.training.emulated import emulator_problem
 
 BASE_PORT = 7100  # dimension d listens on BASE_PORT + d (each host has its own addresses)
+
+
+def check_training(exp: Experiment, plan: FabricPlan) -> None:
+    """Every training job's workload loads and is one the emulator replays on its
+    dimensions (:func:`workloads.training.emulated.emulator_problem`), else one sentence,
+    before any fabric comes up."""
+    for i, job in enumerate(exp.jobs):
+        w = job.workload
+        if w.kind != "training":
+            continue
+        where = f"jobs.{i}.workload"
+        try:
+            workload = library.scaled(library.load(model=w.model, file=w.file), w.size_scale,
+                                      w.compute_scale)
+        except FabricLabError as exc:
+            raise SpecError(f"{where}: {exc}") from None
+        size = len(job.hosts) if job.hosts else job.hosts_wanted
+        dims = logical_dims(job, plan, size or len(plan.hosts))
+        if problem := emulator_problem(workload, dims, job.chunks, f"{where} ({job.name})"):
+            raise SpecError(problem)
 
 
 def fabric_configs(plan: FabricPlan, job: ResolvedJob, *, out_dir: Path, run_id: str = "run",
@@ -52,7 +74,8 @@ def fabric_job(plan: FabricPlan, hosts: list[str], *, job_id: str = "job0",
     """The resolved job of an ad-hoc job on ``hosts`` (tests, benchmarks): ``options`` are
     :class:`~testbed.core.experiment.CollectiveOptions` knobs and
     :func:`workloads.launcher.workload_of`'s workload options."""
-    work = {k: options.pop(k) for k in ("sizes", "dnn", "kind", "iterations", "warmup")
+    work = {k: options.pop(k) for k in ("sizes", "dnn", "kind", "iterations", "warmup",
+                                       "training")
             if k in options}
     spec = validate(JobSpec, {**options, "name": job_id, "hosts": hosts, "dims": dims,
                               "workload": workload_of(**work)}, f"job {job_id}")

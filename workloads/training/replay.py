@@ -1,7 +1,7 @@
 """Replay a training workload with ASTRA-sim 1.0's semantics, event-driven and pure.
 
 One NPU stands for all (ASTRA-sim's NPUs are identical and move in lock step). The workload
-runs as a process (:func:`_process`) that computes, issues collectives and waits for them, as
+runs as a process (:func:`process`) that computes, issues collectives and waits for them, as
 ``Workload.cc`` / ``Layer.cc`` of ASTRA-sim 1.0 do for each workload type
 (``docs/workload-replay.md`` says what each does). Collectives are cut into chunks
 (:mod:`.collectives`) and the chunk phases share each logical dimension's queue in the one
@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Protocol
 
 from testbed.core.astra_formats import AstraDim
 from workloads.training.model import (
@@ -35,7 +36,7 @@ from workloads.training.model import (
 from workloads.training.platform import LogicalDim, ReplaySystem, logical_dims
 from workloads.training.runner import WAKE, CollectiveRecord, CollectiveRunner
 
-__all__ = ["CollectiveRecord", "LayerStats", "ReplayResult", "replay"]
+__all__ = ["CollectiveRecord", "Driver", "LayerStats", "ReplayResult", "process", "replay"]
 
 FWD, IG, WG = "fwd", "ig", "wg"
 LIFO, FIFO, NONE = "LIFO", "FIFO", "None"
@@ -98,7 +99,8 @@ class _Replay(CollectiveRunner):
         self.all_done_waiter = False
         self.pass_end: list[Fraction] = []
         self.finish: Fraction | None = None
-        self.proc = _process(self)
+        self.issued: list[tuple[int, str, int | None]] = []  # every issue call, in order
+        self.proc = process(self)
         self.wait_started = Fraction(0)
 
     def run(self) -> ReplayResult:
@@ -153,6 +155,7 @@ class _Replay(CollectiveRunner):
             else self.involved[stage]
         key = self.issue_collective(comm.kind, comm.size_bytes, involved, pri,
                                     Fraction(spec.update_cycles), spec.name, stage)
+        self.issued.append((layer, stage, key))
         if key is None:
             return False
         self.owner[key] = (layer, stage)
@@ -169,7 +172,20 @@ class _Replay(CollectiveRunner):
 Command = tuple[str, object]
 
 
-def _process(r: _Replay) -> Generator[Command, None, None]:
+class Driver(Protocol):
+    """What :func:`process` drives: the event-driven :class:`_Replay` here, or a real-time
+    runner (:mod:`workloads.training.realtime`)."""
+
+    w: Workload
+    passes: int
+    stats: list[LayerStats]
+    pass_end: list[Fraction]
+    now: Fraction
+
+    def issue(self, layer: int, stage: str, policy: str) -> bool: ...
+
+
+def process(r: Driver) -> Generator[Command, None, None]:
     """The workload's loop, one generator per type; it yields ``("sleep", ns)``,
     ``("wait", (layer, stage))`` (until the layer's collectives of that stage are done) and
     finally ``("end", None)`` (until every collective is done)."""
@@ -192,7 +208,7 @@ def _process(r: _Replay) -> Generator[Command, None, None]:
     yield ("end", None)
 
 
-def _compute(r: _Replay, layer: int, stage: str) -> Generator[Command, None, None]:
+def _compute(r: Driver, layer: int, stage: str) -> Generator[Command, None, None]:
     spec = r.w.layers[layer]
     cycles = {FWD: spec.fwd_cycles, IG: spec.ig_cycles, WG: spec.wg_cycles}[stage]
     r.stats[layer].compute_ns[stage] += cycles
@@ -203,7 +219,7 @@ def _compute(r: _Replay, layer: int, stage: str) -> Generator[Command, None, Non
 TICK: Command = ("sleep", Fraction(1))
 
 
-def _data_pass(r: _Replay) -> Generator[Command, None, None]:
+def _data_pass(r: Driver) -> Generator[Command, None, None]:
     n = len(r.w.layers)
     for i in range(n):
         yield ("wait", (i, WG))
@@ -219,7 +235,7 @@ def _data_pass(r: _Replay) -> Generator[Command, None, None]:
         yield TICK
 
 
-def _dlrm_pass(r: _Replay) -> Generator[Command, None, None]:
+def _dlrm_pass(r: Driver) -> Generator[Command, None, None]:
     w = r.w
     n = len(w.layers)
     for i in range(n):
@@ -244,7 +260,7 @@ def _dlrm_pass(r: _Replay) -> Generator[Command, None, None]:
         yield TICK
 
 
-def _forward(r: _Replay, i: int) -> Generator[Command, None, None]:
+def _forward(r: Driver, i: int) -> Generator[Command, None, None]:
     yield ("wait", (i, WG))
     yield from _compute(r, i, FWD)
     if r.issue(i, FWD, NONE):
@@ -252,7 +268,7 @@ def _forward(r: _Replay, i: int) -> Generator[Command, None, None]:
     yield TICK
 
 
-def _transformer_pass(r: _Replay) -> Generator[Command, None, None]:
+def _transformer_pass(r: Driver) -> Generator[Command, None, None]:
     w = r.w
     n = len(w.layers)
     for i in range(n):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from workloads.schedule_engine import ASTRA_SIM_1_0, ChunkEngine, Phase
@@ -40,6 +40,15 @@ class CollectiveRecord:
     done_ns: Fraction | None = None  # finished + the update time
 
 
+@dataclass
+class ScheduleLog:
+    """What a run did, for replaying it in real time: per chunk id its collective and phases,
+    and every phase in the order it started."""
+
+    chunks: dict[int, tuple[int, tuple[Phase, ...]]] = field(default_factory=dict)
+    started: list[Phase] = field(default_factory=list)
+
+
 class CollectiveRunner:
     """Collectives on ``dims`` under ``system``, and the event clock."""
 
@@ -60,6 +69,9 @@ class CollectiveRunner:
         self.update_ns: dict[int, Fraction] = {}
         self.records: list[CollectiveRecord] = []
         self.busy = [Fraction(0)] * len(self.dims)
+        # with ``log``: every chunk's phases (by chunk id) and the phases in the order they
+        # started, what a real-time replay executes (workloads.training.emulated)
+        self.log: ScheduleLog | None = None
 
     def at(self, when: Fraction, kind: int, payload: object) -> None:
         """Schedule an event; events of one instant run by kind (:data:`PHASE_DONE` first),
@@ -117,7 +129,10 @@ class CollectiveRunner:
         for cs in specs:
             cid = next(self.chunk_ids)
             self.chunk_owner[cid] = key
-            self.engine.add(phases(cs, cid, kind, self.dims, self.system), self.now, priority)
+            chunk = phases(cs, cid, kind, self.dims, self.system)
+            if self.log is not None:
+                self.log.chunks[cid] = (key, tuple(chunk))
+            self.engine.add(chunk, self.now, priority)
             self._start(self.engine.dispatch())
         return key
 
@@ -132,6 +147,8 @@ class CollectiveRunner:
 
     def _start(self, started: list[tuple[Phase, int]]) -> None:
         for phase, slot in started:
+            if self.log is not None:
+                self.log.started.append(phase)
             d = self._duration(phase, self.records[self.chunk_owner[phase.chunk]].kind)
             self.busy[phase.dim] += d
             self.at(self.now + d, PHASE_DONE, (phase, slot))

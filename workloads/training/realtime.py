@@ -1,0 +1,250 @@
+"""One pass of a training workload in real time: the replay's own workload loop
+(:func:`workloads.training.replay.process`) driven by the wall clock.
+
+``("sleep", ns)`` spends the compute (:class:`Compute`: sleep, or spin on small numpy work);
+``issue`` hands the model's next collective (:class:`~workloads.training.emulated.PassPlan`:
+the k-th issue call is the model's k-th) to the communication engine, which runs every
+collective's chunk phases in the model's per-dimension order; ``("wait", (layer, stage))``
+blocks until that layer's collectives of that stage are done, and ``("end", None)`` until
+every collective is. A collective is done its layer's update time after its last chunk
+finished (the waiter sleeps the rest). Time spent blocked counts as the layer's waiting time,
+as in the model.
+
+The clock and the engine are parameters, so the loop runs against a fake clock in tests.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Protocol
+
+import numpy as np
+
+from workloads.hierarchical import PhaseRecord
+from workloads.training.emulated import PassPlan
+from workloads.training.model import Workload
+from workloads.training.replay import LayerStats, process
+
+NS = 1e9
+
+
+class Compute:
+    """Spends compute time by sleeping or busy-working; a wait's overshoot is taken off the
+    next one (short sleeps overshoot, and it would pile up over many steps)."""
+
+    def __init__(self, mode: str, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.mode = mode
+        self.clock, self.sleep = clock, sleep
+        self.debt = 0.0
+        self.spent = 0.0
+        self._a = np.ones((32, 32), dtype=np.float32)
+        self._out = np.empty_like(self._a)
+
+    def spend(self, seconds: float) -> None:
+        if seconds <= 0:
+            return
+        begin = self.clock()
+        target = seconds - self.debt
+        if target > 0:
+            end = begin + target
+            if self.mode == "sleep":
+                self.sleep(target)
+            else:
+                while self.clock() < end:
+                    np.dot(self._a, self._a, out=self._out)
+        took = self.clock() - begin
+        self.debt = took - target
+        self.spent += took
+
+
+class Engine(Protocol):
+    """Runs the pass's collectives: :meth:`release` says collective ``key`` was issued; the
+    engine calls the runner's :meth:`RealTime.finished` when its last chunk is done."""
+
+    def release(self, key: int) -> None: ...
+
+
+@dataclass
+class CollectiveTimes:
+    """When one collective was issued and finished (clock seconds)."""
+
+    issued: float | None = None
+    finished: float | None = None
+
+
+@dataclass
+class PassResult:
+    """One pass as it ran: clock seconds from its start, the compute spent, per layer the
+    compute and waiting (ns) and per collective its times."""
+
+    start: float
+    compute_end: float
+    end: float
+    compute_s: float
+    stats: list[LayerStats]
+    collectives: list[CollectiveTimes] = field(default_factory=list)
+
+    @property
+    def time_s(self) -> float:
+        return self.end - self.start
+
+    @property
+    def waiting_s(self) -> float:
+        return float(sum((sum(s.waiting_ns.values(), Fraction(0)) for s in self.stats),
+                         Fraction(0))) / NS
+
+
+class RealTime:
+    """Drives :func:`~workloads.training.replay.process` for one pass of ``workload`` (scaled
+    as the plan was made) in real time (module doc); :meth:`run` returns the pass."""
+
+    def __init__(self, workload: Workload, plan: PassPlan, engine: Engine, compute: Compute,
+                 clock: Callable[[], float] = time.monotonic, timeout_s: float = 600.0) -> None:
+        self.w = workload
+        self.plan = plan
+        self.engine = engine
+        self.compute = compute
+        self.clock = clock
+        self.timeout_s = timeout_s
+        self.passes = 1
+        self.stats = [LayerStats(layer.name) for layer in workload.layers]
+        self.pass_end: list[Fraction] = []
+        self.times = [CollectiveTimes() for _ in plan.collectives]
+        self.calls = 0
+        self.cond = threading.Condition()
+        self.error: BaseException | None = None
+        self.start = 0.0
+
+    @property
+    def now(self) -> Fraction:
+        """ns since the pass started."""
+        return Fraction(round((self.clock() - self.start) * NS))
+
+    def issue(self, layer: int, stage: str, policy: str) -> bool:
+        planned = self.plan.issued[self.calls]
+        if planned[:2] != (layer, stage):
+            raise RuntimeError(f"the pass issued layer {layer} {stage} where the model issued "
+                               f"layer {planned[0]} {planned[1]}")
+        self.calls += 1
+        key = planned[2]
+        if key is None:
+            return False
+        self.times[key].issued = self.clock()
+        self.engine.release(key)
+        return True
+
+    def fail(self, exc: BaseException) -> None:
+        """The engine failed (any thread): every wait raises ``exc``."""
+        with self.cond:
+            self.error = exc
+            self.cond.notify_all()
+
+    def finished(self, key: int, when: float) -> None:
+        """Collective ``key``'s last chunk finished at ``when`` (any thread)."""
+        with self.cond:
+            self.times[key].finished = when
+            self.cond.notify_all()
+
+    def _keys(self, layer: int | None, stage: str | None) -> list[int]:
+        """The issued collectives of ``layer``'s ``stage`` (every issued one for None)."""
+        return [k for k, c in enumerate(self.plan.collectives)
+                if self.times[k].issued is not None
+                and (layer is None or (c.layer, c.stage) == (layer, stage))]
+
+    def _wait(self, keys: list[int]) -> None:
+        """Block until every collective of ``keys`` finished, then until its update time
+        after that has passed."""
+        deadline = self.clock() + self.timeout_s
+        with self.cond:
+            while any(self.times[k].finished is None for k in keys):
+                if self.error is not None:
+                    raise self.error
+                if self.clock() > deadline:
+                    raise TimeoutError(f"a collective of the pass did not finish within "
+                                       f"{self.timeout_s:g} s")
+                self.cond.wait(0.05)
+        done = max((self.times[k].finished + self.plan.collectives[k].update_ns / NS  # type: ignore[operator]
+                    for k in keys), default=0.0)
+        if (left := done - self.clock()) > 0:
+            self.compute.sleep(left)
+
+    def run(self) -> PassResult:
+        self.start = self.clock()
+        compute_end = self.start
+        for what, arg in process(self):
+            if what == "sleep":
+                self.compute.spend(float(arg) / NS)  # type: ignore[arg-type]
+            elif what == "wait":
+                layer, stage = arg  # type: ignore[misc]
+                began = self.clock()
+                self._wait(self._keys(layer, stage))
+                waited = self.clock() - began
+                if waited > 0:
+                    self.stats[layer].waiting_ns[stage] += Fraction(round(waited * NS))
+            elif what == "end":
+                compute_end = self.clock()
+                self._wait(self._keys(None, None))
+        end = max([compute_end, *(t.finished + c.update_ns / NS
+                                  for t, c in zip(self.times, self.plan.collectives,
+                                                  strict=True) if t.finished is not None)])
+        return PassResult(self.start, compute_end, end, self.compute.spent, self.stats,
+                          self.times)
+
+
+class ThreadEngine:
+    """The real engine: ``execute(ready=, record=)`` runs every chunk of the pass (e.g.
+    :func:`workloads.hierarchical.run_hierarchical` on the pass's buffer and links), each
+    chunk's first phase waiting for its event in ``ready`` and every finished phase reported
+    to ``record``; this runs it on a thread, sets a collective's chunk events when it is
+    issued, and tells the runner when its last chunk finished (or that the pass failed)."""
+
+    def __init__(self, plan: PassPlan,
+                 execute: Callable[..., None]) -> None:
+        self.plan = plan
+        self.execute = execute
+        self.ready = {cid: threading.Event() for c in plan.collectives for cid in c.chunk_ids}
+        self.owner = {cid: key for key, c in enumerate(plan.collectives) for cid in c.chunk_ids}
+        self.left = [len(c.chunk_ids) for c in plan.collectives]
+        self.phases: list[list[PhaseRecord]] = [[] for _ in plan.collectives]
+        self.lock = threading.Lock()
+        self.runner: RealTime | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True, name="training-comm")
+
+    def start(self, runner: RealTime) -> None:
+        self.runner = runner
+        self.thread.start()
+
+    def release(self, key: int) -> None:
+        for cid in self.plan.collectives[key].chunk_ids:
+            self.ready[cid].set()
+
+    def _record(self, p: PhaseRecord) -> None:
+        key = self.owner[p.chunk]
+        with self.lock:
+            self.phases[key].append(p)
+            last = p.phase == len(self.plan.chunks[p.chunk]) - 1
+            if last:
+                self.left[key] -= 1
+            finished = last and self.left[key] == 0
+        if finished and self.runner is not None:
+            self.runner.finished(key, p.end)
+
+    def _run(self) -> None:
+        try:
+            self.execute(ready=self.ready, record=self._record)
+        except BaseException as exc:
+            self.error = exc
+            if self.runner is not None:
+                self.runner.fail(exc)
+
+    def join(self, timeout_s: float) -> None:
+        """Wait for the thread (raise its error)."""
+        self.thread.join(timeout_s)
+        if self.error is not None:
+            raise self.error
