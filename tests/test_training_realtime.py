@@ -12,6 +12,7 @@ from workloads.training.emulated import (
     job_network,
     job_system,
     plan_pass,
+    predicted_exposed_s,
     predicted_pass_s,
 )
 from workloads.training.library import load, scaled
@@ -76,6 +77,8 @@ def test_real_time_loop_reproduces_the_model_with_a_fake_clock():
     assert res.time_s == pytest.approx(predicted_pass_s(plan), abs=1e-6)
     assert res.compute_s == pytest.approx(float(plan.model.compute_ns) / 1e9, abs=1e-6)
     assert res.waiting_s == pytest.approx(float(plan.model.exposed_ns) / 1e9, abs=1e-6)
+    assert res.exposed_s == pytest.approx(predicted_exposed_s(plan), abs=1e-6)
+    assert res.exposed_s > res.waiting_s  # the last collective runs after the compute
     assert all(t.issued is not None and t.finished is not None for t in res.collectives)
 
 

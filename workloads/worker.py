@@ -537,7 +537,7 @@ class Worker:
                 "nominal_compute": float(plan.model.compute_ns) / 1e9,
                 "backward_end": res.compute_end,
                 "comm": sum((t.finished or 0.0) - (t.issued or 0.0) for t in res.collectives),
-                "exposed_comm": res.waiting_s,
+                "exposed_comm": res.exposed_s,
                 "compute_share": res.compute_s / seconds if seconds > 0 else 0.0,
                 "correct": all(oks),
             })

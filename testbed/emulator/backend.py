@@ -13,6 +13,7 @@ from testbed.core.limits import run_buffer_bytes
 from testbed.core.topology import build_plan
 from testbed.emulator.preflight import memory_error, require_fabric_ready
 from testbed.emulator.runner import Runner
+from testbed.emulator.workers import check_training
 
 
 class EmulatedBackend:
@@ -23,6 +24,7 @@ class EmulatedBackend:
     def check(self, experiment: Experiment) -> None:
         plan = build_plan(experiment.fabric, experiment.rate_scale)
         check_against_fabric(experiment, plan)
+        check_training(experiment, plan)
         controller_policy(plan, experiment.policy)
         require_fabric_ready()
         need = run_buffer_bytes(experiment.jobs)

@@ -42,8 +42,8 @@ EMULATED_KINDS = (ALLREDUCE,)
 def job_network(dims: Sequence[int], dim_rates_bps: Sequence[float],
                 goodput: float = TCP_GOODPUT, latency_ns: float = 0.0) -> list[AstraDim]:
     """A job's logical dimensions as ASTRA-sim network dimensions: each at its collective's
-    per-host rate × ``goodput`` (what bulk TCP carries as data on a shaped link), one hop of
-    ``latency_ns`` per message side (a switch)."""
+    per-host rate × ``goodput`` (what bulk TCP carries as data on a shaped link), a switch
+    whose two hops add up to ``latency_ns`` per message."""
     return [AstraDim("switch", n, rate * goodput / 8 / ASTRA_GBYTE, latency_ns / 2)
             for n, rate in zip(dims, dim_rates_bps, strict=True)]
 
@@ -141,3 +141,10 @@ def plan_pass(workload: Workload, network: Sequence[AstraDim], system: ReplaySys
 def predicted_pass_s(plan: PassPlan) -> float:
     """The model's time of the pass (every collective done), seconds."""
     return float(plan.model.finish_ns / Fraction(10**9))
+
+
+def predicted_exposed_s(plan: PassPlan) -> float:
+    """The model's exposed communication of the pass: its waits, and the time from the end of
+    the loop's compute to the last collective done, seconds."""
+    m = plan.model
+    return float((m.exposed_ns + m.finish_ns - m.pass_end_ns[-1]) / Fraction(10**9))

@@ -95,8 +95,14 @@ class PassResult:
 
     @property
     def waiting_s(self) -> float:
+        """Blocked in the loop's waits (the model's waiting time)."""
         return float(sum((sum(s.waiting_ns.values(), Fraction(0)) for s in self.stats),
                          Fraction(0))) / NS
+
+    @property
+    def exposed_s(self) -> float:
+        """Exposed communication: the waits, and the end of the pass after its compute."""
+        return self.waiting_s + self.end - self.compute_end
 
 
 class RealTime:
