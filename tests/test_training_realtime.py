@@ -107,3 +107,25 @@ def test_what_the_emulator_refuses_is_one_sentence():
     assert emulator_problem(load(file=str(TINY)), [2, 2], 4) is None
     t = load(model="themis-transformer-1t")  # All-Gathers on its model-parallel dimensions
     assert "is not replayed on the emulator" in emulator_problem(t, [4, 4], 1)
+
+
+@pytest.mark.parametrize(("workload", "says"), [
+    ({"file": "/nonexistent/w.txt"}, "jobs.0.workload: workload file /nonexistent/w.txt:"),
+    ({"model": "themis-dlrm-medium"}, "ALLTOALL is not replayed on the emulator"),
+    ({"file": str(TINY), "size_scale": 1e-5}, "fewer float32 values than the job's 4 chunks"),
+])
+def test_the_emulator_refuses_a_training_job_in_one_sentence_before_any_fabric(workload, says):
+    from testbed.core.errors import SpecError
+    from testbed.core.experiment import expand
+    from testbed.core.topology import build_plan
+    from testbed.emulator.workers import check_training
+
+    (exp,) = expand({
+        "name": "t", "policy": "shortest",
+        "fabric": {"kind": "multidim", "dims": [{"size": 2, "mbit_s": 40, "kind": "switch"},
+                                                {"size": 2, "mbit_s": 20, "kind": "switch"}]},
+        "jobs": [{"name": "t", "hosts_wanted": 4, "chunks": 4,
+                  "workload": {"kind": "training", **workload}}]})
+    with pytest.raises(SpecError) as err:
+        check_training(exp, build_plan(exp.fabric, exp.rate_scale))
+    assert says in str(err.value) and "\n" not in str(err.value)
