@@ -133,7 +133,7 @@ class WorkerConfig(BaseModel):
     def collective(self) -> Collective:
         """The collective of the flat group, or of every dimension under a schedule."""
         job = self.job
-        return job.plugin(job.algorithm if job.flat else job.dim_algorithm)
+        return job.plugin(job.algorithm if job.flat else job.uniform_dim_algorithm())
 
     def alltoall_algorithm(self) -> AllToAll:
         """The all-to-all algorithm of an ``alltoall`` worker."""

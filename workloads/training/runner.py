@@ -60,6 +60,7 @@ class CollectiveRunner:
         self.update_ns: dict[int, Fraction] = {}
         self.records: list[CollectiveRecord] = []
         self.busy = [Fraction(0)] * len(self.dims)
+        self.spans: list[list[tuple[Fraction, Fraction]]] = [[] for _ in self.dims]
 
     def at(self, when: Fraction, kind: int, payload: object) -> None:
         """Schedule an event; events of one instant run by kind (:data:`PHASE_DONE` first),
@@ -134,6 +135,7 @@ class CollectiveRunner:
         for phase, slot in started:
             d = self._duration(phase, self.records[self.chunk_owner[phase.chunk]].kind)
             self.busy[phase.dim] += d
+            self.spans[phase.dim].append((self.now, self.now + d))
             self.at(self.now + d, PHASE_DONE, (phase, slot))
 
     def _phase_done(self, phase: Phase, slot: int) -> None:
