@@ -234,6 +234,8 @@ class SimRunner:
                     "ocs_ports": [{"ocs": c.ocs, "port_a": c.port_a, "port_b": c.port_b}
                                   for c in ocs_circuits(plan, alloc)]}
             run.resolved = resolve(spec, plan, hosts)
+            if spec.workload.kind == "training":
+                job_workload(run.resolved)  # a bad workload file: one sentence, before the run
             run.model_s = job_model_s(run.resolved, plan)
             out.append(_Placed(run, alloc))
         return out
