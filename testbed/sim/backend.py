@@ -115,6 +115,7 @@ from workloads.launcher import size_results
 from workloads.model import job_model_s
 from workloads.themis import plan_with
 from workloads.training.jobs import iteration_rows, job_workload, replay_job
+from workloads.training.replay import ReplayResult
 
 GOODPUT = TCP_GOODPUT  # data bytes per wire byte of bulk TCP
 
@@ -524,8 +525,11 @@ class _TrainingDriver(_Driver):
         for i, r in enumerate(result.collectives):
             if r.finished_ns is None:
                 continue
-            group = math.prod(result.dims[d].size for d in r.dims)
-            pass_of = sum(1 for e in result.pass_end_ns if e <= r.issued_ns)
+            sizes = [d.size for d in result.dims] if isinstance(result, ReplayResult) \
+                else job.dims  # a Chakra trace's dimensions are the job's own
+            group = math.prod(sizes[d] for d in r.dims)
+            ends = result.pass_end_ns if isinstance(result, ReplayResult) else []
+            pass_of = sum(1 for e in ends if e <= r.issued_ns)
             self.placed.collectives.append(_Collective(
                 i, pass_of - job.workload.warmup, pass_of < job.workload.warmup,
                 r.size_bytes, t0 + float(r.issued_ns) * 1e-9,

@@ -19,7 +19,8 @@ from typing import Any
 
 from testbed.core.astra_formats import AstraDim
 from testbed.core.jobs import ResolvedJob
-from workloads.training.library import comm_bytes, load, scaled
+from workloads.training.chakra import TraceResult, replay_trace
+from workloads.training.library import ChakraTrace, comm_bytes, load, scaled
 from workloads.training.model import ALLGATHER, ALLREDUCE, ALLTOALL, REDUCESCATTER, Workload
 from workloads.training.platform import ASTRA_GBYTE, ReplaySystem
 from workloads.training.replay import ReplayResult, replay
@@ -27,7 +28,7 @@ from workloads.training.replay import ReplayResult, replay
 NS = 1e-9
 
 
-def job_workload(job: ResolvedJob) -> Workload:
+def job_workload(job: ResolvedJob) -> Workload | ChakraTrace:
     """The job's training workload, scaled as its spec says."""
     w = job.workload
     return scaled(load(model=w.model, file=w.file), w.size_scale, w.compute_scale)
@@ -54,10 +55,15 @@ def job_platform(job: ResolvedJob, kinds: Sequence[str], dim_mbit_s: Sequence[fl
 
 
 def replay_job(job: ResolvedJob, kinds: Sequence[str], dim_mbit_s: Sequence[float],
-               goodput: float = 1.0, step_latency_s: float = 0.0) -> ReplayResult:
-    """Replay ``job``'s passes on its platform (:func:`job_platform`)."""
+               goodput: float = 1.0, step_latency_s: float = 0.0
+               ) -> ReplayResult | TraceResult:
+    """Replay ``job``'s passes on its platform (:func:`job_platform`); a Chakra trace is
+    replayed once (it is its own iteration)."""
     network, system = job_platform(job, kinds, dim_mbit_s, goodput, step_latency_s)
-    return replay(job_workload(job), network, system, passes=job.workload.passes)
+    workload = job_workload(job)
+    if isinstance(workload, ChakraTrace):
+        return replay_trace(workload.nodes, network, system, workload.source)
+    return replay(workload, network, system, passes=job.workload.passes)
 
 
 def _overlap(a: tuple[Fraction, Fraction], spans: Sequence[tuple[Fraction, Fraction]]
@@ -81,8 +87,9 @@ def exposed_by_dim(result: ReplayResult, start: Fraction, end: Fraction) -> list
             for spans in result.dim_spans]
 
 
-def iteration_rows(result: ReplayResult, job: ResolvedJob, workload: Workload,
-                   origin_s: float = 0.0) -> list[dict[str, Any]]:
+def iteration_rows(result: ReplayResult | TraceResult, job: ResolvedJob,
+                   workload: Workload | ChakraTrace, origin_s: float = 0.0
+                   ) -> list[dict[str, Any]]:
     """One ``iterations`` row per pass (testbed.core.traces.ITERATION_SCHEMA, without the
     rank), times from ``origin_s``: the pass's time, its compute, and the communication it
     waited for, in all and per logical dimension (``exposed_dim``).
@@ -90,7 +97,10 @@ def iteration_rows(result: ReplayResult, job: ResolvedJob, workload: Workload,
     A pass runs from the end of the one before to the end of its own backward pass, so it
     counts the communication its forward pass waits for (the previous pass's gradients); the
     last pass's own trailing collectives are the run's drain, not an iteration. A single
-    pass is the whole run, to ASTRA-sim's ``all passes finished`` time."""
+    pass is the whole run, to ASTRA-sim's ``all passes finished`` time; so is a Chakra
+    trace, whose per-dimension breakdown is not made (``exposed_dim`` None)."""
+    if isinstance(result, TraceResult):
+        return [_trace_row(result, job, workload, origin_s)]
     ends = list(result.pass_end_ns)
     if len(ends) <= 1:
         ends = [result.finish_ns]
@@ -116,3 +126,19 @@ def iteration_rows(result: ReplayResult, job: ResolvedJob, workload: Workload,
             "exposed_dim": exposed_by_dim(result, start, end)})
         start, done = end, compute_total
     return rows
+
+
+def _trace_row(result: TraceResult, job: ResolvedJob, workload: Workload | ChakraTrace,
+               origin_s: float) -> dict[str, Any]:
+    seconds, compute = float(result.finish_ns) * NS, float(result.compute_ns) * NS
+    return {
+        "iteration": 0, "warmup": False, "model": job.workload.model or job.workload.file,
+        "algorithm": job.algorithm, "transport": job.transport, "world": job.world,
+        "buckets": len(result.collectives), "bytes": comm_bytes(workload), "start": origin_s,
+        "end": origin_s + seconds, "time": seconds, "compute": compute,
+        "nominal_compute": compute, "backward_end": origin_s + seconds,
+        "comm": sum(float(r.finished_ns - r.issued_ns) for r in result.collectives
+                    if r.finished_ns is not None) * NS,
+        "exposed_comm": max(0.0, seconds - compute),
+        "compute_share": compute / seconds if seconds > 0 else 0.0, "correct": True,
+        "exposed_dim": None}
