@@ -208,3 +208,51 @@ def test_the_end_to_end_table_pairs_schedules_per_system_and_workload():
     (gain,) = e2e_gains(rows)
     assert gain["gain_scf"] == pytest.approx((2 / 1.5 + 1.5) / 2)
     assert (gain["paper"], gain["paper_arxiv"]) == (1.30, 1.41)
+
+
+# ---------------------------------------------------------------- Chakra traces as jobs
+
+
+def _chakra_layers(layers: int, size_bytes: int) -> bytes:
+    """A multi-layer training trace: per layer a forward compute, then (backward) a
+    weight-gradient compute and its All-Reduce, each depending on the one before."""
+    from tests.test_training_chakra import node, trace
+
+    nodes, nid, prev = [], 1, []
+    for _ in range(layers):
+        nodes.append(node(nid, 4, deps=prev, micros=200))
+        prev, nid = [nid], nid + 1
+    for _ in range(layers):
+        nodes.append(node(nid, 4, deps=prev, micros=400))
+        nodes.append(node(nid + 1, 7, deps=[nid], comm_type=0, comm_size=size_bytes))
+        prev, nid = [nid], nid + 2
+    return trace(*nodes)
+
+
+@pytest.mark.parametrize("layers", [0, 3])
+def test_the_sim_runs_a_chakra_trace_as_a_training_job(tmp_path, layers):
+    """An 8-rank All-Reduce microbenchmark (no layers) and a multi-layer trace, on a ring of
+    8: the job's one iteration is the replay of the trace on the job's platform."""
+    from tests.test_training_chakra import node, trace
+    from workloads.training.chakra import read_trace, replay_trace
+
+    size = 1 << 20
+    data = _chakra_layers(layers, size) if layers else trace(
+        node(1, 7, comm_type=0, comm_size=size))
+    et = tmp_path / "trace.0.et"
+    et.write_bytes(data)
+    dims = [{"size": 8, "mbit_s": 400, "kind": "ring"}]
+    spec = tmp_path / "e.yaml"
+    spec.write_text(json.dumps(experiment({"file": str(et)}, dims, algorithm="baseline",
+                                          dim_algorithm="ring")))
+    assert main(["run", str(spec), "--backend", "sim", "--out", str(tmp_path / "o"),
+                 "--no-report"]) == 0
+    (run,) = (tmp_path / "o").iterdir()
+    (row,) = pq.read_table(run / "jobs/train/iterations-rank0.parquet").to_pylist()
+    job, _ = resolved(experiment({"file": str(et)}, dims, algorithm="baseline",
+                                 dim_algorithm="ring"))
+    network, system = job_platform(job, ["ring"], [400.0], TCP_GOODPUT)
+    want = replay_trace(read_trace(data, "t"), network, system)
+    assert row["time"] == pytest.approx(float(want.finish_ns) * 1e-9)
+    assert row["compute"] == pytest.approx(layers * 600e-6)
+    assert row["buckets"] == max(1, layers) and row["exposed_dim"] is None
