@@ -40,7 +40,8 @@ _OLD_TOPOLOGY_LINK_KEYS = {"mbps": "mbit_s"}  # topology.json links
 _OLD_FIDELITY_LINK_KEYS = {"configured_mbps": "configured_mbit_s",  # fidelity.json links
                            "peak_mbps": "peak_mbit_s"}
 ITERATION_COLUMNS = ["job", "rank", "iteration", "warmup", "start", "end",
-                     "iteration_s", "compute_s", "exposed_comm_s", "compute_share", "bytes"]
+                     "iteration_s", "compute_s", "exposed_comm_s", "compute_share", "bytes",
+                     "exposed_dim_s"]
 
 # Accepted spellings of the DNN iteration columns (after lower-casing, non-alphanumerics -> _).
 _ITERATION_ALIASES = {
@@ -202,6 +203,8 @@ def _iterations(job_dir: Path, job: str) -> pd.DataFrame | None:
     if out["compute_share"].isna().all():
         out["compute_share"] = out["compute_s"] / out["iteration_s"]
     out["warmup"] = out["warmup"].fillna(False).astype(bool)
+    # a training workload's exposed communication per logical dimension (a list, or None)
+    out["exposed_dim_s"] = raw.get("exposed_dim")
     return out
 
 

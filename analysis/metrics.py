@@ -152,6 +152,40 @@ def _workload_kind(job: dict[str, Any]) -> str:
     return str(w.get("kind", "allreduce")) if isinstance(w, dict) else "allreduce"
 
 
+def exposed_per_dim(iterations: pd.DataFrame) -> list[float] | None:
+    """Mean exposed communication per logical dimension over ``iterations`` (and ranks), or
+    None when the rows do not break it down (not a training workload)."""
+    if "exposed_dim_s" not in iterations:
+        return None
+    lists = [list(v) for v in iterations["exposed_dim_s"] if v is not None and len(v)]
+    if not lists or len({len(v) for v in lists}) != 1:
+        return None
+    return [float(x) for x in np.mean(np.asarray(lists, dtype=float), axis=0)]
+
+
+def _workload_model(job: dict[str, Any]) -> str | None:
+    """The model a DNN or training job runs (a training job's workload file, if no model)."""
+    w = job.get("workload")
+    if not isinstance(w, dict):
+        return None
+    return w.get("model") or w.get("file")
+
+
+def fabric_label(fabric: Any) -> str | None:
+    """A short description of a spec's ``fabric`` block: its kind and shape (a multidim
+    fabric's sizes, kinds and rates), which tells runs of different systems apart."""
+    if not isinstance(fabric, dict):
+        return None
+    if fabric.get("kind") == "multidim":
+        dims = fabric.get("dims") or []
+        return "multidim " + " x ".join(
+            f"{d.get('size')} {d.get('kind', 'switch')} {float(d.get('mbit_s', 0)) / 1e3:.4g} "
+            "Gbit/s"
+            for d in dims)
+    keys = ("leaves", "spines", "hosts_per_leaf", "host_link_mbit_s", "uplink_mbit_s")
+    return f"{fabric.get('kind')} " + ", ".join(f"{k} {fabric[k]}" for k in keys if k in fabric)
+
+
 def job_metrics(run: Run) -> pd.DataFrame:
     """One row per job (index = job name) with the per-job keys of :func:`summarise`."""
     colls = collective_table(run.collectives)
@@ -170,6 +204,7 @@ def job_metrics(run: Run) -> pd.DataFrame:
             "order": job.get("order"),
             "transport": job.get("transport") or (jc["transport"].iloc[0] if len(jc) else None),
             "workload": kind,
+            "model": _workload_model(job),
             "status": job.get("status"),
             "solo_of": job.get("solo_of"),
             "world": int(jc["world"].max()) if len(jc) else len(job.get("hosts") or []) or None,
@@ -187,7 +222,7 @@ def job_metrics(run: Run) -> pd.DataFrame:
         by_iteration = kind in ITERATION_KINDS
         row["collective_s"] = _stats((jc if by_iteration else head)["t"])["mean"]
         row["algbw_gbit_s"], row["busbw_gbit_s"] = _bandwidths(jc if by_iteration else head)
-        row["exposed_comm_s"] = row["compute_share"] = None
+        row["exposed_comm_s"] = row["compute_share"] = row["exposed_dim_s"] = None
         if by_iteration:
             it = run.iterations[(run.iterations["job"] == name)
                                 & ~run.iterations["warmup"].astype(bool)]
@@ -197,6 +232,7 @@ def job_metrics(run: Run) -> pd.DataFrame:
             row["iterations"] = len(per_iter)
             row["exposed_comm_s"] = _num(per_iter["exposed_comm_s"].mean()) if len(it) else None
             row["compute_share"] = _num(per_iter["compute_share"].mean()) if len(it) else None
+            row["exposed_dim_s"] = exposed_per_dim(it)
             if kind == "command" and len(per_iter):
                 _command_bandwidths(row, it, per_iter["iteration_s"])
         else:
@@ -633,11 +669,11 @@ def _clean(x: Any) -> Any:
 
 
 JOB_KEYS = ("hosts", "policy", "spines", "circuits", "algorithm", "order", "transport",
-            "workload",
+            "workload", "model",
             "status", "solo_of", "world", "size_bytes", "iterations", "mean_s", "mean_real_s",
             "p50_s", "p50_real_s", "p99_s", "p99_real_s", "collective_s", "collective_real_s",
             "algbw_gbit_s", "algbw_real_gbit_s", "busbw_gbit_s", "busbw_real_gbit_s", "jct_s",
-            "slowdown", "exposed_comm_s", "compute_share", "correct", "sizes")
+            "slowdown", "exposed_comm_s", "exposed_dim_s", "compute_share", "correct", "sizes")
 
 
 def summarise(run: Run | str | Path) -> dict[str, Any]:
@@ -666,6 +702,7 @@ def summarise(run: Run | str | Path) -> dict[str, Any]:
         "label": run.label,
         "rate_scale": run.rate_scale,
         "preset": run.spec.get("preset"),
+        "fabric": fabric_label(run.spec.get("fabric")),
         # as the runner recorded it (run.json); derived from the jobs for older runs
         "status": record.get("status") or run_status(run),
         "error": record.get("error"),

@@ -35,6 +35,7 @@ from analysis.cluster import (
 from analysis.limits import host_rate_mbit_s, rate_flag
 from analysis.load import Run, load_run
 from analysis.papers import paper_sections
+from analysis.training import e2e_section
 from testbed.core.atomic import write_text
 from testbed.core.errors import FabricLabError
 from testbed.core.scaling import UNSCALED, real_key, real_rate
@@ -582,6 +583,7 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = No
         "sections": SECTIONS,
         "headlines": [_headline_context(h, by_label, out, i) for i, h in enumerate(heads, 1)],
         "papers": paper_sections([c["summary"] for c in ctxs]),
+        "training": _training_context([c["summary"] for c in ctxs]),
         "simulated": [c["label"] for c in ctxs if c["fidelity"]["state"] == "simulated"],
         "scale_notes": _scale_notes(ctxs),
     }
@@ -590,6 +592,28 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = No
     write_text(html, env.get_template("report.html.j2").render(**ctx))
     write_text(out / "report.md", env.get_template("report.md.j2").render(**ctx))
     return html, heads
+
+
+def _training_context(summaries: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The training section (analysis.training), its numbers formatted."""
+    section = e2e_section(summaries)
+    if section is None:
+        return None
+    rows = [{
+        "fabric": r["fabric"], "workload": r["workload"], "baseline": fmt_time(r["baseline_s"]),
+        "fifo": fmt_time(r["themis-fifo_s"]), "scf": fmt_time(r["themis-scf_s"]),
+        "gain_fifo": fmt_x(r["gain_fifo"], 3), "gain_scf": fmt_x(r["gain_scf"], 3),
+        "exposed": fmt_time(r["exposed_comm_s"]),
+        "by_dim": ", ".join(f"d{d} {fmt_time(t)}" for d, t in enumerate(r["exposed_dim_s"]))
+        if r["exposed_dim_s"] else "—",
+        "ceiling": fmt_x(r["ceiling"], 3)} for r in section["rows"]]
+    gains = [{
+        "workload": g["workload"], "systems": g["systems"], "fifo": fmt_x(g["gain_fifo"], 3),
+        "scf": fmt_x(g["gain_scf"], 3),
+        "range": f"[{fmt_x(g['gain_scf_min'], 3)}, {fmt_x(g['gain_scf_max'], 3)}]",
+        "ceiling": fmt_x(g["ceiling"], 3), "paper": fmt_x(g["paper"]),
+        "arxiv": fmt_x(g["paper_arxiv"]), "note": g["note"]} for g in section["gains"]]
+    return {"rows": rows, "gains": gains}
 
 
 def _common_name(labels: list[str]) -> str:

@@ -26,17 +26,12 @@ from pathlib import Path
 from sweep_common import spread
 
 from testbed.core.experiment import Experiment, load_experiments
-from testbed.core.jobs import resolve
+from testbed.core.formulas import TCP_GOODPUT
+from testbed.core.jobs import dim_kinds, dim_mbit_s, resolve
 from testbed.core.topology import build_plan
 from testbed.core.traces import read_table
-from workloads.training import library
-from workloads.training.emulated import (
-    job_network,
-    job_system,
-    plan_pass,
-    predicted_exposed_s,
-    predicted_pass_s,
-)
+from workloads.training.emulated import plan_pass, predicted_exposed_s, predicted_pass_s
+from workloads.training.jobs import job_platform, job_workload
 
 SPEC = Path(__file__).resolve().parent.parent / "experiments" / "themis-e2e-emulated.yaml"
 
@@ -47,12 +42,10 @@ def predicted(exp: Experiment) -> dict[str, tuple[float, float]]:
     out = {}
     for spec in exp.jobs:
         job = resolve(spec, plan, [h.name for h in plan.hosts])
-        w = job.workload
-        workload = library.scaled(library.load(model=w.model, file=w.file), w.size_scale,
-                                  w.compute_scale)
-        algorithms = getattr(job, "dim_algorithms", None) or [job.dim_algorithm] * len(job.dims)
-        p = plan_pass(workload, job_network(job.dims, job.dim_rates_bps),
-                      job_system(job.algorithm, job.order, job.chunks, w.scheduling, algorithms))
+        n = len(job.dims)
+        network, system = job_platform(job, dim_kinds(plan, n), dim_mbit_s(plan, n),
+                                       TCP_GOODPUT)
+        p = plan_pass(job_workload(job), network, system)  # what the workers plan
         out[spec.name] = (predicted_pass_s(p), predicted_exposed_s(p))
     return out
 
@@ -60,6 +53,8 @@ def predicted(exp: Experiment) -> dict[str, tuple[float, float]]:
 def pass_times(run_dir: Path, job: str) -> list[float]:
     """The measured passes of ``job``: per pass the mean over ranks of its time."""
     it = read_table(run_dir / "jobs" / job, "iterations").to_pandas()
+    if it.empty:
+        return []
     it = it[~it["warmup"].astype(bool)]
     if not it["correct"].all():
         raise SystemExit(f"{run_dir}: job {job} reduced a wrong sum")
@@ -114,6 +109,10 @@ def main() -> None:
                                           if fid["reasons"] else ""))
                     for spec in exp.jobs:
                         times = pass_times(run_dir, spec.name)
+                        if not times:
+                            print(f"run {run + 1} {exp.name}: no measured pass "
+                                  f"({fid['reasons'][-1] if fid['reasons'] else 'failed'})")
+                            continue
                         measured.setdefault((exp.name, spec.name), []).append(
                             statistics.median(times))
                         print(f"run {run + 1} {exp.name} {spec.name}: passes "
@@ -143,7 +142,7 @@ def report(experiments: list[Experiment], sims: dict, measured: dict, verdicts: 
         if "baseline" not in algos or "themis" not in algos:
             continue
         (base, sim_b), (them, sim_t) = algos["baseline"], algos["themis"]
-        gains = [b / t for b, t in zip(base, them, strict=True)]
+        gains = [b / t for b, t in zip(base, them, strict=False)]
         print(f"{job:9} emulated {spread(gains, 3) if gains else '-'}, "
               f"simulated {sim_b / sim_t:.3f}"
               + (f", emulated ÷ simulated {statistics.median(gains) / (sim_b / sim_t):.3f}"

@@ -22,12 +22,12 @@ from testbed.core.spec import load_yaml
 from testbed.sim.backend import SimBackend
 
 EXPERIMENTS = sorted(Path("experiments").glob("*.yaml"))
-SLOW = {"dnn"}  # about a minute on 2 cores
+SLOW = {"dnn", "themis-e2e"}  # about a minute each on 2 cores
 
 
 def _ready_on_sim(path: Path) -> str | None:
     """Why the sim backend cannot run the experiment, or None when it can."""
-    exps = load_experiments(path)
+    exps = load_experiments(path, shaped=False)
     if any(j.workload.kind == "command" for e in exps for j in e.jobs):
         return "command jobs run programs: only the emulator runs them"
     try:

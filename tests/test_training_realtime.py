@@ -6,15 +6,16 @@ from pathlib import Path
 
 import pytest
 
+from testbed.core.formulas import TCP_GOODPUT
+from workloads.launcher import loopback_job
 from workloads.training.astra_text import parse_workload
 from workloads.training.emulated import (
     emulator_problem,
-    job_network,
-    job_system,
     plan_pass,
     predicted_exposed_s,
     predicted_pass_s,
 )
+from workloads.training.jobs import job_platform
 from workloads.training.library import load, scaled
 from workloads.training.realtime import Compute, RealTime
 from workloads.training.replay import replay
@@ -23,8 +24,11 @@ TINY = Path(__file__).parent / "data" / "training-tiny.txt"
 DIMS, RATES = [2, 2], [40e6, 20e6]
 
 
-def system(algorithm="baseline", order="fifo", chunks=4, scheduling="lifo"):
-    return job_system(algorithm, order, chunks, scheduling, ["ring", "ring"])
+def platform(algorithm="baseline"):
+    """The simulator's platform of a 2x2 job at 40/20 Mbit/s, as a worker makes it."""
+    job = loopback_job(ranks=4, dims=DIMS, dim_bandwidths=RATES, training={"file": str(TINY)},
+                       algorithm=algorithm, chunks=4)
+    return job_platform(job, ["switch"] * 2, [r / 1e6 for r in RATES], TCP_GOODPUT)
 
 
 class FakeClock:
@@ -52,7 +56,7 @@ class ModelEngine:
 @pytest.mark.parametrize("algorithm", ["baseline", "themis"])
 def test_the_plan_runs_every_chunk_phase_once_in_a_per_dimension_order(algorithm):
     w = load(file=str(TINY))
-    plan = plan_pass(w, job_network(DIMS, RATES), system(algorithm))
+    plan = plan_pass(w, *platform(algorithm))
     assert [(c.layer, c.stage) for c in plan.collectives] == [(2, "wg"), (1, "wg"), (0, "wg")]
     assert [k for _, _, k in plan.issued] == [0, 1, 2]
     every = [ph for seq in plan.sequences.values() for ph in seq]
@@ -63,12 +67,12 @@ def test_the_plan_runs_every_chunk_phase_once_in_a_per_dimension_order(algorithm
     ids = [cid for c in plan.collectives for cid in c.chunk_ids]
     assert ids == list(range(len(plan.chunks)))
     # the plan's pass is the replay's one pass
-    assert plan.model.finish_ns == replay(w, job_network(DIMS, RATES), system(algorithm)).finish_ns
+    assert plan.model.finish_ns == replay(w, *platform(algorithm)).finish_ns
 
 
 def test_real_time_loop_reproduces_the_model_with_a_fake_clock():
     w = load(file=str(TINY))
-    plan = plan_pass(w, job_network(DIMS, RATES), system())
+    plan = plan_pass(w, *platform())
     clock = FakeClock()
     engine = ModelEngine(plan, clock)
     runner = RealTime(w, plan, engine, Compute("sleep", clock, clock.sleep), clock=clock)
@@ -129,3 +133,16 @@ def test_the_emulator_refuses_a_training_job_in_one_sentence_before_any_fabric(w
     with pytest.raises(SpecError) as err:
         check_training(exp, build_plan(exp.fabric, exp.rate_scale))
     assert says in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_workload_with_layers_without_collectives_runs_its_one_collective():
+    """The artifact's fused ResNet-50: 54 layers, one All-Reduce (on layer 0); every issue
+    call of the loop, with or without a collective, matches the model's."""
+    w = scaled(load(model="themis-resnet50"), 0.01, 10)
+    plan = plan_pass(w, *platform())
+    assert len(plan.issued) == 54 and [k for *_, k in plan.issued if k is not None] == [0]
+    clock = FakeClock()
+    engine = ModelEngine(plan, clock)
+    runner = RealTime(w, plan, engine, Compute("sleep", clock, clock.sleep), clock=clock)
+    engine.runner = runner
+    assert runner.run().time_s == pytest.approx(predicted_pass_s(plan), abs=1e-6)

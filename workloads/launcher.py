@@ -106,7 +106,7 @@ def free_ports(ip: str, n: int) -> list[int]:
 
 # WorkerConfig fields that are this worker's runtime, not the job's (testbed.core.jobs).
 RUNTIME_OPTIONS = frozenset({"max_active", "out_of_place", "timeout", "collective_timeout",
-                             "stall"})
+                             "stall", "dim_kinds", "dim_mbit_s"})
 
 
 def workload_of(*, sizes: list[int] | None = None, dnn: dict | None = None,

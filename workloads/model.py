@@ -324,6 +324,6 @@ def job_model_s(job: ResolvedJob, plan: FabricPlan) -> dict[str, float] | None:
         return None
     dims = [d.model_dump() for d in plan.spec.dims]
     return {str(size): predict_on_fabric(dims, size, job.chunks, policy=job.algorithm,
-                                         order=job.order, dim_algorithm=job.dim_algorithm,
+                                         order=job.order, dim_algorithm=job.dim_algorithms,
                                          semantics=job.semantics).time_s
             for size in job.workload.sizes}

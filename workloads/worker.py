@@ -61,7 +61,7 @@ from pydantic import (
 )
 
 from testbed.core.errors import FabricLabError
-from testbed.core.formulas import ALLTOALL
+from testbed.core.formulas import ALLTOALL, TCP_GOODPUT
 from testbed.core.jobs import ResolvedJob
 from testbed.core.traces import bandwidths
 from workloads.alltoall import PATTERN_PERIOD, AllToAll, fill_blocks, received_correctly
@@ -78,14 +78,9 @@ from workloads.hierarchical import (
 )
 from workloads.themis import ChunkPlan, plan_with, split_sizes
 from workloads.traces import TraceWriter
-from workloads.training import library
-from workloads.training.emulated import (
-    BYTES_PER_VALUE,
-    PassPlan,
-    job_network,
-    job_system,
-    plan_pass,
-)
+from workloads.training.emulated import BYTES_PER_VALUE, PassPlan, plan_pass
+from workloads.training.jobs import job_platform, job_workload
+from workloads.training.model import Workload
 from workloads.training.realtime import Compute, RealTime, ThreadEngine
 from workloads.transports import (
     CollectiveTimeout,
@@ -121,6 +116,10 @@ class WorkerConfig(BaseModel):
     collective_timeout: float = Field(default=600.0, gt=0)  # one whole collective
     out_dir: str
     stall: bool = False  # testing: connect, then never take part
+    # what the hosts have in each dimension (a training job's platform, as the simulator's:
+    # workloads.training.jobs.job_platform); default switches at the job's dim_rates_bps
+    dim_kinds: list[str] | None = None
+    dim_mbit_s: list[float] | None = None
 
     @model_validator(mode="after")
     def _shape(self) -> WorkerConfig:
@@ -144,7 +143,7 @@ class WorkerConfig(BaseModel):
     def collective(self) -> Collective:
         """The collective of the flat group, or of every dimension under a schedule."""
         job = self.job
-        return job.plugin(job.algorithm if job.flat else job.dim_algorithm)
+        return job.plugin(job.algorithm if job.flat else job.uniform_dim_algorithm())
 
     def alltoall_algorithm(self) -> AllToAll:
         """The all-to-all algorithm of an ``alltoall`` worker."""
@@ -462,17 +461,18 @@ class Worker:
             raise
         comm.stop(wait=True)
 
-    def training_plan(self) -> tuple[library.Workload, PassPlan]:
+    def training_plan(self) -> tuple[Workload, PassPlan]:
         """The job's training workload, scaled, and the pass the model plans for it
         (:mod:`workloads.training.emulated`); every rank computes the same."""
-        job = self.cfg.job
-        w = job.workload
-        assert w.kind == "training", "this worker has no training workload"
-        workload = library.scaled(library.load(model=w.model, file=w.file), w.size_scale,
-                                  w.compute_scale)
-        algorithms = getattr(job, "dim_algorithms", None) or [job.dim_algorithm] * len(job.dims)
-        system = job_system(job.algorithm, job.order, job.chunks, w.scheduling, algorithms)
-        return workload, plan_pass(workload, job_network(job.dims, job.dim_rates_bps), system)
+        cfg = self.cfg
+        job = cfg.job
+        assert job.workload.kind == "training", "this worker has no training workload"
+        workload = job_workload(job)
+        assert isinstance(workload, Workload), "a Chakra trace is the simulator's only"
+        kinds = cfg.dim_kinds or ["switch"] * len(job.dims)
+        mbit_s = cfg.dim_mbit_s or [r / 1e6 for r in job.dim_rates_bps]
+        network, system = job_platform(job, kinds, mbit_s, TCP_GOODPUT)
+        return workload, plan_pass(workload, network, system)
 
     def run_training(self, trace: TraceWriter) -> None:
         """Replay the job's training workload, pass by pass (docs/workload-replay.md).
@@ -517,8 +517,11 @@ class Worker:
             engine.start(runner)
             try:
                 res = runner.run()
-            finally:
-                engine.join(cfg.collective_timeout + cfg.timeout)
+            except BaseException:
+                self.transport.abort()  # the engine's thread stops at once; this error counts
+                engine.thread.join(cfg.timeout)
+                raise
+            engine.join(cfg.collective_timeout + cfg.timeout)
             oks = [matches(buf, f, base, tmp) for buf, f in zip(bufs, factors, strict=True)]
             for key, times in enumerate(res.collectives):
                 phases = [replace(p, coll=ids[key]) for p in engine.phases[key]]

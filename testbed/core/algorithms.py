@@ -1,7 +1,8 @@
 """A job's algorithm, checked against the registries: a collective of
 :data:`~testbed.core.registry.COLLECTIVES` runs an All-Reduce over all the job's ranks as one
 flat group; a schedule of :data:`~testbed.core.registry.SCHEDULES` runs a chunked hierarchical
-All-Reduce whose every dimension runs the collective ``dim_algorithm``; an all-to-all
+All-Reduce whose every dimension runs the collective ``dim_algorithm`` (or, with
+:data:`BY_KIND`, its kind's own); an all-to-all
 algorithm of :data:`~testbed.core.registry.ALLTOALLS` runs an all-to-all workload, flat too.
 Checking a name only reads the registry's names; checking group sizes loads that one
 algorithm (never a backend)."""
@@ -15,6 +16,7 @@ from typing import Annotated
 from pydantic import AfterValidator
 
 from testbed.core.formulas import ALLREDUCE, ALLTOALL
+from testbed.core.presets import DIM_ALGORITHM_OF_KIND
 from testbed.core.registry import ALLTOALLS, COLLECTIVES, SCHEDULES, TRANSPORTS, RegistryError
 
 
@@ -34,9 +36,28 @@ def check_algorithm(name: str) -> str:
     return name
 
 
+# A chunk schedule's dim_algorithm that gives each dimension its kind's collective, as
+# ASTRA-sim's systems do (presets.DIM_ALGORITHM_OF_KIND: halving-doubling on a switch, ring on
+# a ring, direct on a fully connected dimension).
+BY_KIND = "by-kind"
+
+
+def check_dim_algorithm(name: str) -> str:
+    """``name`` if it is :data:`BY_KIND` or a registered collective."""
+    return name if name == BY_KIND else COLLECTIVES.check(name)
+
+
+def dim_algorithms(dim_algorithm: str, kinds: Sequence[str]) -> list[str]:
+    """The collective each dimension of ``kinds`` runs under ``dim_algorithm``."""
+    if dim_algorithm == BY_KIND:
+        return [DIM_ALGORITHM_OF_KIND[k] for k in kinds]
+    return [dim_algorithm] * len(kinds)
+
+
 # Spec and worker-config field types: the names the registries hold now.
 AlgorithmName = Annotated[str, AfterValidator(check_algorithm)]
 CollectiveName = Annotated[str, AfterValidator(COLLECTIVES.check)]
+DimAlgorithmName = Annotated[str, AfterValidator(check_dim_algorithm)]
 TransportName = Annotated[str, AfterValidator(TRANSPORTS.check)]
 
 
@@ -94,6 +115,8 @@ def groups_error(algorithm: str, dim_algorithm: str, world: int,
     if is_flat(algorithm):
         reason = COLLECTIVES.get(algorithm).group_size_error(world)
         return ("algorithm", reason) if reason else None
+    if dim_algorithm == BY_KIND:
+        return None  # each dimension's own collective: checked against the fabric
     collective = COLLECTIVES.get(dim_algorithm)
     if not getattr(collective, "per_dimension", True):
         return ("dim_algorithm", f"{dim_algorithm} runs only as a flat job's algorithm, not in "

@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from testbed.core.algorithms import ring_dimension_error
+from testbed.core.algorithms import dim_algorithms, ring_dimension_error
 from testbed.core.errors import SpecError
 from testbed.core.presets import (
     ASTRA_TOPOLOGY,
@@ -410,7 +410,8 @@ def from_spec(fabric: Any, job: Any | None = None) -> tuple[tuple[AstraDim, ...]
         return dims, AstraSystem(dim_algorithms=tuple(
             DIM_ALGORITHM_OF_KIND[d.kind] for d in dims))
     return dims, AstraSystem(chunks=job.chunks, order=job.order, policy=job.algorithm,
-                             dim_algorithms=(job.dim_algorithm,) * len(dims))
+                             dim_algorithms=tuple(dim_algorithms(job.dim_algorithm,
+                                                                 [d.kind for d in dims])))
 
 
 def from_preset(preset: Any) -> tuple[tuple[AstraDim, ...], AstraSystem]:

@@ -48,8 +48,9 @@ from pydantic import (
 )
 
 from testbed.core.algorithms import (
+    BY_KIND,
     AlgorithmName,
-    CollectiveName,
+    DimAlgorithmName,
     TransportName,
     alltoall_sizes_error,
     groups_error,
@@ -59,7 +60,7 @@ from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.formulas import ALLTOALL
 from testbed.core.host_runtime import NAMESPACE, HostRuntime
 from testbed.core.limits import check_size
-from testbed.core.presets import expand_preset
+from testbed.core.presets import DIM_ALGORITHM_OF_KIND, expand_preset
 from testbed.core.registry import (
     ALLTOALLS,
     COLLECTIVES,
@@ -199,7 +200,8 @@ class CollectiveOptions(_Strict):
     a field here plus the code that uses it."""
 
     algorithm: AlgorithmName = "ring"  # COLLECTIVES (one flat group) or SCHEDULES (per dim)
-    dim_algorithm: CollectiveName = "ring"  # what each dimension of a schedule runs
+    # what each dimension of a schedule runs (by-kind: each its kind's, as ASTRA-sim does)
+    dim_algorithm: DimAlgorithmName = "ring"
     order: Order = "fifo"
     semantics: Semantics = "astra-sim-1.0"
     chunks: Annotated[int, Field(ge=1, le=4096)] = 4
@@ -221,7 +223,9 @@ class CollectiveOptions(_Strict):
                                   COLLECTIVES if self.algorithm in COLLECTIVES.names() else
                                   SCHEDULES)}
         if kinds[self.algorithm] is SCHEDULES:
-            kinds[self.dim_algorithm] = COLLECTIVES
+            names = set(DIM_ALGORITHM_OF_KIND.values()) if self.dim_algorithm == BY_KIND \
+                else {self.dim_algorithm}
+            kinds.update(dict.fromkeys(sorted(names), COLLECTIVES))
         return {**kinds, self.transport: TRANSPORTS}
 
     def plugin_options(self, name: str, values: dict[str, Any] | None = None) -> Any:

@@ -16,16 +16,18 @@ RATE_TOLERANCE = 0.10
 
 
 # What a collective row of a trace is (its ``collective`` column); a trace without the column
-# is an All-Reduce.
+# is an All-Reduce. All-Gathers and Reduce-Scatters come from training workloads.
 ALLREDUCE, ALLTOALL = "allreduce", "alltoall"
-COLLECTIVE_KINDS = (ALLREDUCE, ALLTOALL)
+ALLGATHER, REDUCESCATTER = "allgather", "reducescatter"
+COLLECTIVE_KINDS = (ALLREDUCE, ALLTOALL, ALLGATHER, REDUCESCATTER)
 
 
 def busbw_factor(world, kind: str = ALLREDUCE):
     """nccl-tests' bus bandwidth over algorithm bandwidth on ``world`` ranks (a number or an
     array): 2(n-1)/n for an All-Reduce (``all_reduce_perf``), (n-1)/n for an all-to-all
-    (``alltoall_perf``: each rank keeps 1/n of its buffer and sends the rest)."""
-    if kind == ALLTOALL:
+    (``alltoall_perf``: each rank keeps 1/n of its buffer and sends the rest), and (n-1)/n for
+    an All-Gather or a Reduce-Scatter (``all_gather_perf``, ``reduce_scatter_perf``)."""
+    if kind in (ALLTOALL, ALLGATHER, REDUCESCATTER):
         return (world - 1) / world
     if kind == ALLREDUCE:
         return 2 * (world - 1) / world

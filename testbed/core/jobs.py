@@ -11,8 +11,10 @@ from typing import Annotated, Any
 from pydantic import Field, model_validator
 
 from testbed.core.algorithms import (
+    BY_KIND,
     alltoall_sizes_error,
     default_dims,
+    dim_algorithms,
     groups_error,
     is_flat,
     kind_error,
@@ -43,13 +45,26 @@ class ResolvedJob(CollectiveOptions):
     once by :func:`resolve` and recorded in ``jobs.json``. Rank ``r`` runs on ``hosts[r]``;
     ``dims`` are the job's logical dimensions (a flat collective's one group, a multidim
     fabric's own, or a leaf-spine job's split), ``dim_rates_bps`` the rate each dimension's
-    collective can use per host (what chunk schedules plan with)."""
+    collective can use per host (what chunk schedules plan with), ``dim_algorithms`` the
+    collective each dimension runs under a schedule (``dim_algorithm`` itself, or with
+    ``by-kind`` each dimension's kind's)."""
 
     name: str
     hosts: Annotated[list[str], Field(min_length=1)]
     dims: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)]
     dim_rates_bps: list[Annotated[float, Field(gt=0)]]
+    dim_algorithms: list[str] = Field(default_factory=list)
     workload: Workload
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_collective(cls, data: Any) -> Any:
+        """A job that names one ``dim_algorithm`` runs it on every dimension."""
+        if isinstance(data, dict) and not data.get("dim_algorithms") and data.get(
+                "dim_algorithm", "ring") != BY_KIND and data.get("dims"):
+            return {**data, "dim_algorithms": [data.get("dim_algorithm", "ring")]
+                    * len(data["dims"])}
+        return data
 
     @model_validator(mode="after")
     def _shape(self) -> ResolvedJob:
@@ -62,8 +77,12 @@ class ResolvedJob(CollectiveOptions):
             return self
         if bad := kind_error(self.workload.kind, self.algorithm):
             raise ValueError(f"algorithm: {bad}")
-        if bad := groups_error(self.algorithm, self.dim_algorithm, self.world, self.dims):
-            raise ValueError(f"{bad[0]}: {bad[1]}")
+        if len(self.dim_algorithms) != len(self.dims):
+            raise ValueError("dim_algorithms must name one collective per dimension")
+        for name in set(self.dim_algorithms) if not self.flat else [self.dim_algorithm]:
+            if name != BY_KIND and (bad := groups_error(self.algorithm, name, self.world,
+                                                        self.dims)):
+                raise ValueError(f"{bad[0]}: {bad[1]}")
         if self.workload.kind == ALLTOALL and (
                 bad_size := alltoall_sizes_error(self.workload.sizes, self.world)):
             raise ValueError(f"workload.sizes.{bad_size[0]}: {bad_size[1]}")
@@ -72,6 +91,16 @@ class ResolvedJob(CollectiveOptions):
     @property
     def world(self) -> int:
         return len(self.hosts)
+
+    def uniform_dim_algorithm(self) -> str:
+        """The one collective every dimension runs, for code that runs one (the emulator's
+        workers, the flow-level simulator); one sentence when ``by-kind`` gives several."""
+        names = sorted(set(self.dim_algorithms))
+        if len(names) != 1:
+            raise SpecError(f"job {self.name}: dim_algorithm by-kind gives its dimensions "
+                            f"different collectives ({', '.join(self.dim_algorithms)}); only "
+                            "training jobs on the sim backend run that: name one collective")
+        return names[0]
 
     @property
     def flat(self) -> bool:
@@ -128,16 +157,32 @@ def resolve(spec: JobSpec, plan: FabricPlan, hosts: list[str]) -> ResolvedJob:
         # the hosts fit the dims: a multidim job spans every host in order, with the
         # fabric's own dims (a spec's other dims are refused); a split multiplies out
         job_dims(plan, hosts, spec.dims or dims)
+    names = dim_algorithms(spec.dim_algorithm, dim_kinds(plan, len(dims)))
     if plan.kind == "multidim":  # (flat jobs are refused there: check_against_fabric)
-        collective = COLLECTIVES.get(spec.dim_algorithm)
-        rates = [float(d.mbit_s) * 1e6 * float(link_share(d.kind, d.size, collective))
-                 for d in plan.spec.dims]
+        rates = [float(d.mbit_s) * 1e6 * float(link_share(d.kind, d.size, COLLECTIVES.get(n)))
+                 for d, n in zip(plan.spec.dims, names, strict=True)]
     else:
         rates = [float(plan.spec.host_link_mbit_s) * 1e6] * len(dims)
     return validate(ResolvedJob, {
         **spec.model_dump(include=set(CollectiveOptions.model_fields)), "name": spec.name,
-        "hosts": list(hosts), "dims": dims, "dim_rates_bps": rates,
+        "hosts": list(hosts), "dims": dims, "dim_rates_bps": rates, "dim_algorithms": names,
         "workload": spec.workload.model_dump()}, f"job {spec.name}")
+
+
+def dim_kinds(plan: FabricPlan, n_dims: int) -> list[str]:
+    """What each of a job's ``n_dims`` logical dimensions is: a multidim fabric's own
+    kinds, else switches (a leaf-spine job's dimensions meet at its leaves and spines)."""
+    if plan.kind == "multidim" and n_dims == len(plan.spec.dims):
+        return list(plan.spec.kinds)
+    return ["switch"] * n_dims
+
+
+def dim_mbit_s(plan: FabricPlan, n_dims: int) -> list[float]:
+    """What a host has in each of a job's ``n_dims`` logical dimensions (Mbit/s): a multidim
+    fabric's own rates, else the host's one link."""
+    if plan.kind == "multidim" and n_dims == len(plan.spec.dims):
+        return [float(d.mbit_s) for d in plan.spec.dims]
+    return [float(plan.spec.host_link_mbit_s)] * n_dims
 
 
 @dataclass
@@ -217,11 +262,13 @@ def check_against_fabric(exp: Experiment, plan: FabricPlan) -> None:
                             f"fabric; use a chunk schedule ({', '.join(SCHEDULES.names())}) "
                             "on multidim")
         dims = logical_dims(job, plan, size)
-        if bad := groups_error(job.algorithm, job.dim_algorithm, size, dims):
-            raise SpecError(f"jobs.{i}.{bad[0]}: {bad[1]} (job {job.name})")
+        per_dim = dim_algorithms(job.dim_algorithm, dim_kinds(plan, len(dims)))
+        for name in dict.fromkeys(per_dim) if not flat else [job.dim_algorithm]:
+            if bad := groups_error(job.algorithm, name, size, dims):
+                raise SpecError(f"jobs.{i}.{bad[0]}: {bad[1]} (job {job.name})")
         for d, dim in enumerate(plan.spec.dims if plan.kind == "multidim" else []):
             if dim.kind == "ring" and (
-                    bad_ring := ring_dimension_error(job.dim_algorithm, dim.size)):
+                    bad_ring := ring_dimension_error(per_dim[d], dim.size)):
                 raise SpecError(f"jobs.{i}.dim_algorithm: {bad_ring} (job {job.name}, "
                                 f"fabric.dims.{d})")
 

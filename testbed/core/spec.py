@@ -40,6 +40,9 @@ RATE_FIELDS = ("host_link_mbit_s", "uplink_mbit_s")  # a leaf-spine fabric's rat
 # The 4x4x4 fabric (64 hosts, 48 switches) builds in seconds; twice that is still carried.
 MAX_HOSTS = 128
 MAX_SWITCHES = 128
+# The simulator (``shaped`` False) builds no network: a fabric of the Themis paper's 1024 NPUs
+# and more is only a plan.
+MAX_SIM_HOSTS = 16384
 
 
 # Keys spelled before every key named its unit (Mbit/s was ``mbps``): still read, never written.
@@ -90,7 +93,8 @@ def _shapeable(mbit_s: float, info: ValidationInfo) -> float:
     if scale == UNSCALED:
         raise ValueError(f"{mbit_s:g} Mbit/s is more than this machine shapes faithfully (at "
                          f"most {MAX_LINK_MBIT_S} Mbit/s); to state a faster real rate, set "
-                         "rate_scale (emulated ÷ real rate) so it is emulated slower")
+                         "rate_scale (emulated ÷ real rate) so it is emulated slower, or "
+                         "simulate it (--backend sim)")
     raise ValueError(f"{mbit_s:g} Mbit/s at rate_scale {scale:g} is emulated at "
                      f"{emulated_rate(mbit_s, scale):g} Mbit/s, more than this machine shapes "
                      f"faithfully (at most {MAX_LINK_MBIT_S} Mbit/s): lower rate_scale")
@@ -121,8 +125,8 @@ class LeafSpineSpec(_Strict):
         return self.leaves + self.spines
 
     @model_validator(mode="after")
-    def _fits(self) -> LeafSpineSpec:
-        _check_size(self.num_hosts, self.num_switches)
+    def _fits(self, info: ValidationInfo) -> LeafSpineSpec:
+        _check_size(self.num_hosts, self.num_switches, info)
         return self
 
 
@@ -190,8 +194,8 @@ class MultidimSpec(_Strict):
         )
 
     @model_validator(mode="after")
-    def _fits(self) -> MultidimSpec:
-        _check_size(self.num_hosts, self.num_switches)
+    def _fits(self, info: ValidationInfo) -> MultidimSpec:
+        _check_size(self.num_hosts, self.num_switches, info)
         return self
 
 
@@ -220,9 +224,15 @@ def scaled_fabric(fabric: LeafSpineSpec | OcsLeafSpineSpec | MultidimSpec, rate_
                                      for f in RATE_FIELDS})
 
 
-def _check_size(hosts: int, switches: int) -> None:
+def _check_size(hosts: int, switches: int, info: ValidationInfo) -> None:
+    if not (info.context or {}).get("shaped", True):  # the simulator's: a plan only
+        if hosts > MAX_SIM_HOSTS:
+            raise ValueError(f"{hosts} hosts is more than the simulator plans (at most "
+                             f"{MAX_SIM_HOSTS})")
+        return
     if hosts > MAX_HOSTS:
-        raise ValueError(f"{hosts} hosts is more than this machine carries (at most {MAX_HOSTS})")
+        raise ValueError(f"{hosts} hosts is more than this machine carries (at most "
+                         f"{MAX_HOSTS}); simulate it (--backend sim)")
     if switches > MAX_SWITCHES:
         raise ValueError(
             f"{switches} switches is more than this machine carries (at most {MAX_SWITCHES})"

@@ -67,8 +67,9 @@ COLLECTIVE_SCHEMA = _schema(
 )
 
 
-# One DNN training iteration of one rank. time = end - start (from forward start to the last
-# bucket reduced); compute = the time actually spent in forward + backward compute;
+# One DNN training iteration (or training-workload pass) of one rank. time = end - start
+# (from forward start to the last bucket reduced); compute = the time actually spent in
+# forward + backward compute;
 # nominal_compute = the profile's; backward_end = when the last backward compute ended;
 # comm = the sum of the bucket All-Reduce durations (what serial communication would add);
 # exposed_comm = max(0, time - compute); compute_share = compute / time; bytes = all buckets.
@@ -81,6 +82,10 @@ ITERATION_SCHEMA = _schema(
     ("nominal_compute", pa.float64(), _S), ("backward_end", pa.float64(), _S),
     ("comm", pa.float64(), _S), ("exposed_comm", pa.float64(), _S),
     ("compute_share", pa.float64(), _N), ("correct", pa.bool_(), _LABEL),
+    # a training workload's exposed communication per logical dimension: the time it waited
+    # while that dimension carried a phase (dimensions busy together each count it); null
+    # for DNN profiles and in older traces
+    ("exposed_dim", pa.list_(pa.float64()), _S),
 )
 
 # One gradient bucket of one iteration: backward = its nominal backward compute; ready = when

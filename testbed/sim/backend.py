@@ -71,6 +71,7 @@ DNN workloads
 
 from __future__ import annotations
 
+import math
 import random
 import sys
 import time
@@ -94,7 +95,7 @@ from testbed.core.algorithms import is_alltoall
 from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.experiment import STATIC_POLICY, Experiment
 from testbed.core.formulas import ALLTOALL, TCP_GOODPUT
-from testbed.core.jobs import JobRun, check_against_fabric, resolve
+from testbed.core.jobs import JobRun, check_against_fabric, dim_kinds, resolve
 from testbed.core.registry import TRANSPORTS
 from testbed.core.rundir import RunRecorder, base_environment
 from testbed.core.topology import FabricPlan, build_plan
@@ -113,6 +114,8 @@ from workloads.hierarchical import phase_sent
 from workloads.launcher import size_results
 from workloads.model import job_model_s
 from workloads.themis import plan_with
+from workloads.training.jobs import iteration_rows, job_workload, replay_job
+from workloads.training.replay import ReplayResult
 
 GOODPUT = TCP_GOODPUT  # data bytes per wire byte of bulk TCP
 
@@ -130,6 +133,8 @@ class _Collective:
     spans: list[tuple[int, int, int, str, int, int, int, float, float]] = field(
         default_factory=list)
     # (chunk, phase index, dim, op, bytes, group, sent bytes, start, end), run-relative seconds
+    kind: str | None = None  # a training workload's collective (lower case); None: the job's
+    group: int | None = None  # the ranks it ran among, if not the whole job
 
 
 @dataclass
@@ -230,6 +235,8 @@ class SimRunner:
                     "ocs_ports": [{"ocs": c.ocs, "port_a": c.port_a, "port_b": c.port_b}
                                   for c in ocs_circuits(plan, alloc)]}
             run.resolved = resolve(spec, plan, hosts)
+            if spec.workload.kind == "training":
+                job_workload(run.resolved)  # a bad workload file: one sentence, before the run
             run.model_s = job_model_s(run.resolved, plan)
             out.append(_Placed(run, alloc))
         return out
@@ -268,9 +275,13 @@ class SimRunner:
         net = Network()
         self.routes[what] = {}
         for p in jobs:
-            launch = self._launcher(net, p, self.routes[what].setdefault(p.run.name, []))
-            kind = _DnnDriver if p.run.spec.workload.kind == "dnn" else _JobDriver
-            driver = kind(net, p, launch, origin)
+            kind = p.run.spec.workload.kind
+            if kind == "training":  # replayed on its own dimensions, not as flows
+                driver: _Driver = _TrainingDriver(net, p, _no_flows, origin, plan=self.plan,
+                                                  step_latency_s=self.latency)
+            else:
+                launch = self._launcher(net, p, self.routes[what].setdefault(p.run.name, []))
+                driver = (_DnnDriver if kind == "dnn" else _JobDriver)(net, p, launch, origin)
             net.at(p.run.spec.start_offset_s if offsets else 0.0, driver.begin)
         end = net.run()
         for p in jobs:
@@ -330,7 +341,7 @@ class SimRunner:
                 run_steps(net, steps, end, owner=owner, latency=self.latency)
 
             return flat
-        collective = job.plugin(job.dim_algorithm)
+        collective = job.plugin(job.uniform_dim_algorithm())
         if self.plan.kind == "multidim":
             mbit_s = [float(d.mbit_s) for d in self.plan.spec.dims]
             fabric = MultidimFabric(job.dims, [m * 1e6 * GOODPUT for m in mbit_s],
@@ -378,15 +389,18 @@ class SimRunner:
         out.mkdir(parents=True, exist_ok=True)
         job = p.run.resolved
         assert job is not None, "a job is simulated once placed"
-        world, coll_kind = job.world, job.collective_kind
+        world, job_kind = job.world, job.collective_kind
         chunks = 1 if job.flat else job.chunks
-        for rank in range(world):
+        # a training replay runs one NPU for all (they move in lock step): rank 0 stands for all
+        ranks = 1 if job.workload.kind == "training" else world
+        for rank in range(ranks):
             colls, phases = [], []
             for c in p.collectives:
                 common = {"run_id": self.run_dir.name, "job_id": p.run.name, "rank": rank,
                           "coll": c.coll, "iteration": c.iteration, "warmup": c.warmup}
-                algbw, busbw = bandwidths(c.size, c.time, world, coll_kind)
-                colls.append({**common, "size": c.size, "count": c.size // 4, "world": world,
+                coll_kind, group = c.kind or job_kind, c.group or world
+                algbw, busbw = bandwidths(c.size, c.time, group, coll_kind)
+                colls.append({**common, "size": c.size, "count": c.size // 4, "world": group,
                               "collective": coll_kind, "algorithm": job.algorithm,
                               "transport": job.transport,
                               "chunks": min(chunks, c.size // 4), "start": c.start,
@@ -480,6 +494,47 @@ class _JobDriver(_Driver):
             self.net.defer(self._next)  # no recursion when a collective takes no time
 
         self.launch(size, done)
+
+
+def _no_flows(size: int, done: Callable[[list], None]) -> None:
+    raise AssertionError("a training job's collectives are replayed, not launched as flows")
+
+
+class _TrainingDriver(_Driver):
+    """Runs a training job's passes: the replay of its workload on its own logical dimensions
+    (see "Training workloads" above), its rows placed at the time the job starts."""
+
+    def __init__(self, *args: Any, plan: FabricPlan, step_latency_s: float) -> None:
+        super().__init__(*args)
+        self.plan, self.step_latency_s = plan, step_latency_s
+
+    def _next(self) -> None:
+        run = self.placed.run
+        job = run.resolved
+        assert job is not None, "a job is simulated once placed"
+        spec = self.plan.spec
+        kinds = dim_kinds(self.plan, len(job.dims))
+        if self.plan.kind == "multidim":
+            mbit_s = [float(d.mbit_s) for d in spec.dims]
+        else:
+            mbit_s = [float(spec.host_link_mbit_s)] * len(job.dims)
+        result = replay_job(job, kinds, mbit_s, GOODPUT, self.step_latency_s)
+        workload = job_workload(job)
+        t0 = self.origin + self.net.now
+        self.placed.iterations.extend(iteration_rows(result, job, workload, t0))
+        for i, r in enumerate(result.collectives):
+            if r.finished_ns is None:
+                continue
+            sizes = [d.size for d in result.dims] if isinstance(result, ReplayResult) \
+                else job.dims  # a Chakra trace's dimensions are the job's own
+            group = math.prod(sizes[d] for d in r.dims)
+            ends = result.pass_end_ns if isinstance(result, ReplayResult) else []
+            pass_of = sum(1 for e in ends if e <= r.issued_ns)
+            self.placed.collectives.append(_Collective(
+                i, pass_of - job.workload.warmup, pass_of < job.workload.warmup,
+                r.size_bytes, t0 + float(r.issued_ns) * 1e-9,
+                float(r.finished_ns - r.issued_ns) * 1e-9, kind=r.kind.lower(), group=group))
+        self.net.at(self.net.now + float(result.finish_ns) * 1e-9, self._ended)
 
 
 class _DnnDriver(_Driver):

@@ -1,13 +1,10 @@
 """What an emulated training job replays, decided before any worker moves a byte (pure).
 
-A job's logical dimensions become ASTRA-sim network dimensions at the rate each dimension's
-collective can use per host (``dim_rates_bps``) times bulk TCP's goodput, and its collective
-options a :class:`~workloads.training.platform.ReplaySystem` (``chunks`` = the dataset
-splits, ``order`` the intra-dimension and ``algorithm`` the inter-dimension scheduling, the
-workload's ``scheduling`` the policy between collectives, each dimension's collective its
-implementation). :func:`plan_pass` replays one pass on that model, exactly, and keeps what it
-did: the collectives every ``issue`` call made, every chunk's phases and, per dimension, the
-order its phases started. Every rank computes the same plan, so every member of a group serves
+The job's platform is the simulator's (:func:`workloads.training.jobs.job_platform`: its
+logical dimensions at its hosts' rates x TCP goodput, its knobs as the system).
+:func:`plan_pass` replays one pass on it, exactly, and keeps what it did: the collective
+every ``issue`` call made, every chunk's phases and, per dimension, the order its phases
+started. Every rank computes the same plan, so every member of a group serves
 its dimension's phases in the same order, which is what keeps the real collectives from
 deadlocking (as :func:`workloads.hierarchical.schedule` does for one All-Reduce; a phase
 waits for its chunk's previous phase and for its collective to be issued, and in the model
@@ -23,39 +20,14 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from testbed.core.astra_formats import AstraDim
-from testbed.core.formulas import TCP_GOODPUT
 from workloads.schedule_engine import Phase
 from workloads.training.model import ALLREDUCE, TRANSFORMER_TYPES, Workload
-from workloads.training.platform import (
-    ASTRA_GBYTE,
-    IMPLEMENTATION_KEYS,
-    ReplaySystem,
-    logical_dims,
-)
+from workloads.training.platform import ReplaySystem, logical_dims
 from workloads.training.replay import ReplayResult, _Replay
 from workloads.training.runner import ScheduleLog
 
 BYTES_PER_VALUE = 4  # the real collectives move float32 values
 EMULATED_KINDS = (ALLREDUCE,)
-
-
-def job_network(dims: Sequence[int], dim_rates_bps: Sequence[float],
-                goodput: float = TCP_GOODPUT, latency_ns: float = 0.0) -> list[AstraDim]:
-    """A job's logical dimensions as ASTRA-sim network dimensions: each at its collective's
-    per-host rate × ``goodput`` (what bulk TCP carries as data on a shaped link), a switch
-    whose two hops add up to ``latency_ns`` per message."""
-    return [AstraDim("switch", n, rate * goodput / 8 / ASTRA_GBYTE, latency_ns / 2)
-            for n, rate in zip(dims, dim_rates_bps, strict=True)]
-
-
-def job_system(algorithm: str, order: str, chunks: int, scheduling: str,
-               dim_algorithms: Sequence[str]) -> ReplaySystem:
-    """A job's collective options as the replay's system settings."""
-    return ReplaySystem(splits=chunks, intra=order,
-                        inter="themis" if algorithm == "themis" else "baseline",
-                        lifo=scheduling.lower() == "lifo",
-                        implementations={kind: tuple(dim_algorithms)
-                                         for kind in IMPLEMENTATION_KEYS.values()})
 
 
 @dataclass(frozen=True)
@@ -89,10 +61,12 @@ class PassPlan:
         return sum(c.size_bytes for c in self.collectives)
 
 
-def emulator_problem(workload: Workload, dims: Sequence[int], chunks: int,
+def emulator_problem(workload: object, dims: Sequence[int], chunks: int,
                      name: str = "the workload") -> str | None:
     """Why the emulator cannot replay ``workload`` on a job of ``dims`` with ``chunks``
     chunks per collective, in one sentence; None when it can."""
+    if not isinstance(workload, Workload):
+        return f"{name}: a Chakra trace is replayed on the sim backend only; use --backend sim"
     for layer in workload.layers:
         for stage, comm in (("forward", layer.fwd_comm), ("input-gradient", layer.ig_comm),
                             ("weight-gradient", layer.wg_comm)):

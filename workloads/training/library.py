@@ -25,6 +25,7 @@ from testbed.core.errors import FabricLabError
 from testbed.core.registry import TRAINING_WORKLOADS
 from workloads import dnn
 from workloads.training.astra_text import parse_workload
+from workloads.training.chakra import TraceNode, read_trace
 from workloads.training.model import ALLREDUCE, DATA, Comm, Layer, Workload, cycles_to_ns
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -85,22 +86,40 @@ class DdpProfile:
         return Workload(DATA, tuple(layers), source=f"workloads.dnn profile {self.model}")
 
 
+@dataclass(frozen=True)
+class ChakraTrace:
+    """One rank's Chakra execution trace (``.et``), replayed as ASTRA-sim 2.x issues nodes."""
+
+    nodes: tuple[TraceNode, ...]
+    source: str
+
+
+CHAKRA_SUFFIX = ".et"
+
+
 def _cycles(seconds: float) -> int:
     return round(seconds * 1e9)  # ns, ASTRA-sim's 1 GHz cycles
 
 
-def load(model: str | None = None, file: str | None = None) -> Workload:
-    """The workload a job names: a registered ``model``, or an ASTRA-sim 1.0 workload text
-    ``file`` (errors name the file and line)."""
+def load(model: str | None = None, file: str | None = None) -> Workload | ChakraTrace:
+    """The workload a job names: a registered ``model``, a Chakra trace ``file`` (``.et``) or
+    an ASTRA-sim 1.0 workload text ``file`` (errors name the file and line or node)."""
     if (model is None) == (file is None):
         raise FabricLabError("a training workload names exactly one of model or file")
     if model is not None:
         return TRAINING_WORKLOADS.get(model).load()
     path = Path(file or "")
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except OSError as exc:
         raise FabricLabError(f"workload file {path}: {exc.strerror or exc}") from None
+    if path.suffix == CHAKRA_SUFFIX:
+        return ChakraTrace(tuple(read_trace(data, str(path))), str(path))
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        raise FabricLabError(f"workload file {path} is not text: an ASTRA-sim 1.0 workload "
+                             f"file, or a Chakra trace named *{CHAKRA_SUFFIX}") from None
     return parse_workload(text, str(path))
 
 
@@ -111,8 +130,8 @@ def _scale_comm(comm: Comm, size_scale: float) -> Comm:
     return Comm(comm.kind, values * BYTES_PER_VALUE)
 
 
-def scaled(workload: Workload, size_scale: float = 1.0, compute_scale: float = 1.0
-           ) -> Workload:
+def scaled(workload: Workload | ChakraTrace, size_scale: float = 1.0,
+           compute_scale: float = 1.0) -> Workload | ChakraTrace:
     """``workload`` with every collective's bytes × ``size_scale`` (whole float32 values, at
     least one) and every compute and update time × ``compute_scale`` (whole cycles)."""
     if not 0 < size_scale <= 1 or compute_scale < 0 or not math.isfinite(compute_scale):
@@ -121,6 +140,13 @@ def scaled(workload: Workload, size_scale: float = 1.0, compute_scale: float = 1
 
     def cyc(c: int) -> int:
         return round(c * compute_scale)
+
+    if isinstance(workload, ChakraTrace):
+        return replace(workload, nodes=tuple(replace(
+            n, duration_ns=max(1, cyc(n.duration_ns)) if n.kind == "COMP_NODE"
+            else n.duration_ns,
+            size_bytes=_scale_comm(Comm(n.collective, n.size_bytes), size_scale).size_bytes
+            if n.collective else n.size_bytes) for n in workload.nodes))
 
     layers = tuple(replace(
         layer, fwd_cycles=cyc(layer.fwd_cycles), ig_cycles=cyc(layer.ig_cycles),
@@ -137,8 +163,10 @@ def compute_s(workload: Workload) -> float:
     return cycles_to_ns(cycles) / 1e9
 
 
-def comm_bytes(workload: Workload) -> int:
+def comm_bytes(workload: Workload | ChakraTrace) -> int:
     """Bytes per NPU of one pass's collectives, as the file states them."""
+    if isinstance(workload, ChakraTrace):
+        return sum(n.size_bytes for n in workload.nodes if n.collective)
     return sum(c.size_bytes for la in workload.layers
                for c in (la.fwd_comm, la.ig_comm, la.wg_comm) if c.active)
 

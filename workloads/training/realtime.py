@@ -120,6 +120,8 @@ class RealTime:
         self.passes = 1
         self.stats = [LayerStats(layer.name) for layer in workload.layers]
         self.pass_end: list[Fraction] = []
+        self.pass_compute: list[Fraction] = []
+        self.compute_total = Fraction(0)
         self.times = [CollectiveTimes() for _ in plan.collectives]
         self.calls = 0
         self.cond = threading.Condition()

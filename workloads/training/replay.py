@@ -65,6 +65,11 @@ class ReplayResult:
     collectives: list[CollectiveRecord]
     dims: tuple[LogicalDim, ...]
     dim_busy_ns: list[Fraction]
+    # when the workload waited for communication, when each logical dimension carried a
+    # phase, and the compute done by the end of each pass (ns)
+    waits: list[tuple[Fraction, Fraction]] = field(default_factory=list)
+    dim_spans: list[list[tuple[Fraction, Fraction]]] = field(default_factory=list)
+    pass_compute_ns: list[Fraction] = field(default_factory=list)
 
     @property
     def compute_ns(self) -> Fraction:
@@ -98,6 +103,9 @@ class _Replay(CollectiveRunner):
         self.waiter: tuple[int, str] | None = None
         self.all_done_waiter = False
         self.pass_end: list[Fraction] = []
+        self.pass_compute: list[Fraction] = []
+        self.compute_total = Fraction(0)
+        self.waits: list[tuple[Fraction, Fraction]] = []
         self.finish: Fraction | None = None
         self.issued: list[tuple[int, str, int | None]] = []  # every issue call, in order
         self.proc = process(self)
@@ -109,7 +117,7 @@ class _Replay(CollectiveRunner):
         if self.finish is None:
             raise RuntimeError("the replay ended before the workload finished")
         return ReplayResult(self.finish, self.pass_end, self.stats, self.records, self.dims,
-                            self.busy)
+                            self.busy, self.waits, self.spans, self.pass_compute)
 
     def wake(self, _: object) -> None:
         try:
@@ -125,6 +133,7 @@ class _Replay(CollectiveRunner):
             self.check_waiter()
         elif what == "end":
             self.all_done_waiter = True
+            self.wait_started = self.now
             self.check_end()
 
     def check_waiter(self) -> None:
@@ -136,6 +145,7 @@ class _Replay(CollectiveRunner):
         self.waiter = None
         if self.now > self.wait_started:
             self.stats[layer].waiting_ns[stage] += self.now - self.wait_started
+            self.waits.append((self.wait_started, self.now))
         self.at(self.now, WAKE, None)
 
     def check_end(self) -> None:
@@ -143,12 +153,15 @@ class _Replay(CollectiveRunner):
                 s for flights in self.in_flight for s in flights.values()):
             self.all_done_waiter = False
             self.finish = self.now
+            if self.now > self.wait_started:
+                self.waits.append((self.wait_started, self.now))
 
     def issue(self, layer: int, stage: str, policy: str) -> bool:
         """Issue the layer's ``stage`` collective; False when it has none to run."""
         spec = self.w.layers[layer]
         comm: Comm = {FWD: spec.fwd_comm, IG: spec.ig_comm, WG: spec.wg_comm}[stage]
         if not comm.active:
+            self.issued.append((layer, stage, None))
             return False
         pri = self.priority(policy)
         involved = (True,) * len(self.dims) if (self.first_layer_all and layer == 0) \
@@ -180,6 +193,8 @@ class Driver(Protocol):
     passes: int
     stats: list[LayerStats]
     pass_end: list[Fraction]
+    pass_compute: list[Fraction]
+    compute_total: Fraction
     now: Fraction
 
     def issue(self, layer: int, stage: str, policy: str) -> bool: ...
@@ -204,6 +219,7 @@ def process(r: Driver) -> Generator[Command, None, None]:
     for _ in range(r.passes):
         yield from body(r)
         r.pass_end.append(r.now)
+        r.pass_compute.append(r.compute_total)
     yield ("sleep", Fraction(1))
     yield ("end", None)
 
@@ -212,6 +228,7 @@ def _compute(r: Driver, layer: int, stage: str) -> Generator[Command, None, None
     spec = r.w.layers[layer]
     cycles = {FWD: spec.fwd_cycles, IG: spec.ig_cycles, WG: spec.wg_cycles}[stage]
     r.stats[layer].compute_ns[stage] += cycles
+    r.compute_total += cycles
     if cycles > 0:
         yield ("sleep", Fraction(cycles))
 

@@ -69,6 +69,7 @@ class CollectiveRunner:
         self.update_ns: dict[int, Fraction] = {}
         self.records: list[CollectiveRecord] = []
         self.busy = [Fraction(0)] * len(self.dims)
+        self.spans: list[list[tuple[Fraction, Fraction]]] = [[] for _ in self.dims]
         # with ``log``: every chunk's phases (by chunk id) and the phases in the order they
         # started, what a real-time replay executes (workloads.training.emulated)
         self.log: ScheduleLog | None = None
@@ -151,6 +152,7 @@ class CollectiveRunner:
                 self.log.started.append(phase)
             d = self._duration(phase, self.records[self.chunk_owner[phase.chunk]].kind)
             self.busy[phase.dim] += d
+            self.spans[phase.dim].append((self.now, self.now + d))
             self.at(self.now + d, PHASE_DONE, (phase, slot))
 
     def _phase_done(self, phase: Phase, slot: int) -> None:

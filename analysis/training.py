@@ -1,0 +1,91 @@
+"""Training workloads end to end: per system and workload, the iteration time under each
+chunk schedule and Themis's gain over the baseline, beside the Themis paper's figures.
+
+Pure: run summaries (``summary.json``) in, rows out. Runs are grouped by their fabric
+(``fabric`` in the summary) and the training job's workload (``model``); within a group the
+baseline is the run whose job has ``algorithm: baseline``, Themis+FIFO and Themis+SCF those
+with ``algorithm: themis`` and that ``order``. A gain is the baseline's mean iteration time
+over Themis's; a workload's mean gain is the arithmetic mean over the systems it ran on (as
+the paper averages its six).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from testbed.core.presets import E2E_GAINS
+
+Summary = Mapping[str, Any]
+SCHEDULES = (("baseline", "baseline", None), ("themis-fifo", "themis", "fifo"),
+             ("themis-scf", "themis", "scf"))
+
+
+def _training_jobs(summary: Summary) -> list[Mapping[str, Any]]:
+    return [j for j in (summary.get("jobs") or {}).values()
+            if j.get("workload") == "training" and not j.get("solo_of")]
+
+
+def e2e_table(summaries: Sequence[Summary]) -> list[dict[str, Any]]:
+    """One row per (fabric, workload) that ran under the baseline and at least one Themis
+    schedule: ``{fabric, workload, baseline_s, themis-fifo_s, themis-scf_s, gain_fifo,
+    gain_scf, exposed_dim_s (the baseline's, per dimension)}`` (None where not run)."""
+    groups: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
+    for s in summaries:
+        for job in _training_jobs(s):
+            for name, algorithm, order in SCHEDULES:
+                if job.get("algorithm") == algorithm and (order is None
+                                                          or job.get("order") == order):
+                    key = (str(s.get("fabric")), str(job.get("model")))
+                    groups.setdefault(key, {})[name] = job
+    rows = []
+    for (fabric, workload), jobs in groups.items():
+        base = jobs.get("baseline", {}).get("mean_s")
+        if not base:
+            continue
+        exposed = jobs["baseline"].get("exposed_comm_s")
+        row: dict[str, Any] = {
+            "fabric": fabric, "workload": workload, "baseline_s": base,
+            "exposed_comm_s": exposed, "exposed_dim_s": jobs["baseline"].get("exposed_dim_s"),
+            # the most any schedule could gain: every exposed communication hidden
+            "ceiling": base / (base - exposed) if exposed is not None and base > exposed
+            else None}
+        for name, _, _ in SCHEDULES[1:]:
+            t = jobs.get(name, {}).get("mean_s")
+            row[f"{name}_s"] = t
+            row[f"gain_{name.split('-')[1]}"] = base / t if t else None
+        rows.append(row)
+    return rows
+
+
+def e2e_gains(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per workload: the mean Themis+FIFO and Themis+SCF gains over the systems in ``rows``,
+    their range, the mean ceiling (the baseline's time over its compute: the gain were all its
+exposed communication hidden), and the paper's figures (camera-ready, arXiv) where it gives
+one."""
+    out = []
+    for workload in dict.fromkeys(r["workload"] for r in rows):
+        mine = [r for r in rows if r["workload"] == workload]
+        scf = [r["gain_scf"] for r in mine if r.get("gain_scf")]
+        fifo = [r["gain_fifo"] for r in mine if r.get("gain_fifo")]
+        paper = E2E_GAINS.get(workload)
+        ceilings = [r["ceiling"] for r in mine if r.get("ceiling")]
+        out.append({
+            "workload": workload, "systems": len(mine),
+            "gain_fifo": statistics.fmean(fifo) if fifo else None,
+            "gain_scf": statistics.fmean(scf) if scf else None,
+            "gain_scf_min": min(scf) if scf else None, "gain_scf_max": max(scf) if scf else None,
+            "ceiling": statistics.fmean(ceilings) if ceilings else None,
+            "paper": paper.camera_ready if paper else None,
+            "paper_arxiv": paper.arxiv if paper else None,
+            "note": paper.note if paper else ""})
+    return out
+
+
+def e2e_section(summaries: Sequence[Summary]) -> dict[str, Any] | None:
+    """The report's section, or None when no run has a baseline and a Themis training job."""
+    rows = e2e_table(summaries)
+    if not rows:
+        return None
+    return {"rows": rows, "gains": e2e_gains(rows)}

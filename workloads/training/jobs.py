@@ -1,0 +1,144 @@
+"""A job's training workload on its fabric: the replay's inputs from a resolved job, and the
+iteration rows both backends write.
+
+The job's logical dimensions become ASTRA-sim dimensions at the rate its hosts really have in
+each (the fabric's ``mbit_s`` × ``goodput``, converted exactly to ASTRA-sim's GB/s of 2**30
+bytes) with ``step_latency_s`` paid once per message (the system's ``endpoint-delay``); its
+knobs become the system: ``chunks`` the dataset splits, ``order`` the intra-dimension policy,
+``algorithm`` (baseline or themis) the inter-dimension one, ``dim_algorithms`` each
+dimension's All-Reduce, Reduce-Scatter and All-Gather (All-to-All: direct on every dimension,
+as all of the Themis artifact's systems run it), the workload's ``scheduling`` the policy
+between collectives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+from testbed.core.astra_formats import AstraDim
+from testbed.core.jobs import ResolvedJob
+from workloads.training.chakra import TraceResult, replay_trace
+from workloads.training.library import ChakraTrace, comm_bytes, load, scaled
+from workloads.training.model import ALLGATHER, ALLREDUCE, ALLTOALL, REDUCESCATTER, Workload
+from workloads.training.platform import ASTRA_GBYTE, ReplaySystem
+from workloads.training.replay import ReplayResult, replay
+
+NS = 1e-9
+
+
+def job_workload(job: ResolvedJob) -> Workload | ChakraTrace:
+    """The job's training workload, scaled as its spec says."""
+    w = job.workload
+    return scaled(load(model=w.model, file=w.file), w.size_scale, w.compute_scale)
+
+
+def job_platform(job: ResolvedJob, kinds: Sequence[str], dim_mbit_s: Sequence[float],
+                 goodput: float = 1.0, step_latency_s: float = 0.0
+                 ) -> tuple[tuple[AstraDim, ...], ReplaySystem]:
+    """The network (one dimension per logical dimension of ``job``: ``kinds``, and what a host
+    has in it, ``dim_mbit_s``) and the system the job's replay runs on."""
+    network = tuple(
+        AstraDim(kind, size, mbit_s * 1e6 * goodput / 8 / ASTRA_GBYTE)
+        for kind, size, mbit_s in zip(kinds, job.dims, dim_mbit_s, strict=True))
+    per_dim = tuple(job.dim_algorithms)
+    alltoall = ("direct",) * len(kinds)
+    system = ReplaySystem(
+        splits=job.chunks, intra=job.order,
+        inter="themis" if job.algorithm == "themis" else "baseline",
+        lifo=job.workload.scheduling == "lifo", localbw=True,
+        endpoint_delay_ns=step_latency_s * 1e9,
+        implementations={ALLREDUCE: per_dim, REDUCESCATTER: per_dim, ALLGATHER: per_dim,
+                         ALLTOALL: alltoall})
+    return network, system
+
+
+def replay_job(job: ResolvedJob, kinds: Sequence[str], dim_mbit_s: Sequence[float],
+               goodput: float = 1.0, step_latency_s: float = 0.0
+               ) -> ReplayResult | TraceResult:
+    """Replay ``job``'s passes on its platform (:func:`job_platform`); a Chakra trace is
+    replayed once (it is its own iteration)."""
+    network, system = job_platform(job, kinds, dim_mbit_s, goodput, step_latency_s)
+    workload = job_workload(job)
+    if isinstance(workload, ChakraTrace):
+        return replay_trace(workload.nodes, network, system, workload.source)
+    return replay(workload, network, system, passes=job.workload.passes)
+
+
+def _overlap(a: tuple[Fraction, Fraction], spans: Sequence[tuple[Fraction, Fraction]]
+             ) -> Fraction:
+    """Time of interval ``a`` covered by the union of ``spans``."""
+    lo, hi = a
+    covered, reach = Fraction(0), lo
+    for s, e in sorted(spans):
+        s, e = max(s, reach), min(e, hi)
+        if e > s:
+            covered += e - s
+            reach = e
+    return covered
+
+
+def exposed_by_dim(result: ReplayResult, start: Fraction, end: Fraction) -> list[float]:
+    """Seconds of ``[start, end)`` in which the workload waited for communication while each
+    logical dimension carried a phase (dimensions busy together each count the time)."""
+    waits = [(max(s, start), min(e, end)) for s, e in result.waits if e > start and s < end]
+    return [float(sum((_overlap(w, spans) for w in waits), Fraction(0))) * NS
+            for spans in result.dim_spans]
+
+
+def iteration_rows(result: ReplayResult | TraceResult, job: ResolvedJob,
+                   workload: Workload | ChakraTrace, origin_s: float = 0.0
+                   ) -> list[dict[str, Any]]:
+    """One ``iterations`` row per pass (testbed.core.traces.ITERATION_SCHEMA, without the
+    rank), times from ``origin_s``: the pass's time, its compute, and the communication it
+    waited for, in all and per logical dimension (``exposed_dim``).
+
+    A pass runs from the end of the one before to the end of its own backward pass, so it
+    counts the communication its forward pass waits for (the previous pass's gradients); the
+    last pass's own trailing collectives are the run's drain, not an iteration. A single
+    pass is the whole run, to ASTRA-sim's ``all passes finished`` time; so is a Chakra
+    trace, whose per-dimension breakdown is not made (``exposed_dim`` None)."""
+    if isinstance(result, TraceResult):
+        return [_trace_row(result, job, workload, origin_s)]
+    ends = list(result.pass_end_ns)
+    if len(ends) <= 1:
+        ends = [result.finish_ns]
+    computes = list(result.pass_compute_ns) or [result.compute_ns]
+    rows = []
+    start, done = Fraction(0), Fraction(0)
+    name = job.workload.model or job.workload.file or "training"
+    warmup = job.workload.warmup
+    for i, (end, compute_total) in enumerate(zip(ends, computes, strict=True)):
+        seconds = float(end - start) * NS
+        compute = float(compute_total - done) * NS
+        comm = sum(float(r.finished_ns - r.issued_ns) for r in result.collectives
+                   if r.finished_ns is not None and start <= r.issued_ns < end) * NS
+        rows.append({
+            "iteration": i - warmup, "warmup": i < warmup, "model": name,
+            "algorithm": job.algorithm, "transport": job.transport, "world": job.world,
+            "buckets": sum(1 for r in result.collectives if start <= r.issued_ns < end),
+            "bytes": comm_bytes(workload), "start": origin_s + float(start) * NS,
+            "end": origin_s + float(end) * NS, "time": seconds, "compute": compute,
+            "nominal_compute": compute, "backward_end": origin_s + float(end) * NS,
+            "comm": comm, "exposed_comm": max(0.0, seconds - compute),
+            "compute_share": compute / seconds if seconds > 0 else 0.0, "correct": True,
+            "exposed_dim": exposed_by_dim(result, start, end)})
+        start, done = end, compute_total
+    return rows
+
+
+def _trace_row(result: TraceResult, job: ResolvedJob, workload: Workload | ChakraTrace,
+               origin_s: float) -> dict[str, Any]:
+    seconds, compute = float(result.finish_ns) * NS, float(result.compute_ns) * NS
+    return {
+        "iteration": 0, "warmup": False, "model": job.workload.model or job.workload.file,
+        "algorithm": job.algorithm, "transport": job.transport, "world": job.world,
+        "buckets": len(result.collectives), "bytes": comm_bytes(workload), "start": origin_s,
+        "end": origin_s + seconds, "time": seconds, "compute": compute,
+        "nominal_compute": compute, "backward_end": origin_s + seconds,
+        "comm": sum(float(r.finished_ns - r.issued_ns) for r in result.collectives
+                    if r.finished_ns is not None) * NS,
+        "exposed_comm": max(0.0, seconds - compute),
+        "compute_share": compute / seconds if seconds > 0 else 0.0, "correct": True,
+        "exposed_dim": None}
