@@ -129,7 +129,7 @@ def test_worker_config_workload_or_dnn(tmp_path):
     with pytest.raises(ValidationError):
         WorkerConfig.model_validate({**base, "job": dict(dnn_job, workload={
             "kind": "dnn", "model": "dlrm", "compute": "gpu"})})
-    with pytest.raises(FabricLabError, match="either sizes or a dnn"):
+    with pytest.raises(FabricLabError, match="one of sizes, a dnn workload or a training"):
         run_local(ranks=2, out_dir=tmp_path)
 
 
