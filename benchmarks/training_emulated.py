@@ -109,12 +109,12 @@ def main() -> None:
                                           if fid["reasons"] else ""))
                     for spec in exp.jobs:
                         times = pass_times(run_dir, spec.name)
+                        measured.setdefault((exp.name, spec.name), []).append(
+                            statistics.median(times) if times else None)
                         if not times:
                             print(f"run {run + 1} {exp.name}: no measured pass "
                                   f"({fid['reasons'][-1] if fid['reasons'] else 'failed'})")
                             continue
-                        measured.setdefault((exp.name, spec.name), []).append(
-                            statistics.median(times))
                         print(f"run {run + 1} {exp.name} {spec.name}: passes "
                               f"{', '.join(f'{t:.3f}' for t in times)} s, "
                               f"{verdicts[exp.name][-1]}", flush=True)
@@ -132,8 +132,8 @@ def report(experiments: list[Experiment], sims: dict, measured: dict, verdicts: 
         for spec in exp.jobs:
             key = (exp.name, spec.name)
             sim = sims[key]
-            got = measured.get(key, [])
-            by_job.setdefault(spec.name, {})[spec.algorithm] = (got, sim)
+            got = [t for t in measured.get(key, []) if t is not None]
+            by_job.setdefault(spec.name, {})[spec.algorithm] = (measured.get(key, []), sim)
             print(f"{exp.name:40} {spec.name:9} {spread(got, 3) if got else '-':>22} "
                   f"{sim:11.3f} {spread([g / sim for g in got], 3) if got else '-':>22}  "
                   f"{', '.join(v.split(' (')[0] for v in verdicts.get(exp.name, []))}")
@@ -142,7 +142,8 @@ def report(experiments: list[Experiment], sims: dict, measured: dict, verdicts: 
         if "baseline" not in algos or "themis" not in algos:
             continue
         (base, sim_b), (them, sim_t) = algos["baseline"], algos["themis"]
-        gains = [b / t for b, t in zip(base, them, strict=False)]
+        gains = [b / t for b, t in zip(base, them, strict=True)  # run by run
+                 if b is not None and t is not None]
         print(f"{job:9} emulated {spread(gains, 3) if gains else '-'}, "
               f"simulated {sim_b / sim_t:.3f}"
               + (f", emulated ÷ simulated {statistics.median(gains) / (sim_b / sim_t):.3f}"
