@@ -28,6 +28,7 @@ from workloads.hierarchical import PhaseRecord
 from workloads.training.emulated import PassPlan
 from workloads.training.model import Workload
 from workloads.training.replay import LayerStats, process
+from workloads.transports import CollectiveTimeout
 
 NS = 1e9
 
@@ -173,8 +174,8 @@ class RealTime:
                 if self.error is not None:
                     raise self.error
                 if self.clock() > deadline:
-                    raise TimeoutError(f"a collective of the pass did not finish within "
-                                       f"{self.timeout_s:g} s")
+                    raise CollectiveTimeout(f"a collective of the pass did not finish "
+                                            f"within {self.timeout_s:g} s")
                 self.cond.wait(0.05)
         done = max((self.times[k].finished + self.plan.collectives[k].update_ns / NS  # type: ignore[operator]
                     for k in keys), default=0.0)
