@@ -7,7 +7,10 @@ unbucketed, to parameter servers as TensorFlow sends them (root).
 
 Every host is a worker and the first ``--servers`` are also parameter servers (the ``ps``
 collective, ``bucket_cap_mb: 0``: one collective per layer, each layer pushed whole to the
-server of its index and pulled back). The models' gradients and compute are both shrunk by
+server of its index and pulled back). As in every DNN replay, one collective runs at a time
+(the communication thread is FIFO, as DDP's buckets), so one layer's server is busy at a time:
+TensorFlow keeps many variables' RPCs in flight at once, so its servers share the load. The
+models' gradients and compute are both shrunk by
 ``--scale`` (the iteration of the full model at this link rate, in ``scale`` of the time; the
 per-call costs do not shrink, so they weigh more than at full size). Each run alternates the
 transports (order rotated), each a job of 1 warm-up and ``--iterations`` iterations on one
@@ -95,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             rows = got[(model, t)]
             secs = [s for s, _ in rows]
             faithful = sum(not reasons for _, reasons in rows)
-            print(f"{model:>12} {t:>10} {mmm([s * 1e3 for s in secs]):>24} "
+            print(f"{model:>12} {t:>10} {mmm([s * 1e3 for s in secs], '{:.0f}'):>24} "
                   f"{mmm([args.hosts * BATCH / s for s in secs]):>24} "
                   f"{mmm([s / z for s, z in zip(secs, zc, strict=True)], '{:.2f}'):>20} "
                   f"{faithful:>4}/{len(rows):<3}")
