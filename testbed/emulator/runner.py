@@ -8,6 +8,7 @@ incomplete or failed and keep what was captured. The run directory's layout is d
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from pathlib import Path
@@ -30,7 +31,7 @@ from testbed.emulator.commands import run_command_on_fabric
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.failpoints import failpoint
 from testbed.emulator.fidelity import fidelity_record, pipeline_record
-from testbed.emulator.sampler import LinkSampler, write_parquet
+from testbed.emulator.sampler import LinkSampler, mean_idle, write_parquet
 from testbed.emulator.schedstat import SchedSampler
 from testbed.emulator.workers import run_job
 from workloads.model import job_model_s
@@ -285,9 +286,9 @@ class Runner:
         record = fidelity_record(df, queues, idle_min, self._busiest(windows))
         pipeline = pipeline_record(sched, per_job, [j.record() for j in self.jobs + solos],
                                    self.plan, self.switches,
-                                   lambda a, b: self._busiest([(a, b)]))
+                                   lambda a, b: self._busiest([(a, b)]) or _idle_then(cpu, a, b))
         record["reasons"] += pipeline.pop("reasons")
-        record.update(pipeline)
+        record.update(pipeline, sched_cost=self.sched.cost())
         cal = None
         if calibration is not None:
             cal = {"verdict": calibration.verdict, "aggregate_ratio": calibration.aggregate_ratio,
@@ -351,6 +352,14 @@ class Runner:
                 "jobs": {j.name: {"hosts": j.hosts, "status": j.status, "results": j.rows}
                          for j in self.jobs},
                 "fidelity": {"verdict": fidelity["verdict"], "reasons": fidelity["reasons"]}}
+
+
+def _idle_then(cpu, start: float, end: float) -> str:
+    """'; CPU idle N% then' over [start, end] (a second at least), from the CPU samples."""
+    if cpu is None or not len(cpu):
+        return ""
+    idle = mean_idle(cpu, start - max(0.0, 1.0 - (end - start)), end)
+    return "" if math.isnan(idle) else f"; CPU idle {idle:.0%} then"
 
 
 def measuring(times, windows: list[tuple[float, float]], period: float):

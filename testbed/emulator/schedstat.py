@@ -65,6 +65,7 @@ class SchedSampler:
         self._thread = threading.Thread(target=self._loop, name="sched-sampler", daemon=True)
         self.cpu_s = 0.0  # the sampler thread's own CPU time
         self.rounds = 0
+        self._span = [0.0, 0.0]  # monotonic start and end of sampling
 
     def __enter__(self) -> SchedSampler:
         self.start()
@@ -105,12 +106,22 @@ class SchedSampler:
 
     def _loop(self) -> None:
         c0 = time.thread_time()
-        next_t = time.monotonic()
+        next_t = self._span[0] = time.monotonic()
         while not self._stop.is_set():
             self.sample()
             self.cpu_s = time.thread_time() - c0
+            self._span[1] = time.monotonic()
             next_t = max(next_t + self.period, time.monotonic())
             self._stop.wait(max(0.0, next_t - time.monotonic()))
+
+    def cost(self) -> dict[str, float | None]:
+        """What sampling cost: rounds per second achieved, and the sampler thread's CPU
+        seconds per second sampled."""
+        span = self._span[1] - self._span[0]
+        if span <= 0:
+            return {"sample_hz": None, "cpu_s_per_s": None}
+        return {"sample_hz": round((self.rounds - 1) / span, 2),
+                "cpu_s_per_s": round(self.cpu_s / span, 4)}
 
     def samples(self) -> pd.DataFrame:
         """One row per sample and thread: :data:`SCHED_SAMPLE_SCHEMA`."""
