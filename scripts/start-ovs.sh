@@ -12,6 +12,14 @@ modprobe -q openvswitch 2>/dev/null || true
 
 running() { pgrep -x "$1" >/dev/null; }
 
+# The daemons outlive this script: they must not inherit its descriptors. Run as
+# `flock /tmp/fabriclab-roottests.lock bash scripts/start-ovs.sh`, the lock's descriptor would
+# otherwise stay open in ovsdb-server and ovs-vswitchd and hold the lock until they stop.
+for fd in /proc/$$/fd/*; do
+    n=${fd##*/}
+    if [ "$n" -gt 2 ] 2>/dev/null; then eval "exec $n>&-"; fi
+done
+
 if ! running ovsdb-server; then
     "$OVS_CTL" start --no-ovs-vswitchd --system-id=random >/dev/null
 fi
