@@ -26,7 +26,9 @@ import argparse
 import contextlib
 import json
 import re
+import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 from rich.console import Console
@@ -66,10 +68,46 @@ def stressed(setting: str) -> contextlib.AbstractContextManager:
     return contextlib.nullcontext()
 
 
+class DatapathStats:
+    """The userspace datapath's own counters for its main thread (``ovs-appctl
+    dpif-netdev/pmd-stats-show``, cumulative since the datapath was made), read every
+    ``period_s`` while a run goes; the last reading is kept (the fabric's bridges, and with
+    them the datapath, go away at teardown). A candidate signal for the switch invariant,
+    printed beside the one the verdict uses."""
+
+    KEYS = ("packets received", "miss with success upcall", "miss with failed upcall",
+            "avg. packets per output batch")
+
+    def __init__(self, period_s: float = 2.0) -> None:
+        self.period_s = period_s
+        self.last: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> DatapathStats:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.period_s):
+            out = subprocess.run(["ovs-appctl", "--timeout=5", "dpif-netdev/pmd-stats-show"],
+                                 capture_output=True, text=True)
+            main = out.stdout.split("main thread:", 1)[-1] if out.returncode == 0 else ""
+            found = {k.strip(): float(v.split()[0]) for k, _, v in
+                     (ln.partition(":") for ln in main.splitlines()[:20])
+                     if k.strip() in self.KEYS and v.strip()}
+            if found:
+                self.last = found
+
+
 def one_try(setting: str, iterations: int, out: Path) -> dict:
     rate = float(setting.split("@")[1])
     runner = Runner(experiment(rate, iterations), out, Console(quiet=True))
-    with stressed(setting):
+    with stressed(setting), DatapathStats() as dp:
         run_dir = runner.run()
     fid = json.loads((run_dir / "fidelity.json").read_text())
     ratios = {v["job"]: min(s["ratio"] for s in v["sizes"]) for v in fid["job"]["jobs"]
@@ -78,7 +116,10 @@ def one_try(setting: str, iterations: int, out: Path) -> dict:
                       for r in fid["reasons"]})
     return {"ratios": ratios, "verdict": fid["verdict"], "tripped": tripped,
             "first": fid["reasons"][0] if fid["reasons"] else "",
-            "status": runner.status, "cost": fid.get("sched_cost") or {}}
+            "status": runner.status, "cost": fid.get("sched_cost") or {},
+            "idle": (fid.get("cpu_idle_min"), fid.get("cpu_idle_mean")), "dp": dp.last,
+            "switch_wait": max((v["worst_wait_share"] for v in fid["switch"]["violations"]),
+                               default=0.0)}
 
 
 def main() -> None:
@@ -100,10 +141,18 @@ def main() -> None:
                 costs.append(r["cost"])
                 print(f"{setting:14} try {k + 1}: "
                       + " ".join(f"{j} {x:.2f}" for j, x in sorted(r["ratios"].items()))
+                      + "  CPU idle min {:.0%} mean {:.0%}".format(*r["idle"])
                       + f"  {r['verdict']}"
                       + (f" ({', '.join(r['tripped'])}: {r['first'][:160]})"
                          if r["tripped"] else "")
                       + ("" if r["status"] == "ok" else f"  run {r['status']}"), flush=True)
+                dp = r["dp"]
+                print(f"{'':14}   switch: worst wait share {r['switch_wait']:.2f}; datapath "
+                      f"main thread: {dp.get('packets received', 0):.0f} packets, upcalls "
+                      f"{dp.get('miss with success upcall', 0):.0f} ok / "
+                      f"{dp.get('miss with failed upcall', 0):.0f} failed, "
+                      f"{dp.get('avg. packets per output batch', 0):.2f} packets per batch",
+                      flush=True)
             every = [x for r in tries for x in r["ratios"].values()]
             faithful = [r for r in tries if r["verdict"] == "faithful"]
             held = all(x >= BOUND for r in faithful for x in r["ratios"].values())
