@@ -114,6 +114,7 @@ def test_the_verdict_names_the_invariant_the_place_and_the_time(leaf_spine):
     assert "50% of the time at 0.0–1.0 s" in sched_reason
     assert sched_reason.endswith("busiest then: spin (2.0 CPU-s)")
     assert job_reason.startswith("job invariant: job a reached 50%")
+    assert "(All-Reduce of 8MiB)" in job_reason
     assert rec["switch"]["judged"] and rec["switch"]["violations"] == []
     assert rec["scheduler"]["violations"][0]["thread"] == "python3"
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from testbed.core.formulas import RATE_TOLERANCE
+from testbed.core.units import format_size
 from testbed.emulator.calibrate import MIN_CPU_IDLE, TCP_WIRE_FACTOR
 
 MAX_REASONS = 6  # violated link directions named one by one; the rest are counted
@@ -157,7 +158,7 @@ def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
             worst = min(v["sizes"], key=lambda s: s["ratio"])
             reasons.append(
                 f"job invariant: job {v['job']} reached {worst['ratio']:.0%} of what its "
-                f"isolated links allow ({worst['size']} bytes), below "
+                f"isolated links allow (All-Reduce of {format_size(worst['size'])}), below "
                 f"{1 - job_invariant.TOLERANCE:.0%}: something besides its links set its pace")
     return {"reasons": reasons, **out}
 

@@ -314,7 +314,7 @@ class Runner:
         totals: dict[str, float] = {}
         for second in (s for s, hit in zip(seconds, overlap, strict=True) if hit):
             for p in second["busiest"]:
-                name = p["process"].split(" -m ")[-1].split()[0] if " -m " in p["process"] \
+                name = p["process"].split(" -m ")[1].split()[0] if " -m " in p["process"] \
                     else p["process"].split()[0].rsplit("/", 1)[-1]
                 totals[name] = totals.get(name, 0.0) + p["cpu"]
         if not totals:
