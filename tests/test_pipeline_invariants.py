@@ -4,6 +4,9 @@ verdict combines them (testbed.emulator.fidelity.pipeline_record), on made-up sa
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pandas as pd
@@ -13,7 +16,13 @@ from analysis import job_invariant, sched_invariant
 from testbed.core.formulas import TCP_GOODPUT
 from testbed.core.topology import LeafSpineSpec, build_plan
 from testbed.emulator.fidelity import pipeline_record
-from testbed.emulator.schedstat import SchedSampler, read_threads, switch_pid
+from testbed.emulator.schedstat import (
+    DISCOVER_ROUNDS,
+    SchedSampler,
+    children,
+    read_threads,
+    switch_pid,
+)
 
 HZ = 20.0
 
@@ -133,7 +142,7 @@ def test_the_sampler_reads_its_own_threads():
     with SchedSampler(hz=100, switch=False) as s:
         s.watch(os.getpid(), "j", "me")
         while s.rounds < 3:
-            pass
+            time.sleep(0.01)
     df = s.samples()
     assert set(df["process"]) == {"me"}
     assert (df.groupby("tid")["wait_s"].diff().dropna() >= 0).all()
@@ -144,3 +153,17 @@ def test_switch_pid_needs_a_live_ovs_vswitchd(tmp_path):
     f.write_text(f"{os.getpid()}\n")  # alive, but not ovs-vswitchd
     assert switch_pid(f) is None
     assert switch_pid(tmp_path / "missing.pid") is None
+
+
+def test_the_sampler_adopts_a_watched_processs_children():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert child.pid in children(os.getpid())
+        with SchedSampler(hz=100, switch=False) as s:
+            s.watch(os.getpid(), "j", "me")
+            while s.rounds < DISCOVER_ROUNDS + 3:
+                time.sleep(0.01)
+        assert child.pid in set(s.samples()["pid"])
+    finally:
+        child.kill()
+        child.wait()

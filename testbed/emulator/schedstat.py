@@ -20,6 +20,7 @@ from testbed.core.samples import SCHED_SAMPLE_SCHEMA
 OVS_PIDFILE = Path("/var/run/openvswitch/ovs-vswitchd.pid")
 SWITCH_PROCESS = "ovs-vswitchd"
 SCHED_HZ = 20.0  # 10 stretches per second of WINDOW_S = 0.5 s (analysis.sched_invariant)
+DISCOVER_ROUNDS = 20  # look for the watched workers' children once in this many rounds
 
 
 def switch_pid(pidfile: Path = OVS_PIDFILE) -> int | None:
@@ -30,6 +31,21 @@ def switch_pid(pidfile: Path = OVS_PIDFILE) -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return pid if comm == SWITCH_PROCESS else None
+
+
+def children(pid: int) -> list[int]:
+    """The PIDs of ``pid``'s children (none if it is gone)."""
+    out = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            out += [int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return out
 
 
 def read_threads(pid: int) -> list[tuple[int, str, int, int]]:
@@ -102,7 +118,22 @@ class SchedSampler:
             with self._lock:
                 for pid in gone:
                     self._watched.pop(pid, None)
+        if self.rounds % DISCOVER_ROUNDS == 0:
+            self._adopt_children(watched)
         self.rounds += 1
+
+    def _adopt_children(self, watched: list[tuple[int, tuple[str, str]]]) -> None:
+        """Watch the children of every watched worker under its labels: a container host's
+        worker runs as the child of the process the run started (its confinement wrapper)."""
+        found = {}
+        for pid, label in watched:
+            if label[1] == SWITCH_PROCESS:
+                continue
+            for child in children(pid):
+                found.setdefault(child, label)
+        with self._lock:
+            for child, label in found.items():
+                self._watched.setdefault(child, label)
 
     def _loop(self) -> None:
         c0 = time.thread_time()
