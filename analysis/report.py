@@ -189,13 +189,33 @@ def _fidelity(run: Run) -> dict[str, Any]:
             "judged": (f"the link invariant, over {_n(inv.get('loaded_s')) or 0:.1f} s in "
                        "which a link's queue would have kept it busy" if inv.get("judged") else
                        "CPU headroom (this run has no qdisc samples)" if state != "simulated"
-                       else "—"),
+                       else "—") + _pipeline_judged(f),
             "violations": [{"link": f"{v.get('src')}→{v.get('dst')}",
                             "periods": str(v.get("periods")), "seconds": fmt_time(v.get("seconds")),
                             "worst": fmt_pct(v.get("worst_ratio")),
                             "at": fmt_time(v.get("worst_at_s")),
                             "shortfall": fmt_bytes(v.get("shortfall_bytes"))}
                            for v in inv.get("violations") or []]}
+
+
+def _pipeline_judged(f: dict[str, Any]) -> str:
+    """'; the scheduler invariant ...' : which pipeline invariants judged the run
+    (fidelity.json from before them has none)."""
+    parts = []
+    sched = f.get("scheduler") or {}
+    if sched.get("judged"):
+        parts.append(f"the scheduler invariant (worker threads waiting for a CPU over "
+                     f"{fmt_pct(sched.get('wait_share_max'))} of {sched.get('window_s')} s)")
+    if (f.get("switch") or {}).get("judged"):
+        parts.append("the switch invariant (ovs-vswitchd's threads, likewise)")
+    jobs = (f.get("job") or {}).get("jobs") or []
+    if jobs:
+        judged = [j for j in jobs if j.get("judged")]
+        why = {j.get("why_not") for j in jobs if not j.get("judged")}
+        parts.append(f"the job invariant ({len(judged)} of {len(jobs)} jobs on isolated paths"
+                     + (f"; not judged: {'; '.join(sorted(w for w in why if w))}" if why else "")
+                     + ")")
+    return "; " + "; ".join(parts) if parts else ""
 
 
 def _mbit(mbit_s: float | None, scale: float, form: str = "{:.1f}") -> str:

@@ -23,10 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from transport_ladder import figures, mmm
+from transport_ladder import figures, mmm, one_switch
 
-from testbed.core.spec import parse_fabric
-from testbed.core.topology import build_plan
 from testbed.core.units import format_size, parse_size
 
 TRANSPORTS = ["zerocopy", "rpc-lite", "rpc-proto"]
@@ -44,8 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     from testbed.emulator.fabric import Fabric
     from testbed.emulator.workers import run_on_fabric
 
-    plan = build_plan(parse_fabric({"fabric": {"kind": "multidim", "dims": [
-        {"size": args.hosts, "mbit_s": args.mbit_s, "kind": "switch"}]}}))
+    plan = one_switch(args.hosts, args.mbit_s)
     hosts = [f"h{i}" for i in range(args.hosts)]
     got: dict[tuple[str, str], list] = {}
     with tempfile.TemporaryDirectory() as tmp, \

@@ -54,6 +54,15 @@ def figures(out: Path) -> dict[int, tuple[float, float, float]]:
     return res
 
 
+def one_switch(hosts: int, mbit_s: float):
+    """The plan of ``hosts`` hosts on one switch, every link shaped to ``mbit_s``."""
+    from testbed.core.spec import parse_fabric
+    from testbed.core.topology import build_plan
+
+    return build_plan(parse_fabric({"fabric": {"kind": "multidim", "dims": [
+        {"size": hosts, "mbit_s": mbit_s, "kind": "switch"}]}}))
+
+
 def mmm(values: list[float], fmt: str = "{:.3g}") -> str:
     """median [min, max]."""
     return (fmt.format(statistics.median(values)) + " [" + fmt.format(min(values)) + ", "
@@ -152,14 +161,10 @@ def main(argv: list[str] | None = None) -> int:
             save(args.json, got)
             report(got, sizes, "loopback, 2 ranks")
             return 0
-        from testbed.core.spec import parse_fabric
-        from testbed.core.topology import build_plan
         from testbed.emulator.fabric import Fabric
         from testbed.emulator.workers import run_on_fabric
 
-        plan = build_plan(parse_fabric({"fabric": {"kind": "multidim", "dims": [
-            {"size": 2, "mbit_s": args.mbit_s, "kind": "switch"}]}}))
-        with Fabric(plan, Path(tmp) / "fabric", switches="kernel") as fab:
+        with Fabric(one_switch(2, args.mbit_s), Path(tmp) / "fabric", switches="kernel") as fab:
             def run(t: str, s: list[int], out: Path) -> None:
                 run_on_fabric(fab, ["h0", "h1"], out_dir=out, algorithm="ring", sizes=s,
                               transport=t, iterations=args.iters, warmup=1, timeout=120.0)

@@ -12,6 +12,17 @@ modprobe -q openvswitch 2>/dev/null || true
 
 running() { pgrep -x "$1" >/dev/null; }
 
+# The daemons outlive this script, so they get none of the files it was handed: started as
+# `flock LOCK bash scripts/start-ovs.sh`, they would otherwise keep LOCK locked while they run.
+# (Bash's own fd 255, the script, is close-on-exec already.)
+no_inherited_fds() {
+    local fd
+    for fd in $(ls /proc/$$/fd); do
+        case $fd in 0|1|2|255) ;; *) eval "exec $fd>&-" 2>/dev/null || true ;; esac
+    done
+}
+no_inherited_fds
+
 if ! running ovsdb-server; then
     "$OVS_CTL" start --no-ovs-vswitchd --system-id=random >/dev/null
 fi

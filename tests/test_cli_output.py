@@ -85,3 +85,25 @@ def test_report_skips_report_directories_a_glob_matches(tmp_path, capsys) -> Non
     assert main(["report", str(run_dir), str(old), "--out", str(tmp_path / "rep")]) == 0
     assert capsys.readouterr().err.startswith("skipping 1 report directory: ")
     assert (tmp_path / "rep" / "report.html").is_file()
+
+
+def test_headlines_over_runs_not_faithful_say_so_first(tmp_path, capsys, monkeypatch) -> None:
+    from analysis import report
+    from analysis.compare import Headline
+
+    def fake_report(run_dirs, out, name):
+        caveat = "run “vclos” failed its fidelity check: do not trust this comparison"
+        return out / "report.html", [
+            Headline("Routing", "slowdown ratio 0.92×", "ecmp", "vclos", 0.92, [], [caveat]),
+            Headline("Schedule", "themis is 1.70× as fast as baseline", "b", "t", 1.7, [], [])]
+
+    monkeypatch.setattr(report, "build_report", fake_report)
+    spec = tmp_path / "fast.yaml"
+    spec.write_text(json.dumps(FAST))
+    assert main(["run", str(spec), "--backend", "sim", "--out", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    tail = " ".join(out[out.index("report: "):].split())  # rich wraps at the terminal width
+    first = tail.index("not faithful: 1 of 2 headlines compare runs that failed")
+    routing = tail.index("Routing — not a finding, run “vclos” failed its fidelity check")
+    assert first < routing < tail.index("(measured: slowdown ratio 0.92×)")
+    assert tail.endswith("Schedule — themis is 1.70× as fast as baseline")

@@ -183,3 +183,17 @@ def test_a_changed_checkout_rebuilds_only_the_worker_layer(monkeypatch):
     with pytest.raises(FabricLabError, match="fabriclab images --torch"):
         images.ensure_worker(None, "fabriclab/worker-torch", say=lambda _l: None)
     assert images.ensure_worker(None, "debian:12") == "debian:12"  # other images: as given
+
+
+def test_apparmor_is_reported_in_one_line_present_disabled_or_absent(tmp_path):
+    from testbed.emulator.preflight import apparmor_check
+
+    absent = apparmor_check(tmp_path / "none")
+    assert not absent.ok and not absent.required
+    assert absent.detail == "this kernel has no AppArmor: containers get no AppArmor profile"
+    (tmp_path / "aa" / "parameters").mkdir(parents=True)
+    (tmp_path / "aa" / "parameters" / "enabled").write_text("N\n")
+    assert "disabled" in apparmor_check(tmp_path / "aa").detail
+    (tmp_path / "aa" / "parameters" / "enabled").write_text("Y\n")
+    on = apparmor_check(tmp_path / "aa")
+    assert on.ok and "docker-default" in on.detail

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from testbed.core.errors import FabricLabError
 from testbed.core.traces import read_table
 from workloads import dnn
+from workloads.dnn import DnnWorkload
 from workloads.launcher import local_configs, run_in_threads, run_local
 from workloads.traces import TraceWriter
 from workloads.worker import WorkerConfig
@@ -92,8 +93,25 @@ def test_scaled_profile_properties(name, scale, compute_scale, cap_mb):
         assert (b.backward_s > 0) == (compute_scale > 0)
 
 
+@pytest.mark.parametrize(("name", "layers"), [("resnet50", 54), ("bert-large", 153)])
+def test_unbucketed_profile_is_one_bucket_per_layer_with_its_global_index(name, layers):
+    p = dnn.profile(name, 0.01, bucket_cap_mb=0)
+    full = dnn.profile(name, 0.01)
+    assert len(p.buckets) == layers == len(dnn.MODELS[name].layers) and p.cap_bytes == 0
+    assert [b.variables[0][0] for b in p.buckets] == list(range(layers))  # backward order
+    assert all(len(b.variables) == 1 and b.variables[0][1] == b.params for b in p.buckets)
+    assert p.backward_s == pytest.approx(full.backward_s)
+    assert p.params == full.params == sum(b.params for b in p.buckets)
+    # a bucket of several layers keeps each one's global index, in the same numbering
+    bounds = full.buckets[0].variable_bounds(full.buckets[0].bytes // 4)
+    assert [v for v, _, _ in bounds] == [v for v, _ in full.buckets[0].variables]
+    assert bounds[0][1] == 0 and bounds[-1][2] == full.buckets[0].bytes // 4
+    assert DnnWorkload(kind="dnn", model="resnet50", bucket_cap_mb=0).profile().buckets \
+        == dnn.profile("resnet50", 0.01, bucket_cap_mb=0).buckets
+
+
 def test_profile_rejects_bad_scales():
-    for kwargs in ({"scale": 0}, {"scale": 2}, {"compute_scale": -1}, {"bucket_cap_mb": 0}):
+    for kwargs in ({"scale": 0}, {"scale": 2}, {"compute_scale": -1}, {"bucket_cap_mb": -1}):
         with pytest.raises(ValueError):
             dnn.profile("resnet50", **kwargs)
 

@@ -120,3 +120,55 @@ def test_ps_runs_only_as_a_flat_algorithm() -> None:
                   "dim_algorithm": "ps", "workload": {"kind": "allreduce", "sizes": ["1MiB"]}}]}
     with pytest.raises(SpecError, match="dim_algorithm: ps runs only as a flat job's algorithm"):
         expand(data)
+
+
+class _Recorder:
+    """A link that records what is sent over it and receives ones."""
+
+    def __init__(self, to: int, sent: list) -> None:
+        self.to, self.sent = to, sent
+
+    def start_send(self, tag, arr) -> None:
+        self.sent.append((self.to, tag.step, tag.slice, arr.size))
+
+    def finish_send(self, tag, quiet: bool = False) -> None:
+        pass
+
+    def scratch(self, count: int) -> np.ndarray:
+        return np.empty(count, dtype=np.float32)
+
+    def receive(self, tag, target: np.ndarray) -> None:
+        target[:] = 1
+
+
+def test_a_dnn_buckets_variables_go_to_the_servers_of_their_global_indices() -> None:
+    """Position 1 of 3, two servers: of a bucket holding variables 5 (elements 0-4) and 6
+    (4-10), it serves 5 (5 % 2 = 1) and pushes 6 to position 0, wherever they sit in the
+    bucket; a variable with no element is not sent."""
+    from workloads.collectives.base import Group
+
+    sent: list = []
+    n, p = 3, 1
+    links = tuple(_Recorder((p + k) % n, sent) for k in range(1, n))  # link k-1 sends to p+k
+    buf = np.zeros(10, dtype=np.float32)
+    ps(servers=2).all_reduce_variables(Group(p, n, links), buf, coll=0,
+                                       variables=[(5, 0, 4), (6, 4, 10), (7, 10, 10)])
+    PUSH, PULL = 0, 1
+    assert sorted(sent) == [(0, PUSH, 6, 6), (0, PULL, 5, 4), (2, PULL, 5, 4)]
+    assert buf[:4].tolist() == [2] * 4  # its own 0 plus the two workers' pushes of 1
+    assert buf[4:].tolist() == [1] * 6  # pulled from the server of 6
+
+
+def test_ps_in_an_unbucketed_dnn_job_is_exact_and_sends_each_layer_once(tmp_path) -> None:
+    from testbed.core.traces import read_table
+    from workloads.dnn import profile
+
+    res = run_local(ranks=3, algorithm="ps", transport="rpc-lite", timeout=30.0,
+                    options={"ps": {"servers": 2}}, out_dir=tmp_path,
+                    dnn={"model": "resnet50", "scale": 1e-3, "compute_scale": 0,
+                         "bucket_cap_mb": 0, "iterations": 1, "warmup": 0})
+    assert res.dnn is not None and res.dnn["correct"]
+    buckets = read_table(tmp_path, "buckets").to_pandas()
+    layers = profile("resnet50", 1e-3, 0, bucket_cap_mb=0).buckets
+    assert len(buckets) == 3 * 54 and buckets["correct"].all()
+    assert sorted(set(buckets["bytes"])) == sorted({b.bytes for b in layers})

@@ -19,6 +19,7 @@ import pytest
 from test_containers_root import DOCKER, docker_ready, plan_of, run_in  # noqa: F401
 
 from testbed.emulator.fabric import Fabric
+from testbed.emulator.preflight import apparmor_check
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -78,6 +79,12 @@ def test_a_container_process_cannot_mount_enter_pid1_ptrace_the_runner_or_load_m
         assert out["status"]["Seccomp"] == "2"
     else:
         pytest.fail(f"no seccomp filter: {host.confinement.problems}")
+    # Docker's own confinement of the container is left as Docker makes it: never privileged,
+    # no security option (so no apparmor=unconfined); with AppArmor, its default profile.
+    config = host.container.attrs["HostConfig"]
+    assert config["Privileged"] is False and not config["SecurityOpt"]
+    if apparmor_check().ok:
+        assert host.container.attrs["AppArmorProfile"] == "docker-default"
 
 
 def test_the_run_records_the_supervisor_and_ending_it_ends_the_process(fabric):

@@ -9,6 +9,7 @@ import pwd
 import stat
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -94,3 +95,25 @@ def test_the_api_sockets_of_dead_runs_are_removed_and_live_ones_kept(state):
     assert cleanup.remove_dead_sockets() == 0 and where.is_dir()  # its run holds it
     sock.close()  # what a run killed with -9 leaves
     assert cleanup.remove_dead_sockets() == 1 and not where.exists()
+
+
+def test_daemons_start_ovs_leaves_running_never_hold_the_lock_it_ran_under(tmp_path):
+    """`flock LOCK bash scripts/start-ovs.sh` (as the helpers' rules run it): the OVS daemons
+    it starts outlive it and inherited LOCK's descriptor, so LOCK stayed locked for as long as
+    they ran. Its no_inherited_fds gives whatever it starts none of the files it was handed."""
+    script = (Path(__file__).resolve().parents[1] / "scripts" / "start-ovs.sh").read_text()
+    body = script[script.index("no_inherited_fds() {"):]
+    body = body[:body.index("\n}\n") + 3]
+    lock = tmp_path / "lock"
+    lock.touch()
+    daemon = f"{body}\nno_inherited_fds\nsetsid sleep 30 >/dev/null 2>&1 < /dev/null &\necho $!"
+    out = subprocess.run(["flock", str(lock), "bash", "-c", daemon], capture_output=True,
+                         text=True, timeout=10, check=True)
+    pid = int(out.stdout.strip())
+    try:
+        assert all(os.readlink(f"/proc/{pid}/fd/{fd}") != str(lock)
+                   for fd in os.listdir(f"/proc/{pid}/fd"))
+        free = subprocess.run(["flock", "-n", str(lock), "true"], timeout=10)
+        assert free.returncode == 0  # the lock is free while the "daemon" still runs
+    finally:
+        os.kill(pid, 15)  # the sleep this test started

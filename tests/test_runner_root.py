@@ -9,6 +9,7 @@ import signal
 import threading
 import time
 
+import pandas as pd
 import pytest
 
 from analysis.report import write_report
@@ -39,8 +40,8 @@ def test_runner_end_to_end(tmp_path):
     run_dir = runner.run()
     assert runner.status == "ok", runner.error
     for name in ("spec.yaml", "env.json", "topology.json", "controller.log", "jobs.json",
-                 "link_samples.parquet", "cpu_samples.parquet", "fidelity.json",
-                 "summary.json"):
+                 "link_samples.parquet", "cpu_samples.parquet", "sched_samples.parquet",
+                 "fidelity.json", "summary.json"):
         assert (run_dir / name).exists(), name
     jobs = {j["name"]: j for j in json.loads((run_dir / "jobs.json").read_text())}
     assert set(jobs) == {"a", "b", "a-solo", "b-solo"}
@@ -53,6 +54,11 @@ def test_runner_end_to_end(tmp_path):
     assert summary["fidelity"]["verdict"] in ("faithful", "not faithful")
     fidelity = json.loads((run_dir / "fidelity.json").read_text())
     assert fidelity["links"] and fidelity["cpu_idle_min"] is not None
+    # every worker (solo runs included) and ovs-vswitchd had their CPU wait sampled
+    sched = pd.read_parquet(run_dir / "sched_samples.parquet")
+    assert set(sched["job"]) == {"a", "b", "a-solo", "b-solo", ""}
+    assert fidelity["scheduler"]["judged"] and fidelity["switch"]["judged"]
+    assert {j["job"] for j in fidelity["job"]["jobs"]} == set(jobs)
     report = write_report([run_dir], run_dir)
     html = report.read_text()
     assert "Summary" in html and "Fidelity" in html

@@ -1,16 +1,22 @@
 """Chakra execution traces: read with the protobuf package from the schema, replayed on the
 collective runner; what it cannot run is one sentence."""
 
+import csv
+from dataclasses import replace
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
-from testbed.core.astra_formats import AstraDim
-from testbed.core.errors import FabricLabError
+from testbed.core.astra_formats import AstraDim, system_pairs
+from testbed.core.errors import FabricLabError, SpecError
 from workloads.training.astra_text import parse_workload
 from workloads.training.chakra import encode, read_trace, replay_trace, schema
-from workloads.training.platform import ReplaySystem
+from workloads.training.collectives import local_reduction_ns
+from workloads.training.platform import LogicalDim, ReplaySystem, replay_system
 from workloads.training.replay import replay
+
+REFERENCE = Path(__file__).resolve().parents[1] / "benchmarks/data/astra2_chakra_reference.csv"
 
 NET = (AstraDim("switch", 4, 40.0), AstraDim("switch", 4, 20.0))
 IMPL = {k: ("halving-doubling",) * 2 for k in ("ALLREDUCE", "REDUCESCATTER", "ALLGATHER")}
@@ -75,3 +81,62 @@ def test_not_a_trace():
     with pytest.raises(FabricLabError) as err:
         read_trace(b"\x05ab", "x.et")
     assert str(err.value).startswith("x.et is not a Chakra execution trace")
+
+
+# ---------------------------------------------------------------- ASTRA-sim 2.x's local memory
+
+RING8 = LogicalDim(8, "ring", 50.0, 500.0, 0)
+RINGS = ReplaySystem(splits=4, local_mem_gbyte_s=50.0, implementations={
+    k: ("ring",) for k in ("ALLREDUCE", "REDUCESCATTER", "ALLGATHER", "ALLTOALL")})
+
+
+def test_local_reduction_is_charged_on_reducing_ring_phases_only():
+    # 7 reducing messages of 32 KiB, each written once and read twice at 50e9 bytes/s
+    assert local_reduction_ns("AR", Fraction(1 << 18), "ALLREDUCE", RING8, RINGS) == 7 * 3 * 655
+    assert local_reduction_ns("RS", Fraction(1 << 18), "REDUCESCATTER", RING8, RINGS) \
+        == 7 * 3 * 655
+    assert local_reduction_ns("AG", Fraction(1 << 18), "ALLGATHER", RING8, RINGS) == 0
+    assert local_reduction_ns("AR", Fraction(1 << 18), "ALLREDUCE", RING8,
+                              replace(RINGS, local_mem_gbyte_s=None)) == 0
+    hd = replace(RINGS, implementations={"ALLREDUCE": ("halving-doubling",)})
+    assert local_reduction_ns("AR", Fraction(1 << 18), "ALLREDUCE", RING8, hd) == 0
+
+
+def test_a_workload_text_replay_does_not_charge_local_memory():
+    """ASTRA-sim 1.0 charges no time per local-mem-bw; only Chakra replays (2.x) do."""
+    text = "MICRO\n1\nc -1 0 NONE 0 0 NONE 0 0 ALLREDUCE 1048576 0\n"
+    net = (AstraDim("ring", 8, 50.0, 500.0),)
+    with_mem = replay(parse_workload(text, "m"), net, RINGS).finish_ns
+    without = replay(parse_workload(text, "m"), net,
+                     replace(RINGS, local_mem_gbyte_s=None)).finish_ns
+    data = trace(node(1, 7, comm_type=0, comm_size=1 << 20))
+    chakra = replay_trace(read_trace(data, "t"), net, RINGS).finish_ns
+    assert with_mem == without and chakra == without + 4 * 7 * 3 * 655
+
+
+def test_a_bad_local_mem_bw_is_one_sentence():
+    with pytest.raises(SpecError) as err:
+        replay_system(system_pairs('{"local-mem-bw": 0}', "s.json"), 1, "s.json")
+    assert str(err.value) == "s.json: local-mem-bw: 0.0 must be above 0"
+
+
+def _all_reduce_rows() -> list[dict]:
+    with REFERENCE.open() as f:
+        return [r for r in csv.DictReader(f) if r["backend"] == "congestion_unaware"
+                and r["case"].startswith("ar")]
+
+
+@pytest.mark.parametrize("row", _all_reduce_rows(), ids=lambda r: r["case"])
+def test_all_reduce_traces_finish_as_astra_sim_2_recorded(row):
+    """benchmarks/data/astra2_chakra_reference.csv: ASTRA-sim 2.x's analytical backend on one
+    All-Reduce node (its microbenchmark), rings of rings, the rt_template system."""
+    npus = [int(n) for n in row["npus"].split("x")]
+    size = int(row["case"].split("-")[1].removesuffix("MiB")) << 20
+    net = tuple(AstraDim("ring", n, float(row["bandwidth_gbyte_s"]), float(row["latency_ns"]))
+                for n in npus)
+    system = replace(RINGS, endpoint_delay_ns=10.0,
+                     local_mem_gbyte_s=float(row["local_mem_gbyte_s"]),
+                     implementations={k: ("ring",) * len(npus) for k in RINGS.implementations})
+    data = trace(node(0, 7, comm_type=0, comm_size=size))
+    got = replay_trace(read_trace(data, "t"), net, system).finish_ns
+    assert float(got) / int(row["finish_ns"]) == pytest.approx(1.0, abs=0.01)

@@ -52,6 +52,12 @@ convolutions are below it) is split into cap-sized buckets so every bucket is at
 (DDP would give such a tensor one oversized bucket: pass ``split_oversized=False`` for that).
 DDP's small first bucket (1 MiB) is not modelled.
 
+``bucket_cap_mb=0`` is no bucketing: one gradient message per layer (*variable*), in backward
+order, as TensorFlow's parameter-server training sends them, one RPC per variable. Every
+bucket records its variables' global indices (a layer's position in backward order, the
+numbering of the ``ps`` collective), so a ``ps`` job places each variable on the server a
+parameter server would, whatever the bucketing.
+
 Scaling
 -------
 Emulated links run at tens of Mbit/s, far below a real fabric, so ``scale`` shrinks every
@@ -99,6 +105,14 @@ class Bucket:
     backward_s: float
     params: int = 0
     layers: tuple[str, ...] = ()
+    # (global variable index, unscaled parameters of it in this bucket), in bucket order
+    variables: tuple[tuple[int, int], ...] = ()
+
+    def variable_bounds(self, count: int) -> list[tuple[int, int, int]]:
+        """(global variable index, first, end element) of each variable in a ``count``-element
+        buffer of this bucket (a variable may get no element at a small scale)."""
+        cuts = split_bounds(count, [n for _, n in self.variables])
+        return [(v, lo, hi) for (v, _), (lo, hi) in zip(self.variables, cuts, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -111,7 +125,7 @@ class Profile:
     params: int = 0  # of the full model's all-reduced part
     scale: float = 1.0
     compute_scale: float = 1.0
-    cap_bytes: int = 0  # of the full-size buckets
+    cap_bytes: int = 0  # of the full-size buckets (0: unbucketed, one per layer)
 
     @property
     def total_bytes(self) -> int:
@@ -254,6 +268,13 @@ def parameters(name: str) -> int:
 # ---------------------------------------------------------------- bucketing
 
 
+def split_bounds(count: int, weights: list[int] | tuple[int, ...]) -> list[tuple[int, int]]:
+    """A ``count``-element buffer cut into consecutive ranges in proportion to ``weights``."""
+    total = sum(weights)
+    cuts = [round(count * c / total) for c in itertools.accumulate(weights, initial=0)]
+    return list(itertools.pairwise(cuts))
+
+
 def _bucket_layers(layers: Iterable[Layer], cap_params: int, split_oversized: bool
                    ) -> list[list[tuple[Layer, int]]]:
     """Pack (layer, parameters taken from it) in backward order into buckets of ≤ cap."""
@@ -291,20 +312,24 @@ def profile(name: str, scale: float = 1.0, compute_scale: float = 1.0,
     """The iteration profile of model ``name`` (see the module docstring).
 
     ``scale`` (0 < scale ≤ 1) multiplies every bucket's bytes, ``compute_scale`` (≥ 0) every
-    compute time; ``bucket_cap_mb`` (MB = 10^6 bytes, unscaled) is DDP's bucket cap.
+    compute time; ``bucket_cap_mb`` (MB = 10^6 bytes, unscaled) is DDP's bucket cap, 0 for
+    one bucket per layer (unbucketed).
     """
     if not 0 < scale <= 1:
         raise ValueError(f"scale must be in (0, 1], not {scale}")
     if compute_scale < 0:
         raise ValueError(f"compute_scale must be ≥ 0, not {compute_scale}")
-    if bucket_cap_mb <= 0:
-        raise ValueError(f"bucket_cap_mb must be positive, not {bucket_cap_mb}")
+    if bucket_cap_mb < 0:
+        raise ValueError(f"bucket_cap_mb must be ≥ 0, not {bucket_cap_mb}")
     key = canonical(name)
     model = MODELS[key]
     cap_params = max(1, int(bucket_cap_mb * 1e6) // BYTES_PER_PARAM)
     total_work = sum(layer.work for layer in model.layers)
+    index = {layer.name: i for i, layer in enumerate(reversed(model.layers))}
+    packed = ([[(layer, layer.params)] for layer in reversed(model.layers)] if not bucket_cap_mb
+              else _bucket_layers(model.layers, cap_params, split_oversized))
     buckets = []
-    for members in _bucket_layers(model.layers, cap_params, split_oversized):
+    for members in packed:
         params = sum(n for _, n in members)
         # A split layer's compute goes with its pieces in proportion to their size.
         work = sum(layer.work * n / layer.params for layer, n in members)
@@ -313,11 +338,13 @@ def profile(name: str, scale: float = 1.0, compute_scale: float = 1.0,
             bytes=_scaled_bytes(params, scale),
             backward_s=model.backward_s * work / total_work * compute_scale,
             params=params, layers=names,
+            variables=tuple((index[layer.name], n) for layer, n in members),
         ))
     return Profile(
         name=key, forward_s=model.forward_s * compute_scale, buckets=tuple(buckets),
         params=sum(layer.params for layer in model.layers), scale=scale,
-        compute_scale=compute_scale, cap_bytes=cap_params * BYTES_PER_PARAM,
+        compute_scale=compute_scale,
+        cap_bytes=cap_params * BYTES_PER_PARAM if bucket_cap_mb else 0,
     )
 
 

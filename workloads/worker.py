@@ -246,9 +246,11 @@ class Worker:
                                                     semantics=cfg.job.semantics))
         return self._schedules[key]
 
-    def allreduce(self, buf: np.ndarray, chunks: int | None = None,
-                  record=None) -> int:
-        """All-Reduce ``buf`` (float32) in place across all ranks; returns the collective id."""
+    def allreduce(self, buf: np.ndarray, chunks: int | None = None, record=None,
+                  variables: list[tuple[int, int, int]] | None = None) -> int:
+        """All-Reduce ``buf`` (float32) in place across all ranks; returns the collective id.
+        ``variables`` (a DNN bucket's: global index, first, end element) go to a flat job's
+        collective, which may place them (``ps``)."""
         cfg = self.cfg
         coll = self.coll
         self.coll += 1
@@ -258,7 +260,10 @@ class Worker:
             world = cfg.job.world
             group = Group(cfg.rank, world, group_links(links, 0, 0, collective.link_count(world)))
             start = time.monotonic()
-            collective.all_reduce(group, buf, coll)
+            if variables is None:
+                collective.all_reduce(group, buf, coll)
+            else:
+                collective.all_reduce_variables(group, buf, coll, variables)
             if record is not None and world > 1:
                 record(PhaseRecord(coll, 0, 0, 0, "AR", buf.nbytes, start, time.monotonic(),
                                    world, phase_sent(collective, "AR", world, buf.nbytes)))
@@ -410,6 +415,7 @@ class Worker:
         region = np.empty(sum(counts), dtype=np.float32)  # all gradients, bucket after bucket
         bounds = np.cumsum([0, *counts]).tolist()
         bufs = [region[lo:hi] for lo, hi in itertools.pairwise(bounds)]
+        variables = [b.variable_bounds(n) for b, n in zip(prof.buckets, counts, strict=True)]
         tmp = np.empty(min(max_count, CHECK_BLOCK), dtype=np.float32)
         nominal = prof.compute_s
         comm = _BucketComm(self)
@@ -427,7 +433,7 @@ class Worker:
                 for i, bucket in enumerate(prof.buckets):
                     clock.spend(bucket.backward_s)
                     ready.append(time.monotonic())
-                    comm.submit(i, bufs[i])
+                    comm.submit(i, bufs[i], variables[i])
                 backward_end = time.monotonic()
                 done = sorted((comm.result() for _ in bufs), key=lambda r: r.index)
                 end = max(backward_end, *(r.end for r in done))
@@ -582,16 +588,17 @@ class _BucketComm:
                                        name=f"comm-rank{worker.cfg.rank}")
         self.thread.start()
 
-    def submit(self, index: int, buf: np.ndarray) -> None:
-        self.todo.put((index, buf))
+    def submit(self, index: int, buf: np.ndarray,
+               variables: list[tuple[int, int, int]]) -> None:
+        self.todo.put((index, buf, variables))
 
     def _loop(self) -> None:
         while (item := self.todo.get()) is not None:
-            index, buf = item
+            index, buf, variables = item
             phases: list[PhaseRecord] = []
             start = time.monotonic()
             try:
-                coll = self.worker.allreduce(buf, record=phases.append)
+                coll = self.worker.allreduce(buf, record=phases.append, variables=variables)
             except BaseException as exc:
                 self.done.put(_Reduced(index, -1, start, time.monotonic(), phases, exc))
                 return  # the links are unusable now

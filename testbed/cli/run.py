@@ -122,6 +122,17 @@ def run(args: argparse.Namespace) -> int:
                    else new_run_dir(args.out, f"{name}-report"))
             path, headlines = build_report(run_dirs, out, name)
             console.print(f"report: {path}")
+            untrusted = [h for h in headlines if any("fidelity" in c for c in h.caveats)]
+            if untrusted:  # said first, so no headline below reads as a finding
+                console.print(f"[bold red]not faithful:[/bold red] {len(untrusted)} of "
+                              f"{len(headlines)} headlines compare runs that failed their "
+                              "fidelity check (the report says which invariant tripped)",
+                              highlight=False)
             for h in headlines:  # the answer, last: what the experiment found
-                console.print(f"[bold]{h.title}[/bold] — {h.sentence}", highlight=False)
+                if h in untrusted:
+                    console.print(f"[bold]{h.title}[/bold] — not a finding, "
+                                  f"{'; '.join(h.caveats)} (measured: {h.sentence})",
+                                  highlight=False)
+                else:
+                    console.print(f"[bold]{h.title}[/bold] — {h.sentence}", highlight=False)
     return 1 if failed else 0

@@ -137,8 +137,9 @@ class DnnWorkload(_Strict):
     iterations: Annotated[int, Field(ge=1, le=10_000)] = 3
     warmup: Annotated[int, Field(ge=0, le=100)] = 1
     # gradients are grouped into buckets of at most this many MB, each All-Reduced as one
-    # collective (PyTorch DDP's bucket_cap_mb)
-    bucket_cap_mb: Annotated[float, Field(gt=0, le=4096)] = DEFAULT_BUCKET_CAP_MB
+    # collective (PyTorch DDP's bucket_cap_mb); 0: unbucketed, one collective per layer
+    # (variable), as TensorFlow's parameter-server training sends them
+    bucket_cap_mb: Annotated[float, Field(ge=0, le=4096)] = DEFAULT_BUCKET_CAP_MB
 
 
 class TrainingWorkload(_Strict):

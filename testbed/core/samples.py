@@ -3,7 +3,9 @@
 ``link_samples.parquet``: one row per sample and link direction, the cumulative byte counter of
 that direction and the link's configured rate. ``qdisc_samples.parquet``: one row per (faster)
 sample and link direction, the counters of the egress qdisc where that direction queues.
-``cpu_samples.parquet``: one row per sample interval, the machine's idle fraction. Times are
+``cpu_samples.parquet``: one row per sample interval, the machine's idle fraction.
+``sched_samples.parquet``: one row per sample and thread of a worker or ``ovs-vswitchd``, its
+cumulative time run and time waited runnable for a CPU (``/proc/PID/task/TID/schedstat``). Times are
 ``time.monotonic()`` seconds, the clock of the worker traces (:mod:`testbed.core.traces`).
 docs/results.md describes every column.
 """
@@ -39,5 +41,16 @@ CPU_SAMPLE_SCHEMA = pa.schema([
     unit_field("idle", pa.float64(), DIMENSIONLESS),
 ])
 
+SCHED_SAMPLE_SCHEMA = pa.schema([
+    unit_field("time", pa.float64(), "s"),
+    unit_field("job", pa.string(), NOT_A_QUANTITY),  # "" for the switch: it serves every job
+    unit_field("process", pa.string(), NOT_A_QUANTITY),
+    unit_field("pid", pa.int64(), NOT_A_QUANTITY),
+    unit_field("tid", pa.int64(), NOT_A_QUANTITY),
+    unit_field("thread", pa.string(), NOT_A_QUANTITY),
+    unit_field("run_s", pa.float64(), "s"),
+    unit_field("wait_s", pa.float64(), "s"),
+])
+
 SAMPLE_SCHEMAS = {"link_samples": LINK_SAMPLE_SCHEMA, "qdisc_samples": QDISC_SAMPLE_SCHEMA,
-                  "cpu_samples": CPU_SAMPLE_SCHEMA}
+                  "cpu_samples": CPU_SAMPLE_SCHEMA, "sched_samples": SCHED_SAMPLE_SCHEMA}

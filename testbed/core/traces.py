@@ -85,7 +85,7 @@ ITERATION_SCHEMA = _schema(
     # a training workload's exposed communication per logical dimension: the time it waited
     # while that dimension carried a phase (dimensions busy together each count it); null
     # for DNN profiles and in older traces
-    ("exposed_dim", pa.list_(pa.float64()), _S),
+    ("exposed_dim", pa.list_(pa.field("element", pa.float64())), _S),
 )
 
 # One gradient bucket of one iteration: backward = its nominal backward compute; ready = when

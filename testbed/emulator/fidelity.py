@@ -1,16 +1,22 @@
-"""What ``fidelity.json`` says of a run's links: did the emulation keep every link's promise?
+"""What ``fidelity.json`` says of a run: did the emulation keep every promise it can judge?
 
-Two rules make a run not faithful: a link direction that ran above its shaping, and one that
-sent short of its rate while its queue would have kept it busy (the link invariant of
-:mod:`analysis.invariants`, from the sampled qdiscs). CPU headroom is recorded as a diagnosis
-beside them; it decides the verdict only for a run without qdisc samples.
+On the links, two rules make a run not faithful: a link direction that ran above its shaping,
+and one that sent short of its rate while its queue would have kept it busy (the link
+invariant of :mod:`analysis.invariants`, from the sampled qdiscs). Before the links
+(:func:`pipeline_record`): a worker thread that waited for a CPU too long while its job
+communicated (the scheduler invariant), an ovs-vswitchd thread that did (the switch
+invariant), and a job on isolated paths short of what its links allow (the job invariant).
+CPU headroom is recorded as a diagnosis beside them; it decides the verdict only for a run
+without qdisc samples.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from testbed.core.formulas import RATE_TOLERANCE
+from testbed.core.units import format_size
 from testbed.emulator.calibrate import MIN_CPU_IDLE, TCP_WIRE_FACTOR
 
 MAX_REASONS = 6  # violated link directions named one by one; the rest are counted
@@ -108,3 +114,59 @@ def _rate_hz(queues) -> float | None:
     span = per["max"] - per["min"]
     rates = (per["count"] - 1) / span.where(span > 0)
     return float(rates.median()) if rates.notna().any() else None
+
+
+def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
+                    jobs: list[dict[str, Any]], plan, switches: str | None,
+                    busiest: Callable[[float, float], str]) -> dict[str, Any]:
+    """The pipeline side of ``fidelity.json``: the scheduler invariant on the workers' threads
+    and the switch invariant on ovs-vswitchd's (:mod:`analysis.sched_invariant`, from
+    ``sched_samples.parquet``; ``communicating``: job → its measured collectives), and the job
+    invariant (:mod:`analysis.job_invariant`, from jobs.json's records). ``reasons`` name the
+    invariant, the place and the time (seconds from the first sample), and what was busiest
+    then (``busiest(start, end)``)."""
+    from analysis import job_invariant, sched_invariant
+
+    reasons: list[str] = []
+    out: dict[str, Any] = {}
+    judged = sched is not None and len(sched) > 0
+    found, judged_s = (sched_invariant.judge(sched, communicating) if judged
+                       else (None, 0.0))
+    t0 = float(sched["time"].min()) if judged else 0.0
+    for name, mine in (("scheduler", lambda df: df["job"] != sched_invariant.SWITCH_JOB),
+                       ("switch", lambda df: df["job"] == sched_invariant.SWITCH_JOB)):
+        has = judged and bool(mine(sched).any())
+        rows = list(found[mine(found)].itertuples()) if has else []
+        out[name] = {"judged": has, "wait_share_max": sched_invariant.WAIT_SHARE_MAX,
+                     "window_s": sched_invariant.WINDOW_S,
+                     "violations": [_wait_violation(r, t0) for r in rows]}
+        for r in rows[:MAX_REASONS]:
+            whose = f"job {r.job}'s worker {r.process}" if r.job else r.process
+            reasons.append(
+                f"{name} invariant: {whose} (pid {r.pid}, thread {r.thread}) waited for a CPU "
+                f"{r.worst_share:.0%} of the time at {r.start - t0:.1f}–{r.end - t0:.1f} s "
+                f"while {'its job' if r.job else 'jobs'} communicated (more than "
+                f"{sched_invariant.WAIT_SHARE_MAX:.0%})" + busiest(r.start, r.end))
+        if len(rows) > MAX_REASONS:
+            reasons.append(f"{name} invariant: ... and {len(rows) - MAX_REASONS} more "
+                           "stretches of CPU wait")
+    out["sched_judged_s"] = judged_s
+    verdicts = job_invariant.judge(jobs, plan, switches)
+    out["job"] = {"tolerance": job_invariant.TOLERANCE, "jobs": verdicts}
+    for v in verdicts:
+        if v["violated"]:
+            worst = min(v["sizes"], key=lambda s: s["ratio"])
+            reasons.append(
+                f"job invariant: job {v['job']} reached {worst['ratio']:.0%} of what its "
+                f"isolated links allow (All-Reduce of {format_size(worst['size'])}), below "
+                f"{1 - job_invariant.TOLERANCE:.0%}: something besides its links set its pace")
+    return {"reasons": reasons, **out}
+
+
+def _wait_violation(r, t0: float) -> dict[str, Any]:
+    """A scheduler or switch violation (a row of :func:`analysis.sched_invariant.judge`) as
+    fidelity.json keeps it, times in seconds from ``t0``."""
+    return {"job": r.job or None, "process": r.process, "pid": int(r.pid), "tid": int(r.tid),
+            "thread": r.thread, "start_s": round(r.start - t0, 2),
+            "end_s": round(r.end - t0, 2), "worst_wait_share": round(r.worst_share, 3),
+            "wait_s": round(r.wait_s, 3)}

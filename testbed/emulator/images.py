@@ -6,9 +6,13 @@ Three layers, each built only when its tag is missing, so running it again is ch
     a minimal Debian 12 (``debootstrap --variant=minbase``), made into an image with
     ``docker import``. Nothing else is in it; the fresh-machine check starts from it too.
 ``fabriclab/runtime:<digest>`` (and ``fabriclab/runtime-torch:<digest>``)
-    Debian's python3 and a venv at ``/opt/fabriclab`` with the workers' dependencies at the
-    versions installed on this host (and, for ``-torch``, the CPU build of torch), from
-    wheels the host's pip resolves; tagged by the digest of that list.
+    Debian's python3 and a venv at ``/opt/fabriclab`` with the workers' dependencies (and, for
+    ``-torch``, the CPU build of torch) at the versions and hashes of the project's locks:
+    ``scripts/requirements.lock``'s pins of what the workers import and all they depend on
+    (:mod:`testbed.core.lockfile`), plus ``scripts/torch-requirements.lock``. The host's pip
+    downloads the wheels with ``--require-hashes`` and the image installs them with it again,
+    so a wheel whose hash the lock does not list is refused on both sides. Tagged by the
+    digest of those requirements.
 ``fabriclab/worker:<digest>`` (and ``fabriclab/worker-torch:<digest>``)
     the runtime plus this checkout's fabriclab, tagged by the digest of the code, so an
     experiment always runs the workers of the checkout that started it.
@@ -25,10 +29,10 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from testbed.core import lockfile
 from testbed.core.errors import FabricLabError
 from testbed.core.host_runtime import TORCH_IMAGE, WORKER_IMAGE
 
@@ -39,9 +43,12 @@ RUNTIMES = {WORKER_IMAGE: "fabriclab/runtime", TORCH_IMAGE: "fabriclab/runtime-t
 LABEL = "fabriclab.image"  # on every image built here: which of the three layers it is
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 PACKAGES = ("testbed", "sdn_app", "workloads", "analysis")
-# What the workers import (workloads.worker and what it reaches), pinned to the host's versions.
-WORKER_DEPS = ("numpy", "pyarrow", "pydantic", "pyyaml")
-TORCH_DEPS = ("torch==2.13.0+cpu",)  # the CPU build, never the CUDA one (gigabytes)
+# What the workers import (workloads.worker and what it reaches), at requirements.lock's pins.
+WORKER_DEPS = ["numpy", "pyarrow", "pydantic", "pyyaml"]
+LOCK = CHECKOUT / "scripts" / "requirements.lock"
+# The CPU build of torch and its dependencies (never the CUDA one: gigabytes), constrained to
+# LOCK; regenerate: see scripts/torch-requirements.in.
+TORCH_LOCK = CHECKOUT / "scripts" / "torch-requirements.lock"
 
 Say = Callable[[str], None]
 
@@ -59,14 +66,25 @@ def code_digest() -> str:
 
 
 def requirements(name: str) -> list[str]:
-    """The pip requirements of the runtime of ``name`` (a worker image name)."""
-    reqs = []
-    for dep in WORKER_DEPS:
+    """The runtime of ``name`` (a worker image name) as hashed requirements, one a line."""
+    pins = lockfile.parse(LOCK.read_text())
+    pins = {n: pins[n] for n in lockfile.closure(pins, WORKER_DEPS)}
+    if name == TORCH_IMAGE:
         try:
-            reqs.append(f"{dep}=={version(dep)}" if dep != "pyyaml" else "pyyaml>=6")
-        except PackageNotFoundError:
-            reqs.append(dep)
-    return reqs + (list(TORCH_DEPS) if name == TORCH_IMAGE else [])
+            pins = lockfile.merge(pins, lockfile.parse(TORCH_LOCK.read_text()))
+        except ValueError as exc:
+            raise FabricLabError(f"{TORCH_LOCK.name} disagrees with {LOCK.name}: {exc} "
+                                 "(regenerate it as scripts/torch-requirements.in says)") from None
+    return [pins[n].requirement() for n in sorted(pins)]
+
+
+def fetch_wheels(reqs: list[str], dest: Path) -> None:
+    """Download the wheels of ``reqs`` into ``dest`` beside them as ``requirements.txt``; pip
+    refuses (FabricLabError) any whose hash is not the requirement's."""
+    dest.mkdir()
+    (dest / "requirements.txt").write_text("\n".join(reqs) + "\n")
+    _pip("download", "--only-binary=:all:", "--require-hashes", "-d", str(dest),
+         "-r", str(dest / "requirements.txt"))
 
 
 def _digest(*parts: str) -> str:
@@ -169,10 +187,8 @@ def _pip(*args: str) -> None:
 def _build_runtime(client: Any, name: str, tag: str, say: Say) -> None:
     reqs = requirements(name)
     with tempfile.TemporaryDirectory(prefix="fabriclab-runtime-", dir="/var/tmp") as ctx:
-        wheels = Path(ctx) / "wheels"
-        say(f"{tag}: resolving {', '.join(reqs)}")
-        _pip("download", "--only-binary=:all:", "-d", str(wheels), *reqs)
-        (wheels / "requirements.txt").write_text("\n".join(reqs) + "\n")
+        say(f"{tag}: downloading {', '.join(r.split()[0] for r in reqs)} (hashes checked)")
+        fetch_wheels(reqs, Path(ctx) / "wheels")
         shutil.copy(DOCKERFILES / "runtime.Dockerfile", Path(ctx) / "Dockerfile")
         _docker_build(client, ctx, tag, {"BASE": BASE_IMAGE}, "runtime", say)
 

@@ -144,7 +144,25 @@ def checks() -> list[Check]:
     ok, detail = _osken()
     out.append(Check("os-ken", ok, detail, "apt-get install python3-os-ken (as root)"))
     out += _docker_checks()
+    out.append(apparmor_check())
     return out
+
+
+def apparmor_check(root: Path = Path("/sys/module/apparmor")) -> Check:
+    """Whether the kernel has AppArmor (optional): where it has, Docker starts every container
+    under its ``docker-default`` profile (fabriclab passes no ``security_opt`` and never runs a
+    container privileged); where not, containers get no AppArmor profile at all."""
+    enabled = root / "parameters" / "enabled"
+    on = enabled.exists() and enabled.read_text().strip().upper().startswith("Y")
+    if on:
+        detail = ("enabled: containers start under Docker's docker-default profile (processes "
+                  "a job starts in them are confined by capabilities and seccomp, not by it)")
+    elif root.exists():
+        detail = "in the kernel but disabled: containers get no AppArmor profile"
+    else:
+        detail = "this kernel has no AppArmor: containers get no AppArmor profile"
+    return Check("apparmor", on, detail, "boot a kernel with AppArmor enabled (security=apparmor)",
+                 required=False)
 
 
 def _docker_checks() -> list[Check]:

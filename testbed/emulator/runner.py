@@ -8,6 +8,7 @@ incomplete or failed and keep what was captured. The run directory's layout is d
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from pathlib import Path
@@ -22,14 +23,16 @@ from testbed.core.errors import FabricLabError
 from testbed.core.experiment import Experiment
 from testbed.core.jobs import JobRun, check_against_fabric, resolve
 from testbed.core.rundir import RunRecorder, base_environment
+from testbed.core.samples import SCHED_SAMPLE_SCHEMA
 from testbed.core.topology import build_plan
 from testbed.emulator import runlock, switch_kinds
 from testbed.emulator.calibrate import calibrate
 from testbed.emulator.commands import run_command_on_fabric
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.failpoints import failpoint
-from testbed.emulator.fidelity import fidelity_record
-from testbed.emulator.sampler import LinkSampler
+from testbed.emulator.fidelity import fidelity_record, pipeline_record
+from testbed.emulator.sampler import LinkSampler, mean_idle, write_parquet
+from testbed.emulator.schedstat import SchedSampler
 from testbed.emulator.workers import check_training, run_job
 from workloads.model import job_model_s
 
@@ -81,6 +84,7 @@ class Runner:
         self.run_dir = recorder.run_dir
         calibration = None
         sampler: LinkSampler | None = None
+        self.sched = SchedSampler(switch=self.switches != "kernel")
         fab: Fabric | None = None
         solos: list[JobRun] = []
         try:
@@ -99,6 +103,7 @@ class Runner:
                 sampler = LinkSampler(self.plan, fab.namespace_pids(), hz=self.exp.sample_hz,
                                       record=fab.state.add_process if fab.state else None)
                 sampler.start()
+                self.sched.start()
                 try:
                     if self.exp.solo_baselines:
                         for job in self.jobs:
@@ -107,6 +112,7 @@ class Runner:
                             self._run_jobs(fab, [solo], f"solo run of {job.name}")
                     self._run_jobs(fab, self.jobs, "all jobs together")
                 finally:
+                    self.sched.stop()
                     sampler.stop()  # before the teardown: its readers are in the hosts'
                     # namespaces, and a namespace someone is in outlives its pin
         except KeyboardInterrupt:
@@ -126,6 +132,9 @@ class Runner:
             if sampler is not None:
                 sampler.stop()
                 sampler.save(self.run_dir)
+                self.sched.stop()
+                write_parquet(self.sched.samples(), self.run_dir / "sched_samples.parquet",
+                              SCHED_SAMPLE_SCHEMA)
             self._write_results(solos, calibration)
             if self.leftovers:
                 self.console.print(f"[red]teardown left {', '.join(self.leftovers)}: run "
@@ -200,7 +209,9 @@ class Runner:
                 return
             assert job.resolved is not None, "a job runs once placed"
             res = run_job(fab, job.resolved, out_dir=self.run_dir / "jobs" / job.name,
-                          wall_timeout=self.exp.timeout_s, run_id=self.run_dir.name)
+                          wall_timeout=self.exp.timeout_s, run_id=self.run_dir.name,
+                          on_spawn=lambda rank, pid: self.sched.watch(
+                              pid, job.name, f"{job.hosts[rank]} rank{rank}"))
             job.rows = res.as_dicts()
             job.status = "ok"
         except FabricLabError as exc:
@@ -243,11 +254,12 @@ class Runner:
 
     def _write_results(self, solos: list[JobRun], calibration) -> None:
         assert self.recorder is not None
-        self.recorder.finish(self.jobs + solos, self._fidelity(calibration), self._summary,
+        self.recorder.finish(self.jobs + solos, self._fidelity(calibration, solos),
+                             self._summary,
                              backend="emulator", controller_restarts=self.controller_restarts,
                              leftovers=self.leftovers)
 
-    def _fidelity(self, calibration) -> dict[str, Any]:
+    def _fidelity(self, calibration, solos: list[JobRun]) -> dict[str, Any]:
         """Whether the links kept their promise (:func:`fidelity_record`), with CPU headroom
         during the measured collectives as a diagnosis beside it."""
         import pandas as pd
@@ -256,9 +268,11 @@ class Runner:
             path = self.run_dir / name
             return pd.read_parquet(path) if path.exists() else None
 
-        df, queues, cpu = (table(f"{n}_samples.parquet") for n in ("link", "qdisc", "cpu"))
+        df, queues, cpu, sched = (table(f"{n}_samples.parquet")
+                                  for n in ("link", "qdisc", "cpu", "sched"))
         idle_min = idle_mean = None
-        windows = self._collective_windows()
+        per_job = self._collective_windows()
+        windows = [w for ws in per_job.values() for w in ws]
         if cpu is not None and len(cpu):
             # the CPU while measured collectives ran (not while workers started or wrote their
             # traces), over one second of such samples at a time
@@ -271,6 +285,11 @@ class Runner:
                                           min_periods=1).mean().min())
             idle_mean = float(idle.mean())
         record = fidelity_record(df, queues, idle_min, self._busiest(windows))
+        pipeline = pipeline_record(sched, per_job, [j.record() for j in self.jobs + solos],
+                                   self.plan, self.switches,
+                                   lambda a, b: self._busiest([(a, b)]) or _idle_then(cpu, a, b))
+        record["reasons"] += pipeline.pop("reasons")
+        record.update(pipeline, sched_cost=self.sched.cost())
         cal = None
         if calibration is not None:
             cal = {"verdict": calibration.verdict, "aggregate_ratio": calibration.aggregate_ratio,
@@ -296,7 +315,7 @@ class Runner:
         totals: dict[str, float] = {}
         for second in (s for s, hit in zip(seconds, overlap, strict=True) if hit):
             for p in second["busiest"]:
-                name = p["process"].split(" -m ")[-1].split()[0] if " -m " in p["process"] \
+                name = p["process"].split(" -m ")[1].split()[0] if " -m " in p["process"] \
                     else p["process"].split()[0].rsplit("/", 1)[-1]
                 totals[name] = totals.get(name, 0.0) + p["cpu"]
         if not totals:
@@ -304,15 +323,15 @@ class Runner:
         top = sorted(totals.items(), key=lambda kv: -kv[1])[:3]
         return "; busiest then: " + ", ".join(f"{n} ({c:.1f} CPU-s)" for n, c in top)
 
-    def _collective_windows(self) -> list[tuple[float, float]]:
-        """(start, end) of every measured (not warm-up) collective of every rank and job."""
+    def _collective_windows(self) -> dict[str, list[tuple[float, float]]]:
+        """Per job, (start, end) of every measured (not warm-up) collective of every rank."""
         from testbed.core.traces import read_table
 
-        windows = []
+        windows = {}
         for job_dir in sorted((self.run_dir / "jobs").glob("*")):
             t = read_table(job_dir, "collectives").to_pandas()
             t = t[~t["warmup"]]
-            windows += list(zip(t["start"], t["start"] + t["time"], strict=True))
+            windows[job_dir.name] = list(zip(t["start"], t["start"] + t["time"], strict=True))
         return windows
 
     def _summary(self, run_dir: Path) -> dict[str, Any]:
@@ -334,6 +353,14 @@ class Runner:
                 "jobs": {j.name: {"hosts": j.hosts, "status": j.status, "results": j.rows}
                          for j in self.jobs},
                 "fidelity": {"verdict": fidelity["verdict"], "reasons": fidelity["reasons"]}}
+
+
+def _idle_then(cpu, start: float, end: float) -> str:
+    """'; CPU idle N% then' over [start, end] (a second at least), from the CPU samples."""
+    if cpu is None or not len(cpu):
+        return ""
+    idle = mean_idle(cpu, start - max(0.0, 1.0 - (end - start)), end)
+    return "" if math.isnan(idle) else f"; CPU idle {idle:.0%} then"
 
 
 def measuring(times, windows: list[tuple[float, float]], period: float):

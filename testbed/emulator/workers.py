@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -85,16 +86,22 @@ def fabric_job(plan: FabricPlan, hosts: list[str], *, job_id: str = "job0",
 
 
 def run_job(fab, job: ResolvedJob, *, out_dir: Path, wall_timeout: float | None = None,
-            run_id: str | None = None, **runtime: Any) -> LaunchResult:
+            run_id: str | None = None, on_spawn: Callable[[int, int], object] | None = None,
+            **runtime: Any) -> LaunchResult:
     """Start one worker per host of ``job``, wait for all, return per-size results (raises
-    the root-cause worker error as a FabricLabError; every worker is gone when it returns)."""
+    the root-cause worker error as a FabricLabError; every worker is gone when it returns).
+    ``on_spawn(rank, pid)`` hears of each worker as it starts (the scheduler sampler)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     configs = fabric_configs(fab.plan, job, out_dir=out_dir,
                              run_id=run_id or uuid.uuid4().hex[:12], **runtime)
     # mnexec -d gives each worker its own session, so no start_new_session here
-    launch_workers(dict(enumerate(configs)), out_dir,
-                   lambda rank, args, **kw: fab.popen(job.hosts[rank], args, **kw),
-                   wall_timeout)
+    def spawn(rank: int, args: list[str], **kw: Any):
+        proc = fab.popen(job.hosts[rank], args, **kw)
+        if on_spawn is not None:
+            on_spawn(rank, proc.pid)
+        return proc
+
+    launch_workers(dict(enumerate(configs)), out_dir, spawn, wall_timeout)
     errors = sorted(out_dir.glob("error-rank*.json"))
     if errors:  # a worker that reported an error failed, whatever its exit code said
         raise FabricLabError(json.loads(errors[0].read_text()).get("message", "worker error"))

@@ -95,6 +95,13 @@ class Collective(LinkPattern):
         self.all_gather(group, buf, coll, chunk, phase,
                         first_step=self.step_count("RS", group.size))
 
+    def all_reduce_variables(self, group: Group, buf: np.ndarray, coll: int,
+                             variables: list[tuple[int, int, int]]) -> None:
+        """All-Reduce ``buf``, which holds the model variables ``variables`` (global index,
+        first, end element), as a DNN job's bucket does; only an algorithm that places
+        variables (``ps``) reads them, every other one reduces the buffer as a whole."""
+        self.all_reduce(group, buf, coll)
+
     @abstractmethod
     def rs_transfers(self, n: int, size_bytes: float) -> list[list[Transfer]]:
         """Reduce-Scatter of ``size_bytes`` per rank, as synchronous steps of transfers."""

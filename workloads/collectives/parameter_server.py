@@ -16,7 +16,12 @@ Variables (knobs, ``options: {ps: {...}}``): ``model`` splits the buffer in prop
 DNN profile's parameter layers (:mod:`workloads.dnn`: ``resnet50``, ``gnmt``,
 ``transformer``, ...), last layer first as backprop produces them; without it the buffer is
 ``variables`` equal tensors (0: one per server). A variable that gets no element at a small
-buffer is not sent.
+buffer is not sent. In a DNN job (:mod:`workloads.worker`'s ``run_dnn``) each bucket says which
+of the model's variables it holds, by their global index, and each goes to the server of that
+index: with ``bucket_cap_mb: 0`` (one bucket per layer) every collective is one variable, sent
+whole to its server, one tensor per RPC with the rpc transports, as TensorFlow sends them. The
+simulator does not place a DNN bucket's variables: it splits each bucket as the knobs say
+(``model`` or ``variables``), as it does any buffer.
 
 Bytes: a worker sends every variable it does not serve and receives it back; a server
 receives ``n-1`` copies of each of its variables and sends ``n-1``. All ranks together send
@@ -26,7 +31,6 @@ rank. Only a flat job runs it (it has no Reduce-Scatter and All-Gather of equal 
 
 from __future__ import annotations
 
-import itertools
 from functools import cache
 
 import numpy as np
@@ -90,10 +94,9 @@ class ParameterServer(Collective):
 
     def variable_bounds(self, count: int, n: int) -> list[tuple[int, int]]:
         """Each variable's element range of a ``count``-element buffer."""
-        w = self.weights(n)
-        total = sum(w)
-        cuts = [round(count * c / total) for c in itertools.accumulate(w, initial=0)]
-        return list(itertools.pairwise(cuts))
+        from workloads.dnn import split_bounds
+
+        return split_bounds(count, self.weights(n))
 
     def server_of(self, variable: int, n: int) -> int:
         """The position serving ``variable`` (round-robin)."""
@@ -106,11 +109,22 @@ class ParameterServer(Collective):
 
     def all_reduce(self, group: Group, buf: np.ndarray, coll: int, chunk: int = 0,
                    phase: int = 0) -> None:
+        bounds = self.variable_bounds(buf.size, group.size)
+        self._push_pull(group, buf, coll, chunk, phase,
+                        [(v, lo, hi) for v, (lo, hi) in enumerate(bounds)])
+
+    def all_reduce_variables(self, group: Group, buf: np.ndarray, coll: int,
+                             variables: list[tuple[int, int, int]]) -> None:
+        """``buf`` holds the given variables (global index, first, end element): each goes
+        to the server of its global index."""
+        self._push_pull(group, buf, coll, 0, 0, variables)
+
+    def _push_pull(self, group: Group, buf: np.ndarray, coll: int, chunk: int, phase: int,
+                   bounds: list[tuple[int, int, int]]) -> None:
         n, p = group.size, group.pos
         if n == 1:
             return
-        variables = [(v, buf[lo:hi], self.server_of(v, n))
-                     for v, (lo, hi) in enumerate(self.variable_bounds(buf.size, n)) if hi > lo]
+        variables = [(v, buf[lo:hi], self.server_of(v, n)) for v, lo, hi in bounds if hi > lo]
 
         def to(q: int):  # the link sending to position q
             return group.links[(q - p) % n - 1]

@@ -13,8 +13,11 @@ compute node on the GPU, one on the CPU (``is_cpu_op``) and one communication no
 time. A compute node lasts ``duration_micros`` (1 ns when 0); a collective node runs its
 ``comm_type`` (All-Reduce, All-Gather, Reduce-Scatter, All-to-All) of ``comm_size`` bytes on the
 ``involved_dim`` dimensions (all when absent) through the same chunk engine as ASTRA-sim 1.0
-workloads, so the system file's chunking, Themis and queue policies apply. Send and receive
-nodes, memory nodes and other collective types are refused in one sentence.
+workloads, so the system file's chunking, Themis and queue policies apply, plus 2.x's one
+system-side change: each reducing message of a ring Reduce-Scatter or All-Reduce phase costs
+three passes over local memory at the system's ``local-mem-bw``
+(:func:`~workloads.training.collectives.local_reduction_ns`). Send and receive nodes, memory
+nodes and other collective types are refused in one sentence.
 """
 
 from __future__ import annotations
@@ -238,6 +241,8 @@ class TraceResult:
 
 
 class _TraceReplay(CollectiveRunner):
+    charges_local_memory = True  # ASTRA-sim 2.x's reduction time at the system's local-mem-bw
+
     def __init__(self, nodes: Sequence[TraceNode], network: Sequence[AstraDim],
                  system: ReplaySystem, source: str) -> None:
         dims, _ = logical_dims(network, None)

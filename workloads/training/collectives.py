@@ -212,6 +212,21 @@ def _all_to_all(implementation: str, dim: LogicalDim, size: int) -> tuple[Fracti
     return message, 1
 
 
+def local_reduction_ns(op: str, size: Fraction, kind: str, dim: LogicalDim,
+                       system: ReplaySystem) -> int:
+    """ASTRA-sim 2.x's local-memory time of one Reduce-Scatter or All-Reduce phase on a ring:
+    each of its ``n-1`` reducing messages (``size // n`` bytes) is written once and read twice
+    at ``local-mem-bw``, each pass rounded down to whole ns. 0 without ``local-mem-bw``, for
+    other phases and on other implementations (not charged there)."""
+    gbyte_s = system.local_mem_gbyte_s
+    impl = (system.implementations or {}).get(kind, ("ring",) * 99)[dim.physical]
+    if gbyte_s is None or op not in ("RS", "AR") or impl != "ring" or dim.size < 2:
+        return 0
+    message = int(size) // dim.size
+    one_pass = int(message / (gbyte_s * 1e9) * 1e9)  # as 2.x computes it, in doubles
+    return (dim.size - 1) * 3 * one_pass
+
+
 def phase_rate(dim: LogicalDim, kind: str, op: str, system: ReplaySystem) -> Fraction:
     """Bytes per ns a phase of ``op`` moves in ``dim`` (the NPU's bandwidth there, times the
     share of it the dimension's collective can use)."""

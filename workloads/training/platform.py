@@ -5,7 +5,8 @@ model-parallel group ends inside it, as ASTRA-sim's ``break_dimension`` does).
 Bandwidths: an NPU's ``gbyte_s`` in a dimension (``links-count × link-bandwidth``), ASTRA-sim's
 GB/s being 2**30 bytes/s. Each message pays ``latency_ns`` per hop plus the system file's
 ``endpoint-delay`` (ns); a switch is two hops, a fully connected link one, a ring one per
-neighbour step.
+neighbour step. ``local-mem-bw`` is read for Chakra replays (ASTRA-sim 2.x charges local
+reduction time at it; 1.0 does not).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ INTER = {"baseline": "baseline", "ascending": "baseline", "themis": "themis",
 READ_KEYS = frozenset(IMPLEMENTATION_KEYS) | {
     "scheduling-policy", "endpoint-delay", "active-chunks-per-dimension",
     "preferred-dataset-splits", "collective-optimization", "intra-dimension-scheduling",
-    "inter-dimension-scheduling"}
+    "inter-dimension-scheduling", "local-mem-bw"}
 DROPPED_KEYS = IGNORED_SYSTEM_KEYS - READ_KEYS  # no effect on ASTRA-sim's analytical times
 
 
@@ -46,6 +47,9 @@ class ReplaySystem:
     lifo: bool = True  # scheduling-policy: LIFO (priority to the newest collective) or FIFO
     localbw: bool = True  # collective-optimization: localBWAware (else baseline)
     endpoint_delay_ns: float = 0.0
+    # local-mem-bw (GB/s of 1e9 bytes): ASTRA-sim 2.x charges each reducing ring message three
+    # passes over local memory at this rate (Chakra replays only; None: not charged, as 1.0)
+    local_mem_gbyte_s: float | None = None
     implementations: Mapping[str, tuple[str, ...]] | None = None  # kind -> collective per dim
 
 
@@ -90,6 +94,19 @@ def _whole(pairs: dict[str, Any], key: str, default: int, source: str, minimum: 
     return value
 
 
+def _positive(pairs: dict[str, Any], key: str, source: str) -> float | None:
+    if key not in pairs:
+        return None
+    raw = pairs[key]
+    try:
+        value = float(str(raw))
+    except ValueError:
+        raise _fail(source, key, f"{raw!r} is not a number") from None
+    if not value > 0:
+        raise _fail(source, key, f"{value} must be above 0")
+    return value
+
+
 def _choice(pairs: dict[str, Any], key: str, default: str, table: Mapping[str, Any],
             source: str) -> Any:
     raw = str(pairs.get(key, default))
@@ -131,6 +148,7 @@ def replay_system(pairs: dict[str, Any], n_dims: int, source: str = "system.txt"
     except ValueError:
         raise _fail(source, "endpoint-delay", f"{delay!r} is not a number") from None
     return ReplaySystem(
+        local_mem_gbyte_s=_positive(pairs, "local-mem-bw", source),
         splits=_whole(pairs, "preferred-dataset-splits", 1, source, 1),
         intra=_choice(pairs, "intra-dimension-scheduling", "FIFO", INTRA, source),
         inter=_choice(pairs, "inter-dimension-scheduling", "baseline", INTER, source),

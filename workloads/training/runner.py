@@ -18,7 +18,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from workloads.schedule_engine import ASTRA_SIM_1_0, ChunkEngine, Phase
-from workloads.training.collectives import ThemisGreedy, chunk_specs, phase_rate, phases
+from workloads.training.collectives import (
+    ThemisGreedy,
+    chunk_specs,
+    local_reduction_ns,
+    phase_rate,
+    phases,
+)
 from workloads.training.platform import LogicalDim, ReplaySystem
 
 PHASE_DONE, COLLECTIVE_DONE, WAKE = 0, 1, 2  # event kinds, in the order one instant runs them
@@ -50,7 +56,11 @@ class ScheduleLog:
 
 
 class CollectiveRunner:
-    """Collectives on ``dims`` under ``system``, and the event clock."""
+    """Collectives on ``dims`` under ``system``, and the event clock. A subclass that sets
+    :attr:`charges_local_memory` adds ASTRA-sim 2.x's local reduction time to ring phases
+    (:func:`~workloads.training.collectives.local_reduction_ns`)."""
+
+    charges_local_memory = False
 
     def __init__(self, dims: Sequence[LogicalDim], system: ReplaySystem) -> None:
         self.dims = tuple(dims)
@@ -143,8 +153,11 @@ class CollectiveRunner:
         if rate is None:
             rate = self.rates[key] = phase_rate(self.dims[phase.dim], kind, phase.op,
                                                 self.system)
-        latency = self.dims[phase.dim].message_latency_ns(self.system.endpoint_delay_ns)
-        return phase.sent / rate + phase.steps * Fraction(latency)
+        dim = self.dims[phase.dim]
+        latency = dim.message_latency_ns(self.system.endpoint_delay_ns)
+        reduction = local_reduction_ns(phase.op, phase.size, kind, dim, self.system) \
+            if self.charges_local_memory else 0
+        return phase.sent / rate + phase.steps * Fraction(latency) + reduction
 
     def _start(self, started: list[tuple[Phase, int]]) -> None:
         for phase, slot in started:

@@ -1,0 +1,91 @@
+"""The job invariant: a job on paths the policy isolates reaches what its links allow.
+
+Where a job has its links to itself (vClos and OCS-vClos give each job its own spines; the
+static policy and kernel bridges route a multidim fabric's dimensions over dedicated links),
+nothing but its own links should set its pace. Its expected figure is then:
+
+- on a multidim fabric, the model's time of each size (``model_s`` in jobs.json, from
+  :func:`workloads.model.job_model_s`): the job must finish within ``model_s ÷ (1 − tol)``;
+- on a leaf-spine fabric, for a ring over its hosts (one logical dimension), the TCP goodput of
+  the slowest link its traffic may cross (its hosts' links, and the uplinks of its leaves if it
+  spans several): its busbw must reach ``(1 − tol)`` of it.
+
+A job short of that is a violation naming the job: the machine, not the network, set its pace.
+:data:`TOLERANCE` is the 10 % the issue allows a faithful run; quiet runs of two isolated
+2-host jobs measured 0.98–0.99 of their links' goodput (BENCHMARKS.md). Where the model
+cannot say — ECMP hashes jobs onto shared uplinks, and other shapes the model does not cover —
+the job is listed as not judged, with why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from testbed.core.formulas import TCP_GOODPUT
+from testbed.core.topology import FabricPlan
+
+TOLERANCE = 0.10
+ISOLATING_POLICIES = ("vclos", "ocs-vclos", "static")
+
+
+def isolated_by(policy: str | None, switches: str | None) -> bool:
+    """Whether a job's paths are its own under ``policy`` (None: no controller) on
+    ``switches``."""
+    return switches == "kernel" or policy in ISOLATING_POLICIES or policy is None
+
+
+def path_rate_mbit_s(plan: FabricPlan, hosts: list[str]) -> float:
+    """The slowest link a ring over ``hosts`` of a leaf-spine plan may cross: their own links,
+    and, if they sit under several leaves, every link above those leaves."""
+    host_links = [lk for lk in plan.links if lk.kind == "host" and (lk.a in hosts or
+                                                                    lk.b in hosts)]
+    leaves = {lk.b if lk.a in hosts else lk.a for lk in host_links}
+    rates = [lk.mbit_s for lk in host_links]
+    if len(leaves) > 1:
+        rates += [lk.mbit_s for lk in plan.links
+                  if lk.kind != "host" and (lk.a in leaves or lk.b in leaves)]
+    return min(rates)
+
+
+def expected(job: dict[str, Any], plan: FabricPlan, switches: str | None
+             ) -> tuple[dict[int, float] | None, str, str]:
+    """(expected figure per size, what it is — ``time_s`` or ``busbw_gbyte_s`` — and why
+    not judged if None) for one jobs.json record."""
+    if not isolated_by(job.get("policy"), switches):
+        return None, "", (f"policy {job.get('policy')} may share links between jobs: the "
+                          "model cannot say what the job should reach")
+    if job.get("model_s"):
+        return {int(k): float(v) for k, v in job["model_s"].items()}, "time_s", ""
+    if plan.kind == "multidim":
+        return None, "", "the model does not cover this job's shape"
+    dims = [d for d in (job.get("dims") or []) if d > 1]
+    if len(dims) > 1 or job.get("workload", {}).get("kind") != "allreduce":
+        return None, "", "the model covers only an All-Reduce ring on a leaf-spine fabric"
+    rate = path_rate_mbit_s(plan, job["hosts"]) * TCP_GOODPUT
+    return ({int(r["size"]): rate * 1e6 / 8 / 1e9 for r in job.get("results") or []},
+            "busbw_gbyte_s", "")
+
+
+def judge(jobs: list[dict[str, Any]], plan: FabricPlan, switches: str | None = None,
+          tolerance: float = TOLERANCE) -> list[dict[str, Any]]:
+    """Per job that ran (solo baselines included): ``judged`` (or ``why_not``), and per size
+    the measured ÷ expected ``ratio`` (1 = what its links allow); ``violated`` when a size
+    fell below ``1 − tolerance``."""
+    out = []
+    for job in jobs:
+        if job.get("status") != "ok" or not job.get("results"):
+            continue
+        want, what, why = expected(job, plan, switches)
+        rec: dict[str, Any] = {"job": job["name"], "judged": want is not None,
+                               "why_not": why or None, "sizes": [], "violated": False}
+        for r in job["results"] if want else []:
+            goal = want.get(int(r["size"]))
+            if not goal:
+                continue
+            ratio = (goal / (r["time_us"] / 1e6) if what == "time_s"
+                     else r["busbw"] / goal)
+            rec["sizes"].append({"size": int(r["size"]), "in_place": r.get("in_place", True),
+                                 "ratio": round(ratio, 4), "expected": goal, "unit": what})
+            rec["violated"] |= ratio < 1 - tolerance
+        out.append(rec)
+    return out

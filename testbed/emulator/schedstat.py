@@ -1,0 +1,159 @@
+"""How long each thread of the run's workers and of ``ovs-vswitchd`` waited for a CPU, sampled
+in a background thread from ``/proc/PID/task/TID/schedstat`` (the scheduler invariant of
+:mod:`analysis.sched_invariant` judges the samples).
+
+Only reads: the switch's PID comes from Open vSwitch's pidfile and is never signalled. A
+thread read in one round and gone in the next (a worker that ended) simply stops appearing.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from testbed.core.samples import SCHED_SAMPLE_SCHEMA
+
+OVS_PIDFILE = Path("/var/run/openvswitch/ovs-vswitchd.pid")
+SWITCH_PROCESS = "ovs-vswitchd"
+SCHED_HZ = 20.0  # 10 stretches per second of WINDOW_S = 0.5 s (analysis.sched_invariant)
+DISCOVER_ROUNDS = 20  # look for the watched workers' children once in this many rounds
+
+
+def switch_pid(pidfile: Path = OVS_PIDFILE) -> int | None:
+    """ovs-vswitchd's PID from its pidfile, if the file names a live ovs-vswitchd."""
+    try:
+        pid = int(pidfile.read_text().split()[0])
+        comm = Path(f"/proc/{pid}/comm").read_text().strip()
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid if comm == SWITCH_PROCESS else None
+
+
+def children(pid: int) -> list[int]:
+    """The PIDs of ``pid``'s children (none if it is gone)."""
+    out = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            out += [int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def read_threads(pid: int) -> list[tuple[int, str, int, int]]:
+    """(tid, thread name, ns run, ns waited runnable) of every thread of ``pid`` (none if it
+    is gone)."""
+    out = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            run_ns, wait_ns, _ = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()
+            comm = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        out.append((int(tid), comm, int(run_ns), int(wait_ns)))
+    return out
+
+
+class SchedSampler:
+    """Samples the scheduler statistics of every watched process and of ovs-vswitchd (if it
+    runs); ``watch`` adds a process (a job's worker) at any time."""
+
+    def __init__(self, hz: float = SCHED_HZ, switch: bool = True) -> None:
+        self.period = 1.0 / hz
+        self._watched: dict[int, tuple[str, str]] = {}  # pid -> (job, process)
+        if switch and (pid := switch_pid()) is not None:
+            self._watched[pid] = ("", SWITCH_PROCESS)
+        self._rows: list[tuple] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="sched-sampler", daemon=True)
+        self.cpu_s = 0.0  # the sampler thread's own CPU time
+        self.rounds = 0
+        self._span = [0.0, 0.0]  # monotonic start and end of sampling
+
+    def __enter__(self) -> SchedSampler:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def watch(self, pid: int, job: str, process: str) -> None:
+        with self._lock:
+            self._watched[pid] = (job, process)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def sample(self) -> None:
+        with self._lock:
+            watched = list(self._watched.items())
+        gone = []
+        for pid, (job, process) in watched:
+            threads = read_threads(pid)
+            t = time.monotonic()
+            if not threads:
+                gone.append(pid)
+            for tid, name, run_ns, wait_ns in threads:
+                self._rows.append((t, job, process, pid, tid, name, run_ns / 1e9,
+                                   wait_ns / 1e9))
+        if gone:
+            with self._lock:
+                for pid in gone:
+                    self._watched.pop(pid, None)
+        if self.rounds % DISCOVER_ROUNDS == 0:
+            self._adopt_children(watched)
+        self.rounds += 1
+
+    def _adopt_children(self, watched: list[tuple[int, tuple[str, str]]]) -> None:
+        """Watch the children of every watched worker under its labels: a container host's
+        worker runs as the child of the process the run started (its confinement wrapper)."""
+        found = {}
+        for pid, label in watched:
+            if label[1] == SWITCH_PROCESS:
+                continue
+            for child in children(pid):
+                found.setdefault(child, label)
+        with self._lock:
+            for child, label in found.items():
+                self._watched.setdefault(child, label)
+
+    def _loop(self) -> None:
+        c0 = time.thread_time()
+        next_t = self._span[0] = time.monotonic()
+        while not self._stop.is_set():
+            self.sample()
+            self.cpu_s = time.thread_time() - c0
+            self._span[1] = time.monotonic()
+            next_t = max(next_t + self.period, time.monotonic())
+            self._stop.wait(max(0.0, next_t - time.monotonic()))
+
+    def cost(self) -> dict[str, float | None]:
+        """What sampling cost: rounds per second achieved, and the sampler thread's CPU
+        seconds per second sampled."""
+        span = self._span[1] - self._span[0]
+        if span <= 0:
+            return {"sample_hz": None, "cpu_s_per_s": None}
+        return {"sample_hz": round((self.rounds - 1) / span, 2),
+                "cpu_s_per_s": round(self.cpu_s / span, 4)}
+
+    def samples(self) -> pd.DataFrame:
+        """One row per sample and thread: :data:`SCHED_SAMPLE_SCHEMA`."""
+        return pd.DataFrame(self._rows[:], columns=SCHED_SAMPLE_SCHEMA.names)

@@ -1,0 +1,169 @@
+"""The pipeline invariants (analysis.sched_invariant, analysis.job_invariant) and how the
+verdict combines them (testbed.emulator.fidelity.pipeline_record), on made-up samples."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import job_invariant, sched_invariant
+from testbed.core.formulas import TCP_GOODPUT
+from testbed.core.topology import LeafSpineSpec, build_plan
+from testbed.emulator.fidelity import pipeline_record
+from testbed.emulator.schedstat import (
+    DISCOVER_ROUNDS,
+    SchedSampler,
+    children,
+    read_threads,
+    switch_pid,
+)
+
+HZ = 20.0
+
+
+def thread(shares: list[float], *, job: str = "j0", process: str = "h0 rank0", pid: int = 10,
+           tid: int = 10, t0: float = 100.0) -> pd.DataFrame:
+    """Samples at 20 Hz of one thread waiting ``shares[k]`` of the time in sample interval k."""
+    t = t0 + np.arange(len(shares) + 1) / HZ
+    wait = np.concatenate([[0.0], np.cumsum(np.array(shares) / HZ)])
+    return pd.DataFrame({"time": t, "job": job, "process": process, "pid": pid, "tid": tid,
+                         "thread": "python3", "run_s": 0.0, "wait_s": wait})
+
+
+def test_stretches_cut_at_the_first_sample_half_a_second_on():
+    start, end, share = sched_invariant.stretches(np.arange(21) / 20, np.arange(21) * 0.01)
+    assert list(start) == [0, 0.5] and list(end) == [0.5, 1.0]
+    assert share == pytest.approx([0.2, 0.2])
+
+
+def test_a_worker_that_rarely_waits_is_no_violation():
+    found, judged_s = sched_invariant.judge(thread([0.05] * 40), {"j0": [(100.0, 102.0)]})
+    assert found.empty
+    assert judged_s == pytest.approx(2.0)
+
+
+def test_a_worker_waiting_while_its_job_communicates_is_located():
+    shares = [0.02] * 10 + [0.6] * 20 + [0.02] * 10
+    found, _ = sched_invariant.judge(thread(shares), {"j0": [(100.0, 102.0)]})
+    (v,) = found.itertuples()
+    assert (v.job, v.process, v.pid) == ("j0", "h0 rank0", 10)
+    assert (v.start, v.end) == pytest.approx((100.5, 101.5))  # two stretches, merged
+    assert v.worst_share == pytest.approx(0.6)
+    assert v.wait_s == pytest.approx(0.6)
+
+
+def test_waiting_outside_the_jobs_collectives_is_not_judged():
+    found, judged_s = sched_invariant.judge(thread([0.9] * 40), {"j0": [(105.0, 106.0)],
+                                                                 "j1": [(100.0, 102.0)]})
+    assert found.empty and judged_s == 0.0
+
+
+def test_the_switch_is_judged_while_any_job_communicates():
+    s = thread([0.8] * 20, job=sched_invariant.SWITCH_JOB, process="ovs-vswitchd")
+    found, _ = sched_invariant.judge(s, {"j1": [(100.0, 101.0)]})
+    assert list(found["process"]) == ["ovs-vswitchd"]
+
+
+def test_overlap_counts_overlapping_windows_once():
+    assert sched_invariant.overlap_s(0, 10, [(1, 4), (2, 5), (8, 20)]) == pytest.approx(6)
+
+
+@pytest.fixture
+def leaf_spine():
+    return build_plan(LeafSpineSpec.model_validate(
+        {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,
+         "host_link_mbit_s": 50, "uplink_mbit_s": 40}))
+
+
+def job_rec(busbw_gbyte_s: float, policy: str | None = "vclos", **extra) -> dict:
+    return {"name": "a", "status": "ok", "policy": policy, "hosts": ["h0", "h2"], "dims": [2],
+            "workload": {"kind": "allreduce"}, "model_s": None,
+            "results": [{"size": 8 << 20, "time_us": 1e6, "busbw": busbw_gbyte_s,
+                         "in_place": True}]} | extra
+
+
+def goodput_gbyte_s(mbit_s: float) -> float:
+    return mbit_s * TCP_GOODPUT * 1e6 / 8 / 1e9
+
+
+def test_a_job_across_leaves_is_held_to_its_slowest_link(leaf_spine):
+    assert job_invariant.path_rate_mbit_s(leaf_spine, ["h0", "h2"]) == 40  # the uplinks
+    assert job_invariant.path_rate_mbit_s(leaf_spine, ["h0", "h1"]) == 50  # one leaf
+    (ok,) = job_invariant.judge([job_rec(0.95 * goodput_gbyte_s(40))], leaf_spine)
+    assert ok["judged"] and not ok["violated"]
+    assert ok["sizes"][0]["ratio"] == pytest.approx(0.95)
+    (slow,) = job_invariant.judge([job_rec(0.7 * goodput_gbyte_s(40))], leaf_spine)
+    assert slow["violated"]
+
+
+def test_ecmp_jobs_are_not_judged_and_say_why(leaf_spine):
+    (v,) = job_invariant.judge([job_rec(0.01, policy="ecmp")], leaf_spine)
+    assert not v["judged"] and not v["violated"] and "ecmp" in v["why_not"]
+
+
+def test_the_model_time_judges_a_multidim_job(leaf_spine):
+    (v,) = job_invariant.judge([job_rec(0.0, policy="static",
+                                        model_s={str(8 << 20): 0.5})], leaf_spine)
+    assert v["sizes"][0]["ratio"] == pytest.approx(0.5) and v["violated"]
+
+
+def test_the_verdict_names_the_invariant_the_place_and_the_time(leaf_spine):
+    switch = thread([0.0] * 20, job="", process="ovs-vswitchd", pid=5, tid=6)
+    sched = pd.concat([thread([0.5] * 20, job="a"), switch])
+    rec = pipeline_record(sched, {"a": [(100.0, 101.0)]}, [job_rec(0.5 * goodput_gbyte_s(40))],
+                          leaf_spine, "ovs", lambda a, b: "; busiest then: spin (2.0 CPU-s)")
+    sched_reason, job_reason = rec["reasons"]
+    assert sched_reason.startswith("scheduler invariant: job a's worker h0 rank0 (pid 10")
+    assert "50% of the time at 0.0–1.0 s" in sched_reason
+    assert sched_reason.endswith("busiest then: spin (2.0 CPU-s)")
+    assert job_reason.startswith("job invariant: job a reached 50%")
+    assert "(All-Reduce of 8MiB)" in job_reason
+    assert rec["switch"]["judged"] and rec["switch"]["violations"] == []
+    assert rec["scheduler"]["violations"][0]["thread"] == "python3"
+
+
+def test_no_sched_samples_judge_nothing(leaf_spine):
+    rec = pipeline_record(None, {}, [], leaf_spine, "ovs", lambda a, b: "")
+    assert rec["reasons"] == [] and not rec["scheduler"]["judged"]
+    assert not rec["switch"]["judged"]
+
+
+def test_the_sampler_reads_its_own_threads():
+    mine = read_threads(os.getpid())
+    assert any(tid == os.getpid() for tid, *_ in mine)
+    assert all(wait_ns >= 0 and run_ns >= 0 for _, _, run_ns, wait_ns in mine)
+    assert read_threads(2**22 + 1) == []  # beyond pid_max: no such process
+    with SchedSampler(hz=100, switch=False) as s:
+        s.watch(os.getpid(), "j", "me")
+        while s.rounds < 3:
+            time.sleep(0.01)
+    df = s.samples()
+    assert set(df["process"]) == {"me"}
+    assert (df.groupby("tid")["wait_s"].diff().dropna() >= 0).all()
+
+
+def test_switch_pid_needs_a_live_ovs_vswitchd(tmp_path):
+    f = tmp_path / "ovs-vswitchd.pid"
+    f.write_text(f"{os.getpid()}\n")  # alive, but not ovs-vswitchd
+    assert switch_pid(f) is None
+    assert switch_pid(tmp_path / "missing.pid") is None
+
+
+def test_the_sampler_adopts_a_watched_processs_children():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert child.pid in children(os.getpid())
+        with SchedSampler(hz=100, switch=False) as s:
+            s.watch(os.getpid(), "j", "me")
+            while s.rounds < DISCOVER_ROUNDS + 3:
+                time.sleep(0.01)
+        assert child.pid in set(s.samples()["pid"])
+    finally:
+        child.kill()
+        child.wait()
