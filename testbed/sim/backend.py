@@ -95,7 +95,7 @@ from testbed.core.algorithms import is_alltoall
 from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.experiment import STATIC_POLICY, Experiment
 from testbed.core.formulas import ALLTOALL, TCP_GOODPUT
-from testbed.core.jobs import JobRun, check_against_fabric, dim_kinds, resolve
+from testbed.core.jobs import JobRun, check_against_fabric, dim_kinds, dim_mbit_s, resolve
 from testbed.core.registry import TRANSPORTS
 from testbed.core.rundir import RunRecorder, base_environment
 from testbed.core.topology import FabricPlan, build_plan
@@ -512,12 +512,8 @@ class _TrainingDriver(_Driver):
         run = self.placed.run
         job = run.resolved
         assert job is not None, "a job is simulated once placed"
-        spec = self.plan.spec
         kinds = dim_kinds(self.plan, len(job.dims))
-        if self.plan.kind == "multidim":
-            mbit_s = [float(d.mbit_s) for d in spec.dims]
-        else:
-            mbit_s = [float(spec.host_link_mbit_s)] * len(job.dims)
+        mbit_s = dim_mbit_s(self.plan, len(job.dims))
         result = replay_job(job, kinds, mbit_s, GOODPUT, self.step_latency_s)
         workload = job_workload(job)
         t0 = self.origin + self.net.now
