@@ -22,7 +22,7 @@ from testbed.core.spec import load_yaml
 from testbed.sim.backend import SimBackend
 
 EXPERIMENTS = sorted(Path("experiments").glob("*.yaml"))
-SLOW = {"dnn", "themis-e2e"}  # about a minute each on 2 cores
+SLOW = {"themis-e2e", "themis-e2e-emulated"}  # about a minute each on 2 cores
 
 
 def _ready_on_sim(path: Path) -> str | None:
