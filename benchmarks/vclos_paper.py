@@ -3,7 +3,8 @@ of every policy, the gpu-count bound beside each, and how long the queue gets.
 
     nice -n 10 .venv/bin/python benchmarks/vclos_paper.py [--gaps 241,285,360,421,555]
         [--policies gpu-count,source-routing,source-routing-flat,vclos,ocs-vclos,ecmp]
-        [--jobs 5000] [--trace rapidnetsim] [--rewiring augment] [--queue-csv FILE]
+        [--jobs 5000] [--trace rapidnetsim] [--rewiring augment] [--gpus-per-server 1]
+        [--queue-csv FILE]
 
 ``--trace rapidnetsim`` (default): run times are the jobs' own and never depend on placement
 or sharing, as in RapidNetSim (its sharing reset, docs/vclos-paper.md); only admission differs
@@ -52,12 +53,14 @@ def queue_stats(steps: list[tuple[float, int]]) -> tuple[float, int]:
     return (area / span if span > 0 else 0.0), max(n for _, n in steps)
 
 
-def run(policy: str, trace: str, gap: float, jobs: int, rewiring: str) -> dict:
+def run(policy: str, trace: str, gap: float, jobs: int, rewiring: str,
+        gpus_per_server: int = 1) -> dict:
     params = preset_params("vclos-paper", cluster_policy(policy).allocates_as)
     shape = {k: params[k] for k in SHAPE_KEYS if k in params}
     specs = load_trace(f"{trace}:{gap:g}", jobs, 0.8, 8192, 1)
     wall = time.perf_counter()
-    result = simulate_cluster(specs, ClusterConfig(policy=policy, rewiring=rewiring, **shape))
+    result = simulate_cluster(specs, ClusterConfig(policy=policy, rewiring=rewiring,
+                                                   gpus_per_server=gpus_per_server, **shape))
     steps = queue_steps(result.rows)
     mean_q, max_q = queue_stats(steps)
     s = result.summary
@@ -75,6 +78,9 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=5000)
     ap.add_argument("--trace", default="rapidnetsim", choices=("rapidnetsim", "rapidnetsim-comm"))
     ap.add_argument("--rewiring", default="augment")
+    ap.add_argument("--gpus-per-server", type=int, default=1,
+                    help="a job crossing leaves takes whole idle servers of this many GPUs "
+                         "(RapidNetSim's: 4)")
     ap.add_argument("--queue-csv", default="", help="write every run's queue length steps here")
     args = ap.parse_args()
     policies = args.policies.split(",")
@@ -88,7 +94,7 @@ def main() -> None:
         bound = None
         results = []
         for policy in policies:
-            r = run(policy, args.trace, gap, args.jobs, args.rewiring)
+            r = run(policy, args.trace, gap, args.jobs, args.rewiring, args.gpus_per_server)
             bound = r["jwt_s"] if policy == "gpu-count" else bound
             results.append(r)
             queue_rows += [(policy, gap, t, n) for t, n in r["steps"]]

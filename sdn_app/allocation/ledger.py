@@ -312,6 +312,18 @@ class Ledger:
             if (o, spine, p) not in self._spine_port_owner
         ]
 
+    def idle_ocs_mask(self, leaf: int) -> int:
+        """Bit o is set when ``leaf``'s port on OCS o is idle."""
+        return sum(1 << o for o in range(self.ocs_count)
+                   if (o, leaf) not in self._leaf_port_owner)
+
+    def idle_spine_counts(self) -> list[list[int]]:
+        """``[spine][ocs]``: how many of the spine's ports on that OCS are idle."""
+        counts = [[self.spine_ports_per_ocs] * self.ocs_count for _ in range(self.spines)]
+        for ocs, spine, _port in self._spine_port_owner:
+            counts[spine][ocs] -= 1
+        return counts
+
     def busy_spine_ports(self) -> list[int]:
         """How many of each spine's OCS ports are held."""
         busy = [0] * self.spines

@@ -8,6 +8,8 @@ How circuits are chosen is a *rewiring* strategy (:data:`REWIRINGS`, by name):
   circuits, then default circuits topped up with circuits on orphaned spine ports (see
   :func:`orphaned`).
 * ``augment``: default and direct circuits as ``conservative``, then :func:`try_augment`.
+* ``exact``: RapidNetSim's ``GPUPlacemeter3`` (direct pair, star, whole leaves, blocks), its
+  two assignment problems solved to optimality (:mod:`.ocs_exact`); no default wiring.
 
 Measured at cluster scale (BENCHMARKS.md), ``any`` scatters spine ports so that later jobs
 (whole leaves above all) can no longer be wired and refuses jobs that static vClos places;
@@ -29,6 +31,14 @@ from sdn_app.allocation.ledger import (
     Ledger,
     SpinePort,
     clos_allocation,
+)
+from sdn_app.allocation.ocs_exact import (
+    Snapshot,
+    best_pair,
+    block_allocation,
+    place_blocks,
+    place_exact,
+    wire_blocks,
 )
 from sdn_app.allocation.vclos import find_free_biclique
 from testbed.core import topology
@@ -52,6 +62,17 @@ class Rewiring(ABC):
         self, ledger: Ledger, job_id: str, m: int, n: int, leaves: list[int] | None
     ) -> Allocation | None:
         """Circuits for m leaves x n hosts, or None; ``leaves`` fixes the leaves."""
+
+    def place_job(
+        self, ledger: Ledger, job_id: str, k: int, shapes: list[tuple[int, int]]
+    ) -> Allocation | None:
+        """A cross-leaf job of k hosts placed jointly (hosts and circuits together): the
+        first of ``shapes`` (m leaves x n hosts, in order) that :meth:`place` wires."""
+        for m, n in shapes:
+            found = self.place(ledger, job_id, m, n, None)
+            if found is not None:
+                return found
+        return None
 
 
 class AnyRewiring(Rewiring):
@@ -116,8 +137,36 @@ class AugmentRewiring(_DefaultFirst):
         return try_augment(ledger, job_id, m, n, leaf_sets)
 
 
+class ExactRewiring(Rewiring):
+    """RapidNetSim's ``GPUPlacemeter3``, its assignment problems solved exactly
+    (:mod:`.ocs_exact`); every OCS port starts unconnected."""
+
+    name = "exact"
+
+    def place(
+        self, ledger: Ledger, job_id: str, m: int, n: int, leaves: list[int] | None
+    ) -> Allocation | None:
+        snap = Snapshot.of(ledger)
+        if leaves is None:
+            return place_blocks(ledger, job_id, snap, m, n)
+        blocks = dict.fromkeys(leaves, 1)
+        wiring = wire_blocks(ledger, snap, blocks, n)
+        return None if wiring is None else block_allocation(ledger, job_id, blocks, n, *wiring)
+
+    def place_job(
+        self, ledger: Ledger, job_id: str, k: int, shapes: list[tuple[int, int]]
+    ) -> Allocation | None:
+        h = k // 2
+        if k % 2 == 0 and h <= min(ledger.hosts_per_leaf, ledger.ocs_count):
+            pair = best_pair(ledger, h)
+            if pair is not None:
+                return try_direct_pair(ledger, job_id, h, [pair])
+        return place_exact(ledger, job_id, k)
+
+
 REWIRINGS: dict[str, Rewiring] = {
-    r.name: r for r in (AnyRewiring(), ConservativeRewiring(), AugmentRewiring())
+    r.name: r
+    for r in (AnyRewiring(), ConservativeRewiring(), AugmentRewiring(), ExactRewiring())
 }
 
 
