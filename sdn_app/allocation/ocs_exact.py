@@ -41,6 +41,8 @@ from sdn_app.allocation.milp import Milp
 MAX_PACKINGS = 4
 # How long the wiring MILP may run before its best answer is taken (or the shape given up).
 WIRE_TIME_LIMIT_S = 2.0
+# How many wiring MILPs ran, and how many hit the time limit (answer not proven optimal).
+SOLVER_STATS = {"wire_milps": 0, "wire_unproven": 0}
 
 
 @dataclass(frozen=True)
@@ -64,10 +66,9 @@ def bits(mask: int) -> list[int]:
     return [i for i in range(mask.bit_length()) if mask >> i & 1]
 
 
-def place_exact(ledger: Ledger, job_id: str, k: int) -> Allocation | None:
+def place_exact(ledger: Ledger, job_id: str, k: int, snap: Snapshot) -> Allocation | None:
     """Place a cross-leaf job of k hosts (steps 2-4 of the module doc; the direct pair is
     the caller's, which owns leaf-leaf allocations), or None."""
-    snap = Snapshot.of(ledger)
     g = ledger.gpus_per_server
     if k <= ledger.ocs_count * ledger.spine_ports_per_ocs and k % g == 0:
         found = place_blocks(ledger, job_id, snap, k, 1, fewest_leaves=True)
@@ -86,10 +87,10 @@ def place_exact(ledger: Ledger, job_id: str, k: int) -> Allocation | None:
     return None
 
 
-def best_pair(ledger: Ledger, h: int) -> tuple[int, int] | None:
+def best_pair(ledger: Ledger, h: int, snap: Snapshot | None = None) -> tuple[int, int] | None:
     """Two leaves with h hosts in idle servers and h OCSes where both ports are idle, the
     fewest idle servers between them (lowest indices on ties); exact by enumeration."""
-    snap = Snapshot.of(ledger)
+    snap = snap or Snapshot.of(ledger)
     cands = sorted(
         (snap.idle_servers[leaf], leaf) for leaf in range(ledger.leaves)
         if snap.spread[leaf] >= h and snap.leaf_mask[leaf].bit_count() >= h)
@@ -181,12 +182,15 @@ def wire_blocks(
             spine_kinds.setdefault(tuple(idle), []).append(spine)
     if sum(len(v) for v in spine_kinds.values()) < n:
         return None
+    greedy = _wire_greedy(snap, blocks, n, spine_kinds)
+    if greedy is not None and greedy[0]:
+        return greedy[1]  # it took the n cheapest spines: the lower bound, so optimal
     leaf_kinds: dict[tuple[int, int], list[int]] = {}
     for leaf, b in sorted(blocks.items()):
         leaf_kinds.setdefault((snap.leaf_mask[leaf], b), []).append(leaf)
     found = _wire_kinds(n, leaf_kinds, spine_kinds)
     if found is None:
-        return None
+        return None if greedy is None else greedy[1]
     taken, flows = found
     # Each leaf kind's circuits (spine kind, ocs) to its leaves: b * y of every spine kind
     # to each leaf, one per OCS.
@@ -211,6 +215,70 @@ def wire_blocks(
     for ocses in ocs_of.values():
         ocses.sort()
     return sorted(spines), ocs_of
+
+
+def _wire_greedy(
+    snap: Snapshot, blocks: dict[int, int], n: int, kinds: dict[tuple, list[int]]
+) -> tuple[bool, tuple[list[int], dict[tuple[int, int], list[int]]]] | None:
+    """Spines cheapest first (fewest idle ports, then index), each wired by a maximum flow
+    (leaf -> OCS -> spine) over the leaf ports still idle: ``(took the n cheapest,
+    wiring)`` once n spines are wired, or None. Fast; optimal when it took the n cheapest."""
+    order = sorted((sum(idle), spine, idle) for idle, sp in kinds.items() for spine in sp)
+    free = {leaf: snap.leaf_mask[leaf] for leaf in blocks}
+    spines: list[int] = []
+    ocs_of: dict[tuple[int, int], list[int]] = {}
+    skipped = False
+    for _cost, spine, idle in order:
+        flow = _spine_flow(free, blocks, idle)
+        if flow is None:
+            skipped = True
+            continue
+        spines.append(spine)
+        for leaf, ocses in flow.items():
+            ocs_of[(leaf, spine)] = ocses
+            for ocs in ocses:
+                free[leaf] &= ~(1 << ocs)
+        if len(spines) == n:
+            return not skipped, (sorted(spines), ocs_of)
+    return None
+
+
+def _spine_flow(free: dict[int, int], blocks: dict[int, int],
+                idle: tuple) -> dict[int, list[int]] | None:
+    """``{leaf: OCSes}``: ``blocks[leaf]`` circuits from every leaf to one spine, on OCSes
+    where the leaf's port is free, at most ``idle[ocs]`` on an OCS (augmenting paths)."""
+    load = [0] * len(idle)
+    users: dict[int, list[int]] = {}  # ocs -> leaves on it
+    got: dict[int, set[int]] = {leaf: set() for leaf in blocks}
+
+    def augment(leaf: int, seen: set[int]) -> bool:
+        options = [o for o in bits(free[leaf]) if idle[o] and o not in seen and o not in got[leaf]]
+        for ocs in sorted(options, key=lambda o: load[o] >= idle[o]):  # open OCSes first
+            seen.add(ocs)
+            if load[ocs] < idle[ocs]:
+                load[ocs] += 1
+            else:
+                other = next((u for u in users[ocs] if _moved(u, ocs, seen)), None)
+                if other is None:
+                    continue
+                users[ocs].remove(other)
+            users.setdefault(ocs, []).append(leaf)
+            got[leaf].add(ocs)
+            return True
+        return False
+
+    def _moved(leaf: int, ocs: int, seen: set[int]) -> bool:
+        got[leaf].discard(ocs)
+        if augment(leaf, seen):
+            return True
+        got[leaf].add(ocs)
+        return False
+
+    for leaf, b in blocks.items():
+        for _ in range(b):
+            if not augment(leaf, set()):
+                return None
+    return {leaf: sorted(ocses) for leaf, ocses in got.items()}
 
 
 def _wire_kinds(
@@ -246,6 +314,8 @@ def _wire_kinds(
         model.row({**terms, take[idle]: -idle[ocs]}, upper=0)
     model.row(dict.fromkeys(take.values(), 1), lower=n, upper=n)
     x = model.solve(WIRE_TIME_LIMIT_S)
+    SOLVER_STATS["wire_milps"] += 1
+    SOLVER_STATS["wire_unproven"] += not model.proven
     if x is None:
         return None
     return ({idle: x[v] for idle, v in take.items() if x[v]},
@@ -319,7 +389,7 @@ def block_allocation(
 ) -> Allocation:
     """The allocation of blocks: host ``a * n + j`` of a leaf (its a-th block) reaches
     ``spines[j]`` over the a-th circuit of that (leaf, spine), on the lowest idle port."""
-    taken: set[tuple[int, int, int]] = set()
+    ports: dict[tuple[int, int], list[int]] = {}  # (ocs, spine) -> idle ports left, lowest first
     hosts: list[Host] = []
     circuits: list[Circuit] = []
     spine_of: dict[Host, int] = {}
@@ -329,15 +399,16 @@ def block_allocation(
         for h, slot in enumerate(slots):
             spine = spines[h % n]
             ocs = ocs_of[(leaf, spine)][h // n]
-            port = next(p for p in range(ledger.spine_ports_per_ocs)
-                        if ledger.spine_port_idle(ocs, spine, p)
-                        and (ocs, spine, p) not in taken)
-            taken.add((ocs, spine, port))
+            free = ports.get((ocs, spine))
+            if free is None:
+                free = ports[(ocs, spine)] = [
+                    p for p in range(ledger.spine_ports_per_ocs)
+                    if ledger.spine_port_idle(ocs, spine, p)]
             host = (leaf, slot)
             hosts.append(host)
             spine_of[host] = spine
             circuit_of[host] = len(circuits)
-            circuits.append(Circuit(ocs, ("leaf", leaf), ("spine", spine, port)))
+            circuits.append(Circuit(ocs, ("leaf", leaf), ("spine", spine, free.pop(0))))
     return Allocation(
         job_id=job_id, policy="ocs-vclos", hosts=tuple(sorted(hosts)),
         leaves=tuple(sorted(blocks)), spines=tuple(spines),
