@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -322,6 +322,13 @@ class Ledger:
         """Bit o is set when ``leaf``'s port on OCS o is idle."""
         return self._leaf_idle_mask[leaf]
 
+    def idle_ports_of(self, ocs: int, spine: int) -> list[int]:
+        """The idle ports of ``spine`` on ``ocs``, lowest first."""
+        if self._spine_idle[spine][ocs] == self.spine_ports_per_ocs:
+            return list(range(self.spine_ports_per_ocs))
+        return [p for p in range(self.spine_ports_per_ocs)
+                if (ocs, spine, p) not in self._spine_port_owner]
+
     def idle_spine_counts(self) -> list[list[int]]:
         """``[spine][ocs]``: how many of the spine's ports on that OCS are idle (a copy)."""
         return [list(row) for row in self._spine_idle]
@@ -365,12 +372,14 @@ class Ledger:
             self._server_busy[host[0]][host[1] // self.gpus_per_server] -= 1
         for link in self._exclusive_links(allocation):
             del self._link_owner[link]
-        for leaf_port in _leaf_ports(allocation.circuits):
-            del self._leaf_port_owner[leaf_port]
-            self._leaf_idle_mask[leaf_port[1]] |= 1 << leaf_port[0]
-        for spine_port in _spine_ports(allocation.circuits):
-            del self._spine_port_owner[spine_port]
-            self._spine_idle[spine_port[1]][spine_port[0]] += 1
+        for ocs, end_a, end_b in allocation.circuits:
+            for end in (end_a, end_b):
+                if end[0] == "leaf":
+                    del self._leaf_port_owner[(ocs, end[1])]
+                    self._leaf_idle_mask[end[1]] |= 1 << ocs
+                else:
+                    del self._spine_port_owner[(ocs, end[1], end[2])]
+                    self._spine_idle[end[1]][ocs] += 1
         return allocation
 
     def commit(self, allocation: Allocation) -> None:
@@ -384,14 +393,17 @@ class Ledger:
         for link in self._exclusive_links(allocation):
             assert link not in self._link_owner, link
             self._link_owner[link] = job_id
-        for leaf_port in _leaf_ports(allocation.circuits):
-            assert leaf_port not in self._leaf_port_owner, leaf_port
-            self._leaf_port_owner[leaf_port] = job_id
-            self._leaf_idle_mask[leaf_port[1]] &= ~(1 << leaf_port[0])
-        for spine_port in _spine_ports(allocation.circuits):
-            assert spine_port not in self._spine_port_owner, spine_port
-            self._spine_port_owner[spine_port] = job_id
-            self._spine_idle[spine_port[1]][spine_port[0]] -= 1
+        for ocs, end_a, end_b in allocation.circuits:
+            for end in (end_a, end_b):
+                if end[0] == "leaf":
+                    assert (ocs, end[1]) not in self._leaf_port_owner, (ocs, end[1])
+                    self._leaf_port_owner[(ocs, end[1])] = job_id
+                    self._leaf_idle_mask[end[1]] &= ~(1 << ocs)
+                else:
+                    port = (ocs, end[1], end[2])
+                    assert port not in self._spine_port_owner, port
+                    self._spine_port_owner[port] = job_id
+                    self._spine_idle[end[1]][ocs] -= 1
         self.jobs[job_id] = allocation
 
     def _exclusive_links(self, allocation: Allocation) -> frozenset[Link]:
@@ -402,15 +414,3 @@ class Ledger:
             return allocation.links
         return frozenset()
 
-
-def _leaf_ports(circuits: Iterable[Circuit]) -> Iterator[LeafPort]:
-    for circuit in circuits:
-        for end in (circuit.end_a, circuit.end_b):
-            if end[0] == "leaf":
-                yield (circuit.ocs, end[1])
-
-
-def _spine_ports(circuits: Iterable[Circuit]) -> Iterator[SpinePort]:
-    for circuit in circuits:
-        if circuit.end_b[0] == "spine":
-            yield (circuit.ocs, circuit.end_b[1], circuit.end_b[2])

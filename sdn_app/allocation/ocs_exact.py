@@ -377,7 +377,7 @@ def place_whole_leaves(ledger: Ledger, job_id: str, snap: Snapshot, k: int) -> A
         return None
     # Leaf r's circuit on OCS t goes to spine (r + t) mod spines: every spine gets
     # leaves / spines = ports circuits on every OCS, every leaf hosts / spines to each.
-    ocs_of = {(lf, s): [t for t in range(hosts) if (r + t) % spines_wanted == q]
+    ocs_of = {(lf, s): list(range((q - r) % spines_wanted, hosts, spines_wanted))
               for r, lf in enumerate(leaves) for q, s in enumerate(spines)}
     blocks = dict.fromkeys(leaves, hosts // spines_wanted)
     return block_allocation(ledger, job_id, blocks, spines_wanted, spines, ocs_of)
@@ -401,9 +401,7 @@ def block_allocation(
             ocs = ocs_of[(leaf, spine)][h // n]
             free = ports.get((ocs, spine))
             if free is None:
-                free = ports[(ocs, spine)] = [
-                    p for p in range(ledger.spine_ports_per_ocs)
-                    if ledger.spine_port_idle(ocs, spine, p)]
+                free = ports[(ocs, spine)] = ledger.idle_ports_of(ocs, spine)
             host = (leaf, slot)
             hosts.append(host)
             spine_of[host] = spine
