@@ -111,6 +111,8 @@ def place_blocks(ledger: Ledger, job_id: str, snap: Snapshot, m: int, n: int,
                  fewest_leaves: bool = False) -> Allocation | None:
     """m blocks of n hosts: packed (:func:`pack_blocks`), then wired (:func:`wire_blocks`);
     up to MAX_PACKINGS leaf sets."""
+    if sum(sum(idle) >= m for idle in snap.spine_idle) < n:
+        return None  # fewer than n spines with m idle ports: no packing can be wired
     excluded: list[frozenset[int]] = []
     for _ in range(MAX_PACKINGS):
         blocks = pack_blocks(ledger, snap, m, n, fewest_leaves, excluded)
