@@ -14,7 +14,8 @@ collective, max-min shared, so placement and collisions cost time too.
 Shapes: the paper's (``--preset vclos-paper``): 128 leaves x 64 GPUs and 64 spines for every
 policy but ocs-vclos, which runs on 256 leaves x 32 GPUs, 128 spines and 32 OCSes.
 
-Columns: JWT (average wait, arrival to start) and JCT (arrival to finish), seconds; "bound
+Columns: JWT (average wait, arrival to start) and JCT (arrival to finish), seconds; wall and
+CPU seconds of the run (CPU time: the process's own, steadier on a shared machine); "bound
 JWT" is gpu-count's on the same trace; "cut vs X" is the largest share of X's JWT any policy
 could remove, 1 - bound / X (X: source-routing, RapidNetSim's baseline); queue: time-average
 and largest number of jobs waiting between the first arrival and the last start.
@@ -58,7 +59,7 @@ def run(policy: str, trace: str, gap: float, jobs: int, rewiring: str,
     params = preset_params("vclos-paper", cluster_policy(policy).allocates_as)
     shape = {k: params[k] for k in SHAPE_KEYS if k in params}
     specs = load_trace(f"{trace}:{gap:g}", jobs, 0.8, 8192, 1)
-    wall = time.perf_counter()
+    wall, cpu = time.perf_counter(), time.process_time()
     result = simulate_cluster(specs, ClusterConfig(policy=policy, rewiring=rewiring,
                                                    gpus_per_server=gpus_per_server, **shape))
     steps = queue_steps(result.rows)
@@ -67,7 +68,8 @@ def run(policy: str, trace: str, gap: float, jobs: int, rewiring: str,
     return {"policy": policy, "gap_s": gap, "jwt_s": s["avg_wait_s"], "jct_s": s["avg_jct_s"],
             "done": s["jobs_completed"], "refused_unshapeable": s["refused_unshapeable"],
             "refused_links": s["refused_fragmented_links"], "queue_mean": mean_q,
-            "queue_max": max_q, "wall_s": time.perf_counter() - wall, "steps": steps}
+            "queue_max": max_q, "wall_s": time.perf_counter() - wall,
+            "cpu_s": time.process_time() - cpu, "steps": steps}
 
 
 def main() -> None:
@@ -89,7 +91,7 @@ def main() -> None:
     queue_rows = []
     print(f"trace {args.trace}, {args.jobs} jobs; ocs-vclos rewiring {args.rewiring}")
     print(f"{'gap s':>6} {'policy':<20} {'JWT s':>9} {'JCT s':>9} {'bound JWT':>9} "
-          f"{'queue avg':>9} {'max':>5} {'done':>5} {'links':>6} {'wall s':>7}")
+          f"{'queue avg':>9} {'max':>5} {'done':>5} {'links':>6} {'wall s':>7} {'cpu s':>7}")
     for gap in (float(g) for g in args.gaps.split(",")):
         bound = None
         results = []
@@ -100,7 +102,7 @@ def main() -> None:
             queue_rows += [(policy, gap, t, n) for t, n in r["steps"]]
             print(f"{gap:>6g} {policy:<20} {r['jwt_s']:>9.0f} {r['jct_s']:>9.0f} {bound:>9.0f} "
                   f"{r['queue_mean']:>9.1f} {r['queue_max']:>5} {r['done']:>5} "
-                  f"{r['refused_links']:>6} {r['wall_s']:>7.1f}", flush=True)
+                  f"{r['refused_links']:>6} {r['wall_s']:>7.1f} {r['cpu_s']:>7.1f}", flush=True)
         base = next((r for r in results if r["policy"] == "source-routing"), None)
         if base is not None and base["jwt_s"] > 0:
             print(f"{gap:>6g} largest JWT cut any policy could make against source-routing: "
