@@ -3,7 +3,8 @@ of every policy, the gpu-count bound beside each, and how long the queue gets.
 
     nice -n 10 .venv/bin/python benchmarks/vclos_paper.py [--gaps 241,285,360,421,555]
         [--policies gpu-count,source-routing,source-routing-flat,vclos,ocs-vclos,ecmp]
-        [--jobs 5000] [--trace rapidnetsim] [--rewiring augment] [--queue-csv FILE]
+        [--jobs 5000] [--trace rapidnetsim] [--rewiring augment] [--gpus-per-server 1]
+        [--queue-csv FILE]
 
 ``--trace rapidnetsim`` (default): run times are the jobs' own and never depend on placement
 or sharing, as in RapidNetSim (its sharing reset, docs/vclos-paper.md); only admission differs
@@ -13,7 +14,8 @@ collective, max-min shared, so placement and collisions cost time too.
 Shapes: the paper's (``--preset vclos-paper``): 128 leaves x 64 GPUs and 64 spines for every
 policy but ocs-vclos, which runs on 256 leaves x 32 GPUs, 128 spines and 32 OCSes.
 
-Columns: JWT (average wait, arrival to start) and JCT (arrival to finish), seconds; "bound
+Columns: JWT (average wait, arrival to start) and JCT (arrival to finish), seconds; wall and
+CPU seconds of the run (CPU time: the process's own, steadier on a shared machine); "bound
 JWT" is gpu-count's on the same trace; "cut vs X" is the largest share of X's JWT any policy
 could remove, 1 - bound / X (X: source-routing, RapidNetSim's baseline); queue: time-average
 and largest number of jobs waiting between the first arrival and the last start.
@@ -52,19 +54,22 @@ def queue_stats(steps: list[tuple[float, int]]) -> tuple[float, int]:
     return (area / span if span > 0 else 0.0), max(n for _, n in steps)
 
 
-def run(policy: str, trace: str, gap: float, jobs: int, rewiring: str) -> dict:
+def run(policy: str, trace: str, gap: float, jobs: int, rewiring: str,
+        gpus_per_server: int = 1) -> dict:
     params = preset_params("vclos-paper", cluster_policy(policy).allocates_as)
     shape = {k: params[k] for k in SHAPE_KEYS if k in params}
     specs = load_trace(f"{trace}:{gap:g}", jobs, 0.8, 8192, 1)
-    wall = time.perf_counter()
-    result = simulate_cluster(specs, ClusterConfig(policy=policy, rewiring=rewiring, **shape))
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = simulate_cluster(specs, ClusterConfig(policy=policy, rewiring=rewiring,
+                                                   gpus_per_server=gpus_per_server, **shape))
     steps = queue_steps(result.rows)
     mean_q, max_q = queue_stats(steps)
     s = result.summary
     return {"policy": policy, "gap_s": gap, "jwt_s": s["avg_wait_s"], "jct_s": s["avg_jct_s"],
             "done": s["jobs_completed"], "refused_unshapeable": s["refused_unshapeable"],
             "refused_links": s["refused_fragmented_links"], "queue_mean": mean_q,
-            "queue_max": max_q, "wall_s": time.perf_counter() - wall, "steps": steps}
+            "queue_max": max_q, "wall_s": time.perf_counter() - wall,
+            "cpu_s": time.process_time() - cpu, "steps": steps}
 
 
 def main() -> None:
@@ -75,6 +80,9 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=5000)
     ap.add_argument("--trace", default="rapidnetsim", choices=("rapidnetsim", "rapidnetsim-comm"))
     ap.add_argument("--rewiring", default="augment")
+    ap.add_argument("--gpus-per-server", type=int, default=1,
+                    help="a job crossing leaves takes whole idle servers of this many GPUs "
+                         "(RapidNetSim's: 4)")
     ap.add_argument("--queue-csv", default="", help="write every run's queue length steps here")
     args = ap.parse_args()
     policies = args.policies.split(",")
@@ -83,18 +91,18 @@ def main() -> None:
     queue_rows = []
     print(f"trace {args.trace}, {args.jobs} jobs; ocs-vclos rewiring {args.rewiring}")
     print(f"{'gap s':>6} {'policy':<20} {'JWT s':>9} {'JCT s':>9} {'bound JWT':>9} "
-          f"{'queue avg':>9} {'max':>5} {'done':>5} {'links':>6} {'wall s':>7}")
+          f"{'queue avg':>9} {'max':>5} {'done':>5} {'links':>6} {'wall s':>7} {'cpu s':>7}")
     for gap in (float(g) for g in args.gaps.split(",")):
         bound = None
         results = []
         for policy in policies:
-            r = run(policy, args.trace, gap, args.jobs, args.rewiring)
+            r = run(policy, args.trace, gap, args.jobs, args.rewiring, args.gpus_per_server)
             bound = r["jwt_s"] if policy == "gpu-count" else bound
             results.append(r)
             queue_rows += [(policy, gap, t, n) for t, n in r["steps"]]
             print(f"{gap:>6g} {policy:<20} {r['jwt_s']:>9.0f} {r['jct_s']:>9.0f} {bound:>9.0f} "
                   f"{r['queue_mean']:>9.1f} {r['queue_max']:>5} {r['done']:>5} "
-                  f"{r['refused_links']:>6} {r['wall_s']:>7.1f}", flush=True)
+                  f"{r['refused_links']:>6} {r['wall_s']:>7.1f} {r['cpu_s']:>7.1f}", flush=True)
         base = next((r for r in results if r["policy"] == "source-routing"), None)
         if base is not None and base["jwt_s"] > 0:
             print(f"{gap:>6g} largest JWT cut any policy could make against source-routing: "

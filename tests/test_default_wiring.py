@@ -33,7 +33,10 @@ def allocator_defaults(plan: FabricPlan) -> set:
     cluster = Cluster.for_fabric(plan.spec)
     circuits = []
     for leaf, spine in itertools.product(range(cluster.leaves), range(cluster.spines)):
-        ocs, port = default_circuit(cluster, leaf, spine)
+        found = default_circuit(cluster, leaf, spine)
+        if found is None:  # fewer OCSes than spines: the pair has no default circuit
+            continue
+        ocs, port = found
         circuits.append(Circuit(ocs, ("leaf", leaf), ("spine", spine, port)))
     job = Allocation("defaults", "ocs-vclos", (), (), circuits=tuple(circuits))
     return {(c.ocs, c.port_a, c.port_b) for c in ocs_circuits(plan, job)}
@@ -50,16 +53,32 @@ def test_static_default_circuits_are_the_allocators(shape):
 def test_with_fewer_ocses_than_spines_static_circuits_are_allocator_defaults(shape):
     plan = ocs_plan(*shape)
     static = {(c.ocs, c.port_a, c.port_b) for c in default_circuits(plan)}
-    assert static and static <= allocator_defaults(plan)
+    assert static and static == allocator_defaults(plan)
+
+
+@pytest.mark.parametrize("shape", [(256, 128, 32, 2), (8, 4, 2, 2), (16, 8, 4, 2)])
+def test_with_fewer_ocses_than_spines_every_port_is_the_default_of_one_circuit(shape):
+    """The paper's geometry (256 leaves, 128 spines, 32 OCSes, 2 ports each) and smaller:
+    every leaf port and every spine port carries exactly one default circuit, and a leaf
+    reaches ocs_count distinct spines."""
+    leaves, spines, ocs_count, ports = shape
+    wiring = default_wiring(leaves, spines, ocs_count, ports)
+    assert len(wiring) == leaves * ocs_count == spines * ocs_count * ports
+    assert len({(o, leaf) for o, leaf, _s, _p in wiring}) == len(wiring)
+    assert len({(o, s, p) for o, _l, s, p in wiring}) == len(wiring)
+    for leaf in range(leaves):
+        assert len({s for _o, lf, s, _p in wiring if lf == leaf}) == ocs_count
 
 
 @pytest.mark.parametrize("shape", [(4, 4, 4, 2), (16, 8, 8, 2), (16, 16, 8, 2), (8, 4, 2, 4)])
-def test_default_circuit_leaves_inverts_default_circuit(shape):
+@pytest.mark.parametrize("spines_known", [False, True])
+def test_default_circuit_leaves_inverts_default_circuit(shape, spines_known):
     leaves, spines, ocs_count, ports = shape
+    given = spines if spines_known else 0
     for ocs, spine, port in itertools.product(range(ocs_count), range(spines), range(ports)):
-        assert default_circuit_leaves(ocs, spine, port, leaves, ocs_count, ports) == [
+        assert default_circuit_leaves(ocs, spine, port, leaves, ocs_count, ports, given) == [
             leaf for leaf in range(leaves)
-            if topology_default_circuit(leaf, spine, ocs_count, ports) == (ocs, port)
+            if topology_default_circuit(leaf, spine, ocs_count, ports, given) == (ocs, port)
         ]
 
 

@@ -37,8 +37,10 @@ Policies
   exclusive resources are OCS ports: two jobs may both hold a (leaf, spine)
   pair through circuits on different OCSes, unless the cluster is built with
   ``exclusive_ocs_links=True``. How circuits are chosen is the cluster's *rewiring*
-  (:data:`.ocs.REWIRINGS`): ``any`` (the default), ``conservative`` or ``augment``;
-  the last two start from the *default wiring*
+  (:data:`.ocs.REWIRINGS`): ``any`` (the default), ``conservative``, ``augment`` or
+  ``exact`` (RapidNetSim's GPUPlacemeter3 solved exactly: :mod:`.ocs_exact`, several blocks
+  of hosts per leaf, one spine for a star); ``conservative`` and ``augment`` start from the
+  *default wiring*
   (:func:`testbed.core.topology.default_circuit`).
 
 Placement (vclos and ocs-vclos)

@@ -213,20 +213,10 @@ class Cluster(Ledger):
         leaf = self.best_fit_leaf(k)
         if leaf is not None:
             return self._single_leaf(job_id, policy, leaf, k)
-        allocation = None
-        for m, n in shapes:
-            leaves = None
-            if self.placement == "hosts-first":
-                leaves = self.leaves_with(n)[:m]
-                if len(leaves) < m:
-                    continue
-            allocation = (
-                try_vclos(self, job_id, m, n, leaves)
-                if policy == "vclos"
-                else REWIRINGS[self.rewiring].place(self, job_id, m, n, leaves)
-            )
-            if allocation is not None or leaves is not None:
-                break
+        if policy == "ocs-vclos" and self.placement == "joint":
+            allocation = REWIRINGS[self.rewiring].place_job(self, job_id, k, shapes)
+        else:
+            allocation = self._place_shapes(job_id, policy, shapes)
         if allocation is not None:
             return allocation
         if self.hosts_fit(k, policy):
@@ -243,6 +233,25 @@ class Cluster(Ledger):
             f"each for any shape of {k} hosts; retry after a job ends",
             cause="hosts",
         )
+
+    def _place_shapes(self, job_id: str, policy: str,
+                      shapes: list[tuple[int, int]]) -> Allocation | None:
+        """The first shape that places (vclos, or ocs-vclos with hosts-first placement:
+        there only the first shape whose hosts fit is tried)."""
+        for m, n in shapes:
+            leaves = None
+            if self.placement == "hosts-first":
+                leaves = self.leaves_with(n)[:m]
+                if len(leaves) < m:
+                    continue
+            allocation = (
+                try_vclos(self, job_id, m, n, leaves)
+                if policy == "vclos"
+                else REWIRINGS[self.rewiring].place(self, job_id, m, n, leaves)
+            )
+            if allocation is not None or leaves is not None:
+                return allocation
+        return None
 
     def hosts_fit(self, k: int, policy: str) -> bool:
         """Would some m x n shape of k find m leaves with n free hosts, ignoring links?"""

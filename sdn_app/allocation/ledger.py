@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -203,6 +203,11 @@ class Ledger:
         self.jobs: dict[str, Allocation] = {}
         self._host_owner: dict[Host, str] = {}
         self._free_count = [hosts_per_leaf] * leaves  # free hosts per leaf
+        # Busy hosts per server ([leaf][server]), idle OCS ports per leaf (bit o) and idle
+        # ports per spine and OCS, kept as jobs come and go.
+        self._server_busy = [[0] * (hosts_per_leaf // gpus_per_server) for _ in range(leaves)]
+        self._leaf_idle_mask = [(1 << ocs_count) - 1] * leaves
+        self._spine_idle = [[spine_ports_per_ocs] * ocs_count for _ in range(spines)]
         self._link_owner: dict[Link, str] = {}
         self._leaf_port_owner: dict[LeafPort, str] = {}
         self._spine_port_owner: dict[SpinePort, str] = {}
@@ -237,16 +242,17 @@ class Ledger:
     def spread_slots(self, leaf: int) -> list[int]:
         """Free slots of ``leaf`` a job crossing leaves may take, lowest first: every free
         slot, or with servers of several GPUs the slots of wholly idle servers."""
-        free = self.free_slots(leaf)
         g = self.gpus_per_server
         if g == 1:
-            return free
-        idle = set(free)
-        return [s for s in free if all(s - s % g + i in idle for i in range(g))]
+            return self.free_slots(leaf)
+        return [server * g + i for server, busy in enumerate(self._server_busy[leaf])
+                if not busy for i in range(g)]
 
     def spread_count(self, leaf: int) -> int:
-        """``len(spread_slots(leaf))``, quickly where servers are single GPUs."""
-        return self.free_count(leaf) if self.gpus_per_server == 1 else len(self.spread_slots(leaf))
+        """``len(spread_slots(leaf))``."""
+        if self.gpus_per_server == 1:
+            return self.free_count(leaf)
+        return self._server_busy[leaf].count(0) * self.gpus_per_server
 
     def leaves_with(self, n: int) -> list[int]:
         """Leaves where a job crossing leaves finds >= n hosts (:meth:`spread_slots`), best
@@ -312,6 +318,21 @@ class Ledger:
             if (o, spine, p) not in self._spine_port_owner
         ]
 
+    def idle_ocs_mask(self, leaf: int) -> int:
+        """Bit o is set when ``leaf``'s port on OCS o is idle."""
+        return self._leaf_idle_mask[leaf]
+
+    def idle_ports_of(self, ocs: int, spine: int) -> list[int]:
+        """The idle ports of ``spine`` on ``ocs``, lowest first."""
+        if self._spine_idle[spine][ocs] == self.spine_ports_per_ocs:
+            return list(range(self.spine_ports_per_ocs))
+        return [p for p in range(self.spine_ports_per_ocs)
+                if (ocs, spine, p) not in self._spine_port_owner]
+
+    def idle_spine_counts(self) -> list[list[int]]:
+        """``[spine][ocs]``: how many of the spine's ports on that OCS are idle (a copy)."""
+        return [list(row) for row in self._spine_idle]
+
     def busy_spine_ports(self) -> list[int]:
         """How many of each spine's OCS ports are held."""
         busy = [0] * self.spines
@@ -348,12 +369,17 @@ class Ledger:
         for host in allocation.hosts:
             del self._host_owner[host]
             self._free_count[host[0]] += 1
+            self._server_busy[host[0]][host[1] // self.gpus_per_server] -= 1
         for link in self._exclusive_links(allocation):
             del self._link_owner[link]
-        for leaf_port in _leaf_ports(allocation.circuits):
-            del self._leaf_port_owner[leaf_port]
-        for spine_port in _spine_ports(allocation.circuits):
-            del self._spine_port_owner[spine_port]
+        for ocs, end_a, end_b in allocation.circuits:
+            for end in (end_a, end_b):
+                if end[0] == "leaf":
+                    del self._leaf_port_owner[(ocs, end[1])]
+                    self._leaf_idle_mask[end[1]] |= 1 << ocs
+                else:
+                    del self._spine_port_owner[(ocs, end[1], end[2])]
+                    self._spine_idle[end[1]][ocs] += 1
         return allocation
 
     def commit(self, allocation: Allocation) -> None:
@@ -363,15 +389,21 @@ class Ledger:
             assert host not in self._host_owner, host
             self._host_owner[host] = job_id
             self._free_count[host[0]] -= 1
+            self._server_busy[host[0]][host[1] // self.gpus_per_server] += 1
         for link in self._exclusive_links(allocation):
             assert link not in self._link_owner, link
             self._link_owner[link] = job_id
-        for leaf_port in _leaf_ports(allocation.circuits):
-            assert leaf_port not in self._leaf_port_owner, leaf_port
-            self._leaf_port_owner[leaf_port] = job_id
-        for spine_port in _spine_ports(allocation.circuits):
-            assert spine_port not in self._spine_port_owner, spine_port
-            self._spine_port_owner[spine_port] = job_id
+        for ocs, end_a, end_b in allocation.circuits:
+            for end in (end_a, end_b):
+                if end[0] == "leaf":
+                    assert (ocs, end[1]) not in self._leaf_port_owner, (ocs, end[1])
+                    self._leaf_port_owner[(ocs, end[1])] = job_id
+                    self._leaf_idle_mask[end[1]] &= ~(1 << ocs)
+                else:
+                    port = (ocs, end[1], end[2])
+                    assert port not in self._spine_port_owner, port
+                    self._spine_port_owner[port] = job_id
+                    self._spine_idle[end[1]][ocs] -= 1
         self.jobs[job_id] = allocation
 
     def _exclusive_links(self, allocation: Allocation) -> frozenset[Link]:
@@ -382,15 +414,3 @@ class Ledger:
             return allocation.links
         return frozenset()
 
-
-def _leaf_ports(circuits: Iterable[Circuit]) -> Iterator[LeafPort]:
-    for circuit in circuits:
-        for end in (circuit.end_a, circuit.end_b):
-            if end[0] == "leaf":
-                yield (circuit.ocs, end[1])
-
-
-def _spine_ports(circuits: Iterable[Circuit]) -> Iterator[SpinePort]:
-    for circuit in circuits:
-        if circuit.end_b[0] == "spine":
-            yield (circuit.ocs, circuit.end_b[1], circuit.end_b[2])

@@ -8,6 +8,8 @@ How circuits are chosen is a *rewiring* strategy (:data:`REWIRINGS`, by name):
   circuits, then default circuits topped up with circuits on orphaned spine ports (see
   :func:`orphaned`).
 * ``augment``: default and direct circuits as ``conservative``, then :func:`try_augment`.
+* ``exact``: RapidNetSim's ``GPUPlacemeter3`` (direct pair, star, whole leaves, blocks), its
+  two assignment problems solved to optimality (:mod:`.ocs_exact`); no default wiring.
 
 Measured at cluster scale (BENCHMARKS.md), ``any`` scatters spine ports so that later jobs
 (whole leaves above all) can no longer be wired and refuses jobs that static vClos places;
@@ -29,6 +31,14 @@ from sdn_app.allocation.ledger import (
     Ledger,
     SpinePort,
     clos_allocation,
+)
+from sdn_app.allocation.ocs_exact import (
+    Snapshot,
+    best_pair,
+    block_allocation,
+    place_blocks,
+    place_exact,
+    wire_blocks,
 )
 from sdn_app.allocation.vclos import find_free_biclique
 from testbed.core import topology
@@ -52,6 +62,17 @@ class Rewiring(ABC):
         self, ledger: Ledger, job_id: str, m: int, n: int, leaves: list[int] | None
     ) -> Allocation | None:
         """Circuits for m leaves x n hosts, or None; ``leaves`` fixes the leaves."""
+
+    def place_job(
+        self, ledger: Ledger, job_id: str, k: int, shapes: list[tuple[int, int]]
+    ) -> Allocation | None:
+        """A cross-leaf job of k hosts placed jointly (hosts and circuits together): the
+        first of ``shapes`` (m leaves x n hosts, in order) that :meth:`place` wires."""
+        for m, n in shapes:
+            found = self.place(ledger, job_id, m, n, None)
+            if found is not None:
+                return found
+        return None
 
 
 class AnyRewiring(Rewiring):
@@ -116,8 +137,37 @@ class AugmentRewiring(_DefaultFirst):
         return try_augment(ledger, job_id, m, n, leaf_sets)
 
 
+class ExactRewiring(Rewiring):
+    """RapidNetSim's ``GPUPlacemeter3``, its assignment problems solved exactly
+    (:mod:`.ocs_exact`); every OCS port starts unconnected."""
+
+    name = "exact"
+
+    def place(
+        self, ledger: Ledger, job_id: str, m: int, n: int, leaves: list[int] | None
+    ) -> Allocation | None:
+        snap = Snapshot.of(ledger)
+        if leaves is None:
+            return place_blocks(ledger, job_id, snap, m, n)
+        blocks = dict.fromkeys(leaves, 1)
+        wiring = wire_blocks(ledger, snap, blocks, n)
+        return None if wiring is None else block_allocation(ledger, job_id, blocks, n, *wiring)
+
+    def place_job(
+        self, ledger: Ledger, job_id: str, k: int, shapes: list[tuple[int, int]]
+    ) -> Allocation | None:
+        h = k // 2
+        snap = Snapshot.of(ledger)
+        if k % 2 == 0 and h <= min(ledger.hosts_per_leaf, ledger.ocs_count):
+            pair = best_pair(ledger, h, snap)
+            if pair is not None:
+                return try_direct_pair(ledger, job_id, h, [pair])
+        return place_exact(ledger, job_id, k, snap)
+
+
 REWIRINGS: dict[str, Rewiring] = {
-    r.name: r for r in (AnyRewiring(), ConservativeRewiring(), AugmentRewiring())
+    r.name: r
+    for r in (AnyRewiring(), ConservativeRewiring(), AugmentRewiring(), ExactRewiring())
 }
 
 
@@ -348,14 +398,14 @@ def augment_wiring(
     for leaf in leaves:
         match = match_from_default(
             spines, ledger.idle_ocses(leaf),
-            lambda s, lf=leaf: default_circuit(ledger, lf, s)[0],
+            lambda s, lf=leaf: (default_circuit(ledger, lf, s) or (-1, -1))[0],
             lambda o, s: bool(idle[(o, s)]))
         if match is None:
             return None
         for j, spine in enumerate(spines):
             ocs = match[spine]
             free = idle[(ocs, spine)]
-            default_ocs, default_port = default_circuit(ledger, leaf, spine)
+            default_ocs, default_port = default_circuit(ledger, leaf, spine) or (-1, -1)
             own = default_port if ocs == default_ocs else None
             # The leaf's own default port, else the port fewest idle leaves need by default.
             port = own if own in free else min(free, key=lambda p, o=ocs, s=spine: (
@@ -407,11 +457,12 @@ def match_from_default(
 # ------------------------------------------------------------ the default wiring
 
 
-def default_circuit(ledger: Ledger, leaf: int, spine: int) -> tuple[int, int]:
+def default_circuit(ledger: Ledger, leaf: int, spine: int) -> tuple[int, int] | None:
     """``(ocs, spine port)`` of the default circuit from ``leaf`` to ``spine`` on this cluster
     (:func:`testbed.core.topology.default_circuit`). Jobs that only use default circuits
     leave the OCS as static vClos would."""
-    return topology.default_circuit(leaf, spine, ledger.ocs_count, ledger.spine_ports_per_ocs)
+    return topology.default_circuit(
+        leaf, spine, ledger.ocs_count, ledger.spine_ports_per_ocs, ledger.spines)
 
 
 def default_spine_mask(ledger: Ledger, leaf: int) -> int:
@@ -420,7 +471,10 @@ def default_spine_mask(ledger: Ledger, leaf: int) -> int:
     mask = 0
     ports = range(ledger.spine_ports_per_ocs)
     for spine in range(ledger.spines):
-        ocs, _port = default_circuit(ledger, leaf, spine)
+        found = default_circuit(ledger, leaf, spine)
+        if found is None:
+            continue
+        ocs = found[0]
         if ledger.leaf_port_idle(ocs, leaf) and any(
             ledger.spine_port_idle(ocs, spine, p) for p in ports
         ):
@@ -435,7 +489,10 @@ def default_ports(
     the spine on the same OCS if that one is busy), or {} when one of them is busy."""
     out: dict[int, tuple[int, int]] = {}
     for leaf in leaves:
-        ocs, first = default_circuit(ledger, leaf, spine)
+        found = default_circuit(ledger, leaf, spine)
+        if found is None:
+            return {}
+        ocs, first = found
         if not ledger.leaf_port_idle(ocs, leaf) or (ocs, leaf) in used_leaf_ports:
             return {}
         ports = [first, *(p for p in range(ledger.spine_ports_per_ocs) if p != first)]
@@ -465,7 +522,8 @@ def idle_default_owners(ledger: Ledger, ocs: int, spine: int, port: int) -> list
     """Leaves whose default circuit to ``spine`` ends on its port ``(ocs, port)`` and whose
     own port on ``ocs`` is idle (see :func:`default_circuit`)."""
     owners = topology.default_circuit_leaves(
-        ocs, spine, port, ledger.leaves, ledger.ocs_count, ledger.spine_ports_per_ocs)
+        ocs, spine, port, ledger.leaves, ledger.ocs_count, ledger.spine_ports_per_ocs,
+        ledger.spines)
     return [owner for owner in owners if ledger.leaf_port_idle(ocs, owner)]
 
 

@@ -134,7 +134,7 @@ class OcsLeafSpineSpec(LeafSpineSpec):
     kind: Literal["ocs_leaf_spine"]  # type: ignore[assignment]
     ocs_count: Count
     # How the controller's allocator wires circuits (sdn_app.allocation.ocs.REWIRINGS).
-    ocs_rewiring: Literal["any", "conservative", "augment"] = "any"
+    ocs_rewiring: Literal["any", "conservative", "augment", "exact"] = "any"
 
     @property
     def num_switches(self) -> int:

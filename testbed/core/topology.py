@@ -11,7 +11,8 @@ Conventions
   of spine s; spine s port 1+2o+p goes to OCS o (``leaf_uplink_port``, ``ocs_leaf_port``,
   ``ocs_spine_port``, ``spine_ocs_port``).
 - Default OCS wiring (``default_circuit``): leaf l meets spine s on OCS (l + s) mod ocs_count,
-  at port (l // ocs_count) mod 2 of the spine. What the fabric holds without a controller, and
+  at port (l // ocs_count) mod 2 of the spine; with fewer OCSes than spines, leaf 2q + r meets
+  spine (q + o) mod spines on OCS o at port r. What the fabric holds without a controller, and
   what the allocator's ``conservative`` and ``augment`` rewirings start from.
 - Multidim dimension d uses subnet 10.(d+1).0.0/16; leaf-spine uses 10.0.0.0/16. Host i's address
   in a subnet ends in i+1. A ``switch`` dimension joins each group through switch ``d<d>s<g>``
@@ -234,23 +235,43 @@ def ocs_spine_port(leaves: int, spine: int, port: int) -> int:
 
 
 def default_circuit(
-    leaf: int, spine: int, ocs_count: int, spine_ports: int = SPINE_PORTS_PER_OCS
-) -> tuple[int, int]:
-    """``(ocs, spine port)`` of the default circuit between ``leaf`` and ``spine``: OCS
-    ``(leaf + spine) % ocs_count``, port ``(leaf // ocs_count) % spine_ports``.
+    leaf: int, spine: int, ocs_count: int, spine_ports: int = SPINE_PORTS_PER_OCS,
+    spines: int = 0,
+) -> tuple[int, int] | None:
+    """``(ocs, spine port)`` of the default circuit between ``leaf`` and ``spine``, or None
+    when the pair has none.
 
-    With ``ocs_count == spines`` and ``leaves <= spine_ports * ocs_count`` the default circuits
-    of all (leaf, spine) pairs form the electrical leaf-spine fabric (see ``default_wiring``).
+    With at least one OCS per spine (or ``spines`` not given): OCS ``(leaf + spine) %
+    ocs_count``, port ``(leaf // ocs_count) % spine_ports``; then, with ``ocs_count ==
+    spines`` and ``leaves <= spine_ports * ocs_count``, the default circuits of all (leaf,
+    spine) pairs form the electrical leaf-spine fabric (see ``default_wiring``).
+
+    With fewer OCSes than spines (``0 < ocs_count < spines``) a leaf has fewer ports than
+    there are spines, so it reaches ``ocs_count`` of them: leaf ``spine_ports * q + r`` meets
+    spine ``(q + o) % spines`` on OCS o at port r. Each leaf port then carries one default
+    circuit, and with ``leaves <= spine_ports * spines`` each spine port is the default of one
+    leaf (the formula above would give one spine port to several leaves and one leaf port
+    to several spines).
     """
+    if 0 < ocs_count < spines:
+        q, r = divmod(leaf, spine_ports)
+        ocs = (spine - q) % spines
+        return (ocs, r) if ocs < ocs_count else None
     return (leaf + spine) % ocs_count, (leaf // ocs_count) % spine_ports
 
 
 def default_circuit_leaves(
     ocs: int, spine: int, port: int, leaves: int, ocs_count: int,
-    spine_ports: int = SPINE_PORTS_PER_OCS,
+    spine_ports: int = SPINE_PORTS_PER_OCS, spines: int = 0,
 ) -> list[int]:
     """The leaves whose default circuit to ``spine`` is ``(ocs, port)``, lowest first (the
-    inverse of ``default_circuit``; only leaves congruent to ocs - spine can qualify)."""
+    inverse of ``default_circuit``, computed directly)."""
+    if 0 < ocs_count < spines:
+        if ocs >= ocs_count or port >= spine_ports:
+            return []
+        first = (spine - ocs) % spines
+        return [q * spine_ports + port for q in range(first, -(-leaves // spine_ports), spines)
+                if q * spine_ports + port < leaves]
     return [
         leaf for leaf in range((ocs - spine) % ocs_count, leaves, ocs_count)
         if default_circuit(leaf, spine, ocs_count, spine_ports) == (ocs, port)
@@ -273,7 +294,10 @@ def default_wiring(
     spine_taken: set[tuple[int, int, int]] = set()
     out = []
     for leaf, spine in itertools.product(range(leaves), range(spines)):
-        ocs, first = default_circuit(leaf, spine, ocs_count, spine_ports)
+        found = default_circuit(leaf, spine, ocs_count, spine_ports, spines)
+        if found is None:
+            continue
+        ocs, first = found
         if (ocs, leaf) in leaf_taken:
             continue
         ports = [first, *(p for p in range(spine_ports) if p != first)]

@@ -111,7 +111,7 @@ class ClusterConfig:
     ocs_count: int = 0
     spine_ports_per_ocs: int = 0  # 0: ceil(leaves / ocs_count), a spine port per leaf
     placement: str = "joint"  # or "hosts-first" (see sdn_app.allocation), or "trace"
-    rewiring: str = "augment"  # ocs-vclos: or "any", "conservative" (see sdn_app.allocation.ocs)
+    rewiring: str = "augment"  # ocs-vclos: or "any", "conservative", "exact" (allocation.ocs)
     link_bps: float = 100e9
     rounds: int = 8
     seed: int = 1

@@ -1,0 +1,416 @@
+"""OCS-vClos placement after RapidNetSim's ``GPUPlacemeter3`` (the ``exact`` rewiring).
+
+Semantics learnt from nothepeople/RapidNetSim ``rapidnetsim/scheduler/locality_scheduler/``
+(``gpu_placementer.py``, ``connection_manager.py``, ``spine_resource_manager.py``); the code
+here is fabriclab's own. Every OCS port starts unconnected: no default wiring is kept or
+preferred, and the circuits of running jobs never move. A job that crosses leaves takes
+whole idle servers (the ledger's ``gpus_per_server``) and, in this order:
+
+1. **Direct pair**: ``k/2`` hosts on each of two leaves joined by ``k/2`` leaf-leaf circuits
+   on OCSes where both leaves' ports are idle; the pair with the fewest idle servers between
+   them (exact, by enumeration).
+2. **Star** (``k`` <= a spine's ports, whole servers): every host gets its own circuit to
+   one spine; the fewest leaves, then the fewest idle servers on them.
+3. **Whole leaves** (``k`` a power of two needing several whole spines): ``k / hosts_per_leaf``
+   idle leaves wired evenly to ``k / spine ports`` idle spines (lowest indices).
+4. **Blocks**: ``m x n`` blocks of ``n`` hosts, ``m`` from ``max(odd part of k, k /
+   hosts_per_leaf)`` doubling; two assignment problems, each a MILP solved to optimality by
+   HiGHS: :func:`pack_blocks` puts the blocks on leaves (best fit: fewest idle servers on the
+   leaves used), :func:`wire_blocks` gives each block one circuit to each of ``n`` spines
+   (a leaf port carries at most one circuit, a spine at most ``spine_ports_per_ocs`` per
+   OCS; best fit: the spines with the fewest idle ports).
+
+Departures from RapidNetSim, each a fix of what the issue found: a star that cannot be wired
+falls back to the later shapes (RapidNetSim refuses the job); the direct pair's port
+constraints are enforced (RapidNetSim builds them but never adds them); spines are any with
+enough idle ports (not RapidNetSim's power-of-two port groups); both problems are solved to
+optimality (RapidNetSim stops Gurobi at a 0.8 MIP gap). When a packing cannot be wired,
+up to :data:`MAX_PACKINGS` other leaf sets are tried before the next shape.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+from sdn_app.allocation.ledger import Allocation, Circuit, Host, Ledger
+from sdn_app.allocation.milp import Milp
+
+# Packings (leaf sets) tried per shape when the best one cannot be wired.
+MAX_PACKINGS = 4
+# How long the wiring MILP may run before its best answer is taken (or the shape given up).
+WIRE_TIME_LIMIT_S = 2.0
+# How many wiring MILPs ran, and how many hit the time limit (answer not proven optimal).
+SOLVER_STATS = {"wire_milps": 0, "wire_unproven": 0}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a placement reads of the ledger, once per job."""
+
+    spread: list[int]  # hosts in whole idle servers, per leaf
+    idle_servers: list[int]  # whole idle servers, per leaf
+    leaf_mask: list[int]  # bit o: the leaf's port on OCS o is idle
+    spine_idle: list[list[int]]  # [spine][ocs]: idle spine ports
+
+    @classmethod
+    def of(cls, ledger: Ledger) -> Snapshot:
+        spread = [ledger.spread_count(leaf) for leaf in range(ledger.leaves)]
+        return cls(spread, [s // ledger.gpus_per_server for s in spread],
+                   [ledger.idle_ocs_mask(leaf) for leaf in range(ledger.leaves)],
+                   ledger.idle_spine_counts())
+
+
+def bits(mask: int) -> list[int]:
+    return [i for i in range(mask.bit_length()) if mask >> i & 1]
+
+
+def place_exact(ledger: Ledger, job_id: str, k: int, snap: Snapshot) -> Allocation | None:
+    """Place a cross-leaf job of k hosts (steps 2-4 of the module doc; the direct pair is
+    the caller's, which owns leaf-leaf allocations), or None."""
+    g = ledger.gpus_per_server
+    if k <= ledger.ocs_count * ledger.spine_ports_per_ocs and k % g == 0:
+        found = place_blocks(ledger, job_id, snap, k, 1, fewest_leaves=True)
+        if found is not None:
+            return found
+    found = place_whole_leaves(ledger, job_id, snap, k)
+    if found is not None:
+        return found
+    m = max(k >> ((k & -k).bit_length() - 1), k // ledger.hosts_per_leaf)
+    while m <= min(ledger.leaves, k):
+        if k % m == 0 and k // m <= ledger.ocs_count:
+            found = place_blocks(ledger, job_id, snap, m, k // m)
+            if found is not None:
+                return found
+        m *= 2
+    return None
+
+
+def best_pair(ledger: Ledger, h: int, snap: Snapshot | None = None) -> tuple[int, int] | None:
+    """Two leaves with h hosts in idle servers and h OCSes where both ports are idle, the
+    fewest idle servers between them (lowest indices on ties); exact by enumeration."""
+    snap = snap or Snapshot.of(ledger)
+    cands = sorted(
+        (snap.idle_servers[leaf], leaf) for leaf in range(ledger.leaves)
+        if snap.spread[leaf] >= h and snap.leaf_mask[leaf].bit_count() >= h)
+    best: tuple[int, int, int] | None = None
+    for i, (cost_a, a) in enumerate(cands):
+        if best is not None and cost_a + cost_a >= best[0]:
+            break
+        for cost_b, b in cands[i + 1:]:
+            if best is not None and cost_a + cost_b >= best[0]:
+                break
+            if (snap.leaf_mask[a] & snap.leaf_mask[b]).bit_count() >= h:
+                best = (cost_a + cost_b, a, b)
+                break
+    return None if best is None else (min(best[1:]), max(best[1:]))
+
+
+def place_blocks(ledger: Ledger, job_id: str, snap: Snapshot, m: int, n: int,
+                 fewest_leaves: bool = False) -> Allocation | None:
+    """m blocks of n hosts: packed (:func:`pack_blocks`), then wired (:func:`wire_blocks`);
+    up to MAX_PACKINGS leaf sets."""
+    if sum(sum(idle) >= m for idle in snap.spine_idle) < n:
+        return None  # fewer than n spines with m idle ports: no packing can be wired
+    excluded: list[frozenset[int]] = []
+    for _ in range(MAX_PACKINGS):
+        blocks = pack_blocks(ledger, snap, m, n, fewest_leaves, excluded)
+        if blocks is None:
+            return None
+        wiring = wire_blocks(ledger, snap, blocks, n)
+        if wiring is not None:
+            return block_allocation(ledger, job_id, blocks, n, *wiring)
+        excluded.append(frozenset(blocks))
+    return None
+
+
+def pack_blocks(ledger: Ledger, snap: Snapshot, m: int, n: int, fewest_leaves: bool = False,
+                excluded: list[frozenset[int]] | None = None) -> dict[int, int] | None:
+    """``{leaf: blocks}`` for m blocks of n hosts, or None: a leaf holds blocks in its whole
+    idle servers and idle OCS ports, whole servers only; minimises the idle servers of the
+    leaves used (``fewest_leaves``: the number of leaves first). ``excluded``: leaf sets
+    that may not all be used together."""
+    g = ledger.gpus_per_server
+    step = g // math.gcd(n, g)  # blocks per whole number of servers
+    cap = {}
+    for leaf in range(ledger.leaves):
+        hosts = min(snap.spread[leaf], snap.leaf_mask[leaf].bit_count())
+        units = hosts // (n * step)
+        if units:
+            cap[leaf] = units
+    if sum(cap.values()) * step < m or m % step:
+        return None
+    big = ledger.leaves * ledger.hosts_per_leaf + 1 if fewest_leaves else 0
+    model = Milp()
+    units_var, used_var = {}, {}
+    for leaf, units in cap.items():
+        units_var[leaf] = model.var(units)
+        used_var[leaf] = model.var(1, cost=big + snap.idle_servers[leaf])
+        model.row({units_var[leaf]: 1, used_var[leaf]: -units}, upper=0)
+    model.row({v: step for v in units_var.values()}, lower=m, upper=m)
+    for leaf_set in excluded or []:
+        if leaf_set <= cap.keys():
+            model.row({used_var[leaf]: 1 for leaf in leaf_set}, upper=len(leaf_set) - 1)
+    x = model.solve()
+    if x is None:
+        return None
+    return {leaf: x[v] * step for leaf, v in units_var.items() if x[v]}
+
+
+def wire_blocks(
+    ledger: Ledger, snap: Snapshot, blocks: dict[int, int], n: int
+) -> tuple[list[int], dict[tuple[int, int], list[int]]] | None:
+    """n spines and, for every (leaf, spine), the OCSes of its ``blocks[leaf]`` circuits, or
+    None: a leaf port carries at most one circuit, a spine on an OCS at most its idle ports;
+    minimises the idle ports of the spines used (best fit).
+
+    Spines with the same idle ports are interchangeable, and so are leaves with the same idle
+    ports and blocks: the MILP (:func:`_wire_kinds`) counts circuits between *kinds*, so it
+    has no symmetric solutions to wade through, and :func:`split_evenly` deals them out to
+    the leaves and spines of each kind afterwards. That always succeeds: a bipartite
+    multigraph has an equitable edge colouring (de Werra), each of y colours taking
+    ``floor(d / y)`` or ``ceil(d / y)`` of a vertex's d edges.
+    """
+    m = sum(blocks.values())
+    spine_kinds: dict[tuple, list[int]] = {}
+    for spine in range(ledger.spines):
+        idle = snap.spine_idle[spine]
+        mask = sum(1 << o for o, c in enumerate(idle) if c)
+        if sum(idle) >= m and all(
+            (snap.leaf_mask[leaf] & mask).bit_count() >= b and ledger.link_free(leaf, spine)
+            for leaf, b in blocks.items()
+        ):
+            spine_kinds.setdefault(tuple(idle), []).append(spine)
+    if sum(len(v) for v in spine_kinds.values()) < n:
+        return None
+    greedy = _wire_greedy(snap, blocks, n, spine_kinds)
+    if greedy is not None and greedy[0]:
+        return greedy[1]  # it took the n cheapest spines: the lower bound, so optimal
+    leaf_kinds: dict[tuple[int, int], list[int]] = {}
+    for leaf, b in sorted(blocks.items()):
+        leaf_kinds.setdefault((snap.leaf_mask[leaf], b), []).append(leaf)
+    found = _wire_kinds(n, leaf_kinds, spine_kinds)
+    if found is None:
+        return None if greedy is None else greedy[1]
+    taken, flows = found
+    # Each leaf kind's circuits (spine kind, ocs) to its leaves: b * y of every spine kind
+    # to each leaf, one per OCS.
+    per_spine_kind: dict[tuple, list[tuple[int, int]]] = {idle: [] for idle in taken}
+    for (mask, b), leaves in leaf_kinds.items():
+        edges = [(idle, ocs) for (lk, idle, ocs), c in flows.items() if lk == (mask, b)
+                 for _ in range(c)]
+        parts = split_evenly(edges, len(leaves), {idle: b * y for idle, y in taken.items()},
+                             lambda _ocs: 1)
+        for leaf, part in zip(leaves, parts, strict=True):
+            per_spine_kind_edges = [(idle, (leaf, ocs)) for idle, ocs in part]
+            for idle, edge in per_spine_kind_edges:
+                per_spine_kind[idle].append(edge)
+    spines: list[int] = []
+    ocs_of: dict[tuple[int, int], list[int]] = {}
+    for idle, y in taken.items():
+        parts = split_evenly(per_spine_kind[idle], y, blocks, lambda ocs, i=idle: i[ocs])
+        for spine, part in zip(spine_kinds[idle], parts, strict=False):
+            spines.append(spine)
+            for leaf, ocs in part:
+                ocs_of.setdefault((leaf, spine), []).append(ocs)
+    for ocses in ocs_of.values():
+        ocses.sort()
+    return sorted(spines), ocs_of
+
+
+def _wire_greedy(
+    snap: Snapshot, blocks: dict[int, int], n: int, kinds: dict[tuple, list[int]]
+) -> tuple[bool, tuple[list[int], dict[tuple[int, int], list[int]]]] | None:
+    """Spines cheapest first (fewest idle ports, then index), each wired by a maximum flow
+    (leaf -> OCS -> spine) over the leaf ports still idle: ``(took the n cheapest,
+    wiring)`` once n spines are wired, or None. Fast; optimal when it took the n cheapest."""
+    order = sorted((sum(idle), spine, idle) for idle, sp in kinds.items() for spine in sp)
+    free = {leaf: snap.leaf_mask[leaf] for leaf in blocks}
+    spines: list[int] = []
+    ocs_of: dict[tuple[int, int], list[int]] = {}
+    skipped = False
+    for _cost, spine, idle in order:
+        flow = _spine_flow(free, blocks, idle)
+        if flow is None:
+            skipped = True
+            continue
+        spines.append(spine)
+        for leaf, ocses in flow.items():
+            ocs_of[(leaf, spine)] = ocses
+            for ocs in ocses:
+                free[leaf] &= ~(1 << ocs)
+        if len(spines) == n:
+            return not skipped, (sorted(spines), ocs_of)
+    return None
+
+
+def _spine_flow(free: dict[int, int], blocks: dict[int, int],
+                idle: tuple) -> dict[int, list[int]] | None:
+    """``{leaf: OCSes}``: ``blocks[leaf]`` circuits from every leaf to one spine, on OCSes
+    where the leaf's port is free, at most ``idle[ocs]`` on an OCS (augmenting paths)."""
+    load = [0] * len(idle)
+    users: dict[int, list[int]] = {}  # ocs -> leaves on it
+    got: dict[int, set[int]] = {leaf: set() for leaf in blocks}
+
+    def augment(leaf: int, seen: set[int]) -> bool:
+        options = [o for o in bits(free[leaf]) if idle[o] and o not in seen and o not in got[leaf]]
+        for ocs in sorted(options, key=lambda o: load[o] >= idle[o]):  # open OCSes first
+            seen.add(ocs)
+            if load[ocs] < idle[ocs]:
+                load[ocs] += 1
+            else:
+                other = next((u for u in users[ocs] if _moved(u, ocs, seen)), None)
+                if other is None:
+                    continue
+                users[ocs].remove(other)
+            users.setdefault(ocs, []).append(leaf)
+            got[leaf].add(ocs)
+            return True
+        return False
+
+    def _moved(leaf: int, ocs: int, seen: set[int]) -> bool:
+        got[leaf].discard(ocs)
+        if augment(leaf, seen):
+            return True
+        got[leaf].add(ocs)
+        return False
+
+    for leaf, b in blocks.items():
+        for _ in range(b):
+            if not augment(leaf, set()):
+                return None
+    return {leaf: sorted(ocses) for leaf, ocses in got.items()}
+
+
+def _wire_kinds(
+    n: int, leaf_kinds: dict[tuple[int, int], list[int]], spine_kinds: dict[tuple, list[int]]
+) -> tuple[dict[tuple, int], dict[tuple[tuple[int, int], tuple, int], int]] | None:
+    """The wiring MILP over kinds: ``({spine kind: spines taken}, {(leaf kind, spine kind,
+    ocs): circuits})``, or None when no wiring exists.
+
+    Per leaf kind (N leaves, b blocks each) and spine kind (y taken): b * N * y circuits;
+    per leaf kind and OCS at most N (one port each); per spine kind and OCS at most
+    y * idle ports."""
+    model = Milp()
+    take = {idle: model.var(min(n, len(sp)), cost=sum(idle)) for idle, sp in spine_kinds.items()}
+    flow: dict[tuple[tuple[int, int], tuple, int], int] = {}
+    by_spine_ocs: dict[tuple[tuple, int], dict[int, float]] = {}
+    for (mask, b), leaves in leaf_kinds.items():
+        count = len(leaves)
+        by_ocs: dict[int, dict[int, float]] = {}
+        for idle in spine_kinds:
+            pair: dict[int, float] = {take[idle]: -b * count}
+            for ocs in bits(mask):
+                if idle[ocs]:
+                    v = model.var(count)
+                    flow[((mask, b), idle, ocs)] = v
+                    pair[v] = 1
+                    by_ocs.setdefault(ocs, {})[v] = 1
+                    by_spine_ocs.setdefault((idle, ocs), {})[v] = 1
+            model.row(pair, lower=0, upper=0)
+        for terms in by_ocs.values():
+            if sum(1 for _ in terms) * count > count:
+                model.row(terms, upper=count)
+    for (idle, ocs), terms in by_spine_ocs.items():
+        model.row({**terms, take[idle]: -idle[ocs]}, upper=0)
+    model.row(dict.fromkeys(take.values(), 1), lower=n, upper=n)
+    x = model.solve(WIRE_TIME_LIMIT_S)
+    SOLVER_STATS["wire_milps"] += 1
+    SOLVER_STATS["wire_unproven"] += not model.proven
+    if x is None:
+        return None
+    return ({idle: x[v] for idle, v in take.items() if x[v]},
+            {key: x[v] for key, v in flow.items() if x[v]})
+
+
+def split_evenly(edges: list[tuple], count: int, exact: dict, cap) -> list[list[tuple]]:
+    """Deal the edges ``(a, b)`` (repeats allowed) out to ``count`` parts: each part gets
+    exactly ``exact[a]`` edges at every a present and at most ``cap(b)`` at every b. One part
+    at a time, as a flow problem (an LP whose optimum is integral, solved by the MILP) that
+    leaves every b at most ``cap(b)`` per part still to come: de Werra's equitable colouring
+    of a bipartite multigraph says such a part exists whenever the totals allow it."""
+    parts: list[list[tuple]] = []
+    left = Counter(edges)
+    for remaining in range(count, 0, -1):
+        keys = sorted(left)
+        if remaining == 1:
+            parts.append([e for e in keys for _ in range(left[e])])
+            break
+        model = Milp()
+        var = [model.var(left[e]) for e in keys]
+        by_a: dict = {}
+        by_b: dict = {}
+        for v, (a, b) in zip(var, keys, strict=True):
+            by_a.setdefault(a, {})[v] = 1
+            by_b.setdefault(b, {})[v] = 1
+        for a, terms in by_a.items():
+            model.row(terms, lower=exact[a], upper=exact[a])
+        for b, terms in by_b.items():
+            degree = sum(left[e] for e in keys if e[1] == b)
+            model.row(terms, lower=max(0, degree - cap(b) * (remaining - 1)), upper=cap(b))
+        x = model.solve()
+        assert x is not None, "an equitable split always exists"
+        part = [e for e, v in zip(keys, var, strict=True) for _ in range(x[v])]
+        parts.append(part)
+        left.subtract(part)
+        left = +left
+    return parts
+
+
+def place_whole_leaves(ledger: Ledger, job_id: str, snap: Snapshot, k: int) -> Allocation | None:
+    """A power-of-two job on whole idle leaves wired evenly to whole idle spines (lowest
+    indices), where the fabric's counts allow an even wiring; else None."""
+    hosts, ocses, ports = ledger.hosts_per_leaf, ledger.ocs_count, ledger.spine_ports_per_ocs
+    spine_ports = ocses * ports
+    if k & (k - 1) or k <= spine_ports or k % hosts or k % spine_ports or ocses != hosts:
+        return None
+    leaves_wanted, spines_wanted = k // hosts, k // spine_ports
+    if hosts % spines_wanted:
+        return None
+    full = (1 << ocses) - 1
+    leaves = [lf for lf in range(ledger.leaves)
+              if snap.spread[lf] == hosts and snap.leaf_mask[lf] == full][:leaves_wanted]
+    spines = [s for s in range(ledger.spines)
+              if sum(snap.spine_idle[s]) == spine_ports][:spines_wanted]
+    if len(leaves) < leaves_wanted or len(spines) < spines_wanted:
+        return None
+    if any(not ledger.link_free(lf, s) for lf in leaves for s in spines):
+        return None
+    # Leaf r's circuit on OCS t goes to spine (r + t) mod spines: every spine gets
+    # leaves / spines = ports circuits on every OCS, every leaf hosts / spines to each.
+    ocs_of = {(lf, s): list(range((q - r) % spines_wanted, hosts, spines_wanted))
+              for r, lf in enumerate(leaves) for q, s in enumerate(spines)}
+    blocks = dict.fromkeys(leaves, hosts // spines_wanted)
+    return block_allocation(ledger, job_id, blocks, spines_wanted, spines, ocs_of)
+
+
+def block_allocation(
+    ledger: Ledger, job_id: str, blocks: dict[int, int], n: int, spines: list[int],
+    ocs_of: dict[tuple[int, int], list[int]],
+) -> Allocation:
+    """The allocation of blocks: host ``a * n + j`` of a leaf (its a-th block) reaches
+    ``spines[j]`` over the a-th circuit of that (leaf, spine), on the lowest idle port."""
+    ports: dict[tuple[int, int], list[int]] = {}  # (ocs, spine) -> idle ports left, lowest first
+    hosts: list[Host] = []
+    circuits: list[Circuit] = []
+    spine_of: dict[Host, int] = {}
+    circuit_of: dict[Host, int] = {}
+    for leaf in sorted(blocks):
+        slots = ledger.take_slots([leaf], blocks[leaf] * n)[leaf]
+        for h, slot in enumerate(slots):
+            spine = spines[h % n]
+            ocs = ocs_of[(leaf, spine)][h // n]
+            free = ports.get((ocs, spine))
+            if free is None:
+                free = ports[(ocs, spine)] = ledger.idle_ports_of(ocs, spine)
+            host = (leaf, slot)
+            hosts.append(host)
+            spine_of[host] = spine
+            circuit_of[host] = len(circuits)
+            circuits.append(Circuit(ocs, ("leaf", leaf), ("spine", spine, free.pop(0))))
+    return Allocation(
+        job_id=job_id, policy="ocs-vclos", hosts=tuple(sorted(hosts)),
+        leaves=tuple(sorted(blocks)), spines=tuple(spines),
+        links=frozenset((leaf, s) for leaf in blocks for s in spines),
+        circuits=tuple(circuits), spine_of=spine_of, circuit_of=circuit_of)
