@@ -19,7 +19,6 @@ from sdn_app.static_routes import (
 from testbed.core.topology import FabricPlan
 
 DPORT = 29500  # the workers' first listening port
-SPORTS = (32768, 61000)  # the ephemeral source ports a connection draws from
 
 
 def ecmp_spine(src: Host, dst: Host, sport: int, spines: int, dport: int = DPORT) -> int:
