@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 from test_sim_backend import collided, demo_like, run
 
+from analysis.ecmp_draw import ring_flows
+from analysis.report import build_report
+from sdn_app.policies.ecmp import collision_chance
 from testbed.core.errors import SpecError
 from testbed.core.experiment import expand
 from testbed.core.ports import SPORTS, seeded_source_ports
@@ -61,3 +64,40 @@ def test_the_simulator_hashes_the_seeded_ports(tmp_path: Path) -> None:
         routes.append(runner.routes["together"])
         assert collided(runner)
     assert routes[0] == routes[1]
+
+
+def test_collision_chance_is_exact() -> None:
+    # two jobs' connections on one uplink group: they meet with chance 1/4
+    assert collision_chance([("a", 0, 1), ("b", 0, 1)], 4) == pytest.approx(0.25)
+    assert collision_chance([("a", 0, 1), ("a", 0, 1)], 4) == 0.0  # a job does not collide
+    # the demo: four jobs, one connection each way between two leaves over four spines
+    demo = [(f"j{k}", a, b) for a, b in ((0, 1), (1, 0)) for k in range(4)]
+    assert collision_chance(demo, 4) == pytest.approx(1 - (24 / 256) ** 2)
+    # leaf 0 -> 2 and leaf 1 -> 2 share only the spines' downlinks into leaf 2
+    assert collision_chance([("a", 0, 2), ("b", 1, 2)], 2) == pytest.approx(0.5)
+
+
+def test_ring_flows_are_the_cross_leaf_ring_connections() -> None:
+    leaf_of = {"h0": 0, "h1": 0, "h4": 1}
+    jobs = [{"name": "a", "hosts": ["h0", "h4"]}, {"name": "b", "hosts": ["h0", "h1", "h4"]},
+            {"name": "c", "hosts": ["h1"]}]
+    assert ring_flows(jobs, leaf_of) == [("a", 0, 1), ("a", 1, 0), ("b", 0, 1), ("b", 1, 0)]
+
+
+def test_the_routing_headline_states_the_draw_and_its_chance(tmp_path: Path) -> None:
+    dirs = []
+    for policy in ("ecmp", "vclos"):
+        data = demo_like(policy)
+        for j in data["jobs"]:
+            j["source_port_seed"] = 5
+        dirs.append(run(data, tmp_path / policy)[1])
+    _, headlines = build_report(dirs, tmp_path / "report", "demo")
+    (routing,) = [h for h in headlines if h.title.startswith("Routing")]
+    assert "ECMP's draw is fixed by source_port_seed 5, the same every run; with random " \
+           "source ports two jobs would share a link in 99.1% of draws" in routing.sentence
+    assert routing.sentence.count("ECMP's draw") == 1  # vClos does not hash
+    data = demo_like("ecmp")
+    unseeded = run(data, tmp_path / "unseeded")[1]
+    _, headlines = build_report([unseeded, dirs[1]], tmp_path / "report2", "demo")
+    assert "a new one each run (ephemeral source ports); two jobs share a link in 99.1%" \
+        in headlines[0].sentence

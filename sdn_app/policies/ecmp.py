@@ -68,3 +68,29 @@ class Ecmp(RoutingPolicy):
 
 
 POLICY = Ecmp()
+
+
+def collision_chance(flows: list[tuple[str, int, int]], spines: int) -> float:
+    """The chance that a uniform hash puts connections of two different jobs on one
+    leaf-spine link, for ``flows`` of ``(job, source leaf, destination leaf)`` (cross-leaf
+    connections, each hashed on its own over ``spines`` spines): exact, by counting the
+    draws without such a link (backtracking over the flows)."""
+    users: dict[tuple[str, int, int], str] = {}
+
+    def free(k: int) -> int:
+        if k == len(flows):
+            return 1
+        job, a, b = flows[k]
+        count = 0
+        for s in range(spines):
+            links = (("up", a, s), ("down", s, b))
+            if any(users.get(link, job) != job for link in links):
+                continue
+            added = [link for link in links if link not in users]
+            users.update(dict.fromkeys(added, job))
+            count += free(k + 1)
+            for link in added:
+                del users[link]
+        return count
+
+    return 1.0 - free(0) / spines ** len(flows)
