@@ -15,6 +15,7 @@
       - name: a
         hosts_wanted: 4                       # or hosts: [h0, h1, h4, h5]
         host_runtime: {runtime: docker}       # optional: this job's (listed) hosts only
+        source_port_seed: 1                   # optional: fixed source ports, one ECMP draw
         algorithm: ring                       # a collective (ring | halving-doubling) or
                                               # a chunk schedule (baseline | themis)
         dim_algorithm: ring                   # the collective each dimension of a schedule runs
