@@ -40,6 +40,8 @@ def draw_sentence(run: Run, tenants: list[dict[str, Any]], policy: str) -> str:
         return draw  # the chance below counts ring connections only
     leaf_of = {h["name"]: int(h["leaf"]) for h in run.topology.get("hosts") or []}
     chance = collision_chance(ring_flows(tenants, leaf_of), int(spec.get("spines") or 1))
+    if chance is None:
+        return f"{draw} (too many connections to count the chance of a collision)"
     would = "two jobs share a link" if seed is None else \
         "with random source ports two jobs would share a link"
     return f"{draw}; {would} in {chance:.1%} of draws"

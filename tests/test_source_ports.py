@@ -75,6 +75,8 @@ def test_collision_chance_is_exact() -> None:
     assert collision_chance(demo, 4) == pytest.approx(1 - (24 / 256) ** 2)
     # leaf 0 -> 2 and leaf 1 -> 2 share only the spines' downlinks into leaf 2
     assert collision_chance([("a", 0, 2), ("b", 1, 2)], 2) == pytest.approx(0.5)
+    # one job's 40 connections never collide with each other, but 4^40 draws are not counted
+    assert collision_chance([("a", 0, 1)] * 40, 4) is None
 
 
 def test_ring_flows_are_the_cross_leaf_ring_connections() -> None:

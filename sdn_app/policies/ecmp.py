@@ -70,14 +70,24 @@ class Ecmp(RoutingPolicy):
 POLICY = Ecmp()
 
 
-def collision_chance(flows: list[tuple[str, int, int]], spines: int) -> float:
+class _TooMany(Exception):
+    pass
+
+
+def collision_chance(flows: list[tuple[str, int, int]], spines: int,
+                     budget: int = 200_000) -> float | None:
     """The chance that a uniform hash puts connections of two different jobs on one
     leaf-spine link, for ``flows`` of ``(job, source leaf, destination leaf)`` (cross-leaf
     connections, each hashed on its own over ``spines`` spines): exact, by counting the
-    draws without such a link (backtracking over the flows)."""
+    draws without such a link (backtracking over the flows); None when that takes more than
+    ``budget`` steps."""
     users: dict[tuple[str, int, int], str] = {}
+    steps = [0]
 
     def free(k: int) -> int:
+        steps[0] += 1
+        if steps[0] > budget:
+            raise _TooMany
         if k == len(flows):
             return 1
         job, a, b = flows[k]
@@ -93,4 +103,7 @@ def collision_chance(flows: list[tuple[str, int, int]], spines: int) -> float:
                 del users[link]
         return count
 
-    return 1.0 - free(0) / spines ** len(flows)
+    try:
+        return 1.0 - free(0) / spines ** len(flows)
+    except _TooMany:
+        return None
