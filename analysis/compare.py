@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from analysis import metrics
+from analysis.ecmp_draw import draw_sentence
 from analysis.load import Run
 from testbed.core.registry import POLICIES, SCHEDULES, TRANSPORTS, Registry
 from testbed.core.units import format_size
@@ -63,6 +64,7 @@ class RunFacts:
     full: dict[str, str] = field(default_factory=dict)  # axis name -> every field's value
     link_mbit_s: float | None = None  # the tenants' host links (emulated), where one rate
     speedup: dict[str, Any] | None = None  # the summary's Themis-vs-baseline job pairs
+    draw: str = ""  # how ECMP's hash drew (analysis.ecmp_draw), where the policy hashes
 
 
 @dataclass
@@ -136,9 +138,10 @@ def _routing(c: Comparison) -> str:
     sd_ref, sd_oth = slowdowns(c.ref), slowdowns(c.other)
     if sd_ref and sd_oth:
         mean_ref, mean_oth = metrics.mean_of(sd_ref), metrics.mean_of(sd_oth)
+        draws = "".join(f" ({f.draw})" for f in (c.ref, c.other) if f.draw)
         return (f"slowdown against running alone: {_x(mean_ref)} mean, {_x(max(sd_ref))} worst "
                 f"under {ref}; {_x(mean_oth)} mean, {_x(max(sd_oth))} worst under {oth} — "
-                f"slowdown ratio {_x(_ratio(mean_ref, mean_oth))}")
+                f"slowdown ratio {_x(_ratio(mean_ref, mean_oth))}{draws}")
     return (f"{oth} is {_x(c.speedup)} as fast as {ref} (no solo baselines, so no slowdowns: "
             "set solo_baselines: true)")
 
@@ -229,7 +232,8 @@ def facts(run: Run, summary: dict[str, Any], fidelity_state: str) -> RunFacts:
                     model_s=_modelled_times(run, jobs), solos=solos, peers=peers,
                     described=describe_setup(run),
                     full={a.name: full_value(run, a) for a in AXES.values()},
-                    link_mbit_s=_host_link_mbit_s(run), speedup=summary.get("speedup"))
+                    link_mbit_s=_host_link_mbit_s(run), speedup=summary.get("speedup"),
+                    draw=draw_sentence(run, _tenants(run), axis_value(run, AXES["policy"])))
 
 
 def full_value(run: Run, axis: Axis) -> str:

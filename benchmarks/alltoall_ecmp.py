@@ -27,7 +27,7 @@ from sweep_common import int_list
 
 from sdn_app.allocation.cluster import Cluster
 from sdn_app.policies import get as get_policy
-from sdn_app.policies.ecmp import SPORTS
+from testbed.core.ports import SPORTS
 from testbed.sim.job_plans import job_plan, rails_time, rank_order
 
 SIZE_BYTES = 1 << 30  # per rank; the ratio does not depend on it

@@ -63,6 +63,7 @@ from pydantic import (
 from testbed.core.errors import FabricLabError
 from testbed.core.formulas import ALLTOALL, TCP_GOODPUT
 from testbed.core.jobs import ResolvedJob
+from testbed.core.ports import seeded_source_ports
 from testbed.core.traces import bandwidths
 from workloads.alltoall import PATTERN_PERIOD, AllToAll, fill_blocks, received_correctly
 from workloads.collectives import Collective, Group
@@ -161,6 +162,18 @@ class WorkerConfig(BaseModel):
 
 
 def link_plan(cfg: WorkerConfig) -> tuple[dict[int, Endpoint], list[LinkSpec]]:
+    """The channels this rank listens on and the links its collective needs (see
+    :func:`_links`), each connecting from its seeded source port if the job has a
+    ``source_port_seed``."""
+    listen, specs = _links(cfg)
+    seed = cfg.job.source_port_seed
+    if seed is None or not specs:
+        return listen, specs
+    ports = seeded_source_ports(seed, cfg.job.name, cfg.rank, len(specs))
+    return listen, [replace(s, sport=p) for s, p in zip(specs, ports, strict=True)]
+
+
+def _links(cfg: WorkerConfig) -> tuple[dict[int, Endpoint], list[LinkSpec]]:
     """The channels this rank listens on and the links its collective needs: one per
     :meth:`~workloads.collectives.Collective.link_roles` entry, in the flat group (channel 0,
     positions = ranks) or in every dimension's group, for each of ``max_active`` slots

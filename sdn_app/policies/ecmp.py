@@ -19,7 +19,6 @@ from sdn_app.static_routes import (
 from testbed.core.topology import FabricPlan
 
 DPORT = 29500  # the workers' first listening port
-SPORTS = (32768, 61000)  # the ephemeral source ports a connection draws from
 
 
 def ecmp_spine(src: Host, dst: Host, sport: int, spines: int, dport: int = DPORT) -> int:
@@ -69,3 +68,42 @@ class Ecmp(RoutingPolicy):
 
 
 POLICY = Ecmp()
+
+
+class _TooMany(Exception):
+    pass
+
+
+def collision_chance(flows: list[tuple[str, int, int]], spines: int,
+                     budget: int = 200_000) -> float | None:
+    """The chance that a uniform hash puts connections of two different jobs on one
+    leaf-spine link, for ``flows`` of ``(job, source leaf, destination leaf)`` (cross-leaf
+    connections, each hashed on its own over ``spines`` spines): exact, by counting the
+    draws without such a link (backtracking over the flows); None when that takes more than
+    ``budget`` steps."""
+    users: dict[tuple[str, int, int], str] = {}
+    steps = [0]
+
+    def free(k: int) -> int:
+        steps[0] += 1
+        if steps[0] > budget:
+            raise _TooMany
+        if k == len(flows):
+            return 1
+        job, a, b = flows[k]
+        count = 0
+        for s in range(spines):
+            links = (("up", a, s), ("down", s, b))
+            if any(users.get(link, job) != job for link in links):
+                continue
+            added = [link for link in links if link not in users]
+            users.update(dict.fromkeys(added, job))
+            count += free(k + 1)
+            for link in added:
+                del users[link]
+        return count
+
+    try:
+        return 1.0 - free(0) / spines ** len(flows)
+    except _TooMany:
+        return None

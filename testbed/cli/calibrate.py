@@ -52,5 +52,28 @@ def run(args: argparse.Namespace) -> int:
     path = out / "calibration.json"
     write_json(path, cal.to_dict())
     print_calibration(cal, console)
+    for warning in spec_warnings(args.spec, plan, cal.faithful_load_link_mbit_s):
+        console.print(f"[yellow]warning:[/] {warning}", highlight=False)
     console.print(f"written {path}")
     return 0 if not cal.failures else 1
+
+
+def spec_warnings(spec: str, plan, limit_link_mbit_s: float | None) -> list[str]:
+    """A sentence for each run of ``spec`` (an experiment, if it has jobs) on the calibrated
+    fabric that offers more load than the calibration showed faithful."""
+    from testbed.core.experiment import load_experiments
+    from testbed.core.load_limit import load_warning, offered_load_link_mbit_s
+    from testbed.core.spec import load_yaml
+    from testbed.core.topology import build_plan
+
+    data = load_yaml(spec)
+    if not isinstance(data, dict) or not data.get("jobs"):
+        return []
+    out = []
+    for exp in load_experiments(spec):
+        if build_plan(exp.fabric, exp.rate_scale) != plan:
+            continue  # a variant on another fabric: this calibration does not speak for it
+        if w := load_warning(f"run {exp.name}", offered_load_link_mbit_s(exp, plan),
+                             limit_link_mbit_s):
+            out.append(w)
+    return out

@@ -15,6 +15,7 @@
       - name: a
         hosts_wanted: 4                       # or hosts: [h0, h1, h4, h5]
         host_runtime: {runtime: docker}       # optional: this job's (listed) hosts only
+        source_port_seed: 1                   # optional: fixed source ports, one ECMP draw
         algorithm: ring                       # a collective (ring | halving-doubling) or
                                               # a chunk schedule (baseline | themis)
         dim_algorithm: ring                   # the collective each dimension of a schedule runs
@@ -210,11 +211,18 @@ class CollectiveOptions(_Strict):
     # Settings of the plug-ins the job runs, by registered name ({ring-x: {window: 4}}), each
     # checked by that plug-in's own ``options_model`` (:func:`plugin_options`).
     options: dict[str, dict[str, Any]] = {}
+    # Fix the source ports of the job's connections (testbed.core.ports): ECMP's 5-tuple hash
+    # then makes the same draw on every run, instead of a new one per run.
+    source_port_seed: Annotated[int, Field(ge=0)] | None = None
 
     @model_validator(mode="after")
     def _options(self) -> CollectiveOptions:
         for name, values in self.options.items():
             self.plugin_options(name, values)
+        if self.source_port_seed is not None and not getattr(
+                TRANSPORTS.get(self.transport), "binds_source_port", False):
+            raise ValueError(f"source_port_seed: transport {self.transport} cannot choose its "
+                             "source ports; leave the seed out or use zerocopy")
         return self
 
     def plugins(self) -> dict[str, Registry[Any]]:

@@ -153,9 +153,24 @@ class Calibration:
     def verdict(self) -> str:
         return "faithful" if not self.failures else "not faithful"
 
+    @property
+    def faithful_load_link_mbit_s(self) -> float | None:
+        """The largest load one round offered (its flows' rates summed over the links each
+        crossed) with every link of the round within tolerance and the CPU not starved;
+        None when no round held."""
+        if self.cpu_idle_min < MIN_CPU_IDLE:
+            return None
+        by_round: dict[int, list[LinkResult]] = {}
+        for r in self.links:
+            by_round.setdefault(r.round, []).append(r)
+        held = [sum(r.expected_mbit_s for r in rs) for rs in by_round.values()
+                if all(r.ok for r in rs)]
+        return max(held, default=None)
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["aggregate_ratio"] = self.aggregate_ratio
+        d["faithful_load_link_mbit_s"] = self.faithful_load_link_mbit_s
         d["verdict"] = self.verdict
         d["failures"] = self.failures
         return d

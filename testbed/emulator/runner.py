@@ -22,6 +22,7 @@ from sdn_app.policies import controller_policy
 from testbed.core.errors import FabricLabError
 from testbed.core.experiment import Experiment
 from testbed.core.jobs import JobRun, check_against_fabric, resolve
+from testbed.core.load_limit import load_warning, offered_load_link_mbit_s
 from testbed.core.rundir import RunRecorder, base_environment
 from testbed.core.samples import SCHED_SAMPLE_SCHEMA
 from testbed.core.topology import build_plan
@@ -92,6 +93,10 @@ class Runner:
                 self.console.print(f"[bold]{self.exp.name}[/]: calibrating the fabric")
                 calibration = calibrate(self.plan, self.run_dir / "calibration", seconds=3.0,
                                         switches=self.switches)
+                if warning := load_warning(self.exp.name,
+                                           offered_load_link_mbit_s(self.exp, self.plan),
+                                           calibration.faithful_load_link_mbit_s):
+                    self.console.print(f"[yellow]warning:[/] {warning}", highlight=False)
             policy = self.policy
             self.console.print(f"[bold]{self.exp.name}[/]: bringing up {self.plan.kind} "
                                f"({len(self.plan.hosts)} hosts) with policy {policy or 'static'}"

@@ -89,13 +89,13 @@ from sdn_app.allocation.ledger import Allocation
 from sdn_app.policies import get as get_policy
 from sdn_app.policies import policy_for
 from sdn_app.policies.base import HOST_LINKS
-from sdn_app.policies.ecmp import SPORTS
 from sdn_app.program import ocs_circuits
 from testbed.core.algorithms import is_alltoall
 from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.experiment import STATIC_POLICY, Experiment
 from testbed.core.formulas import ALLTOALL, TCP_GOODPUT
 from testbed.core.jobs import JobRun, check_against_fabric, dim_kinds, dim_mbit_s, resolve
+from testbed.core.ports import SPORTS, seeded_source_ports
 from testbed.core.registry import TRANSPORTS
 from testbed.core.rundir import RunRecorder, base_environment
 from testbed.core.topology import FabricPlan, build_plan
@@ -146,6 +146,7 @@ class _Placed:
     collectives: list[_Collective] = field(default_factory=list)
     iterations: list[dict] = field(default_factory=list)  # DNN: ITERATION_SCHEMA rows, no rank
     buckets: list[dict] = field(default_factory=list)  # DNN: BUCKET_SCHEMA rows, no rank
+    opened: dict[int, int] = field(default_factory=dict)  # connections each rank opened
 
 
 NOT_MODELLED = ("transport", "correctness")  # summary.json says so; the report shows n/a
@@ -296,12 +297,21 @@ class SimRunner:
         mbit_s = s.host_link_mbit_s if link[0] in HOST_LINKS else s.uplink_mbit_s
         return float(mbit_s) * 1e6 * GOODPUT
 
+    def _source_port(self, p: _Placed, rank: int) -> int:
+        """The source port of rank ``rank``'s next connection: the job's seeded one, as its
+        workers bind it, or a random one (as the kernel's ephemeral ports are)."""
+        job = p.run.resolved
+        k = p.opened[rank] = p.opened.get(rank, 0) + 1
+        if job is None or job.source_port_seed is None:
+            return self.rng.randrange(*SPORTS)
+        return seeded_source_ports(job.source_port_seed, job.name, rank, k)[-1]
+
     def _connection(self, net: Network, p: _Placed, a: int, b: int,
                     routes: list[list[LinkId]]) -> list[LinkId]:
         """The path of a new connection from rank ``a`` to rank ``b`` (leaf-spine)."""
         hosts = [self.plan.node(h) for h in p.run.hosts]
         src, dst = (hosts[a].leaf, hosts[a].slot), (hosts[b].leaf, hosts[b].slot)
-        sport = self.rng.randrange(*SPORTS) if get_policy(p.alloc.policy).per_flow_paths else 0
+        sport = self._source_port(p, a) if get_policy(p.alloc.policy).per_flow_paths else 0
         path = host_path(p.alloc, src, dst, self.plan.spec.spines, sport)
         for link in path:
             net.capacities.setdefault(link, self._capacity(link))

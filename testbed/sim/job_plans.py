@@ -34,8 +34,8 @@ from sdn_app.allocation.ledger import Allocation
 from sdn_app.policies import RoutingPolicy, applicable
 from sdn_app.policies import get as get_policy
 from sdn_app.policies.base import HOST_LINKS, via_spine
-from sdn_app.policies.ecmp import SPORTS
 from testbed.core.errors import FabricLabError
+from testbed.core.ports import SPORTS
 from testbed.core.registry import ALLTOALLS, COLLECTIVES
 from testbed.sim.flows import LinkId, Network
 from workloads.collectives import Collective

@@ -98,6 +98,7 @@ class LinkSpec:
     prev_rank: int
     local: Endpoint
     next_addr: Endpoint
+    sport: int = 0  # the source port to connect from; 0: an ephemeral one
 
 
 
@@ -234,6 +235,7 @@ class Transport(ABC):
     # Its transfers take the wire's time (no copies, no serialisation): the times the
     # simulator gives every transport.
     wire_speed: ClassVar[bool] = False
+    binds_source_port: ClassVar[bool] = False  # it connects from ``LinkSpec.sport``
     # Its place on the transport ladder (0: zerocopy; each rung adds one cost to the one
     # below, named by ``adds``), or None: comparisons say which rung's cost dominates.
     rung: ClassVar[int | None] = None

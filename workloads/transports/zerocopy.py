@@ -165,6 +165,7 @@ class ZeroCopyTransport(Transport):
     name = "zerocopy"
     rung = 0
     wire_speed = True
+    binds_source_port = True
     link_class: ClassVar[type[ZeroCopyLink]] = ZeroCopyLink  # a subclass may send otherwise
 
     def __init__(self, me: int, timeout: float) -> None:
@@ -193,7 +194,9 @@ class ZeroCopyTransport(Transport):
         while True:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             try:
-                sock.bind((spec.local.ip, 0))
+                if spec.sport:  # a fixed port may still be in TIME_WAIT from a past run
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind((spec.local.ip, spec.sport))
                 sock.settimeout(max(0.05, min(1.0, deadline - time.monotonic())))
                 sock.connect(tuple(spec.next_addr))
                 _tune(sock, self.timeout)
