@@ -33,14 +33,18 @@ def switch_pid(pidfile: Path = OVS_PIDFILE) -> int | None:
     return pid if comm == SWITCH_PROCESS else None
 
 
+def _task_ids(pid: int) -> list[str]:
+    """The thread ids of ``pid`` (none if it is gone)."""
+    try:
+        return os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+
+
 def children(pid: int) -> list[int]:
     """The PIDs of ``pid``'s children (none if it is gone)."""
     out = []
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
+    for tid in _task_ids(pid):
         try:
             out += [int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
         except (OSError, ValueError):
@@ -52,11 +56,7 @@ def read_threads(pid: int) -> list[tuple[int, str, int, int]]:
     """(tid, thread name, ns run, ns waited runnable) of every thread of ``pid`` (none if it
     is gone)."""
     out = []
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
+    for tid in _task_ids(pid):
         try:
             run_ns, wait_ns, _ = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()
             comm = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()

@@ -524,8 +524,8 @@ class _TrainingDriver(_Driver):
         assert job is not None, "a job is simulated once placed"
         kinds = dim_kinds(self.plan, len(job.dims))
         mbit_s = dim_mbit_s(self.plan, len(job.dims))
-        result = replay_job(job, kinds, mbit_s, GOODPUT, self.step_latency_s)
         workload = job_workload(job)
+        result = replay_job(job, kinds, mbit_s, GOODPUT, self.step_latency_s, workload)
         t0 = self.origin + self.net.now
         self.placed.iterations.extend(iteration_rows(result, job, workload, t0))
         for i, r in enumerate(result.collectives):

@@ -55,12 +55,14 @@ def job_platform(job: ResolvedJob, kinds: Sequence[str], dim_mbit_s: Sequence[fl
 
 
 def replay_job(job: ResolvedJob, kinds: Sequence[str], dim_mbit_s: Sequence[float],
-               goodput: float = 1.0, step_latency_s: float = 0.0
-               ) -> ReplayResult | TraceResult:
+               goodput: float = 1.0, step_latency_s: float = 0.0,
+               workload: Workload | ChakraTrace | None = None) -> ReplayResult | TraceResult:
     """Replay ``job``'s passes on its platform (:func:`job_platform`); a Chakra trace is
-    replayed once (it is its own iteration)."""
+    replayed once (it is its own iteration). ``workload``: the job's, if already loaded
+    (:func:`job_workload`)."""
     network, system = job_platform(job, kinds, dim_mbit_s, goodput, step_latency_s)
-    workload = job_workload(job)
+    if workload is None:
+        workload = job_workload(job)
     if isinstance(workload, ChakraTrace):
         return replay_trace(workload.nodes, network, system, workload.source)
     return replay(workload, network, system, passes=job.workload.passes)
