@@ -204,8 +204,10 @@ def _pipeline_judged(f: dict[str, Any]) -> str:
     parts = []
     sched = f.get("scheduler") or {}
     if sched.get("judged"):
-        parts.append(f"the scheduler invariant (worker threads waiting for a CPU over "
-                     f"{fmt_pct(sched.get('wait_share_max'))} of {sched.get('window_s')} s)")
+        stretch = sched.get("stretch_s") or sched.get("window_s")
+        parts.append(f"the scheduler invariant (workers waiting for a CPU over "
+                     f"{fmt_pct(sched.get('wait_share_max'))} of {stretch} s of their "
+                     "collectives)")
     if (f.get("switch") or {}).get("judged"):
         parts.append("the switch invariant (ovs-vswitchd's threads, likewise)")
     jobs = (f.get("job") or {}).get("jobs") or []

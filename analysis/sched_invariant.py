@@ -1,16 +1,24 @@
-"""The scheduler invariant: no process of the run, and no thread of the switch, waits for a CPU
-for long while its job communicates. (Mininet-HiFi's CPU invariant, read directly from the
+"""The scheduler invariant: no process of the run, and not the switch, spends much of its job's
+communication waiting for a CPU. (Mininet-HiFi's CPU invariant, read directly from the
 kernel's scheduler statistics instead of inferred from idle time.)
 
 The sampler reads ``/proc/PID/task/TID/schedstat`` of every worker and of ``ovs-vswitchd``: its
 second field is the time the thread has spent runnable but not running (waiting in a run queue,
-or held back by a CPU quota; ns there, seconds in the samples). Over a stretch of ``window_s``
-the *wait share* is that time's growth ÷ the stretch's length. A stretch whose wait share
-exceeds :data:`WAIT_SHARE_MAX` while the thread's job communicates (the measured collectives;
-for the switch, any job's) is a violation: a thread that waits for a CPU that share of the time
-can hold its job back by that share, more than the 10 % a faithful job may lose to anything but
-its links.
-Consecutive such stretches of one thread are reported as one.
+or held back by a CPU quota; ns there, seconds in the samples).
+
+What is judged is the wait's **cost to the job**, not how the scheduler shares a CPU between
+collectives. A process's wait is counted only while its job communicates (its measured
+collectives; for the switch, any job's), interpolated between samples and summed over the
+process's threads. That time is cut into stretches holding :data:`STRETCH_S` seconds of
+communication each. A stretch in which the process waited more than :data:`WAIT_SHARE_MAX` of
+its communicating time is a violation: a process that waited that share of its collectives
+can have held its job back by that share, more than the 10 % a faithful job may lose to
+anything but its links. Consecutive violating stretches of one process are reported as one.
+
+Measured on 2026-11-26 (BENCHMARKS.md, "The pipeline invariants"): on a quiet machine workers
+waited 1-3 % of their communication and ovs-vswitchd 2-5 %; beside three busy loops
+ovs-vswitchd waited 18-26 %, and held to 0.15 of a core 26-41 %. Judged over half-second
+stretches of wall time instead, the quiet workers' waits between collectives read 12-23 %.
 """
 
 from __future__ import annotations
@@ -18,74 +26,119 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-WAIT_SHARE_MAX = 0.10  # of wall time; the job's allowance below its links' goodput
-WINDOW_S = 0.5  # the stretch a wait share is taken over
+WAIT_SHARE_MAX = 0.10  # of communicating time; the job's allowance below its links' goodput
+STRETCH_S = 2.0  # seconds of communication per judged stretch
+MIN_JUDGED_S = 0.5  # a process with less communication than this in all is not judged
 SWITCH_JOB = ""  # the job column of the switch's threads: it serves every job
 
 VIOLATION_COLUMNS = ["job", "process", "pid", "tid", "thread", "start", "end", "span_s",
-                     "worst_share", "wait_s"]
+                     "comm_s", "worst_share", "wait_s"]
+
+Spans = list[tuple[float, float]]
 
 
-def stretches(times: np.ndarray, wait_s: np.ndarray,
-              window_s: float = WINDOW_S) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(start, end, wait share) of consecutive stretches of at least ``window_s``, cut at the
-    samples (each stretch runs from one sample to the first at least ``window_s`` later)."""
-    t = np.asarray(times, dtype=float)
-    w = np.asarray(wait_s, dtype=float)
-    cuts = [0]
-    for k in range(1, t.size):
-        if t[k] - t[cuts[-1]] >= window_s:
-            cuts.append(k)
-    idx = np.asarray(cuts)
-    start, end = t[idx[:-1]], t[idx[1:]]
-    share = np.diff(w[idx]) / (end - start) if idx.size > 1 else np.empty(0)
-    return start, end, share
+def merged(windows: Spans) -> Spans:
+    """The union of ``windows`` as sorted, disjoint spans."""
+    out: list[list[float]] = []
+    for a, b in sorted(windows):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        elif b > a:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
 
 
-def overlap_s(start: float, end: float, windows: list[tuple[float, float]]) -> float:
+def overlap_s(start: float, end: float, windows: Spans) -> float:
     """Seconds of [start, end] inside the union of ``windows`` (which may overlap)."""
-    spans = sorted((max(a, start), min(b, end)) for a, b in windows if b > start and a < end)
-    total, reach = 0.0, start
+    return sum(min(b, end) - max(a, start) for a, b in merged(windows)
+               if b > start and a < end)
+
+
+def waited_s(times: np.ndarray, wait_s: np.ndarray, spans: Spans) -> np.ndarray:
+    """Per span, the seconds one thread waited in it: its cumulative wait interpolated between
+    samples, and nothing outside the samples' reach (before the thread was first read, after
+    it ended)."""
+    if times.size < 2:
+        return np.zeros(len(spans))
+    a = np.clip([s for s, _ in spans], times[0], times[-1])
+    b = np.clip([e for _, e in spans], times[0], times[-1])
+    return np.interp(b, times, wait_s) - np.interp(a, times, wait_s)
+
+
+def cut(spans: Spans, stretch_s: float = STRETCH_S) -> Spans:
+    """``spans`` with each longer than ``stretch_s`` cut into pieces of ``stretch_s`` (and a
+    shorter last piece), so that one long collective is judged stretch by stretch."""
+    out = []
     for a, b in spans:
-        a = max(a, reach)
-        if b > a:
-            total += b - a
-            reach = b
-    return total
+        edges = [*np.arange(a, b, stretch_s), b]
+        out += [(x, y) for x, y in zip(edges, edges[1:], strict=False) if y > x]
+    return out
 
 
-def judge(samples: pd.DataFrame, communicating: dict[str, list[tuple[float, float]]], *,
-          share_max: float = WAIT_SHARE_MAX, window_s: float = WINDOW_S
+def stretches(spans: Spans, stretch_s: float = STRETCH_S) -> list[list[int]]:
+    """``spans`` (disjoint, sorted) grouped into consecutive stretches of at least
+    ``stretch_s`` seconds each (a shorter remainder joins the last stretch), as lists of span
+    indices; one stretch of everything when there is less than ``stretch_s`` in all."""
+    groups: list[list[int]] = [[]]
+    held = 0.0
+    for k, (a, b) in enumerate(spans):
+        if held >= stretch_s:
+            groups.append([])
+            held = 0.0
+        groups[-1].append(k)
+        held += b - a
+    if len(groups) > 1 and held < stretch_s:
+        groups[-2].extend(groups.pop())
+    return [g for g in groups if g]
+
+
+def judge(samples: pd.DataFrame, communicating: dict[str, Spans], *,
+          share_max: float = WAIT_SHARE_MAX, stretch_s: float = STRETCH_S
           ) -> tuple[pd.DataFrame, float]:
-    """Every stretch in which a thread waited for a CPU more than ``share_max`` of the time
-    while its job communicated for at least half the stretch (``communicating``: job name →
-    its measured collectives' (start, end); the switch's threads, job :data:`SWITCH_JOB`,
-    count while any job communicates), merged per thread (:data:`VIOLATION_COLUMNS`), and the
-    thread-seconds judged."""
+    """Every stretch in which a process waited for a CPU more than ``share_max`` of its job's
+    communicating time (``communicating``: job name → its measured collectives' (start, end);
+    the switch, job :data:`SWITCH_JOB`, counts while any job communicates), merged per process
+    (:data:`VIOLATION_COLUMNS`; ``tid``/``thread``: the thread that waited most), and the
+    process-seconds of communication judged."""
     every = [w for ws in communicating.values() for w in ws]
-    rows, judged_s = [], 0.0
+    rows: list[dict] = []
+    judged_s = 0.0
     if samples.empty:
         return pd.DataFrame(rows, columns=VIOLATION_COLUMNS), judged_s
-    keys = ["job", "process", "pid", "tid", "thread"]
-    for (job, process, pid, tid, thread), g in samples.sort_values("time").groupby(
-            keys, sort=True):
-        windows = every if job == SWITCH_JOB else communicating.get(job, [])
-        start, end, share = stretches(g["time"].to_numpy(), g["wait_s"].to_numpy(), window_s)
+    for (job, process, pid), g in samples.sort_values("time").groupby(
+            ["job", "process", "pid"], sort=True):
+        t_min, t_max = float(g["time"].min()), float(g["time"].max())
+        spans = cut([(max(a, t_min), min(b, t_max))
+                     for a, b in merged(every if job == SWITCH_JOB
+                                        else communicating.get(job, []))
+                     if b > t_min and a < t_max], stretch_s)
+        comm = np.array([b - a for a, b in spans])
+        if comm.sum() < MIN_JUDGED_S:
+            continue
+        threads = [(int(tid), name, waited_s(h["time"].to_numpy(), h["wait_s"].to_numpy(),
+                                             spans))
+                   for (tid, name), h in g.groupby(["tid", "thread"], sort=True)]
+        judged_s += float(comm.sum())
         current: dict | None = None
-        for a, b, s in zip(start, end, share, strict=True):
-            inside = overlap_s(a, b, windows) >= (b - a) / 2
-            judged_s += (b - a) if inside else 0.0
-            if inside and s > share_max:
-                if current is not None and current["end"] == a:
-                    current.update(end=b, worst_share=max(current["worst_share"], s),
-                                   wait_s=current["wait_s"] + s * (b - a))
-                    continue
-                current = {"job": job, "process": process, "pid": int(pid), "tid": int(tid),
-                           "thread": thread, "start": a, "end": b, "worst_share": s,
-                           "wait_s": s * (b - a)}
-                rows.append(current)
-            else:
+        for idx in stretches(spans, stretch_s):
+            comm_s = float(comm[idx].sum())
+            per_thread = [(float(w[idx].sum()), tid, name) for tid, name, w in threads]
+            wait = sum(w for w, _, _ in per_thread)
+            share = wait / comm_s
+            if share <= share_max:
                 current = None
+                continue
+            _, tid, name = max(per_thread)
+            start, end = spans[idx[0]][0], spans[idx[-1]][1]
+            if current is not None:
+                current.update(end=end, comm_s=current["comm_s"] + comm_s,
+                               worst_share=max(current["worst_share"], share),
+                               wait_s=current["wait_s"] + wait)
+                continue
+            current = {"job": job, "process": process, "pid": int(pid), "tid": tid,
+                       "thread": name, "start": start, "end": end, "comm_s": comm_s,
+                       "worst_share": share, "wait_s": wait}
+            rows.append(current)
     out = pd.DataFrame(rows, columns=VIOLATION_COLUMNS)
     out["span_s"] = out["end"] - out["start"]
     return out, judged_s

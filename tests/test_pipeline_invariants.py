@@ -36,10 +36,11 @@ def thread(shares: list[float], *, job: str = "j0", process: str = "h0 rank0", p
                          "thread": "python3", "run_s": 0.0, "wait_s": wait})
 
 
-def test_stretches_cut_at_the_first_sample_half_a_second_on():
-    start, end, share = sched_invariant.stretches(np.arange(21) / 20, np.arange(21) * 0.01)
-    assert list(start) == [0, 0.5] and list(end) == [0.5, 1.0]
-    assert share == pytest.approx([0.2, 0.2])
+def test_stretches_hold_the_stretch_length_and_a_short_rest_joins_the_last():
+    spans = [(0.0, 1.5), (2.0, 3.0), (4.0, 5.5), (6.0, 7.0)]
+    assert sched_invariant.stretches(spans, 2.0) == [[0, 1], [2, 3]]
+    assert sched_invariant.stretches(spans + [(8.0, 8.5)], 2.0) == [[0, 1], [2, 3, 4]]
+    assert sched_invariant.stretches([(0.0, 1.0)], 2.0) == [[0]]  # less than one stretch
 
 
 def test_a_worker_that_rarely_waits_is_no_violation():
@@ -49,13 +50,31 @@ def test_a_worker_that_rarely_waits_is_no_violation():
 
 
 def test_a_worker_waiting_while_its_job_communicates_is_located():
-    shares = [0.02] * 10 + [0.6] * 20 + [0.02] * 10
-    found, _ = sched_invariant.judge(thread(shares), {"j0": [(100.0, 102.0)]})
+    shares = [0.02] * 40 + [0.6] * 80 + [0.02] * 40  # 8 s: 2 quiet, 4 waiting, 2 quiet
+    found, _ = sched_invariant.judge(thread(shares), {"j0": [(100.0, 108.0)]})
     (v,) = found.itertuples()
-    assert (v.job, v.process, v.pid) == ("j0", "h0 rank0", 10)
-    assert (v.start, v.end) == pytest.approx((100.5, 101.5))  # two stretches, merged
-    assert v.worst_share == pytest.approx(0.6)
-    assert v.wait_s == pytest.approx(0.6)
+    assert (v.job, v.process, v.pid, v.tid) == ("j0", "h0 rank0", 10, 10)
+    assert (v.start, v.end) == pytest.approx((102.0, 106.0))  # two stretches, merged
+    assert (v.worst_share, v.wait_s, v.comm_s) == pytest.approx((0.6, 2.4, 4.0))
+
+
+def test_waiting_between_collectives_costs_the_job_nothing():
+    """A worker busy-waiting for a CPU in the gaps between its collectives (as quiet workers
+    do while they write their records) waited 45% of the wall time, none of it while it
+    communicated: no violation, where half-second stretches of wall time called it one."""
+    shares = ([0.0] * 5 + [0.9] * 5) * 16  # 8 s; collectives in the first quarter-second of each
+    windows = [(100.0 + k / 2, 100.0 + k / 2 + 0.25) for k in range(16)]
+    found, judged_s = sched_invariant.judge(thread(shares), {"j0": windows})
+    assert found.empty and judged_s == pytest.approx(4.0)
+
+
+def test_a_processs_threads_are_summed_and_the_worst_named():
+    a = thread([0.06] * 40)
+    b = thread([0.07] * 40, tid=11)
+    b["thread"] = "sender"
+    found, _ = sched_invariant.judge(pd.concat([a, b]), {"j0": [(100.0, 102.0)]})
+    (v,) = found.itertuples()
+    assert v.worst_share == pytest.approx(0.13) and (v.tid, v.thread) == (11, "sender")
 
 
 def test_waiting_outside_the_jobs_collectives_is_not_judged():
@@ -66,8 +85,9 @@ def test_waiting_outside_the_jobs_collectives_is_not_judged():
 
 def test_the_switch_is_judged_while_any_job_communicates():
     s = thread([0.8] * 20, job=sched_invariant.SWITCH_JOB, process="ovs-vswitchd")
-    found, _ = sched_invariant.judge(s, {"j1": [(100.0, 101.0)]})
+    found, _ = sched_invariant.judge(s, {"j1": [(100.0, 100.6)], "j2": [(100.4, 101.0)]})
     assert list(found["process"]) == ["ovs-vswitchd"]
+    assert found["comm_s"].iloc[0] == pytest.approx(1.0)  # overlapping collectives once
 
 
 def test_overlap_counts_overlapping_windows_once():
@@ -120,7 +140,7 @@ def test_the_verdict_names_the_invariant_the_place_and_the_time(leaf_spine):
                           leaf_spine, "ovs", lambda a, b: "; busiest then: spin (2.0 CPU-s)")
     sched_reason, job_reason = rec["reasons"]
     assert sched_reason.startswith("scheduler invariant: job a's worker h0 rank0 (pid 10")
-    assert "50% of the time at 0.0–1.0 s" in sched_reason
+    assert "50% of the time its job communicated at 0.0–1.0 s" in sched_reason
     assert sched_reason.endswith("busiest then: spin (2.0 CPU-s)")
     assert job_reason.startswith("job invariant: job a reached 50%")
     assert "(All-Reduce of 8MiB)" in job_reason

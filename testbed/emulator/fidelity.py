@@ -3,9 +3,9 @@
 On the links, two rules make a run not faithful: a link direction that ran above its shaping,
 and one that sent short of its rate while its queue would have kept it busy (the link
 invariant of :mod:`analysis.invariants`, from the sampled qdiscs). Before the links
-(:func:`pipeline_record`): a worker thread that waited for a CPU too long while its job
-communicated (the scheduler invariant), an ovs-vswitchd thread that did (the switch
-invariant), and a job on isolated paths short of what its links allow (the job invariant).
+(:func:`pipeline_record`): a worker that waited for a CPU too much of its job's
+communication (the scheduler invariant), ovs-vswitchd doing so while jobs communicated (the
+switch invariant), and a job on isolated paths short of what its links allow (the job invariant).
 CPU headroom is recorded as a diagnosis beside them; it decides the verdict only for a run
 without qdisc samples.
 """
@@ -138,15 +138,17 @@ def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
         has = judged and bool(mine(sched).any())
         rows = list(found[mine(found)].itertuples()) if has else []
         out[name] = {"judged": has, "wait_share_max": sched_invariant.WAIT_SHARE_MAX,
-                     "window_s": sched_invariant.WINDOW_S,
+                     "stretch_s": sched_invariant.STRETCH_S,
                      "violations": [_wait_violation(r, t0) for r in rows]}
         for r in rows[:MAX_REASONS]:
             whose = f"job {r.job}'s worker {r.process}" if r.job else r.process
             reasons.append(
-                f"{name} invariant: {whose} (pid {r.pid}, thread {r.thread}) waited for a CPU "
-                f"{r.worst_share:.0%} of the time at {r.start - t0:.1f}–{r.end - t0:.1f} s "
-                f"while {'its job' if r.job else 'jobs'} communicated (more than "
-                f"{sched_invariant.WAIT_SHARE_MAX:.0%})" + busiest(r.start, r.end))
+                f"{name} invariant: {whose} (pid {r.pid}, most in thread {r.thread}) waited "
+                f"for a CPU {r.worst_share:.0%} of the time "
+                f"{'its job' if r.job else 'jobs'} communicated at "
+                f"{r.start - t0:.1f}–{r.end - t0:.1f} s (more than "
+                f"{sched_invariant.WAIT_SHARE_MAX:.0%} of {sched_invariant.STRETCH_S:g} s of "
+                "collectives)" + busiest(r.start, r.end))
         if len(rows) > MAX_REASONS:
             reasons.append(f"{name} invariant: ... and {len(rows) - MAX_REASONS} more "
                            "stretches of CPU wait")
@@ -169,4 +171,4 @@ def _wait_violation(r, t0: float) -> dict[str, Any]:
     return {"job": r.job or None, "process": r.process, "pid": int(r.pid), "tid": int(r.tid),
             "thread": r.thread, "start_s": round(r.start - t0, 2),
             "end_s": round(r.end - t0, 2), "worst_wait_share": round(r.worst_share, 3),
-            "wait_s": round(r.wait_s, 3)}
+            "wait_s": round(r.wait_s, 3), "comm_s": round(r.comm_s, 3)}

@@ -19,7 +19,7 @@ from testbed.core.samples import SCHED_SAMPLE_SCHEMA
 
 OVS_PIDFILE = Path("/var/run/openvswitch/ovs-vswitchd.pid")
 SWITCH_PROCESS = "ovs-vswitchd"
-SCHED_HZ = 20.0  # 10 stretches per second of WINDOW_S = 0.5 s (analysis.sched_invariant)
+SCHED_HZ = 20.0  # 40 samples per stretch of STRETCH_S = 2 s (analysis.sched_invariant)
 DISCOVER_ROUNDS = 20  # look for the watched workers' children once in this many rounds
 
 
