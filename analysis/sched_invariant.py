@@ -7,13 +7,13 @@ second field is the time the thread has spent runnable but not running (waiting 
 or held back by a CPU quota; ns there, seconds in the samples).
 
 What is judged is the wait's **cost to the job**, not how the scheduler shares a CPU between
-collectives. A process's wait is counted only while its job communicates (its measured
-collectives; for the switch, any job's), interpolated between samples and summed over the
-process's threads. That time is cut into stretches holding :data:`STRETCH_S` seconds of
-communication each. A stretch in which the process waited more than :data:`WAIT_SHARE_MAX` of
-its communicating time is a violation: a process that waited that share of its collectives
-can have held its job back by that share, more than the 10 % a faithful job may lose to
-anything but its links. Consecutive violating stretches of one process are reported as one.
+collectives. A thread's wait is counted only while its job communicates (its measured
+collectives; for the switch, any job's), interpolated between samples. That time is cut into
+stretches holding :data:`STRETCH_S` seconds of communication each. A stretch in which a thread
+of the process waited more than :data:`WAIT_SHARE_MAX` of its communicating time is a
+violation: a worker that waited that share of its collectives can have held its job back by
+that share, more than the 10 % a faithful job may lose to anything but its links. Consecutive
+violating stretches of one process are reported as one.
 
 Measured on 2026-11-26 (BENCHMARKS.md, "The pipeline invariants"): on a quiet machine workers
 waited 1-3 % of their communication and ovs-vswitchd 2-5 %; beside three busy loops
@@ -22,6 +22,8 @@ stretches of wall time instead, the quiet workers' waits between collectives rea
 """
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import pandas as pd
@@ -71,7 +73,7 @@ def cut(spans: Spans, stretch_s: float = STRETCH_S) -> Spans:
     out = []
     for a, b in spans:
         edges = [*np.arange(a, b, stretch_s), b]
-        out += [(x, y) for x, y in zip(edges, edges[1:], strict=False) if y > x]
+        out += [(x, y) for x, y in itertools.pairwise(edges) if y > x]
     return out
 
 
@@ -95,11 +97,12 @@ def stretches(spans: Spans, stretch_s: float = STRETCH_S) -> list[list[int]]:
 def judge(samples: pd.DataFrame, communicating: dict[str, Spans], *,
           share_max: float = WAIT_SHARE_MAX, stretch_s: float = STRETCH_S
           ) -> tuple[pd.DataFrame, float]:
-    """Every stretch in which a process waited for a CPU more than ``share_max`` of its job's
-    communicating time (``communicating``: job name → its measured collectives' (start, end);
-    the switch, job :data:`SWITCH_JOB`, counts while any job communicates), merged per process
-    (:data:`VIOLATION_COLUMNS`; ``tid``/``thread``: the thread that waited most), and the
-    process-seconds of communication judged."""
+    """Every stretch in which a thread of a process waited for a CPU more than ``share_max``
+    of its job's communicating time (``communicating``: job name → its measured
+    collectives' (start, end); the switch, job :data:`SWITCH_JOB`, counts while any job
+    communicates), merged per process
+    (:data:`VIOLATION_COLUMNS`; ``tid``/``thread``: the thread that waited most, whose wait
+    judges the process), and the process-seconds of communication judged."""
     every = [w for ws in communicating.values() for w in ws]
     rows: list[dict] = []
     judged_s = 0.0
@@ -122,13 +125,11 @@ def judge(samples: pd.DataFrame, communicating: dict[str, Spans], *,
         current: dict | None = None
         for idx in stretches(spans, stretch_s):
             comm_s = float(comm[idx].sum())
-            per_thread = [(float(w[idx].sum()), tid, name) for tid, name, w in threads]
-            wait = sum(w for w, _, _ in per_thread)
+            wait, tid, name = max((float(w[idx].sum()), tid, name) for tid, name, w in threads)
             share = wait / comm_s
             if share <= share_max:
                 current = None
                 continue
-            _, tid, name = max(per_thread)
             start, end = spans[idx[0]][0], spans[idx[-1]][1]
             if current is not None:
                 current.update(end=end, comm_s=current["comm_s"] + comm_s,

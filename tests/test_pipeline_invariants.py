@@ -39,7 +39,7 @@ def thread(shares: list[float], *, job: str = "j0", process: str = "h0 rank0", p
 def test_stretches_hold_the_stretch_length_and_a_short_rest_joins_the_last():
     spans = [(0.0, 1.5), (2.0, 3.0), (4.0, 5.5), (6.0, 7.0)]
     assert sched_invariant.stretches(spans, 2.0) == [[0, 1], [2, 3]]
-    assert sched_invariant.stretches(spans + [(8.0, 8.5)], 2.0) == [[0, 1], [2, 3, 4]]
+    assert sched_invariant.stretches([*spans, (8.0, 8.5)], 2.0) == [[0, 1], [2, 3, 4]]
     assert sched_invariant.stretches([(0.0, 1.0)], 2.0) == [[0]]  # less than one stretch
 
 
@@ -68,13 +68,16 @@ def test_waiting_between_collectives_costs_the_job_nothing():
     assert found.empty and judged_s == pytest.approx(4.0)
 
 
-def test_a_processs_threads_are_summed_and_the_worst_named():
+def test_the_thread_that_waited_most_judges_its_process():
     a = thread([0.06] * 40)
-    b = thread([0.07] * 40, tid=11)
+    b = thread([0.3] * 40, tid=11)
     b["thread"] = "sender"
     found, _ = sched_invariant.judge(pd.concat([a, b]), {"j0": [(100.0, 102.0)]})
     (v,) = found.itertuples()
-    assert v.worst_share == pytest.approx(0.13) and (v.tid, v.thread) == (11, "sender")
+    assert v.worst_share == pytest.approx(0.3) and (v.tid, v.thread) == (11, "sender")
+    found, _ = sched_invariant.judge(pd.concat([a, thread([0.07] * 40, tid=11)]),
+                                     {"j0": [(100.0, 102.0)]})
+    assert found.empty  # 6% and 7%: neither thread over 10%
 
 
 def test_waiting_outside_the_jobs_collectives_is_not_judged():

@@ -1,30 +1,34 @@
-"""The pipeline invariants on a real fabric (root): a run beside busy loops is caught by the
-scheduler invariant, a run whose ovs-vswitchd is held to 0.15 of a core by the switch
-invariant, each named with its place and time; the busy loops and the quota are this test's
-own and are undone when it ends."""
+"""The pipeline invariants on a real fabric (root), each named with its place and time:
+busy loops beside the run are caught by the scheduler or the switch invariant, a worker held
+to 0.05 of a core by the scheduler invariant, ovs-vswitchd held to 0.15 of a core by the
+switch invariant. The busy loops and the quotas are this test's own and are undone when it
+ends."""
 
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
 from testbed.core.experiment import expand
 from testbed.emulator.runner import Runner
-from testbed.emulator.schedstat import switch_pid
+from testbed.emulator.schedstat import SchedSampler, switch_pid
 from testbed.emulator.stress import busy_loops, cpu_quota
+
+CORES = 0.03  # the worker's quota
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 
-def run(tmp_path, name: str) -> dict:
+def run(tmp_path, name: str, mbit_s: float = 50, size: str = "4MiB") -> dict:
     (exp,) = expand({
         "name": name,
         "fabric": {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,
-                   "host_link_mbit_s": 50, "uplink_mbit_s": 50},
+                   "host_link_mbit_s": mbit_s, "uplink_mbit_s": mbit_s},
         "policy": "vclos", "timeout_s": 240,
         "jobs": [{"name": job, "hosts": hosts,
-                  "workload": {"kind": "allreduce", "sizes": ["4MiB"], "iterations": 4,
+                  "workload": {"kind": "allreduce", "sizes": [size], "iterations": 4,
                                "warmup": 1}}
                  for job, hosts in (("a", ["h0", "h2"]), ("b", ["h1", "h3"]))]})
     runner = Runner(exp, tmp_path)
@@ -33,16 +37,63 @@ def run(tmp_path, name: str) -> dict:
     return json.loads((run_dir / "fidelity.json").read_text())
 
 
-def test_busy_loops_beside_the_workers_trip_the_scheduler_invariant(tmp_path):
+def connected(pid: int) -> bool:
+    """Whether a TCP connection is established in ``pid``'s network namespace."""
+    try:
+        with open(f"/proc/{pid}/net/tcp") as f:
+            return any(line.split()[3] == "01" for line in list(f)[1:])
+    except OSError:
+        return False
+
+
+def test_busy_loops_beside_the_run_are_caught_before_the_links(tmp_path):
+    """Three busy loops starve what forwards the packets first (ovs-vswitchd, measured
+    2026-11-26), the workers less: the run is not faithful by the switch or the scheduler
+    invariant, each violation located."""
     with busy_loops(3):
-        fid = run(tmp_path, "busy")
+        fid = run(tmp_path, "busy", 100, "8MiB")  # at 50 Mbit/s the switch keeps up
+    assert fid["verdict"] == "not faithful", fid["job"]
+    found = fid["scheduler"]["violations"] + fid["switch"]["violations"]
+    assert found, fid["reasons"]
+    assert all(v["end_s"] > v["start_s"] >= 0 and v["worst_wait_share"] > 0.1
+               and v["comm_s"] > 0 for v in found)
+    assert any(r.startswith(("scheduler invariant: ", "switch invariant: "))
+               for r in fid["reasons"])
+
+
+def test_a_worker_held_to_a_fraction_of_a_core_trips_the_scheduler_invariant(tmp_path,
+                                                                            monkeypatch):
+    """Job a's rank 0 (h0) is held to a sliver of a core by a CPU quota once it has connected:
+    the scheduler invariant names that worker."""
+    spawned: list[int] = []
+    watch = SchedSampler.watch
+
+    def noted(self, pid: int, job: str, process: str) -> None:
+        watch(self, pid, job, process)
+        if job == "a" and process.startswith("h0 "):
+            spawned.append(pid)
+
+    monkeypatch.setattr(SchedSampler, "watch", noted)
+    done = threading.Event()
+
+    def hold() -> None:  # from its first connection to its peer (it has started)
+        while not done.wait(0.01):
+            if spawned and connected(spawned[0]):
+                with cpu_quota(spawned[0], CORES):
+                    done.wait()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        fid = run(tmp_path, "slow-worker", 100, "8MiB")
+    finally:
+        done.set()
+        holder.join()
+    assert spawned, "job a's rank 0 was never started"
     assert fid["verdict"] == "not faithful"
     found = fid["scheduler"]["violations"]
-    assert found, fid["reasons"]
-    assert {v["job"] for v in found} <= {"a", "b"}
-    assert all(v["process"].split()[0] in {"h0", "h1", "h2", "h3"} for v in found)
-    assert all(v["end_s"] > v["start_s"] >= 0 and v["worst_wait_share"] > 0.1 for v in found)
-    assert any(r.startswith("scheduler invariant: job ") for r in fid["reasons"])
+    assert any(v["job"] == "a" and v["process"].startswith("h0 ") for v in found), fid["reasons"]
+    assert any(r.startswith("scheduler invariant: job a's worker h0") for r in fid["reasons"])
 
 
 def test_a_switch_held_to_a_fraction_of_a_core_trips_the_switch_invariant(tmp_path):
