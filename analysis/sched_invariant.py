@@ -67,6 +67,16 @@ def waited_s(times: np.ndarray, wait_s: np.ndarray, spans: Spans) -> np.ndarray:
     return np.interp(b, times, wait_s) - np.interp(a, times, wait_s)
 
 
+def worst_share(samples: pd.DataFrame, spans: Spans) -> float | None:
+    """The largest share of ``spans``' total length that one thread of ``samples`` waited for
+    a CPU in them (None when no thread was sampled across them)."""
+    total = sum(b - a for a, b in spans)
+    if samples.empty or total <= 0:
+        return None
+    return max(float(waited_s(h["time"].to_numpy(), h["wait_s"].to_numpy(), spans).sum())
+               for _, h in samples.sort_values("time").groupby(["pid", "tid"])) / total
+
+
 def cut(spans: Spans, stretch_s: float = STRETCH_S) -> Spans:
     """``spans`` with each longer than ``stretch_s`` cut into pieces of ``stretch_s`` (and a
     shorter last piece), so that one long collective is judged stretch by stretch."""

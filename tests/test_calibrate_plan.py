@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
+from analysis import sched_invariant
 from sdn_app.static_routes import static_rules
 from testbed.core.samples import LINK_SAMPLE_SCHEMA
 from testbed.core.spec import parse_fabric
@@ -72,3 +74,27 @@ def test_verdict_names_bad_links_and_cpu():
     assert cal.aggregate_ratio == pytest.approx(88 / 100)
     ok = Calibration({}, "user", 1, 4.0, [good], 0.5, 0.6, 0.95, 1.0)
     assert ok.verdict == "faithful" and not ok.failures
+
+
+def test_a_round_whose_switch_waited_is_not_held():
+    """Round 1 (100 link-Mbit/s) held its links, but ovs-vswitchd waited 30% of it: only
+    round 0's load counts as faithful, and the failure names the round."""
+    rounds = [LinkResult("l", "h0", "leaf0", 50, 50, 49, 0.98, 0),
+              LinkResult("l", "h1", "leaf0", 50, 50, 49, 0.98, 1),
+              LinkResult("l", "h2", "leaf0", 50, 50, 49, 0.98, 1)]
+    cal = Calibration({}, "user", 2, 4.0, rounds, 0.5, 0.6, 0.95, 1.0,
+                      switch_wait_share=[0.04, 0.3])
+    assert cal.faithful_load_link_mbit_s == 50
+    assert cal.failures == ["round 2: ovs-vswitchd waited for a CPU 30% of it (above 10%: the "
+                            "switch, not the links, may have set the rates)"]
+    quiet = Calibration({}, "user", 2, 4.0, rounds, 0.5, 0.6, 0.95, 1.0,
+                        switch_wait_share=[0.04, None])
+    assert quiet.faithful_load_link_mbit_s == 100 and quiet.verdict == "faithful"
+
+
+def test_worst_share_is_the_thread_that_waited_most():
+    t = np.arange(21) / 10  # 2 s at 10 Hz
+    samples = pd.DataFrame({"time": np.concatenate([t, t]), "pid": 1, "tid": [1] * 21 + [2] * 21,
+                            "wait_s": np.concatenate([t * 0.05, t * 0.2])})
+    assert sched_invariant.worst_share(samples, [(0.5, 1.5)]) == pytest.approx(0.2)
+    assert sched_invariant.worst_share(samples.iloc[:0], [(0.5, 1.5)]) is None

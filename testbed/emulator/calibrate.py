@@ -4,13 +4,16 @@ achieved with configured rates while watching the CPU.
 Probe flows are planned purely (``plan_rounds``): each round holds flows whose directed links
 do not overlap, so every flow runs at the slowest configured rate on its path, and the round's
 offered load stays within a CPU budget. iperf3 generates the traffic; the link sampler measures
-each directed link from interface counters over the steady part of the round.
+each directed link from interface counters over the steady part of the round, and the
+scheduler sampler how long ovs-vswitchd waited for a CPU then (the switch invariant of
+:mod:`analysis.sched_invariant`): a round whose switch waited more than 10% of it is not
+counted as held, whatever its links read.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -21,6 +24,7 @@ from sdn_app.static_routes import FlowRule, Unreachable, static_rules, trace
 from testbed.core.formulas import RATE_TOLERANCE, TCP_GOODPUT
 from testbed.core.topology import FabricPlan, Link
 from testbed.emulator.sampler import LinkSampler, mean_idle, window_rates
+from testbed.emulator.schedstat import SchedSampler
 from testbed.emulator.traffic import Flow, run_flows
 
 # Interface counters see a TSO packet (up to 64 KiB of payload) with one set of headers, while
@@ -139,6 +143,16 @@ class Calibration:
     iperf_goodput_ratio: float
     bring_up_s: float
     rate_scale: float = 1.0  # the plan's: its rates are real rates × rate_scale
+    # per round, the largest share of it an ovs-vswitchd thread waited for a CPU (None: not
+    # sampled, e.g. kernel bridges)
+    switch_wait_share: list[float | None] = field(default_factory=list)
+
+    def _switch_starved(self, round_: int) -> bool:
+        from analysis.sched_invariant import WAIT_SHARE_MAX
+
+        share = (self.switch_wait_share[round_] if round_ < len(self.switch_wait_share)
+                 else None)
+        return share is not None and share > WAIT_SHARE_MAX
 
     @property
     def failures(self) -> list[str]:
@@ -147,6 +161,9 @@ class Calibration:
         if self.cpu_idle_min < MIN_CPU_IDLE:
             out.append(f"CPU idle fell to {self.cpu_idle_min:.0%} "
                        f"(below {MIN_CPU_IDLE:.0%}: the machine, not the links, set the rates)")
+        out += [f"round {k + 1}: ovs-vswitchd waited for a CPU {share:.0%} of it (above 10%: "
+                "the switch, not the links, may have set the rates)"
+                for k, share in enumerate(self.switch_wait_share) if self._switch_starved(k)]
         return out
 
     @property
@@ -156,15 +173,15 @@ class Calibration:
     @property
     def faithful_load_link_mbit_s(self) -> float | None:
         """The largest load one round offered (its flows' rates summed over the links each
-        crossed) with every link of the round within tolerance and the CPU not starved;
-        None when no round held."""
+        crossed) with every link of the round within tolerance, the switch not waiting for
+        a CPU and the CPU not starved; None when no round held."""
         if self.cpu_idle_min < MIN_CPU_IDLE:
             return None
         by_round: dict[int, list[LinkResult]] = {}
         for r in self.links:
             by_round.setdefault(r.round, []).append(r)
-        held = [sum(r.expected_mbit_s for r in rs) for rs in by_round.values()
-                if all(r.ok for r in rs)]
+        held = [sum(r.expected_mbit_s for r in rs) for k, rs in by_round.items()
+                if all(r.ok for r in rs) and not self._switch_starved(k)]
         return max(held, default=None)
 
     def to_dict(self) -> dict:
@@ -182,17 +199,24 @@ class Calibration:
 
 
 def run_rounds(fab, rounds: list[list[ProbeFlow]], seconds: float, warmup: float,
-               progress=None) -> tuple[list[LinkResult], list[float], pd.DataFrame, list[float]]:
-    """Run each round's iperf3 flows on a live fabric; measure every directed link."""
+               progress=None) -> tuple[list[LinkResult], list[float], pd.DataFrame, list[float],
+                                       list[float | None]]:
+    """Run each round's iperf3 flows on a live fabric; measure every directed link, and how
+    long the switch waited for a CPU in each round."""
+    from analysis.sched_invariant import worst_share
+
     results: list[LinkResult] = []
     idles: list[float] = []
     goodput: list[float] = []
+    windows: list[tuple[float, float]] = []
     sampler = LinkSampler(fab.plan, fab.namespace_pids(), hz=10,
                           record=fab.state.add_process if fab.state else None)
-    with sampler:
+    sched = SchedSampler(switch=fab.switches != "kernel")
+    with sampler, sched:
         for i, flows in enumerate(rounds):
             mark = sampler.mark()
             t0, t1, reports = _run_round(fab, flows, seconds, warmup)
+            windows.append((t0, t1))
             rates = window_rates(sampler.counters(since=mark), t0, t1).set_index(["src", "dst"])
             idles.append(mean_idle(sampler.cpu(), t0, t1))
             for f in flows:
@@ -206,7 +230,8 @@ def run_rounds(fab, rounds: list[list[ProbeFlow]], seconds: float, warmup: float
                         for f, bps in zip(flows, reports, strict=True)]
             if progress:
                 progress(i + 1, len(rounds))
-    return results, idles, sampler.cpu(), goodput
+    waits = sched.samples()
+    return results, idles, sampler.cpu(), goodput, [worst_share(waits, [w]) for w in windows]
 
 
 def _run_round(fab, flows: list[ProbeFlow], seconds: float,
@@ -228,7 +253,8 @@ def calibrate(plan: FabricPlan, run_dir: Path, seconds: float = 4.0, warmup: flo
     t0 = time.monotonic()
     with Fabric(plan, run_dir, switches=switches) as fab:
         bring_up = time.monotonic() - t0
-        links, idles, cpu, goodput = run_rounds(fab, rounds, seconds, warmup, progress)
+        links, idles, cpu, goodput, waits = run_rounds(fab, rounds, seconds, warmup,
+                                                       progress)
     cpu.to_csv(run_dir / "cpu_samples.csv", index=False)
     return Calibration(
         fabric=plan.spec.model_dump(),
@@ -236,7 +262,7 @@ def calibrate(plan: FabricPlan, run_dir: Path, seconds: float = 4.0, warmup: flo
         round_s=seconds,
         links=links, cpu_idle_min=min(idles), cpu_idle_mean=sum(idles) / len(idles),
         iperf_goodput_ratio=sum(goodput) / len(goodput), bring_up_s=bring_up,
-        rate_scale=plan.rate_scale,
+        rate_scale=plan.rate_scale, switch_wait_share=waits,
     )
 
 
@@ -256,13 +282,15 @@ def print_calibration(cal: Calibration, console: Console) -> None:
         f"aggregate achieved ÷ expected {cal.aggregate_ratio:.3f}; iperf3 goodput ÷ ideal TCP "
         f"goodput {cal.iperf_goodput_ratio:.3f}; CPU idle min {cal.cpu_idle_min:.0%}, "
         f"mean {cal.cpu_idle_mean:.0%}"
+        + (f"; ovs-vswitchd waited for a CPU at most {max(waits):.0%} of a round"
+           if (waits := [w for w in cal.switch_wait_share if w is not None]) else "")
     )
     if cal.failures:
         console.print(f"[bold red]not faithful[/]: {len(cal.failures)} problem(s), first: "
                       + "; ".join(cal.failures[:5]))
     else:
         console.print(f"[bold green]faithful[/]: every link within ±{RATE_TOLERANCE:.0%}, "
-                      f"CPU idle ≥ {MIN_CPU_IDLE:.0%}")
+                      f"CPU idle ≥ {MIN_CPU_IDLE:.0%}, the switch not kept waiting")
 
 
 def _kind(src: str, dst: str) -> str:
