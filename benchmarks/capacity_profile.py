@@ -35,11 +35,13 @@ from ring_shaped import one_switch_plan
 from sweep_common import spread
 
 from analysis.invariants import judge
+from analysis.sched_invariant import worst_share
 from testbed.core.errors import FabricLabError
 from testbed.core.topology import FabricPlan
 from testbed.emulator.calibrate import TCP_WIRE_FACTOR
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.sampler import LinkSampler, window_rates
+from testbed.emulator.schedstat import SchedSampler
 from testbed.emulator.traffic import Flow, run_flows
 
 OVS_PIDFILE = Path("/var/run/openvswitch/ovs-vswitchd.pid")
@@ -101,7 +103,8 @@ def measure(fab: Fabric, plan: FabricPlan, k: int, seconds: float) -> dict:
                   plan.node(f"h{2 * i + 1}").ip()) for i in range(k)]
     loaded = {(f.src, "leaf0") for f in flows} | {("leaf0", f.dst) for f in flows}
     snaps: list = []
-    with LinkSampler(plan, fab.namespace_pids()) as sampler:
+    with LinkSampler(plan, fab.namespace_pids()) as sampler, \
+            SchedSampler(switch=fab.switches != "kernel") as sched:
         errors: list[Exception] = []
 
         def flows_or_error() -> None:  # a flow starved from the start has no iperf3 result
@@ -124,6 +127,7 @@ def measure(fab: Fabric, plan: FabricPlan, k: int, seconds: float) -> dict:
     q = sampler.queues()
     violations, loaded_s = judge(q[(q["time"] >= t0) & (q["time"] <= t1)])
     return {"min": min(ratios), "mean": statistics.mean(ratios),
+            "switch_wait": worst_share(sched.samples(), [(t0, t1)]),
             "ok": all(abs(r - 1) <= TOLERANCE for r in ratios) and not errors,
             "loaded_s": loaded_s, "violations": len(violations),
             "cpu": cpu_breakdown(*snaps)}
