@@ -351,7 +351,8 @@ def _over_each(per_run: list[list[Headline]]) -> list[Headline]:
 def over_repeats(heads: Sequence[Headline]) -> Headline:
     """One headline from the same comparison's repeats: the repeat whose number is the median
     speaks (its table and figure), and the sentence adds the median [min, max] and whether
-    the spread crosses 1.0 (then the repeats disagree on which is better)."""
+    the spread crosses 1.0 (then the repeats disagree on which is better). Every repeat's
+    caveats are kept: one repeat that failed its fidelity check taints the median."""
     numbers = sorted(h.number for h in heads if h.number is not None)
     if len(heads) < 2 or len(numbers) < 2:
         return heads[0]
@@ -362,8 +363,9 @@ def over_repeats(heads: Sequence[Headline]) -> Headline:
               f"{_x(numbers[-1])}]")
     if numbers[0] < 1 < numbers[-1]:
         spread += " — the spread crosses 1.0: the repeats disagree on which is better"
+    caveats = list(dict.fromkeys(c for h in heads for c in h.caveats))
     return replace(speaker, sentence=f"{speaker.sentence}; {spread}", number=median,
-                   spread=(numbers[0], numbers[-1]))
+                   spread=(numbers[0], numbers[-1]), caveats=caveats)
 
 
 def ladder_headline(group: Sequence[RunFacts]) -> Headline | None:

@@ -85,6 +85,17 @@ def test_repeats_give_median_min_max_and_say_when_the_spread_crosses_one():
     assert "crosses" not in steady.sentence and "median 1.75× [1.50×, 2.00×]" in steady.sentence
 
 
+def test_one_untrusted_repeat_taints_the_headline_over_the_repeats():
+    """The median repeat speaks, but a repeat beside it that failed its fidelity check is
+    still said: the median and its spread include it."""
+    ecmp = [facts(f"e{k}", policy="ecmp", slowdown=s, times={MIB: s})
+            for k, s in enumerate((2.0, 2.2, 1.5))]
+    vclos = [facts(f"v{k}", policy="vclos", slowdown=1.0, trusted=k != 2) for k in range(3)]
+    (h,) = headlines(ecmp + vclos)
+    assert (h.ref, h.other) == ("e0", "v0")
+    assert h.caveats == ["run “v2” failed its fidelity check: do not trust this comparison"]
+
+
 def test_repeats_of_one_run_get_its_own_headlines_over_the_repeats():
     runs = [facts(f"r{k}", slowdown=s) for k, s in enumerate((1.2, 1.4, 1.3))]
     (h,) = headlines(runs)
