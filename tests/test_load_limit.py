@@ -22,7 +22,7 @@ def plan_of(exp):
 
 def test_the_demo_routing_runs_offer_eight_flows_over_four_links() -> None:
     ecmp = next(e for e in load_experiments(DEMO) if e.name == "demo-ecmp")
-    assert offered_load_link_mbit_s(ecmp, plan_of(ecmp)) == 8 * 20 * 4
+    assert offered_load_link_mbit_s(ecmp, plan_of(ecmp)) == 8 * 10 * 4
 
 
 def test_same_leaf_flows_cross_two_links_and_unplaced_ones_are_counted_across() -> None:
@@ -65,7 +65,7 @@ def test_calibrate_warns_for_each_run_of_the_spec_on_the_calibrated_fabric(tmp_p
     spec = tmp_path / "demo.yaml"
     spec.write_text(yaml.safe_dump(data))
     ecmp = next(e for e in load_experiments(spec) if e.name == "demo-ecmp")
-    warnings = spec_warnings(str(spec), plan_of(ecmp), 320.0)
+    warnings = spec_warnings(str(spec), plan_of(ecmp), 160.0)
     assert [w.split(" offers")[0] for w in warnings] == ["run demo-ecmp", "run demo-vclos"]
     assert spec_warnings(str(spec), plan_of(ecmp), 800.0) == []
     fabric_only = tmp_path / "fabric.yaml"
