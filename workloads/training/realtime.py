@@ -16,8 +16,9 @@ the node last issued on its unit (GPU, CPU, communication) must have ended; a co
 then ends ``duration_ns`` after that (the loop sleeps or spins only when something waits for
 it), a collective node is handed to the communication engine and ends when its last chunk
 finishes. Compute ends are counted from when the node could start, not from when the loop got
-there, so a wait's overshoot is not added to the next step. Time blocked on a collective
-before the walk's end counts as waiting; the pass ends when every node has.
+there, so a wait's overshoot is not added to the next step. The pass ends when every node
+has; as in the simulator's row of a trace, its compute is its compute nodes' durations and
+the rest of the pass is exposed communication.
 
 The clock and the engine are parameters, so the loop runs against a fake clock in tests.
 """
@@ -114,7 +115,7 @@ class PassResult:
     def time_s(self) -> float:
         return self.end - self.start
 
-    waited_s: float = 0.0  # blocked outside any layer's waits (a Chakra trace's walk)
+    waited_s: float = 0.0  # waiting outside any layer's waits (a Chakra trace's pass)
 
     @property
     def waiting_s(self) -> float:
@@ -261,18 +262,15 @@ class TraceRealTime(PassLoop):
         self.nodes = {n.id: n for n in nodes}
         self.key = {nid: key for nid, _, key in plan.issued}
         self.ends: dict[int, float] = {}  # a node not handed to the engine: when it ends
-        self.waited = 0.0
+        self.compute_s = 0.0
 
-    def _settle(self, ids: Sequence[int], count: bool) -> float:
+    def _settle(self, ids: Sequence[int]) -> float:
         """Spend compute until the compute nodes of ``ids`` ended, then block until their
-        collectives are done (``count``: as waiting); when the last of them ended."""
+        collectives are done; when the last of them ended."""
         ahead = [self.ends[i] for i in ids if i in self.ends]
         self.compute.until(max(ahead, default=0.0))
         keys = [k for i in ids if i not in self.ends and (k := self.key[i]) is not None]
-        began = self.clock()
         self._wait(keys)
-        if count:
-            self.waited += self.clock() - began
         return max([*ahead, *(self.done_at(k) for k in keys)],  # type: ignore[list-item]
                    default=self.start)
 
@@ -283,20 +281,20 @@ class TraceRealTime(PassLoop):
         for nid, _, key in self.plan.issued:
             node = self.nodes[nid]
             unit = node_unit(node)
-            before = [*node.deps, *([last_on[unit]] if unit in last_on else [])]
-            at = max(at, self._settle(before, count=True))
+            at = max(at, self._settle([*node.deps, *([last_on[unit]] if unit in last_on
+                                                     else [])]))
             if unit is not None:
                 last_on[unit] = nid
             if key is not None:
                 self.release(key)
-            else:
-                self.ends[nid] = at + (node.duration_ns / NS if node.kind == "COMP_NODE"
-                                       else 0.0)
-        self._settle(list(self.ends), count=False)
-        compute_end = self.clock()
-        self._settle(list(self.key), count=False)
-        return PassResult(self.start, compute_end, self.last_done(compute_end),
-                          self.compute.spent, [], self.times, waited_s=self.waited)
+                continue
+            seconds = node.duration_ns / NS if node.kind == "COMP_NODE" else 0.0
+            self.ends[nid] = at + seconds
+            self.compute_s += seconds
+        end = self._settle(list(self.key))
+        # as the simulator's row of a trace: the compute its nodes ran, the rest exposed
+        return PassResult(self.start, end, end, self.compute_s, [], self.times,
+                          waited_s=max(0.0, end - self.start - self.compute_s))
 
 
 class ThreadEngine:
