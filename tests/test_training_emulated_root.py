@@ -62,7 +62,7 @@ def test_chakra_trace_replays_on_the_emulator_near_the_simulator(tmp_path, case)
 
     path = tmp_path / ("ar.0.et" if case == "all-reduce" else "train.0.et")
     path.write_bytes(all_reduce_trace(8, 1, 0) if case == "all-reduce" else training_trace())
-    scale = {} if case == "all-reduce" else {"size_scale": 1 / 32, "compute_scale": 20}
+    scale = {} if case == "all-reduce" else {"size_scale": 1 / 32, "compute_scale": 100}
     spec = {
         "name": "chakra", "policy": "shortest",
         "fabric": {"kind": "multidim", "dims": [{"size": 8, "mbit_s": 100, "kind": "switch"}]},
