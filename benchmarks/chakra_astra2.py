@@ -12,7 +12,8 @@ reads them; the All-Reduce files are byte for byte what astra-sim's
 * ``ar{N}-{S}MiB``: one All-Reduce of S MiB on a ring of N NPUs (8 and 16; 1, 16, 64 MiB);
 * ``ar4x4-16MiB``: the same on a 4x4 ring-of-rings (Reduce-Scatter, All-Reduce, All-Gather
   phases);
-* ``train8``/``train4x4``: a multi-layer data-parallel training trace (:func:`training_trace`:
+* ``train8``/``train4x4``: a multi-layer data-parallel training trace
+  (:func:`workloads.training.chakra_examples.training_trace`:
   six layers, two passes; forward, input- and weight-gradient compute nodes and one
   All-Reduce per layer's weights, with data dependencies; no training trace ships with
   ASTRA-sim 2.x).
@@ -49,22 +50,17 @@ import pyarrow.parquet as pq
 from testbed.cli.astra import read_network
 from testbed.core.astra_formats import system_pairs
 from testbed.core.formulas import TCP_GOODPUT
-from workloads.training.chakra import encode, read_trace, replay_trace, schema
+from workloads.training.chakra import read_trace, replay_trace
+from workloads.training.chakra_examples import all_reduce_trace, training_trace
 from workloads.training.platform import ASTRA_GBYTE, replay_system
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "benchmarks" / "data" / "astra2_chakra_reference.csv"
-MIB = 1 << 20
 BACKENDS = ("congestion_unaware", "congestion_aware")
 BINARY = {"congestion_unaware": "AstraSim_Analytical_Congestion_Unaware",
           "congestion_aware": "AstraSim_Analytical_Congestion_Aware"}
 GBYTE_S, LATENCY_NS, ENDPOINT_NS, MEM_GBYTE_S = 50.0, 500.0, 10, 50.0
 NO_MEMORY_COST_GBYTE_S = 1e6  # ASTRA-sim 2.x's local reduction rounds to 0 ns at this rate
-# layers of the training trace: name, forward / input-gradient / weight-gradient compute (us),
-# weight-gradient All-Reduce (MiB)
-LAYERS = (("embed", 120, 0, 150, 8), ("conv1", 300, 280, 320, 2), ("conv2", 450, 430, 470, 16),
-          ("conv3", 200, 190, 210, 4), ("fc1", 80, 75, 90, 32), ("fc2", 40, 35, 45, 1))
-PASSES = 2
 
 
 @dataclass(frozen=True)
@@ -91,51 +87,6 @@ CASES = tuple(
        Case("ar8-16MiB-tcp", "ar", (8,), 16, tcp=True), Case("train8-tcp", "train", (8,),
                                                              tcp=True)])
 RUN_CASES = {"ar8-16MiB-tcp": "ar8-16MiB", "train8-tcp": "train8"}  # job case -> plain case
-
-
-def _attr(node, name: str, **value) -> None:
-    node.attr.add(name=name, **value)
-
-
-def all_reduce_trace(npus: int, size_mib: int, rank: int) -> bytes:
-    """Rank ``rank``'s file of astra-sim's All-Reduce microbenchmark (one collective node)."""
-    c = schema()
-    node = c["Node"](id=rank, name=f"all_reduce_{npus}npus_{size_mib}MB", type=7)
-    _attr(node, "is_cpu_op", bool_val=False)
-    _attr(node, "comm_type", int64_val=0)
-    _attr(node, "comm_size", int64_val=size_mib * MIB)
-    return encode([c["GlobalMetadata"](version="0.0.4"), node])
-
-
-def training_trace() -> bytes:
-    """A data-parallel training trace of :data:`LAYERS`, :data:`PASSES` passes: the forward
-    pass in layer order (each layer after the one before and after its own weights' All-Reduce
-    of the pass before), then the backward pass in reverse (weight gradient, its All-Reduce,
-    and the input gradient the next layer down waits for; none for the first layer)."""
-    c = schema()
-    nodes = [c["GlobalMetadata"](version="0.0.4")]
-    ids = iter(range(1, 10**6))
-
-    def add(name: str, kind: int, deps: list[int], **fields) -> int:
-        n = c["Node"](id=next(ids), name=name, type=kind, data_deps=deps, **fields)
-        _attr(n, "is_cpu_op", bool_val=False)
-        nodes.append(n)
-        return n.id
-
-    last_ar: dict[str, int] = {}
-    for p in range(PASSES):
-        prev = None
-        for name, fwd, _, _, _ in LAYERS:
-            deps = [d for d in (prev, last_ar.get(name)) if d is not None]
-            prev = add(f"{name}_fwd_{p}", 4, deps, duration_micros=fwd)
-        for i, (name, _, ig, wg, mib) in reversed(list(enumerate(LAYERS))):
-            w = add(f"{name}_wg_{p}", 4, [prev], duration_micros=wg)
-            ar = add(f"{name}_ar_{p}", 7, [w])
-            _attr(nodes[-1], "comm_type", int64_val=0)
-            _attr(nodes[-1], "comm_size", int64_val=mib * MIB)
-            last_ar[name] = ar
-            prev = add(f"{name}_ig_{p}", 4, [w], duration_micros=ig) if i else w
-    return encode(nodes)
 
 
 def trace_bytes(case: Case, rank: int) -> bytes:

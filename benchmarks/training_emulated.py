@@ -13,6 +13,10 @@ dimensions at the emulated rates x TCP goodput, computed here
 
     .venv/bin/python benchmarks/training_emulated.py [--runs 3] [--spec SPEC] [--keep DIR]
     .venv/bin/python benchmarks/training_emulated.py --no-emulator   (the predictions only)
+    .venv/bin/python benchmarks/training_emulated.py --chakra [--runs 3]
+
+``--chakra``: instead of SPEC, the Chakra traces of :func:`chakra_spec` (astra-sim's 8-NPU
+All-Reduce microbenchmark and the multi-layer training trace, one run each).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from testbed.core.formulas import TCP_GOODPUT
 from testbed.core.jobs import dim_kinds, dim_mbit_s, resolve
 from testbed.core.topology import build_plan
 from testbed.core.traces import read_table
+from workloads.training.chakra_examples import all_reduce_trace, training_trace
 from workloads.training.emulated import plan_pass, predicted_exposed_s, predicted_pass_s
 from workloads.training.jobs import job_platform, job_workload
 
@@ -48,6 +53,34 @@ def predicted(exp: Experiment) -> dict[str, tuple[float, float]]:
         p = plan_pass(job_workload(job), network, system)  # what the workers plan
         out[spec.name] = (predicted_pass_s(p), predicted_exposed_s(p))
     return out
+
+
+def chakra_spec(folder: Path) -> Path:
+    """An experiment replaying two Chakra traces, written into ``folder``: astra-sim's 8-NPU
+    All-Reduce microbenchmark at 16 MiB (``ar8``) and the multi-layer training trace
+    (``train8``, bytes / 8), each a training job of 8 hosts of a 100 Mbit/s kernel-bridge
+    switch, ring, 4 chunks, 4 passes (1 warm-up). The training trace's compute x 500 keeps
+    roughly its ratio to communication at 50 GB/s (rate_scale 100 Mbit/s / 50 GB/s = 2.3e-4;
+    size_scale / rate_scale = 536)."""
+    ar, train = folder / "ar8-16MiB.0.et", folder / "train8.0.et"
+    ar.write_bytes(all_reduce_trace(8, 16, 0))
+    train.write_bytes(training_trace())
+
+    def job(name: str, path: Path, **scale: float) -> dict:
+        return {"name": name, "hosts_wanted": 8, "algorithm": "baseline", "order": "fifo",
+                "dim_algorithm": "ring", "chunks": 4,
+                "workload": {"kind": "training", "file": str(path), "passes": 4, "warmup": 1,
+                             **scale}}
+
+    spec = folder / "chakra-emulated.json"
+    spec.write_text(json.dumps({
+        "name": "chakra-emulated", "policy": "shortest", "timeout_s": 600,
+        "fabric": {"kind": "multidim", "dims": [{"size": 8, "mbit_s": 100, "kind": "switch"}]},
+        "jobs": [job("ar8", ar)],
+        "variants": [{"name": "ar8"},
+                     {"name": "train8", "jobs": [job("train8", train, size_scale=1 / 8,
+                                                     compute_scale=500)]}]}))
+    return spec
 
 
 def pass_times(run_dir: Path, job: str) -> list[float]:
@@ -86,10 +119,15 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="keep the run directories here")
     ap.add_argument("--no-emulator", action="store_true",
                     help="print the simulated figures only (no root, no fabric)")
+    ap.add_argument("--chakra", action="store_true",
+                    help="run the Chakra traces of chakra_spec instead of --spec")
     args = ap.parse_args()
-    experiments = load_experiments(args.spec)
     with tempfile.TemporaryDirectory(prefix="training-emulated-") as tmp:
         out = args.keep or Path(tmp)
+        if args.chakra:
+            (out / "traces").mkdir(parents=True, exist_ok=True)
+            args.spec = chakra_spec(out / "traces")
+        experiments = load_experiments(args.spec)
         sims, source = simulated(experiments, args.spec, out / "sim")
         print(f"simulated: {source}")
         measured: dict[tuple[str, str], list[float]] = {}

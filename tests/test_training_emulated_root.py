@@ -46,3 +46,46 @@ def test_training_file_replays_on_a_multidim_fabric(tmp_path, algorithm):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["jobs"]["t"]["correct"] and summary["jobs"]["t"]["iterations"] == 2
     assert not cleanup.stale_states()
+
+
+@pytest.mark.parametrize("case", ["all-reduce", "training"])
+def test_chakra_trace_replays_on_the_emulator_near_the_simulator(tmp_path, case):
+    """``fabriclab run --backend emulated`` on a job replaying a Chakra trace (astra-sim's
+    8-NPU 1 MiB All-Reduce microbenchmark, or the multi-layer training trace) on 8 hosts of a
+    kernel-bridge switch: every pass a row, every sum right, and the measured pass within
+    0.5x-2x of the simulator's (``--backend sim`` of the same spec)."""
+    import subprocess
+    import sys
+
+    from testbed.sim.backend import SimBackend
+    from workloads.training.chakra_examples import all_reduce_trace, training_trace
+
+    path = tmp_path / ("ar.0.et" if case == "all-reduce" else "train.0.et")
+    path.write_bytes(all_reduce_trace(8, 1, 0) if case == "all-reduce" else training_trace())
+    scale = {} if case == "all-reduce" else {"size_scale": 1 / 32, "compute_scale": 100}
+    spec = {
+        "name": "chakra", "policy": "shortest",
+        "fabric": {"kind": "multidim", "dims": [{"size": 8, "mbit_s": 100, "kind": "switch"}]},
+        "jobs": [{"name": "t", "hosts_wanted": 8, "algorithm": "baseline", "chunks": 4,
+                  "dim_algorithm": "ring",
+                  "workload": {"kind": "training", "file": str(path), "passes": 2,
+                               "warmup": 1, **scale}}],
+    }
+    spec_file = tmp_path / "chakra.json"
+    spec_file.write_text(json.dumps(spec))
+    out = tmp_path / "runs"
+    done = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(spec_file),
+                           "--backend", "emulated", "--out", str(out), "--no-report"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (run_dir,) = out.iterdir()
+    it = read_table(run_dir / "jobs" / "t", "iterations").to_pandas()
+    assert len(it) == 8 * 2 and it["correct"].all() and set(it["model"]) == {path.name}
+    colls = read_table(run_dir / "jobs" / "t", "collectives").to_pandas()
+    assert colls["correct"].all() and len(colls) == len(it) * it["buckets"].iloc[0]
+    measured = it[~it["warmup"]]["time"].mean()
+    (exp,) = expand(spec)
+    sim_dir = SimBackend(seed=1).run(exp, tmp_path / "sim")
+    (simulated,) = read_table(sim_dir / "jobs" / "t", "iterations").to_pandas()["time"]
+    assert 0.5 < measured / simulated < 2.0, (measured, simulated)
+    assert not cleanup.stale_states()

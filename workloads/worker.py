@@ -81,8 +81,9 @@ from workloads.themis import ChunkPlan, plan_with, split_sizes
 from workloads.traces import TraceWriter
 from workloads.training.emulated import BYTES_PER_VALUE, PassPlan, plan_pass
 from workloads.training.jobs import job_platform, job_workload
+from workloads.training.library import ChakraTrace
 from workloads.training.model import Workload
-from workloads.training.realtime import Compute, RealTime, ThreadEngine
+from workloads.training.realtime import Compute, PassLoop, RealTime, ThreadEngine, TraceRealTime
 from workloads.transports import (
     CollectiveTimeout,
     Endpoint,
@@ -480,14 +481,13 @@ class Worker:
             raise
         comm.stop(wait=True)
 
-    def training_plan(self) -> tuple[Workload, PassPlan]:
-        """The job's training workload, scaled, and the pass the model plans for it
-        (:mod:`workloads.training.emulated`); every rank computes the same."""
+    def training_plan(self) -> tuple[Workload | ChakraTrace, PassPlan]:
+        """The job's training workload (or Chakra trace), scaled, and the pass the model plans
+        for it (:mod:`workloads.training.emulated`); every rank computes the same."""
         cfg = self.cfg
         job = cfg.job
         assert job.workload.kind == "training", "this worker has no training workload"
         workload = job_workload(job)
-        assert isinstance(workload, Workload), "a Chakra trace is the simulator's only"
         kinds = cfg.dim_kinds or ["switch"] * len(job.dims)
         mbit_s = cfg.dim_mbit_s or [r / 1e6 for r in job.dim_rates_bps]
         network, system = job_platform(job, kinds, mbit_s, TCP_GOODPUT)
@@ -498,7 +498,8 @@ class Worker:
 
         Per pass: every collective's buffer is filled with this rank's input and the ranks
         meet at a barrier (neither is timed); then the workload's loop runs in real time
-        (:class:`~workloads.training.realtime.RealTime`) while a communication thread runs
+        (:class:`~workloads.training.realtime.RealTime`; a Chakra trace's nodes:
+        :class:`~workloads.training.realtime.TraceRealTime`) while a communication thread runs
         every collective's chunks over the job's dimensions in the model's order; the pass
         ends when its last collective is done. Every collective's sum is checked after it.
         """
@@ -531,8 +532,11 @@ class Worker:
                 run_hierarchical, region, tag, chunks, sched, self.topo, cfg.rank,
                 self.transport.links, time.monotonic() + cfg.collective_timeout,
                 self.transport.abort, collective=cfg.collective()))
-            runner = RealTime(workload, plan, engine, Compute(w.compute),
-                              timeout_s=cfg.collective_timeout + cfg.timeout)
+            timeout_s = cfg.collective_timeout + cfg.timeout
+            runner: PassLoop = (
+                TraceRealTime(workload.nodes, plan, engine, Compute(w.compute),
+                              timeout_s=timeout_s) if isinstance(workload, ChakraTrace)
+                else RealTime(workload, plan, engine, Compute(w.compute), timeout_s=timeout_s))
             engine.start(runner)
             try:
                 res = runner.run()

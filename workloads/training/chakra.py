@@ -229,6 +229,16 @@ def _node(message: Any, source: str) -> TraceNode:
                          "nodes are)")
 
 
+def node_unit(node: TraceNode) -> str | None:
+    """The unit ``node`` occupies while it runs (one node per unit at a time): ``gpu``,
+    ``cpu`` or ``comm``; None for a node that takes no time."""
+    if node.kind == "COMP_NODE":
+        return "cpu" if node.cpu else "gpu"
+    if node.kind == "COMM_COLL_NODE":
+        return "cpu" if node.cpu else "comm"
+    return None
+
+
 @dataclass
 class TraceResult:
     """A trace replay: ``finish_ns`` when the last node finished."""
@@ -266,25 +276,22 @@ class _TraceReplay(CollectiveRunner):
         self.running_comm: dict[int, int] = {}  # collective key -> node id
         self.end: dict[int, Fraction] = {}
         self.compute = Fraction(0)
-
-    def unit(self, node: TraceNode) -> str | None:
-        if node.kind == "COMP_NODE":
-            return "cpu" if node.cpu else "gpu"
-        if node.kind == "COMM_COLL_NODE":
-            return "cpu" if node.cpu else "comm"
-        return None
+        # every node issued, in order: (node id, its kind, its collective's record index or
+        # None), what a real-time replay walks (workloads.training.emulated)
+        self.issued: list[tuple[int, str, int | None]] = []
 
     def issue_ready(self) -> None:
         held = []
         while self.ready:
             nid = heapq.heappop(self.ready)
             node = self.nodes[nid]
-            unit = self.unit(node)
+            unit = node_unit(node)
             if unit is not None and unit in self.busy_units:
                 held.append(nid)
                 continue
             if unit is not None:
                 self.busy_units.add(unit)
+            key = None
             if node.kind == "COMP_NODE":
                 self.compute += node.duration_ns
                 self.at(self.now + node.duration_ns, WAKE, nid)
@@ -300,6 +307,7 @@ class _TraceReplay(CollectiveRunner):
                     self.running_comm[key] = nid
             else:
                 self.at(self.now, WAKE, nid)
+            self.issued.append((nid, node.kind, key))
         for nid in held:
             heapq.heappush(self.ready, nid)
 
@@ -311,7 +319,7 @@ class _TraceReplay(CollectiveRunner):
 
     def finish_node(self, nid: int) -> None:
         node = self.nodes[nid]
-        unit = self.unit(node)
+        unit = node_unit(node)
         if unit is not None:
             self.busy_units.discard(unit)
         self.end[nid] = self.now

@@ -9,7 +9,9 @@ its dimension's phases in the same order, which is what keeps the real collectiv
 deadlocking (as :func:`workloads.hierarchical.schedule` does for one All-Reduce; a phase
 waits for its chunk's previous phase and for its collective to be issued, and in the model
 each of those ended before the phase started, so the order is feasible whatever the real
-timing). :func:`emulator_problem` says in one sentence what the emulator cannot replay.
+timing). A Chakra trace is planned the same way, by the simulator's replay of the trace
+(:mod:`workloads.training.chakra`), which keeps the order it issued the nodes in.
+:func:`emulator_problem` says in one sentence what the emulator cannot replay.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from fractions import Fraction
 
 from testbed.core.astra_formats import AstraDim
 from workloads.schedule_engine import Phase
+from workloads.training.chakra import TraceResult, _TraceReplay
+from workloads.training.library import ChakraTrace
 from workloads.training.model import ALLREDUCE, TRANSFORMER_TYPES, Workload
 from workloads.training.platform import ReplaySystem, logical_dims
 from workloads.training.replay import ReplayResult, _Replay
@@ -32,8 +36,9 @@ EMULATED_KINDS = (ALLREDUCE,)
 
 @dataclass(frozen=True)
 class PlannedCollective:
-    """One collective of the pass: the layer and stage that issued it, its kind, bytes per
-    rank, the job dimensions it runs on and its chunk ids (consecutive)."""
+    """One collective of the pass: the layer and stage that issued it (a Chakra trace: the
+    node's id and kind), its kind, bytes per rank, the job dimensions it runs on and its chunk
+    ids (consecutive)."""
 
     layer: int
     stage: str
@@ -47,38 +52,49 @@ class PlannedCollective:
 @dataclass(frozen=True)
 class PassPlan:
     """One pass as the model ran it. ``issued``: per ``issue`` call in order, its layer, stage
-    and collective index (None: nothing to run); ``chunks``: per chunk id its phases;
-    ``sequences``: per ``(dimension, slot 0)`` the phases in the order they started."""
+    and collective index (None: nothing to run; a Chakra trace: per node issued, its id, kind
+    and collective index); ``chunks``: per chunk id its phases; ``sequences``: per
+    ``(dimension, slot 0)`` the phases in the order they started."""
 
     issued: tuple[tuple[int, str, int | None], ...]
     collectives: tuple[PlannedCollective, ...]
     chunks: tuple[tuple[Phase, ...], ...]
     sequences: dict[tuple[int, int], tuple[Phase, ...]]
-    model: ReplayResult
+    model: ReplayResult | TraceResult
 
     @property
     def total_bytes(self) -> int:
         return sum(c.size_bytes for c in self.collectives)
 
 
-def emulator_problem(workload: object, dims: Sequence[int], chunks: int,
+def _collective_problem(name: str, what: str, kind: str, size_bytes: int,
+                        chunks: int) -> str | None:
+    if kind not in EMULATED_KINDS:
+        return (f"{name}: {what} {kind} is not replayed on the emulator (it runs "
+                f"{', '.join(EMULATED_KINDS)}); use --backend sim")
+    if size_bytes // BYTES_PER_VALUE < chunks:
+        return (f"{name}: {what} collective has {size_bytes} bytes, fewer float32 values than "
+                f"the job's {chunks} chunks; raise size_scale or lower chunks")
+    return None
+
+
+def emulator_problem(workload: Workload | ChakraTrace, dims: Sequence[int], chunks: int,
                      name: str = "the workload") -> str | None:
     """Why the emulator cannot replay ``workload`` on a job of ``dims`` with ``chunks``
     chunks per collective, in one sentence; None when it can."""
-    if not isinstance(workload, Workload):
-        return f"{name}: a Chakra trace is replayed on the sim backend only; use --backend sim"
+    if isinstance(workload, ChakraTrace):
+        for node in workload.nodes:
+            if node.collective is not None and (problem := _collective_problem(
+                    name, f"node {node.id} ({node.name or 'unnamed'})'s", node.collective,
+                    node.size_bytes, chunks)):
+                return problem
+        return None
     for layer in workload.layers:
         for stage, comm in (("forward", layer.fwd_comm), ("input-gradient", layer.ig_comm),
                             ("weight-gradient", layer.wg_comm)):
-            if not comm.active:
-                continue
-            if comm.kind not in EMULATED_KINDS:
-                return (f"{name}: layer {layer.name}'s {stage} {comm.kind} is not replayed on "
-                        f"the emulator (it runs {', '.join(EMULATED_KINDS)}); use --backend sim")
-            if comm.size_bytes // BYTES_PER_VALUE < chunks:
-                return (f"{name}: layer {layer.name}'s {stage} collective has "
-                        f"{comm.size_bytes} bytes, fewer float32 values than the job's "
-                        f"{chunks} chunks; raise size_scale or lower chunks")
+            if comm.active and (problem := _collective_problem(
+                    name, f"layer {layer.name}'s {stage}", comm.kind, comm.size_bytes, chunks)):
+                return problem
     group = workload.model_parallel_group if workload.kind in TRANSFORMER_TYPES else None
     network = [AstraDim("switch", n, 1.0) for n in dims]
     if len(logical_dims(network, group)[0]) != len(dims):
@@ -88,12 +104,19 @@ def emulator_problem(workload: object, dims: Sequence[int], chunks: int,
     return None
 
 
-def plan_pass(workload: Workload, network: Sequence[AstraDim], system: ReplaySystem
-              ) -> PassPlan:
-    """Replay one pass of ``workload`` on the model and keep what it did (module doc)."""
-    r = _Replay(workload, network, system, passes=1)
-    r.log = ScheduleLog()
-    model = r.run()
+def plan_pass(workload: Workload | ChakraTrace, network: Sequence[AstraDim],
+              system: ReplaySystem) -> PassPlan:
+    """Replay one pass of ``workload`` (a Chakra trace: the trace) on the model and keep
+    what it did (module doc)."""
+    r: _Replay | _TraceReplay
+    if isinstance(workload, ChakraTrace):
+        r = _TraceReplay(workload.nodes, network, system, workload.source)
+        r.log = ScheduleLog()
+        model: ReplayResult | TraceResult = r.run(workload.source)
+    else:
+        r = _Replay(workload, network, system, passes=1)
+        r.log = ScheduleLog()
+        model = r.run()
     chunk_keys: dict[int, list[int]] = defaultdict(list)
     for cid, (key, _) in sorted(r.log.chunks.items()):
         chunk_keys[key].append(cid)
@@ -101,7 +124,7 @@ def plan_pass(workload: Workload, network: Sequence[AstraDim], system: ReplaySys
     by_key = {key: (layer, stage) for layer, stage, key in r.issued if key is not None}
     for key, rec in enumerate(r.records):
         layer, stage = by_key[key]
-        update = workload.layers[layer].update_cycles
+        update = workload.layers[layer].update_cycles if isinstance(workload, Workload) else 0
         collectives.append(PlannedCollective(layer, stage, rec.kind, rec.size_bytes, rec.dims,
                                              tuple(chunk_keys[key]), update))
     sequences: dict[tuple[int, int], list[Phase]] = defaultdict(list)
@@ -119,6 +142,9 @@ def predicted_pass_s(plan: PassPlan) -> float:
 
 def predicted_exposed_s(plan: PassPlan) -> float:
     """The model's exposed communication of the pass: its waits, and the time from the end of
-    the loop's compute to the last collective done, seconds."""
+    the loop's compute to the last collective done (a Chakra trace: the pass time not spent
+    computing), seconds."""
     m = plan.model
+    if isinstance(m, TraceResult):
+        return float(max(Fraction(0), m.finish_ns - m.compute_ns) / Fraction(10**9))
     return float((m.exposed_ns + m.finish_ns - m.pass_end_ns[-1]) / Fraction(10**9))

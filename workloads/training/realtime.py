@@ -10,6 +10,16 @@ every collective is. A collective is done its layer's update time after its last
 finished (the waiter sleeps the rest). Time spent blocked counts as the layer's waiting time,
 as in the model.
 
+A Chakra trace's pass (:class:`TraceRealTime`) walks the trace's nodes in the order the
+model issued them (``PassPlan.issued``): before a node is issued, every node it depends on and
+the node last issued on its unit (GPU, CPU, communication) must have ended; a compute node
+then ends ``duration_ns`` after that (the loop sleeps or spins only when something waits for
+it), a collective node is handed to the communication engine and ends when its last chunk
+finishes. Compute ends are counted from when the node could start, not from when the loop got
+there, so a wait's overshoot is not added to the next step. The pass ends when every node
+has; as in the simulator's row of a trace, its compute is its compute nodes' durations and
+the rest of the pass is exposed communication.
+
 The clock and the engine are parameters, so the loop runs against a fake clock in tests.
 """
 
@@ -17,7 +27,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Protocol
@@ -25,6 +35,7 @@ from typing import Protocol
 import numpy as np
 
 from workloads.hierarchical import PhaseRecord
+from workloads.training.chakra import TraceNode, node_unit
 from workloads.training.emulated import PassPlan
 from workloads.training.model import Workload
 from workloads.training.replay import LayerStats, process
@@ -52,20 +63,30 @@ class Compute:
         begin = self.clock()
         target = seconds - self.debt
         if target > 0:
-            end = begin + target
-            if self.mode == "sleep":
-                self.sleep(target)
-            else:
-                while self.clock() < end:
-                    np.dot(self._a, self._a, out=self._out)
+            self._to(begin + target, begin)
         took = self.clock() - begin
         self.debt = took - target
         self.spent += took
 
+    def until(self, deadline: float) -> None:
+        """Spend compute until the clock reads ``deadline`` (no overshoot carried: the caller
+        counts from deadlines)."""
+        begin = self.clock()
+        if deadline > begin:
+            self._to(deadline, begin)
+            self.spent += self.clock() - begin
+
+    def _to(self, end: float, now: float) -> None:
+        if self.mode == "sleep":
+            self.sleep(end - now)
+        else:
+            while self.clock() < end:
+                np.dot(self._a, self._a, out=self._out)
+
 
 class Engine(Protocol):
     """Runs the pass's collectives: :meth:`release` says collective ``key`` was issued; the
-    engine calls the runner's :meth:`RealTime.finished` when its last chunk is done."""
+    engine calls the runner's :meth:`PassLoop.finished` when its last chunk is done."""
 
     def release(self, key: int) -> None: ...
 
@@ -94,11 +115,13 @@ class PassResult:
     def time_s(self) -> float:
         return self.end - self.start
 
+    waited_s: float = 0.0  # waiting outside any layer's waits (a Chakra trace's pass)
+
     @property
     def waiting_s(self) -> float:
         """Blocked in the loop's waits (the model's waiting time)."""
         return float(sum((sum(s.waiting_ns.values(), Fraction(0)) for s in self.stats),
-                         Fraction(0))) / NS
+                         Fraction(0))) / NS + self.waited_s
 
     @property
     def exposed_s(self) -> float:
@@ -106,28 +129,84 @@ class PassResult:
         return self.waiting_s + self.end - self.compute_end
 
 
-class RealTime:
-    """Drives :func:`~workloads.training.replay.process` for one pass of ``workload`` (scaled
-    as the plan was made) in real time (module doc); :meth:`run` returns the pass."""
+class PassLoop:
+    """What both real-time loops share: the pass's collectives handed to ``engine``, when each
+    was issued and finished, and blocking until some are done."""
 
-    def __init__(self, workload: Workload, plan: PassPlan, engine: Engine, compute: Compute,
-                 clock: Callable[[], float] = time.monotonic, timeout_s: float = 600.0) -> None:
-        self.w = workload
+    def __init__(self, plan: PassPlan, engine: Engine, compute: Compute,
+                 clock: Callable[[], float], timeout_s: float) -> None:
         self.plan = plan
         self.engine = engine
         self.compute = compute
         self.clock = clock
         self.timeout_s = timeout_s
+        self.times = [CollectiveTimes() for _ in plan.collectives]
+        self.cond = threading.Condition()
+        self.error: BaseException | None = None
+        self.start = 0.0
+
+    def release(self, key: int) -> None:
+        """Hand collective ``key`` to the engine now."""
+        self.times[key].issued = self.clock()
+        self.engine.release(key)
+
+    def fail(self, exc: BaseException) -> None:
+        """The engine failed (any thread): every wait raises ``exc``."""
+        with self.cond:
+            self.error = exc
+            self.cond.notify_all()
+
+    def finished(self, key: int, when: float) -> None:
+        """Collective ``key``'s last chunk finished at ``when`` (any thread)."""
+        with self.cond:
+            self.times[key].finished = when
+            self.cond.notify_all()
+
+    def _wait(self, keys: list[int]) -> None:
+        """Block until every collective of ``keys`` finished, then until its update time
+        after that has passed."""
+        deadline = self.clock() + self.timeout_s
+        with self.cond:
+            while any(self.times[k].finished is None for k in keys):
+                if self.error is not None:
+                    raise self.error
+                if self.clock() > deadline:
+                    raise CollectiveTimeout(f"a collective of the pass did not finish "
+                                            f"within {self.timeout_s:g} s")
+                self.cond.wait(0.05)
+        done = max((self.done_at(k) for k in keys), default=0.0)  # type: ignore[type-var]
+        if (left := done - self.clock()) > 0:
+            self.compute.sleep(left)
+
+    def run(self) -> PassResult:
+        """Run the pass."""
+        raise NotImplementedError
+
+    def done_at(self, key: int) -> float | None:
+        """When collective ``key`` is done (its update time after it finished), if it has."""
+        t = self.times[key].finished
+        return None if t is None else t + self.plan.collectives[key].update_ns / NS
+
+    def last_done(self, floor: float) -> float:
+        """The latest of ``floor`` and every finished collective's done time."""
+        return max([floor, *(t for k in range(len(self.times))
+                             if (t := self.done_at(k)) is not None)])
+
+
+class RealTime(PassLoop):
+    """Drives :func:`~workloads.training.replay.process` for one pass of ``workload`` (scaled
+    as the plan was made) in real time (module doc); :meth:`run` returns the pass."""
+
+    def __init__(self, workload: Workload, plan: PassPlan, engine: Engine, compute: Compute,
+                 clock: Callable[[], float] = time.monotonic, timeout_s: float = 600.0) -> None:
+        super().__init__(plan, engine, compute, clock, timeout_s)
+        self.w = workload
         self.passes = 1
         self.stats = [LayerStats(layer.name) for layer in workload.layers]
         self.pass_end: list[Fraction] = []
         self.pass_compute: list[Fraction] = []
         self.compute_total = Fraction(0)
-        self.times = [CollectiveTimes() for _ in plan.collectives]
         self.calls = 0
-        self.cond = threading.Condition()
-        self.error: BaseException | None = None
-        self.start = 0.0
 
     @property
     def now(self) -> Fraction:
@@ -143,44 +222,14 @@ class RealTime:
         key = planned[2]
         if key is None:
             return False
-        self.times[key].issued = self.clock()
-        self.engine.release(key)
+        self.release(key)
         return True
-
-    def fail(self, exc: BaseException) -> None:
-        """The engine failed (any thread): every wait raises ``exc``."""
-        with self.cond:
-            self.error = exc
-            self.cond.notify_all()
-
-    def finished(self, key: int, when: float) -> None:
-        """Collective ``key``'s last chunk finished at ``when`` (any thread)."""
-        with self.cond:
-            self.times[key].finished = when
-            self.cond.notify_all()
 
     def _keys(self, layer: int | None, stage: str | None) -> list[int]:
         """The issued collectives of ``layer``'s ``stage`` (every issued one for None)."""
         return [k for k, c in enumerate(self.plan.collectives)
                 if self.times[k].issued is not None
                 and (layer is None or (c.layer, c.stage) == (layer, stage))]
-
-    def _wait(self, keys: list[int]) -> None:
-        """Block until every collective of ``keys`` finished, then until its update time
-        after that has passed."""
-        deadline = self.clock() + self.timeout_s
-        with self.cond:
-            while any(self.times[k].finished is None for k in keys):
-                if self.error is not None:
-                    raise self.error
-                if self.clock() > deadline:
-                    raise CollectiveTimeout(f"a collective of the pass did not finish "
-                                            f"within {self.timeout_s:g} s")
-                self.cond.wait(0.05)
-        done = max((self.times[k].finished + self.plan.collectives[k].update_ns / NS  # type: ignore[operator]
-                    for k in keys), default=0.0)
-        if (left := done - self.clock()) > 0:
-            self.compute.sleep(left)
 
     def run(self) -> PassResult:
         self.start = self.clock()
@@ -198,11 +247,54 @@ class RealTime:
             elif what == "end":
                 compute_end = self.clock()
                 self._wait(self._keys(None, None))
-        end = max([compute_end, *(t.finished + c.update_ns / NS
-                                  for t, c in zip(self.times, self.plan.collectives,
-                                                  strict=True) if t.finished is not None)])
-        return PassResult(self.start, compute_end, end, self.compute.spent, self.stats,
-                          self.times)
+        return PassResult(self.start, compute_end, self.last_done(compute_end),
+                          self.compute.spent, self.stats, self.times)
+
+
+class TraceRealTime(PassLoop):
+    """Walks one pass of a Chakra trace's ``nodes`` (scaled as the plan was made) in real
+    time (module doc); :meth:`run` returns the pass."""
+
+    def __init__(self, nodes: Sequence[TraceNode], plan: PassPlan, engine: Engine,
+                 compute: Compute, clock: Callable[[], float] = time.monotonic,
+                 timeout_s: float = 600.0) -> None:
+        super().__init__(plan, engine, compute, clock, timeout_s)
+        self.nodes = {n.id: n for n in nodes}
+        self.key = {nid: key for nid, _, key in plan.issued}
+        self.ends: dict[int, float] = {}  # a node not handed to the engine: when it ends
+        self.compute_s = 0.0
+
+    def _settle(self, ids: Sequence[int]) -> float:
+        """Spend compute until the compute nodes of ``ids`` ended, then block until their
+        collectives are done; when the last of them ended."""
+        ahead = [self.ends[i] for i in ids if i in self.ends]
+        self.compute.until(max(ahead, default=0.0))
+        keys = [k for i in ids if i not in self.ends and (k := self.key[i]) is not None]
+        self._wait(keys)
+        return max([*ahead, *(self.done_at(k) for k in keys)],  # type: ignore[list-item]
+                   default=self.start)
+
+    def run(self) -> PassResult:
+        self.start = self.clock()
+        at = self.start  # when the node being issued could start (never before the last one)
+        last_on: dict[str, int] = {}  # unit -> the node last issued on it
+        for nid, _, key in self.plan.issued:
+            node = self.nodes[nid]
+            unit = node_unit(node)
+            at = max(at, self._settle([*node.deps, *([last_on[unit]] if unit in last_on
+                                                     else [])]))
+            if unit is not None:
+                last_on[unit] = nid
+            if key is not None:
+                self.release(key)
+                continue
+            seconds = node.duration_ns / NS if node.kind == "COMP_NODE" else 0.0
+            self.ends[nid] = at + seconds
+            self.compute_s += seconds
+        end = self._settle(list(self.key))
+        # as the simulator's row of a trace: the compute its nodes ran, the rest exposed
+        return PassResult(self.start, end, end, self.compute_s, [], self.times,
+                          waited_s=max(0.0, end - self.start - self.compute_s))
 
 
 class ThreadEngine:
@@ -221,11 +313,11 @@ class ThreadEngine:
         self.left = [len(c.chunk_ids) for c in plan.collectives]
         self.phases: list[list[PhaseRecord]] = [[] for _ in plan.collectives]
         self.lock = threading.Lock()
-        self.runner: RealTime | None = None
+        self.runner: PassLoop | None = None
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True, name="training-comm")
 
-    def start(self, runner: RealTime) -> None:
+    def start(self, runner: PassLoop) -> None:
         self.runner = runner
         self.thread.start()
 
