@@ -175,10 +175,11 @@ def report(experiments: list[Experiment], sims: dict, measured: dict, verdicts: 
             print(f"{exp.name:40} {spec.name:9} {spread(got, 3) if got else '-':>22} "
                   f"{sim:11.3f} {spread([g / sim for g in got], 3) if got else '-':>22}  "
                   f"{', '.join(v.split(' (')[0] for v in verdicts.get(exp.name, []))}")
-    print("\nThemis gain (baseline ÷ themis)")
-    for job, algos in by_job.items():
-        if "baseline" not in algos or "themis" not in algos:
-            continue
+    pairs = {job: algos for job, algos in by_job.items()
+             if "baseline" in algos and "themis" in algos}
+    if pairs:
+        print("\nThemis gain (baseline ÷ themis)")
+    for job, algos in pairs.items():
         (base, sim_b), (them, sim_t) = algos["baseline"], algos["themis"]
         gains = [b / t for b, t in zip(base, them, strict=True)  # run by run
                  if b is not None and t is not None]
