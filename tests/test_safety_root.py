@@ -271,7 +271,7 @@ def test_ecmp_moves_every_flow_off_a_link_that_goes_down(tmp_path):
         for (src, dst), c in zip(pairs, clients, strict=True):
             out, _ = c.communicate(timeout=60)
             intervals = [i["sum"]["bits_per_second"] for i in json.loads(out)["intervals"]]
-            assert min(intervals[-3:]) > 5e6, f"{src}->{dst} stalled after the failure: " \
+            assert min(intervals[-3:]) > 1e6, f"{src}->{dst} stalled after the failure: " \
                                               f"{[round(b / 1e6, 1) for b in intervals]}"
         for s in servers:
             s.wait(timeout=10)

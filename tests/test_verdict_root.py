@@ -16,7 +16,7 @@ from testbed.emulator.runner import Runner
 from testbed.emulator.schedstat import SchedSampler, switch_pid
 from testbed.emulator.stress import busy_loops, cpu_quota
 
-CORES = 0.03  # the worker's quota
+CORES = 0.02  # the worker's quota
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
