@@ -5,6 +5,7 @@ against a fake clock and engine, and what the emulator refuses."""
 from pathlib import Path
 
 import pytest
+from realtime_helpers import FakeClock, ModelEngine
 
 from testbed.core.errors import SpecError
 from testbed.core.formulas import TCP_GOODPUT
@@ -52,29 +53,6 @@ def chakra(data: bytes, **scale) -> ChakraTrace:
 # compute 3 us; then an All-Reduce and, beside it, 2 us of compute; then 5 us after both
 SMALL = trace_bytes(node(1, COMP, micros=3), node(2, COLL, [1], comm_type=0, comm_size=1 << 20),
                     node(3, COMP, [1], micros=2), node(4, COMP, [2, 3], micros=5))
-
-
-class FakeClock:
-    def __init__(self):
-        self.t = 100.0
-
-    def __call__(self):
-        return self.t
-
-    def sleep(self, seconds):
-        self.t += seconds
-
-
-class ModelEngine:
-    """Finishes each collective when the model finished it (from the pass's start), plus
-    ``late_s``."""
-
-    def __init__(self, plan, late_s=0.0):
-        self.plan, self.late_s, self.runner = plan, late_s, None
-
-    def release(self, key):
-        rec = self.plan.model.collectives[key]
-        self.runner.finished(key, self.runner.start + float(rec.finished_ns) / 1e9 + self.late_s)
 
 
 def walk(w, plan, late_s=0.0):

@@ -5,6 +5,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from realtime_helpers import FakeClock, ModelEngine
 
 from testbed.core.formulas import TCP_GOODPUT
 from workloads.launcher import loopback_job
@@ -31,28 +32,6 @@ def platform(algorithm="baseline"):
     return job_platform(job, ["switch"] * 2, [r / 1e6 for r in RATES], TCP_GOODPUT)
 
 
-class FakeClock:
-    def __init__(self):
-        self.t = 100.0
-
-    def __call__(self):
-        return self.t
-
-    def sleep(self, seconds):
-        self.t += seconds
-
-
-class ModelEngine:
-    """Finishes each collective when the model's pass finished it (relative to the start)."""
-
-    def __init__(self, plan, clock):
-        self.plan, self.clock, self.runner = plan, clock, None
-
-    def release(self, key):
-        rec = self.plan.model.collectives[key]
-        self.runner.finished(key, self.runner.start + float(rec.finished_ns) / 1e9)
-
-
 @pytest.mark.parametrize("algorithm", ["baseline", "themis"])
 def test_the_plan_runs_every_chunk_phase_once_in_a_per_dimension_order(algorithm):
     w = load(file=str(TINY))
@@ -74,7 +53,7 @@ def test_real_time_loop_reproduces_the_model_with_a_fake_clock():
     w = load(file=str(TINY))
     plan = plan_pass(w, *platform())
     clock = FakeClock()
-    engine = ModelEngine(plan, clock)
+    engine = ModelEngine(plan)
     runner = RealTime(w, plan, engine, Compute("sleep", clock, clock.sleep), clock=clock)
     engine.runner = runner
     res = runner.run()
@@ -142,7 +121,7 @@ def test_a_workload_with_layers_without_collectives_runs_its_one_collective():
     plan = plan_pass(w, *platform())
     assert len(plan.issued) == 54 and [k for *_, k in plan.issued if k is not None] == [0]
     clock = FakeClock()
-    engine = ModelEngine(plan, clock)
+    engine = ModelEngine(plan)
     runner = RealTime(w, plan, engine, Compute("sleep", clock, clock.sleep), clock=clock)
     engine.runner = runner
     assert runner.run().time_s == pytest.approx(predicted_pass_s(plan), abs=1e-6)
