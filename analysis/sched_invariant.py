@@ -50,12 +50,6 @@ def merged(windows: Spans) -> Spans:
     return [(a, b) for a, b in out]
 
 
-def overlap_s(start: float, end: float, windows: Spans) -> float:
-    """Seconds of [start, end] inside the union of ``windows`` (which may overlap)."""
-    return sum(min(b, end) - max(a, start) for a, b in merged(windows)
-               if b > start and a < end)
-
-
 def waited_s(times: np.ndarray, wait_s: np.ndarray, spans: Spans) -> np.ndarray:
     """Per span, the seconds one thread waited in it: its cumulative wait interpolated between
     samples, and nothing outside the samples' reach (before the thread was first read, after
