@@ -20,6 +20,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from analysis.sched_invariant import WAIT_SHARE_MAX, worst_share
 from sdn_app.static_routes import FlowRule, Unreachable, static_rules, trace
 from testbed.core.formulas import RATE_TOLERANCE, TCP_GOODPUT
 from testbed.core.topology import FabricPlan, Link
@@ -148,8 +149,6 @@ class Calibration:
     switch_wait_share: list[float | None] = field(default_factory=list)
 
     def _switch_starved(self, round_: int) -> bool:
-        from analysis.sched_invariant import WAIT_SHARE_MAX
-
         share = (self.switch_wait_share[round_] if round_ < len(self.switch_wait_share)
                  else None)
         return share is not None and share > WAIT_SHARE_MAX
@@ -203,8 +202,6 @@ def run_rounds(fab, rounds: list[list[ProbeFlow]], seconds: float, warmup: float
                                        list[float | None]]:
     """Run each round's iperf3 flows on a live fabric; measure every directed link, and how
     long the switch waited for a CPU in each round."""
-    from analysis.sched_invariant import worst_share
-
     results: list[LinkResult] = []
     idles: list[float] = []
     goodput: list[float] = []
