@@ -172,3 +172,31 @@ def test_ps_in_an_unbucketed_dnn_job_is_exact_and_sends_each_layer_once(tmp_path
     layers = profile("resnet50", 1e-3, 0, bucket_cap_mb=0).buckets
     assert len(buckets) == 3 * 54 and buckets["correct"].all()
     assert sorted(set(buckets["bytes"])) == sorted({b.bytes for b in layers})
+
+
+def test_the_simulator_sends_each_layer_whole_to_the_server_of_its_index(tmp_path) -> None:
+    """An unbucketed DNN job, no compute, 3 workers and 2 servers on one switch: each layer is
+    one collective, pushed whole by the 2 other workers into its server's link and pulled back
+    out of it, so it takes 2·2·bytes at the link's goodput. Split over both servers (as the
+    simulator did before it placed variables), each would take half that."""
+    import pandas as pd
+
+    from workloads.dnn import profile
+
+    data = {"name": "psdnn",
+            "fabric": {"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 3,
+                       "host_link_mbit_s": 100, "uplink_mbit_s": 100},
+            "solo_baselines": False,
+            "jobs": [{"name": "p", "hosts_wanted": 3, "algorithm": "ps",
+                      "options": {"ps": {"servers": 2}},
+                      "workload": {"kind": "dnn", "model": "resnet50", "scale": 1e-3,
+                                   "compute_scale": 0, "bucket_cap_mb": 0,
+                                   "iterations": 1, "warmup": 0}}]}
+    (exp,) = expand(data)
+    run_dir = SimRunner(exp, tmp_path).run()
+    buckets = pd.read_parquet(run_dir / "jobs" / "p" / "buckets-rank0.parquet")
+    layers = profile("resnet50", 1e-3, 0, bucket_cap_mb=0).buckets
+    assert len(buckets) == len(layers) == 54
+    want = [2 * 2 * b.bytes * 8 / (100e6 * GOODPUT) for b in layers]
+    got = (buckets.sort_values("bucket")["end"] - buckets.sort_values("bucket")["start"]).tolist()
+    assert got == pytest.approx(want, rel=1e-6)

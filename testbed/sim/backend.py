@@ -319,13 +319,15 @@ class SimRunner:
         return path
 
     def _launcher(self, net: Network, p: _Placed, routes: list[list[LinkId]]
-                  ) -> Callable[[int, Callable[[list], None]], None]:
-        """``launch(size, done)``: start one collective of ``p`` now; ``done(spans)`` at its end
-        (spans as :attr:`_Collective.spans`)."""
+                  ) -> Callable[..., None]:
+        """``launch(size, done, variables=None)``: start one collective of ``p`` now;
+        ``done(spans)`` at its end (spans as :attr:`_Collective.spans`). ``variables`` (a DNN
+        bucket's (global index, bytes)) go to a flat job's collective, which may place them."""
         job = p.run.resolved
         assert job is not None, "a job is simulated once placed"
         n, owner = job.world, p.run.name
         if job.flat:
+            placed_transfers = None
             if is_alltoall(job.algorithm):
                 algo = job.plugin(job.algorithm)
                 transfers, op, sent = algo.transfers, "A2A", algo.sent_bytes
@@ -333,16 +335,24 @@ class SimRunner:
                 collective = job.plugin(job.algorithm)
                 transfers, op = partial(collective.transfers, "AR"), "AR"
                 sent = partial(collective.sent_bytes, "AR")
+                placed_transfers = collective.variable_transfers
             conns: dict[tuple[int, int], list[LinkId]] = {}
-            for step in transfers(n, 1.0):  # one connection per pair
-                for a, b, _ in step:
-                    if (a, b) not in conns:
-                        conns[(a, b)] = self._connection(net, p, a, b, routes)
 
-            def flat(size: int, done: Callable[[list], None]) -> None:
+            def conn(a: int, b: int) -> list[LinkId]:  # one connection per pair
+                if (a, b) not in conns:
+                    conns[(a, b)] = self._connection(net, p, a, b, routes)
+                return conns[(a, b)]
+
+            for step in transfers(n, 1.0):
+                for a, b, _ in step:
+                    conn(a, b)
+
+            def flat(size: int, done: Callable[[list], None],
+                     variables: list[tuple[int, float]] | None = None) -> None:
                 t0 = net.now
-                steps = [[(conns[(a, b)], nbytes) for a, b, nbytes in step]
-                         for step in transfers(n, size)]
+                plan = (transfers(n, size) if variables is None or placed_transfers is None
+                        else placed_transfers(n, variables))
+                steps = [[(conn(a, b), nbytes) for a, b, nbytes in step] for step in plan]
 
                 def end(_t: float) -> None:
                     done([(0, 0, 0, op, size, n, round(sent(n, size)), t0, net.now)]
@@ -371,8 +381,9 @@ class SimRunner:
         plans_of: dict[int, list] = {}
         chunk_schedule = job.plugin(job.algorithm)
 
-        def hierarchical(size: int, done: Callable[[list], None]) -> None:
-            count = size // 4
+        def hierarchical(size: int, done: Callable[[list], None],
+                         variables: list[tuple[int, float]] | None = None) -> None:
+            count = size // 4  # variables: only a flat job's collective places them
             if size not in plans_of:  # the worker plans with the job's planning rates
                 plans_of[size] = plan_with(chunk_schedule, job.dims, job.dim_rates_bps,
                                            size, min(job.chunks, count), align=4,
@@ -462,7 +473,7 @@ class _Driver:
     job calls ``_ended()``. ``launch(size, done)`` starts one collective of the job."""
 
     def __init__(self, net: Network, placed: _Placed,
-                 launch: Callable[[int, Callable[[list], None]], None], origin: float) -> None:
+                 launch: Callable[..., None], origin: float) -> None:
         self.net, self.placed, self.launch, self.origin = net, placed, launch, origin
 
     def begin(self) -> None:
@@ -578,6 +589,8 @@ class _DnnDriver(_Driver):
             began, coll = self.net.now, self.coll
             self.coll += 1
             size = prof.buckets[i].bytes
+            variables = [(v, (hi - lo) * 4.0)
+                         for v, lo, hi in prof.buckets[i].variable_bounds(size // 4)]
 
             def done(spans: list) -> None:
                 o, now = self.origin, self.net.now
@@ -595,7 +608,7 @@ class _DnnDriver(_Driver):
                 else:
                     self.net.defer(serve)
 
-            self.launch(size, done)
+            self.launch(size, done, variables)
 
         def finish() -> None:
             o, end = self.origin, self.net.now

@@ -102,6 +102,13 @@ class Collective(LinkPattern):
         variables (``ps``) reads them, every other one reduces the buffer as a whole."""
         self.all_reduce(group, buf, coll)
 
+    def variable_transfers(self, n: int, variables: list[tuple[int, float]]
+                           ) -> list[list[Transfer]]:
+        """The simulator's steps of :meth:`all_reduce_variables`: ``variables`` are (global
+        index, bytes) of one bucket; every algorithm but one that places variables (``ps``)
+        moves the bucket as a whole."""
+        return self.transfers("AR", n, sum(nbytes for _, nbytes in variables))
+
     @abstractmethod
     def rs_transfers(self, n: int, size_bytes: float) -> list[list[Transfer]]:
         """Reduce-Scatter of ``size_bytes`` per rank, as synchronous steps of transfers."""

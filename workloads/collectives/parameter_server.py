@@ -20,8 +20,7 @@ buffer is not sent. In a DNN job (:mod:`workloads.worker`'s ``run_dnn``) each bu
 of the model's variables it holds, by their global index, and each goes to the server of that
 index: with ``bucket_cap_mb: 0`` (one bucket per layer) every collective is one variable, sent
 whole to its server, one tensor per RPC with the rpc transports, as TensorFlow sends them. The
-simulator does not place a DNN bucket's variables: it splits each bucket as the knobs say
-(``model`` or ``variables``), as it does any buffer.
+simulator places a DNN bucket's variables the same way (:meth:`variable_transfers`).
 
 Bytes: a worker sends every variable it does not serve and receives it back; a server
 receives ``n-1`` copies of each of its variables and sends ``n-1``. All ranks together send
@@ -157,12 +156,24 @@ class ParameterServer(Collective):
     def _steps(self, n: int, size_bytes: float) -> list[list[Transfer]]:
         w = self.weights(n)
         total = sum(w)
+        return self._placed_steps(n, [(v, size_bytes * share / total)
+                                      for v, share in enumerate(w)])
+
+    def _placed_steps(self, n: int, variables: list[tuple[int, float]]
+                      ) -> list[list[Transfer]]:
+        """Push then pull of each (global index, bytes) variable, at the server of its index."""
         push, pull = [], []
-        for v, share in enumerate(w):
-            s, nbytes = self.server_of(v, n), size_bytes * share / total
+        for v, nbytes in variables:
+            s = self.server_of(v, n)
             push += [(q, s, nbytes) for q in range(n) if q != s]
             pull += [(s, q, nbytes) for q in range(n) if q != s]
         return [push, pull]
+
+    def variable_transfers(self, n: int, variables: list[tuple[int, float]]
+                           ) -> list[list[Transfer]]:
+        """A DNN bucket's variables, each at the server of its global index, as the workers
+        place them (:meth:`all_reduce_variables`)."""
+        return self._placed_steps(n, [(v, b) for v, b in variables if b > 0]) if n > 1 else []
 
     def transfers(self, op: str, n: int, size_bytes: float) -> list[list[Transfer]]:
         if op != "AR":
