@@ -208,12 +208,7 @@ def _pipeline_judged(f: dict[str, Any]) -> str:
         parts.append(f"the scheduler invariant (workers waiting for a CPU over "
                      f"{fmt_pct(sched.get('wait_share_max'))} of {stretch} s of their "
                      "collectives)")
-    switch = f.get("switch") or {}
-    if switch.get("judged") and "held_share_max" in switch:
-        parts.append(f"the switch invariant (a switch port holding packets unread in over "
-                     f"{fmt_pct(switch['held_share_max'])} of its samples over "
-                     f"{switch.get('stretch_s')} s of collectives)")
-    elif switch.get("judged"):  # fidelity.json from before the switch's queues were read
+    if (f.get("switch") or {}).get("judged"):
         parts.append("the switch invariant (ovs-vswitchd's threads, likewise)")
     jobs = (f.get("job") or {}).get("jobs") or []
     if jobs:

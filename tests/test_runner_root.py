@@ -58,9 +58,6 @@ def test_runner_end_to_end(tmp_path):
     sched = pd.read_parquet(run_dir / "sched_samples.parquet")
     assert set(sched["job"]) == {"a", "b", "a-solo", "b-solo", ""}
     assert fidelity["scheduler"]["judged"] and fidelity["switch"]["judged"]
-    held = pd.read_parquet(run_dir / "switch_samples.parquet")  # every port into a switch
-    assert set(zip(held["src"], held["dst"], strict=True)) == {
-        (lk["src"], lk["dst"]) for lk in fidelity["links"] if not lk["dst"].startswith("h")}
     assert {j["job"] for j in fidelity["job"]["jobs"]} == set(jobs)
     report = write_report([run_dir], run_dir)
     html = report.read_text()

@@ -1,8 +1,8 @@
 """The pipeline invariants on a real fabric (root), each named with its place and time:
 busy loops beside the run are caught by the scheduler or the switch invariant, a worker held
-to 0.02 of a core by the scheduler invariant, ovs-vswitchd held to 0.15 of a core by the
-switch invariant (its ports' queues, with its wait for a CPU as the reason). The busy loops
-and the quotas are this test's own and are undone when it ends."""
+to 0.05 of a core by the scheduler invariant, ovs-vswitchd held to 0.15 of a core by the
+switch invariant. The busy loops and the quotas are this test's own and are undone when it
+ends."""
 
 from __future__ import annotations
 
@@ -53,11 +53,10 @@ def test_busy_loops_beside_the_run_are_caught_before_the_links(tmp_path):
     with busy_loops(3):
         fid = run(tmp_path, "busy", 100, "8MiB")  # at 50 Mbit/s the switch keeps up
     assert fid["verdict"] == "not faithful", fid["job"]
-    waited, held = fid["scheduler"]["violations"], fid["switch"]["violations"]
-    assert waited or held, fid["reasons"]
-    assert all(v["end_s"] > v["start_s"] >= 0 and v["comm_s"] > 0 for v in waited + held)
-    assert all(v["worst_wait_share"] > 0.1 for v in waited)
-    assert all(v["held_share"] > 0.1 and v["max_held_bytes"] > 0 for v in held)
+    found = fid["scheduler"]["violations"] + fid["switch"]["violations"]
+    assert found, fid["reasons"]
+    assert all(v["end_s"] > v["start_s"] >= 0 and v["worst_wait_share"] > 0.1
+               and v["comm_s"] > 0 for v in found)
     assert any(r.startswith(("scheduler invariant: ", "switch invariant: "))
                for r in fid["reasons"])
 
@@ -108,8 +107,6 @@ def test_a_switch_held_to_a_fraction_of_a_core_trips_the_switch_invariant(tmp_pa
         assert f.read() == before  # back where it was
     assert fid["verdict"] == "not faithful"
     found = fid["switch"]["violations"]
-    assert found and all(v["switch"].startswith(("leaf", "spine")) and v["held_share"] > 0.1
-                         for v in found), fid["reasons"]
-    assert any(r.startswith("switch invariant: ") and "ovs-vswitchd waited for a CPU" in r
-               for r in fid["reasons"]), fid["reasons"]
+    assert found and all(v["process"] == "ovs-vswitchd" and v["job"] is None for v in found)
+    assert any(r.startswith("switch invariant: ovs-vswitchd") for r in fid["reasons"])
 

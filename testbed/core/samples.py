@@ -5,9 +5,7 @@ that direction and the link's configured rate. ``qdisc_samples.parquet``: one ro
 sample and link direction, the counters of the egress qdisc where that direction queues.
 ``cpu_samples.parquet``: one row per sample interval, the machine's idle fraction.
 ``sched_samples.parquet``: one row per sample and thread of a worker or ``ovs-vswitchd``, its
-cumulative time run and time waited runnable for a CPU (``/proc/PID/task/TID/schedstat``).
-``switch_samples.parquet``: one row per qdisc sample and link direction into an Open vSwitch
-switch, the bytes waiting unread in that port's receive queue. Times are
+cumulative time run and time waited runnable for a CPU (``/proc/PID/task/TID/schedstat``). Times are
 ``time.monotonic()`` seconds, the clock of the worker traces (:mod:`testbed.core.traces`).
 docs/results.md describes every column.
 """
@@ -54,14 +52,5 @@ SCHED_SAMPLE_SCHEMA = pa.schema([
     unit_field("wait_s", pa.float64(), "s"),
 ])
 
-SWITCH_SAMPLE_SCHEMA = pa.schema([
-    unit_field("time", pa.float64(), "s"),
-    unit_field("link", pa.string(), NOT_A_QUANTITY),
-    unit_field("src", pa.string(), NOT_A_QUANTITY),  # where the waiting packets came from
-    unit_field("dst", pa.string(), NOT_A_QUANTITY),  # the switch they wait for
-    unit_field("held_bytes", pa.int64(), "bytes"),
-])
-
 SAMPLE_SCHEMAS = {"link_samples": LINK_SAMPLE_SCHEMA, "qdisc_samples": QDISC_SAMPLE_SCHEMA,
-                  "cpu_samples": CPU_SAMPLE_SCHEMA, "sched_samples": SCHED_SAMPLE_SCHEMA,
-                  "switch_samples": SWITCH_SAMPLE_SCHEMA}
+                  "cpu_samples": CPU_SAMPLE_SCHEMA, "sched_samples": SCHED_SAMPLE_SCHEMA}

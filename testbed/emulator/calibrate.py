@@ -4,11 +4,10 @@ achieved with configured rates while watching the CPU.
 Probe flows are planned purely (``plan_rounds``): each round holds flows whose directed links
 do not overlap, so every flow runs at the slowest configured rate on its path, and the round's
 offered load stays within a CPU budget. iperf3 generates the traffic; the link sampler measures
-each directed link from interface counters over the steady part of the round, and how often
-Open vSwitch left packets unread on a port then (the switch invariant of
-:mod:`analysis.switch_invariant`): a round in which a port held packets in more than 10% of
-its samples is not counted as held, whatever its links read. How long ovs-vswitchd waited for
-a CPU is recorded beside it, as the diagnosis.
+each directed link from interface counters over the steady part of the round, and the
+scheduler sampler how long ovs-vswitchd waited for a CPU then (the switch invariant of
+:mod:`analysis.sched_invariant`): a round whose switch waited more than 10% of it is not
+counted as held, whatever its links read.
 """
 
 from __future__ import annotations
@@ -21,8 +20,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from analysis.sched_invariant import worst_share
-from analysis.switch_invariant import HELD_SHARE_MAX, held_share
+from analysis.sched_invariant import WAIT_SHARE_MAX, worst_share
 from sdn_app.static_routes import FlowRule, Unreachable, static_rules, trace
 from testbed.core.formulas import RATE_TOLERANCE, TCP_GOODPUT
 from testbed.core.topology import FabricPlan, Link
@@ -147,16 +145,13 @@ class Calibration:
     bring_up_s: float
     rate_scale: float = 1.0  # the plan's: its rates are real rates × rate_scale
     # per round, the largest share of it an ovs-vswitchd thread waited for a CPU (None: not
-    # sampled, e.g. kernel bridges): the diagnosis
+    # sampled, e.g. kernel bridges)
     switch_wait_share: list[float | None] = field(default_factory=list)
-    # per round, the largest share of its samples in which a switch port held packets unread
-    # (None: no Open vSwitch port sampled, e.g. kernel bridges): the switch invariant
-    switch_held_share: list[float | None] = field(default_factory=list)
 
-    def _switch_behind(self, round_: int) -> bool:
-        share = (self.switch_held_share[round_] if round_ < len(self.switch_held_share)
+    def _switch_starved(self, round_: int) -> bool:
+        share = (self.switch_wait_share[round_] if round_ < len(self.switch_wait_share)
                  else None)
-        return share is not None and share > HELD_SHARE_MAX
+        return share is not None and share > WAIT_SHARE_MAX
 
     @property
     def failures(self) -> list[str]:
@@ -165,10 +160,9 @@ class Calibration:
         if self.cpu_idle_min < MIN_CPU_IDLE:
             out.append(f"CPU idle fell to {self.cpu_idle_min:.0%} "
                        f"(below {MIN_CPU_IDLE:.0%}: the machine, not the links, set the rates)")
-        out += [f"round {k + 1}: the switch left packets unread on a port in {share:.0%} of "
-                f"its samples (above {HELD_SHARE_MAX:.0%}: the switch, not the links, may have "
-                "set the rates)"
-                for k, share in enumerate(self.switch_held_share) if self._switch_behind(k)]
+        out += [f"round {k + 1}: ovs-vswitchd waited for a CPU {share:.0%} of it (above 10%: "
+                "the switch, not the links, may have set the rates)"
+                for k, share in enumerate(self.switch_wait_share) if self._switch_starved(k)]
         return out
 
     @property
@@ -178,15 +172,15 @@ class Calibration:
     @property
     def faithful_load_link_mbit_s(self) -> float | None:
         """The largest load one round offered (its flows' rates summed over the links each
-        crossed) with every link of the round within tolerance, the switch reading its ports
-        in time and the CPU not starved; None when no round held."""
+        crossed) with every link of the round within tolerance, the switch not waiting for
+        a CPU and the CPU not starved; None when no round held."""
         if self.cpu_idle_min < MIN_CPU_IDLE:
             return None
         by_round: dict[int, list[LinkResult]] = {}
         for r in self.links:
             by_round.setdefault(r.round, []).append(r)
         held = [sum(r.expected_mbit_s for r in rs) for k, rs in by_round.items()
-                if all(r.ok for r in rs) and not self._switch_behind(k)]
+                if all(r.ok for r in rs) and not self._switch_starved(k)]
         return max(held, default=None)
 
     def to_dict(self) -> dict:
@@ -205,9 +199,9 @@ class Calibration:
 
 def run_rounds(fab, rounds: list[list[ProbeFlow]], seconds: float, warmup: float,
                progress=None) -> tuple[list[LinkResult], list[float], pd.DataFrame, list[float],
-                                       list[float | None], list[float | None]]:
-    """Run each round's iperf3 flows on a live fabric; measure every directed link, and per
-    round how long the switch waited for a CPU and how often it left packets unread."""
+                                       list[float | None]]:
+    """Run each round's iperf3 flows on a live fabric; measure every directed link, and how
+    long the switch waited for a CPU in each round."""
     results: list[LinkResult] = []
     idles: list[float] = []
     goodput: list[float] = []
@@ -233,9 +227,8 @@ def run_rounds(fab, rounds: list[list[ProbeFlow]], seconds: float, warmup: float
                         for f, bps in zip(flows, reports, strict=True)]
             if progress:
                 progress(i + 1, len(rounds))
-    waits, held = sched.samples(), sampler.held()
-    return (results, idles, sampler.cpu(), goodput, [worst_share(waits, [w]) for w in windows],
-            [held_share(held, [w]) for w in windows])
+    waits = sched.samples()
+    return results, idles, sampler.cpu(), goodput, [worst_share(waits, [w]) for w in windows]
 
 
 def _run_round(fab, flows: list[ProbeFlow], seconds: float,
@@ -257,8 +250,8 @@ def calibrate(plan: FabricPlan, run_dir: Path, seconds: float = 4.0, warmup: flo
     t0 = time.monotonic()
     with Fabric(plan, run_dir, switches=switches) as fab:
         bring_up = time.monotonic() - t0
-        links, idles, cpu, goodput, waits, held = run_rounds(fab, rounds, seconds, warmup,
-                                                             progress)
+        links, idles, cpu, goodput, waits = run_rounds(fab, rounds, seconds, warmup,
+                                                       progress)
     cpu.to_csv(run_dir / "cpu_samples.csv", index=False)
     return Calibration(
         fabric=plan.spec.model_dump(),
@@ -266,7 +259,7 @@ def calibrate(plan: FabricPlan, run_dir: Path, seconds: float = 4.0, warmup: flo
         round_s=seconds,
         links=links, cpu_idle_min=min(idles), cpu_idle_mean=sum(idles) / len(idles),
         iperf_goodput_ratio=sum(goodput) / len(goodput), bring_up_s=bring_up,
-        rate_scale=plan.rate_scale, switch_wait_share=waits, switch_held_share=held,
+        rate_scale=plan.rate_scale, switch_wait_share=waits,
     )
 
 
@@ -286,8 +279,6 @@ def print_calibration(cal: Calibration, console: Console) -> None:
         f"aggregate achieved ÷ expected {cal.aggregate_ratio:.3f}; iperf3 goodput ÷ ideal TCP "
         f"goodput {cal.iperf_goodput_ratio:.3f}; CPU idle min {cal.cpu_idle_min:.0%}, "
         f"mean {cal.cpu_idle_mean:.0%}"
-        + (f"; a switch port held packets unread in at most {max(held):.0%} of a round's "
-           "samples" if (held := [h for h in cal.switch_held_share if h is not None]) else "")
         + (f"; ovs-vswitchd waited for a CPU at most {max(waits):.0%} of a round"
            if (waits := [w for w in cal.switch_wait_share if w is not None]) else "")
     )
@@ -296,7 +287,7 @@ def print_calibration(cal: Calibration, console: Console) -> None:
                       + "; ".join(cal.failures[:5]))
     else:
         console.print(f"[bold green]faithful[/]: every link within ±{RATE_TOLERANCE:.0%}, "
-                      f"CPU idle ≥ {MIN_CPU_IDLE:.0%}, the switch reading its ports in time")
+                      f"CPU idle ≥ {MIN_CPU_IDLE:.0%}, the switch not kept waiting")
 
 
 def _kind(src: str, dst: str) -> str:

@@ -4,9 +4,8 @@ On the links, two rules make a run not faithful: a link direction that ran above
 and one that sent short of its rate while its queue would have kept it busy (the link
 invariant of :mod:`analysis.invariants`, from the sampled qdiscs). Before the links
 (:func:`pipeline_record`): a worker that waited for a CPU too much of its job's
-communication (the scheduler invariant), Open vSwitch leaving packets unread on its ports too
-much of the time jobs communicated (the switch invariant; ovs-vswitchd's own wait for a CPU is
-its diagnosis), and a job on isolated paths short of what its links allow (the job invariant).
+communication (the scheduler invariant), ovs-vswitchd doing so while jobs communicated (the
+switch invariant), and a job on isolated paths short of what its links allow (the job invariant).
 CPU headroom is recorded as a diagnosis beside them; it decides the verdict only for a run
 without qdisc samples.
 """
@@ -14,7 +13,6 @@ without qdisc samples.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from testbed.core.formulas import RATE_TOLERANCE
@@ -118,61 +116,43 @@ def _rate_hz(queues) -> float | None:
     return float(rates.median()) if rates.notna().any() else None
 
 
-def _socket_buffer_bytes() -> int | None:
-    """The receive buffer a packet socket gets by default (where a switch port's queue
-    overflows), if the kernel says."""
-    try:
-        return int(Path("/proc/sys/net/core/rmem_default").read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def pipeline_record(sched, held, communicating: dict[str, list[tuple[float, float]]],
+def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
                     jobs: list[dict[str, Any]], plan, switches: str | None,
                     busiest: Callable[[float, float], str]) -> dict[str, Any]:
     """The pipeline side of ``fidelity.json``: the scheduler invariant on the workers' threads
-    (:mod:`analysis.sched_invariant`, from ``sched_samples.parquet``; ``communicating``: job →
-    its measured collectives), the switch invariant on the packets waiting for Open vSwitch
-    (:mod:`analysis.switch_invariant`, from ``switch_samples.parquet``, ``held``), with
-    ovs-vswitchd's own wait for a CPU as its diagnosis, and the job invariant
-    (:mod:`analysis.job_invariant`, from jobs.json's records). ``reasons`` name the invariant,
-    the place and the time (seconds from the first sample), and what was busiest then
-    (``busiest(start, end)``); ``notes`` are diagnoses that do not decide the verdict."""
+    and the switch invariant on ovs-vswitchd's (:mod:`analysis.sched_invariant`, from
+    ``sched_samples.parquet``; ``communicating``: job → its measured collectives), and the job
+    invariant (:mod:`analysis.job_invariant`, from jobs.json's records). ``reasons`` name the
+    invariant, the place and the time (seconds from the first sample), and what was busiest
+    then (``busiest(start, end)``)."""
     from analysis import job_invariant, sched_invariant
 
     reasons: list[str] = []
-    notes: list[str] = []
     out: dict[str, Any] = {}
     judged = sched is not None and len(sched) > 0
     found, judged_s = (sched_invariant.judge(sched, communicating) if judged
                        else (None, 0.0))
-    t0 = (float(sched["time"].min()) if judged
-          else float(held["time"].min()) if held is not None and len(held) else 0.0)
-    workers = judged and bool((sched["job"] != sched_invariant.SWITCH_JOB).any())
-    rows = (list(found[found["job"] != sched_invariant.SWITCH_JOB].itertuples())
-            if workers else [])
-    waits = (list(found[found["job"] == sched_invariant.SWITCH_JOB].itertuples())
-             if judged else [])
-    out["scheduler"] = {"judged": workers, "wait_share_max": sched_invariant.WAIT_SHARE_MAX,
-                        "stretch_s": sched_invariant.STRETCH_S,
-                        "violations": [_wait_violation(r, t0) for r in rows]}
-    for r in rows[:MAX_REASONS]:
-        reasons.append(
-            f"scheduler invariant: job {r.job}'s worker {r.process} (pid {r.pid}, most in "
-            f"thread {r.thread}) waited for a CPU {r.worst_share:.0%} of the time its job "
-            f"communicated at {r.start - t0:.1f}–{r.end - t0:.1f} s (more than "
-            f"{sched_invariant.WAIT_SHARE_MAX:.0%} of {sched_invariant.STRETCH_S:g} s of "
-            "collectives)" + busiest(r.start, r.end))
-    if len(rows) > MAX_REASONS:
-        reasons.append(f"scheduler invariant: ... and {len(rows) - MAX_REASONS} more "
-                       "stretches of CPU wait")
+    t0 = float(sched["time"].min()) if judged else 0.0
+    for name, mine in (("scheduler", lambda df: df["job"] != sched_invariant.SWITCH_JOB),
+                       ("switch", lambda df: df["job"] == sched_invariant.SWITCH_JOB)):
+        has = judged and bool(mine(sched).any())
+        rows = list(found[mine(found)].itertuples()) if has else []
+        out[name] = {"judged": has, "wait_share_max": sched_invariant.WAIT_SHARE_MAX,
+                     "stretch_s": sched_invariant.STRETCH_S,
+                     "violations": [_wait_violation(r, t0) for r in rows]}
+        for r in rows[:MAX_REASONS]:
+            whose = f"job {r.job}'s worker {r.process}" if r.job else r.process
+            reasons.append(
+                f"{name} invariant: {whose} (pid {r.pid}, most in thread {r.thread}) waited "
+                f"for a CPU {r.worst_share:.0%} of the time "
+                f"{'its job' if r.job else 'jobs'} communicated at "
+                f"{r.start - t0:.1f}–{r.end - t0:.1f} s (more than "
+                f"{sched_invariant.WAIT_SHARE_MAX:.0%} of {sched_invariant.STRETCH_S:g} s of "
+                "collectives)" + busiest(r.start, r.end))
+        if len(rows) > MAX_REASONS:
+            reasons.append(f"{name} invariant: ... and {len(rows) - MAX_REASONS} more "
+                           "stretches of CPU wait")
     out["sched_judged_s"] = judged_s
-    switch, switch_reasons, switch_notes = _switch_record(
-        held, [w for ws in communicating.values() for w in ws], waits, t0, busiest)
-    out["switch"] = {**switch, "switch_wait_share_max": sched_invariant.WAIT_SHARE_MAX,
-                     "waits": [_wait_violation(r, t0) for r in waits]}
-    reasons += switch_reasons
-    notes += switch_notes
     verdicts = job_invariant.judge(jobs, plan, switches)
     out["job"] = {"tolerance": job_invariant.TOLERANCE, "jobs": verdicts}
     for v in verdicts:
@@ -182,62 +162,7 @@ def pipeline_record(sched, held, communicating: dict[str, list[tuple[float, floa
                 f"job invariant: job {v['job']} reached {worst['ratio']:.0%} of what its "
                 f"isolated links allow (All-Reduce of {format_size(worst['size'])}), below "
                 f"{1 - job_invariant.TOLERANCE:.0%}: something besides its links set its pace")
-    return {"reasons": reasons, "notes": notes, **out}
-
-
-def _switch_record(held, every: list[tuple[float, float]], waits: list, t0: float,
-                   busiest: Callable[[float, float], str]
-                   ) -> tuple[dict[str, Any], list[str], list[str]]:
-    """The switch invariant's part of fidelity.json, its reasons, and its notes: each stretch
-    where a port held packets too long is a violation, with what ovs-vswitchd waited for a
-    CPU then; a wait with no held packets beside it is a note."""
-    from analysis import sched_invariant, switch_invariant
-
-    judged = held is not None and len(held) > 0
-    found, judged_s = switch_invariant.judge(held, every) if judged else (None, 0.0)
-    rows = list(found.itertuples()) if found is not None else []
-    buffer = _socket_buffer_bytes()
-    reasons, notes = [], []
-
-    def overlapping(a: float, b: float) -> list:
-        return [w for w in waits if w.start < b and w.end > a]
-
-    for r in rows[:MAX_REASONS]:
-        full = (f", a full socket buffer ({format_size(buffer)}): what arrived then was "
-                "dropped" if buffer and r.max_held_bytes >= buffer else "")
-        cpu = overlapping(r.start, r.end)
-        why = (f"; ovs-vswitchd waited for a CPU {max(w.worst_share for w in cpu):.0%} of "
-               "that time" if cpu else "")
-        reasons.append(
-            f"switch invariant: {r.switch} left packets from {r.src} unread in "
-            f"{r.held_share:.0%} of samples while jobs communicated at "
-            f"{r.start - t0:.1f}–{r.end - t0:.1f} s (more than "
-            f"{switch_invariant.HELD_SHARE_MAX:.0%} of {sched_invariant.STRETCH_S:g} s of "
-            f"collectives; up to {format_size(r.max_held_bytes)} waiting{full}){why}"
-            + busiest(r.start, r.end))
-    if len(rows) > MAX_REASONS:
-        reasons.append(f"switch invariant: ... and {len(rows) - MAX_REASONS} more stretches "
-                       "of packets left waiting")
-    for w in waits:
-        if judged and not any(r.start < w.end and r.end > w.start for r in rows):
-            notes.append(
-                f"ovs-vswitchd (pid {w.pid}) waited for a CPU {w.worst_share:.0%} of the time "
-                f"jobs communicated at {w.start - t0:.1f}–{w.end - t0:.1f} s, yet read its "
-                "ports in time (the switch invariant held): a diagnosis, not a violation")
-    record = {"judged": judged, "held_share_max": switch_invariant.HELD_SHARE_MAX,
-              "stretch_s": sched_invariant.STRETCH_S, "judged_s": judged_s,
-              "socket_buffer_bytes": buffer,
-              "violations": [_held_violation(r, t0) for r in rows]}
-    return record, reasons, notes
-
-
-def _held_violation(r, t0: float) -> dict[str, Any]:
-    """A switch violation (a row of :func:`analysis.switch_invariant.judge`) as fidelity.json
-    keeps it, times in seconds from ``t0``."""
-    return {"switch": r.switch, "link": r.link, "src": r.src,
-            "start_s": round(r.start - t0, 2), "end_s": round(r.end - t0, 2),
-            "held_share": round(r.held_share, 3), "max_held_bytes": int(r.max_held_bytes),
-            "samples": int(r.samples), "comm_s": round(r.comm_s, 3)}
+    return {"reasons": reasons, **out}
 
 
 def _wait_violation(r, t0: float) -> dict[str, Any]:

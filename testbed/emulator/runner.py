@@ -273,8 +273,8 @@ class Runner:
             path = self.run_dir / name
             return pd.read_parquet(path) if path.exists() else None
 
-        df, queues, cpu, sched, held = (table(f"{n}_samples.parquet")
-                                        for n in ("link", "qdisc", "cpu", "sched", "switch"))
+        df, queues, cpu, sched = (table(f"{n}_samples.parquet")
+                                  for n in ("link", "qdisc", "cpu", "sched"))
         idle_min = idle_mean = None
         per_job = self._collective_windows()
         windows = [w for ws in per_job.values() for w in ws]
@@ -290,12 +290,10 @@ class Runner:
                                           min_periods=1).mean().min())
             idle_mean = float(idle.mean())
         record = fidelity_record(df, queues, idle_min, self._busiest(windows))
-        pipeline = pipeline_record(sched, held, per_job,
-                                   [j.record() for j in self.jobs + solos],
+        pipeline = pipeline_record(sched, per_job, [j.record() for j in self.jobs + solos],
                                    self.plan, self.switches,
                                    lambda a, b: self._busiest([(a, b)]) or _idle_then(cpu, a, b))
         record["reasons"] += pipeline.pop("reasons")
-        record["notes"] += pipeline.pop("notes")
         record.update(pipeline, sched_cost=self.sched.cost())
         cal = None
         if calibration is not None:

@@ -10,8 +10,6 @@ direction's queue is read where it forms, at the egress qdisc of the interface i
 (:mod:`analysis.invariants`). They are read faster than the counters because a queue of one
 TSO segment drains in tens of milliseconds: at 50 Hz, one segment waiting at the start of an
 interval keeps a link of up to 26 Mbit/s busy through it, at 100 Hz one of up to 52 Mbit/s.
-With each qdisc round, the bytes waiting for Open vSwitch on each of its ports
-(:mod:`testbed.emulator.switch_queues`, for the switch invariant).
 """
 
 from __future__ import annotations
@@ -29,16 +27,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from testbed.core.atomic import write_json
-from testbed.core.samples import (
-    CPU_SAMPLE_SCHEMA,
-    LINK_SAMPLE_SCHEMA,
-    QDISC_SAMPLE_SCHEMA,
-    SWITCH_SAMPLE_SCHEMA,
-)
+from testbed.core.samples import CPU_SAMPLE_SCHEMA, LINK_SAMPLE_SCHEMA, QDISC_SAMPLE_SCHEMA
 from testbed.core.topology import FabricPlan
 from testbed.emulator.qdisc_stats import ROOT_NS, QdiscStats
-from testbed.emulator.schedstat import switch_pid
-from testbed.emulator.switch_queues import SwitchQueues
 
 
 @dataclass(frozen=True)
@@ -74,18 +65,6 @@ def probes_for(plan: FabricPlan, ns_pids: dict[str, int]) -> list[Probe]:
         else:
             out.append(Probe(lk.name, lk.a, lk.b, lk.mbit_s, proc(lk.a), lk.a_intf, True,
                              *queues))
-    return out
-
-
-def switch_ports(probes: list[Probe]) -> list[tuple[str, str, str, str]]:
-    """(link, src, dst, port) of every link direction that arrives at a switch in the root
-    namespace (an Open vSwitch bridge; hosts and kernel bridges have namespaces of their own):
-    ``port`` is the switch's interface its packets wait on."""
-    out = []
-    for p in probes:
-        for src, dst, (ns, intf) in ((p.src, p.dst, p.ba_queue), (p.dst, p.src, p.ab_queue)):
-            if ns == ROOT_NS:
-                out.append((p.link, src, dst, intf))
     return out
 
 
@@ -172,11 +151,6 @@ class LinkSampler:
         self.qdisc_period = 1.0 / self.qdisc_hz
         self._rows: list[tuple[float, str, str, str, float, int]] = []
         self._qrows: list[tuple] = []
-        self._hrows: list[tuple] = []
-        self.ports = switch_ports(self.probes)
-        pid = switch_pid() if self.ports else None
-        self.switch_queues = (SwitchQueues(pid, [port for *_, port in self.ports])
-                              if pid is not None else None)
         self._cpu: list[tuple[float, float, float]] = []
         self.busy = BusyProcesses()
         self._stop = threading.Event()
@@ -233,10 +207,6 @@ class LinkSampler:
                 if q is not None:
                     self._qrows.append((t, p.link, src, dst, p.mbit_s, q.sent_bytes,
                                         q.backlog_bytes, q.drops))
-        if self.switch_queues is not None:
-            held = self.switch_queues.read()
-            self._hrows += [(t, link, src, dst, held[port])
-                            for link, src, dst, port in self.ports if port in held]
 
     def _qdisc_loop(self) -> None:
         next_t = time.monotonic()
@@ -270,12 +240,6 @@ class LinkSampler:
         bytes and drops, and its backlog then): :data:`QDISC_SAMPLE_SCHEMA`."""
         return pd.DataFrame(self._qrows[:], columns=QDISC_SAMPLE_SCHEMA.names)
 
-    def held(self) -> pd.DataFrame:
-        """One row per qdisc sample and link direction into an Open vSwitch switch: the bytes
-        waiting unread in that port's receive queue (:data:`SWITCH_SAMPLE_SCHEMA`; empty on
-        fabrics without one)."""
-        return pd.DataFrame(self._hrows[:], columns=SWITCH_SAMPLE_SCHEMA.names)
-
     def cpu(self) -> pd.DataFrame:
         """One row per sample interval: time (end of interval), idle fraction."""
         df = pd.DataFrame(self._cpu[:], columns=["time", "idle", "total"])
@@ -287,9 +251,6 @@ class LinkSampler:
         write_parquet(self.counters(), out_dir / "link_samples.parquet", LINK_SAMPLE_SCHEMA)
         write_parquet(self.queues(), out_dir / "qdisc_samples.parquet", QDISC_SAMPLE_SCHEMA)
         write_parquet(self.cpu(), out_dir / "cpu_samples.parquet", CPU_SAMPLE_SCHEMA)
-        if self.switch_queues is not None:
-            write_parquet(self.held(), out_dir / "switch_samples.parquet",
-                          SWITCH_SAMPLE_SCHEMA)
         write_json(out_dir / "cpu_starved.json", self.busy.starved)
 
 
