@@ -49,7 +49,10 @@ class TraceWriter:
         self.buckets: list[dict] = []
         self.kinds = ("phases", "collectives", *(("iterations", "buckets") if dnn else ()))
         self.partial_every = partial_every
-        self._last_flush = time.monotonic()
+        # the first parquet write of a process costs about 0.3 CPU-s (pyarrow sets its writer
+        # up): pay it now, while the worker starts, not inside its first measured collectives
+        # (eight workers doing so at once kept the switch waiting for a CPU; BENCHMARKS.md)
+        self.flush_partial()
 
     def path(self, kind: str, partial: bool = False) -> Path:
         suffix = ".partial.parquet" if partial else ".parquet"
