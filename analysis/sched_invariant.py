@@ -32,6 +32,19 @@ WAIT_SHARE_MAX = 0.10  # of communicating time; the job's allowance below its li
 STRETCH_S = 2.0  # seconds of communication per judged stretch
 MIN_JUDGED_S = 0.5  # a process with less communication than this in all is not judged
 SWITCH_JOB = ""  # the job column of the switch's threads: it serves every job
+PMD_PREFIX = "pmd"  # Open vSwitch's poll-mode threads, where it has them, forward too
+
+
+def forwarding(samples: pd.DataFrame) -> pd.DataFrame:
+    """``samples`` less the switch's threads that do not forward packets: on the userspace
+    datapath the main thread (its TID is its PID) polls every port and forwards, as do
+    poll-mode (``pmd*``) threads where ports have them; handler, revalidator and RCU threads
+    keep its flow tables and wait for a CPU without holding a packet back."""
+    if samples.empty:
+        return samples
+    switch = samples["job"] == SWITCH_JOB
+    fwd = (samples["tid"] == samples["pid"]) | samples["thread"].str.startswith(PMD_PREFIX)
+    return samples[~switch | fwd]
 
 VIOLATION_COLUMNS = ["job", "process", "pid", "tid", "thread", "start", "end", "span_s",
                      "comm_s", "worst_share", "wait_s"]
@@ -104,7 +117,7 @@ def judge(samples: pd.DataFrame, communicating: dict[str, Spans], *,
     """Every stretch in which a thread of a process waited for a CPU more than ``share_max``
     of its job's communicating time (``communicating``: job name → its measured
     collectives' (start, end); the switch, job :data:`SWITCH_JOB`, counts while any job
-    communicates), merged per process
+    communicates, by its :func:`forwarding` threads only), merged per process
     (:data:`VIOLATION_COLUMNS`; ``tid``/``thread``: the thread that waited most, whose wait
     judges the process), and the process-seconds of communication judged."""
     every = [w for ws in communicating.values() for w in ws]
@@ -112,6 +125,7 @@ def judge(samples: pd.DataFrame, communicating: dict[str, Spans], *,
     judged_s = 0.0
     if samples.empty:
         return pd.DataFrame(rows, columns=VIOLATION_COLUMNS), judged_s
+    samples = forwarding(samples)
     for (job, process, pid), g in samples.sort_values("time").groupby(
             ["job", "process", "pid"], sort=True):
         t_min, t_max = float(g["time"].min()), float(g["time"].max())

@@ -35,7 +35,7 @@ from ring_shaped import one_switch_plan
 from sweep_common import spread
 
 from analysis.invariants import judge
-from analysis.sched_invariant import worst_share
+from analysis.sched_invariant import forwarding, worst_share
 from testbed.core.errors import FabricLabError
 from testbed.core.topology import FabricPlan
 from testbed.emulator.calibrate import TCP_WIRE_FACTOR
@@ -127,7 +127,7 @@ def measure(fab: Fabric, plan: FabricPlan, k: int, seconds: float) -> dict:
     q = sampler.queues()
     violations, loaded_s = judge(q[(q["time"] >= t0) & (q["time"] <= t1)])
     return {"min": min(ratios), "mean": statistics.mean(ratios),
-            "switch_wait": worst_share(sched.samples(), [(t0, t1)]),
+            "switch_wait": worst_share(forwarding(sched.samples()), [(t0, t1)]),
             "ok": all(abs(r - 1) <= TOLERANCE for r in ratios) and not errors,
             "loaded_s": loaded_s, "violations": len(violations),
             "cpu": cpu_breakdown(*snaps)}

@@ -190,3 +190,20 @@ def test_the_sampler_adopts_a_watched_processs_children():
     finally:
         child.kill()
         child.wait()
+
+
+def test_only_the_switchs_forwarding_threads_are_judged():
+    """ovs-vswitchd's main thread (TID = PID) forwards on the userspace datapath, as do pmd
+    threads; a revalidator waiting 50% of the collectives holds no packet back."""
+    main = thread([0.05] * 40, job=sched_invariant.SWITCH_JOB, process="ovs-vswitchd",
+                  pid=5, tid=5)
+    reval = thread([0.5] * 40, job=sched_invariant.SWITCH_JOB, process="ovs-vswitchd",
+                   pid=5, tid=7).assign(thread="revalidator1208")
+    found, _ = sched_invariant.judge(pd.concat([main, reval]), {"j": [(100.0, 102.0)]})
+    assert found.empty
+    pmd = thread([0.5] * 40, job=sched_invariant.SWITCH_JOB, process="ovs-vswitchd",
+                 pid=5, tid=8).assign(thread="pmd-c01/id:9")
+    found, _ = sched_invariant.judge(pd.concat([main, reval, pmd]), {"j": [(100.0, 102.0)]})
+    assert list(found["thread"]) == ["pmd-c01/id:9"]
+    worker = thread([0.5] * 40, pid=20, tid=21)  # a worker's threads are all judged
+    assert len(sched_invariant.judge(worker, {"j0": [(100.0, 102.0)]})[0]) == 1

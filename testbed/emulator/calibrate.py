@@ -20,7 +20,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from analysis.sched_invariant import WAIT_SHARE_MAX, worst_share
+from analysis.sched_invariant import WAIT_SHARE_MAX, forwarding, worst_share
 from sdn_app.static_routes import FlowRule, Unreachable, static_rules, trace
 from testbed.core.formulas import RATE_TOLERANCE, TCP_GOODPUT
 from testbed.core.topology import FabricPlan, Link
@@ -227,7 +227,7 @@ def run_rounds(fab, rounds: list[list[ProbeFlow]], seconds: float, warmup: float
                         for f, bps in zip(flows, reports, strict=True)]
             if progress:
                 progress(i + 1, len(rounds))
-    waits = sched.samples()
+    waits = forwarding(sched.samples())
     return results, idles, sampler.cpu(), goodput, [worst_share(waits, [w]) for w in windows]
 
 
