@@ -106,7 +106,7 @@ def free_ports(ip: str, n: int) -> list[int]:
 
 # WorkerConfig fields that are this worker's runtime, not the job's (testbed.core.jobs).
 RUNTIME_OPTIONS = frozenset({"max_active", "out_of_place", "timeout", "collective_timeout",
-                             "stall", "dim_kinds", "dim_mbit_s", "start_gate"})
+                             "stall", "dim_kinds", "dim_mbit_s"})
 
 
 def workload_of(*, sizes: list[int] | None = None, dnn: dict | None = None,
@@ -235,7 +235,6 @@ def run_local(
     out_of_place: bool = False,
     kind: str = ALLREDUCE,
     options: dict[str, dict] | None = None,
-    start_gate: str | None = None,
 ) -> LaunchResult:
     """Run the job on ``ranks`` local worker processes; return per-size results (with
     ``out_of_place`` an out-of-place row before the in-place row of every size).
@@ -250,8 +249,7 @@ def run_local(
 
     ``options`` are the plug-ins' settings, by plug-in name (the spec's ``options``).
     ``skip_ranks`` are never started and ``stall_ranks`` connect but never take part (both
-    for testing failure handling). ``start_gate``: a directory where the warmed-up job waits
-    for ``go`` (:mod:`testbed.core.start_gate`). ``wall_timeout`` bounds the whole job.
+    for testing failure handling). ``wall_timeout`` bounds the whole job.
     Without ``out_dir`` the configs, logs and traces go in a temporary directory that is
     removed when the job ends, however it ends (the result's ``out_dir`` is then None).
     Raises FabricLabError with the root-cause worker message on failure.
@@ -274,8 +272,7 @@ def run_local(
         configs = worker_configs(
             loopback_addresses(ranks, len(dims)), job=job, out_dir=out,
             run_id=run_id or uuid.uuid4().hex[:12], max_active=max_active, timeout=timeout,
-            collective_timeout=collective_timeout, out_of_place=out_of_place,
-            start_gate=start_gate)
+            collective_timeout=collective_timeout, out_of_place=out_of_place)
         launch_workers(
             {r: {**configs[r], "stall": r in stall_ranks}
              for r in range(ranks) if r not in skip_ranks},

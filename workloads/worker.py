@@ -39,7 +39,6 @@ usual phase and collective rows.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import os
@@ -61,7 +60,6 @@ from pydantic import (
     model_validator,
 )
 
-from testbed.core import start_gate as gate_files
 from testbed.core.errors import FabricLabError
 from testbed.core.formulas import ALLTOALL, TCP_GOODPUT
 from testbed.core.jobs import ResolvedJob
@@ -124,9 +122,6 @@ class WorkerConfig(BaseModel):
     # workloads.training.jobs.job_platform); default switches at the job's dim_rates_bps
     dim_kinds: list[str] | None = None
     dim_mbit_s: list[float] | None = None
-    # jobs run together: a directory where, once warmed up, the job says it is ready and every
-    # rank waits for the runner's go before its first measured collective (Worker.start_gate)
-    start_gate: str | None = None
 
     @model_validator(mode="after")
     def _shape(self) -> WorkerConfig:
@@ -241,7 +236,6 @@ class Worker:
         self.coll = 0
         self._listening = False
         self._schedules: dict[int, tuple[list, Schedule]] = {}
-        self._gated = False
 
     def listen(self) -> None:
         """Listen on this rank's address of every dimension it uses."""
@@ -313,26 +307,6 @@ class Worker:
                                world, round(algo.sent_bytes(world, send.nbytes))))
         return coll
 
-    def start_gate(self) -> None:
-        """Once, before the first measured collective of a job run together with others
-        (``cfg.start_gate``): rank 0 marks the job warmed up (``ready-<job>``), and every rank
-        waits until the runner, having seen every job ready, makes ``go``. So no job measures
-        a collective while another is still starting (its processes, buffers, connections and
-        warm-up competing for the CPU)."""
-        if self.cfg.start_gate is None or self._gated:
-            return
-        self._gated = True
-        gate = Path(self.cfg.start_gate)
-        if self.cfg.rank == 0:
-            with contextlib.suppress(FileExistsError):
-                (gate / f"{gate_files.READY}{self.cfg.job.name}").open("x").close()
-        deadline = time.monotonic() + self.cfg.collective_timeout
-        while not (gate / gate_files.GO).exists():
-            if time.monotonic() > deadline:
-                raise FabricLabError(f"rank {self.cfg.rank} waited {self.cfg.collective_timeout:g} "
-                                     "s for the jobs run with it to warm up")
-            time.sleep(gate_files.POLL_S)
-
     def barrier(self) -> None:
         """A one-element All-Reduce (an all-to-all worker: one element per rank, all to all):
         no rank leaves before every rank has entered."""
@@ -360,8 +334,6 @@ class Worker:
             buf, src = region[:count], inputs[:count]
             for in_place in (False, True) if cfg.out_of_place else (True,):
                 for it in range(w.warmup + w.iterations):
-                    if it == w.warmup:
-                        self.start_gate()
                     fill(buf if in_place else src, cfg.rank, base)
                     self.barrier()
                     phases: list[PhaseRecord] = []
@@ -393,8 +365,6 @@ class Worker:
             send, recv = send_region[:count], recv_region[:count]
             fill_blocks(send, cfg.rank, n)
             for it in range(w.warmup + w.iterations):
-                if it == w.warmup:
-                    self.start_gate()
                 recv.fill(-1.0)  # no block passes the check unless it arrived
                 self.barrier()
                 phases: list[PhaseRecord] = []
@@ -467,8 +437,6 @@ class Worker:
             for it in range(warmup + iterations):
                 warm = it < warmup
                 iteration = it - warmup
-                if it == warmup:
-                    self.start_gate()
                 for buf in bufs:
                     fill(buf, cfg.rank, base)
                 self.barrier()

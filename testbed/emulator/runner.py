@@ -19,7 +19,6 @@ from rich.live import Live
 from rich.table import Table
 
 from sdn_app.policies import controller_policy
-from testbed.core import start_gate
 from testbed.core.errors import FabricLabError
 from testbed.core.experiment import Experiment
 from testbed.core.jobs import JobRun, check_against_fabric, resolve
@@ -47,9 +46,6 @@ def environment() -> dict[str, Any]:
     return base_environment() | {"controller": FRAMEWORK, "datapath": datapath()}
 
 
-GATED_KINDS = ("allreduce", "alltoall", "dnn")  # workloads that warm up, then measure
-
-
 class Runner:
     def __init__(self, exp: Experiment, out_root: Path, console: Console | None = None) -> None:
         self.exp = exp
@@ -68,7 +64,6 @@ class Runner:
         self.leftovers: list[str] = []
         self.controller_restarts = 0
         self._threads: list[threading.Thread] = []
-        self._gates: dict[str, str] = {}  # job -> its start gate (jobs run together)
 
     # -- the run -------------------------------------------------------------------------------
 
@@ -178,14 +173,6 @@ class Runner:
     def _run_jobs(self, fab: Fabric, jobs: list[JobRun], what: str) -> None:
         threads = [threading.Thread(target=self._run_job, args=(fab, j), daemon=True)
                    for j in jobs]
-        gated = [j for j in jobs if j.solo_of is None and j.spec.start_offset_s == 0
-                 and j.spec.workload.kind in GATED_KINDS]
-        if len(gated) > 1:  # measured collectives start together (testbed.core.start_gate)
-            gate = self.run_dir / "gate"
-            gate.mkdir(mode=0o700)
-            self._gates.update({j.name: str(gate) for j in gated})
-            threads.append(threading.Thread(target=self._keep_gate, args=(gate, gated),
-                                            daemon=True))
         self._threads += threads
         t0 = last_check = time.monotonic()
         midway = False
@@ -212,15 +199,6 @@ class Runner:
         if failed:
             raise FabricLabError(f"job {failed[0].name} failed: {failed[0].error}")
 
-    @staticmethod
-    def _keep_gate(gate: Path, jobs: list[JobRun]) -> None:
-        """Open ``gate`` once every job of ``jobs`` has warmed up, or one has ended (a failed
-        job must not hold the others)."""
-        names = [j.name for j in jobs]
-        while not start_gate.ready(gate, names) and all(j.end is None for j in jobs):
-            time.sleep(start_gate.POLL_S)
-        start_gate.open_gate(gate)
-
     def _run_job(self, fab: Fabric, job: JobRun) -> None:
         s = job.spec
         time.sleep(s.start_offset_s if job.solo_of is None else 0.0)
@@ -237,7 +215,6 @@ class Runner:
             assert job.resolved is not None, "a job runs once placed"
             res = run_job(fab, job.resolved, out_dir=self.run_dir / "jobs" / job.name,
                           wall_timeout=self.exp.timeout_s, run_id=self.run_dir.name,
-                          start_gate=self._gates.get(job.name),
                           on_spawn=lambda rank, pid: self.sched.watch(
                               pid, job.name, f"{job.hosts[rank]} rank{rank}"))
             job.rows = res.as_dicts()
