@@ -194,9 +194,10 @@ def test_the_simulator_sends_each_layer_whole_to_the_server_of_its_index(tmp_pat
                                    "iterations": 1, "warmup": 0}}]}
     (exp,) = expand(data)
     run_dir = SimRunner(exp, tmp_path).run()
-    buckets = pd.read_parquet(run_dir / "jobs" / "p" / "buckets-rank0.parquet")
+    buckets = pd.read_parquet(run_dir / "jobs" / "p" / "buckets-rank0.parquet").sort_values(
+        "bucket")
     layers = profile("resnet50", 1e-3, 0, bucket_cap_mb=0).buckets
     assert len(buckets) == len(layers) == 54
     want = [2 * 2 * b.bytes * 8 / (100e6 * GOODPUT) for b in layers]
-    got = (buckets.sort_values("bucket")["end"] - buckets.sort_values("bucket")["start"]).tolist()
+    got = (buckets["end"] - buckets["start"]).tolist()
     assert got == pytest.approx(want, rel=1e-6)

@@ -561,6 +561,9 @@ class _DnnDriver(_Driver):
         super().__init__(*args)
         w = self.placed.run.spec.workload
         self.profile = DnnWorkload.model_validate(w.model_dump()).profile()
+        # per bucket, its variables' (global index, bytes): the same every iteration
+        self.variables = [[(v, (hi - lo) * 4.0) for v, lo, hi in b.variable_bounds(b.bytes // 4)]
+                          for b in self.profile.buckets]
         self.warmup, self.total = w.warmup, w.warmup + w.iterations
         self.it = 0
         self.coll = 0
@@ -589,8 +592,6 @@ class _DnnDriver(_Driver):
             began, coll = self.net.now, self.coll
             self.coll += 1
             size = prof.buckets[i].bytes
-            variables = [(v, (hi - lo) * 4.0)
-                         for v, lo, hi in prof.buckets[i].variable_bounds(size // 4)]
 
             def done(spans: list) -> None:
                 o, now = self.origin, self.net.now
@@ -608,7 +609,7 @@ class _DnnDriver(_Driver):
                 else:
                     self.net.defer(serve)
 
-            self.launch(size, done, variables)
+            self.launch(size, done, self.variables[i])
 
         def finish() -> None:
             o, end = self.origin, self.net.now
