@@ -109,6 +109,8 @@ def one_try(setting: str, iterations: int, out: Path) -> dict:
     runner = Runner(experiment(rate, iterations), out, Console(quiet=True))
     with stressed(setting), DatapathStats() as dp:
         run_dir = runner.run()
+    if runner.status == "incomplete":  # Ctrl-C or SIGTERM: the Runner tore down; stop here
+        raise SystemExit(f"{setting}: interrupted; no further tries")
     fid = json.loads((run_dir / "fidelity.json").read_text())
     ratios = {v["job"]: min(s["ratio"] for s in v["sizes"]) for v in fid["job"]["jobs"]
               if v["sizes"]}

@@ -9,6 +9,7 @@ import contextlib
 import random
 from collections import Counter
 from itertools import combinations, product
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +17,9 @@ from sdn_app.allocation.cluster import Cluster
 from sdn_app.allocation.ledger import Allocation, AllocationRefused
 from sdn_app.allocation.milp import Milp
 from sdn_app.allocation.ocs_exact import Snapshot, best_pair, pack_blocks, split_evenly
-from testbed.core.spec import parse_fabric
+from testbed.core.experiment import load_experiments
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def clone(cluster: Cluster, rewiring: str) -> Cluster:
@@ -264,15 +267,15 @@ def test_refused_for_circuits_only_when_no_wiring_exists(gpus_per_server: int) -
     assert refusals > 0  # the states do reach refusals, so the check is exercised
 
 
-def test_an_ocs_fabric_spec_selects_exact_for_the_controllers_allocator() -> None:
-    """experiments/contention.yaml's ocs-vclos fabric with ``ocs_rewiring: exact``: the
-    controller's cluster (Cluster.for_fabric) places the variant's jobs with it."""
-    spec = parse_fabric({"fabric": {
-        "kind": "ocs_leaf_spine", "leaves": 4, "spines": 4, "hosts_per_leaf": 4,
-        "host_link_mbit_s": 20, "uplink_mbit_s": 20, "ocs_count": 4, "ocs_rewiring": "exact"}})
-    c = Cluster.for_fabric(spec)
+def test_contention_ocs_variant_places_its_jobs_with_exact() -> None:
+    """experiments/contention.yaml's ocs-vclos variant sets ``ocs_rewiring: exact``: the
+    controller's cluster (Cluster.for_fabric) places the variant's jobs with it, big on a
+    direct leaf pair (4 leaf-leaf circuits)."""
+    (exp,) = [e for e in load_experiments(REPO / "experiments" / "contention.yaml")
+              if e.fabric.kind == "ocs_leaf_spine"]
+    c = Cluster.for_fabric(exp.fabric)
     assert c.rewiring == "exact"
-    for name, k in (("big", 8), ("mid", 4), ("pair1", 2), ("pair2", 2)):
-        check_job(c, c.allocate(name, k, "ocs-vclos"))
+    for job in exp.jobs:
+        check_job(c, c.allocate(job.name, job.hosts_wanted, "ocs-vclos"))
     check_ports(c)
     assert len(c.jobs["big"].leaves) == 2 and len(c.jobs["big"].circuits) == 4
