@@ -59,8 +59,20 @@ class AuditedExact(ExactRewiring):
             self.decisions.append((job_id, decision, seconds))
             print(line(job_id, self.attempts[job_id], decision, seconds), flush=True)
             if decision.answer == "wiring":
-                print("  " + diagnose(ledger, job_id, decision.verdicts[-1].wiring), flush=True)
+                wiring = decision.verdicts[-1].wiring
+                print("  " + state_summary(ledger, wiring.shape), flush=True)
+                print("  " + diagnose(ledger, job_id, wiring), flush=True)
         return found
+
+
+def state_summary(ledger: Ledger, shape: Shape) -> str:
+    st = State.of(ledger)
+    idle_leaves = [lf for lf, spread in enumerate(st.spread) if spread]
+    return (f"state: {sum(st.spread)} hosts in idle servers on {len(idle_leaves)} leaves, "
+            f"{sum(st.leaf_mask[lf].bit_count() for lf in idle_leaves)} idle OCS ports on "
+            f"them; {sum(map(sum, st.spine_idle))} idle spine ports, "
+            f"{sum(sum(idle) >= shape.m for idle in st.spine_idle)} spines with >= "
+            f"{shape.m} ({shape.n} needed)")
 
 
 def diagnose(ledger: Ledger, job_id: str, wiring: Wiring) -> str:
