@@ -6,13 +6,17 @@ decides exactly whether any shape ``exact`` knows could place the job
 wiring found is checked port by port).
 
     nice -n 10 .venv/bin/python benchmarks/ocs_refusals.py [--gap 241] [--jobs 5000]
-        [--time-limit 120]
+        [--time-limit 120] [--last-resort] [--no-audit]
 
 One line per refusal: the job, its size k, the refusal's number for that job, every shape
 tried with its answer (``none``: proven, with the reason; ``WIRING``: a wiring exists;
-``unknown``) and the seconds spent; then totals. The run itself is ``exact``'s own (the
-refusals are kept, so the run is the one vclos_paper.py measures), only observed: the hook is
-a subclass of the exact rewiring registered under another name.
+``unknown``) and the seconds spent; then totals. Where a wiring exists, a summary of the
+state, whether exact's wiring step wires the packing found, and whether exact's own search
+finds it with a longer wiring time limit or more packings (:func:`diagnose`). The run itself
+is ``exact``'s own (the refusals are kept, so the run is the one vclos_paper.py measures),
+only observed: the hook is a subclass of the exact rewiring registered under another name.
+``--last-resort`` runs exact with the change proposed for it instead (:func:`add_last_resort`);
+``--no-audit`` only runs, for timing (JWT, refusals, wall and CPU seconds).
 """
 
 from __future__ import annotations
