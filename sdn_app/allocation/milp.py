@@ -28,6 +28,7 @@ class Milp:
         self.row_lower: list[float] = []
         self.row_upper: list[float] = []
         self.proven = True  # the last solve proved its answer (optimum or infeasibility)
+        self.infeasible = False  # the last solve proved that no solution exists
 
     def var(self, upper: float = 1, cost: float = 0.0, lower: float = 0) -> int:
         """A new integer variable in [lower, upper]; its index."""
@@ -48,7 +49,7 @@ class Milp:
     def solve(self, time_limit_s: float = INF) -> list[int] | None:
         """Optimal values (rounded), or None if infeasible. With a ``time_limit_s`` that
         runs out: the best solution found by then (:attr:`proven` False), or None."""
-        self.proven = True
+        self.proven, self.infeasible = True, False
         if not self.cost:
             return []
         lp = highspy.HighsLp()
@@ -73,6 +74,7 @@ class Milp:
         h.passModel(lp)
         h.run()
         status = h.getModelStatus()
+        self.infeasible = status == highspy.HighsModelStatus.kInfeasible
         if status == highspy.HighsModelStatus.kTimeLimit:
             self.proven = False
             if h.getInfo().primal_solution_status != highspy.kSolutionStatusFeasible:
