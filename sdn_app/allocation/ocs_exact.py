@@ -351,9 +351,11 @@ def split_evenly(edges: list[tuple], count: int, exact: dict, cap) -> list[list[
             by_b.setdefault(b, {})[v] = 1
         for a, terms in by_a.items():
             model.row(terms, lower=exact[a], upper=exact[a])
+        degree: Counter = Counter()
+        for (_a, b), c in left.items():
+            degree[b] += c
         for b, terms in by_b.items():
-            degree = sum(left[e] for e in keys if e[1] == b)
-            model.row(terms, lower=max(0, degree - cap(b) * (remaining - 1)), upper=cap(b))
+            model.row(terms, lower=max(0, degree[b] - cap(b) * (remaining - 1)), upper=cap(b))
         x = model.solve()
         assert x is not None, "an equitable split always exists"
         part = [e for e, v in zip(keys, var, strict=True) for _ in range(x[v])]
