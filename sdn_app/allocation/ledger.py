@@ -203,12 +203,9 @@ class Ledger:
         self.jobs: dict[str, Allocation] = {}
         self._host_owner: dict[Host, str] = {}
         self._free_count = [hosts_per_leaf] * leaves  # free hosts per leaf
-        # Busy hosts per server ([leaf][server]) and wholly idle servers per leaf, idle OCS
-        # ports per leaf (bit o), idle ports per spine and OCS (a count, and bit p of a mask),
-        # kept as jobs come and go.
-        servers = hosts_per_leaf // gpus_per_server
-        self._server_busy = [[0] * servers for _ in range(leaves)]
-        self._idle_servers = [servers] * leaves
+        # Busy hosts per server ([leaf][server]), idle OCS ports per leaf (bit o), idle ports
+        # per spine and OCS (a count, and bit p of a mask), kept as jobs come and go.
+        self._server_busy = [[0] * (hosts_per_leaf // gpus_per_server) for _ in range(leaves)]
         self._leaf_idle_mask = [(1 << ocs_count) - 1] * leaves
         self._spine_idle = [[spine_ports_per_ocs] * ocs_count for _ in range(spines)]
         self._spine_port_mask = [[(1 << spine_ports_per_ocs) - 1] * ocs_count
@@ -253,11 +250,13 @@ class Ledger:
 
     def spread_count(self, leaf: int) -> int:
         """``len(spread_slots(leaf))``."""
-        return self._idle_servers[leaf] * self.gpus_per_server
+        if self.gpus_per_server == 1:
+            return self.free_count(leaf)
+        return self._server_busy[leaf].count(0) * self.gpus_per_server
 
     def idle_servers(self) -> list[int]:
-        """Wholly idle servers per leaf (a copy)."""
-        return list(self._idle_servers)
+        """Wholly idle servers per leaf."""
+        return [row.count(0) for row in self._server_busy]
 
     def leaves_with(self, n: int) -> list[int]:
         """Leaves where a job crossing leaves finds >= n hosts (:meth:`spread_slots`), best
@@ -379,20 +378,16 @@ class Ledger:
 
     def _book_hosts(self, hosts: Iterable[Host], job_id: str, step: int) -> None:
         """Give ``hosts`` to ``job_id`` (``step`` +1) or free them (-1)."""
-        owner, busy, g = self._host_owner, self._server_busy, self.gpus_per_server
+        owner, free, busy, g = (self._host_owner, self._free_count, self._server_busy,
+                                self.gpus_per_server)
         for host in hosts:
-            leaf, slot = host
             if step > 0:
                 assert host not in owner, host
                 owner[host] = job_id
             else:
                 del owner[host]
-            self._free_count[leaf] -= step
-            row = busy[leaf]
-            server = slot // g
-            was_idle = not row[server]
-            row[server] += step
-            self._idle_servers[leaf] += (not row[server]) - was_idle
+            free[host[0]] -= step
+            busy[host[0]][host[1] // g] += step
 
     def _book_circuits(self, circuits: Iterable[Circuit], step: int) -> None:
         """Hold the ports of ``circuits`` (``step`` +1) or set them idle again (-1): each
