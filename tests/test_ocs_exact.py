@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from sdn_app.allocation import milp
 from sdn_app.allocation.cluster import Cluster
 from sdn_app.allocation.ledger import Allocation, AllocationRefused
 from sdn_app.allocation.milp import Milp
@@ -87,6 +88,29 @@ def test_milp_finds_the_optimum_and_says_when_there_is_none() -> None:
     assert model.solve() == [3, 2]
     model.row({x: 1}, lower=20)
     assert model.solve() is None
+
+
+def test_milp_answers_a_model_met_again_from_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same model (the FIFO head placed again) is not solved again; another model is."""
+    runs = []
+    real_run = Milp._run
+    monkeypatch.setattr(Milp, "_run", lambda self, *a: runs.append(1) or real_run(self, *a))
+
+    def model(bound: float) -> Milp:
+        m = Milp()
+        x, y = m.var(10, cost=-1), m.var(10, cost=-2)
+        m.row({x: 1, y: 1}, upper=bound)
+        return m
+
+    monkeypatch.setattr(milp, "SOLVED", {})
+    assert model(5.5).solve() == [0, 5]
+    assert model(5.5).solve() == [0, 5]
+    assert len(runs) == 1
+    assert model(7.5).solve() == [0, 7]
+    infeasible = model(5.5)
+    infeasible.row({0: 1}, lower=20)
+    assert infeasible.solve() is None and infeasible.solve() is None
+    assert len(runs) == 3
 
 
 def test_split_evenly_deals_every_edge_within_the_caps() -> None:

@@ -203,14 +203,14 @@ class Ledger:
         self.jobs: dict[str, Allocation] = {}
         self._host_owner: dict[Host, str] = {}
         self._free_count = [hosts_per_leaf] * leaves  # free hosts per leaf
-        # Busy hosts per server ([leaf][server]), idle OCS ports per leaf (bit o) and idle
-        # ports per spine and OCS, kept as jobs come and go.
+        # Busy hosts per server ([leaf][server]), idle OCS ports per leaf (bit o), idle ports
+        # per spine and OCS (a count, and bit p of a mask), kept as jobs come and go.
         self._server_busy = [[0] * (hosts_per_leaf // gpus_per_server) for _ in range(leaves)]
         self._leaf_idle_mask = [(1 << ocs_count) - 1] * leaves
         self._spine_idle = [[spine_ports_per_ocs] * ocs_count for _ in range(spines)]
+        self._spine_port_mask = [[(1 << spine_ports_per_ocs) - 1] * ocs_count
+                                 for _ in range(spines)]
         self._link_owner: dict[Link, str] = {}
-        self._leaf_port_owner: dict[LeafPort, str] = {}
-        self._spine_port_owner: dict[SpinePort, str] = {}
 
     # ------------------------------------------------------------------- hosts
 
@@ -253,6 +253,10 @@ class Ledger:
         if self.gpus_per_server == 1:
             return self.free_count(leaf)
         return self._server_busy[leaf].count(0) * self.gpus_per_server
+
+    def idle_servers(self) -> list[int]:
+        """Wholly idle servers per leaf."""
+        return [row.count(0) for row in self._server_busy]
 
     def leaves_with(self, n: int) -> list[int]:
         """Leaves where a job crossing leaves finds >= n hosts (:meth:`spread_slots`), best
@@ -300,23 +304,20 @@ class Ledger:
     # --------------------------------------------------------------- OCS ports
 
     def leaf_port_idle(self, ocs: int, leaf: int) -> bool:
-        return (ocs, leaf) not in self._leaf_port_owner
+        return bool(self._leaf_idle_mask[leaf] >> ocs & 1)
 
     def spine_port_idle(self, ocs: int, spine: int, port: int) -> bool:
-        return (ocs, spine, port) not in self._spine_port_owner
+        return bool(self._spine_port_mask[spine][ocs] >> port & 1)
 
     def idle_ocses(self, leaf: int) -> list[int]:
         """OCSes on which ``leaf``'s port is idle, lowest first."""
-        return [o for o in range(self.ocs_count) if (o, leaf) not in self._leaf_port_owner]
+        mask = self._leaf_idle_mask[leaf]
+        return [o for o in range(self.ocs_count) if mask >> o & 1]
 
     def idle_spine_ports(self, spine: int) -> list[tuple[int, int]]:
         """``(ocs, port)`` of every idle port of ``spine``."""
-        return [
-            (o, p)
-            for o in range(self.ocs_count)
-            for p in range(self.spine_ports_per_ocs)
-            if (o, spine, p) not in self._spine_port_owner
-        ]
+        return [(o, p) for o, mask in enumerate(self._spine_port_mask[spine])
+                for p in range(self.spine_ports_per_ocs) if mask >> p & 1]
 
     def idle_ocs_mask(self, leaf: int) -> int:
         """Bit o is set when ``leaf``'s port on OCS o is idle."""
@@ -324,33 +325,26 @@ class Ledger:
 
     def idle_ports_of(self, ocs: int, spine: int) -> list[int]:
         """The idle ports of ``spine`` on ``ocs``, lowest first."""
-        if self._spine_idle[spine][ocs] == self.spine_ports_per_ocs:
-            return list(range(self.spine_ports_per_ocs))
-        return [p for p in range(self.spine_ports_per_ocs)
-                if (ocs, spine, p) not in self._spine_port_owner]
+        mask = self._spine_port_mask[spine][ocs]
+        return [p for p in range(self.spine_ports_per_ocs) if mask >> p & 1]
 
     def idle_spine_counts(self) -> list[list[int]]:
         """``[spine][ocs]``: how many of the spine's ports on that OCS are idle (a copy)."""
-        return [list(row) for row in self._spine_idle]
+        return [row[:] for row in self._spine_idle]
 
     def busy_spine_ports(self) -> list[int]:
         """How many of each spine's OCS ports are held."""
-        busy = [0] * self.spines
-        for _ocs, spine, _port in self._spine_port_owner:
-            busy[spine] += 1
-        return busy
+        total = self.ocs_count * self.spine_ports_per_ocs
+        return [total - sum(row) for row in self._spine_idle]
 
     # --------------------------------------------------------------- jobs
 
     def is_empty(self) -> bool:
         """True when no job, host, link or OCS port is in use."""
-        return not (
-            self.jobs
-            or self._host_owner
-            or self._link_owner
-            or self._leaf_port_owner
-            or self._spine_port_owner
-        )
+        full = self.ocs_count * self.spine_ports_per_ocs
+        return not (self.jobs or self._host_owner or self._link_owner) and all(
+            mask == (1 << self.ocs_count) - 1 for mask in self._leaf_idle_mask
+        ) and all(sum(row) == full for row in self._spine_idle)
 
     def adopt(self, allocation: Allocation) -> None:
         """Take back a job that was placed before (a restarted controller reloading its state)."""
@@ -366,45 +360,54 @@ class Ledger:
         if job_id not in self.jobs:
             raise AllocationRequestError(f"no running job with id {job_id!r}")
         allocation = self.jobs.pop(job_id)
-        for host in allocation.hosts:
-            del self._host_owner[host]
-            self._free_count[host[0]] += 1
-            self._server_busy[host[0]][host[1] // self.gpus_per_server] -= 1
+        self._book_hosts(allocation.hosts, job_id, -1)
         for link in self._exclusive_links(allocation):
             del self._link_owner[link]
-        for ocs, end_a, end_b in allocation.circuits:
-            for end in (end_a, end_b):
-                if end[0] == "leaf":
-                    del self._leaf_port_owner[(ocs, end[1])]
-                    self._leaf_idle_mask[end[1]] |= 1 << ocs
-                else:
-                    del self._spine_port_owner[(ocs, end[1], end[2])]
-                    self._spine_idle[end[1]][ocs] += 1
+        self._book_circuits(allocation.circuits, -1)
         return allocation
 
     def commit(self, allocation: Allocation) -> None:
         """Record that ``allocation``'s job holds its hosts, links and ports."""
         job_id = allocation.job_id
-        for host in allocation.hosts:
-            assert host not in self._host_owner, host
-            self._host_owner[host] = job_id
-            self._free_count[host[0]] -= 1
-            self._server_busy[host[0]][host[1] // self.gpus_per_server] += 1
+        self._book_hosts(allocation.hosts, job_id, +1)
         for link in self._exclusive_links(allocation):
             assert link not in self._link_owner, link
             self._link_owner[link] = job_id
-        for ocs, end_a, end_b in allocation.circuits:
-            for end in (end_a, end_b):
-                if end[0] == "leaf":
-                    assert (ocs, end[1]) not in self._leaf_port_owner, (ocs, end[1])
-                    self._leaf_port_owner[(ocs, end[1])] = job_id
-                    self._leaf_idle_mask[end[1]] &= ~(1 << ocs)
-                else:
-                    port = (ocs, end[1], end[2])
-                    assert port not in self._spine_port_owner, port
-                    self._spine_port_owner[port] = job_id
-                    self._spine_idle[end[1]][ocs] -= 1
+        self._book_circuits(allocation.circuits, +1)
         self.jobs[job_id] = allocation
+
+    def _book_hosts(self, hosts: Iterable[Host], job_id: str, step: int) -> None:
+        """Give ``hosts`` to ``job_id`` (``step`` +1) or free them (-1)."""
+        owner, free, busy, g = (self._host_owner, self._free_count, self._server_busy,
+                                self.gpus_per_server)
+        for host in hosts:
+            if step > 0:
+                assert host not in owner, host
+                owner[host] = job_id
+            else:
+                del owner[host]
+            free[host[0]] -= step
+            busy[host[0]][host[1] // g] += step
+
+    def _book_circuits(self, circuits: Iterable[Circuit], step: int) -> None:
+        """Hold the ports of ``circuits`` (``step`` +1) or set them idle again (-1): each
+        end's bit flips, so holding a held port (or freeing an idle one) is caught."""
+        leaf_mask, port_mask, idle = self._leaf_idle_mask, self._spine_port_mask, self._spine_idle
+        for ocs, end_a, end_b in circuits:
+            bit = 1 << ocs
+            leaf = end_a[1]
+            assert bool(leaf_mask[leaf] & bit) == (step > 0), (ocs, end_a)
+            leaf_mask[leaf] ^= bit
+            if end_b[0] == "leaf":
+                other = end_b[1]
+                assert bool(leaf_mask[other] & bit) == (step > 0), (ocs, end_b)
+                leaf_mask[other] ^= bit
+            else:
+                spine, port = end_b[1], end_b[2]
+                row = port_mask[spine]
+                assert bool(row[ocs] >> port & 1) == (step > 0), (ocs, end_b)
+                row[ocs] ^= 1 << port
+                idle[spine][ocs] -= step
 
     def _exclusive_links(self, allocation: Allocation) -> frozenset[Link]:
         """The (leaf, spine) pairs no other job may use while this one runs (a vClos job's

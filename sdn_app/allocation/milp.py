@@ -2,17 +2,23 @@
 
 Variables are added with bounds and a cost, rows as sparse ``{variable: coefficient}``
 with lower and upper bounds; :meth:`Milp.solve` minimises and returns the integer values
-of every variable, or None when the program is infeasible.
+of every variable, or None when the program is infeasible. Proven answers are remembered by
+model (:data:`SOLVED`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import highspy
 import numpy as np
 
 INF = math.inf
+# Proven answers by model (the SHA-256 of its arrays), so a model met again is not solved again (the
+# FIFO queue's head is placed again after every departure); cleared when it holds MAX_SOLVED.
+SOLVED: dict[bytes, tuple[tuple[int, ...] | None, bool]] = {}  # answer, proven infeasible
+MAX_SOLVED = 20000
 
 
 class Milp:
@@ -48,22 +54,44 @@ class Milp:
 
     def solve(self, time_limit_s: float = INF) -> list[int] | None:
         """Optimal values (rounded), or None if infeasible. With a ``time_limit_s`` that
-        runs out: the best solution found by then (:attr:`proven` False), or None."""
+        runs out: the best solution found by then (:attr:`proven` False), or None.
+
+        A model solved before (the same arrays) gets its proven answer back from
+        :data:`SOLVED` without HiGHS: one thread, HiGHS answers the same model the same way."""
         self.proven, self.infeasible = True, False
         if not self.cost:
             return []
+        arrays = (
+            np.array(self.cost, dtype=np.float64), np.array(self.lower, dtype=np.float64),
+            np.array(self.upper, dtype=np.float64), np.array(self.row_lower, dtype=np.float64),
+            np.array(self.row_upper, dtype=np.float64), np.array(self.row_starts, dtype=np.int32),
+            np.array(self.row_index, dtype=np.int32), np.array(self.row_value, dtype=np.float64))
+        key = hashlib.sha256(b"|".join(a.tobytes() for a in arrays)).digest()
+        if key in SOLVED:
+            found, self.infeasible = SOLVED[key]
+            return None if found is None else list(found)
+        found = self._run(arrays, time_limit_s)
+        if self.proven:
+            if len(SOLVED) >= MAX_SOLVED:
+                SOLVED.clear()
+            SOLVED[key] = (None if found is None else tuple(found), self.infeasible)
+        return found
+
+    def _run(self, arrays: tuple[np.ndarray, ...], time_limit_s: float) -> list[int] | None:
+        """HiGHS on the model's arrays (see :meth:`solve`)."""
+        cost, lower, upper, row_lower, row_upper, starts, index, value = arrays
         lp = highspy.HighsLp()
-        lp.num_col_ = len(self.cost)
-        lp.num_row_ = len(self.row_lower)
-        lp.col_cost_ = np.array(self.cost, dtype=np.float64)
-        lp.col_lower_ = np.array(self.lower, dtype=np.float64)
-        lp.col_upper_ = np.array(self.upper, dtype=np.float64)
-        lp.row_lower_ = np.array(self.row_lower, dtype=np.float64)
-        lp.row_upper_ = np.array(self.row_upper, dtype=np.float64)
+        lp.num_col_ = len(cost)
+        lp.num_row_ = len(row_lower)
+        lp.col_cost_ = cost
+        lp.col_lower_ = lower
+        lp.col_upper_ = upper
+        lp.row_lower_ = row_lower
+        lp.row_upper_ = row_upper
         lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-        lp.a_matrix_.start_ = np.array(self.row_starts, dtype=np.int32)
-        lp.a_matrix_.index_ = np.array(self.row_index, dtype=np.int32)
-        lp.a_matrix_.value_ = np.array(self.row_value, dtype=np.float64)
+        lp.a_matrix_.start_ = starts
+        lp.a_matrix_.index_ = index
+        lp.a_matrix_.value_ = value
         lp.integrality_ = [highspy.HighsVarType.kInteger] * lp.num_col_
         h = highspy.Highs()
         h.setOptionValue("output_flag", False)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
+from functools import partial
 
 from sdn_app.allocation.ledger import Allocation, Circuit, Host, Ledger
 from sdn_app.allocation.milp import Milp
@@ -41,6 +42,9 @@ from sdn_app.allocation.milp import Milp
 MAX_PACKINGS = 4
 # How long the wiring MILP may run before its best answer is taken (or the shape given up).
 WIRE_TIME_LIMIT_S = 2.0
+# ``Circuit(*fields)`` built in C, without the named tuple's Python-level constructor: a job
+# of 512 hosts builds 512 circuits.
+_circuit = partial(tuple.__new__, Circuit)
 # How many wiring MILPs ran, and how many hit the time limit (answer not proven optimal).
 SOLVER_STATS = {"wire_milps": 0, "wire_unproven": 0}
 
@@ -56,8 +60,9 @@ class Snapshot:
 
     @classmethod
     def of(cls, ledger: Ledger) -> Snapshot:
-        spread = [ledger.spread_count(leaf) for leaf in range(ledger.leaves)]
-        return cls(spread, [s // ledger.gpus_per_server for s in spread],
+        idle = ledger.idle_servers()
+        g = ledger.gpus_per_server
+        return cls([servers * g for servers in idle], idle,
                    [ledger.idle_ocs_mask(leaf) for leaf in range(ledger.leaves)],
                    ledger.idle_spine_counts())
 
@@ -346,9 +351,11 @@ def split_evenly(edges: list[tuple], count: int, exact: dict, cap) -> list[list[
             by_b.setdefault(b, {})[v] = 1
         for a, terms in by_a.items():
             model.row(terms, lower=exact[a], upper=exact[a])
+        degree: Counter = Counter()
+        for (_a, b), c in left.items():
+            degree[b] += c
         for b, terms in by_b.items():
-            degree = sum(left[e] for e in keys if e[1] == b)
-            model.row(terms, lower=max(0, degree - cap(b) * (remaining - 1)), upper=cap(b))
+            model.row(terms, lower=max(0, degree[b] - cap(b) * (remaining - 1)), upper=cap(b))
         x = model.solve()
         assert x is not None, "an equitable split always exists"
         part = [e for e, v in zip(keys, var, strict=True) for _ in range(x[v])]
@@ -397,8 +404,8 @@ def block_allocation(
     spine_of: dict[Host, int] = {}
     circuit_of: dict[Host, int] = {}
     for leaf in sorted(blocks):
-        slots = ledger.take_slots([leaf], blocks[leaf] * n)[leaf]
-        for h, slot in enumerate(slots):
+        leaf_end = ("leaf", leaf)
+        for h, slot in enumerate(ledger.take_slots([leaf], blocks[leaf] * n)[leaf]):
             spine = spines[h % n]
             ocs = ocs_of[(leaf, spine)][h // n]
             free = ports.get((ocs, spine))
@@ -408,9 +415,10 @@ def block_allocation(
             hosts.append(host)
             spine_of[host] = spine
             circuit_of[host] = len(circuits)
-            circuits.append(Circuit(ocs, ("leaf", leaf), ("spine", spine, free.pop(0))))
+            circuits.append(_circuit((ocs, leaf_end, ("spine", spine, free.pop(0)))))
     return Allocation(
-        job_id=job_id, policy="ocs-vclos", hosts=tuple(sorted(hosts)),
+        job_id=job_id, policy="ocs-vclos", hosts=tuple(hosts),  # leaf, then slot: sorted
         leaves=tuple(sorted(blocks)), spines=tuple(spines),
         links=frozenset((leaf, s) for leaf in blocks for s in spines),
         circuits=tuple(circuits), spine_of=spine_of, circuit_of=circuit_of)
+
