@@ -332,9 +332,9 @@ def _wire_kinds(
 def split_evenly(edges: list[tuple], count: int, exact: dict, cap) -> list[list[tuple]]:
     """Deal the edges ``(a, b)`` (repeats allowed) out to ``count`` parts: each part gets
     exactly ``exact[a]`` edges at every a present and at most ``cap(b)`` at every b. One part
-    at a time, as a flow problem (an LP whose optimum is integral, solved by the MILP) that
-    leaves every b at most ``cap(b)`` per part still to come: de Werra's equitable colouring
-    of a bipartite multigraph says such a part exists whenever the totals allow it."""
+    at a time (:func:`one_part`), leaving every b at most ``cap(b)`` per part still to come:
+    de Werra's equitable colouring of a bipartite multigraph says such a part exists
+    whenever the totals allow it."""
     parts: list[list[tuple]] = []
     left = Counter(edges)
     for remaining in range(count, 0, -1):
@@ -342,27 +342,61 @@ def split_evenly(edges: list[tuple], count: int, exact: dict, cap) -> list[list[
         if remaining == 1:
             parts.append([e for e in keys for _ in range(left[e])])
             break
-        model = Milp()
-        var = [model.var(left[e]) for e in keys]
-        by_a: dict = {}
-        by_b: dict = {}
-        for v, (a, b) in zip(var, keys, strict=True):
-            by_a.setdefault(a, {})[v] = 1
-            by_b.setdefault(b, {})[v] = 1
-        for a, terms in by_a.items():
-            model.row(terms, lower=exact[a], upper=exact[a])
         degree: Counter = Counter()
         for (_a, b), c in left.items():
             degree[b] += c
-        for b, terms in by_b.items():
-            model.row(terms, lower=max(0, degree[b] - cap(b) * (remaining - 1)), upper=cap(b))
-        x = model.solve()
-        assert x is not None, "an equitable split always exists"
-        part = [e for e, v in zip(keys, var, strict=True) for _ in range(x[v])]
+        low = {b: max(0, d - cap(b) * (remaining - 1)) for b, d in degree.items()}
+        part = one_part(keys, left, exact, low, {b: cap(b) for b in degree})
+        assert part is not None, "an equitable split always exists"
         parts.append(part)
         left.subtract(part)
         left = +left
     return parts
+
+
+def one_part(keys: list[tuple], left: Counter, exact: dict, low: dict,
+             high: dict) -> list[tuple] | None:
+    """Edges (a multiset of ``keys``, at most ``left[e]`` of each) with exactly ``exact[a]``
+    at every a and between ``low[b]`` and ``high[b]`` at every b, or None if there are none.
+
+    A feasible flow with lower bounds, by augmenting paths (a -> b, back from b to another a
+    that holds one of b's edges, ...): first every b is filled up to ``low[b]``, then up to
+    ``high[b]``. A path never takes an edge away from its last b, so b's count only grows
+    and the lower bounds met in the first pass stay met; each pass is a maximum flow (an a
+    that finds no path finds none later), so a part exists exactly when both passes fill."""
+    by_a: dict = {}
+    for a, b in keys:
+        by_a.setdefault(a, []).append(b)
+    by_b: dict = {}  # b -> {a: None} of the a's that have held one of b's edges
+    taken: Counter = Counter()  # edge -> copies in the part
+    at_b: Counter = Counter()
+    need = dict.fromkeys(by_a, 0)
+
+    def augment(a, limit: dict, seen: set) -> bool:
+        for b in by_a[a]:
+            if b in seen or taken[(a, b)] >= left[(a, b)]:
+                continue
+            seen.add(b)
+            if at_b[b] < limit.get(b, 0):
+                at_b[b] += 1
+            else:
+                other = next((o for o in by_b.get(b, ()) if taken[(o, b)]
+                              and augment(o, limit, seen)), None)
+                if other is None:
+                    continue
+                taken[(other, b)] -= 1
+            taken[(a, b)] += 1
+            by_b.setdefault(b, {})[a] = None
+            return True
+        return False
+
+    for limit in (low, high):
+        for a in by_a:
+            while need[a] < exact[a] and augment(a, limit, set()):
+                need[a] += 1
+    if any(need[a] < exact[a] for a in by_a) or any(at_b[b] < lo for b, lo in low.items()):
+        return None
+    return [e for e in keys for _ in range(taken[e])]
 
 
 def place_whole_leaves(ledger: Ledger, job_id: str, snap: Snapshot, k: int) -> Allocation | None:
