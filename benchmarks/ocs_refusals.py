@@ -6,16 +6,14 @@ decides exactly whether any shape ``exact`` knows could place the job
 wiring found is checked port by port).
 
     nice -n 10 .venv/bin/python benchmarks/ocs_refusals.py [--gap 241] [--jobs 5000]
-        [--time-limit 120] [--last-resort] [--no-audit]
+        [--time-limit 120] [--no-audit]
 
 One line per refusal: the job, its size k, the refusal's number for that job, every shape
 tried with its answer (``none``: proven, with the reason; ``WIRING``: a wiring exists;
 ``unknown``) and the seconds spent; then totals. Where a wiring exists, a summary of the
-state, whether exact's wiring step wires the packing found, and whether exact's own search
-finds it with a longer wiring time limit or more packings (:func:`diagnose`). The run itself
+state. The run itself
 is ``exact``'s own (the refusals are kept, so the run is the one vclos_paper.py measures),
 only observed: the hook is a subclass of the exact rewiring registered under another name.
-``--last-resort`` runs exact with the change proposed for it instead (:func:`add_last_resort`);
 ``--no-audit`` only runs, for timing (JWT, refusals, wall and CPU seconds).
 """
 
@@ -27,7 +25,6 @@ from collections import Counter
 
 from vclos_paper import run
 
-from sdn_app.allocation import ocs_exact
 from sdn_app.allocation.cluster import Cluster
 from sdn_app.allocation.ledger import Allocation, Ledger
 from sdn_app.allocation.ocs import REWIRINGS, ExactRewiring
@@ -35,9 +32,7 @@ from sdn_app.allocation.ocs_feasibility import (
     Decision,
     Shape,
     State,
-    Wiring,
     decide,
-    decide_blocks,
 )
 
 
@@ -65,7 +60,6 @@ class AuditedExact(ExactRewiring):
             if decision.answer == "wiring":
                 wiring = decision.verdicts[-1].wiring
                 print("  " + state_summary(ledger, wiring.shape), flush=True)
-                print("  " + diagnose(ledger, job_id, wiring), flush=True)
         return found
 
 
@@ -79,46 +73,6 @@ def state_summary(ledger: Ledger, shape: Shape) -> str:
             f"{shape.m} ({shape.n} needed)")
 
 
-def diagnose(ledger: Ledger, job_id: str, wiring: Wiring) -> str:
-    """Does ``exact``'s wiring step (ocs_exact.wire_blocks) wire the packing found here, and
-    would its own search (ocs_exact.place_blocks, on this state, nothing committed) find the
-    shape with a longer wiring time limit, or with more packings? Each setting's packings
-    tried and seconds."""
-    names = ("MAX_PACKINGS", "WIRE_TIME_LIMIT_S", "pack_blocks", "place_blocks", "Snapshot",
-             "wire_blocks")
-    shape = wiring.shape
-    if shape.kind not in ("blocks", "star") or not all(hasattr(ocs_exact, n) for n in names):
-        return "diagnosis: not available for this shape or this version of ocs_exact"
-    blocks = {leaf: hosts // shape.n for leaf, hosts in wiring.hosts.items()}
-    wired = ocs_exact.wire_blocks(ledger, ocs_exact.Snapshot.of(ledger), blocks, shape.n)
-    out = [f"wire_blocks on this packing: {'wired' if wired else 'None'}"]
-    saved = {n: getattr(ocs_exact, n) for n in names}
-    packings = 0
-
-    def counted(*args: object, **kwargs: object) -> dict[int, int] | None:
-        nonlocal packings
-        packings += 1
-        return saved["pack_blocks"](*args, **kwargs)
-
-    try:
-        ocs_exact.pack_blocks = counted
-        for max_packings, limit_s in ((4, 2.0), (4, 120.0), (16, 2.0), (64, 2.0), (256, 2.0),
-                                      (10**6, 2.0)):
-            ocs_exact.MAX_PACKINGS, ocs_exact.WIRE_TIME_LIMIT_S = max_packings, limit_s
-            packings, start = 0, time.perf_counter()
-            found = ocs_exact.place_blocks(ledger, job_id, ocs_exact.Snapshot.of(ledger),
-                                           shape.m, shape.n, fewest_leaves=shape.kind == "star")
-            out.append(f"MAX_PACKINGS {max_packings}, wire limit {limit_s:g} s: "
-                       f"{'FOUND' if found else 'refused'} after {packings} packings, "
-                       f"{time.perf_counter() - start:.2f} s")
-            if found:
-                break
-    finally:
-        for n, v in saved.items():
-            setattr(ocs_exact, n, v)
-    return "diagnosis (exact's own search): " + "; ".join(out)
-
-
 def line(job_id: str, attempt: int, decision: Decision, seconds: float) -> str:
     shapes = "; ".join(
         f"{v.shape}: {'WIRING' if v.answer == 'wiring' else v.answer} ({v.how}, "
@@ -128,50 +82,20 @@ def line(job_id: str, attempt: int, decision: Decision, seconds: float) -> str:
     return f"job {job_id} k={decision.k} refusal #{attempt}: {verdict} [{seconds:.1f} s] | {shapes}"
 
 
-def add_last_resort(time_limit_s: float) -> None:
-    """The change proposed for ``exact`` (tried here, ocs_exact.py untouched): where its own
-    packings of a shape cannot be wired, the joint MILP of :func:`decide_blocks` decides the
-    shape, and its wiring is taken."""
-    original = ocs_exact.place_blocks
-
-    def place_blocks(ledger: Ledger, job_id: str, snap: ocs_exact.Snapshot, m: int, n: int,
-                     fewest_leaves: bool = False) -> Allocation | None:
-        found = original(ledger, job_id, snap, m, n, fewest_leaves)
-        if found is not None:
-            return found
-        shape = Shape("star" if fewest_leaves else "blocks", m, n)
-        wiring = decide_blocks(ledger, State.of(ledger), shape, time_limit_s).wiring
-        if wiring is None:
-            return None
-        ocs_of: dict[tuple[int, int], list[int]] = {}
-        for c in wiring.circuits:
-            ocs_of.setdefault((c.end_a[1], c.end_b[1]), []).append(c.ocs)
-        blocks = {leaf: hosts // n for leaf, hosts in wiring.hosts.items()}
-        return ocs_exact.block_allocation(ledger, job_id, blocks, n, list(wiring.spines),
-                                          ocs_of)
-
-    ocs_exact.place_blocks = place_blocks
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gap", type=float, default=241.0, help="mean inter-arrival time, s")
     ap.add_argument("--jobs", type=int, default=5000)
     ap.add_argument("--time-limit", type=float, default=120.0,
                     help="seconds per MILP before a shape is reported unknown")
-    ap.add_argument("--last-resort", action="store_true",
-                    help="run exact with the proposed change (the joint MILP where its "
-                         "packings fail)")
     ap.add_argument("--no-audit", action="store_true",
                     help="only run (for timing): no decision at refusals")
     args = ap.parse_args()
-    if args.last_resort:
-        add_last_resort(args.time_limit)
     audited = AuditedExact(args.time_limit)
     REWIRINGS[audited.name] = audited
     rewiring = "exact" if args.no_audit else audited.name
     result = run("ocs-vclos", "rapidnetsim", args.gap, args.jobs, rewiring, 4)
-    print(f"exact{' with the last resort' if args.last_resort else ''}: JWT "
+    print(f"exact: JWT "
           f"{result['jwt_s']:.0f} s, JCT {result['jct_s']:.0f} s, refused for circuits "
           f"{result['refused_links']}, run wall {result['wall_s']:.1f} s, "
           f"CPU {result['cpu_s']:.1f} s")

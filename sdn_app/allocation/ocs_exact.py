@@ -25,7 +25,10 @@ falls back to the later shapes (RapidNetSim refuses the job); the direct pair's 
 constraints are enforced (RapidNetSim builds them but never adds them); spines are any with
 enough idle ports (not RapidNetSim's power-of-two port groups); both problems are solved to
 optimality (RapidNetSim stops Gurobi at a 0.8 MIP gap). When a packing cannot be wired,
-up to :data:`MAX_PACKINGS` other leaf sets are tried before the next shape.
+other packings are tried (:data:`MAX_PACKINGS` in all, each cutting off the leaf sets before
+it), then the joint packing-and-wiring MILP of :mod:`~sdn_app.allocation.ocs_feasibility`
+decides the shape: a shape is given up only when no wiring of it exists (or that MILP runs
+out of :data:`LAST_RESORT_TIME_LIMIT_S`), where RapidNetSim refuses the job.
 """
 
 from __future__ import annotations
@@ -37,8 +40,9 @@ from functools import partial
 
 from sdn_app.allocation.ledger import Allocation, Circuit, Host, Ledger
 from sdn_app.allocation.milp import Milp
+from sdn_app.allocation.ocs_feasibility import Shape, State, decide_blocks
 
-# Packings (leaf sets) tried per shape when the best one cannot be wired.
+# Packings tried per shape (the best first) before the last resort.
 MAX_PACKINGS = 4
 # How long the wiring MILP may run before its best answer is taken (or the shape given up).
 WIRE_TIME_LIMIT_S = 2.0
@@ -46,7 +50,9 @@ WIRE_TIME_LIMIT_S = 2.0
 # of 512 hosts builds 512 circuits.
 _circuit = partial(tuple.__new__, Circuit)
 # How many wiring MILPs ran, and how many hit the time limit (answer not proven optimal).
-SOLVER_STATS = {"wire_milps": 0, "wire_unproven": 0}
+SOLVER_STATS = {"wire_milps": 0, "wire_unproven": 0, "last_resorts": 0, "last_resort_wirings": 0}
+# How long the last resort's joint MILP may run on one shape before it is given up.
+LAST_RESORT_TIME_LIMIT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -115,19 +121,40 @@ def best_pair(ledger: Ledger, h: int, snap: Snapshot | None = None) -> tuple[int
 def place_blocks(ledger: Ledger, job_id: str, snap: Snapshot, m: int, n: int,
                  fewest_leaves: bool = False) -> Allocation | None:
     """m blocks of n hosts: packed (:func:`pack_blocks`), then wired (:func:`wire_blocks`);
-    up to MAX_PACKINGS leaf sets."""
+    up to MAX_PACKINGS packings, then :func:`_last_resort`."""
     if sum(sum(idle) >= m for idle in snap.spine_idle) < n:
         return None  # fewer than n spines with m idle ports: no packing can be wired
     excluded: list[frozenset[int]] = []
-    for _ in range(MAX_PACKINGS):
+    for tried in range(MAX_PACKINGS):
         blocks = pack_blocks(ledger, snap, m, n, fewest_leaves, excluded)
         if blocks is None:
-            return None
+            if not tried:
+                return None  # no room for m blocks at all
+            break
         wiring = wire_blocks(ledger, snap, blocks, n)
         if wiring is not None:
             return block_allocation(ledger, job_id, blocks, n, *wiring)
         excluded.append(frozenset(blocks))
-    return None
+    return _last_resort(ledger, job_id, m, n, fewest_leaves)
+
+
+def _last_resort(ledger: Ledger, job_id: str, m: int, n: int,
+                 fewest_leaves: bool) -> Allocation | None:
+    """The shape decided whole when the packings tried could not be wired: the joint
+    packing-and-wiring MILP of :func:`~sdn_app.allocation.ocs_feasibility.decide_blocks`
+    finds a wiring wherever one exists (None: none exists, or it ran out of time). The cuts
+    of :func:`place_blocks` forbid whole leaf sets, and with them wirings on larger sets."""
+    shape = Shape("star" if fewest_leaves else "blocks", m, n)
+    wiring = decide_blocks(ledger, State.of(ledger), shape, LAST_RESORT_TIME_LIMIT_S).wiring
+    SOLVER_STATS["last_resorts"] += 1
+    if wiring is None:
+        return None
+    SOLVER_STATS["last_resort_wirings"] += 1
+    ocs_of: dict[tuple[int, int], list[int]] = {}
+    for c in wiring.circuits:
+        ocs_of.setdefault((c.end_a[1], c.end_b[1]), []).append(c.ocs)
+    blocks = {leaf: hosts // n for leaf, hosts in wiring.hosts.items()}
+    return block_allocation(ledger, job_id, blocks, n, list(wiring.spines), ocs_of)
 
 
 def pack_blocks(ledger: Ledger, snap: Snapshot, m: int, n: int, fewest_leaves: bool = False,
