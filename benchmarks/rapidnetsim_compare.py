@@ -9,7 +9,9 @@
 same first N jobs (N: the rows of that file) of ``--trace rapidnetsim:GAP`` with ``--policy``
 on the paper's shapes (``--preset vclos-paper``). ``--run-times rapidnetsim`` gives each job
 RapidNetSim's measured run time (finish - start) instead of the job list's own, so what is left
-of the difference is admission (placement, queue) alone.
+of the difference is admission (placement, queue) alone; ``--run-times jittered`` (with
+``--exp-ini``) gives each job the run time RapidNetSim's model-size jitter makes (see
+``jittered_run_times``), computed without RapidNetSim's run, for every job of the list.
 
 Prints both average JWT and JCT over the jobs RapidNetSim finished, how far the run times
 differ, and the first job (in arrival order) whose start differs by more than ``--tol-s``.
@@ -55,27 +57,41 @@ def fabriclab_rows(policy: str, gap: float, jobs: int, rewiring: str, gpus_per_s
             for row in result.rows}
 
 
-def explain_run_times(exp_ini: str, done: dict[int, dict], fab: dict[int, dict]) -> None:
-    """How many of RapidNetSim's run times are compute + communication x (1 + u_i), where u_i
-    is the uniform(-0.5, 0.5) factor its TaskStartEvent puts on job i's model size (drawn
-    right after ``random.seed(i)`` and one uniform(0, 1), the model choice)."""
+def jittered_run_times(exp_ini: str, own: dict[int, float]) -> dict[int, float]:
+    """Each job's run time as RapidNetSim's TaskStartEvent makes it: compute + communication
+    x (1 + u_j), u_j the uniform(-0.5, 0.5) factor on job j's model size, drawn right after
+    ``random.seed(j)`` and one uniform(0, 1) (the model choice). Compute: the exp.ini tuple's;
+    communication: the job list's run time minus it (power-of-two sizes: the collective takes the
+    generator's expected time), or, for other sizes, what RapidNetSim's ring for them takes."""
     conf = configparser.ConfigParser()
     conf.optionxform = str
     conf.read(exp_ini)
     tasks = ast.literal_eval(conf["Task"]["task_list"])
-    explained, other = 0, Counter()
-    for j, r in done.items():
-        compute_s = tasks[j][3]
+    out = {}
+    for j, task in enumerate(tasks):
+        if j not in own:
+            continue
+        compute_s, gpus = task[3], task[2]
         random.seed(j)
         random.uniform(0, 1)
-        u = random.uniform(-0.5, 0.5)
-        predicted = compute_s + (fab[j]["own_run_s"] - compute_s) * (1 + u)
-        if abs(r["finish_s"] - r["start_s"] - predicted) < 1e-3:
+        factor = 1 + random.uniform(-0.5, 0.5)
+        if gpus & (gpus - 1):  # a ring over the largest power of two p < gpus, 2(p-1) steps
+            p = 1 << (gpus.bit_length() - 1)  # of model/(2p) each, across servers (100)
+            out[j] = compute_s + task[1] * factor * (p - 1) / p / 100
+        else:
+            out[j] = compute_s + (own[j] - compute_s) * factor
+    return out
+
+
+def explain_run_times(jittered: dict[int, float], done: dict[int, dict]) -> None:
+    explained, other = 0, Counter()
+    for j, r in done.items():
+        if abs(r["finish_s"] - r["start_s"] - jittered[j]) < 1e-3:
             explained += 1
         else:
             other[int(r["gpus"])] += 1
-    print(f"run times equal to compute + communication x (1 + u): {explained} of {len(done)}; "
-          f"the others by size: {dict(other)}")
+    print(f"RapidNetSim's run times equal to compute + communication x (1 + u): {explained} of "
+          f"{len(done)}; the others by size: {dict(other)}")
 
 
 def main() -> None:
@@ -85,7 +101,8 @@ def main() -> None:
     ap.add_argument("--gap", type=float, default=241.0)
     ap.add_argument("--rewiring", default="exact")
     ap.add_argument("--gpus-per-server", type=int, default=1)
-    ap.add_argument("--run-times", choices=("own", "rapidnetsim"), default="own")
+    ap.add_argument("--run-times", choices=("own", "rapidnetsim", "jittered"),
+                    default="own")
     ap.add_argument("--tol-s", type=float, default=1.0)
     ap.add_argument("--exp-ini", default="",
                     help="the run's exp.ini: check its run times against compute + "
@@ -97,8 +114,14 @@ def main() -> None:
     jobs = len(ref)
     started = {int(r["job"]): r for r in ref if r["start_s"] is not None}
     done = {j: r for j, r in started.items() if r["finish_s"] is not None}
-    run_times = ({j: r["finish_s"] - r["start_s"] for j, r in done.items()}
-                 if args.run_times == "rapidnetsim" else None)
+    own = {i: s.compute_s for i, s in
+           enumerate(load_trace(f"rapidnetsim:{args.gap:g}", jobs, 0.8, 8192, 1))}
+    jittered = jittered_run_times(args.exp_ini, own) if args.exp_ini else None
+    if args.run_times == "jittered" and jittered is None:
+        raise SystemExit("--run-times jittered needs --exp-ini")
+    run_times = {"own": None, "jittered": jittered,
+                 "rapidnetsim": {j: r["finish_s"] - r["start_s"] for j, r in done.items()}
+                 }[args.run_times]
     fab = fabriclab_rows(args.policy, args.gap, jobs, args.rewiring, args.gpus_per_server,
                          run_times)
     ids = sorted(j for j in done if j in fab)
@@ -120,8 +143,8 @@ def main() -> None:
           f"fabriclab / RapidNetSim {fab_jwt / rns_jwt if rns_jwt else float('nan'):.3f}")
     print(f"JCT s over the {len(ids)} finished: RapidNetSim {rns_jct:.1f}  "
           f"fabriclab {fab_jct:.1f}  fabriclab / RapidNetSim {fab_jct / rns_jct:.3f}")
-    if args.exp_ini:
-        explain_run_times(args.exp_ini, done, fab)
+    if jittered is not None:
+        explain_run_times(jittered, done)
     arrival_gap = max(abs(done[j]["arrival_s"] - fab[j]["arrival_s"]) for j in ids)
     print(f"largest arrival difference: {arrival_gap:.6f} s")
     run_diff = [(done[j]["finish_s"] - done[j]["start_s"]) - fab[j]["run_s"] for j in ids]
