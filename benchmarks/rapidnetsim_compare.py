@@ -143,6 +143,10 @@ def main() -> None:
           f"fabriclab / RapidNetSim {fab_jwt / rns_jwt if rns_jwt else float('nan'):.3f}")
     print(f"JCT s over the {len(ids)} finished: RapidNetSim {rns_jct:.1f}  "
           f"fabriclab {fab_jct:.1f}  fabriclab / RapidNetSim {fab_jct / rns_jct:.3f}")
+    every = [r for r in fab.values() if r["finish_s"] == r["finish_s"]]  # not NaN
+    print(f"fabriclab over all {len(fab)} jobs ({len(every)} finished): JWT "
+          f"{avg([r['wait_s'] for r in every]):.1f} s, "
+          f"JCT {avg([r['jct_s'] for r in every]):.1f} s")
     if jittered is not None:
         explain_run_times(jittered, done)
     arrival_gap = max(abs(done[j]["arrival_s"] - fab[j]["arrival_s"]) for j in ids)
