@@ -1,0 +1,181 @@
+"""fabriclab against RapidNetSim's own run, job by job, on the same job list.
+
+    nice -n 10 .venv/bin/python benchmarks/rapidnetsim_compare.py RNS_JOBS_CSV
+        [--policy source-routing] [--gap 241] [--rewiring exact] [--gpus-per-server 4]
+        [--run-times own|rapidnetsim] [--out side_by_side.csv]
+
+``RNS_JOBS_CSV``: the ``jobs.csv`` that ``scripts/rapidnetsim_reference.py`` writes for one run
+(job, gpus, arrival_s, start_s, finish_s from RapidNetSim's task_time.log). fabriclab runs the
+same first N jobs (N: the rows of that file) of ``--trace rapidnetsim:GAP`` with ``--policy``
+on the paper's shapes (``--preset vclos-paper``). ``--run-times rapidnetsim`` gives each job
+RapidNetSim's measured run time (finish - start) instead of the job list's own, so what is left
+of the difference is admission (placement, queue) alone; ``--run-times jittered`` (with
+``--exp-ini``) gives each job the run time RapidNetSim's model-size jitter makes (see
+``jittered_run_times``), computed without RapidNetSim's run, for every job of the list.
+
+Prints both average JWT and JCT over the jobs RapidNetSim finished, how far the run times
+differ, and the first job (in arrival order) whose start differs by more than ``--tol-s``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import configparser
+import csv
+import dataclasses
+import random
+import statistics
+from collections import Counter
+
+from testbed.sim.cluster import ClusterConfig, simulate_cluster
+from testbed.sim.job_plans import cluster_policy
+from testbed.sim.presets import preset_params
+from testbed.sim.trace_loading import load_trace
+
+SHAPE_KEYS = ("leaves", "spines", "hosts_per_leaf", "ocs_count", "spine_ports_per_ocs")
+
+
+def read_reference(path: str) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    return [{k: (float(v) if v not in ("", None) else None) for k, v in r.items()} for r in rows]
+
+
+def fabriclab_rows(policy: str, gap: float, jobs: int, rewiring: str, gpus_per_server: int,
+                   run_times: dict[int, float] | None) -> dict[int, dict]:
+    params = preset_params("vclos-paper", cluster_policy(policy).allocates_as)
+    shape = {k: params[k] for k in SHAPE_KEYS if k in params}
+    specs = load_trace(f"rapidnetsim:{gap:g}", jobs, 0.8, 8192, 1)
+    if run_times is not None:
+        specs = [dataclasses.replace(s, compute_s=run_times.get(i, s.compute_s))
+                 for i, s in enumerate(specs)]
+    result = simulate_cluster(specs, ClusterConfig(policy=policy, rewiring=rewiring,
+                                                   gpus_per_server=gpus_per_server, **shape))
+    own = {s.job_id: s.compute_s for s in specs}
+    return {int(row["job_id"].removeprefix("j")): {**row, "own_run_s": own[row["job_id"]]}
+            for row in result.rows}
+
+
+def jittered_run_times(exp_ini: str, own: dict[int, float]) -> dict[int, float]:
+    """Each job's run time as RapidNetSim's TaskStartEvent makes it: compute + communication
+    x (1 + u_j), u_j the uniform(-0.5, 0.5) factor on job j's model size, drawn right after
+    ``random.seed(j)`` and one uniform(0, 1) (the model choice). Compute: the exp.ini tuple's;
+    communication: the job list's run time minus it (power-of-two sizes: the collective takes the
+    generator's expected time), or, for other sizes, what RapidNetSim's ring for them takes."""
+    conf = configparser.ConfigParser()
+    conf.optionxform = str
+    conf.read(exp_ini)
+    tasks = ast.literal_eval(conf["Task"]["task_list"])
+    out = {}
+    for j, task in enumerate(tasks):
+        if j not in own:
+            continue
+        compute_s, gpus = task[3], task[2]
+        random.seed(j)
+        random.uniform(0, 1)
+        factor = 1 + random.uniform(-0.5, 0.5)
+        if gpus & (gpus - 1):  # a ring over the largest power of two p < gpus, 2(p-1) steps
+            p = 1 << (gpus.bit_length() - 1)  # of model/(2p) each, across servers (100)
+            out[j] = compute_s + task[1] * factor * (p - 1) / p / 100
+        else:
+            out[j] = compute_s + (own[j] - compute_s) * factor
+    return out
+
+
+def explain_run_times(jittered: dict[int, float], done: dict[int, dict]) -> None:
+    explained, other = 0, Counter()
+    for j, r in done.items():
+        if abs(r["finish_s"] - r["start_s"] - jittered[j]) < 1e-3:
+            explained += 1
+        else:
+            other[int(r["gpus"])] += 1
+    print(f"RapidNetSim's run times equal to compute + communication x (1 + u): {explained} of "
+          f"{len(done)}; the others by size: {dict(other)}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("reference", help="jobs.csv of one RapidNetSim run")
+    ap.add_argument("--policy", default="source-routing")
+    ap.add_argument("--gap", type=float, default=241.0)
+    ap.add_argument("--rewiring", default="exact")
+    ap.add_argument("--gpus-per-server", type=int, default=1)
+    ap.add_argument("--run-times", choices=("own", "rapidnetsim", "jittered"),
+                    default="own")
+    ap.add_argument("--tol-s", type=float, default=1.0)
+    ap.add_argument("--exp-ini", default="",
+                    help="the run's exp.ini: check its run times against compute + "
+                         "communication x (1 + u), u its per-job model-size draw")
+    ap.add_argument("--out", default="", help="write the per-job side-by-side CSV here")
+    args = ap.parse_args()
+
+    ref = read_reference(args.reference)
+    jobs = len(ref)
+    started = {int(r["job"]): r for r in ref if r["start_s"] is not None}
+    done = {j: r for j, r in started.items() if r["finish_s"] is not None}
+    own = {i: s.compute_s for i, s in
+           enumerate(load_trace(f"rapidnetsim:{args.gap:g}", jobs, 0.8, 8192, 1))}
+    jittered = jittered_run_times(args.exp_ini, own) if args.exp_ini else None
+    if args.run_times == "jittered" and jittered is None:
+        raise SystemExit("--run-times jittered needs --exp-ini")
+    run_times = {"own": None, "jittered": jittered,
+                 "rapidnetsim": {j: r["finish_s"] - r["start_s"] for j, r in done.items()}
+                 }[args.run_times]
+    fab = fabriclab_rows(args.policy, args.gap, jobs, args.rewiring, args.gpus_per_server,
+                         run_times)
+    ids = sorted(j for j in done if j in fab)
+    firsts = sorted(j for j in started if j in fab)
+    if not ids:
+        raise SystemExit("no job finished in RapidNetSim's run")
+
+    def avg(values):
+        return sum(values) / len(values)
+
+    rns_jwt = avg([started[j]["start_s"] - started[j]["arrival_s"] for j in firsts])
+    rns_jct = avg([done[j]["finish_s"] - done[j]["arrival_s"] for j in ids])
+    fab_jwt = avg([fab[j]["wait_s"] for j in firsts])
+    fab_jct = avg([fab[j]["jct_s"] for j in ids])
+    print(f"RapidNetSim started {len(firsts)} and finished {len(ids)} of {jobs} jobs; fabriclab "
+          f"{args.policy}, gap {args.gap:g} s, run times {args.run_times}")
+    print(f"JWT s over the {len(firsts)} started: RapidNetSim {rns_jwt:.1f}  "
+          f"fabriclab {fab_jwt:.1f}  "
+          f"fabriclab / RapidNetSim {fab_jwt / rns_jwt if rns_jwt else float('nan'):.3f}")
+    print(f"JCT s over the {len(ids)} finished: RapidNetSim {rns_jct:.1f}  "
+          f"fabriclab {fab_jct:.1f}  fabriclab / RapidNetSim {fab_jct / rns_jct:.3f}")
+    every = [r for r in fab.values() if r["finish_s"] == r["finish_s"]]  # not NaN
+    print(f"fabriclab over all {len(fab)} jobs ({len(every)} finished): JWT "
+          f"{avg([r['wait_s'] for r in every]):.1f} s, "
+          f"JCT {avg([r['jct_s'] for r in every]):.1f} s")
+    if jittered is not None:
+        explain_run_times(jittered, done)
+    arrival_gap = max(abs(done[j]["arrival_s"] - fab[j]["arrival_s"]) for j in ids)
+    print(f"largest arrival difference: {arrival_gap:.6f} s")
+    run_diff = [(done[j]["finish_s"] - done[j]["start_s"]) - fab[j]["run_s"] for j in ids]
+    print(f"run time, RapidNetSim - fabriclab: mean {statistics.fmean(run_diff):+.1f} s, "
+          f"min {min(run_diff):+.1f}, max {max(run_diff):+.1f}; "
+          f"{sum(abs(d) > args.tol_s for d in run_diff)} jobs differ by more than "
+          f"{args.tol_s:g} s")
+    starts = [(j, started[j]["start_s"] - fab[j]["start_s"]) for j in firsts]
+    differ = [(j, d) for j, d in starts if abs(d) > args.tol_s]
+    print(f"{len(differ)} jobs start more than {args.tol_s:g} s apart")
+    if differ:
+        j, d = differ[0]
+        r = started[j]
+        print(f"first: job {j} ({int(r['gpus'])} GPUs, arrival {r['arrival_s']:.1f} s)"
+              f" starts at {r['start_s']:.1f} s in RapidNetSim, {fab[j]['start_s']:.1f} s "
+              f"in fabriclab ({d:+.1f} s)")
+    if args.out:
+        with open(args.out, "w", newline="", encoding="utf-8") as fh:
+            out = csv.writer(fh)
+            out.writerow(["job", "gpus", "arrival_s", "rns_start_s", "fab_start_s",
+                          "rns_run_s", "fab_run_s", "own_run_s"])
+            for j in ids:
+                out.writerow([j, int(done[j]["gpus"]), done[j]["arrival_s"],
+                              done[j]["start_s"], fab[j]["start_s"],
+                              done[j]["finish_s"] - done[j]["start_s"], fab[j]["run_s"],
+                              fab[j]["own_run_s"]])
+
+
+if __name__ == "__main__":
+    main()
