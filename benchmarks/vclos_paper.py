@@ -10,6 +10,8 @@ of every policy, the gpu-count bound beside each, and how long the queue gets.
 or sharing, as in RapidNetSim (its sharing reset, docs/vclos-paper.md); only admission differs
 between policies. ``rapidnetsim-comm``: each job's communication share is bytes of its
 collective, max-min shared, so placement and collisions cost time too.
+``rapidnetsim-jittered``: the run times RapidNetSim's simulator draws for the same jobs
+(``testbed.sim.traces.rapidnetsim_drawn_run_s``), still placement-independent.
 
 Shapes: the paper's (``--preset vclos-paper``): 128 leaves x 64 GPUs and 64 spines for every
 policy but ocs-vclos, which runs on 256 leaves x 32 GPUs, 128 spines and 32 OCSes.
@@ -78,7 +80,8 @@ def main() -> None:
     ap.add_argument("--policies",
                     default="gpu-count,source-routing,source-routing-flat,vclos,ocs-vclos,ecmp")
     ap.add_argument("--jobs", type=int, default=5000)
-    ap.add_argument("--trace", default="rapidnetsim", choices=("rapidnetsim", "rapidnetsim-comm"))
+    ap.add_argument("--trace", default="rapidnetsim", choices=("rapidnetsim", "rapidnetsim-comm",
+                                                                  "rapidnetsim-jittered"))
     ap.add_argument("--rewiring", default="augment")
     ap.add_argument("--gpus-per-server", type=int, default=1,
                     help="a job crossing leaves takes whole idle servers of this many GPUs "

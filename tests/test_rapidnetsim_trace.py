@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
+
 import pytest
 
 from testbed.core.errors import FabricLabError
@@ -39,3 +42,20 @@ def test_the_trace_forms_are_checked_with_one_sentence() -> None:
             check_trace(bad)
     assert len(load_trace("rapidnetsim-comm:285", 7, 0.8, 8192, 1)) == 7
     assert trace_identity("rapidnetsim:241", 0.8)["trace_sha256"]
+
+
+def test_the_jittered_run_times_are_those_rapidnetsims_own_run_measured() -> None:
+    """benchmarks/reference/: RapidNetSim's static_routing run at 241 s finished 1384 jobs;
+    each run time (finish - start) is the one the jittered trace draws."""
+    path = (Path(__file__).parent.parent / "benchmarks" / "reference"
+            / "rapidnetsim_static_routing_241_jobs.csv")
+    with path.open(newline="", encoding="utf-8") as fh:
+        measured = {int(r["job"]): float(r["finish_s"]) - float(r["start_s"])
+                    for r in csv.DictReader(fh) if r["finish_s"]}
+    assert len(measured) == 1384
+    drawn = rapidnetsim_trace(max(measured) + 1, 241.0, drawn=True)
+    own = rapidnetsim_trace(max(measured) + 1, 241.0)
+    for j, run_s in measured.items():
+        assert drawn[j].compute_s == pytest.approx(run_s, abs=1e-3), j
+    assert sum(abs(drawn[j].compute_s - own[j].compute_s) > 1 for j in measured) > 1000
+    assert len(load_trace("rapidnetsim-jittered:241", 3, 0.8, 8192, 1)) == 3

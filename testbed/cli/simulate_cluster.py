@@ -95,7 +95,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="synthetic, vclos-paper (the vClos paper's jobs), rapidnetsim:GAP_S "
                    "(RapidNetSim's own 5000 jobs, GAP_S s apart on average, run times that "
                    "ignore the network; rapidnetsim-comm:GAP_S: with their collectives' "
-                   "bytes), helios:FILE "
+                   "bytes; rapidnetsim-jittered:GAP_S: with the run times RapidNetSim's "
+                   "simulator draws), helios:FILE "
                    "(cluster_log.csv), philly:FILE (cluster_job_log JSON), acme:FILE "
                    "(trace_seren.csv, trace_kalos.csv), pai:DIR-or-FILE (PAI 2020 job and task "
                    "tables) or lingjun:DIR (job.csv, worker.csv, topo.csv) (default synthetic)")

@@ -30,9 +30,9 @@ from testbed.sim.traces import (
     vclos_paper_trace,
 )
 
-TRACE_FORMS = ("synthetic, vclos-paper, rapidnetsim:GAP_S, rapidnetsim-comm:GAP_S, helios:FILE, "
-               "philly:FILE, acme:FILE, pai:DIR-or-FILE "
-               "or lingjun:DIR")
+TRACE_FORMS = ("synthetic, vclos-paper, rapidnetsim:GAP_S, rapidnetsim-comm:GAP_S, "
+               "rapidnetsim-jittered:GAP_S, helios:FILE, philly:FILE, acme:FILE, "
+               "pai:DIR-or-FILE or lingjun:DIR")
 TRACE_KINDS = ("helios", "philly", "acme", "pai", "lingjun")  # those that name a file or dir
 
 
@@ -73,7 +73,7 @@ def load_trace_placement(
         return vclos_paper_trace(jobs, seed, link_bps), None
     if kind in RAPIDNETSIM_TRACES:
         return rapidnetsim_trace(jobs, rapidnetsim_gap_s(arg), kind == "rapidnetsim-comm",
-                                 link_bps), None
+                                 link_bps, drawn=kind == "rapidnetsim-jittered"), None
     if kind == "lingjun":
         trace = read_lingjun(arg, seed, link_bps)
         return trace.jobs[:jobs], trace.placement

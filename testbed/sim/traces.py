@@ -346,19 +346,51 @@ def vclos_paper_trace(jobs: int, seed: int, link_bps: float = DEFAULT_LINK_BPS
 # scripts/rapidnetsim_jobs.py (how, and why not from the Helios log: that script's docstring).
 
 RAPIDNETSIM_JOBS_CSV = Path(__file__).parent / "data" / "rapidnetsim_5000_jobs.csv"
-RAPIDNETSIM_TRACES = ("rapidnetsim", "rapidnetsim-comm")
+RAPIDNETSIM_TRACES = ("rapidnetsim", "rapidnetsim-comm", "rapidnetsim-jittered")
+# RapidNetSim's draw of a job's run time (its generator's model choice and its TaskStartEvent;
+# checked against its own run: benchmarks/reference/): under ``random.seed(job index)`` one
+# uniform(0, 1) picks small model (below 0.7, or any size not a power of two) or Pangu, and
+# ``random.choice`` the small model by its All-Reduce share of the run time (its 17 small
+# models, in its list order); at start, re-seeded, after one uniform(0, 1), the model's size
+# is scaled by 1 + uniform(-0.5, 0.5).
+RAPIDNETSIM_SMALL_SHARES = (0.25, 0.23, 0.16, 0.1, 0.07, 0.04, 0.04, 0.05, 0.04, 0.03, 0.02,
+                            0.05, 0.05, 0.04, 0.02, 0.12, 0.08)
+RAPIDNETSIM_PANGU_SHARE = 0.0737 + 0.258 + 0.0158 + 0.0002
 RAPIDNETSIM_GAPS_S = (241.0, 285.0, 360.0, 421.0, 555.0)  # the paper's inter-arrival times
 
 
+def rapidnetsim_drawn_run_s(job: int, gpus: int, run_s: float) -> float:
+    """The run time RapidNetSim's simulator gives job ``job`` of its list (``run_s`` the
+    list's own): compute, then the communication share scaled by its per-job draw
+    (:data:`RAPIDNETSIM_SMALL_SHARES`' comment). A size not a power of two communicates what
+    its ring over the largest power of two p below it takes, 2(p - 1) steps of a 1/(2p)
+    share at the inter-server rate (100), for a model sized to its expected ring time."""
+    rng = random.Random(job)
+    power_of_two = gpus & (gpus - 1) == 0
+    small = rng.uniform(0, 1) < 0.7 or not power_of_two
+    share = rng.choice(RAPIDNETSIM_SMALL_SHARES) if small else RAPIDNETSIM_PANGU_SHARE
+    rng.seed(job)
+    rng.uniform(0, 1)
+    factor = 1 + rng.uniform(-0.5, 0.5)
+    if gpus <= 1:
+        return run_s * (1 - share)
+    if power_of_two:
+        return run_s * (1 - share) + run_s * share * factor
+    p = 1 << (gpus.bit_length() - 1)
+    ring_s = 2 * 3 / 4 / 1000 + 1 / 4 / 100  # its expected ring time, 4-GPU servers, per byte
+    return run_s * (1 - share) + run_s * share / ring_s * factor * (p - 1) / p / 100
+
+
 def rapidnetsim_trace(jobs: int, gap_s: float, with_comm: bool = False,
-                      link_bps: float = DEFAULT_LINK_BPS) -> list[JobSpec]:
+                      link_bps: float = DEFAULT_LINK_BPS, drawn: bool = False) -> list[JobSpec]:
     """The first ``jobs`` of RapidNetSim's job list, arriving ``gap_s`` apart on average.
 
     Without ``with_comm`` a job is its whole run time of compute and no bytes: its run time
     does not depend on placement or sharing, as in RapidNetSim, whose sharing reset
     (docs/vclos-paper.md) runs every flow at the full port rate. With it, the job's
     communication share is its collective's bytes (the collective the log's model implies),
-    so placement and max-min sharing change its run time."""
+    so placement and max-min sharing change its run time. With ``drawn`` the run times are
+    those RapidNetSim's simulator draws (:func:`rapidnetsim_drawn_run_s`)."""
     if jobs < 1:
         raise FabricLabError(f"--jobs is {jobs}; it must be at least 1")
     if not (math.isfinite(gap_s) and gap_s > 0):
@@ -368,6 +400,8 @@ def rapidnetsim_trace(jobs: int, gap_s: float, with_comm: bool = False,
     with RAPIDNETSIM_JOBS_CSV.open(newline="", encoding="utf-8") as fh:
         for row in itertools.islice(csv.DictReader(fh), jobs):
             gpus, run_s, share = int(row["gpus"]), float(row["run_s"]), float(row["comm_share"])
+            if drawn:
+                run_s = rapidnetsim_drawn_run_s(int(row["job"]), gpus, run_s)
             collective = row["collective"]
             arrival = float(row["arrival_per_gap_s"]) * gap_s
             if with_comm and gpus > 1:
