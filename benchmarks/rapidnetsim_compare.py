@@ -2,16 +2,17 @@
 
     nice -n 10 .venv/bin/python benchmarks/rapidnetsim_compare.py RNS_JOBS_CSV
         [--policy source-routing] [--gap 241] [--rewiring exact] [--gpus-per-server 4]
-        [--run-times own|rapidnetsim] [--out side_by_side.csv]
+        [--run-times own|rapidnetsim|jittered] [--out side_by_side.csv]
 
 ``RNS_JOBS_CSV``: the ``jobs.csv`` that ``scripts/rapidnetsim_reference.py`` writes for one run
 (job, gpus, arrival_s, start_s, finish_s from RapidNetSim's task_time.log). fabriclab runs the
 same first N jobs (N: the rows of that file) of ``--trace rapidnetsim:GAP`` with ``--policy``
 on the paper's shapes (``--preset vclos-paper``). ``--run-times rapidnetsim`` gives each job
 RapidNetSim's measured run time (finish - start) instead of the job list's own, so what is left
-of the difference is admission (placement, queue) alone; ``--run-times jittered`` (with
-``--exp-ini``) gives each job the run time RapidNetSim's model-size jitter makes (see
-``jittered_run_times``), computed without RapidNetSim's run, for every job of the list.
+of the difference is admission (placement, queue) alone; ``--run-times jittered`` runs the
+trace ``rapidnetsim-jittered:GAP`` (the run times RapidNetSim's simulator draws,
+``testbed.sim.traces.rapidnetsim_drawn_run_s``) and says how many of RapidNetSim's measured
+run times it draws.
 
 Prints both average JWT and JCT over the jobs RapidNetSim finished, how far the run times
 differ, and the first job (in arrival order) whose start differs by more than ``--tol-s``.
@@ -20,11 +21,8 @@ differ, and the first job (in arrival order) whose start differs by more than ``
 from __future__ import annotations
 
 import argparse
-import ast
-import configparser
 import csv
 import dataclasses
-import random
 import statistics
 from collections import Counter
 
@@ -42,11 +40,11 @@ def read_reference(path: str) -> list[dict]:
     return [{k: (float(v) if v not in ("", None) else None) for k, v in r.items()} for r in rows]
 
 
-def fabriclab_rows(policy: str, gap: float, jobs: int, rewiring: str, gpus_per_server: int,
+def fabriclab_rows(policy: str, trace: str, jobs: int, rewiring: str, gpus_per_server: int,
                    run_times: dict[int, float] | None) -> dict[int, dict]:
     params = preset_params("vclos-paper", cluster_policy(policy).allocates_as)
     shape = {k: params[k] for k in SHAPE_KEYS if k in params}
-    specs = load_trace(f"rapidnetsim:{gap:g}", jobs, 0.8, 8192, 1)
+    specs = load_trace(trace, jobs, 0.8, 8192, 1)
     if run_times is not None:
         specs = [dataclasses.replace(s, compute_s=run_times.get(i, s.compute_s))
                  for i, s in enumerate(specs)]
@@ -57,40 +55,14 @@ def fabriclab_rows(policy: str, gap: float, jobs: int, rewiring: str, gpus_per_s
             for row in result.rows}
 
 
-def jittered_run_times(exp_ini: str, own: dict[int, float]) -> dict[int, float]:
-    """Each job's run time as RapidNetSim's TaskStartEvent makes it: compute + communication
-    x (1 + u_j), u_j the uniform(-0.5, 0.5) factor on job j's model size, drawn right after
-    ``random.seed(j)`` and one uniform(0, 1) (the model choice). Compute: the exp.ini tuple's;
-    communication: the job list's run time minus it (power-of-two sizes: the collective takes the
-    generator's expected time), or, for other sizes, what RapidNetSim's ring for them takes."""
-    conf = configparser.ConfigParser()
-    conf.optionxform = str
-    conf.read(exp_ini)
-    tasks = ast.literal_eval(conf["Task"]["task_list"])
-    out = {}
-    for j, task in enumerate(tasks):
-        if j not in own:
-            continue
-        compute_s, gpus = task[3], task[2]
-        random.seed(j)
-        random.uniform(0, 1)
-        factor = 1 + random.uniform(-0.5, 0.5)
-        if gpus & (gpus - 1):  # a ring over the largest power of two p < gpus, 2(p-1) steps
-            p = 1 << (gpus.bit_length() - 1)  # of model/(2p) each, across servers (100)
-            out[j] = compute_s + task[1] * factor * (p - 1) / p / 100
-        else:
-            out[j] = compute_s + (own[j] - compute_s) * factor
-    return out
-
-
-def explain_run_times(jittered: dict[int, float], done: dict[int, dict]) -> None:
+def explain_run_times(fab: dict[int, dict], done: dict[int, dict]) -> None:
     explained, other = 0, Counter()
     for j, r in done.items():
-        if abs(r["finish_s"] - r["start_s"] - jittered[j]) < 1e-3:
+        if abs(r["finish_s"] - r["start_s"] - fab[j]["own_run_s"]) < 1e-3:
             explained += 1
         else:
             other[int(r["gpus"])] += 1
-    print(f"RapidNetSim's run times equal to compute + communication x (1 + u): {explained} of "
+    print(f"RapidNetSim's run times the jittered trace draws: {explained} of "
           f"{len(done)}; the others by size: {dict(other)}")
 
 
@@ -104,9 +76,6 @@ def main() -> None:
     ap.add_argument("--run-times", choices=("own", "rapidnetsim", "jittered"),
                     default="own")
     ap.add_argument("--tol-s", type=float, default=1.0)
-    ap.add_argument("--exp-ini", default="",
-                    help="the run's exp.ini: check its run times against compute + "
-                         "communication x (1 + u), u its per-job model-size draw")
     ap.add_argument("--out", default="", help="write the per-job side-by-side CSV here")
     args = ap.parse_args()
 
@@ -114,15 +83,10 @@ def main() -> None:
     jobs = len(ref)
     started = {int(r["job"]): r for r in ref if r["start_s"] is not None}
     done = {j: r for j, r in started.items() if r["finish_s"] is not None}
-    own = {i: s.compute_s for i, s in
-           enumerate(load_trace(f"rapidnetsim:{args.gap:g}", jobs, 0.8, 8192, 1))}
-    jittered = jittered_run_times(args.exp_ini, own) if args.exp_ini else None
-    if args.run_times == "jittered" and jittered is None:
-        raise SystemExit("--run-times jittered needs --exp-ini")
-    run_times = {"own": None, "jittered": jittered,
-                 "rapidnetsim": {j: r["finish_s"] - r["start_s"] for j, r in done.items()}
-                 }[args.run_times]
-    fab = fabriclab_rows(args.policy, args.gap, jobs, args.rewiring, args.gpus_per_server,
+    trace = f"rapidnetsim{'-jittered' if args.run_times == 'jittered' else ''}:{args.gap:g}"
+    run_times = ({j: r["finish_s"] - r["start_s"] for j, r in done.items()}
+                 if args.run_times == "rapidnetsim" else None)
+    fab = fabriclab_rows(args.policy, trace, jobs, args.rewiring, args.gpus_per_server,
                          run_times)
     ids = sorted(j for j in done if j in fab)
     firsts = sorted(j for j in started if j in fab)
@@ -147,8 +111,8 @@ def main() -> None:
     print(f"fabriclab over all {len(fab)} jobs ({len(every)} finished): JWT "
           f"{avg([r['wait_s'] for r in every]):.1f} s, "
           f"JCT {avg([r['jct_s'] for r in every]):.1f} s")
-    if jittered is not None:
-        explain_run_times(jittered, done)
+    if args.run_times == "jittered":
+        explain_run_times(fab, done)
     arrival_gap = max(abs(done[j]["arrival_s"] - fab[j]["arrival_s"]) for j in ids)
     print(f"largest arrival difference: {arrival_gap:.6f} s")
     run_diff = [(done[j]["finish_s"] - done[j]["start_s"]) - fab[j]["run_s"] for j in ids]
