@@ -40,7 +40,13 @@ from functools import partial
 
 from sdn_app.allocation.ledger import Allocation, Circuit, Host, Ledger
 from sdn_app.allocation.milp import Milp
-from sdn_app.allocation.ocs_feasibility import Shape, State, decide_blocks
+from sdn_app.allocation.ocs_feasibility import (
+    Shape,
+    State,
+    block_shapes,
+    decide_blocks,
+    whole_leaves_counts,
+)
 
 # Packings tried per shape (the best first) before the last resort.
 MAX_PACKINGS = 4
@@ -88,13 +94,10 @@ def place_exact(ledger: Ledger, job_id: str, k: int, snap: Snapshot) -> Allocati
     found = place_whole_leaves(ledger, job_id, snap, k)
     if found is not None:
         return found
-    m = max(k >> ((k & -k).bit_length() - 1), k // ledger.hosts_per_leaf)
-    while m <= min(ledger.leaves, k):
-        if k % m == 0 and k // m <= ledger.ocs_count:
-            found = place_blocks(ledger, job_id, snap, m, k // m)
-            if found is not None:
-                return found
-        m *= 2
+    for m, n in block_shapes(k, ledger.leaves, ledger.hosts_per_leaf, ledger.ocs_count):
+        found = place_blocks(ledger, job_id, snap, m, n)
+        if found is not None:
+            return found
     return None
 
 
@@ -430,12 +433,11 @@ def place_whole_leaves(ledger: Ledger, job_id: str, snap: Snapshot, k: int) -> A
     """A power-of-two job on whole idle leaves wired evenly to whole idle spines (lowest
     indices), where the fabric's counts allow an even wiring; else None."""
     hosts, ocses, ports = ledger.hosts_per_leaf, ledger.ocs_count, ledger.spine_ports_per_ocs
+    counts = whole_leaves_counts(k, hosts, ocses, ports)
+    if counts is None:
+        return None
+    leaves_wanted, spines_wanted = counts
     spine_ports = ocses * ports
-    if k & (k - 1) or k <= spine_ports or k % hosts or k % spine_ports or ocses != hosts:
-        return None
-    leaves_wanted, spines_wanted = k // hosts, k // spine_ports
-    if hosts % spines_wanted:
-        return None
     full = (1 << ocses) - 1
     leaves = [lf for lf in range(ledger.leaves)
               if snap.spread[lf] == hosts and snap.leaf_mask[lf] == full][:leaves_wanted]

@@ -103,37 +103,49 @@ class Decision:
         return "wiring" if "wiring" in answers else "unknown" if "unknown" in answers else "none"
 
 
+def block_shapes(k: int, leaves: int, hosts_per_leaf: int, ocs_count: int
+                 ) -> list[tuple[int, int]]:
+    """``(m, n)`` of the m x n block shapes ``exact`` tries for k hosts, in its order: m from
+    max(odd part of k, k / hosts per leaf), doubling up to min(leaves, k), where n = k / m is
+    whole and at most the OCSes (a block's circuits, one per OCS)."""
+    out = []
+    m = max(k >> ((k & -k).bit_length() - 1), k // hosts_per_leaf)
+    while m <= min(leaves, k):
+        if k % m == 0 and k // m <= ocs_count:
+            out.append((m, k // m))
+        m *= 2
+    return out
+
+
+def whole_leaves_counts(k: int, hosts_per_leaf: int, ocs_count: int,
+                        spine_ports_per_ocs: int) -> tuple[int, int] | None:
+    """``(leaves, spines)`` of ``exact``'s whole-leaves step for k hosts (a power of two
+    needing several whole spines, wired evenly: each leaf hosts / spines circuits to each),
+    or None where the fabric's counts allow no even wiring."""
+    hosts, spine_ports = hosts_per_leaf, ocs_count * spine_ports_per_ocs
+    if k & (k - 1) or k <= spine_ports or k % hosts or k % spine_ports or ocs_count != hosts:
+        return None
+    leaves, spines = k // hosts, k // spine_ports
+    return None if hosts % spines else (leaves, spines)
+
+
 def shapes(k: int, st: State) -> list[Shape]:
     """The cross-leaf shapes ``exact`` tries for k hosts, in its order (see the module doc);
-    whole leaves only where no block shape of the same m x n is tried."""
+    whole leaves (as m blocks x n hosts) only where no block shape of the same m x n is
+    tried."""
     g, hosts, ocses = st.gpus_per_server, st.hosts_per_leaf, st.ocs_count
-    spine_ports = ocses * st.spine_ports_per_ocs
     out = []
     if k % 2 == 0 and k // 2 <= min(hosts, ocses):
         out.append(Shape("pair", 2, k // 2))
-    if k <= spine_ports and k % g == 0:
+    if k <= ocses * st.spine_ports_per_ocs and k % g == 0:
         out.append(Shape("star", k, 1))
-    blocks = []
-    m = max(k >> ((k & -k).bit_length() - 1), k // hosts)
-    while m <= min(len(st.spread), k):
-        if k % m == 0 and k // m <= ocses:
-            blocks.append(Shape("blocks", m, k // m))
-        m *= 2
-    whole = _whole_leaves_shape(k, st)
-    if whole is not None and (whole.m, whole.n) not in {(b.m, b.n) for b in blocks}:
-        out.append(whole)
-    return out + blocks
-
-
-def _whole_leaves_shape(k: int, st: State) -> Shape | None:
-    """``exact``'s whole-leaves step as m blocks x n hosts: k / spine ports idle spines, each
-    leaf hosts / n blocks; None where it does not apply."""
-    hosts, ocses = st.hosts_per_leaf, st.ocs_count
-    spine_ports = ocses * st.spine_ports_per_ocs
-    if k & (k - 1) or k <= spine_ports or k % hosts or k % spine_ports or ocses != hosts:
-        return None
-    n = k // spine_ports
-    return None if hosts % n else Shape("whole leaves", k // hosts * (hosts // n), n)
+    blocks = block_shapes(k, len(st.spread), hosts, ocses)
+    whole = whole_leaves_counts(k, hosts, ocses, st.spine_ports_per_ocs)
+    if whole is not None:
+        leaves, n = whole
+        if (leaves * (hosts // n), n) not in blocks:
+            out.append(Shape("whole leaves", leaves * (hosts // n), n))
+    return out + [Shape("blocks", m, n) for m, n in blocks]
 
 
 def decide(ledger: Ledger, k: int, time_limit_s: float = 60.0) -> Decision:
