@@ -26,36 +26,12 @@ from __future__ import annotations
 
 import ast
 import csv
-import math
 import sys
+from pathlib import Path
 
-SMALL_SHARES = (0.25, 0.23, 0.16, 0.1, 0.07, 0.04, 0.05, 0.03, 0.02, 0.12, 0.08)
-PANGU_SHARE = 0.0737 + 0.258 + 0.0158 + 0.0002
-SERVER_GPUS = 4
-INTRA, INTER = 1000.0, 100.0
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-
-def hd_time(n: int) -> float:
-    steps, size, total = int(math.log2(n)), 0.5, 0.0
-    for k in range(steps):
-        total += size / (INTRA if n <= SERVER_GPUS or k < int(math.log2(SERVER_GPUS)) else INTER)
-        size /= 2
-    if n <= SERVER_GPUS and total == 0:
-        total = 1 / INTER / 2
-    return 2 * total
-
-
-def ring_time(n: int) -> float:
-    if n > SERVER_GPUS:
-        return 2 * (SERVER_GPUS - 1) / SERVER_GPUS / INTRA + 1 / SERVER_GPUS / INTER
-    return (n - 1) / n / INTRA
-
-
-def alltoall_time(n: int) -> float:
-    return (n - 1) / (INTER if n > SERVER_GPUS else INTRA)
-
-
-EXPECTED = (("halving-doubling", hd_time), ("ring", ring_time), ("all-to-all", alltoall_time))
+from testbed.sim.rapidnetsim_model import EXPECTED, PANGU_SHARE, SMALL_SHARES
 
 
 def close(a: float, b: float) -> bool:
@@ -81,18 +57,25 @@ def derive(arrival: float, model_size: float, gpus: int, compute_s: float
 
 
 def main(log_path: str, out_path: str) -> None:
-    with open(log_path, encoding="utf-8") as fh:
-        lines = fh.read().splitlines()
-    sizes, tuples = ast.literal_eval(lines[0]), ast.literal_eval(lines[1])
+    try:
+        with open(log_path, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+        sizes, tuples = ast.literal_eval(lines[0]), ast.literal_eval(lines[1])
+    except (OSError, IndexError, ValueError, SyntaxError):
+        raise SystemExit(f"{log_path}: not RapidNetSim's base_conf_template/log (two lines: "
+                         "the job sizes, then the generated tuples)") from None
     if sizes != [t[2] for t in tuples]:
         raise SystemExit("the log's two lines disagree on the job sizes")
+    rows = [[i, repr(arrival), gpus, *derive(arrival, model_size, gpus, compute_s)]
+            for i, (arrival, model_size, gpus, compute_s, _) in enumerate(tuples)]
     with open(out_path, "w", newline="", encoding="utf-8") as fh:
         out = csv.writer(fh)
         out.writerow(["job", "arrival_per_gap_s", "gpus", "run_s", "comm_share", "collective"])
-        for i, (arrival, model_size, gpus, compute_s, _) in enumerate(tuples):
-            run, share, name = derive(arrival, model_size, gpus, compute_s)
-            out.writerow([i, repr(arrival), gpus, run, round(share, 6), name])
+        out.writerows([i, arrival, gpus, run, round(share, 6), name]
+                      for i, arrival, gpus, run, share, name in rows)
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        raise SystemExit("usage: python scripts/rapidnetsim_jobs.py RAPIDNETSIM_LOG OUT_CSV")
     main(sys.argv[1], sys.argv[2])

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from testbed.core.errors import FabricLabError
 from testbed.core.formulas import ALLREDUCE, ALLTOALL, busbw_factor
+from testbed.sim.rapidnetsim_model import INTER_RATE, PANGU_SHARE, SMALL_SHARES, ring_time
 
 
 @dataclass(frozen=True)
@@ -352,23 +353,21 @@ RAPIDNETSIM_TRACES = ("rapidnetsim", "rapidnetsim-comm", "rapidnetsim-jittered")
 # uniform(0, 1) picks small model (below 0.7, or any size not a power of two) or Pangu, and
 # ``random.choice`` the small model by its All-Reduce share of the run time (its 17 small
 # models, in its list order); at start, re-seeded, after one uniform(0, 1), the model's size
-# is scaled by 1 + uniform(-0.5, 0.5).
-RAPIDNETSIM_SMALL_SHARES = (0.25, 0.23, 0.16, 0.1, 0.07, 0.04, 0.04, 0.05, 0.04, 0.03, 0.02,
-                            0.05, 0.05, 0.04, 0.02, 0.12, 0.08)
-RAPIDNETSIM_PANGU_SHARE = 0.0737 + 0.258 + 0.0158 + 0.0002
+# is scaled by 1 + uniform(-0.5, 0.5). Its shares and collective times:
+# testbed.sim.rapidnetsim_model.
 RAPIDNETSIM_GAPS_S = (241.0, 285.0, 360.0, 421.0, 555.0)  # the paper's inter-arrival times
 
 
 def rapidnetsim_drawn_run_s(job: int, gpus: int, run_s: float) -> float:
     """The run time RapidNetSim's simulator gives job ``job`` of its list (``run_s`` the
     list's own): compute, then the communication share scaled by its per-job draw
-    (:data:`RAPIDNETSIM_SMALL_SHARES`' comment). A size not a power of two communicates what
+    (the comment above :data:`RAPIDNETSIM_GAPS_S`). A size not a power of two communicates what
     its ring over the largest power of two p below it takes, 2(p - 1) steps of a 1/(2p)
     share at the inter-server rate (100), for a model sized to its expected ring time."""
     rng = random.Random(job)
     power_of_two = gpus & (gpus - 1) == 0
     small = rng.uniform(0, 1) < 0.7 or not power_of_two
-    share = rng.choice(RAPIDNETSIM_SMALL_SHARES) if small else RAPIDNETSIM_PANGU_SHARE
+    share = rng.choice(SMALL_SHARES) if small else PANGU_SHARE
     rng.seed(job)
     rng.uniform(0, 1)
     factor = 1 + rng.uniform(-0.5, 0.5)
@@ -377,8 +376,8 @@ def rapidnetsim_drawn_run_s(job: int, gpus: int, run_s: float) -> float:
     if power_of_two:
         return run_s * (1 - share) + run_s * share * factor
     p = 1 << (gpus.bit_length() - 1)
-    ring_s = 2 * 3 / 4 / 1000 + 1 / 4 / 100  # its expected ring time, 4-GPU servers, per byte
-    return run_s * (1 - share) + run_s * share / ring_s * factor * (p - 1) / p / 100
+    return (run_s * (1 - share)
+            + run_s * share / ring_time(gpus) * factor * (p - 1) / p / INTER_RATE)
 
 
 def rapidnetsim_trace(jobs: int, gap_s: float, with_comm: bool = False,
