@@ -17,12 +17,9 @@ import json
 import time
 
 from sdn_app.allocation.ledger import Allocation, Ledger
-from testbed.sim.cluster import ClusterConfig, simulate_cluster
-from testbed.sim.job_plans import cluster_policy
-from testbed.sim.presets import preset_params
+from testbed.sim.cluster import simulate_cluster
+from testbed.sim.cluster_run import cluster_config
 from testbed.sim.trace_loading import load_trace
-
-SHAPE_KEYS = ("leaves", "spines", "hosts_per_leaf", "ocs_count", "spine_ports_per_ocs")
 
 
 def fingerprint(gap_s: float, policy: str, rewiring: str, gpus_per_server: int) -> dict:
@@ -34,14 +31,13 @@ def fingerprint(gap_s: float, policy: str, rewiring: str, gpus_per_server: int) 
         committed.append(allocation)
         real_commit(ledger, allocation)
 
-    params = preset_params("vclos-paper", cluster_policy(policy).allocates_as)
-    shape = {k: params[k] for k in SHAPE_KEYS if k in params}
+    config = cluster_config({"preset": "vclos-paper", "policy": policy, "rewiring": rewiring,
+                             "gpus_per_server": gpus_per_server})
     specs = load_trace(f"rapidnetsim:{gap_s:g}", 5000, 0.8, 8192, 1)
     Ledger.commit = commit  # type: ignore[method-assign]
     try:
         cpu = time.process_time()
-        result = simulate_cluster(specs, ClusterConfig(
-            policy=policy, rewiring=rewiring, gpus_per_server=gpus_per_server, **shape))
+        result = simulate_cluster(specs, config)
         cpu = time.process_time() - cpu
     finally:
         Ledger.commit = real_commit  # type: ignore[method-assign]

@@ -26,12 +26,9 @@ import dataclasses
 import statistics
 from collections import Counter
 
-from testbed.sim.cluster import ClusterConfig, simulate_cluster
-from testbed.sim.job_plans import cluster_policy
-from testbed.sim.presets import preset_params
+from testbed.sim.cluster import simulate_cluster
+from testbed.sim.cluster_run import cluster_config
 from testbed.sim.trace_loading import load_trace
-
-SHAPE_KEYS = ("leaves", "spines", "hosts_per_leaf", "ocs_count", "spine_ports_per_ocs")
 
 
 def read_reference(path: str) -> list[dict]:
@@ -42,14 +39,13 @@ def read_reference(path: str) -> list[dict]:
 
 def fabriclab_rows(policy: str, trace: str, jobs: int, rewiring: str, gpus_per_server: int,
                    run_times: dict[int, float] | None) -> dict[int, dict]:
-    params = preset_params("vclos-paper", cluster_policy(policy).allocates_as)
-    shape = {k: params[k] for k in SHAPE_KEYS if k in params}
+    config = cluster_config({"preset": "vclos-paper", "policy": policy, "rewiring": rewiring,
+                             "gpus_per_server": gpus_per_server})
     specs = load_trace(trace, jobs, 0.8, 8192, 1)
     if run_times is not None:
         specs = [dataclasses.replace(s, compute_s=run_times.get(i, s.compute_s))
                  for i, s in enumerate(specs)]
-    result = simulate_cluster(specs, ClusterConfig(policy=policy, rewiring=rewiring,
-                                                   gpus_per_server=gpus_per_server, **shape))
+    result = simulate_cluster(specs, config)
     own = {s.job_id: s.compute_s for s in specs}
     return {int(row["job_id"].removeprefix("j")): {**row, "own_run_s": own[row["job_id"]]}
             for row in result.rows}

@@ -30,12 +30,9 @@ import csv
 import itertools
 import time
 
-from testbed.sim.cluster import ClusterConfig, simulate_cluster
-from testbed.sim.job_plans import cluster_policy
-from testbed.sim.presets import preset_params
+from testbed.sim.cluster import simulate_cluster
+from testbed.sim.cluster_run import cluster_config
 from testbed.sim.trace_loading import load_trace
-
-SHAPE_KEYS = ("leaves", "spines", "hosts_per_leaf", "ocs_count", "spine_ports_per_ocs")
 
 
 def queue_steps(rows: list[dict]) -> list[tuple[float, int]]:
@@ -58,12 +55,11 @@ def queue_stats(steps: list[tuple[float, int]]) -> tuple[float, int]:
 
 def run(policy: str, trace: str, gap: float, jobs: int, rewiring: str,
         gpus_per_server: int = 1) -> dict:
-    params = preset_params("vclos-paper", cluster_policy(policy).allocates_as)
-    shape = {k: params[k] for k in SHAPE_KEYS if k in params}
+    config = cluster_config({"preset": "vclos-paper", "policy": policy, "rewiring": rewiring,
+                             "gpus_per_server": gpus_per_server})
     specs = load_trace(f"{trace}:{gap:g}", jobs, 0.8, 8192, 1)
     wall, cpu = time.perf_counter(), time.process_time()
-    result = simulate_cluster(specs, ClusterConfig(policy=policy, rewiring=rewiring,
-                                                   gpus_per_server=gpus_per_server, **shape))
+    result = simulate_cluster(specs, config)
     steps = queue_steps(result.rows)
     mean_q, max_q = queue_stats(steps)
     s = result.summary
