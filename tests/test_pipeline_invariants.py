@@ -22,6 +22,7 @@ from testbed.emulator.schedstat import (
     children,
     read_threads,
     switch_pid,
+    switch_sched,
 )
 
 HZ = 20.0
@@ -207,3 +208,28 @@ def test_only_the_switchs_forwarding_threads_are_judged():
     assert list(found["thread"]) == ["pmd-c01/id:9"]
     worker = thread([0.5] * 40, pid=20, tid=21)  # a worker's threads are all judged
     assert len(sched_invariant.judge(worker, {"j0": [(100.0, 102.0)]})[0]) == 1
+
+
+def test_switch_sched_names_the_policy_of_a_thread():
+    """This test's own process runs under the normal policy at its nice; a PID that names no
+    process reads as None."""
+    assert switch_sched(os.getpid()) == f"SCHED_OTHER nice {os.nice(0)}"
+    child = subprocess.Popen([sys.executable, "-c", ""])
+    child.wait()
+    assert switch_sched(child.pid) is None
+
+
+def test_a_run_is_told_when_the_switch_forwards_without_real_time(monkeypatch):
+    """A userspace switch at a normal policy gets one sentence naming the fix; a real-time one,
+    or the kernel datapath (where the module forwards), none."""
+    from testbed.emulator import preflight, schedstat
+
+    monkeypatch.setattr(preflight, "datapath", lambda: "user")
+    monkeypatch.setattr(schedstat, "switch_sched", lambda: "SCHED_OTHER nice -10")
+    problem = preflight.forwarding_problem()
+    assert problem and "SCHED_OTHER nice -10" in problem and "scripts/start-ovs.sh" in problem
+    monkeypatch.setattr(schedstat, "switch_sched", lambda: "SCHED_RR 1")
+    assert preflight.forwarding_problem() is None
+    monkeypatch.setattr(schedstat, "switch_sched", lambda: "SCHED_OTHER nice -10")
+    monkeypatch.setattr(preflight, "datapath", lambda: "kernel")
+    assert preflight.forwarding_problem() is None

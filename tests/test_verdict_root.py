@@ -13,7 +13,7 @@ import pytest
 
 from testbed.core.experiment import expand
 from testbed.emulator.runner import Runner
-from testbed.emulator.schedstat import SchedSampler, switch_pid
+from testbed.emulator.schedstat import SchedSampler, switch_pid, switch_sched
 from testbed.emulator.stress import busy_loops, cpu_quota
 
 CORES = 0.02  # the worker's quota
@@ -101,12 +101,33 @@ def test_a_switch_held_to_a_fraction_of_a_core_trips_the_switch_invariant(tmp_pa
     assert pid is not None
     with open(f"/proc/{pid}/cgroup") as f:
         before = f.read()
+    sched = switch_sched(pid)
     with cpu_quota(pid, 0.15):
         fid = run(tmp_path, "slow-switch")
     with open(f"/proc/{pid}/cgroup") as f:
         assert f.read() == before  # back where it was
+    assert switch_sched(pid) == sched  # real-time again, if it was
     assert fid["verdict"] == "not faithful"
     found = fid["switch"]["violations"]
     assert found and all(v["process"] == "ovs-vswitchd" and v["job"] is None for v in found)
     assert any(r.startswith("switch invariant: ovs-vswitchd") for r in fid["reasons"])
 
+
+
+def test_a_quota_holds_a_real_time_thread_as_a_normal_one_and_gives_its_policy_back():
+    """A CPU quota binds only normal threads: while it holds, a real-time thread of the process
+    (ovs-vswitchd's forwarding thread, as scripts/start-ovs.sh sets it) runs as a normal one,
+    and after, real-time again. On a sleep this test starts."""
+    import os
+    import subprocess
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        os.sched_setscheduler(child.pid, os.SCHED_RR, os.sched_param(1))
+        assert switch_sched(child.pid) == "SCHED_RR 1"
+        with cpu_quota(child.pid, 0.5):
+            assert switch_sched(child.pid).startswith("SCHED_OTHER nice ")
+        assert switch_sched(child.pid) == "SCHED_RR 1"
+    finally:
+        child.kill()
+        child.wait()

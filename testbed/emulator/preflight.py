@@ -56,6 +56,18 @@ def userspace_tso() -> bool:
     return out is not None and out.returncode == 0 and out.stdout.strip() == '"true"'
 
 
+def forwarding_problem() -> str | None:
+    """One sentence when ovs-vswitchd forwards in userspace without real-time priority (it then
+    waits behind the run's workers for a CPU; scripts/start-ovs.sh sets it); else None."""
+    from testbed.emulator.schedstat import switch_sched
+
+    sched = switch_sched()
+    if datapath() == "kernel" or sched is None or not sched.startswith("SCHED_OTHER"):
+        return None
+    return (f"ovs-vswitchd forwards in userspace at {sched}, not real-time, so it can wait for "
+            "a CPU behind the workers: run `bash scripts/start-ovs.sh` as root to set it")
+
+
 def require_fabric_ready() -> None:
     """Everything a fabric bring-up needs, or a PrivilegeError naming the fix."""
     require_root("build the emulated network")
@@ -129,6 +141,11 @@ def checks() -> list[Check]:
                                              f", userspace TSO {'on' if tso else 'off'}"),
                          "bash scripts/start-ovs.sh (as root) (turns userspace TSO on and "
                          "restarts ovs-vswitchd)"))
+        if ovs:
+            problem = forwarding_problem()
+            out.append(Check("ovs forwarding", problem is None,
+                             problem or "forwarding thread real-time (or kernel datapath)",
+                             "bash scripts/start-ovs.sh (as root)", required=False))
     for tool, fix in (("mnexec", "apt-get install mininet (as root)"),
                       ("iperf3", "apt-get install iperf3 (as root)"),
                       ("ethtool", "apt-get install ethtool (as root)")):

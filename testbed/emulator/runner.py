@@ -32,8 +32,9 @@ from testbed.emulator.commands import run_command_on_fabric
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.failpoints import failpoint
 from testbed.emulator.fidelity import fidelity_record, pipeline_record
+from testbed.emulator.preflight import forwarding_problem
 from testbed.emulator.sampler import LinkSampler, mean_idle, write_parquet
-from testbed.emulator.schedstat import SchedSampler
+from testbed.emulator.schedstat import SchedSampler, switch_sched
 from testbed.emulator.workers import check_training, run_job
 from workloads.model import job_model_s
 
@@ -43,7 +44,8 @@ def environment() -> dict[str, Any]:
     from sdn_app.compat import FRAMEWORK
     from testbed.emulator.preflight import datapath
 
-    return base_environment() | {"controller": FRAMEWORK, "datapath": datapath()}
+    return base_environment() | {"controller": FRAMEWORK, "datapath": datapath(),
+                                 "switch_sched": switch_sched()}
 
 
 class Runner:
@@ -101,6 +103,8 @@ class Runner:
             self.console.print(f"[bold]{self.exp.name}[/]: bringing up {self.plan.kind} "
                                f"({len(self.plan.hosts)} hosts) with policy {policy or 'static'}"
                                + (" on kernel bridges" if self.switches == "kernel" else ""))
+            if self.switches != "kernel" and (problem := forwarding_problem()):
+                self.console.print(f"[yellow]warning:[/] {problem}", highlight=False)
             fab = Fabric(self.plan, self.run_dir, policy=policy, ocs_delay=self.exp.ocs_delay_s,
                          switches=self.switches, hosts=self.host_runtimes)
             with fab:

@@ -19,6 +19,7 @@ from testbed.core.samples import SCHED_SAMPLE_SCHEMA
 
 OVS_PIDFILE = Path("/var/run/openvswitch/ovs-vswitchd.pid")
 SWITCH_PROCESS = "ovs-vswitchd"
+REALTIME = {os.SCHED_RR: "SCHED_RR", os.SCHED_FIFO: "SCHED_FIFO"}  # policy -> its name
 SCHED_HZ = 20.0  # 40 samples per stretch of STRETCH_S = 2 s (analysis.sched_invariant)
 DISCOVER_ROUNDS = 20  # look for the watched workers' children once in this many rounds
 
@@ -31,6 +32,23 @@ def switch_pid(pidfile: Path = OVS_PIDFILE) -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return pid if comm == SWITCH_PROCESS else None
+
+
+def switch_sched(pid: int | None = None) -> str | None:
+    """How the CPU scheduler runs ovs-vswitchd's main thread (on the userspace datapath, the
+    one that polls the ports and forwards): ``"SCHED_RR 1"`` (real-time, what
+    ``scripts/start-ovs.sh`` sets) or ``"SCHED_OTHER nice -10"``; None when it cannot be read.
+    Read only: fabriclab never changes it from here."""
+    pid = switch_pid() if pid is None else pid
+    if pid is None:
+        return None
+    try:
+        policy = os.sched_getscheduler(pid)
+        if policy in REALTIME:
+            return f"{REALTIME[policy]} {os.sched_getparam(pid).sched_priority}"
+        return f"SCHED_OTHER nice {os.getpriority(os.PRIO_PROCESS, pid)}"
+    except OSError:
+        return None
 
 
 def _task_ids(pid: int) -> list[str]:

@@ -5,7 +5,9 @@ error or Ctrl-C.
 Busy loops are this process's own children, ended through their Popen objects. The quota moves
 only ovs-vswitchd's PID into a cgroup made here (cgroup v2: a child of this process's own
 cgroup; v1: a child of the ``cpu`` hierarchy's root), and moves it back to the cgroup it came
-from before removing the one made here; ovs-vswitchd itself is never signalled.
+from before removing the one made here; ovs-vswitchd itself is never signalled. A real-time
+thread of it (its forwarding thread, scripts/start-ovs.sh) runs under the normal policy while
+the quota holds, as a quota binds only those, and gets its own policy back after.
 """
 
 from __future__ import annotations
@@ -71,11 +73,32 @@ def cpu_quota(pid: int, cores: float) -> Iterator[Path]:
         else:
             (group / "cpu.cfs_period_us").write_text(f"{PERIOD_US}\n")
             (group / "cpu.cfs_quota_us").write_text(f"{quota}\n")
-        (group / "cgroup.procs").write_text(f"{pid}\n")
-        try:
-            yield group
-        finally:
-            with contextlib.suppress(ProcessLookupError):  # it may have ended meanwhile
-                (mount / home / "cgroup.procs").write_text(f"{pid}\n")
+        with _not_realtime(pid):
+            (group / "cgroup.procs").write_text(f"{pid}\n")
+            try:
+                yield group
+            finally:
+                with contextlib.suppress(ProcessLookupError):  # it may have ended meanwhile
+                    (mount / home / "cgroup.procs").write_text(f"{pid}\n")
     finally:
         group.rmdir()
+
+
+@contextlib.contextmanager
+def _not_realtime(pid: int) -> Iterator[None]:
+    """``pid``'s real-time threads (ovs-vswitchd's forwarding thread, as scripts/start-ovs.sh
+    sets it) under the normal policy while the block runs, then as they were: a CPU quota holds
+    back only normal threads."""
+    held: dict[int, tuple[int, int]] = {}
+    try:
+        for tid in map(int, os.listdir(f"/proc/{pid}/task")):
+            with contextlib.suppress(ProcessLookupError):
+                policy = os.sched_getscheduler(tid)
+                if policy in (os.SCHED_RR, os.SCHED_FIFO):
+                    held[tid] = (policy, os.sched_getparam(tid).sched_priority)
+                    os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+        yield
+    finally:
+        for tid, (policy, priority) in held.items():
+            with contextlib.suppress(ProcessLookupError):
+                os.sched_setscheduler(tid, policy, os.sched_param(priority))
