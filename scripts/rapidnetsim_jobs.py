@@ -66,13 +66,14 @@ def main(log_path: str, out_path: str) -> None:
                          "the job sizes, then the generated tuples)") from None
     if sizes != [t[2] for t in tuples]:
         raise SystemExit("the log's two lines disagree on the job sizes")
-    rows = [[i, repr(arrival), gpus, *derive(arrival, model_size, gpus, compute_s)]
-            for i, (arrival, model_size, gpus, compute_s, _) in enumerate(tuples)]
+    rows = []  # all derived before the file is opened: a bad tuple leaves no half a file
+    for i, (arrival, model_size, gpus, compute_s, _) in enumerate(tuples):
+        run, share, name = derive(arrival, model_size, gpus, compute_s)
+        rows.append([i, repr(arrival), gpus, run, round(share, 6), name])
     with open(out_path, "w", newline="", encoding="utf-8") as fh:
         out = csv.writer(fh)
         out.writerow(["job", "arrival_per_gap_s", "gpus", "run_s", "comm_share", "collective"])
-        out.writerows([i, arrival, gpus, run, round(share, 6), name]
-                      for i, arrival, gpus, run, share, name in rows)
+        out.writerows(rows)
 
 
 if __name__ == "__main__":

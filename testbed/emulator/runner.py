@@ -32,7 +32,7 @@ from testbed.emulator.commands import run_command_on_fabric
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.failpoints import failpoint
 from testbed.emulator.fidelity import fidelity_record, pipeline_record
-from testbed.emulator.preflight import forwarding_problem
+from testbed.emulator.preflight import datapath, forwarding_problem
 from testbed.emulator.sampler import LinkSampler, mean_idle, write_parquet
 from testbed.emulator.schedstat import SchedSampler, switch_sched
 from testbed.emulator.workers import check_training, run_job
@@ -40,9 +40,9 @@ from workloads.model import job_model_s
 
 
 def environment() -> dict[str, Any]:
-    """env.json of an emulated run: the shared fields plus the controller and datapath."""
+    """env.json of an emulated run: the shared fields plus the controller, the datapath and how
+    the switch's forwarding thread is scheduled."""
     from sdn_app.compat import FRAMEWORK
-    from testbed.emulator.preflight import datapath
 
     return base_environment() | {"controller": FRAMEWORK, "datapath": datapath(),
                                  "switch_sched": switch_sched()}

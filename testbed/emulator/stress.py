@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from testbed.core.errors import FabricLabError
+from testbed.emulator.schedstat import REALTIME
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PERIOD_US = 100_000
@@ -94,7 +95,7 @@ def _not_realtime(pid: int) -> Iterator[None]:
         for tid in map(int, os.listdir(f"/proc/{pid}/task")):
             with contextlib.suppress(ProcessLookupError):
                 policy = os.sched_getscheduler(tid)
-                if policy in (os.SCHED_RR, os.SCHED_FIFO):
+                if policy in REALTIME:
                     held[tid] = (policy, os.sched_getparam(tid).sched_priority)
                     os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
         yield
