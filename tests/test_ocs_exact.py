@@ -15,7 +15,13 @@ import pytest
 
 from sdn_app.allocation import milp
 from sdn_app.allocation.cluster import Cluster
-from sdn_app.allocation.ledger import Allocation, AllocationRefused
+from sdn_app.allocation.ledger import (
+    Allocation,
+    AllocationRefused,
+    BlockCircuits,
+    allocation_from_dict,
+    port_use,
+)
 from sdn_app.allocation.milp import Milp
 from sdn_app.allocation.ocs_exact import Snapshot, best_pair, pack_blocks, split_evenly
 from testbed.core.experiment import load_experiments
@@ -171,6 +177,28 @@ def test_power_of_two_job_takes_whole_idle_leaves_and_spines() -> None:
     check_job(c, job)
     assert job.leaves == (0, 1, 2, 3) and job.spines == (0, 1)
     check_ports(c)
+
+
+def test_block_circuits_are_built_when_read_and_book_the_ports_they_hold() -> None:
+    """A block job's circuits are a BlockCircuits: equal to the circuits it stands for,
+    holding exactly the ports those circuits hold, and a port booked twice is caught."""
+    c = paper_like(leaves=8, gpus_per_server=1)
+    job = c.allocate("big", 16, "ocs-vclos")
+    assert isinstance(job.circuits, BlockCircuits) and len(job.circuits) == 16
+    explicit = tuple(job.circuits)
+    assert job.circuits == explicit and explicit == job.circuits
+    assert port_use(explicit) == job.circuits.ports
+    assert [job.circuits[i] for i in range(16)] == list(explicit)
+    copy = allocation_from_dict(job.to_dict())
+    assert copy == job and isinstance(copy.circuits, tuple)
+    c.release("big")
+    c.adopt(copy)  # booked from its explicit circuits
+    with pytest.raises(AssertionError):
+        c.commit(Allocation("again", "ocs-vclos", (), (), circuits=explicit))
+    with pytest.raises(AssertionError):
+        port_use(explicit + explicit[:1])  # one port, two circuits
+    c.release("big")
+    assert c.is_empty()
 
 
 def test_blocks_pack_best_fit_and_never_move_running_circuits() -> None:

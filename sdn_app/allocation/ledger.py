@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from functools import partial
+from itertools import repeat
+from typing import Any, NamedTuple, overload
 
 from testbed.core.errors import FabricLabError
 
@@ -55,6 +57,82 @@ def _end_to_dict(end: tuple) -> dict[str, Any]:
     return {"kind": "spine", "spine": end[1], "port": end[2]}
 
 
+# ``Circuit(*fields)`` built in C, without the named tuple's Python-level constructor.
+_circuit = partial(tuple.__new__, Circuit)
+
+
+class PortUse(NamedTuple):
+    """The OCS ports some circuits hold: bit o of ``leaves[leaf]`` is the leaf's port on OCS
+    o, bit p of ``spines[(ocs, spine)]`` the spine's port p on that OCS."""
+
+    leaves: dict[int, int]
+    spines: dict[tuple[int, int], int]
+
+
+def port_use(circuits: Iterable[Circuit]) -> PortUse:
+    """The ports ``circuits`` hold (a :class:`BlockCircuits` knows its own); two circuits on
+    one port are a bug, caught here."""
+    if isinstance(circuits, BlockCircuits):
+        return circuits.ports
+    leaves: dict[int, int] = {}
+    spines: dict[tuple[int, int], int] = {}
+    for ocs, *ends in circuits:
+        for end in ends:
+            held, key, bit = ((leaves, end[1], 1 << ocs) if end[0] == "leaf"
+                              else (spines, (ocs, end[1]), 1 << end[2]))
+            assert not held.get(key, 0) & bit, (ocs, end)
+            held[key] = held.get(key, 0) | bit
+    return PortUse(leaves, spines)
+
+
+class BlockCircuits(Sequence[Circuit]):
+    """One circuit per host, host i's from its leaf over OCS ``ocses[i]`` to spine
+    ``spines[i]``, each (OCS, spine)'s ports dealt lowest first in host order: built only
+    when first read. The simulator books a job's :class:`PortUse` and never reads its
+    circuits (a run at the vClos paper's scale holds over a million); the emulator's
+    controller does. Equal to any sequence of the same circuits."""
+
+    def __init__(self, hosts: Sequence[Host], ocses: list[int], spines: list[int],
+                 ports: PortUse) -> None:
+        self._hosts, self._ocses, self._spines = hosts, ocses, spines
+        self.ports = ports
+        self._built: tuple[Circuit, ...] | None = None
+
+    def _circuits(self) -> tuple[Circuit, ...]:
+        if self._built is None:
+            free = {key: iter([p for p in range(mask.bit_length()) if mask >> p & 1])
+                    for key, mask in self.ports.spines.items()}
+            ends = zip(repeat("spine"), self._spines,
+                       map(next, map(free.__getitem__, zip(self._ocses, self._spines,
+                                                           strict=True))))
+            leaf_ends = [("leaf", leaf) for leaf, _slot in self._hosts]
+            self._built = tuple(map(_circuit, zip(self._ocses, leaf_ends, ends, strict=True)))
+        return self._built
+
+    def __len__(self) -> int:
+        return len(self._ocses)
+
+    @overload
+    def __getitem__(self, index: int) -> Circuit: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Circuit, ...]: ...
+    def __getitem__(self, index):
+        return self._circuits()[index]
+
+    def __iter__(self) -> Iterator[Circuit]:
+        return iter(self._circuits())
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return self._circuits() == tuple(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"BlockCircuits({self._circuits()!r})"
+
+
 @dataclass(frozen=True)
 class Allocation:
     """What a job got. Treat as read-only (the dict fields are not copied).
@@ -64,7 +142,8 @@ class Allocation:
     * ``spines``: the job's spines in host order (host j on each leaf uses
       ``spines[j]``); empty for ecmp, single-leaf and direct leaf-leaf jobs.
     * ``links``: reserved ``(leaf, spine)`` pairs (empty for ecmp / one leaf / direct).
-    * ``circuits``: OCS circuits of an ocs-vclos job, in leaf order then host order.
+    * ``circuits``: OCS circuits of an ocs-vclos job, in leaf order then host order (a
+      tuple, or a :class:`BlockCircuits` built when first read).
     * ``spine_of``: host -> the spine it uses toward other leaves (cross-leaf
       vclos / ocs-vclos jobs through spines only; empty otherwise).
     * ``circuit_of``: host -> index in ``circuits`` of the circuit carrying its
@@ -78,7 +157,7 @@ class Allocation:
     leaves: tuple[int, ...]
     spines: tuple[int, ...] = ()
     links: frozenset[Link] = frozenset()
-    circuits: tuple[Circuit, ...] = ()
+    circuits: Sequence[Circuit] = ()
     spine_of: dict[Host, int] = field(default_factory=dict)
     circuit_of: dict[Host, int] = field(default_factory=dict)
 
@@ -323,10 +402,32 @@ class Ledger:
         """Bit o is set when ``leaf``'s port on OCS o is idle."""
         return self._leaf_idle_mask[leaf]
 
+    def idle_ocs_masks(self) -> list[int]:
+        """:meth:`idle_ocs_mask` of every leaf (a copy)."""
+        return self._leaf_idle_mask[:]
+
     def idle_ports_of(self, ocs: int, spine: int) -> list[int]:
         """The idle ports of ``spine`` on ``ocs``, lowest first."""
         mask = self._spine_port_mask[spine][ocs]
         return [p for p in range(self.spine_ports_per_ocs) if mask >> p & 1]
+
+    def lowest_idle_ports(self, counts: dict[tuple[int, int], int]) -> dict[tuple[int, int], int]:
+        """For each ``(ocs, spine): count``, the ``count`` lowest idle ports of ``spine`` on
+        ``ocs`` as a mask (bit p: port p); there must be that many."""
+        rows, taken = self._spine_port_mask, {}
+        for (ocs, spine), count in counts.items():
+            idle = rows[spine][ocs]
+            if idle.bit_count() == count:  # all of them: the common case
+                taken[(ocs, spine)] = idle
+                continue
+            mask = 0
+            for _ in range(count):
+                low = idle & -idle
+                assert low, (ocs, spine, count)
+                mask |= low
+                idle ^= low
+            taken[(ocs, spine)] = mask
+        return taken
 
     def idle_spine_counts(self) -> list[list[int]]:
         """``[spine][ocs]``: how many of the spine's ports on that OCS are idle (a copy)."""
@@ -363,7 +464,7 @@ class Ledger:
         self._book_hosts(allocation.hosts, job_id, -1)
         for link in self._exclusive_links(allocation):
             del self._link_owner[link]
-        self._book_circuits(allocation.circuits, -1)
+        self._book_ports(port_use(allocation.circuits), -1)
         return allocation
 
     def commit(self, allocation: Allocation) -> None:
@@ -373,7 +474,7 @@ class Ledger:
         for link in self._exclusive_links(allocation):
             assert link not in self._link_owner, link
             self._link_owner[link] = job_id
-        self._book_circuits(allocation.circuits, +1)
+        self._book_ports(port_use(allocation.circuits), +1)
         self.jobs[job_id] = allocation
 
     def _book_hosts(self, hosts: Iterable[Host], job_id: str, step: int) -> None:
@@ -389,25 +490,18 @@ class Ledger:
             free[host[0]] -= step
             busy[host[0]][host[1] // g] += step
 
-    def _book_circuits(self, circuits: Iterable[Circuit], step: int) -> None:
-        """Hold the ports of ``circuits`` (``step`` +1) or set them idle again (-1): each
-        end's bit flips, so holding a held port (or freeing an idle one) is caught."""
+    def _book_ports(self, ports: PortUse, step: int) -> None:
+        """Hold ``ports`` (``step`` +1) or set them idle again (-1): their bits flip, so
+        holding a held port (or freeing an idle one) is caught."""
         leaf_mask, port_mask, idle = self._leaf_idle_mask, self._spine_port_mask, self._spine_idle
-        for ocs, end_a, end_b in circuits:
-            bit = 1 << ocs
-            leaf = end_a[1]
-            assert bool(leaf_mask[leaf] & bit) == (step > 0), (ocs, end_a)
-            leaf_mask[leaf] ^= bit
-            if end_b[0] == "leaf":
-                other = end_b[1]
-                assert bool(leaf_mask[other] & bit) == (step > 0), (ocs, end_b)
-                leaf_mask[other] ^= bit
-            else:
-                spine, port = end_b[1], end_b[2]
-                row = port_mask[spine]
-                assert bool(row[ocs] >> port & 1) == (step > 0), (ocs, end_b)
-                row[ocs] ^= 1 << port
-                idle[spine][ocs] -= step
+        for leaf, mask in ports.leaves.items():
+            assert leaf_mask[leaf] & mask == (mask if step > 0 else 0), (leaf, mask)
+            leaf_mask[leaf] ^= mask
+        for (ocs, spine), mask in ports.spines.items():
+            row = port_mask[spine]
+            assert row[ocs] & mask == (mask if step > 0 else 0), (ocs, spine, mask)
+            row[ocs] ^= mask
+            idle[spine][ocs] -= step * mask.bit_count()
 
     def _exclusive_links(self, allocation: Allocation) -> frozenset[Link]:
         """The (leaf, spine) pairs no other job may use while this one runs (a vClos job's

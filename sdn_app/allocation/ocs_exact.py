@@ -36,9 +36,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from functools import partial
+from itertools import chain, product, repeat
 
-from sdn_app.allocation.ledger import Allocation, Circuit, Host, Ledger
+from sdn_app.allocation.ledger import Allocation, BlockCircuits, Host, Ledger, PortUse
 from sdn_app.allocation.milp import Milp
 from sdn_app.allocation.ocs_feasibility import (
     Shape,
@@ -52,9 +52,6 @@ from sdn_app.allocation.ocs_feasibility import (
 MAX_PACKINGS = 4
 # How long the wiring MILP may run before its best answer is taken (or the shape given up).
 WIRE_TIME_LIMIT_S = 2.0
-# ``Circuit(*fields)`` built in C, without the named tuple's Python-level constructor: a job
-# of 512 hosts builds 512 circuits.
-_circuit = partial(tuple.__new__, Circuit)
 # How many wiring MILPs ran, and how many hit the time limit (answer not proven optimal).
 SOLVER_STATS = {"wire_milps": 0, "wire_unproven": 0, "last_resorts": 0, "last_resort_wirings": 0}
 # How long the last resort's joint MILP may run on one shape before it is given up.
@@ -75,8 +72,7 @@ class Snapshot:
         idle = ledger.idle_servers()
         g = ledger.gpus_per_server
         return cls([servers * g for servers in idle], idle,
-                   [ledger.idle_ocs_mask(leaf) for leaf in range(ledger.leaves)],
-                   ledger.idle_spine_counts())
+                   ledger.idle_ocs_masks(), ledger.idle_spine_counts())
 
 
 def bits(mask: int) -> list[int]:
@@ -289,8 +285,11 @@ def _spine_flow(free: dict[int, int], blocks: dict[int, int],
     got: dict[int, set[int]] = {leaf: set() for leaf in blocks}
 
     def augment(leaf: int, seen: set[int]) -> bool:
-        options = [o for o in bits(free[leaf]) if idle[o] and o not in seen and o not in got[leaf]]
-        for ocs in sorted(options, key=lambda o: load[o] >= idle[o]):  # open OCSes first
+        held = got[leaf]
+        options = [o for o in bits(free[leaf]) if idle[o] and o not in seen and o not in held]
+        open_first = [o for o in options if load[o] < idle[o]]
+        open_first += [o for o in options if load[o] >= idle[o]]
+        for ocs in open_first:
             seen.add(ocs)
             if load[ocs] < idle[ocs]:
                 load[ocs] += 1
@@ -394,28 +393,29 @@ def one_part(keys: list[tuple], left: Counter, exact: dict, low: dict,
     ``high[b]``. A path never takes an edge away from its last b, so b's count only grows
     and the lower bounds met in the first pass stay met; each pass is a maximum flow (an a
     that finds no path finds none later), so a part exists exactly when both passes fill."""
-    by_a: dict = {}
+    by_a: dict = {}  # a -> [(b, edge, copies of the edge left)]
     for a, b in keys:
-        by_a.setdefault(a, []).append(b)
+        by_a.setdefault(a, []).append((b, (a, b), left[(a, b)]))
     by_b: dict = {}  # b -> {a: None} of the a's that have held one of b's edges
-    taken: Counter = Counter()  # edge -> copies in the part
-    at_b: Counter = Counter()
+    taken = dict.fromkeys(keys, 0)  # edge -> copies in the part
+    at_b = dict.fromkeys((b for _a, b in keys), 0)
     need = dict.fromkeys(by_a, 0)
 
     def augment(a, limit: dict, seen: set) -> bool:
-        for b in by_a[a]:
-            if b in seen or taken[(a, b)] >= left[(a, b)]:
+        for b, edge, copies in by_a[a]:
+            if b in seen or taken[edge] >= copies:
                 continue
             seen.add(b)
             if at_b[b] < limit.get(b, 0):
                 at_b[b] += 1
             else:
-                other = next((o for o in by_b.get(b, ()) if taken[(o, b)]
-                              and augment(o, limit, seen)), None)
-                if other is None:
+                for other in by_b.get(b, ()):
+                    if taken[(other, b)] and augment(other, limit, seen):
+                        taken[(other, b)] -= 1
+                        break
+                else:
                     continue
-                taken[(other, b)] -= 1
-            taken[(a, b)] += 1
+            taken[edge] += 1
             by_b.setdefault(b, {})[a] = None
             return True
         return False
@@ -441,8 +441,8 @@ def place_whole_leaves(ledger: Ledger, job_id: str, snap: Snapshot, k: int) -> A
     full = (1 << ocses) - 1
     leaves = [lf for lf in range(ledger.leaves)
               if snap.spread[lf] == hosts and snap.leaf_mask[lf] == full][:leaves_wanted]
-    spines = [s for s in range(ledger.spines)
-              if sum(snap.spine_idle[s]) == spine_ports][:spines_wanted]
+    spines = [s for s, idle in enumerate(map(sum, snap.spine_idle))
+              if idle == spine_ports][:spines_wanted]
     if len(leaves) < leaves_wanted or len(spines) < spines_wanted:
         return None
     if any(not ledger.link_free(lf, s) for lf in leaves for s in spines):
@@ -460,28 +460,31 @@ def block_allocation(
     ocs_of: dict[tuple[int, int], list[int]],
 ) -> Allocation:
     """The allocation of blocks: host ``a * n + j`` of a leaf (its a-th block) reaches
-    ``spines[j]`` over the a-th circuit of that (leaf, spine), on the lowest idle port."""
-    ports: dict[tuple[int, int], list[int]] = {}  # (ocs, spine) -> idle ports left, lowest first
+    ``spines[j]`` over the a-th circuit of that (leaf, spine), on the lowest idle port.
+
+    Its circuits are a :class:`~sdn_app.allocation.ledger.BlockCircuits`, booked by the
+    ports they hold and built only when read: a run at the paper's scale holds over a
+    million, so the per-host work here stays in C (zip, map, chain, Counter)."""
     hosts: list[Host] = []
-    circuits: list[Circuit] = []
-    spine_of: dict[Host, int] = {}
-    circuit_of: dict[Host, int] = {}
+    host_ocses: list[int] = []
+    host_spines: list[int] = []
+    leaf_ports: dict[int, int] = {}
     for leaf in sorted(blocks):
-        leaf_end = ("leaf", leaf)
-        for h, slot in enumerate(ledger.take_slots([leaf], blocks[leaf] * n)[leaf]):
-            spine = spines[h % n]
-            ocs = ocs_of[(leaf, spine)][h // n]
-            free = ports.get((ocs, spine))
-            if free is None:
-                free = ports[(ocs, spine)] = ledger.idle_ports_of(ocs, spine)
-            host = (leaf, slot)
-            hosts.append(host)
-            spine_of[host] = spine
-            circuit_of[host] = len(circuits)
-            circuits.append(_circuit((ocs, leaf_end, ("spine", spine, free.pop(0)))))
+        count = blocks[leaf] * n
+        slots = ledger.take_slots([leaf], count)[leaf]
+        # Host a * n + j's OCS: row a of the columns ocs_of[(leaf, spines[j])].
+        ocses = list(chain.from_iterable(zip(*(ocs_of[(leaf, s)] for s in spines),
+                                             strict=True)))
+        assert len(slots) == len(ocses) == len(set(ocses)) == count, (leaf, count)
+        leaf_ports[leaf] = sum(map((1).__lshift__, ocses))
+        hosts.extend(zip(repeat(leaf), slots))
+        host_ocses.extend(ocses)
+        host_spines.extend(spines * blocks[leaf])
+    spine_ports = ledger.lowest_idle_ports(Counter(zip(host_ocses, host_spines, strict=True)))
+    circuits = BlockCircuits(hosts, host_ocses, host_spines, PortUse(leaf_ports, spine_ports))
     return Allocation(
         job_id=job_id, policy="ocs-vclos", hosts=tuple(hosts),  # leaf, then slot: sorted
         leaves=tuple(sorted(blocks)), spines=tuple(spines),
-        links=frozenset((leaf, s) for leaf in blocks for s in spines),
-        circuits=tuple(circuits), spine_of=spine_of, circuit_of=circuit_of)
-
+        links=frozenset(product(blocks, spines)), circuits=circuits,
+        spine_of=dict(zip(hosts, host_spines, strict=True)),
+        circuit_of=dict(zip(hosts, range(len(hosts)), strict=True)))
