@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import chain, product, repeat
 
 from sdn_app.allocation.ledger import Allocation, BlockCircuits, Host, Ledger, PortUse
@@ -75,8 +76,11 @@ class Snapshot:
                    ledger.idle_ocs_masks(), ledger.idle_spine_counts())
 
 
-def bits(mask: int) -> list[int]:
-    return [i for i in range(mask.bit_length()) if mask >> i & 1]
+@lru_cache(maxsize=1 << 16)
+def bits(mask: int) -> tuple[int, ...]:
+    """The set bits of ``mask``, lowest first (remembered: the same port masks recur in
+    every augmenting path)."""
+    return tuple(i for i in range(mask.bit_length()) if mask >> i & 1)
 
 
 def place_exact(ledger: Ledger, job_id: str, k: int, snap: Snapshot) -> Allocation | None:
@@ -215,14 +219,17 @@ def wire_blocks(
             spine_kinds.setdefault(tuple(idle), []).append(spine)
     if sum(len(v) for v in spine_kinds.values()) < n:
         return None
-    greedy = _wire_greedy(snap, blocks, n, spine_kinds)
-    if greedy is not None and greedy[0]:
+    greedy = _wire_greedy(snap, blocks, n, spine_kinds, cheapest_only=True)
+    if greedy is not None:
         return greedy[1]  # it took the n cheapest spines: the lower bound, so optimal
     leaf_kinds: dict[tuple[int, int], list[int]] = {}
     for leaf, b in sorted(blocks.items()):
         leaf_kinds.setdefault((snap.leaf_mask[leaf], b), []).append(leaf)
-    found = _wire_kinds(n, leaf_kinds, spine_kinds)
+    found, proven = _wire_kinds(n, leaf_kinds, spine_kinds)
     if found is None:
+        if proven:
+            return None  # no wiring exists
+        greedy = _wire_greedy(snap, blocks, n, spine_kinds)  # the MILP ran out of time
         return None if greedy is None else greedy[1]
     taken, flows = found
     # Each leaf kind's circuits (spine kind, ocs) to its leaves: b * y of every spine kind
@@ -251,11 +258,15 @@ def wire_blocks(
 
 
 def _wire_greedy(
-    snap: Snapshot, blocks: dict[int, int], n: int, kinds: dict[tuple, list[int]]
+    snap: Snapshot, blocks: dict[int, int], n: int, kinds: dict[tuple, list[int]],
+    cheapest_only: bool = False,
 ) -> tuple[bool, tuple[list[int], dict[tuple[int, int], list[int]]]] | None:
     """Spines cheapest first (fewest idle ports, then index), each wired by a maximum flow
     (leaf -> OCS -> spine) over the leaf ports still idle: ``(took the n cheapest,
-    wiring)`` once n spines are wired, or None. Fast; optimal when it took the n cheapest."""
+    wiring)`` once n spines are wired, or None. Fast; optimal when it took the n cheapest.
+    ``cheapest_only``: None at the first spine it cannot wire (no proof of optimality can
+    follow; in a run at the paper's scale that is most calls, and the rest of the spines
+    would cost more than the MILP)."""
     order = sorted((sum(idle), spine, idle) for idle, sp in kinds.items() for spine in sp)
     free = {leaf: snap.leaf_mask[leaf] for leaf in blocks}
     spines: list[int] = []
@@ -264,6 +275,8 @@ def _wire_greedy(
     for _cost, spine, idle in order:
         flow = _spine_flow(free, blocks, idle)
         if flow is None:
+            if cheapest_only:
+                return None
             skipped = True
             continue
         spines.append(spine)
@@ -319,9 +332,11 @@ def _spine_flow(free: dict[int, int], blocks: dict[int, int],
 
 def _wire_kinds(
     n: int, leaf_kinds: dict[tuple[int, int], list[int]], spine_kinds: dict[tuple, list[int]]
-) -> tuple[dict[tuple, int], dict[tuple[tuple[int, int], tuple, int], int]] | None:
+) -> tuple[tuple[dict[tuple, int], dict[tuple[tuple[int, int], tuple, int], int]] | None,
+           bool]:
     """The wiring MILP over kinds: ``({spine kind: spines taken}, {(leaf kind, spine kind,
-    ocs): circuits})``, or None when no wiring exists.
+    ocs): circuits})`` or None (no wiring found), and whether that answer is proven (an
+    optimum, or that no wiring exists; not when the MILP ran out of time).
 
     Per leaf kind (N leaves, b blocks each) and spine kind (y taken): b * N * y circuits;
     per leaf kind and OCS at most N (one port each); per spine kind and OCS at most
@@ -353,9 +368,9 @@ def _wire_kinds(
     SOLVER_STATS["wire_milps"] += 1
     SOLVER_STATS["wire_unproven"] += not model.proven
     if x is None:
-        return None
+        return None, model.proven
     return ({idle: x[v] for idle, v in take.items() if x[v]},
-            {key: x[v] for key, v in flow.items() if x[v]})
+            {key: x[v] for key, v in flow.items() if x[v]}), model.proven
 
 
 def split_evenly(edges: list[tuple], count: int, exact: dict, cap) -> list[list[tuple]]:
