@@ -15,6 +15,10 @@ import highspy
 import numpy as np
 
 INF = math.inf
+# HiGHS's own class, without highspy's Python wrapper: the wrapper enables callbacks in its
+# constructor, which prints HiGHS's banner before any option can turn output off (HiGHS
+# issue 2749), once per process, in the middle of a report. Falls back to the wrapper.
+_HIGHS = getattr(getattr(highspy, "_core", None), "_Highs", highspy.Highs)
 # Proven answers by model (the SHA-256 of its arrays), so a model met again is not solved again (the
 # FIFO queue's head is placed again after every departure); cleared when it holds MAX_SOLVED.
 SOLVED: dict[bytes, tuple[tuple[int, ...] | None, bool]] = {}  # answer, proven infeasible
@@ -93,7 +97,7 @@ class Milp:
         lp.a_matrix_.index_ = index
         lp.a_matrix_.value_ = value
         lp.integrality_ = [highspy.HighsVarType.kInteger] * lp.num_col_
-        h = highspy.Highs()
+        h = _HIGHS()
         h.setOptionValue("output_flag", False)
         h.setOptionValue("threads", 1)
         h.setOptionValue("mip_rel_gap", 0.0)
