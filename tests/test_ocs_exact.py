@@ -23,7 +23,14 @@ from sdn_app.allocation.ledger import (
     port_use,
 )
 from sdn_app.allocation.milp import Milp
-from sdn_app.allocation.ocs_exact import Snapshot, best_pair, pack_blocks, split_evenly
+from sdn_app.allocation.ocs_exact import (
+    Snapshot,
+    best_pair,
+    block_allocation,
+    pack_blocks,
+    split_evenly,
+    whole_leaves_allocation,
+)
 from testbed.core.experiment import load_experiments
 
 REPO = Path(__file__).resolve().parents[1]
@@ -201,6 +208,24 @@ def test_block_circuits_are_built_when_read_and_book_the_ports_they_hold() -> No
     with pytest.raises(AssertionError):
         port_use(explicit + explicit[:1])  # one port, two circuits
     c.release("big")
+    assert c.is_empty()
+
+
+@pytest.mark.parametrize("spines", [[0, 2, 5, 7], [6, 1, 3, 4]])
+def test_whole_leaves_allocation_is_the_block_allocation_of_its_wiring(spines: list[int]) -> None:
+    """The whole-leaves shortcut builds what block_allocation builds from the even wiring
+    (leaf r's circuit on OCS t to spine (r + t) mod S), ports included."""
+    c = Cluster(16, 8, 8, 8, spine_ports_per_ocs=2, rewiring="exact")
+    leaves = [1, 2, 4, 7, 8, 11, 12, 15]  # 8 leaves, 4 spines of 8 OCSes x 2 ports: even
+    ocs_of = {(lf, s): list(range((q - r) % 4, 8, 4))
+              for r, lf in enumerate(leaves) for q, s in enumerate(spines)}
+    fast = whole_leaves_allocation(c, "w", leaves, spines)
+    built = block_allocation(c, "w", dict.fromkeys(leaves, 2), 4, spines, ocs_of)
+    assert fast == built and fast.circuits.ports == built.circuits.ports
+    assert fast.spine_of == built.spine_of and fast.circuit_of == built.circuit_of
+    c.commit(fast)
+    check_ports(c)
+    c.release("w")
     assert c.is_empty()
 
 

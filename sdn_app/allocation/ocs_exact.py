@@ -462,12 +462,34 @@ def place_whole_leaves(ledger: Ledger, job_id: str, snap: Snapshot, k: int) -> A
         return None
     if any(not ledger.link_free(lf, s) for lf in leaves for s in spines):
         return None
-    # Leaf r's circuit on OCS t goes to spine (r + t) mod spines: every spine gets
-    # leaves / spines = ports circuits on every OCS, every leaf hosts / spines to each.
-    ocs_of = {(lf, s): list(range((q - r) % spines_wanted, hosts, spines_wanted))
-              for r, lf in enumerate(leaves) for q, s in enumerate(spines)}
-    blocks = dict.fromkeys(leaves, hosts // spines_wanted)
-    return block_allocation(ledger, job_id, blocks, spines_wanted, spines, ocs_of)
+    return whole_leaves_allocation(ledger, job_id, leaves, spines)
+
+
+def whole_leaves_allocation(ledger: Ledger, job_id: str, leaves: list[int],
+                            spines: list[int]) -> Allocation:
+    """Whole idle leaves (ascending) wired evenly to whole idle spines: leaf r's circuit on
+    OCS t goes to spine (r + t) mod S (S spines), so every spine gets leaves / S = ports
+    circuits on every OCS, and every leaf hosts / S to each. Host a * S + j of leaf r reaches
+    ``spines[j]`` over OCS (j - r) mod S + a * S.
+
+    What :func:`block_allocation` builds from those OCSes (a test holds the two equal),
+    without counting circuits one by one: every port of every OCS of those leaves and spines
+    is taken (ocs_count = hosts_per_leaf)."""
+    hosts, count = ledger.hosts_per_leaf, len(spines)
+    rows: dict[int, list[int]] = {}  # r mod S -> the OCS of each host of leaf r
+    host_list: list[Host] = []
+    host_ocses: list[int] = []
+    for r, leaf in enumerate(leaves):
+        row = rows.get(r % count)
+        if row is None:
+            row = rows[r % count] = [(j - r) % count + a * count
+                                     for a in range(hosts // count) for j in range(count)]
+        host_list.extend(zip(repeat(leaf), ledger.take_slots([leaf], hosts)[leaf]))
+        host_ocses.extend(row)
+    host_spines = spines * (hosts // count * len(leaves))
+    ports = PortUse(dict.fromkeys(leaves, (1 << hosts) - 1), ledger.lowest_idle_ports(
+        dict.fromkeys(product(range(hosts), spines), len(leaves) // count)))
+    return _block_job(job_id, leaves, spines, host_list, host_ocses, host_spines, ports)
 
 
 def block_allocation(
@@ -496,10 +518,17 @@ def block_allocation(
         host_ocses.extend(ocses)
         host_spines.extend(spines * blocks[leaf])
     spine_ports = ledger.lowest_idle_ports(Counter(zip(host_ocses, host_spines, strict=True)))
-    circuits = BlockCircuits(hosts, host_ocses, host_spines, PortUse(leaf_ports, spine_ports))
+    return _block_job(job_id, sorted(blocks), spines, hosts, host_ocses, host_spines,
+                      PortUse(leaf_ports, spine_ports))
+
+
+def _block_job(job_id: str, leaves: list[int], spines: list[int], hosts: list[Host],
+               host_ocses: list[int], host_spines: list[int], ports: PortUse) -> Allocation:
+    """The allocation of a block job: host i (leaf, then slot) reaches ``host_spines[i]``
+    over OCS ``host_ocses[i]``, the circuits holding ``ports``."""
     return Allocation(
-        job_id=job_id, policy="ocs-vclos", hosts=tuple(hosts),  # leaf, then slot: sorted
-        leaves=tuple(sorted(blocks)), spines=tuple(spines),
-        links=frozenset(product(blocks, spines)), circuits=circuits,
+        job_id=job_id, policy="ocs-vclos", hosts=tuple(hosts), leaves=tuple(leaves),
+        spines=tuple(spines), links=frozenset(product(leaves, spines)),
+        circuits=BlockCircuits(hosts, host_ocses, host_spines, ports),
         spine_of=dict(zip(hosts, host_spines, strict=True)),
         circuit_of=dict(zip(hosts, range(len(hosts)), strict=True)))
