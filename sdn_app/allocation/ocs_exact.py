@@ -484,11 +484,12 @@ def whole_leaves_allocation(ledger: Ledger, job_id: str, leaves: list[int],
         if row is None:
             row = rows[r % count] = [(j - r) % count + a * count
                                      for a in range(hosts // count) for j in range(count)]
-        host_list.extend(zip(repeat(leaf), ledger.take_slots([leaf], hosts)[leaf]))
+        host_list.extend(zip(repeat(leaf), range(hosts)))  # every slot: the leaf is idle
         host_ocses.extend(row)
     host_spines = spines * (hosts // count * len(leaves))
-    ports = PortUse(dict.fromkeys(leaves, (1 << hosts) - 1), ledger.lowest_idle_ports(
-        dict.fromkeys(product(range(hosts), spines), len(leaves) // count)))
+    # Every port (the ledger's booking checks that each is idle).
+    ports = PortUse(dict.fromkeys(leaves, (1 << hosts) - 1), dict.fromkeys(
+        product(range(hosts), spines), (1 << ledger.spine_ports_per_ocs) - 1))
     return _block_job(job_id, leaves, spines, host_list, host_ocses, host_spines, ports)
 
 
