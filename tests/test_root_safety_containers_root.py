@@ -91,16 +91,19 @@ def test_the_run_records_the_supervisor_and_ending_it_ends_the_process(fabric):
     proc = fabric.popen("h0", ["sleep", "300"], stdout=subprocess.PIPE, text=True)
     try:
         assert any(p[0] == proc.pid for p in fabric.state.procs)
-        kids = []
+        kids, argv0 = [], ""
         for _ in range(50):
             with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
                 kids = [int(k) for k in f.read().split()]
-            if kids:
-                break
+            if len(kids) == 1:
+                # Between fork and exec the child still runs the supervisor's python.
+                with open(f"/proc/{kids[0]}/cmdline") as f:
+                    argv0 = f.read().split("\0")[0]
+                if argv0 == "sleep":
+                    break
             subprocess.run(["sleep", "0.1"], check=True)
+        assert argv0 == "sleep", (kids, argv0)
         (child,) = kids
-        with open(f"/proc/{child}/cmdline") as f:
-            assert f.read().split("\0")[0] == "sleep"
         proc.terminate()
         assert proc.wait(timeout=10) == 128 + 15  # it ended as its child did: by SIGTERM
         assert not os.path.exists(f"/proc/{child}")
