@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import partial
+from functools import lru_cache, partial
 from itertools import repeat
 from typing import Any, NamedTuple, overload
 
@@ -61,6 +61,13 @@ def _end_to_dict(end: tuple) -> dict[str, Any]:
 _circuit = partial(tuple.__new__, Circuit)
 
 
+@lru_cache(maxsize=1 << 16)
+def bits(mask: int) -> tuple[int, ...]:
+    """The set bits of ``mask`` (OCSes of a leaf, ports of a spine), lowest first
+    (remembered: the same port masks recur in every augmenting path)."""
+    return tuple(i for i in range(mask.bit_length()) if mask >> i & 1)
+
+
 class PortUse(NamedTuple):
     """The OCS ports some circuits hold: bit o of ``leaves[leaf]`` is the leaf's port on OCS
     o, bit p of ``spines[(ocs, spine)]`` the spine's port p on that OCS."""
@@ -100,8 +107,7 @@ class BlockCircuits(Sequence[Circuit]):
 
     def _circuits(self) -> tuple[Circuit, ...]:
         if self._built is None:
-            free = {key: iter([p for p in range(mask.bit_length()) if mask >> p & 1])
-                    for key, mask in self.ports.spines.items()}
+            free = {key: iter(bits(mask)) for key, mask in self.ports.spines.items()}
             ends = zip(repeat("spine"), self._spines,
                        map(next, map(free.__getitem__, zip(self._ocses, self._spines,
                                                            strict=True))))
@@ -408,8 +414,7 @@ class Ledger:
 
     def idle_ports_of(self, ocs: int, spine: int) -> list[int]:
         """The idle ports of ``spine`` on ``ocs``, lowest first."""
-        mask = self._spine_port_mask[spine][ocs]
-        return [p for p in range(self.spine_ports_per_ocs) if mask >> p & 1]
+        return list(bits(self._spine_port_mask[spine][ocs]))
 
     def lowest_idle_ports(self, counts: dict[tuple[int, int], int]) -> dict[tuple[int, int], int]:
         """For each ``(ocs, spine): count``, the ``count`` lowest idle ports of ``spine`` on

@@ -36,10 +36,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
 from itertools import chain, product, repeat
 
-from sdn_app.allocation.ledger import Allocation, BlockCircuits, Host, Ledger, PortUse
+from sdn_app.allocation.ledger import Allocation, BlockCircuits, Host, Ledger, PortUse, bits
 from sdn_app.allocation.milp import Milp
 from sdn_app.allocation.ocs_feasibility import (
     Shape,
@@ -74,13 +73,6 @@ class Snapshot:
         g = ledger.gpus_per_server
         return cls([servers * g for servers in idle], idle,
                    ledger.idle_ocs_masks(), ledger.idle_spine_counts())
-
-
-@lru_cache(maxsize=1 << 16)
-def bits(mask: int) -> tuple[int, ...]:
-    """The set bits of ``mask``, lowest first (remembered: the same port masks recur in
-    every augmenting path)."""
-    return tuple(i for i in range(mask.bit_length()) if mask >> i & 1)
 
 
 def place_exact(ledger: Ledger, job_id: str, k: int, snap: Snapshot) -> Allocation | None:

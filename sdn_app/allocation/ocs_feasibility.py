@@ -54,7 +54,7 @@ class State:
             raise ValueError("the decision models OCS clusters without exclusive links only")
         return cls(tuple(ledger.free_count(lf) for lf in leaves),
                    tuple(ledger.spread_count(lf) for lf in leaves),
-                   tuple(ledger.idle_ocs_mask(lf) for lf in leaves),
+                   tuple(ledger.idle_ocs_masks()),
                    tuple(map(tuple, ledger.idle_spine_counts())), ledger.hosts_per_leaf,
                    ledger.gpus_per_server, ledger.ocs_count, ledger.spine_ports_per_ocs)
 
