@@ -1,8 +1,7 @@
-"""The pipeline invariants on a real fabric (root), each named with its place and time:
-busy loops beside the run are caught by the scheduler or the switch invariant, a worker held
-to 0.05 of a core by the scheduler invariant, ovs-vswitchd held to 0.15 of a core by the
-switch invariant. The busy loops and the quotas are this test's own and are undone when it
-ends."""
+"""The pipeline invariants on a real fabric (root), each named with its place and time: a
+worker held to 0.02 of a core by the scheduler invariant, ovs-vswitchd held to 0.15 of a core
+by the switch invariant; and busy loops beside the run, which do not hold its jobs back. The
+busy loops and the quotas are this test's own and are undone when it ends."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ import pytest
 
 from testbed.core.experiment import expand
 from testbed.emulator.runner import Runner
-from testbed.emulator.schedstat import SchedSampler, switch_pid, switch_sched
+from testbed.emulator.schedstat import REALTIME, SchedSampler, switch_pid, switch_sched
 from testbed.emulator.stress import busy_loops, cpu_quota
 
 CORES = 0.02  # the worker's quota
@@ -46,19 +45,20 @@ def connected(pid: int) -> bool:
         return False
 
 
-def test_busy_loops_beside_the_run_are_caught_before_the_links(tmp_path):
-    """Three busy loops starve what forwards the packets first (ovs-vswitchd, measured
-    2026-11-26), the workers less: the run is not faithful by the switch or the scheduler
-    invariant, each violation located."""
-    with busy_loops(3):
-        fid = run(tmp_path, "busy", 100, "8MiB")  # at 50 Mbit/s the switch keeps up
-    assert fid["verdict"] == "not faithful", fid["job"]
-    found = fid["scheduler"]["violations"] + fid["switch"]["violations"]
-    assert found, fid["reasons"]
-    assert all(v["end_s"] > v["start_s"] >= 0 and v["worst_wait_share"] > 0.1
-               and v["comm_s"] > 0 for v in found)
-    assert any(r.startswith(("scheduler invariant: ", "switch invariant: "))
-               for r in fid["reasons"])
+def test_busy_loops_beside_the_run_do_not_hold_back_its_jobs(tmp_path):
+    """Three busy loops at nice -10 beside the run (they outweigh its processes ninefold)
+    cost its jobs almost nothing: the switch's forwarding thread is real-time
+    (scripts/start-ovs.sh) and a sleeping worker wins its CPU back when it wakes. Measured
+    2026-11-27 at nice 0, -5, -10 and -19: jobs at 0.98-0.99 of their links, the switch
+    invariant never tripped, the scheduler invariant once (14 %). Starving a worker or the
+    switch for real is what the quota tests below do."""
+    assert (switch_sched(switch_pid()) or "").startswith(tuple(REALTIME.values()))
+    with busy_loops(3, nice=-10):
+        fid = run(tmp_path, "busy", 100, "8MiB")
+    assert not fid["switch"]["violations"], fid["reasons"]
+    ratios = [s["ratio"] for j in fid["job"]["jobs"] for s in j["sizes"]]
+    assert len(ratios) == 2 and min(ratios) >= 0.9, fid["job"]
+    assert all(r.startswith("scheduler invariant: ") for r in fid["reasons"]), fid["reasons"]
 
 
 def test_a_worker_held_to_a_fraction_of_a_core_trips_the_scheduler_invariant(tmp_path,
