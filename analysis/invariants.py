@@ -91,6 +91,39 @@ def judge(samples: pd.DataFrame, *, min_span_s: float = MIN_SPAN_S,
     return pd.DataFrame(rows, columns=VIOLATION_COLUMNS), float(loaded_s)
 
 
+def sent_ratio(samples: pd.DataFrame, spans: list[tuple[float, float]]) -> float | None:
+    """What one link direction (its qdisc samples) sent in ``spans`` ÷ what its configured rate
+    allows in them: its byte counter interpolated between samples at each span's ends, over
+    capacity × the spans' length within the samples' reach; None when less than
+    :data:`MIN_SPAN_S` of the spans was sampled. The qdisc counts every segment's headers,
+    as the shaping does, so a link kept busy reads 1.0."""
+    g = samples.sort_values("time")
+    t = g["time"].to_numpy(dtype=float)
+    if t.size < 2:
+        return None
+    sent = np.maximum.accumulate(g["sent_bytes"].to_numpy(dtype=float))
+    a = np.clip([s for s, _ in spans], t[0], t[-1])
+    b = np.clip([e for _, e in spans], t[0], t[-1])
+    span_s = float((b - a).sum())
+    if span_s < MIN_SPAN_S:
+        return None
+    nbytes = float((np.interp(b, t, sent) - np.interp(a, t, sent)).sum())
+    return nbytes * 8 / (float(g["capacity_mbit_s"].iloc[0]) * 1e6 * span_s)
+
+
+def slowest_host_link(samples: pd.DataFrame, hosts: list[str],
+                      spans: list[tuple[float, float]]) -> float | None:
+    """The lowest :func:`sent_ratio` over ``spans`` of every link direction from or to one of
+    ``hosts`` (a host's link carries that host's traffic only); None when one of them was not
+    sampled across the spans, or none was found."""
+    mine = samples[samples["src"].isin(hosts) | samples["dst"].isin(hosts)]
+    ratios = [sent_ratio(g, spans)
+              for _, g in mine.groupby(["link", "src", "dst"], sort=True)]
+    if not ratios or any(r is None for r in ratios):
+        return None
+    return min(ratios)
+
+
 def violations(samples: pd.DataFrame, **limits: float) -> pd.DataFrame:
     """The violations of :func:`judge`."""
     return judge(samples, **limits)[0]

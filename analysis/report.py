@@ -205,9 +205,14 @@ def _pipeline_judged(f: dict[str, Any]) -> str:
     sched = f.get("scheduler") or {}
     if sched.get("judged"):
         stretch = sched.get("stretch_s") or sched.get("window_s")
+        excused = sched.get("excused") or []
         parts.append(f"the scheduler invariant (workers waiting for a CPU over "
                      f"{fmt_pct(sched.get('wait_share_max'))} of {stretch} s of their "
-                     "collectives)")
+                     "collectives" + (
+                         f"; {len(excused)} such stretches excused, their job's host links "
+                         "sending at "
+                         f"{fmt_pct(min(e['links_ratio'] for e in excused))} of their rate or "
+                         "more in them and the next" if excused else "") + ")")
     if (f.get("switch") or {}).get("judged"):
         parts.append("the switch invariant (ovs-vswitchd's threads, likewise)")
     jobs = (f.get("job") or {}).get("jobs") or []

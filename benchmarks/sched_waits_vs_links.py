@@ -1,13 +1,15 @@
-"""What the scheduler invariant's violations cost their jobs: for every stretch in which a
-worker waited for a CPU too long (``fidelity.json``'s ``scheduler`` violations), the rate its
-job's host links ran at over that stretch, from ``qdisc_samples.parquet``.
+"""Runs judged both ways: without and with the scheduler invariant's excuse for a worker's wait
+that its job's host links did not feel (``analysis.sched_invariant.excused_by``).
 
     .venv/bin/python benchmarks/sched_waits_vs_links.py DIR [DIR ...]
 
-DIR is a run's output directory (one variant of ``fabriclab run``). A host link carries one
-host's traffic only, so its rate is the job's own even where uplinks are shared. Rates are
-wire-equivalent (``TCP_WIRE_FACTOR``) and relative to the link's shaping; ``busy`` is the
-share of qdisc samples with a backlog (the link had data waiting to go).
+DIR is a run's output directory (one variant of ``fabriclab run``). From its
+``sched_samples.parquet``, ``qdisc_samples.parquet``, ``jobs.json`` and the jobs' collective
+traces, it judges the workers' waits again: every stretch of too much CPU wait, with the
+slowest host link of the job over that stretch and the next (achieved ÷ shaped rate, the qdisc's
+own byte counter), and whether the excuse holds. Per run, the verdict without the excuse
+(what ``fidelity.json`` said before it existed) and with it; every other reason of the run's
+``fidelity.json`` counts in both.
 """
 
 from __future__ import annotations
@@ -19,70 +21,59 @@ from pathlib import Path
 
 import pandas as pd
 
-from testbed.emulator.calibrate import TCP_WIRE_FACTOR
+from analysis import sched_invariant
+from testbed.emulator.fidelity import links_kept
+from testbed.emulator.runner import collective_windows
 
-KEPT_RATE = 0.90  # a link at this share of its rate or more lost no more than the allowance
-
-
-def link_ratio(qdisc: pd.DataFrame, side: str, host: str, start: float,
-               end: float) -> tuple[float, float] | None:
-    """(achieved ÷ shaped rate, share of samples with a backlog) of ``host``'s link in one
-    direction (``side`` "src": host to leaf; "dst": leaf to host) over [start, end]."""
-    g = qdisc[(qdisc[side] == host) & qdisc["time"].between(start, end)].sort_values("time")
-    if len(g) < 2 or g["time"].iloc[-1] <= g["time"].iloc[0]:
-        return None
-    bits = (g["sent_bytes"].iloc[-1] - g["sent_bytes"].iloc[0]) * 8 * TCP_WIRE_FACTOR
-    rate_mbit_s = bits / (g["time"].iloc[-1] - g["time"].iloc[0]) / 1e6
-    return rate_mbit_s / float(g["capacity_mbit_s"].iloc[0]), float((g["backlog_bytes"] > 0).mean())
+SCHED = "scheduler invariant: "
 
 
-def stretches(run: Path) -> list[dict]:
-    """One row per scheduler violation of the run (see the module doc)."""
+def judged(run: Path) -> dict:
+    """The run's workers' stretches of too much wait, judged with the excuse, and its verdict
+    both ways."""
     fidelity = json.loads((run / "fidelity.json").read_text())
-    violations = fidelity.get("scheduler", {}).get("violations", [])
-    if not violations:
-        return []
     sched = pd.read_parquet(run / "sched_samples.parquet")
-    qdisc = pd.read_parquet(run / "qdisc_samples.parquet")
-    t0 = float(sched["time"].min())  # fidelity.json's times count from the first sample
-    rows = []
-    for v in violations:
-        start, end = t0 + v["start_s"], t0 + v["end_s"]
-        workers = sched.loc[sched["job"] == v["job"], "process"].unique()
-        hosts = sorted({p.split()[0] for p in workers})
-        own = v["process"].split()[0]
-        ratios = {(h, side): link_ratio(qdisc, side, h, start, end)
-                  for h in hosts for side in ("src", "dst")}
-        known = [r[0] for r in ratios.values() if r is not None]
-        rows.append({"run": run.name, "job": v["job"], "process": v["process"],
-                     "wait_share": v["worst_wait_share"],
-                     "own_out": ratios.get((own, "src")), "own_in": ratios.get((own, "dst")),
-                     "job_slowest": min(known) if known else None})
-    return rows
-
-
-def cell(pair: tuple[float, float] | None) -> str:
-    return "-" if pair is None else f"{pair[0]:.2f} (busy {pair[1]:.0%})"
+    queues = pd.read_parquet(run / "qdisc_samples.parquet")
+    jobs = json.loads((run / "jobs.json").read_text())
+    windows = collective_windows(run)
+    found, _ = sched_invariant.judge(sched, windows, links=links_kept(queues, jobs))
+    workers = found[found["job"] != sched_invariant.SWITCH_JOB]
+    others = [r for r in fidelity["reasons"] if not r.startswith(SCHED)]
+    strict = "faithful" if not others and workers.empty else "not faithful"
+    excusing = ("faithful" if not others and workers["excused"].all() else "not faithful")
+    return {"run": run.name, "stretches": workers, "others": others,
+            "strict": strict, "excusing": excusing, "recorded": fidelity["verdict"]}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", type=Path, help="run output directories")
     args = ap.parse_args()
-    missing = [str(r) for r in args.runs if not (r / "fidelity.json").is_file()]
+    missing = [str(r) for r in args.runs
+               if not all((r / f).is_file() for f in ("fidelity.json", "sched_samples.parquet",
+                                                      "qdisc_samples.parquet", "jobs.json"))]
     if missing:
-        print(f"not a run's output directory (no fidelity.json): {missing[0]}", file=sys.stderr)
+        print(f"not a run's output directory with sched and qdisc samples: {missing[0]}",
+              file=sys.stderr)
         return 2
-    rows = [row for run in args.runs for row in stretches(run)]
-    print(f"{'run':<44} {'job':<12} {'worker':<10} {'wait':>5}  {'own link out':<17} "
-          f"{'own link in':<17} {'job slowest':>11}")
-    for r in rows:
-        slowest = "-" if r["job_slowest"] is None else f"{r['job_slowest']:.2f}"
-        print(f"{r['run']:<44} {r['job']:<12} {r['process']:<10} {r['wait_share']:>5.0%}  "
-              f"{cell(r['own_out']):<17} {cell(r['own_in']):<17} {slowest:>11}")
-    kept = sum(r["job_slowest"] is not None and r["job_slowest"] >= KEPT_RATE for r in rows)
-    print(f"{len(rows)} stretches of too much CPU wait; in {kept} every host link of the job "
-          f"ran at {KEPT_RATE:.0%} of its rate or more")
+    results = [judged(r) for r in args.runs]
+    print(f"{'run':<44} {'job':<12} {'worker':<10} {'wait':>5} {'links':>6}  excused")
+    for res in results:
+        for v in res["stretches"].itertuples():
+            links = "-" if pd.isna(v.links_ratio) else f"{v.links_ratio:.2f}"
+            print(f"{res['run']:<44} {v.job:<12} {v.process:<10} {v.worst_share:>5.0%} "
+                  f"{links:>6}  {'yes' if v.excused else 'no'}")
+    print()
+    print(f"{'run':<44} {'recorded':<13} {'without excuse':<15} {'with excuse':<13} "
+          "other reasons")
+    for res in results:
+        print(f"{res['run']:<44} {res['recorded']:<13} {res['strict']:<15} "
+              f"{res['excusing']:<13} {len(res['others'])}")
+    rows = pd.concat([r["stretches"] for r in results]) if results else pd.DataFrame()
+    print(f"\n{len(rows)} stretches of too much CPU wait, {int(rows['excused'].sum())} excused; "
+          f"faithful without the excuse {sum(r['strict'] == 'faithful' for r in results)}"
+          f" of {len(results)} runs, with it "
+          f"{sum(r['excusing'] == 'faithful' for r in results)}")
     return 0
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import job_invariant, sched_invariant
+from analysis import invariants, job_invariant, sched_invariant
 from testbed.core.formulas import TCP_GOODPUT
 from testbed.core.topology import LeafSpineSpec, build_plan
 from testbed.emulator.fidelity import pipeline_record
@@ -92,6 +92,89 @@ def test_the_switch_is_judged_while_any_job_communicates():
     found, _ = sched_invariant.judge(s, {"j1": [(100.0, 100.6)], "j2": [(100.4, 101.0)]})
     assert list(found["process"]) == ["ovs-vswitchd"]
     assert found["comm_s"].iloc[0] == pytest.approx(1.0)  # overlapping collectives once
+
+
+def links_at(ratios: dict[tuple[float, float], float]):
+    """A ``links`` callable: the slowest host link's ratio per stretch, keyed by its
+    (start, end); 1.0 elsewhere."""
+    return lambda job, spans: ratios.get((spans[0][0], spans[-1][1]), 1.0)
+
+
+WAITS = [0.02] * 40 + [0.6] * 40 + [0.02] * 80  # 8 s: the worker waits in 102-104 s only
+
+
+def test_a_wait_its_links_did_not_feel_is_excused_and_kept():
+    found, _ = sched_invariant.judge(thread(WAITS), {"j0": [(100.0, 108.0)]},
+                                     links=links_at({(102.0, 104.0): 0.96}))
+    (v,) = found.itertuples()
+    assert v.excused and v.links_ratio == pytest.approx(0.96)
+    assert (v.start, v.end, v.worst_share) == pytest.approx((102.0, 104.0, 0.6))
+
+
+def test_a_wait_whose_cost_lands_in_the_next_stretch_is_not_excused():
+    """The queue kept the links busy while the worker waited, then ran dry after: the next
+    stretch's links show the cost, so the wait is a violation."""
+    found, _ = sched_invariant.judge(thread(WAITS), {"j0": [(100.0, 108.0)]},
+                                     links=links_at({(104.0, 106.0): 0.7}))
+    (v,) = found.itertuples()
+    assert not v.excused and v.links_ratio == pytest.approx(0.7)
+
+
+def test_a_wait_while_its_links_fell_short_is_not_excused():
+    found, _ = sched_invariant.judge(thread(WAITS), {"j0": [(100.0, 108.0)]},
+                                     links=links_at({(102.0, 104.0): 0.89}))
+    assert not found["excused"].any()
+    found, _ = sched_invariant.judge(thread(WAITS), {"j0": [(100.0, 108.0)]},
+                                     links=lambda job, spans: None)  # links not sampled
+    assert not found["excused"].any() and found["links_ratio"].isna().all()
+
+
+def test_the_switch_is_never_excused():
+    s = thread(WAITS, job=sched_invariant.SWITCH_JOB, process="ovs-vswitchd")
+    found, _ = sched_invariant.judge(s, {"j0": [(100.0, 108.0)]}, links=links_at({}))
+    (v,) = found.itertuples()
+    assert not v.excused and v.process == "ovs-vswitchd"
+
+
+def qdisc(rates: dict[tuple[str, str], float], cap_mbit_s: float = 50.0,
+          t0: float = 100.0, seconds: float = 4.0, hz: float = 50.0) -> pd.DataFrame:
+    """qdisc samples of links sending at ``rates[(src, dst)]`` of ``cap_mbit_s`` throughout."""
+    t = t0 + np.arange(int(seconds * hz) + 1) / hz
+    return pd.concat([pd.DataFrame({
+        "time": t, "link": f"{min(a, b)}-{max(a, b)}", "src": a, "dst": b,
+        "capacity_mbit_s": cap_mbit_s, "backlog_bytes": 0, "drops": 0,
+        "sent_bytes": (r * cap_mbit_s * 1e6 / 8 * (t - t0)).astype(int)})
+        for (a, b), r in rates.items()])
+
+
+def test_a_links_ratio_is_what_it_sent_over_the_spans():
+    q = qdisc({("h0", "leaf0"): 1.0, ("leaf0", "h0"): 0.5, ("h2", "leaf1"): 1.0,
+               ("leaf1", "h2"): 1.0, ("leaf0", "spine0"): 0.1})
+    assert invariants.sent_ratio(q[q["src"] == "h0"], [(100.5, 101.5), (102.0, 103.0)]) \
+        == pytest.approx(1.0, abs=1e-4)
+    assert invariants.slowest_host_link(q, ["h0", "h2"], [(101.0, 103.0)]) \
+        == pytest.approx(0.5, abs=1e-4)  # h0's way in; the uplink is not a host's
+    assert invariants.slowest_host_link(q, ["h2"], [(101.0, 103.0)]) == pytest.approx(1.0,
+                                                                                     abs=1e-4)
+    assert invariants.slowest_host_link(q, ["h2"], [(110.0, 112.0)]) is None  # not sampled
+    assert invariants.slowest_host_link(q, ["h9"], [(101.0, 103.0)]) is None  # no such link
+
+
+def test_the_verdict_excuses_a_wait_its_job_s_links_did_not_feel(leaf_spine):
+    sched = thread([0.5] * 40, job="a")
+    full = {("h0", "leaf0"): 1.0, ("leaf0", "h0"): 1.0, ("h2", "leaf1"): 1.0,
+            ("leaf1", "h2"): 1.0}
+    args = (sched, {"a": [(100.0, 102.0)]}, [job_rec(0.95 * goodput_gbyte_s(40))],
+            leaf_spine, "ovs", lambda a, b: "")
+    rec = pipeline_record(*args, qdisc(full))
+    assert rec["reasons"] == [] and rec["scheduler"]["violations"] == []
+    (e,) = rec["scheduler"]["excused"]
+    assert e["process"] == "h0 rank0" and e["links_ratio"] == pytest.approx(1.0, abs=1e-3)
+    rec = pipeline_record(*args, qdisc(full | {("h2", "leaf1"): 0.8}))
+    assert rec["scheduler"]["excused"] == []
+    assert rec["reasons"][0].startswith("scheduler invariant: job a's worker h0 rank0")
+    rec = pipeline_record(*args)  # no qdisc samples: nothing can excuse it
+    assert rec["reasons"][0].startswith("scheduler invariant: ")
 
 
 def test_overlap_counts_overlapping_windows_once():

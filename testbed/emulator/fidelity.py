@@ -116,30 +116,50 @@ def _rate_hz(queues) -> float | None:
     return float(rates.median()) if rates.notna().any() else None
 
 
+def links_kept(queues, jobs: list[dict[str, Any]]):
+    """(job, spans) → the slowest of its hosts' links over the spans, achieved ÷ configured
+    (:func:`analysis.invariants.slowest_host_link`), from the qdisc samples; None without
+    them."""
+    from analysis.invariants import slowest_host_link
+
+    if queues is None or not len(queues):
+        return None
+    hosts = {j["name"]: list(j.get("hosts") or []) for j in jobs}
+    return lambda job, spans: slowest_host_link(queues, hosts.get(job, []), spans)
+
+
 def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
                     jobs: list[dict[str, Any]], plan, switches: str | None,
-                    busiest: Callable[[float, float], str]) -> dict[str, Any]:
+                    busiest: Callable[[float, float], str], queues=None) -> dict[str, Any]:
     """The pipeline side of ``fidelity.json``: the scheduler invariant on the workers' threads
     and the switch invariant on ovs-vswitchd's (:mod:`analysis.sched_invariant`, from
     ``sched_samples.parquet``; ``communicating``: job → its measured collectives), and the job
     invariant (:mod:`analysis.job_invariant`, from jobs.json's records). ``reasons`` name the
     invariant, the place and the time (seconds from the first sample), and what was busiest
-    then (``busiest(start, end)``)."""
+    then (``busiest(start, end)``). With the qdisc samples (``queues``), a worker's stretch of
+    waiting whose job's host links kept their rate is listed under ``excused``, not a
+    reason."""
     from analysis import job_invariant, sched_invariant
 
     reasons: list[str] = []
     out: dict[str, Any] = {}
     judged = sched is not None and len(sched) > 0
-    found, judged_s = (sched_invariant.judge(sched, communicating) if judged
+    found, judged_s = (sched_invariant.judge(sched, communicating,
+                                             links=links_kept(queues, jobs)) if judged
                        else (None, 0.0))
     t0 = float(sched["time"].min()) if judged else 0.0
     for name, mine in (("scheduler", lambda df: df["job"] != sched_invariant.SWITCH_JOB),
                        ("switch", lambda df: df["job"] == sched_invariant.SWITCH_JOB)):
         has = judged and bool(mine(sched).any())
-        rows = list(found[mine(found)].itertuples()) if has else []
+        ours = found[mine(found)] if has else found
+        rows = list(ours[~ours["excused"].astype(bool)].itertuples()) if has else []
         out[name] = {"judged": has, "wait_share_max": sched_invariant.WAIT_SHARE_MAX,
                      "stretch_s": sched_invariant.STRETCH_S,
                      "violations": [_wait_violation(r, t0) for r in rows]}
+        if name == "scheduler":
+            out[name]["excused"] = [
+                _wait_violation(r, t0) | {"links_ratio": round(r.links_ratio, 3)}
+                for r in (ours[ours["excused"].astype(bool)].itertuples() if has else [])]
         for r in rows[:MAX_REASONS]:
             whose = f"job {r.job}'s worker {r.process}" if r.job else r.process
             reasons.append(

@@ -280,7 +280,7 @@ class Runner:
         df, queues, cpu, sched = (table(f"{n}_samples.parquet")
                                   for n in ("link", "qdisc", "cpu", "sched"))
         idle_min = idle_mean = None
-        per_job = self._collective_windows()
+        per_job = collective_windows(self.run_dir)
         windows = [w for ws in per_job.values() for w in ws]
         if cpu is not None and len(cpu):
             # the CPU while measured collectives ran (not while workers started or wrote their
@@ -296,7 +296,8 @@ class Runner:
         record = fidelity_record(df, queues, idle_min, self._busiest(windows))
         pipeline = pipeline_record(sched, per_job, [j.record() for j in self.jobs + solos],
                                    self.plan, self.switches,
-                                   lambda a, b: self._busiest([(a, b)]) or _idle_then(cpu, a, b))
+                                   lambda a, b: self._busiest([(a, b)]) or _idle_then(cpu, a, b),
+                                   queues)
         record["reasons"] += pipeline.pop("reasons")
         record.update(pipeline, sched_cost=self.sched.cost())
         cal = None
@@ -332,17 +333,6 @@ class Runner:
         top = sorted(totals.items(), key=lambda kv: -kv[1])[:3]
         return "; busiest then: " + ", ".join(f"{n} ({c:.1f} CPU-s)" for n, c in top)
 
-    def _collective_windows(self) -> dict[str, list[tuple[float, float]]]:
-        """Per job, (start, end) of every measured (not warm-up) collective of every rank."""
-        from testbed.core.traces import read_table
-
-        windows = {}
-        for job_dir in sorted((self.run_dir / "jobs").glob("*")):
-            t = read_table(job_dir, "collectives").to_pandas()
-            t = t[~t["warmup"]]
-            windows[job_dir.name] = list(zip(t["start"], t["start"] + t["time"], strict=True))
-        return windows
-
     def _summary(self, run_dir: Path) -> dict[str, Any]:
         """:func:`analysis.metrics.summarise` of the run; if that fails, the basics from the
         job records (never lose a run to a metrics bug)."""
@@ -370,6 +360,19 @@ def _idle_then(cpu, start: float, end: float) -> str:
         return ""
     idle = mean_idle(cpu, start - max(0.0, 1.0 - (end - start)), end)
     return "" if math.isnan(idle) else f"; CPU idle {idle:.0%} then"
+
+
+def collective_windows(run_dir: Path) -> dict[str, list[tuple[float, float]]]:
+    """Per job of a run directory, (start, end) of every measured (not warm-up) collective of
+    every rank."""
+    from testbed.core.traces import read_table
+
+    windows = {}
+    for job_dir in sorted((run_dir / "jobs").glob("*")):
+        t = read_table(job_dir, "collectives").to_pandas()
+        t = t[~t["warmup"]]
+        windows[job_dir.name] = list(zip(t["start"], t["start"] + t["time"], strict=True))
+    return windows
 
 
 def measuring(times, windows: list[tuple[float, float]], period: float):
