@@ -173,6 +173,8 @@ def test_the_verdict_excuses_a_wait_its_job_s_links_did_not_feel(leaf_spine):
     rec = pipeline_record(*args, qdisc(full | {("h2", "leaf1"): 0.8}))
     assert rec["scheduler"]["excused"] == []
     assert rec["reasons"][0].startswith("scheduler invariant: job a's worker h0 rank0")
+    assert "; its job's host links ran at 80% of their rate then" in rec["reasons"][0]
+    assert rec["scheduler"]["violations"][0]["links_ratio"] == pytest.approx(0.8, abs=1e-3)
     rec = pipeline_record(*args)  # no qdisc samples: nothing can excuse it
     assert rec["reasons"][0].startswith("scheduler invariant: ")
 

@@ -1,7 +1,8 @@
 """The pipeline invariants on a real fabric (root), each named with its place and time: a
-worker held to 0.02 of a core by the scheduler invariant, ovs-vswitchd held to 0.15 of a core
-by the switch invariant; and busy loops beside the run, which do not hold its jobs back. The
-busy loops and the quotas are this test's own and are undone when it ends."""
+worker held to 0.01 of a core (10 ms a second) by the scheduler invariant, ovs-vswitchd held
+to 0.15 of a core by the switch invariant; and busy loops beside the run, which do not hold
+its jobs back. The busy loops and the quotas are this test's own and are undone when it
+ends."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from testbed.emulator.runner import Runner
 from testbed.emulator.schedstat import REALTIME, SchedSampler, switch_pid, switch_sched
 from testbed.emulator.stress import busy_loops, cpu_quota
 
-CORES = 0.02  # the worker's quota
+CORES = 0.01  # the worker's quota, in every
+PERIOD_US = 1_000_000  # second: held back ~1 s at a time, longer than its queued data lasts
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -64,7 +66,10 @@ def test_busy_loops_beside_the_run_do_not_hold_back_its_jobs(tmp_path):
 def test_a_worker_held_to_a_fraction_of_a_core_trips_the_scheduler_invariant(tmp_path,
                                                                             monkeypatch):
     """Job a's rank 0 (h0) is held to a sliver of a core by a CPU quota once it has connected:
-    the scheduler invariant names that worker."""
+    the scheduler invariant names that worker, and does not excuse it, as its job's links ran
+    short: 4 runs on 2026-11-27 waited 67-100 % of a stretch, links at 0.36-0.46. (Held to
+    0.02 of every 0.1 s instead, it once waited 30 % while the data it had queued kept its
+    links at 0.96 of their rate: excused, and rightly; the job reached 0.96 of its links.)"""
     spawned: list[int] = []
     watch = SchedSampler.watch
 
@@ -79,7 +84,7 @@ def test_a_worker_held_to_a_fraction_of_a_core_trips_the_scheduler_invariant(tmp
     def hold() -> None:  # from its first connection to its peer (it has started)
         while not done.wait(0.01):
             if spawned and connected(spawned[0]):
-                with cpu_quota(spawned[0], CORES):
+                with cpu_quota(spawned[0], CORES, PERIOD_US):
                     done.wait()
 
     holder = threading.Thread(target=hold)
@@ -92,7 +97,9 @@ def test_a_worker_held_to_a_fraction_of_a_core_trips_the_scheduler_invariant(tmp
     assert spawned, "job a's rank 0 was never started"
     assert fid["verdict"] == "not faithful"
     found = fid["scheduler"]["violations"]
-    assert any(v["job"] == "a" and v["process"].startswith("h0 ") for v in found), fid["reasons"]
+    mine = [v for v in found if v["job"] == "a" and v["process"].startswith("h0 ")]
+    assert mine, fid["reasons"]
+    assert all(v["links_ratio"] is not None and v["links_ratio"] < 0.9 for v in mine), mine
     assert any(r.startswith("scheduler invariant: job a's worker h0") for r in fid["reasons"])
 
 

@@ -158,7 +158,7 @@ def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
                      "violations": [_wait_violation(r, t0) for r in rows]}
         if name == "scheduler":
             out[name]["excused"] = [
-                _wait_violation(r, t0) | {"links_ratio": round(r.links_ratio, 3)}
+                _wait_violation(r, t0)
                 for r in (ours[ours["excused"].astype(bool)].itertuples() if has else [])]
         for r in rows[:MAX_REASONS]:
             whose = f"job {r.job}'s worker {r.process}" if r.job else r.process
@@ -168,7 +168,7 @@ def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
                 f"{'its job' if r.job else 'jobs'} communicated at "
                 f"{r.start - t0:.1f}–{r.end - t0:.1f} s (more than "
                 f"{sched_invariant.WAIT_SHARE_MAX:.0%} of {sched_invariant.STRETCH_S:g} s of "
-                "collectives)" + busiest(r.start, r.end))
+                "collectives)" + _links_then(r.links_ratio) + busiest(r.start, r.end))
         if len(rows) > MAX_REASONS:
             reasons.append(f"{name} invariant: ... and {len(rows) - MAX_REASONS} more "
                            "stretches of CPU wait")
@@ -185,10 +185,20 @@ def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
     return {"reasons": reasons, **out}
 
 
+def _links_then(ratio) -> str:
+    """'; its job's host links ran at N% of their rate then', when they were read."""
+    if ratio is None or ratio != ratio:  # not read (None, or NaN in a DataFrame)
+        return ""
+    return f"; its job's host links ran at {ratio:.0%} of their rate then and in the next stretch"
+
+
 def _wait_violation(r, t0: float) -> dict[str, Any]:
-    """A scheduler or switch violation (a row of :func:`analysis.sched_invariant.judge`) as
-    fidelity.json keeps it, times in seconds from ``t0``."""
+    """A scheduler or switch violation, or an excused stretch (a row of
+    :func:`analysis.sched_invariant.judge`) as fidelity.json keeps it, times in seconds from
+    ``t0``; ``links_ratio`` where the job's host links were read."""
+    ratio = r.links_ratio if r.links_ratio == r.links_ratio else None  # NaN: not read
     return {"job": r.job or None, "process": r.process, "pid": int(r.pid), "tid": int(r.tid),
             "thread": r.thread, "start_s": round(r.start - t0, 2),
             "end_s": round(r.end - t0, 2), "worst_wait_share": round(r.worst_share, 3),
-            "wait_s": round(r.wait_s, 3), "comm_s": round(r.comm_s, 3)}
+            "wait_s": round(r.wait_s, 3), "comm_s": round(r.comm_s, 3),
+            "links_ratio": None if ratio is None else round(ratio, 3)}

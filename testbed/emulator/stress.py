@@ -64,19 +64,20 @@ def _cgroup_of(pid: int) -> tuple[Path, Path]:
 
 
 @contextlib.contextmanager
-def cpu_quota(pid: int, cores: float) -> Iterator[Path]:
-    """``pid`` (a whole process, all its threads) held to ``cores`` of CPU; the cgroup."""
+def cpu_quota(pid: int, cores: float, period_us: int = PERIOD_US) -> Iterator[Path]:
+    """``pid`` (a whole process, all its threads) held to ``cores`` of CPU in every period of
+    ``period_us`` (a longer period holds it back for longer at a time); the cgroup."""
     mount, home = _cgroup_of(pid)
     v2 = mount == CGROUP_ROOT
     parent = mount / (_cgroup_of(os.getpid())[1] if v2 else Path())
     group = parent / f"fabriclab-quota-{os.getpid()}"
     group.mkdir()
     try:
-        quota = str(round(cores * PERIOD_US))
+        quota = str(round(cores * period_us))
         if v2:
-            (group / "cpu.max").write_text(f"{quota} {PERIOD_US}\n")
+            (group / "cpu.max").write_text(f"{quota} {period_us}\n")
         else:
-            (group / "cpu.cfs_period_us").write_text(f"{PERIOD_US}\n")
+            (group / "cpu.cfs_period_us").write_text(f"{period_us}\n")
             (group / "cpu.cfs_quota_us").write_text(f"{quota}\n")
         with _not_realtime(pid):
             (group / "cgroup.procs").write_text(f"{pid}\n")
