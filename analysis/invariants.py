@@ -91,24 +91,32 @@ def judge(samples: pd.DataFrame, *, min_span_s: float = MIN_SPAN_S,
     return pd.DataFrame(rows, columns=VIOLATION_COLUMNS), float(loaded_s)
 
 
+def grown_over(times: np.ndarray, counter: np.ndarray,
+               spans: list[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
+    """Per span: the seconds of it within the samples' reach, and how much the cumulative
+    ``counter`` sampled at ``times`` grew in it (interpolated between samples; nothing is
+    counted before the first sample or after the last)."""
+    if times.size < 2:
+        return np.zeros(len(spans)), np.zeros(len(spans))
+    a = np.clip([s for s, _ in spans], times[0], times[-1])
+    b = np.clip([e for _, e in spans], times[0], times[-1])
+    return b - a, np.interp(b, times, counter) - np.interp(a, times, counter)
+
+
 def sent_ratio(samples: pd.DataFrame, spans: list[tuple[float, float]]) -> float | None:
     """What one link direction (its qdisc samples) sent in ``spans`` ÷ what its configured rate
-    allows in them: its byte counter interpolated between samples at each span's ends, over
-    capacity × the spans' length within the samples' reach; None when less than
-    :data:`MIN_SPAN_S` of the spans was sampled. The qdisc counts every segment's headers,
-    as the shaping does, so a link kept busy reads 1.0."""
+    allows in them (:func:`grown_over` of its byte counter, over capacity × the spans' length
+    within the samples' reach); None when less than :data:`MIN_SPAN_S` of the spans was
+    sampled. The qdisc counts every segment's headers, as the shaping does, so a link kept
+    busy reads 1.0."""
     g = samples.sort_values("time")
-    t = g["time"].to_numpy(dtype=float)
-    if t.size < 2:
-        return None
-    sent = np.maximum.accumulate(g["sent_bytes"].to_numpy(dtype=float))
-    a = np.clip([s for s, _ in spans], t[0], t[-1])
-    b = np.clip([e for _, e in spans], t[0], t[-1])
-    span_s = float((b - a).sum())
+    sampled_s, sent = grown_over(g["time"].to_numpy(dtype=float),
+                                 np.maximum.accumulate(g["sent_bytes"].to_numpy(dtype=float)),
+                                 spans)
+    span_s = float(sampled_s.sum())
     if span_s < MIN_SPAN_S:
         return None
-    nbytes = float((np.interp(b, t, sent) - np.interp(a, t, sent)).sum())
-    return nbytes * 8 / (float(g["capacity_mbit_s"].iloc[0]) * 1e6 * span_s)
+    return float(sent.sum()) * 8 / (float(g["capacity_mbit_s"].iloc[0]) * 1e6 * span_s)
 
 
 def slowest_host_link(samples: pd.DataFrame, hosts: list[str],

@@ -36,6 +36,8 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from analysis.invariants import grown_over
+
 WAIT_SHARE_MAX = 0.10  # of communicating time; the job's allowance below its links' goodput
 STRETCH_S = 2.0  # seconds of communication per judged stretch
 MIN_JUDGED_S = 0.5  # a process with less communication than this in all is not judged
@@ -76,11 +78,7 @@ def waited_s(times: np.ndarray, wait_s: np.ndarray, spans: Spans) -> np.ndarray:
     """Per span, the seconds one thread waited in it: its cumulative wait interpolated between
     samples, and nothing outside the samples' reach (before the thread was first read, after
     it ended)."""
-    if times.size < 2:
-        return np.zeros(len(spans))
-    a = np.clip([s for s, _ in spans], times[0], times[-1])
-    b = np.clip([e for _, e in spans], times[0], times[-1])
-    return np.interp(b, times, wait_s) - np.interp(a, times, wait_s)
+    return grown_over(times, wait_s, spans)[1]
 
 
 def worst_share(samples: pd.DataFrame, spans: Spans) -> float | None:

@@ -151,16 +151,16 @@ def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
     for name, mine in (("scheduler", lambda df: df["job"] != sched_invariant.SWITCH_JOB),
                        ("switch", lambda df: df["job"] == sched_invariant.SWITCH_JOB)):
         has = judged and bool(mine(sched).any())
-        ours = found[mine(found)] if has else found
-        rows = list(ours[~ours["excused"].astype(bool)].itertuples()) if has else []
+        ours = found[mine(found)] if has else None
+        excused = ours["excused"].astype(bool) if has else None
+        rows = list(ours[~excused].itertuples()) if has else []
         out[name] = {"judged": has, "wait_share_max": sched_invariant.WAIT_SHARE_MAX,
                      "stretch_s": sched_invariant.STRETCH_S,
                      "violations": [_wait_violation(r, t0) for r in rows]}
         if name == "scheduler":
-            out[name]["excused"] = [
-                _wait_violation(r, t0)
-                for r in (ours[ours["excused"].astype(bool)].itertuples() if has else [])]
-        for r in rows[:MAX_REASONS]:
+            out[name]["excused"] = ([_wait_violation(r, t0) for r in ours[excused].itertuples()]
+                                    if has else [])
+        for r, v in list(zip(rows, out[name]["violations"], strict=True))[:MAX_REASONS]:
             whose = f"job {r.job}'s worker {r.process}" if r.job else r.process
             reasons.append(
                 f"{name} invariant: {whose} (pid {r.pid}, most in thread {r.thread}) waited "
@@ -168,7 +168,7 @@ def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
                 f"{'its job' if r.job else 'jobs'} communicated at "
                 f"{r.start - t0:.1f}–{r.end - t0:.1f} s (more than "
                 f"{sched_invariant.WAIT_SHARE_MAX:.0%} of {sched_invariant.STRETCH_S:g} s of "
-                "collectives)" + _links_then(r.links_ratio) + busiest(r.start, r.end))
+                "collectives)" + _links_then(v["links_ratio"]) + busiest(r.start, r.end))
         if len(rows) > MAX_REASONS:
             reasons.append(f"{name} invariant: ... and {len(rows) - MAX_REASONS} more "
                            "stretches of CPU wait")
@@ -185,9 +185,9 @@ def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
     return {"reasons": reasons, **out}
 
 
-def _links_then(ratio) -> str:
+def _links_then(ratio: float | None) -> str:
     """'; its job's host links ran at N% of their rate then', when they were read."""
-    if ratio is None or ratio != ratio:  # not read (None, or NaN in a DataFrame)
+    if ratio is None:
         return ""
     return f"; its job's host links ran at {ratio:.0%} of their rate then and in the next stretch"
 
