@@ -70,14 +70,16 @@ def judge(jobs: list[dict[str, Any]], plan: FabricPlan, switches: str | None = N
           tolerance: float = TOLERANCE) -> list[dict[str, Any]]:
     """Per job that ran (solo baselines included): ``judged`` (or ``why_not``), and per size
     the measured ÷ expected ``ratio`` (1 = what its links allow); ``violated`` when a size
-    fell below ``1 − tolerance``."""
+    fell below ``1 − tolerance``; ``tcp_timeouts``, the retransmission timeouts its hosts
+    counted while it ran, where the run read them (each stalls a flow 200 ms or more)."""
     out = []
     for job in jobs:
         if job.get("status") != "ok" or not job.get("results"):
             continue
         want, what, why = expected(job, plan, switches)
         rec: dict[str, Any] = {"job": job["name"], "judged": want is not None,
-                               "why_not": why or None, "sizes": [], "violated": False}
+                               "why_not": why or None, "sizes": [], "violated": False,
+                               "tcp_timeouts": job.get("tcp_timeouts")}
         for r in job["results"] if want else []:
             goal = want.get(int(r["size"]))
             if not goal:
@@ -89,3 +91,10 @@ def judge(jobs: list[dict[str, Any]], plan: FabricPlan, switches: str | None = N
             rec["violated"] |= ratio < 1 - tolerance
         out.append(rec)
     return out
+
+
+def held(verdicts: list[dict[str, Any]]) -> dict[str, float]:
+    """Job → its worst ratio, for every job :func:`judge` judged and found within tolerance at
+    every size: its own measured figure shows that nothing cost it more than the tolerance."""
+    return {v["job"]: min(s["ratio"] for s in v["sizes"]) for v in verdicts
+            if v["judged"] and not v["violated"] and v["sizes"]}

@@ -205,14 +205,9 @@ def _pipeline_judged(f: dict[str, Any]) -> str:
     sched = f.get("scheduler") or {}
     if sched.get("judged"):
         stretch = sched.get("stretch_s") or sched.get("window_s")
-        excused = sched.get("excused") or []
         parts.append(f"the scheduler invariant (workers waiting for a CPU over "
                      f"{fmt_pct(sched.get('wait_share_max'))} of {stretch} s of their "
-                     "collectives" + (
-                         f"; {len(excused)} such stretches excused, their job's host links "
-                         "sending at "
-                         f"{fmt_pct(min(e['links_ratio'] for e in excused))} of their rate or "
-                         "more in them and the next" if excused else "") + ")")
+                     "collectives" + _excused(sched.get("excused") or []) + ")")
     if (f.get("switch") or {}).get("judged"):
         parts.append("the switch invariant (ovs-vswitchd's threads, likewise)")
     jobs = (f.get("job") or {}).get("jobs") or []
@@ -223,6 +218,23 @@ def _pipeline_judged(f: dict[str, Any]) -> str:
                      + (f"; not judged: {'; '.join(sorted(w for w in why if w))}" if why else "")
                      + ")")
     return "; " + "; ".join(parts) if parts else ""
+
+
+def _excused(excused: list[dict[str, Any]]) -> str:
+    """'; N such stretches excused, ...': the scheduler invariant's excused stretches, by what
+    excused them (fidelity.json from before ``excused_by`` has only the links)."""
+    by_links = [e for e in excused if e.get("excused_by", "links") == "links"]
+    by_job = [e for e in excused if e.get("excused_by") == "job"]
+    out = ""
+    if by_links:
+        out += (f"; {len(by_links)} such stretches excused, their job's host links sending at "
+                f"{fmt_pct(min(e['links_ratio'] for e in by_links))} of their rate or more in "
+                "them and the next")
+    if by_job:
+        out += (f"; {len(by_job)} excused by their job's own result, every such job reaching "
+                f"{fmt_pct(min(e['job_ratio'] for e in by_job))} of what its links allow or "
+                "more")
+    return out
 
 
 def _mbit(mbit_s: float | None, scale: float, form: str = "{:.1f}") -> str:

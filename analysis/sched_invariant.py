@@ -20,7 +20,11 @@ its job sent at least 90 % of its rate in it and in the next stretch (:func:`exc
 links kept sending the data it had queued while it waited (measured 2026-11-27: the waiting
 worker's own link had data queued in 76-100 % of the samples of such stretches). Excused
 stretches are kept and shown, never silently dropped; the switch is never excused, as its wait
-holds back every job's packets, not one worker's.
+holds back every job's packets, not one worker's. The run's verdict
+(:func:`testbed.emulator.fidelity.pipeline_record`) also excuses a worker whose job the job
+invariant judged and found within its tolerance: that job's own measured figure bounds what
+the wait cost it (a wait that cost more than the tolerance shows there, as a job invariant
+violation).
 
 Measured on 2026-11-26 (BENCHMARKS.md, "The pipeline invariants"): on a quiet machine workers
 waited 1-3 % of their communication and ovs-vswitchd 2-5 %; beside three busy loops

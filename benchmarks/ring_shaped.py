@@ -23,6 +23,7 @@ from testbed.core.spec import parse_fabric
 from testbed.core.topology import FabricPlan, build_plan
 from testbed.core.units import parse_size
 from testbed.emulator.fabric import Fabric
+from testbed.emulator.tcp_counters import timeouts
 from testbed.emulator.traffic import Flow, run_flows
 from testbed.emulator.workers import run_on_fabric
 
@@ -35,14 +36,9 @@ def one_switch_plan(ranks: int, mbit_s: float) -> FabricPlan:
 
 
 def tcp_timeouts(fab: Fabric, hosts: list[str]) -> int:
-    """Retransmission timeouts counted so far by every host's TCP (/proc/net/netstat)."""
-    total = 0
-    for h in hosts:
-        lines = fab.host(h).cmd("cat /proc/net/netstat").splitlines()
-        for keys, values in zip(lines[::2], lines[1::2], strict=False):
-            row = dict(zip(keys.split()[1:], values.split()[1:], strict=False))
-            total += int(row.get("TCPTimeouts", 0))
-    return total
+    """Retransmission timeouts counted so far by every host's TCP
+    (:func:`testbed.emulator.tcp_counters.timeouts`; 0 where they cannot be read)."""
+    return timeouts(fab.host_pids(), hosts) or 0
 
 
 def main() -> None:

@@ -1,5 +1,7 @@
-"""Runs judged both ways: without and with the scheduler invariant's excuse for a worker's wait
-that its job's host links did not feel (``analysis.sched_invariant.excused_by``).
+"""Runs judged three ways: without the scheduler invariant's excuses; with the excuse for a
+worker's wait that its job's host links did not feel (``analysis.sched_invariant.excused_by``);
+and with that and the excuse for a wait whose job still reached what its links allow (the job
+invariant held, ``analysis.job_invariant.held``), as ``fidelity.json`` judges now.
 
     .venv/bin/python benchmarks/sched_waits_vs_links.py DIR [DIR ...]
 
@@ -7,9 +9,10 @@ DIR is a run's output directory (one variant of ``fabriclab run``). From its
 ``sched_samples.parquet``, ``qdisc_samples.parquet``, ``jobs.json`` and the jobs' collective
 traces, it judges the workers' waits again: every stretch of too much CPU wait, with the
 slowest host link of the job over that stretch and the next (achieved ÷ shaped rate, the qdisc's
-own byte counter), and whether the excuse holds. Per run, the verdict without the excuse
-(what ``fidelity.json`` said before it existed) and with it; every other reason of the run's
-``fidelity.json`` counts in both.
+own byte counter), whether the links excuse it, and the job's worst ratio of what its links
+allow where the job invariant held (``-``: not judged, or short). Per run, the verdict without
+the excuses (what ``fidelity.json`` said before them), with the links' and with both; every
+other reason of the run's ``fidelity.json`` counts in all three.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import sched_invariant
+from analysis import job_invariant, sched_invariant
 from testbed.emulator.fidelity import links_kept
 from testbed.emulator.runner import collective_windows
 
@@ -37,12 +40,19 @@ def judged(run: Path) -> dict:
     jobs = json.loads((run / "jobs.json").read_text())
     windows = collective_windows(run)
     found, _ = sched_invariant.judge(sched, windows, links=links_kept(queues, jobs))
+    held = job_invariant.held((fidelity.get("job") or {}).get("jobs") or [])
     workers = found[found["job"] != sched_invariant.SWITCH_JOB]
+    workers = workers.assign(job_ratio=workers["job"].map(held))
     others = [r for r in fidelity["reasons"] if not r.startswith(SCHED)]
-    strict = "faithful" if not others and workers.empty else "not faithful"
-    excusing = ("faithful" if not others and workers["excused"].all() else "not faithful")
+
+    def verdict(excused: pd.Series) -> str:
+        return "faithful" if not others and excused.all() else "not faithful"
+
     return {"run": run.name, "stretches": workers, "others": others,
-            "strict": strict, "excusing": excusing, "recorded": fidelity["verdict"]}
+            "strict": verdict(workers["excused"] & False), "excusing":
+            verdict(workers["excused"]), "both": verdict(workers["excused"]
+                                                          | workers["job_ratio"].notna()),
+            "recorded": fidelity["verdict"]}
 
 
 def main() -> int:
@@ -57,23 +67,29 @@ def main() -> int:
               file=sys.stderr)
         return 2
     results = [judged(r) for r in args.runs]
-    print(f"{'run':<44} {'job':<12} {'worker':<10} {'wait':>5} {'links':>6}  excused")
+    print(f"{'run':<44} {'job':<12} {'worker':<10} {'wait':>5} {'links':>6} excused  job")
     for res in results:
         for v in res["stretches"].itertuples():
             links = "-" if pd.isna(v.links_ratio) else f"{v.links_ratio:.2f}"
+            job = "-" if pd.isna(v.job_ratio) else f"{v.job_ratio:.2f}"
             print(f"{res['run']:<44} {v.job:<12} {v.process:<10} {v.worst_share:>5.0%} "
-                  f"{links:>6}  {'yes' if v.excused else 'no'}")
+                  f"{links:>6} {'yes' if v.excused else 'no':<8} {job}")
     print()
-    print(f"{'run':<44} {'recorded':<13} {'without excuse':<15} {'with excuse':<13} "
+    print(f"{'run':<44} {'recorded':<13} {'no excuse':<13} {'links':<13} {'both':<13} "
           "other reasons")
     for res in results:
-        print(f"{res['run']:<44} {res['recorded']:<13} {res['strict']:<15} "
-              f"{res['excusing']:<13} {len(res['others'])}")
+        print(f"{res['run']:<44} {res['recorded']:<13} {res['strict']:<13} "
+              f"{res['excusing']:<13} {res['both']:<13} {len(res['others'])}")
     rows = pd.concat([r["stretches"] for r in results]) if results else pd.DataFrame()
-    print(f"\n{len(rows)} stretches of too much CPU wait, {int(rows['excused'].sum())} excused; "
-          f"faithful without the excuse {sum(r['strict'] == 'faithful' for r in results)}"
-          f" of {len(results)} runs, with it "
-          f"{sum(r['excusing'] == 'faithful' for r in results)}")
+
+    def faithful(way: str) -> int:
+        return sum(r[way] == "faithful" for r in results)
+
+    print(f"\n{len(rows)} stretches of too much CPU wait, {int(rows['excused'].sum())} excused by "
+          f"their links, {int((~rows['excused'] & rows['job_ratio'].notna()).sum())} more by "
+          f"their job's result; faithful without the excuses {faithful('strict')} of "
+          f"{len(results)} runs, with the links' {faithful('excusing')}, with both "
+          f"{faithful('both')}")
     return 0
 
 

@@ -170,13 +170,34 @@ def test_the_verdict_excuses_a_wait_its_job_s_links_did_not_feel(leaf_spine):
     assert rec["reasons"] == [] and rec["scheduler"]["violations"] == []
     (e,) = rec["scheduler"]["excused"]
     assert e["process"] == "h0 rank0" and e["links_ratio"] == pytest.approx(1.0, abs=1e-3)
-    rec = pipeline_record(*args, qdisc(full | {("h2", "leaf1"): 0.8}))
+    assert e["excused_by"] == "links"
+    # An ECMP job: the job invariant cannot judge it, so only its links could excuse it.
+    ecmp = (sched, args[1], [job_rec(0.95 * goodput_gbyte_s(40), policy="ecmp")], *args[3:])
+    rec = pipeline_record(*ecmp, qdisc(full | {("h2", "leaf1"): 0.8}))
     assert rec["scheduler"]["excused"] == []
     assert rec["reasons"][0].startswith("scheduler invariant: job a's worker h0 rank0")
     assert "; its job's host links ran at 80% of their rate then" in rec["reasons"][0]
     assert rec["scheduler"]["violations"][0]["links_ratio"] == pytest.approx(0.8, abs=1e-3)
-    rec = pipeline_record(*args)  # no qdisc samples: nothing can excuse it
+    rec = pipeline_record(*ecmp)  # no qdisc samples: nothing can excuse it
     assert rec["reasons"][0].startswith("scheduler invariant: ")
+
+
+def test_the_verdict_excuses_a_wait_whose_job_still_reached_its_links(leaf_spine):
+    sched = thread([0.5] * 40, job="a")
+    slow_link = qdisc({("h0", "leaf0"): 1.0, ("h2", "leaf1"): 0.8})
+    args = (sched, {"a": [(100.0, 102.0)]})
+    rec = pipeline_record(*args, [job_rec(0.93 * goodput_gbyte_s(40))], leaf_spine, "ovs",
+                          lambda a, b: "", slow_link)
+    assert rec["reasons"] == [] and rec["scheduler"]["violations"] == []
+    (e,) = rec["scheduler"]["excused"]
+    assert e["excused_by"] == "job" and e["job_ratio"] == pytest.approx(0.93)
+    assert e["links_ratio"] == pytest.approx(0.8, abs=1e-3)
+    # Below the job invariant's tolerance: both invariants name it.
+    rec = pipeline_record(*args, [job_rec(0.85 * goodput_gbyte_s(40))], leaf_spine, "ovs",
+                          lambda a, b: "", slow_link)
+    assert rec["scheduler"]["excused"] == []
+    assert [r.split(":")[0] for r in rec["reasons"]] == ["scheduler invariant",
+                                                         "job invariant"]
 
 
 def test_overlap_counts_overlapping_windows_once():
@@ -232,7 +253,13 @@ def test_the_verdict_names_the_invariant_the_place_and_the_time(leaf_spine):
     assert "50% of the time its job communicated at 0.0–1.0 s" in sched_reason
     assert sched_reason.endswith("busiest then: spin (2.0 CPU-s)")
     assert job_reason.startswith("job invariant: job a reached 50%")
-    assert "(All-Reduce of 8MiB)" in job_reason
+    assert "(All-Reduce of 8MiB)" in job_reason and "TCP" not in job_reason  # not read
+    rec = pipeline_record(sched, {"a": [(100.0, 101.0)]},
+                          [job_rec(0.5 * goodput_gbyte_s(40), tcp_timeouts=3)], leaf_spine,
+                          "ovs", lambda a, b: "")
+    assert rec["reasons"][1].endswith("; its hosts' TCP counted 3 retransmission timeouts "
+                                      "while it ran (each stalls a flow 200 ms or more)")
+    assert rec["job"]["jobs"][0]["tcp_timeouts"] == 3
     assert rec["switch"]["judged"] and rec["switch"]["violations"] == []
     assert rec["scheduler"]["violations"][0]["thread"] == "python3"
 
@@ -318,3 +345,18 @@ def test_a_run_is_told_when_the_switch_forwards_without_real_time(monkeypatch):
     monkeypatch.setattr(schedstat, "switch_sched", lambda: "SCHED_OTHER nice -10")
     monkeypatch.setattr(preflight, "datapath", lambda: "kernel")
     assert preflight.forwarding_problem() is None
+
+
+def test_the_report_counts_excused_stretches_by_what_excused_them():
+    from analysis.report import _pipeline_judged
+
+    sched = {"judged": True, "wait_share_max": 0.1, "stretch_s": 2.0, "excused": [
+        {"excused_by": "links", "links_ratio": 0.95},
+        {"links_ratio": 0.97},  # recorded before excused_by: the links
+        {"excused_by": "job", "links_ratio": 0.8, "job_ratio": 0.93},
+        {"excused_by": "job", "links_ratio": None, "job_ratio": 0.91}]}
+    text = _pipeline_judged({"scheduler": sched})
+    assert ("; 2 such stretches excused, their job's host links sending at 95% of their rate "
+            "or more in them and the next; 2 excused by their job's own result, every such job "
+            "reaching 91% of what its links allow or more)") in text
+    assert "excused" not in _pipeline_judged({"scheduler": sched | {"excused": []}})

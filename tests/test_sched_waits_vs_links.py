@@ -1,6 +1,6 @@
 """benchmarks/sched_waits_vs_links.py on a made-up run: a worker whose wait its host links did
-not feel (excused), one whose job fell short (not), the verdict both ways, and a directory
-that is not a run."""
+not feel (excused), one whose job fell short (not, unless its job's result held), the verdict
+three ways, and a directory that is not a run."""
 
 from __future__ import annotations
 
@@ -31,10 +31,11 @@ def collectives(job_dir: Path, start: float, seconds: float) -> None:
                    job_dir / "collectives-rank0.parquet")
 
 
-def make_run(run: Path, share_of_rate: dict[str, float]) -> None:
+def make_run(run: Path, share_of_rate: dict[str, float],
+             job_ratios: dict[str, float] | None = None) -> None:
     """A run of two one-host jobs, ``a`` on h0 and ``b`` on h1, communicating over [0, 4] s
     from the first sample, each worker waiting 20 % of it; host h's links send
-    ``share_of_rate[h]`` of their rate."""
+    ``share_of_rate[h]`` of their rate; ``job_ratios``: the job invariant's judged jobs."""
     run.mkdir()
     sched = pd.DataFrame([{"time": T0 + t, "job": job, "process": f"{h} rank0", "pid": 1,
                            "tid": 1, "thread": "python3", "run_s": t, "wait_s": 0.2 * t}
@@ -54,9 +55,13 @@ def make_run(run: Path, share_of_rate: dict[str, float]) -> None:
                                                {"name": "b", "hosts": ["h1"]}]))
     for job in ("a", "b"):
         collectives(run / "jobs" / job, T0, 4.0)
+    judged = [{"job": job, "judged": True, "violated": ratio < 0.9,
+               "sizes": [{"size": 1, "ratio": ratio}]}
+              for job, ratio in (job_ratios or {}).items()]
     (run / "fidelity.json").write_text(json.dumps({
         "verdict": "not faithful", "reasons": ["scheduler invariant: job a's worker ...",
-                                               "scheduler invariant: job b's worker ..."]}))
+                                               "scheduler invariant: job b's worker ..."],
+        "job": {"jobs": judged}}))
 
 
 def test_a_wait_its_links_did_not_feel_is_excused_and_the_verdict_shown_both_ways(
@@ -66,17 +71,24 @@ def test_a_wait_its_links_did_not_feel_is_excused_and_the_verdict_shown_both_way
     out = subprocess.run([sys.executable, str(SCRIPT), str(run)], capture_output=True,
                          text=True, check=True, cwd=ROOT).stdout.splitlines()
     rows = {line.split()[1]: line.split() for line in out[1:3]}
-    assert rows["a"][-3:] == ["20%", "1.00", "yes"]
-    assert rows["b"][-3:] == ["20%", "0.80", "no"]
+    assert rows["a"][-4:] == ["20%", "1.00", "yes", "-"]
+    assert rows["b"][-4:] == ["20%", "0.80", "no", "-"]
     verdicts = next(line for line in out if line.startswith("run ") and "recorded" in line)
-    assert out[out.index(verdicts) + 1].split()[1:] == ["not", "faithful", "not", "faithful",
-                                                        "not", "faithful", "0"]
-    assert out[-1] == ("2 stretches of too much CPU wait, 1 excused; faithful without the "
-                       "excuse 0 of 1 runs, with it 0")
+    assert out[out.index(verdicts) + 1].split()[1:] == ["not", "faithful"] * 4 + ["0"]
+    assert out[-1] == ("2 stretches of too much CPU wait, 1 excused by their links, 0 more by "
+                       "their job's result; faithful without the excuses 0 of 1 runs, with the "
+                       "links' 0, with both 0")
     make_run(tmp_path / "kept", {"h0": 1.0, "h1": 0.97})
     out = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "kept")],
                          capture_output=True, text=True, check=True, cwd=ROOT).stdout
-    assert out.splitlines()[-1].endswith("faithful without the excuse 0 of 1 runs, with it 1")
+    assert out.splitlines()[-1].endswith("0 of 1 runs, with the links' 1, with both 1")
+    # b's links fell short, but b reached 0.93 of what its links allow: its result bounds the
+    # wait's cost. A job short of 0.90 excuses nothing.
+    for ratio, both in ((0.93, "1"), (0.85, "0")):
+        make_run(tmp_path / f"held{ratio}", {"h0": 1.0, "h1": 0.8}, {"a": 0.99, "b": ratio})
+        out = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / f"held{ratio}")],
+                             capture_output=True, text=True, check=True, cwd=ROOT).stdout
+        assert out.splitlines()[-1].endswith(f"with the links' 0, with both {both}")
 
 
 def test_a_directory_that_is_not_a_run_gets_one_sentence(tmp_path: Path) -> None:

@@ -204,6 +204,8 @@ class JobRun:
     # the model's time per All-Reduce size (workloads.model.job_model_s), as the backend
     # predicted it when the job was placed; None where the model does not cover the job
     model_s: dict[str, float] | None = None
+    # retransmission timeouts its hosts' TCP counted while it ran (emulator; None: not read)
+    tcp_timeouts: int | None = None
 
     @property
     def hosts(self) -> list[str]:
@@ -229,6 +231,7 @@ class JobRun:
             "circuits": self.allocation.get("ocs_ports", []),
             "model_s": self.model_s, "start": self.start, "end": self.end,
             "status": self.status, "error": self.error, "results": self.rows,
+            "tcp_timeouts": self.tcp_timeouts,
             **({"command": self.command} if self.command is not None else {}),
         }
 

@@ -138,7 +138,11 @@ def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
     invariant, the place and the time (seconds from the first sample), and what was busiest
     then (``busiest(start, end)``). With the qdisc samples (``queues``), a worker's stretch of
     waiting whose job's host links kept their rate is listed under ``excused``, not a
-    reason."""
+    reason (``excused_by: links``); so is one whose job the job invariant judged and found
+    within its tolerance at every size (``excused_by: job``, with that job's worst
+    ``job_ratio``): the job's own measured figure bounds what the wait cost it. A worker of a
+    job the job invariant cannot judge (ECMP) has only its links to excuse it, and the
+    switch is never excused."""
     from analysis import job_invariant, sched_invariant
 
     reasons: list[str] = []
@@ -147,19 +151,25 @@ def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
     found, judged_s = (sched_invariant.judge(sched, communicating,
                                              links=links_kept(queues, jobs)) if judged
                        else (None, 0.0))
+    verdicts = job_invariant.judge(jobs, plan, switches)
+    held = job_invariant.held(verdicts)
     t0 = float(sched["time"].min()) if judged else 0.0
     for name, mine in (("scheduler", lambda df: df["job"] != sched_invariant.SWITCH_JOB),
                        ("switch", lambda df: df["job"] == sched_invariant.SWITCH_JOB)):
         has = judged and bool(mine(sched).any())
         ours = found[mine(found)] if has else None
-        excused = ours["excused"].astype(bool) if has else None
-        rows = list(ours[~excused].itertuples()) if has else []
+        by_links = ours["excused"].astype(bool) if has else None
+        by_job = ~by_links & ours["job"].isin(held.keys()) if has else None
+        rows = list(ours[~by_links & ~by_job].itertuples()) if has else []
         out[name] = {"judged": has, "wait_share_max": sched_invariant.WAIT_SHARE_MAX,
                      "stretch_s": sched_invariant.STRETCH_S,
                      "violations": [_wait_violation(r, t0) for r in rows]}
         if name == "scheduler":
-            out[name]["excused"] = ([_wait_violation(r, t0) for r in ours[excused].itertuples()]
-                                    if has else [])
+            out[name]["excused"] = (
+                [_wait_violation(r, t0) | {"excused_by": "links"}
+                 for r in ours[by_links].itertuples()]
+                + [_wait_violation(r, t0) | {"excused_by": "job", "job_ratio": held[r.job]}
+                   for r in ours[by_job].itertuples()] if has else [])
         for r, v in list(zip(rows, out[name]["violations"], strict=True))[:MAX_REASONS]:
             whose = f"job {r.job}'s worker {r.process}" if r.job else r.process
             reasons.append(
@@ -173,7 +183,6 @@ def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
             reasons.append(f"{name} invariant: ... and {len(rows) - MAX_REASONS} more "
                            "stretches of CPU wait")
     out["sched_judged_s"] = judged_s
-    verdicts = job_invariant.judge(jobs, plan, switches)
     out["job"] = {"tolerance": job_invariant.TOLERANCE, "jobs": verdicts}
     for v in verdicts:
         if v["violated"]:
@@ -181,8 +190,17 @@ def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
             reasons.append(
                 f"job invariant: job {v['job']} reached {worst['ratio']:.0%} of what its "
                 f"isolated links allow (All-Reduce of {format_size(worst['size'])}), below "
-                f"{1 - job_invariant.TOLERANCE:.0%}: something besides its links set its pace")
+                f"{1 - job_invariant.TOLERANCE:.0%}: something besides its links set its pace"
+                + _timeouts_then(v.get("tcp_timeouts")))
     return {"reasons": reasons, **out}
+
+
+def _timeouts_then(count: int | None) -> str:
+    """'; its hosts' TCP counted N retransmission timeouts meanwhile', where they were read."""
+    if count is None:
+        return ""
+    return (f"; its hosts' TCP counted {count} retransmission timeout"
+            f"{'' if count == 1 else 's'} while it ran (each stalls a flow 200 ms or more)")
 
 
 def _links_then(ratio: float | None) -> str:

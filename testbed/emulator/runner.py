@@ -26,7 +26,7 @@ from testbed.core.load_limit import load_warning, offered_load_link_mbit_s
 from testbed.core.rundir import RunRecorder, base_environment
 from testbed.core.samples import SCHED_SAMPLE_SCHEMA
 from testbed.core.topology import build_plan
-from testbed.emulator import runlock, switch_kinds
+from testbed.emulator import runlock, switch_kinds, tcp_counters
 from testbed.emulator.calibrate import calibrate
 from testbed.emulator.commands import run_command_on_fabric
 from testbed.emulator.fabric import Fabric
@@ -217,10 +217,14 @@ class Runner:
                 job.status = "ok"
                 return
             assert job.resolved is not None, "a job runs once placed"
+            pids = fab.host_pids()
+            before = tcp_counters.timeouts(pids, job.hosts)
             res = run_job(fab, job.resolved, out_dir=self.run_dir / "jobs" / job.name,
                           wall_timeout=self.exp.timeout_s, run_id=self.run_dir.name,
                           on_spawn=lambda rank, pid: self.sched.watch(
                               pid, job.name, f"{job.hosts[rank]} rank{rank}"))
+            after = tcp_counters.timeouts(pids, job.hosts)
+            job.tcp_timeouts = None if None in (before, after) else after - before
             job.rows = res.as_dicts()
             job.status = "ok"
         except FabricLabError as exc:
