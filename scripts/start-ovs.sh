@@ -40,10 +40,20 @@ ovs-vsctl --timeout=5 show >/dev/null
 # Without the kernel module, ovs-vswitchd's main thread forwards every packet. At its default
 # nice -10 it still waited for a CPU behind the run's workers (a woken thread waits out the
 # running one's time slice): real-time priority 1 lets it take a CPU at once. Only that thread
-# (its TID is the PID in the pidfile); the daemon's other threads keep their policy.
+# (its TID is the PID in the pidfile). A thread inherits its creator's policy, and the main
+# thread makes handler, revalidator and cleaner threads anew whenever bridges change (every
+# run): --reset-on-fork starts them on the normal policy. Threads an earlier start made
+# real-time without that flag are put back on the normal policy.
 forwarding="normal"
 if [ ! -d /sys/module/openvswitch ]; then
-    chrt --rr --pid 1 "$(cat /var/run/openvswitch/ovs-vswitchd.pid)"
+    main=$(cat /var/run/openvswitch/ovs-vswitchd.pid)
+    chrt --rr --reset-on-fork --pid 1 "$main"
+    for task in /proc/"$main"/task/*; do
+        tid=${task##*/}
+        if [ "$tid" != "$main" ] && chrt --pid "$tid" 2>/dev/null | grep -q 'SCHED_\(RR\|FIFO\)'; then
+            chrt --other --pid 0 "$tid" 2>/dev/null || true  # it may have ended meanwhile
+        fi
+    done
     forwarding="real-time"
 fi
 echo "start-ovs: ovsdb-server and ovs-vswitchd running (userspace TSO on, forwarding thread $forwarding)"

@@ -341,7 +341,15 @@ def test_a_run_is_told_when_the_switch_forwards_without_real_time(monkeypatch):
     problem = preflight.forwarding_problem()
     assert problem and "SCHED_OTHER nice -10" in problem and "scripts/start-ovs.sh" in problem
     monkeypatch.setattr(schedstat, "switch_sched", lambda: "SCHED_RR 1")
+    monkeypatch.setattr(schedstat, "realtime_helpers", lambda: [])
     assert preflight.forwarding_problem() is None
+    # Threads made by a real-time main thread without reset-on-fork inherit its priority.
+    monkeypatch.setattr(schedstat, "realtime_helpers",
+                        lambda: ["revalidator377 (31015)", "handler376 (31014)"])
+    problem = preflight.forwarding_problem()
+    assert problem.startswith("2 threads of ovs-vswitchd besides its forwarding thread run "
+                              "real-time (revalidator377 (31015), handler376 (31014))")
+    assert problem.endswith("run `bash scripts/start-ovs.sh` as root")
     monkeypatch.setattr(schedstat, "switch_sched", lambda: "SCHED_OTHER nice -10")
     monkeypatch.setattr(preflight, "datapath", lambda: "kernel")
     assert preflight.forwarding_problem() is None

@@ -145,3 +145,48 @@ def test_a_quota_holds_a_real_time_thread_as_a_normal_one_and_gives_its_policy_b
     finally:
         child.kill()
         child.wait()
+
+
+SPAWNER = ("import sys, threading, time\n"
+           "for line in sys.stdin:\n"
+           "    t = threading.Thread(target=time.sleep, args=(30,), daemon=True)\n"
+           "    t.start()\n"
+           "    print(t.native_id, flush=True)\n")
+
+
+def test_threads_a_real_time_main_thread_makes_start_normal_with_reset_on_fork():
+    """As scripts/start-ovs.sh sets ovs-vswitchd's main thread (real-time, reset-on-fork), the
+    threads it makes later (Open vSwitch makes its revalidators and handlers anew with every
+    bridge) start on the normal policy; without the flag they would inherit real-time, and
+    :func:`realtime_helpers` names them. On a Python process this test starts."""
+    import os
+    import subprocess
+    import sys
+
+    from testbed.emulator.schedstat import policy_of, realtime_helpers
+
+    child = subprocess.Popen([sys.executable, "-c", SPAWNER], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+
+    def spawn() -> int:
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        return int(child.stdout.readline())
+
+    try:
+        os.sched_setscheduler(child.pid, os.SCHED_RR | os.SCHED_RESET_ON_FORK,
+                              os.sched_param(1))
+        assert switch_sched(child.pid) == "SCHED_RR 1"  # the flag does not hide the policy
+        helper = spawn()
+        assert policy_of(helper) == os.SCHED_OTHER and realtime_helpers(child.pid) == []
+        os.sched_setscheduler(child.pid, os.SCHED_RR, os.sched_param(1))  # without the flag
+        inherited = spawn()
+        assert policy_of(inherited) in REALTIME
+        (named,) = realtime_helpers(child.pid)
+        assert named.endswith(f" ({inherited})")
+        with cpu_quota(child.pid, 0.5):  # held as normal threads, given back with the flag
+            assert policy_of(child.pid) == os.SCHED_OTHER
+        assert switch_sched(child.pid) == "SCHED_RR 1"
+    finally:
+        child.kill()
+        child.wait()

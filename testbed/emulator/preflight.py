@@ -58,14 +58,23 @@ def userspace_tso() -> bool:
 
 def forwarding_problem() -> str | None:
     """One sentence when ovs-vswitchd forwards in userspace without real-time priority (it then
-    waits behind the run's workers for a CPU; scripts/start-ovs.sh sets it); else None."""
-    from testbed.emulator.schedstat import switch_sched
+    waits behind the run's workers for a CPU), or when other threads of it run real-time too
+    (they can then hold a CPU from the workers with nothing to forward); scripts/start-ovs.sh
+    sets both right. Else None."""
+    from testbed.emulator.schedstat import realtime_helpers, switch_sched
 
     sched = switch_sched()
-    if datapath() == "kernel" or sched is None or not sched.startswith("SCHED_OTHER"):
+    if datapath() == "kernel" or sched is None:
         return None
-    return (f"ovs-vswitchd forwards in userspace at {sched}, not real-time, so it can wait for "
-            "a CPU behind the workers: run `bash scripts/start-ovs.sh` as root to set it")
+    if sched.startswith("SCHED_OTHER"):
+        return (f"ovs-vswitchd forwards in userspace at {sched}, not real-time, so it can wait "
+                "for a CPU behind the workers: run `bash scripts/start-ovs.sh` as root to set it")
+    helpers = realtime_helpers()
+    if helpers:
+        return (f"{len(helpers)} threads of ovs-vswitchd besides its forwarding thread run "
+                f"real-time ({', '.join(helpers[:3])}{', ...' if len(helpers) > 3 else ''}) "
+                "and can hold a CPU from the workers: run `bash scripts/start-ovs.sh` as root")
+    return None
 
 
 def require_fabric_ready() -> None:

@@ -43,12 +43,36 @@ def switch_sched(pid: int | None = None) -> str | None:
     if pid is None:
         return None
     try:
-        policy = os.sched_getscheduler(pid)
+        policy = policy_of(pid)
         if policy in REALTIME:
             return f"{REALTIME[policy]} {os.sched_getparam(pid).sched_priority}"
         return f"SCHED_OTHER nice {os.getpriority(os.PRIO_PROCESS, pid)}"
     except OSError:
         return None
+
+
+def policy_of(tid: int) -> int:
+    """A thread's scheduling policy, without the reset-on-fork flag that
+    ``os.sched_getscheduler`` ORs into it (scripts/start-ovs.sh sets that flag)."""
+    return os.sched_getscheduler(tid) & ~os.SCHED_RESET_ON_FORK
+
+
+def realtime_helpers(pid: int | None = None) -> list[str]:
+    """The threads of ovs-vswitchd other than its main (forwarding) thread that run real-time,
+    as ``"name (TID)"``: a revalidator or handler at real-time priority can hold a CPU from
+    the workers with nothing to forward (none after scripts/start-ovs.sh)."""
+    pid = switch_pid() if pid is None else pid
+    found = []
+    for tid in map(int, _task_ids(pid) if pid is not None else []):
+        if tid == pid:
+            continue
+        try:
+            if policy_of(tid) in REALTIME:
+                found.append(f"{Path(f'/proc/{pid}/task/{tid}/comm').read_text().strip()} "
+                             f"({tid})")
+        except OSError:
+            continue  # it ended meanwhile
+    return found
 
 
 def _task_ids(pid: int) -> list[str]:

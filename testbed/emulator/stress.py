@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from testbed.core.errors import FabricLabError
-from testbed.emulator.schedstat import REALTIME
+from testbed.emulator.schedstat import REALTIME, policy_of
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PERIOD_US = 100_000
@@ -99,8 +99,8 @@ def _not_realtime(pid: int) -> Iterator[None]:
     try:
         for tid in map(int, os.listdir(f"/proc/{pid}/task")):
             with contextlib.suppress(ProcessLookupError):
-                policy = os.sched_getscheduler(tid)
-                if policy in REALTIME:
+                policy = os.sched_getscheduler(tid)  # with its reset-on-fork flag, if set
+                if policy_of(tid) in REALTIME:
                     held[tid] = (policy, os.sched_getparam(tid).sched_priority)
                     os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
         yield
