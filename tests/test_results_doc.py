@@ -53,7 +53,7 @@ def test_written_files_carry_their_units(tmp_path: Path) -> None:
     samples = {
         LINK_SAMPLE_SCHEMA: pd.DataFrame([(1.0, "h0:0-leaf0:1", "h0", "leaf0", 50.0, 125)],
                                          columns=LINK_SAMPLE_SCHEMA.names),
-        CPU_SAMPLE_SCHEMA: pd.DataFrame({"time": [1.0], "idle": [0.5]}),
+        CPU_SAMPLE_SCHEMA: pd.DataFrame({"time": [1.0], "idle": [0.5], "steal": [0.0]}),
     }
     for schema, df in samples.items():
         path = tmp_path / "samples.parquet"

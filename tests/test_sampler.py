@@ -6,8 +6,9 @@ import os
 import time
 
 import psutil
+import pytest
 
-from testbed.emulator.sampler import BusyProcesses, read_cpu, read_net_dev
+from testbed.emulator.sampler import BusyProcesses, cpu_seconds, read_cpu, read_net_dev
 
 
 def test_read_net_dev_gives_rx_and_tx_bytes(tmp_path):
@@ -40,3 +41,26 @@ def test_busy_processes_name_what_used_the_cpu():
     assert mine and mine[0]["cpu"] >= 0.5 / wall - 0.01
     idle, total = read_cpu()
     assert 0 < idle < total
+
+
+def test_cpu_seconds_count_steal_inside_the_total():
+    idle, total, steal = cpu_seconds()
+    assert 0 <= steal < total and 0 < idle < total
+    assert (idle, total) == pytest.approx(read_cpu(), rel=1e-3)
+
+
+def test_a_stretch_says_when_the_hypervisor_took_its_cpu():
+    import pandas as pd
+
+    from testbed.emulator.runner import _stolen_then
+    from testbed.emulator.sampler import mean_idle
+
+    t = [100.0 + k / 10 for k in range(1, 41)]  # 4 s at 10 Hz
+    steal = [0.0] * 20 + [0.25] * 10 + [0.0] * 10  # a quarter of both CPUs stolen for 1 s
+    cpu = pd.DataFrame({"time": t, "idle": 0.7, "steal": steal})
+    assert mean_idle(cpu, 102.0, 103.0, "steal") == pytest.approx(0.25)
+    assert _stolen_then(cpu, 102.0, 104.0) == ("; the hypervisor took 12% of the CPU time then "
+                                               "(steal)")
+    assert _stolen_then(cpu, 100.0, 102.0) == ""  # none stolen
+    assert _stolen_then(cpu.drop(columns="steal"), 102.0, 104.0) == ""  # a run from before
+    assert _stolen_then(None, 102.0, 104.0) == ""

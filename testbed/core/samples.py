@@ -3,7 +3,8 @@
 ``link_samples.parquet``: one row per sample and link direction, the cumulative byte counter of
 that direction and the link's configured rate. ``qdisc_samples.parquet``: one row per (faster)
 sample and link direction, the counters of the egress qdisc where that direction queues.
-``cpu_samples.parquet``: one row per sample interval, the machine's idle fraction.
+``cpu_samples.parquet``: one row per sample interval, the machine's idle fraction and the
+share of its CPU time a hypervisor stole.
 ``sched_samples.parquet``: one row per sample and thread of a worker or ``ovs-vswitchd``, its
 cumulative time run and time waited runnable for a CPU (``/proc/PID/task/TID/schedstat``). Times are
 ``time.monotonic()`` seconds, the clock of the worker traces (:mod:`testbed.core.traces`).
@@ -39,6 +40,7 @@ QDISC_SAMPLE_SCHEMA = pa.schema([
 CPU_SAMPLE_SCHEMA = pa.schema([
     unit_field("time", pa.float64(), "s"),
     unit_field("idle", pa.float64(), DIMENSIONLESS),
+    unit_field("steal", pa.float64(), DIMENSIONLESS),
 ])
 
 SCHED_SAMPLE_SCHEMA = pa.schema([

@@ -283,7 +283,7 @@ class Runner:
 
         df, queues, cpu, sched = (table(f"{n}_samples.parquet")
                                   for n in ("link", "qdisc", "cpu", "sched"))
-        idle_min = idle_mean = None
+        idle_min = idle_mean = steal_max = None
         per_job = collective_windows(self.run_dir)
         windows = [w for ws in per_job.values() for w in ws]
         if cpu is not None and len(cpu):
@@ -297,10 +297,14 @@ class Runner:
             idle_min = float(idle.rolling(max(1, round(self.exp.sample_hz)),
                                           min_periods=1).mean().min())
             idle_mean = float(idle.mean())
+            if "steal" in cpu:
+                steal_max = float(cpu["steal"][during].rolling(
+                    max(1, round(self.exp.sample_hz)), min_periods=1).mean().max())
         record = fidelity_record(df, queues, idle_min, self._busiest(windows))
         pipeline = pipeline_record(sched, per_job, [j.record() for j in self.jobs + solos],
                                    self.plan, self.switches,
-                                   lambda a, b: self._busiest([(a, b)]) or _idle_then(cpu, a, b),
+                                   lambda a, b: (self._busiest([(a, b)]) or _idle_then(cpu, a, b))
+                                   + _stolen_then(cpu, a, b),
                                    queues)
         record["reasons"] += pipeline.pop("reasons")
         record.update(pipeline, sched_cost=self.sched.cost())
@@ -312,7 +316,8 @@ class Runner:
         if self.status != "ok":
             record["reasons"].append(f"run {self.status}: {self.error}")
         record.update(verdict="faithful" if not record["reasons"] else "not faithful",
-                      cpu_idle_min=idle_min, cpu_idle_mean=idle_mean, calibration=cal,
+                      cpu_idle_min=idle_min, cpu_idle_mean=idle_mean,
+                      cpu_steal_max=steal_max, calibration=cal,
                       switches=self.switches,
                       containers={h: rt.model_dump(exclude_none=True)
                                   for h, rt in self.host_runtimes.items() if rt.is_container})
@@ -364,6 +369,19 @@ def _idle_then(cpu, start: float, end: float) -> str:
         return ""
     idle = mean_idle(cpu, start - max(0.0, 1.0 - (end - start)), end)
     return "" if math.isnan(idle) else f"; CPU idle {idle:.0%} then"
+
+
+STEAL_NOTED = 0.01  # a stretch's mean steal share at which its reasons say so
+
+
+def _stolen_then(cpu, start: float, end: float) -> str:
+    """'; the hypervisor took N% of the CPU time then (steal)' over [start, end] (a second at
+    least), when it took 1 % or more."""
+    if cpu is None or not len(cpu):
+        return ""
+    steal = mean_idle(cpu, start - max(0.0, 1.0 - (end - start)), end, "steal")
+    return ("" if math.isnan(steal) or steal < STEAL_NOTED
+            else f"; the hypervisor took {steal:.0%} of the CPU time then (steal)")
 
 
 def collective_windows(run_dir: Path) -> dict[str, list[tuple[float, float]]]:

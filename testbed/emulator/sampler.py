@@ -80,9 +80,17 @@ def read_net_dev(path: str) -> dict[str, tuple[int, int]]:
 
 def read_cpu() -> tuple[float, float]:
     """(idle seconds incl. iowait, total seconds) of all CPUs since boot (psutil)."""
+    idle, total, _steal = cpu_seconds()
+    return idle, total
+
+
+def cpu_seconds() -> tuple[float, float, float]:
+    """(idle incl. iowait, total, steal) seconds of all CPUs since boot (psutil). Steal is the
+    time a hypervisor ran something else while this machine's virtual CPUs had work: a run
+    loses it with no process of its own to blame."""
     t = psutil.cpu_times()
     total = t.user + t.nice + t.system + t.idle + t.iowait + t.irq + t.softirq + t.steal
-    return t.idle + t.iowait, total
+    return t.idle + t.iowait, total, t.steal
 
 
 class BusyProcesses:
@@ -196,7 +204,7 @@ class LinkSampler:
             ab, ba = (tx, rx) if p.ab_is_tx else (rx, tx)
             self._rows.append((read_at[p.proc], p.link, p.src, p.dst, p.mbit_s, ab))
             self._rows.append((read_at[p.proc], p.link, p.dst, p.src, p.mbit_s, ba))
-        self._cpu.append((t, *read_cpu()))
+        self._cpu.append((t, *cpu_seconds()))
 
     def sample_qdiscs(self) -> None:
         t = time.monotonic()
@@ -241,10 +249,11 @@ class LinkSampler:
         return pd.DataFrame(self._qrows[:], columns=QDISC_SAMPLE_SCHEMA.names)
 
     def cpu(self) -> pd.DataFrame:
-        """One row per sample interval: time (end of interval), idle fraction."""
-        df = pd.DataFrame(self._cpu[:], columns=["time", "idle", "total"])
+        """One row per sample interval: time (end of interval), idle and steal fractions."""
+        df = pd.DataFrame(self._cpu[:], columns=["time", "idle", "total", "steal"])
         d = df.diff().iloc[1:]
-        return pd.DataFrame({"time": df["time"].iloc[1:], "idle": d["idle"] / d["total"]})
+        return pd.DataFrame({"time": df["time"].iloc[1:], "idle": d["idle"] / d["total"],
+                             "steal": d["steal"] / d["total"]})
 
     def save(self, out_dir: Path) -> None:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -273,6 +282,8 @@ def window_rates(counters: pd.DataFrame, t0: float, t1: float) -> pd.DataFrame:
     return achieved.rename("achieved_mbit_s").reset_index()
 
 
-def mean_idle(cpu: pd.DataFrame, t0: float, t1: float) -> float:
+def mean_idle(cpu: pd.DataFrame, t0: float, t1: float, column: str = "idle") -> float:
+    """The mean of a CPU sample column (``idle``, or ``steal``) over (t0, t1]; NaN without
+    samples there, or without the column (a run from before it)."""
     w = cpu[(cpu["time"] > t0) & (cpu["time"] <= t1)]
-    return float(w["idle"].mean()) if len(w) else float("nan")
+    return float(w[column].mean()) if len(w) and column in w else float("nan")
