@@ -48,10 +48,11 @@ def judged(run: Path) -> dict:
     def verdict(excused: pd.Series) -> str:
         return "faithful" if not others and excused.all() else "not faithful"
 
+    by_links = workers["excused"].astype(bool)
+    by_either = by_links | workers["job_ratio"].notna()
     return {"run": run.name, "stretches": workers, "others": others,
-            "strict": verdict(workers["excused"] & False), "excusing":
-            verdict(workers["excused"]), "both": verdict(workers["excused"]
-                                                          | workers["job_ratio"].notna()),
+            "strict": verdict(pd.Series(False, index=workers.index)),
+            "excusing": verdict(by_links), "both": verdict(by_either),
             "recorded": fidelity["verdict"]}
 
 

@@ -53,12 +53,12 @@ def test_a_stretch_says_when_the_hypervisor_took_its_cpu():
     import pandas as pd
 
     from testbed.emulator.runner import _stolen_then
-    from testbed.emulator.sampler import mean_idle
+    from testbed.emulator.sampler import cpu_mean
 
     t = [100.0 + k / 10 for k in range(1, 41)]  # 4 s at 10 Hz
     steal = [0.0] * 20 + [0.25] * 10 + [0.0] * 10  # a quarter of both CPUs stolen for 1 s
     cpu = pd.DataFrame({"time": t, "idle": 0.7, "steal": steal})
-    assert mean_idle(cpu, 102.0, 103.0, "steal") == pytest.approx(0.25)
+    assert cpu_mean(cpu, 102.0, 103.0, "steal") == pytest.approx(0.25)
     assert _stolen_then(cpu, 102.0, 104.0) == ("; the hypervisor took 12% of the CPU time then "
                                                "(steal)")
     assert _stolen_then(cpu, 100.0, 102.0) == ""  # none stolen

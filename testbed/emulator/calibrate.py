@@ -24,7 +24,7 @@ from analysis.sched_invariant import WAIT_SHARE_MAX, forwarding, worst_share
 from sdn_app.static_routes import FlowRule, Unreachable, static_rules, trace
 from testbed.core.formulas import RATE_TOLERANCE, TCP_GOODPUT
 from testbed.core.topology import FabricPlan, Link
-from testbed.emulator.sampler import LinkSampler, mean_idle, window_rates
+from testbed.emulator.sampler import LinkSampler, cpu_mean, window_rates
 from testbed.emulator.schedstat import SchedSampler
 from testbed.emulator.traffic import Flow, run_flows
 
@@ -215,7 +215,7 @@ def run_rounds(fab, rounds: list[list[ProbeFlow]], seconds: float, warmup: float
             t0, t1, reports = _run_round(fab, flows, seconds, warmup)
             windows.append((t0, t1))
             rates = window_rates(sampler.counters(since=mark), t0, t1).set_index(["src", "dst"])
-            idles.append(mean_idle(sampler.cpu(), t0, t1))
+            idles.append(cpu_mean(sampler.cpu(), t0, t1))
             for f in flows:
                 for src, dst in f.hops:
                     row = rates.loc[(src, dst)]

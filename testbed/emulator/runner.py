@@ -33,7 +33,7 @@ from testbed.emulator.fabric import Fabric
 from testbed.emulator.failpoints import failpoint
 from testbed.emulator.fidelity import fidelity_record, pipeline_record
 from testbed.emulator.preflight import datapath, forwarding_problem
-from testbed.emulator.sampler import LinkSampler, mean_idle, write_parquet
+from testbed.emulator.sampler import LinkSampler, cpu_mean, write_parquet
 from testbed.emulator.schedstat import SchedSampler, switch_sched
 from testbed.emulator.workers import check_training, run_job
 from workloads.model import job_model_s
@@ -293,13 +293,13 @@ class Runner:
             during = measuring(cpu["time"], windows, period)
             if not during.any():
                 during[:] = True
+            per_second = max(1, round(self.exp.sample_hz))
             idle = cpu["idle"][during]
-            idle_min = float(idle.rolling(max(1, round(self.exp.sample_hz)),
-                                          min_periods=1).mean().min())
+            idle_min = float(idle.rolling(per_second, min_periods=1).mean().min())
             idle_mean = float(idle.mean())
             if "steal" in cpu:
-                steal_max = float(cpu["steal"][during].rolling(
-                    max(1, round(self.exp.sample_hz)), min_periods=1).mean().max())
+                steal_max = float(cpu["steal"][during].rolling(per_second, min_periods=1)
+                                  .mean().max())
         record = fidelity_record(df, queues, idle_min, self._busiest(windows))
         pipeline = pipeline_record(sched, per_job, [j.record() for j in self.jobs + solos],
                                    self.plan, self.switches,
@@ -363,11 +363,17 @@ class Runner:
                 "fidelity": {"verdict": fidelity["verdict"], "reasons": fidelity["reasons"]}}
 
 
+def _cpu_then(cpu, start: float, end: float, column: str) -> float:
+    """The CPU samples' mean ``column`` over [start, end], widened to a second at least (NaN
+    without samples)."""
+    if cpu is None or not len(cpu):
+        return math.nan
+    return cpu_mean(cpu, start - max(0.0, 1.0 - (end - start)), end, column)
+
+
 def _idle_then(cpu, start: float, end: float) -> str:
     """'; CPU idle N% then' over [start, end] (a second at least), from the CPU samples."""
-    if cpu is None or not len(cpu):
-        return ""
-    idle = mean_idle(cpu, start - max(0.0, 1.0 - (end - start)), end)
+    idle = _cpu_then(cpu, start, end, "idle")
     return "" if math.isnan(idle) else f"; CPU idle {idle:.0%} then"
 
 
@@ -376,10 +382,8 @@ STEAL_NOTED = 0.01  # a stretch's mean steal share at which its reasons say so
 
 def _stolen_then(cpu, start: float, end: float) -> str:
     """'; the hypervisor took N% of the CPU time then (steal)' over [start, end] (a second at
-    least), when it took 1 % or more."""
-    if cpu is None or not len(cpu):
-        return ""
-    steal = mean_idle(cpu, start - max(0.0, 1.0 - (end - start)), end, "steal")
+    least), when it took :data:`STEAL_NOTED` or more."""
+    steal = _cpu_then(cpu, start, end, "steal")
     return ("" if math.isnan(steal) or steal < STEAL_NOTED
             else f"; the hypervisor took {steal:.0%} of the CPU time then (steal)")
 

@@ -282,7 +282,7 @@ def window_rates(counters: pd.DataFrame, t0: float, t1: float) -> pd.DataFrame:
     return achieved.rename("achieved_mbit_s").reset_index()
 
 
-def mean_idle(cpu: pd.DataFrame, t0: float, t1: float, column: str = "idle") -> float:
+def cpu_mean(cpu: pd.DataFrame, t0: float, t1: float, column: str = "idle") -> float:
     """The mean of a CPU sample column (``idle``, or ``steal``) over (t0, t1]; NaN without
     samples there, or without the column (a run from before it)."""
     w = cpu[(cpu["time"] > t0) & (cpu["time"] <= t1)]
