@@ -205,6 +205,11 @@ def test_controller_killed_mid_collective_is_restarted_and_the_jobs_finish(tmp_p
     wait_for("collectives under way", lambda: list(out.glob("*/jobs/a/*rank0*parquet")))
     state = run_of(out)
     victim = wait_for("the controller", lambda: recorded(state, b"sdn_app.controller"))
+    # stopped first, so that the run's once-a-second health check is waiting on it when it
+    # dies: a request to a dead controller must not wait out its timeout (the listening socket
+    # outlives it), or the jobs end before the run notices (CI once saw no restart)
+    assert procs.send(victim, signal.SIGSTOP)
+    time.sleep(1.5)
     assert procs.send(victim, signal.SIGKILL)
     log, _ = run.communicate(timeout=300)
     assert run.returncode == 0, log

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import http.client
 import json
+import select
 import socket
+import time
 from typing import Any
 
 from sdn_app.listeners import API_HOST
@@ -37,8 +39,15 @@ class _UnixConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
+REPLY_POLL_S = 0.2  # how often a request waiting for its reply asks whether the server is gone
+
+
 class ControllerApi:
-    """The API of the controller listening on the Unix socket ``api_socket``."""
+    """The API of the controller listening on the Unix socket ``api_socket``.
+
+    A request waits up to ``timeout_s`` for its reply, but gives up at once when
+    :meth:`gone` says the server exited: the listening socket outlives a dead controller (its
+    owner keeps it for the restart), so a request would otherwise wait out the whole timeout."""
 
     def __init__(self, api_socket: str, timeout_s: float = 30.0) -> None:
         self.api_socket = str(api_socket)
@@ -53,10 +62,23 @@ class ControllerApi:
         conn = _UnixConnection(self.api_socket, self.timeout_s)
         try:
             conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
+            self._await_reply(conn.sock, f"{method} {path}")
             resp = conn.getresponse()
             return resp.status, json.loads(resp.read() or b"{}")
         finally:
             conn.close()
+
+    def gone(self) -> str | None:
+        """Why the server can no longer answer (it exited), or None if it may still."""
+        return None
+
+    def _await_reply(self, sock: socket.socket, what: str) -> None:
+        deadline = time.monotonic() + self.timeout_s
+        while not select.select([sock], [], [], REPLY_POLL_S)[0]:
+            if reason := self.gone():
+                raise ControllerError(f"{what}: no reply, {reason}")
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{what}: no reply within {self.timeout_s:g} s")
 
     def get(self, path: str) -> Any:
         status, body = self.request("GET", path)

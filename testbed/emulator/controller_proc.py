@@ -82,14 +82,18 @@ class Controller(ControllerApi):
                                          start_new_session=True, pass_fds=fds)
         return self.proc.pid
 
+    def gone(self) -> str | None:
+        if self.proc is not None and self.proc.poll() is not None:
+            return f"the controller exited (code {self.proc.returncode})"
+        return None
+
     def wait_ready(self, timeout: float = 60.0) -> dict[str, Any]:
         """Block until every switch is programmed; a clear error if it never happens."""
         deadline = time.monotonic() + timeout
         health: dict[str, Any] = {}
         while time.monotonic() < deadline:
-            if self.proc is not None and self.proc.poll() is not None:
-                raise ControllerError(f"the controller exited (code {self.proc.returncode}): "
-                                      f"{self.last_log_line()}")
+            if reason := self.gone():
+                raise ControllerError(f"{reason}: {self.last_log_line()}")
             try:
                 health = self.get("/health")
                 if health.get("ok"):

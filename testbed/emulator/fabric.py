@@ -186,21 +186,27 @@ class Fabric:
                     "longer answers), so the fabric forwards nothing; the traces so far are "
                     "kept; start it again with `bash scripts/start-ovs.sh` as root, then run "
                     "`fabriclab clean`")
-        ctl = self.controller
-        if ctl is not None and ctl.proc is not None and ctl.proc.poll() is not None:
-            log.warning("the controller exited (code %s): restarting it", ctl.proc.returncode)
-            assert self.state is not None
-            self.state.add_process(ctl.start())
-            self.restarts.append(time.monotonic())
-            ctl.wait_ready()
-        if ctl is not None:
-            try:
-                broken = ctl.get("/health").get("broken_jobs", {})
-            except (OSError, FabricLabError):
-                broken = {}  # a slow answer is not a fault; the next check asks again
-            if broken:
-                return next(iter(broken.values()))
+        if self.controller is None:
+            return None
+        self._restart_exited_controller()
+        try:
+            broken = self.controller.get("/health").get("broken_jobs", {})
+        except (OSError, FabricLabError):
+            broken = {}  # a slow answer is not a fault; the next check asks again
+            self._restart_exited_controller()  # but it may have died while we asked
+        if broken:
+            return next(iter(broken.values()))
         return None
+
+    def _restart_exited_controller(self) -> None:
+        ctl = self.controller
+        if ctl is None or not (reason := ctl.gone()):
+            return
+        log.warning("%s: restarting it", reason)
+        assert self.state is not None
+        self.state.add_process(ctl.start())
+        self.restarts.append(time.monotonic())
+        ctl.wait_ready()
 
     # -- access ------------------------------------------------------------------------------
 

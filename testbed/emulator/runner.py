@@ -195,6 +195,10 @@ class Runner:
                     midway = True
                     failpoint("collective")
                 time.sleep(0.5)
+            # once more at the end: a controller that died in the last second is restarted and
+            # counted too, and a job broken then is reported
+            if problem := fab.health():
+                raise FabricLabError(problem)
         for j in jobs:
             self.console.print(f"  {j.name}: {j.status}"
                                + (f" ({j.end - j.start:.1f} s)" if j.end and j.start else "")
