@@ -26,6 +26,10 @@ invariant judged and found within its tolerance: that job's own measured figure 
 the wait cost it (a wait that cost more than the tolerance shows there, as a job invariant
 violation).
 
+A thread's wait is read as the kernel counts it, less what it cannot have waited: growth since
+a sample that saw the thread asleep beyond the time elapsed since (:func:`runnable_wait`). The
+kernel adds a wait when it ends, and on 6.18 it was seen to count a whole sleep as a wait.
+
 Measured on 2026-11-26 (BENCHMARKS.md, "The pipeline invariants"): on a quiet machine workers
 waited 1-3 % of their communication and ovs-vswitchd 2-5 %; beside three busy loops
 ovs-vswitchd waited 18-26 %, and held to 0.15 of a core 26-41 %. Judged over half-second
@@ -78,6 +82,64 @@ def merged(windows: Spans) -> Spans:
     return [(a, b) for a, b in out]
 
 
+def runnable_wait(times: np.ndarray, wait_s: np.ndarray, state: np.ndarray | None,
+                  run_s: np.ndarray | None = None) -> np.ndarray:
+    """One thread's cumulative wait (``wait_s`` at ``times``) less what it cannot have waited
+    for a CPU: since a sample that saw it asleep (``state`` other than ``R``, read just before
+    the counters), its wait, together with the time it ran (``run_s``), can have grown by no
+    more than the time elapsed since, give or take one sample interval. Without states (runs
+    before 2026-11-27) it is ``wait_s``.
+
+    Why: the kernel adds a wait to ``run_delay`` when it ends, and it once started that clock
+    while the thread slept. Traced on 2026-11-27 (BENCHMARKS.md, "Waits the kernel counted
+    while a worker slept"): a worker went to sleep, was moved to the idle CPU 0.6 ms later
+    while still asleep, and when it was woken 1.28 s afterwards and ran within 0.06 ms,
+    ``run_delay`` grew by 1.28 s."""
+    if state is None or len(times) < 2:
+        return wait_s
+    slop_s = float(np.median(np.diff(times)))
+    ran = np.zeros(len(times)) if run_s is None else run_s
+    out = np.empty(len(wait_s))
+    total = out[0] = wait_s[0]
+    asleep_t, since = -np.inf, 0.0  # when last seen asleep; wait and run time since then
+    for k in range(len(wait_s)):
+        if k:
+            since += ran[k] - ran[k - 1]
+            grown = wait_s[k] - wait_s[k - 1]
+            credit = min(grown, max(0.0, times[k] - asleep_t + slop_s - since))
+            since += credit
+            total += credit
+            out[k] = total
+        if state[k] != "R":
+            asleep_t, since = times[k], 0.0
+    return out
+
+
+def thread_wait(h: pd.DataFrame) -> np.ndarray:
+    """:func:`runnable_wait` of one thread's samples (sorted by time)."""
+    state = h["state"].to_numpy() if "state" in h and h["state"].notna().all() else None
+    return runnable_wait(h["time"].to_numpy(), h["wait_s"].to_numpy(), state,
+                         h["run_s"].to_numpy())
+
+
+def asleep_waits(samples: pd.DataFrame) -> pd.DataFrame:
+    """Per thread, what :func:`runnable_wait` took away: ``job``, ``process``, ``pid``,
+    ``tid``, ``thread``, ``counted_s`` (the kernel's wait over the samples), ``removed_s``,
+    largest first (only threads with something removed)."""
+    rows = []
+    for (job, process, pid, tid, thread), h in samples.sort_values("time").groupby(
+            ["job", "process", "pid", "tid", "thread"], sort=False):
+        counted = float(h["wait_s"].iloc[-1] - h["wait_s"].iloc[0])
+        kept = thread_wait(h)
+        removed = counted - float(kept[-1] - kept[0])
+        if removed > 1e-9:
+            rows.append({"job": job, "process": process, "pid": int(pid), "tid": int(tid),
+                         "thread": thread, "counted_s": counted, "removed_s": removed})
+    out = pd.DataFrame(rows, columns=["job", "process", "pid", "tid", "thread", "counted_s",
+                                      "removed_s"])
+    return out.sort_values("removed_s", ascending=False, ignore_index=True)
+
+
 def waited_s(times: np.ndarray, wait_s: np.ndarray, spans: Spans) -> np.ndarray:
     """Per span, the seconds one thread waited in it: its cumulative wait interpolated between
     samples, and nothing outside the samples' reach (before the thread was first read, after
@@ -91,7 +153,7 @@ def worst_share(samples: pd.DataFrame, spans: Spans) -> float | None:
     total = sum(b - a for a, b in spans)
     if samples.empty or total <= 0:
         return None
-    return max(float(waited_s(h["time"].to_numpy(), h["wait_s"].to_numpy(), spans).sum())
+    return max(float(waited_s(h["time"].to_numpy(), thread_wait(h), spans).sum())
                for _, h in samples.sort_values("time").groupby(["pid", "tid"])) / total
 
 
@@ -169,8 +231,7 @@ def judge(samples: pd.DataFrame, communicating: dict[str, Spans], *,
         comm = np.array([b - a for a, b in spans])
         if comm.sum() < MIN_JUDGED_S:
             continue
-        threads = [(int(tid), name, waited_s(h["time"].to_numpy(), h["wait_s"].to_numpy(),
-                                             spans))
+        threads = [(int(tid), name, waited_s(h["time"].to_numpy(), thread_wait(h), spans))
                    for (tid, name), h in g.groupby(["tid", "thread"], sort=True)]
         judged_s += float(comm.sum())
         current: dict | None = None

@@ -31,11 +31,15 @@ from testbed.emulator.runner import collective_windows
 SCHED = "scheduler invariant: "
 
 
-def judged(run: Path) -> dict:
+def judged(run: Path, asleep_bound: bool = True) -> dict:
     """The run's workers' stretches of too much wait, judged with the excuse, and its verdict
-    both ways."""
+    both ways. ``asleep_bound=False`` judges the wait as the kernel counted it, without taking
+    away what it counted while the thread was seen asleep
+    (:func:`analysis.sched_invariant.runnable_wait`)."""
     fidelity = json.loads((run / "fidelity.json").read_text())
     sched = pd.read_parquet(run / "sched_samples.parquet")
+    if not asleep_bound:
+        sched = sched.drop(columns="state", errors="ignore")
     queues = pd.read_parquet(run / "qdisc_samples.parquet")
     jobs = json.loads((run / "jobs.json").read_text())
     windows = collective_windows(run)

@@ -273,7 +273,9 @@ def test_no_sched_samples_judge_nothing(leaf_spine):
 def test_the_sampler_reads_its_own_threads():
     mine = read_threads(os.getpid())
     assert any(tid == os.getpid() for tid, *_ in mine)
-    assert all(wait_ns >= 0 and run_ns >= 0 for _, _, run_ns, wait_ns in mine)
+    assert all(wait_ns >= 0 and run_ns >= 0 for _, _, run_ns, wait_ns, _ in mine)
+    assert {state for *_, state in mine} <= set("RSDTtXZPI")
+    assert dict((tid, state) for tid, *_, state in mine)[os.getpid()] == "R"  # reading now
     assert read_threads(2**22 + 1) == []  # beyond pid_max: no such process
     with SchedSampler(hz=100, switch=False) as s:
         s.watch(os.getpid(), "j", "me")
@@ -281,6 +283,7 @@ def test_the_sampler_reads_its_own_threads():
             time.sleep(0.01)
     df = s.samples()
     assert set(df["process"]) == {"me"}
+    assert df["state"].str.len().eq(1).all()
     assert (df.groupby("tid")["wait_s"].diff().dropna() >= 0).all()
 
 
@@ -368,3 +371,87 @@ def test_the_report_counts_excused_stretches_by_what_excused_them():
             "or more in them and the next; 2 excused by their job's own result, every such job "
             "reaching 91% of what its links allow or more)") in text
     assert "excused" not in _pipeline_judged({"scheduler": sched | {"excused": []}})
+
+
+# -- waits the kernel counted while the thread slept -------------------------------------------
+
+
+def asleep_then_jump(jump_s: float, *, runnable_from: int | None = None) -> pd.DataFrame:
+    """2 s of a thread at 20 Hz, asleep (S) but for ``runnable_from``..40, whose wait grows by
+    ``jump_s`` in its last sample, as the kernel adds a wait when it ends."""
+    df = thread([0.0] * 40)
+    df.loc[df.index[-1], "wait_s"] = jump_s
+    df["state"] = "S"
+    if runnable_from is not None:
+        df.loc[df.index[runnable_from:-1], "state"] = "R"
+    return df
+
+
+def test_a_wait_counted_while_the_thread_was_seen_asleep_is_not_a_wait_for_a_cpu():
+    """As traced on 2026-11-27: asleep, moved to the other CPU, woken 1.28 s later and run at
+    once, and the kernel's run_delay grew by 1.28 s."""
+    df = asleep_then_jump(1.28)
+    kept = sched_invariant.runnable_wait(df["time"].to_numpy(), df["wait_s"].to_numpy(),
+                                         df["state"].to_numpy())
+    assert kept[-1] == pytest.approx(2 / HZ)  # at most the last interval, plus one of slack
+    found, _ = sched_invariant.judge(df, {"j0": [(100.0, 102.0)]})
+    assert found.empty
+    (r,) = sched_invariant.asleep_waits(df).itertuples()
+    assert (r.counted_s, r.removed_s) == pytest.approx((1.28, 1.28 - 2 / HZ))
+
+
+def test_a_wait_while_seen_runnable_counts_in_full():
+    df = asleep_then_jump(0.45, runnable_from=30)  # runnable for the last 0.5 s
+    kept = sched_invariant.runnable_wait(df["time"].to_numpy(), df["wait_s"].to_numpy(),
+                                         df["state"].to_numpy())
+    assert kept[-1] == pytest.approx(0.45)
+    assert sched_invariant.asleep_waits(df).empty
+    (v,) = sched_invariant.judge(df, {"j0": [(100.0, 102.0)]})[0].itertuples()
+    assert v.wait_s == pytest.approx(0.45)
+
+
+def test_waits_since_the_thread_was_last_asleep_share_one_budget():
+    """Seen asleep at sample 19, runnable at 20: by sample 21 it can have waited at most
+    0.1 s, plus one interval of slack, however the kernel's growth falls across samples."""
+    df = thread([0.0] * 40)
+    df["state"] = "S"
+    df.loc[df.index[20], "state"] = "R"
+    df.loc[df.index[20]:, "wait_s"] = 0.08
+    df.loc[df.index[21]:, "wait_s"] = 0.16
+    kept = sched_invariant.runnable_wait(df["time"].to_numpy(), df["wait_s"].to_numpy(),
+                                         df["state"].to_numpy())
+    assert kept[20] == pytest.approx(0.08)
+    assert kept[21] == pytest.approx(0.1 + 1 / HZ)
+
+
+def test_samples_without_states_are_taken_as_the_kernel_counted():
+    df = asleep_then_jump(1.28).drop(columns="state")
+    assert sched_invariant.asleep_waits(df).empty
+    (v,) = sched_invariant.judge(df, {"j0": [(100.0, 102.0)]})[0].itertuples()
+    assert v.wait_s == pytest.approx(1.28)
+
+
+def test_the_verdict_records_what_it_did_not_count(leaf_spine):
+    df = asleep_then_jump(1.28)
+    rec = pipeline_record(df, {"j0": [(100.0, 102.0)]}, [], leaf_spine, "ovs",
+                          lambda a, b: "")
+    assert rec["reasons"] == []
+    s = rec["scheduler"]
+    assert s["violations"] == [] and s["asleep_wait_removed_s"] == pytest.approx(1.18)
+    (row,) = s["asleep_wait_removed"]
+    assert (row["process"], row["counted_s"]) == ("h0 rank0", 1.28)
+    assert rec["switch"]["asleep_wait_removed"] == []
+
+
+def test_time_the_thread_ran_since_it_was_asleep_is_not_time_it_waited():
+    """Asleep until sample 20, then on a CPU for 0.45 s of the 0.5 s to sample 30: a wait
+    growth of 0.3 s at sample 30 can hold no more than the 0.05 s left, plus the slack."""
+    df = thread([0.0] * 40)
+    df["state"] = ["S"] * 21 + ["R"] * 20
+    df["run_s"] = np.clip((df["time"] - 101.0) * 0.9, 0.0, 0.45)
+    df.loc[df.index[30]:, "wait_s"] = 0.3
+    kept = sched_invariant.runnable_wait(df["time"].to_numpy(), df["wait_s"].to_numpy(),
+                                         df["state"].to_numpy(), df["run_s"].to_numpy())
+    assert kept[30] == pytest.approx(0.5 - 0.45 + 1 / HZ)
+    assert sched_invariant.runnable_wait(df["time"].to_numpy(), df["wait_s"].to_numpy(),
+                                         df["state"].to_numpy())[30] == pytest.approx(0.3)

@@ -6,7 +6,8 @@ sample and link direction, the counters of the egress qdisc where that direction
 ``cpu_samples.parquet``: one row per sample interval, the machine's idle fraction and the
 share of its CPU time a hypervisor stole.
 ``sched_samples.parquet``: one row per sample and thread of a worker or ``ovs-vswitchd``, its
-cumulative time run and time waited runnable for a CPU (``/proc/PID/task/TID/schedstat``). Times are
+cumulative time run and time waited runnable for a CPU (``/proc/PID/task/TID/schedstat``), and
+its state letter. Times are
 ``time.monotonic()`` seconds, the clock of the worker traces (:mod:`testbed.core.traces`).
 docs/results.md describes every column.
 """
@@ -52,6 +53,9 @@ SCHED_SAMPLE_SCHEMA = pa.schema([
     unit_field("thread", pa.string(), NOT_A_QUANTITY),
     unit_field("run_s", pa.float64(), "s"),
     unit_field("wait_s", pa.float64(), "s"),
+    # the thread's state letter when read (R runnable or running, S sleeping, D ...): a wait
+    # the kernel counts while the thread was seen asleep is not a wait for a CPU
+    unit_field("state", pa.string(), NOT_A_QUANTITY),
 ])
 
 SAMPLE_SCHEMAS = {"link_samples": LINK_SAMPLE_SCHEMA, "qdisc_samples": QDISC_SAMPLE_SCHEMA,

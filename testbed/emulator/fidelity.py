@@ -154,6 +154,7 @@ def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
     verdicts = job_invariant.judge(jobs, plan, switches)
     held = job_invariant.held(verdicts)
     t0 = float(sched["time"].min()) if judged else 0.0
+    asleep = sched_invariant.asleep_waits(sched) if judged else None
     for name, mine in (("scheduler", lambda df: df["job"] != sched_invariant.SWITCH_JOB),
                        ("switch", lambda df: df["job"] == sched_invariant.SWITCH_JOB)):
         has = judged and bool(mine(sched).any())
@@ -163,7 +164,8 @@ def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
         rows = list(ours[~by_links & ~by_job].itertuples()) if has else []
         out[name] = {"judged": has, "wait_share_max": sched_invariant.WAIT_SHARE_MAX,
                      "stretch_s": sched_invariant.STRETCH_S,
-                     "violations": [_wait_violation(r, t0) for r in rows]}
+                     "violations": [_wait_violation(r, t0) for r in rows],
+                     **_asleep_record(asleep[mine(asleep)] if has else None)}
         if name == "scheduler":
             out[name]["excused"] = (
                 [_wait_violation(r, t0) | {"excused_by": "links"}
@@ -193,6 +195,20 @@ def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
                 f"{1 - job_invariant.TOLERANCE:.0%}: something besides its links set its pace"
                 + _timeouts_then(v.get("tcp_timeouts")))
     return {"reasons": reasons, **out}
+
+
+def _asleep_record(removed) -> dict[str, Any]:
+    """What the invariant did not count as waiting for a CPU because the thread was seen
+    asleep meanwhile (:func:`analysis.sched_invariant.runnable_wait`): the seconds in all, and
+    the threads that lost the most."""
+    if removed is None or removed.empty:
+        return {"asleep_wait_removed_s": 0.0, "asleep_wait_removed": []}
+    top = removed.head(MAX_REASONS)
+    return {"asleep_wait_removed_s": round(float(removed["removed_s"].sum()), 4),
+            "asleep_wait_removed": [
+                {"job": r.job, "process": r.process, "pid": r.pid, "tid": r.tid,
+                 "thread": r.thread, "counted_s": round(r.counted_s, 4),
+                 "removed_s": round(r.removed_s, 4)} for r in top.itertuples()]}
 
 
 def _timeouts_then(count: int | None) -> str:

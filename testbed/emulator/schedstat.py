@@ -94,17 +94,21 @@ def children(pid: int) -> list[int]:
     return out
 
 
-def read_threads(pid: int) -> list[tuple[int, str, int, int]]:
-    """(tid, thread name, ns run, ns waited runnable) of every thread of ``pid`` (none if it
-    is gone)."""
+def read_threads(pid: int) -> list[tuple[int, str, int, int, str]]:
+    """(tid, thread name, ns run, ns waited runnable, state letter) of every thread of ``pid``
+    (none if it is gone). The state is read just before the counters: a thread seen asleep
+    then cannot have been waiting for a CPU at that moment
+    (:func:`analysis.sched_invariant.runnable_wait`)."""
     out = []
     for tid in _task_ids(pid):
         try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
             run_ns, wait_ns, _ = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()
-            comm = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
         except (OSError, ValueError):
             continue
-        out.append((int(tid), comm, int(run_ns), int(wait_ns)))
+        # "TID (COMM) STATE ...": the name may hold spaces and parentheses, so split at the last
+        name, rest = stat[stat.index("(") + 1:].rsplit(")", 1)
+        out.append((int(tid), name, int(run_ns), int(wait_ns), rest.split()[0]))
     return out
 
 
@@ -153,9 +157,9 @@ class SchedSampler:
             t = time.monotonic()
             if not threads:
                 gone.append(pid)
-            for tid, name, run_ns, wait_ns in threads:
+            for tid, name, run_ns, wait_ns, state in threads:
                 self._rows.append((t, job, process, pid, tid, name, run_ns / 1e9,
-                                   wait_ns / 1e9))
+                                   wait_ns / 1e9, state))
         if gone:
             with self._lock:
                 for pid in gone:
