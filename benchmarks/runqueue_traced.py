@@ -102,14 +102,14 @@ def ensure_perf() -> None:
         subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS)], check=True)
 
 
-def one_run(spec: Path, out: Path, k: int) -> tuple[Path, pd.DataFrame]:
-    """Run ``spec`` under perf; return its run directory and the per-thread comparison."""
+def one_run(spec: Path, out: Path, k: int) -> list[tuple[Path, pd.DataFrame]]:
+    """Run ``spec`` under perf; per run directory it made (one per variant), the directory and
+    the per-thread comparison."""
     data = out / f"perf{k}.data"
     subprocess.run(["perf", "sched", "record", "-a", "-o", str(data), "--",
                     str(FABRICLAB), "run", str(spec), "--out", str(out / f"run{k}"),
                     "--no-report"], check=True, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
-    (run,) = [p for p in (out / f"run{k}").iterdir() if p.is_dir()]
     script = subprocess.Popen(["perf", "script", "-i", str(data), "-F",
                                "tid,cpu,time,event,trace"], stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL, text=True)
@@ -117,7 +117,9 @@ def one_run(spec: Path, out: Path, k: int) -> tuple[Path, pd.DataFrame]:
     waits = traced_waits(script.stdout)
     script.wait()
     data.unlink()  # about 60 MB a minute
-    return run, compare(pd.read_parquet(run / "sched_samples.parquet"), waits)
+    runs = sorted(p for p in (out / f"run{k}").iterdir() if p.is_dir())
+    return [(run, compare(pd.read_parquet(run / "sched_samples.parquet"), waits))
+            for run in runs]
 
 
 def one_variant(spec_path: Path, variant: str | None, out: Path) -> Path:
@@ -130,6 +132,29 @@ def one_variant(spec_path: Path, variant: str | None, out: Path) -> Path:
     path = out / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
+
+
+def report(k: int, run: Path, cmp: pd.DataFrame, totals: list,
+           verdicts: list[tuple[str, str]]) -> None:
+    """Print one run directory's figures; add its sums and verdicts (now, and judged on the
+    kernel's count) to ``totals`` and ``verdicts``."""
+    fid = json.loads((run / "fidelity.json").read_text())
+    workers = cmp[cmp["process"].str.contains(" rank")]
+    sums = workers[["counted_s", "kept_s", "traced_s"]].sum()
+    totals.append(sums)
+    print(f"run {k}: {fid['verdict']} ({run}); workers' wait: kernel counted "
+          f"{sums.counted_s:.2f} s, invariant kept {sums.kept_s:.2f} s, traced "
+          f"{sums.traced_s:.2f} s; largest single: counted {workers.jump_s.max():.3f} s, "
+          f"traced {workers.traced_max_s.max():.3f} s", flush=True)
+    excess = cmp[cmp["counted_s"] - cmp["traced_s"] > SHOWN_EXCESS_S]
+    if len(excess):
+        print(excess.round(3).to_string(index=False))
+    for reason in fid["reasons"]:
+        print(f"  {reason}")
+    was = judged(run, asleep_bound=False)
+    print(f"  judged on the wait as the kernel counted it: {was['both']} "
+          f"({int((~was['stretches']['excused']).sum())} stretches not excused by links)")
+    verdicts.append((fid["verdict"], was["both"]))
 
 
 def main() -> None:
@@ -147,28 +172,12 @@ def main() -> None:
     totals = []
     verdicts: list[tuple[str, str]] = []
     for k in range(1, args.runs + 1):
-        run, cmp = one_run(spec, out, k)
-        fid = json.loads((run / "fidelity.json").read_text())
-        workers = cmp[cmp["process"].str.contains(" rank")]
-        sums = workers[["counted_s", "kept_s", "traced_s"]].sum()
-        totals.append(sums)
-        print(f"run {k}: {fid['verdict']} ({run}); workers' wait: kernel counted "
-              f"{sums.counted_s:.2f} s, invariant kept {sums.kept_s:.2f} s, traced "
-              f"{sums.traced_s:.2f} s; largest single: counted {workers.jump_s.max():.3f} s, "
-              f"traced {workers.traced_max_s.max():.3f} s", flush=True)
-        excess = cmp[cmp["counted_s"] - cmp["traced_s"] > SHOWN_EXCESS_S]
-        if len(excess):
-            print(excess.round(3).to_string(index=False))
-        for reason in fid["reasons"]:
-            print(f"  {reason}")
-        was = judged(run, asleep_bound=False)
-        print(f"  judged on the wait as the kernel counted it: {was['both']} "
-              f"({int((~was['stretches']['excused']).sum())} stretches not excused by links)")
-        verdicts.append((fid["verdict"], was["both"]))
+        for run, cmp in one_run(spec, out, k):
+            report(k, run, cmp, totals, verdicts)
     t = pd.DataFrame(totals).sum()
-    print(f"{args.runs} runs, workers' wait: kernel counted {t.counted_s:.2f} s, invariant "
+    print(f"{len(verdicts)} runs, workers' wait: kernel counted {t.counted_s:.2f} s, invariant "
           f"kept {t.kept_s:.2f} s, traced {t.traced_s:.2f} s; faithful "
-          f"{sum(v == 'faithful' for v, _ in verdicts)} of {args.runs}, and "
+          f"{sum(v == 'faithful' for v, _ in verdicts)} of {len(verdicts)}, and "
           f"{sum(w == 'faithful' for _, w in verdicts)} judged on the kernel's count")
 
 
