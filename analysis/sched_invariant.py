@@ -118,8 +118,8 @@ def runnable_wait(times: np.ndarray, wait_s: np.ndarray, state: np.ndarray | Non
 def thread_wait(h: pd.DataFrame) -> np.ndarray:
     """:func:`runnable_wait` of one thread's samples (sorted by time)."""
     state = h["state"].to_numpy() if "state" in h and h["state"].notna().all() else None
-    return runnable_wait(h["time"].to_numpy(), h["wait_s"].to_numpy(), state,
-                         h["run_s"].to_numpy())
+    run_s = h["run_s"].to_numpy() if "run_s" in h else None
+    return runnable_wait(h["time"].to_numpy(), h["wait_s"].to_numpy(), state, run_s)
 
 
 def asleep_waits(samples: pd.DataFrame) -> pd.DataFrame:
