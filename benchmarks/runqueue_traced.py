@@ -134,14 +134,12 @@ def one_variant(spec_path: Path, variant: str | None, out: Path) -> Path:
     return path
 
 
-def report(k: int, run: Path, cmp: pd.DataFrame, totals: list,
-           verdicts: list[tuple[str, str]]) -> None:
-    """Print one run directory's figures; add its sums and verdicts (now, and judged on the
-    kernel's count) to ``totals`` and ``verdicts``."""
+def report(k: int, run: Path, cmp: pd.DataFrame) -> tuple[pd.Series, tuple[str, str]]:
+    """Print one run directory's figures; return its workers' summed waits and its verdicts
+    (as recorded, and judged on the kernel's count)."""
     fid = json.loads((run / "fidelity.json").read_text())
     workers = cmp[cmp["process"].str.contains(" rank")]
     sums = workers[["counted_s", "kept_s", "traced_s"]].sum()
-    totals.append(sums)
     print(f"run {k}: {fid['verdict']} ({run}); workers' wait: kernel counted "
           f"{sums.counted_s:.2f} s, invariant kept {sums.kept_s:.2f} s, traced "
           f"{sums.traced_s:.2f} s; largest single: counted {workers.jump_s.max():.3f} s, "
@@ -154,7 +152,7 @@ def report(k: int, run: Path, cmp: pd.DataFrame, totals: list,
     was = judged(run, asleep_bound=False)
     print(f"  judged on the wait as the kernel counted it: {was['both']} "
           f"({int((~was['stretches']['excused']).sum())} stretches not excused by links)")
-    verdicts.append((fid["verdict"], was["both"]))
+    return sums, (fid["verdict"], was["both"])
 
 
 def main() -> None:
@@ -169,12 +167,10 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     spec = one_variant(args.experiment, args.variant, out)
     pd.set_option("display.width", 160)
-    totals = []
-    verdicts: list[tuple[str, str]] = []
-    for k in range(1, args.runs + 1):
-        for run, cmp in one_run(spec, out, k):
-            report(k, run, cmp, totals, verdicts)
-    t = pd.DataFrame(totals).sum()
+    reported = [report(k, run, cmp) for k in range(1, args.runs + 1)
+                for run, cmp in one_run(spec, out, k)]
+    verdicts = [v for _, v in reported]
+    t = pd.DataFrame([sums for sums, _ in reported]).sum()
     print(f"{len(verdicts)} runs, workers' wait: kernel counted {t.counted_s:.2f} s, invariant "
           f"kept {t.kept_s:.2f} s, traced {t.traced_s:.2f} s; faithful "
           f"{sum(v == 'faithful' for v, _ in verdicts)} of {len(verdicts)}, and "
