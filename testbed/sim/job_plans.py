@@ -283,7 +283,9 @@ class _Router:
             for i, j, c in groups:
                 dst = order[int(first[i * len(leaves) + j])]
                 links = self.policy.path(self.alloc, order[i], dst, self.spines, 0)
-                fabric[tuple(link for link in links if link[0] not in HOST_LINKS)] += c
+                crossing = tuple(link for link in links if link[0] not in HOST_LINKS)
+                if crossing:  # a policy that routes over host links alone (gpu-count) has none
+                    fabric[crossing] += c
         paths.extend(list(p) for p in fabric)
         weights.extend(fabric.values())
         return paths, weights
