@@ -483,8 +483,9 @@ def run_headlines(f: RunFacts, speedup: dict[str, Any] | None) -> list[Headline]
     for p in (speedup or {}).get("pairs", []):
         model = _ratio(f.model_s.get(p["baseline"]), f.model_s.get(p["themis"]))
         beside = f" (the model predicts {_x(model)})" if model is not None else ""
+        ref, other = (f.jobs.get(p[k], {}).get("algorithm", k) for k in ("baseline", "themis"))
         out.append(Headline(f"Chunk schedule: {p['themis']} vs {p['baseline']} on {f.described}",
-                            f"themis is {_x(p['speedup'])} as fast as baseline{beside}",
+                            f"{other} is {_x(p['speedup'])} as fast as {ref}{beside}",
                             f.label, f.label, p["speedup"], [], caveats, kind="pair",
                             jobs=(str(p["baseline"]), str(p["themis"])), model=model))
     return out

@@ -22,6 +22,7 @@ from analysis import metrics
 from analysis.cluster import ClusterRun, utilisation_timeline
 from analysis.invariants import violations
 from analysis.load import Run
+from testbed.core.algorithms import is_reference_schedule, is_schedule
 from testbed.core.units import format_size
 
 DPI = 100
@@ -136,11 +137,14 @@ def dimension_timeline(run: Run, path: Path) -> Path | None:
 
 
 def _gantt_jobs(run: Run) -> list[str]:
-    """Jobs to draw: a baseline and a Themis job when both exist, else up to two with phases."""
+    """Jobs to draw: a job under the reference chunk schedule (the baseline) and one under
+    another (Themis) when both exist, else up to two with phases."""
     have = set(run.phases["job"].unique())
     algos = {str(j["name"]): j.get("algorithm") for j in run.jobs if j["name"] in have}
     tenants = [n for n in algos if not isinstance(run.job(n).get("solo_of"), str)] or list(algos)
-    pick = [next((n for n in tenants if algos[n] == a), None) for a in ("baseline", "themis")]
+    pick = [next((n for n in tenants if is_reference_schedule(algos[n])), None),
+            next((n for n in tenants if is_schedule(algos[n])
+                  and not is_reference_schedule(algos[n])), None)]
     pick = [p for p in pick if p]
     return pick if pick else tenants[:2]
 

@@ -49,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.load import Run, load_run
+from testbed.core.algorithms import is_reference_schedule, is_schedule
 from testbed.core.formulas import ALLREDUCE, ALLTOALL, busbw_factor
 from testbed.core.scaling import with_real
 
@@ -340,17 +341,21 @@ def _workload_key(job: dict[str, Any]) -> str:
 
 
 def speedups(run: Run, jobs: pd.DataFrame) -> dict[str, Any] | None:
-    """Themis-vs-baseline speedup (baseline ÷ Themis iteration time) for every Themis job that
-    has a baseline job with the same workload and host count (solo baselines excluded when
-    other jobs exist); ``mean`` is the geometric mean; None when no pair exists."""
+    """Chunk-schedule speedup (baseline ÷ the other's iteration time) for every job under a
+    schedule other than the reference (Themis, or any registered one) that has a job under
+    the reference schedule (the baseline) with the same workload and host count (solo
+    baselines excluded when other jobs exist); a pair's ``baseline`` and ``themis`` name the
+    two jobs; ``mean`` is the geometric mean; None when no pair exists."""
     if jobs.empty:
         return None
     by = {str(j["name"]): j for j in run.jobs}
     cand = [n for n in jobs.index if not isinstance(jobs.loc[n, "solo_of"], str)]
     cand = cand or list(jobs.index)
-    base = [n for n in cand if jobs.loc[n, "algorithm"] == "baseline"]
+    algorithm = {n: jobs.loc[n, "algorithm"] for n in cand}
+    base = [n for n in cand if is_reference_schedule(algorithm[n])]
     pairs, used = [], set()
-    for t in (n for n in cand if jobs.loc[n, "algorithm"] == "themis"):
+    for t in (n for n in cand if is_schedule(algorithm[n])
+              and not is_reference_schedule(algorithm[n])):
         key = _workload_key(by[t])
         match = next((b for b in base if b not in used and _workload_key(by[b]) == key), None)
         if match is None:

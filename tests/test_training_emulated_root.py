@@ -18,18 +18,23 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 TINY = Path(__file__).parent / "data" / "training-tiny.txt"
 
 
-@pytest.mark.parametrize("algorithm", ["baseline", "themis"])
-def test_training_file_replays_on_a_multidim_fabric(tmp_path, algorithm):
-    spec = {
+def tiny_spec(algorithm: str, chunks: int = 4, passes: int = 3) -> dict:
+    """Job ``t`` replaying the tiny workload file (three All-Reduces a pass, the first pass a
+    warm-up) on a 2x2 multidim fabric of 40 and 20 Mbit/s."""
+    return {
         "name": "training", "policy": "shortest",
         "fabric": {"kind": "multidim", "dims": [{"size": 2, "mbit_s": 40, "kind": "switch"},
                                                 {"size": 2, "mbit_s": 20, "kind": "switch"}]},
-        "jobs": [{"name": "t", "hosts_wanted": 4, "algorithm": algorithm, "chunks": 4,
+        "jobs": [{"name": "t", "hosts_wanted": 4, "algorithm": algorithm, "chunks": chunks,
                   "dim_algorithm": "ring",
-                  "workload": {"kind": "training", "file": str(TINY), "passes": 3,
+                  "workload": {"kind": "training", "file": str(TINY), "passes": passes,
                                "warmup": 1, "compute_scale": 10}}],
     }
-    (exp,) = expand(spec)
+
+
+@pytest.mark.parametrize("algorithm", ["baseline", "themis"])
+def test_training_file_replays_on_a_multidim_fabric(tmp_path, algorithm):
+    (exp,) = expand(tiny_spec(algorithm))
     runner = Runner(exp, tmp_path)
     run_dir = runner.run()
     assert runner.status == "ok", runner.error

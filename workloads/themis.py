@@ -13,12 +13,16 @@ Schedules (registered in :data:`testbed.core.registry.SCHEDULES`, as :data:`BASE
 ``baseline``
     every chunk uses the fixed order 0, 1, ..., D-1.
 ``themis``
-    the greedy of ASTRA-sim's OfflineGreedy: per collective a load per dimension starts at
-    0; each chunk in turn is given the dimensions sorted by ascending load, so its largest
-    phase (the whole chunk) lands on the least-loaded dimension, and then charges the loads
-    along that order. When the loads are already balanced (the gap between the most and least
-    loaded dimension is worth less than chunk/16 bytes on the least-loaded dimension), the
-    chunk uses the baseline order instead. Chunk 0 therefore always gets the baseline order.
+    the greedy of ASTRA-sim's OfflineGreedy (:class:`workloads.offline_greedy.OfflineGreedy`,
+    here with real-valued sizes): per collective a load per dimension starts at 0; each chunk
+    in turn is given the dimensions sorted by ascending load, so its largest phase (the whole
+    chunk) lands on the least-loaded dimension, and then charges the loads along that order.
+    When the loads are already balanced (the gap between the most and least loaded dimension
+    is worth less than chunk/16 bytes on the least-loaded dimension), the chunk uses the
+    baseline order instead. Chunk 0 therefore always gets the baseline order.
+
+A schedule also says how a training job's replay orders its chunks
+(:meth:`ChunkSchedule.replay_orderer`; the protocol is in ``docs/extending.md``).
 
 The *semantics* (``astra-sim-1.0``, the default, or ``fabriclab``; see
 ``docs/themis-semantics.md``) changes two things here. Ties between equally loaded dimensions:
@@ -44,10 +48,8 @@ from typing import ClassVar
 from testbed.core.errors import FabricLabError
 from testbed.core.formulas import phase_sent_bytes
 from testbed.core.registry import SCHEDULES
+from workloads.offline_greedy import OfflineGreedy
 from workloads.schedule_engine import ASTRA_SIM_1_0, DEFAULT_SEMANTICS, check_semantics
-
-# A chunk keeps the baseline order while the load gap is worth less than chunk/16 bytes.
-BALANCE_THRESHOLD_DIVISOR = 16
 
 
 @dataclass(frozen=True)
@@ -131,18 +133,6 @@ def split_sizes(total_bytes: int, chunks: int, align: int = 1) -> list[int]:
     return sizes
 
 
-def _charge(
-    load: list[float], order: Sequence[int], size: float, sizes: Sequence[int],
-    bandwidths: Sequence[float],
-) -> None:
-    """Add one chunk's Reduce-Scatter traffic along ``order`` to ``load`` (B_0-normalised)."""
-    s = float(size)
-    for d in order:
-        n = sizes[d]
-        load[d] += phase_sent_bytes("RS", s, n) / (bandwidths[d] / bandwidths[0])
-        s /= n
-
-
 @dataclass(frozen=True)
 class ChunkSchedule:
     """A hierarchical All-Reduce schedule: how each chunk orders the dimensions. ``balance``:
@@ -161,34 +151,22 @@ class ChunkSchedule:
         sizes, bandwidths = validate_shape(dim_sizes, dim_bandwidths)
         check_semantics(semantics)
         astra = semantics == ASTRA_SIM_1_0
-        chunk_sizes = split_sizes(total_bytes, chunks, align)
         active = tuple(d for d, n in enumerate(sizes) if n > 1)
-        load = [0.0] * len(sizes)
-        sorted_dims = list(active)  # astra-sim-1.0: the list the greedy sorts in place
+        greedy = OfflineGreedy(sizes, bandwidths, semantics=semantics) if self.balance else None
         plans = []
-        for index, size in enumerate(chunk_sizes):
-            order = active
-            if self.balance and len(active) > 1:
-                if astra:
-                    sorted_dims.sort(key=lambda d: load[d])  # stable: ties keep last order
-                    by_load = tuple(sorted_dims)
-                else:
-                    by_load = tuple(sorted(active, key=lambda d: (load[d], d)))
-                first, last = by_load[0], by_load[-1]
-                n_first = sizes[first]
-                gap_bytes = (
-                    (load[last] - load[first])
-                    * (bandwidths[first] / bandwidths[0])
-                    / ((n_first - 1) / n_first)
-                )
-                if gap_bytes >= size / BALANCE_THRESHOLD_DIVISOR:
-                    order = by_load
-                else:
-                    sorted_dims = list(active)
-            _charge(load, order, size, sizes, bandwidths)
+        for index, size in enumerate(split_sizes(total_bytes, chunks, align)):
+            order = tuple(greedy.order(size)) if greedy is not None else active
             plans.append(ChunkPlan(index=index, size=size, rs_order=order,
                                    split_last=astra and self.balance and len(order) > 0))
         return plans
+
+    def replay_orderer(self, dim_sizes: Sequence[int],
+                       dim_bandwidths: Sequence[float]) -> OfflineGreedy | None:
+        """How the training replay orders chunks (see ``docs/extending.md``): ``themis`` the
+        greedy in ASTRA-sim 1.0's whole-byte arithmetic, ``baseline`` None (the fixed order)."""
+        if not self.balance:
+            return None
+        return OfflineGreedy(dim_sizes, dim_bandwidths, whole_bytes=True)
 
 
 BASELINE = ChunkSchedule("baseline", balance=False, reference=True)

@@ -254,7 +254,8 @@ class Worker:
             cfg = self.cfg
             bws = cfg.job.dim_rates_bps or [1.0] * len(cfg.job.dims)
             plans = plan_with(cfg.job.plugin(cfg.job.algorithm), cfg.job.dims, bws, count * 4,
-                              min(chunks, count), align=4, semantics=cfg.job.semantics)
+                              cfg.job.chunk_count(count, chunks), align=4,
+                              semantics=cfg.job.semantics)
             self._schedules[key] = (plans, schedule(plans, cfg.job.dims, bws, cfg.job.order,
                                                     cfg.max_active, cfg.collective(),
                                                     semantics=cfg.job.semantics))
@@ -404,7 +405,7 @@ class Worker:
             **common, "size": count * 4, "count": count, "world": cfg.job.world,
             "collective": cfg.job.collective_kind, "algorithm": cfg.job.algorithm,
             "transport": cfg.job.transport,
-            "chunks": 1 if cfg.job.flat else min(cfg.job.chunks, count),
+            "chunks": cfg.job.chunk_count(count),
             "start": start, "time": seconds, "algbw": algbw, "busbw": busbw,
             "correct": ok, "in_place": in_place,
             "cpu": cost[0] if cost else None, "copied_bytes": cost[1] if cost else None,

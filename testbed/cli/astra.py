@@ -149,5 +149,6 @@ def _from_spec_file(path: Path) -> tuple[tuple[af.AstraDim, ...], af.AstraSystem
     job = None
     if isinstance(data, dict) and "jobs" in data:
         runs = load_experiments(path)
-        job = next((j for j in runs[0].jobs if j.algorithm in ("themis", "baseline")), None)
+        # the first job whose schedule ASTRA-sim has a name for
+        job = next((j for j in runs[0].jobs if j.algorithm in af.ASTRA_INTER), None)
     return af.from_spec(fabric, job)

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import AfterValidator
 
 from testbed.core.formulas import ALLREDUCE, ALLTOALL
 from testbed.core.presets import DIM_ALGORITHM_OF_KIND
 from testbed.core.registry import ALLTOALLS, COLLECTIVES, SCHEDULES, TRANSPORTS, RegistryError
+
+TRAINING = "training"  # the workload kind a training job has (experiment.TrainingWorkload)
 
 
 def algorithm_names() -> tuple[str, ...]:
@@ -66,15 +68,39 @@ def is_alltoall(algorithm: str) -> bool:
     return algorithm in ALLTOALLS.names()
 
 
+def is_schedule(algorithm: object) -> bool:
+    """Whether ``algorithm`` names a chunk schedule."""
+    return algorithm in SCHEDULES.names()
+
+
+def is_reference_schedule(algorithm: object) -> bool:
+    """Whether ``algorithm`` is a chunk schedule that comparisons measure the others against
+    (``reference = True``: the baseline)."""
+    return algorithm in SCHEDULES.references()
+
+
 def is_flat(algorithm: str) -> bool:
     """Whether ``algorithm`` runs over the job as one group (a collective or an all-to-all,
     not a schedule)."""
     return algorithm in COLLECTIVES.names() or is_alltoall(algorithm)
 
 
+def replay_error(schedule: Any, name: str) -> str | None:
+    """Why a training job's replay cannot order its chunks with ``schedule`` (registered as
+    ``name``): it has no ``replay_orderer`` (docs/extending.md, "A chunk schedule"); else None."""
+    if callable(getattr(schedule, "replay_orderer", None)):
+        return None
+    return (f"chunk schedule {name} has no replay_orderer(dim_sizes, dim_bandwidths), which a "
+            "training job's replay orders its chunks with (docs/extending.md)")
+
+
 def kind_error(kind: str, algorithm: str) -> str | None:
     """Why ``algorithm`` cannot run a workload of ``kind`` (``allreduce`` and ``dnn`` need an
-    All-Reduce algorithm, ``alltoall`` an all-to-all one), or None."""
+    All-Reduce algorithm, ``alltoall`` an all-to-all one, ``training`` an All-Reduce algorithm
+    and, if a schedule, one that orders the replay's chunks), or None."""
+    if kind == TRAINING and is_schedule(algorithm) and (
+            bad := replay_error(SCHEDULES.get(algorithm), algorithm)):
+        return bad
     if kind == ALLTOALL:
         if is_alltoall(algorithm):
             return None

@@ -56,7 +56,8 @@ COLLECTIVE_OF_ASTRA = {v: k for k, v in ASTRA_COLLECTIVE.items()}
 # chunk order within a dimension: fabriclab <-> ASTRA-sim 1.0 (the 2.0 README's names read too)
 ASTRA_INTRA = {"fifo": "FIFO", "scf": "smallestFirst"}
 INTRA_OF_ASTRA = {"FIFO": "fifo", "smallestFirst": "scf", "SCF": "scf"}
-# chunk schedule across dimensions: fabriclab <-> ASTRA-sim 1.0 (2.0 README: baseline/themis)
+# chunk schedule across dimensions: a name in registry.SCHEDULES <-> ASTRA-sim 1.0 (2.0 README:
+# baseline/themis)
 ASTRA_INTER = {"baseline": "ascending", "themis": "offlineGreedy"}
 INTER_OF_ASTRA = {"ascending": "baseline", "baseline": "baseline", "offlineGreedy": "themis",
                   "offlineGreedyFlex": "themis", "themis": "themis"}

@@ -107,6 +107,11 @@ class ResolvedJob(CollectiveOptions):
         """One collective over all ranks (a collective or an all-to-all), not a schedule."""
         return is_flat(self.algorithm)
 
+    def chunk_count(self, count: int, chunks: int | None = None) -> int:
+        """The chunks a collective of ``count`` float32 values runs in: one for a flat job,
+        else ``chunks`` (default the job's), at most one per value."""
+        return 1 if self.flat else min(self.chunks if chunks is None else chunks, count)
+
     def plugin(self, name: str) -> Any:
         """The job's registered plug-in ``name`` (its algorithm, dimensions' collective or
         transport), configured with the job's options for it: ``configure(options)`` of a

@@ -39,16 +39,16 @@ Collectives
     A flat collective (``ring``, ``halving-doubling``, any of the registry): its synchronous
     steps over the job's ranks (:meth:`workloads.collectives.Collective.transfers`; a ring's
     2(n-1) steps of ``n`` flows of S/n bytes), each step ending with its slowest flow, one
-    connection per ordered pair of ranks; ``baseline``/``themis``: the chunked
-    hierarchical All-Reduce (chunk plans of :func:`workloads.themis.plan` with ``min(chunks,
-    count)`` chunks aligned to 4 bytes, as the worker plans them; ``fifo``/``scf`` dispatch
-    per dimension as in :mod:`workloads.model`), each phase the job's ``dim_algorithm`` in
-    every group of its dimension. On leaf-spine a hierarchical job uses ``dims`` (default:
-    the worker's 2-D split) over its hosts' single NICs. Every flow of every running job
-    shares links max-min (:class:`testbed.sim.flows.Network`). A job runs ``warmup +
-    iterations`` collectives of each size back to back (no barrier cost); jobs run together,
-    each from its ``start_offset_s``; with ``solo_baselines`` every job first runs alone as
-    ``<name>-solo``, one after the other, each on an idle fabric, before the jobs run
+    connection per ordered pair of ranks; a chunk schedule (``baseline``, ``themis``, any of
+    :data:`~testbed.core.registry.SCHEDULES`): the chunked hierarchical All-Reduce (its chunk
+    plans with the job's ``chunk_count(count)`` chunks aligned to 4 bytes, as the worker plans
+    them; ``fifo``/``scf`` dispatch per dimension as in :mod:`workloads.model`), each phase the
+    job's ``dim_algorithm`` in every group of its dimension. On leaf-spine a hierarchical job
+    uses ``dims`` (default: the worker's 2-D split) over its hosts' single NICs. Every flow of
+    every running job shares links max-min (:class:`testbed.sim.flows.Network`). A job runs
+    ``warmup + iterations`` collectives of each size back to back (no barrier cost); jobs run
+    together, each from its ``start_offset_s``; with ``solo_baselines`` every job first runs
+    alone as ``<name>-solo``, one after the other, each on an idle fabric, before the jobs run
     together.
 
 All-to-all workloads
@@ -386,7 +386,7 @@ class SimRunner:
             count = size // 4  # variables: only a flat job's collective places them
             if size not in plans_of:  # the worker plans with the job's planning rates
                 plans_of[size] = plan_with(chunk_schedule, job.dims, job.dim_rates_bps,
-                                           size, min(job.chunks, count), align=4,
+                                           size, job.chunk_count(count), align=4,
                                            semantics=job.semantics)
 
             def end(runs: list) -> None:  # AG phases record their larger (gathered) side
@@ -411,7 +411,6 @@ class SimRunner:
         job = p.run.resolved
         assert job is not None, "a job is simulated once placed"
         world, job_kind = job.world, job.collective_kind
-        chunks = 1 if job.flat else job.chunks
         # a training replay runs one NPU for all (they move in lock step): rank 0 stands for all
         ranks = 1 if job.workload.kind == "training" else world
         for rank in range(ranks):
@@ -424,7 +423,7 @@ class SimRunner:
                 colls.append({**common, "size": c.size, "count": c.size // 4, "world": group,
                               "collective": coll_kind, "algorithm": job.algorithm,
                               "transport": job.transport,
-                              "chunks": min(chunks, c.size // 4), "start": c.start,
+                              "chunks": job.chunk_count(c.size // 4), "start": c.start,
                               "time": c.time, "algbw": algbw, "busbw": busbw, "correct": True,
                               # an all-to-all is out of place
                               "in_place": coll_kind != ALLTOALL})

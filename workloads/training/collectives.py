@@ -7,15 +7,15 @@ smaller). Each chunk runs one phase per involved dimension of more than one NPU:
 * Reduce-Scatter, All-Gather, All-to-All: that collective on each dimension in turn, dimensions
   ascending (All-Gather: descending);
 * All-Reduce under ``localBWAware``: Reduce-Scatter down all but the last dimension of its
-  order, All-Reduce on the last, All-Gather back (baseline order); under Themis Reduce-Scatter
-  on every dimension and All-Gather back on every one (:class:`ThemisGreedy` picks the order).
+  order, All-Reduce on the last, All-Gather back; when the order's ``split_last`` says so
+  (Themis's), Reduce-Scatter on every dimension and All-Gather back on every one.
 
-Themis (everything but All-to-All): :class:`ThemisGreedy` keeps a load per dimension, reset
-whenever a collective is made at a later time than the previous one, and gives each chunk the
-dimensions by ascending load (All-Gather: descending), falling back to index order when the
-loads differ by less than a sixteenth of a chunk (then the loads are charged as ASTRA-sim
-charges them, position by position). Sizes are whole bytes, divided down as
-ASTRA-sim divides them.
+The order comes from the job's chunk schedule (``ReplaySystem.inter``, a name in
+:data:`~testbed.core.registry.SCHEDULES`): its ``replay_orderer`` gives an orderer
+(:class:`ChunkOrderer`) that the replay asks for every chunk but an All-to-All's, a fresh one
+whenever a collective is made at a later time than the previous one; None (``baseline``) keeps
+the fixed order above. ``themis``'s is :class:`~workloads.offline_greedy.OfflineGreedy` in
+ASTRA-sim 1.0's arithmetic (sizes in whole bytes, divided down as ASTRA-sim divides them).
 """
 
 from __future__ import annotations
@@ -23,95 +23,43 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any, Protocol
 
+from testbed.core.algorithms import replay_error
+from testbed.core.errors import FabricLabError
 from testbed.core.registry import COLLECTIVES
+from workloads.offline_greedy import OfflineGreedy
 from workloads.schedule_engine import Phase
 from workloads.training.model import ALLGATHER, ALLREDUCE, ALLTOALL, REDUCESCATTER
 from workloads.training.platform import LogicalDim, ReplaySystem
 
-MB = 1048576  # the greedy counts its loads in MiB
-BALANCE_DIVISOR = 16
 OP_OF_KIND = {REDUCESCATTER: "RS", ALLGATHER: "AG", ALLTOALL: "A2A", ALLREDUCE: "AR"}
 
 
-class ThemisGreedy:
-    """ASTRA-sim 1.0's offline greedy: one load per logical dimension, kept as a list the
-    greedy re-sorts (stably) for every chunk."""
+class ChunkOrderer(Protocol):
+    """What a chunk schedule's ``replay_orderer`` returns (docs/extending.md): the order of
+    each chunk the replay cuts, asked chunk by chunk. An optional ``split_last`` attribute
+    (default False) runs its All-Reduce chunks as Reduce-Scatters and All-Gathers only."""
+
+    def order(self, size_bytes: int, involved: Sequence[bool], gather: bool) -> Sequence[int]:
+        ...
+
+
+def replay_orderer(schedule: Any, name: str, dims: Sequence[LogicalDim]) -> ChunkOrderer | None:
+    """A fresh orderer of ``schedule`` (registered as ``name``) for ``dims``, at their sizes and
+    bandwidths; None: every chunk in the fixed order. A schedule without ``replay_orderer``
+    is refused in one sentence."""
+    if problem := replay_error(schedule, name):
+        raise FabricLabError(problem)
+    return schedule.replay_orderer([d.size for d in dims], [d.gbyte_s for d in dims])
+
+
+class ThemisGreedy(OfflineGreedy):
+    """The ``themis`` schedule's orderer built from a replay's logical dimensions (the greedy
+    in ASTRA-sim 1.0's whole-byte arithmetic, as its ``replay_orderer`` gives it)."""
 
     def __init__(self, dims: Sequence[LogicalDim]) -> None:
-        self.sizes = [d.size for d in dims]
-        self.bw = [d.gbyte_s for d in dims]
-        self.reset()
-        self.made_at: Fraction | None = None
-
-    def reset(self) -> None:
-        self.entries = [[d, 0.0] for d in range(len(self.sizes))]  # [dim, load]
-
-    def _charge(self, entry: list, chunk: int, gather: bool, d: int | None = None) -> int:
-        """Charge ``entry`` with a phase of ``chunk`` bytes on dimension ``d`` (default the
-        entry's own); return the size after the phase."""
-        d = entry[0] if d is None else d
-        n = self.sizes[d]
-        ratio = self.bw[d] / self.bw[0]
-        if gather:
-            entry[1] += (chunk / MB) * (n - 1) / ratio
-            return chunk * n
-        entry[1] += (chunk / MB) * ((n - 1) / n) / ratio
-        return chunk // n
-
-    def order(self, recommended: int, involved: Sequence[bool], gather: bool) -> list[int]:
-        """The dimension order of the next chunk (recommended size ``recommended``)."""
-        entries = sorted(self.entries, key=lambda e: e[1])
-        if gather:
-            entries.reverse()
-        self.entries = entries
-
-        def live(e: list) -> bool:
-            return involved[e[0]] and self.sizes[e[0]] > 1
-
-        result: list[int] = []
-        chunk = recommended
-        first = True
-        for pos, entry in enumerate(entries):
-            if not live(entry):
-                result.append(entry[0])
-                continue
-            if first:
-                first = False
-                if self._balanced(entries, pos, entry, recommended, gather, live):
-                    by_index = sorted(entries, key=lambda e: e[0])
-                    if gather:
-                        by_index.reverse()
-                    self.entries = by_index
-                    size = recommended
-                    # ASTRA-sim charges the list by position with the parameters of the
-                    # dimension of that index (for an All-Gather the list is reversed, so the
-                    # loads land on other dimensions than the ones that move the bytes)
-                    for d, e in enumerate(by_index):
-                        if involved[d] and self.sizes[d] > 1:
-                            size = self._charge(e, size, gather, d)
-                    return list(range(len(self.sizes)))
-            result.append(entry[0])
-            chunk = self._charge(entry, chunk, gather)
-        return result
-
-    def _balanced(self, entries: list, pos: int, entry: list, recommended: int, gather: bool,
-                  live) -> bool:
-        d = entry[0]
-        if not gather:
-            gap = abs(entries[-1][1] - entry[1])
-            n = self.sizes[d]
-            diff = int(gap * (self.bw[d] / self.bw[0]) / ((n - 1) / n) * MB)
-        else:
-            last = max(i for i, e in enumerate(entries) if live(e))
-            other = entries[last]
-            gap = abs(other[1] - entry[1])
-            m = self.sizes[other[0]]
-            diff = int(gap * (self.bw[other[0]] / self.bw[0]) / (m - 1) * MB)
-            for e in reversed(entries[pos:last]):
-                if live(e):
-                    diff //= self.sizes[e[0]]
-        return diff < recommended // BALANCE_DIVISOR
+        super().__init__([d.size for d in dims], [d.gbyte_s for d in dims], whole_bytes=True)
 
 
 @dataclass(frozen=True)
@@ -124,34 +72,36 @@ class ChunkSpec:
 
 def chunk_specs(kind: str, size_bytes: int, involved: Sequence[bool],
                 dims: Sequence[LogicalDim], system: ReplaySystem,
-                greedy: ThemisGreedy | None) -> list[ChunkSpec]:
+                orderer: ChunkOrderer | None) -> list[ChunkSpec]:
     """The chunks of a ``kind`` collective of ``size_bytes`` on the ``involved`` logical
-    dimensions (none when no involved dimension has more than one NPU)."""
+    dimensions (none when no involved dimension has more than one NPU), each in the order
+    ``orderer`` gives it (None, and always for an All-to-All: ascending, an All-Gather
+    descending)."""
     n_dims = len(dims)
     recommended = max(1, size_bytes // system.splits)
-    chunk = recommended
     left = size_bytes
-    themis = system.inter == "themis" and kind != ALLTOALL and greedy is not None
+    ordered = orderer is not None and kind != ALLTOALL
+    split_last = ordered and bool(getattr(orderer, "split_last", False))
     gather = kind == ALLGATHER
     out = []
     while left > 0:
-        chunk = min(chunk, left)
+        chunk = min(recommended, left)
         order = list(range(n_dims))
         if gather:
             order.reverse()
-        if themis:
-            order = greedy.order(recommended, involved, gather)
-            chunk = min(left, recommended)
+        if ordered:
+            order = list(orderer.order(recommended, involved, gather))
         left -= chunk
         live = [d for d in order if involved[d] and dims[d].size > 1]
         if not live:
             return []
-        out.append(ChunkSpec(chunk, tuple(_steps(kind, chunk, live, dims, system, themis))))
+        out.append(ChunkSpec(chunk, tuple(_steps(kind, chunk, live, dims, system,
+                                                 split_last))))
     return out
 
 
 def _steps(kind: str, chunk: int, live: list[int], dims: Sequence[LogicalDim],
-           system: ReplaySystem, themis: bool) -> list[tuple[str, int, int]]:
+           system: ReplaySystem, split_last: bool) -> list[tuple[str, int, int]]:
     steps = []
     size = chunk
     if kind != ALLREDUCE or not system.localbw:
@@ -160,11 +110,11 @@ def _steps(kind: str, chunk: int, live: list[int], dims: Sequence[LogicalDim],
             steps.append((op, d, size))
             size = _after(op, size, dims[d].size)
         return steps
-    down = live if themis else live[:-1]
+    down = live if split_last else live[:-1]
     for d in down:
         steps.append(("RS", d, size))
         size //= dims[d].size
-    if not themis:
+    if not split_last:
         steps.append(("AR", live[-1], size))
     for d in reversed(down):
         steps.append(("AG", d, size))

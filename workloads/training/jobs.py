@@ -5,7 +5,8 @@ The job's logical dimensions become ASTRA-sim dimensions at the rate its hosts r
 each (the fabric's ``mbit_s`` × ``goodput``, converted exactly to ASTRA-sim's GB/s of 2**30
 bytes) with ``step_latency_s`` paid once per message (the system's ``endpoint-delay``); its
 knobs become the system: ``chunks`` the dataset splits, ``order`` the intra-dimension policy,
-``algorithm`` (baseline or themis) the inter-dimension one, ``dim_algorithms`` each
+``algorithm`` (a chunk schedule of the registry, as the job configured it; a flat job's none)
+the inter-dimension one, ``dim_algorithms`` each
 dimension's All-Reduce, Reduce-Scatter and All-Gather (All-to-All: direct on every dimension,
 as all of the Themis artifact's systems run it), the workload's ``scheduling`` the policy
 between collectives.
@@ -46,7 +47,8 @@ def job_platform(job: ResolvedJob, kinds: Sequence[str], dim_mbit_s: Sequence[fl
     alltoall = ("direct",) * len(kinds)
     system = ReplaySystem(
         splits=job.chunks, intra=job.order,
-        inter="themis" if job.algorithm == "themis" else "baseline",
+        inter=None if job.flat else job.algorithm,
+        schedule=None if job.flat else job.plugin(job.algorithm),
         lifo=job.workload.scheduling == "lifo", localbw=True,
         endpoint_delay_ns=step_latency_s * 1e9,
         implementations={ALLREDUCE: per_dim, REDUCESCATTER: per_dim, ALLGATHER: per_dim,

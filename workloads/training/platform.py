@@ -17,6 +17,7 @@ from typing import Any
 
 from testbed.core.astra_formats import IGNORED_SYSTEM_KEYS, AstraDim
 from testbed.core.errors import SpecError
+from testbed.core.registry import SCHEDULES
 
 ASTRA_GBYTE = 2**30  # bytes in ASTRA-sim's GB
 # the kinds of collective each implementation key sets, and fabriclab's collective per name
@@ -43,7 +44,10 @@ class ReplaySystem:
 
     splits: int = 1  # preferred-dataset-splits: chunks per collective
     intra: str = "fifo"  # fifo | scf
-    inter: str = "baseline"  # baseline | themis
+    # the chunk schedule: a name in testbed.core.registry.SCHEDULES (the system file's
+    # baseline/ascending and themis/offlineGreedy are its baseline and themis); None: none,
+    # every chunk in the fixed order (a flat job's one group)
+    inter: str | None = "baseline"
     lifo: bool = True  # scheduling-policy: LIFO (priority to the newest collective) or FIFO
     localbw: bool = True  # collective-optimization: localBWAware (else baseline)
     endpoint_delay_ns: float = 0.0
@@ -51,6 +55,15 @@ class ReplaySystem:
     # passes over local memory at this rate (Chakra replays only; None: not charged, as 1.0)
     local_mem_gbyte_s: float | None = None
     implementations: Mapping[str, tuple[str, ...]] | None = None  # kind -> collective per dim
+    # the schedule object itself when the job configured it (testbed.core.jobs.ResolvedJob
+    # .plugin); None: SCHEDULES' entry called ``inter``
+    schedule: Any = None
+
+    def chunk_schedule(self) -> Any:
+        """The schedule whose ``replay_orderer`` orders the chunks (None: no schedule)."""
+        if self.schedule is not None or self.inter is None:
+            return self.schedule
+        return SCHEDULES.get(self.inter)
 
 
 @dataclass(frozen=True)

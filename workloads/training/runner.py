@@ -19,11 +19,12 @@ from fractions import Fraction
 
 from workloads.schedule_engine import ASTRA_SIM_1_0, ChunkEngine, Phase
 from workloads.training.collectives import (
-    ThemisGreedy,
+    ChunkOrderer,
     chunk_specs,
     local_reduction_ns,
     phase_rate,
     phases,
+    replay_orderer,
 )
 from workloads.training.platform import LogicalDim, ReplaySystem
 
@@ -67,7 +68,11 @@ class CollectiveRunner:
         self.system = system
         self.engine = ChunkEngine([], len(self.dims), order=system.intra,
                                   semantics=ASTRA_SIM_1_0, scf_size="larger")
-        self.greedy = ThemisGreedy(self.dims) if system.inter == "themis" else None
+        self.schedule = system.chunk_schedule()
+        # the schedule's orderer for the collectives made at ``orderer_made_at`` (a fresh one
+        # for every later time, as ASTRA-sim resets its greedy's loads)
+        self.orderer: ChunkOrderer | None = None
+        self.orderer_made_at: Fraction | None = None
         self.rates: dict[tuple[int, str, str], Fraction] = {}
         self.now = Fraction(0)
         self.events: list = []
@@ -125,10 +130,10 @@ class CollectiveRunner:
         """Issue a ``kind`` collective of ``size_bytes`` on the ``involved`` logical
         dimensions now; its record's index, or None when no involved dimension has more than
         one NPU (nothing to run)."""
-        if self.greedy is not None and self.greedy.made_at != self.now:
-            self.greedy.reset()
-            self.greedy.made_at = self.now
-        specs = chunk_specs(kind, size_bytes, involved, self.dims, self.system, self.greedy)
+        if self.schedule is not None and self.orderer_made_at != self.now:
+            self.orderer = replay_orderer(self.schedule, str(self.system.inter), self.dims)
+            self.orderer_made_at = self.now
+        specs = chunk_specs(kind, size_bytes, involved, self.dims, self.system, self.orderer)
         if not specs:
             return None
         dims = tuple(d for d, on in enumerate(involved) if on and self.dims[d].size > 1)
