@@ -1,4 +1,6 @@
-"""How often static vClos and OCS-vClos refuse jobs as fragmented, and how long placing takes.
+"""Refusals for fragmentation, placing time; BENCHMARKS.md "The vClos / OCS-vClos allocator".
+
+How often static vClos and OCS-vClos refuse jobs as fragmented, and how long placing takes.
 
     .venv/bin/python benchmarks/allocator_fragmentation.py [--jobs 2000] [--seed 1]
         [--spines 16 8]

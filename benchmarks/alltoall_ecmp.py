@@ -1,4 +1,6 @@
-"""How much all-to-all throughput ECMP loses against vClos, in the cluster simulator.
+"""All-to-all throughput ECMP loses to vClos; BENCHMARKS.md "All-to-all under ECMP against vClos".
+
+How much all-to-all throughput ECMP loses against vClos, in the cluster simulator.
 
     .venv/bin/python benchmarks/alltoall_ecmp.py [--sizes 128,256,512] [--seeds 1,2,3,4,5]
         [--leaves 128 --spines 64 --hosts-per-leaf 64] [--link-gbit-s 100]
@@ -23,14 +25,17 @@ import random
 import statistics
 from collections import Counter
 
-from sweep_common import int_list
-
 from sdn_app.allocation.cluster import Cluster
 from sdn_app.policies import get as get_policy
 from testbed.core.ports import SPORTS
 from testbed.sim.job_plans import job_plan, rails_time, rank_order
 
 SIZE_BYTES = 1 << 30  # per rank; the ratio does not depend on it
+
+
+def _ints(text: str) -> list[int]:
+    """An argparse type: comma-separated integers."""
+    return [int(x) for x in text.split(",") if x]
 
 
 def alltoall_s(policy: str, gpus: int, args: argparse.Namespace, seed: int) -> float:
@@ -63,8 +68,8 @@ def pairwise_s(policy: str, gpus: int, args: argparse.Namespace, seed: int) -> f
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", type=int_list, default=[128, 256, 512])
-    p.add_argument("--seeds", type=int_list, default=[1, 2, 3, 4, 5])
+    p.add_argument("--sizes", type=_ints, default=[128, 256, 512])
+    p.add_argument("--seeds", type=_ints, default=[1, 2, 3, 4, 5])
     p.add_argument("--leaves", type=int, default=128)
     p.add_argument("--spines", type=int, default=64)
     p.add_argument("--hosts-per-leaf", type=int, default=64)

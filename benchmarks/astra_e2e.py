@@ -1,4 +1,6 @@
-"""ASTRA-sim 1.0 (AnalyticalAstra) against ``fabriclab simulate-astra`` on the Themis
+"""Replay vs ASTRA-sim 1.0; BENCHMARKS.md "Training iterations: `simulate-astra` against …".
+
+ASTRA-sim 1.0 (AnalyticalAstra) against ``fabriclab simulate-astra`` on the Themis
 artifact's real workloads, the six systems and three schedulers.
 
     PYTHONPATH=. .venv/bin/python benchmarks/astra_e2e.py --inputs ARTIFACT/themis/inputs \
@@ -43,8 +45,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from testbed.cli.astra import read_network
-from testbed.core.astra_formats import system_pairs
+from testbed.core.astra_formats import read_network, system_pairs
 from workloads.training.astra_text import parse_workload
 from workloads.training.platform import replay_system
 from workloads.training.replay import replay

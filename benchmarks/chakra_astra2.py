@@ -1,4 +1,6 @@
-"""Chakra traces on the replay and on ``fabriclab run --backend sim`` against ASTRA-sim 2.x's
+"""Chakra vs ASTRA-sim 2.x; BENCHMARKS.md "Chakra traces against ASTRA-sim 2.x's analytical …".
+
+Chakra traces on the replay and on ``fabriclab run --backend sim`` against ASTRA-sim 2.x's
 analytical backends (congestion-unaware and congestion-aware).
 
     PYTHONPATH=. .venv/bin/python benchmarks/chakra_astra2.py [--astra2 BIN_DIR] [--record]
@@ -47,8 +49,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from testbed.cli.astra import read_network
-from testbed.core.astra_formats import system_pairs
+from testbed.core.astra_formats import read_network, system_pairs
 from testbed.core.formulas import TCP_GOODPUT
 from workloads.training.chakra import read_trace, replay_trace
 from workloads.training.chakra_examples import all_reduce_trace, training_trace

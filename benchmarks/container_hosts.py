@@ -1,4 +1,6 @@
-"""Container hosts against namespace hosts on the demo's 2-leaf fabric (root).
+"""Container against namespace hosts; BENCHMARKS.md "Container hosts against namespace hosts".
+
+Container hosts against namespace hosts on the demo's 2-leaf fabric (root).
 
 Two figures, each as median [min, max] over ``--repeat`` rounds, both runtimes measured in
 every round (alternating, so drift on a shared machine hits both alike):
@@ -21,18 +23,15 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
 from rich.console import Console
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sweep_common import spread
-
 from testbed.core.experiment import expand
 from testbed.core.host_runtime import HostRuntime
 from testbed.core.topology import build_plan
+from testbed.core.units import format_spread
 from testbed.emulator import docker_engine, images
 from testbed.emulator.cleanup import STATE_DIR
 from testbed.emulator.fabric import Fabric
@@ -103,7 +102,9 @@ def main() -> None:
         ns = [r[key] for r in rows["namespace"]]
         dk = [r[key] for r in rows["docker"]]
         ratio = statistics.median(dk) / statistics.median(ns) if min(ns) else float("nan")
-        print(f"{key:24} {spread(ns, digits):>24} {spread(dk, digits):>24} {ratio:>10.2f}")
+        spec = f".{digits}f"
+        print(f"{key:24} {format_spread(ns, spec):>24} {format_spread(dk, spec):>24} "
+              f"{ratio:>10.2f}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
-"""The controller on a 4-leaf/4-spine fabric with 4 hosts per leaf (root).
+"""What the controller programs, how fast; BENCHMARKS.md "The SDN controller".
+
+The controller on a 4-leaf/4-spine fabric with 4 hosts per leaf (root).
 
 1. time to program the fabric (switches connect, are wiped, programmed, barrier-confirmed);
 2. flows and groups the base program and each kind of job install (counted on the switches);

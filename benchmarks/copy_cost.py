@@ -1,4 +1,6 @@
-"""What one copy of a tensor costs into a preallocated buffer (the ``staged`` rung's) against
+"""CPU cost of one copy; BENCHMARKS.md "The transport ladder: copies, serialisation, per-call cost".
+
+What one copy of a tensor costs into a preallocated buffer (the ``staged`` rung's) against
 into fresh memory (``tobytes``, protobuf's fields and messages), and the page faults each
 takes: why the ladder's serialising rungs cost more CPU than their counted copies.
 
@@ -14,13 +16,10 @@ import resource
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from testbed.core.units import parse_size
+from testbed.core.units import format_spread, parse_size
 
 
 def cost(copy, nbytes: int, repeats: int) -> tuple[list[float], list[float]]:
@@ -49,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {args.size} bytes, {args.repeats} repeats: CPU s/GB copied, minor faults/MiB")
     for name, fn in ways.items():
         cpu, faults = cost(fn, args.size, args.repeats)
-        print(f"{name:>28}: {statistics.median(cpu):.3g} [{min(cpu):.3g}, {max(cpu):.3g}] "
+        print(f"{name:>28}: {format_spread(cpu)} "
               f"CPU s/GB, {statistics.median(faults):.0f} faults/MiB")
     return 0
 

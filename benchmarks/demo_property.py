@@ -1,4 +1,6 @@
-"""Does `make demo`'s routing headline hold in every run? (root; issue 30)
+"""The demo's headline, run after run; BENCHMARKS.md "The demo's ECMP draw, fixed and stated".
+
+Does `make demo`'s routing headline hold in every run? (root; issue 30)
 
 Runs `make demo`'s experiment (experiments/demo.yaml, every variant, or with --routing-only
 just ecmp and vclos) ``--runs`` times with `fabriclab run`, optionally beside ``--busy`` busy
@@ -24,8 +26,8 @@ import tempfile
 from pathlib import Path
 
 import yaml
-from sweep_common import spread
 
+from testbed.core.units import format_spread
 from testbed.emulator.stress import busy_loops
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,7 +94,7 @@ def main() -> int:
                   and res["vclos_worst"] is not None and res["vclos_worst"] <= VCLOS_WORST_MAX)
             res["faithful"], res["meets"] = faithful, bool(ok)
             worst = "n/a" if res["vclos_worst"] is None else f"{res['vclos_worst']:.2f}"
-            ratio = spread(res["ratios"], 2) if res["ratios"] else "n/a"
+            ratio = format_spread(res["ratios"], ".2f") if res["ratios"] else "n/a"
             print(f"run {k + 1}: ECMP ÷ vClos {ratio}, vClos worst {worst}, "
                   f"verdicts {res['verdicts']}, first line says not faithful: "
                   f"{res['says_not_faithful']}, exit {res['exit']}, meets the bounds: {ok}",

@@ -1,4 +1,6 @@
-"""Whole training iterations per transport: data-parallel ResNet-50 and a Transformer
+"""Training iterations per transport; BENCHMARKS.md "Whole training iterations per transport".
+
+Whole training iterations per transport: data-parallel ResNet-50 and a Transformer
 (BERT-large) replayed on an emulated 1 Gbit/s switch, their gradients sent per variable,
 unbucketed, to parameter servers as TensorFlow sends them (root).
 
@@ -28,11 +30,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from transport_ladder import mmm, one_switch
-
+from testbed.core.topology import one_switch_plan
 from testbed.core.traces import read_table
+from testbed.core.units import format_spread
 
 TRANSPORTS = ["zerocopy", "rpc-lite", "rpc-proto"]
 MODELS = ["resnet50", "transformer"]
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     hosts = [f"h{i}" for i in range(args.hosts)]
     got: dict[tuple[str, str], list[tuple[float, list[str]]]] = {}
     with tempfile.TemporaryDirectory(prefix="fabriclab-dnn-transports-") as tmp, \
-            Fabric(one_switch(args.hosts, args.mbit_s), Path(tmp) / "f",
+            Fabric(one_switch_plan(args.hosts, args.mbit_s, "multidim"), Path(tmp) / "f",
                    switches="kernel") as fab:
         for r in range(args.runs):
             for model in MODELS:
@@ -98,9 +98,9 @@ def main(argv: list[str] | None = None) -> int:
             rows = got[(model, t)]
             secs = [s for s, _ in rows]
             faithful = sum(not reasons for _, reasons in rows)
-            print(f"{model:>12} {t:>10} {mmm([s * 1e3 for s in secs], '{:.0f}'):>24} "
-                  f"{mmm([args.hosts * BATCH / s for s in secs]):>24} "
-                  f"{mmm([s / z for s, z in zip(secs, zc, strict=True)], '{:.2f}'):>20} "
+            print(f"{model:>12} {t:>10} {format_spread([s * 1e3 for s in secs], '.0f'):>24} "
+                  f"{format_spread([args.hosts * BATCH / s for s in secs]):>24} "
+                  f"{format_spread([s / z for s, z in zip(secs, zc, strict=True)], '.2f'):>20} "
                   f"{faithful:>4}/{len(rows):<3}")
             for reasons in {r for _, rs in rows for r in rs[:1]}:
                 print(f"{'':>24} not faithful: {reasons}")

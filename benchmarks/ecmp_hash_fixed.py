@@ -1,4 +1,6 @@
-"""Does Open vSwitch's ECMP select group pick the same uplink for the same 5-tuple on every
+"""Is OVS's ECMP draw the same per build; BENCHMARKS.md "The demo's ECMP draw, fixed and stated".
+
+Does Open vSwitch's ECMP select group pick the same uplink for the same 5-tuple on every
 fabric it builds? (root; the ground `source_port_seed` stands on)
 
 Brings `make demo`'s routing fabric up (2 leaves, 4 spines, 20 Mbit/s) with policy ecmp

@@ -1,4 +1,6 @@
-"""What Open vSwitch does on its own when an ECMP uplink goes down, and what the controller adds.
+"""An ECMP uplink down; BENCHMARKS.md "What OVS does when an ECMP uplink goes down".
+
+What Open vSwitch does on its own when an ECMP uplink goes down, and what the controller adds.
 
     .venv/bin/python benchmarks/ecmp_link_down.py   # as root
 

@@ -1,4 +1,6 @@
-"""Every decision of one policy run on the vClos paper's setup, as one line per gap: JWT, JCT,
+"""Fingerprints of a policy's allocations; BENCHMARKS.md "The vClos paper reproduced honestly".
+
+Every decision of one policy run on the vClos paper's setup, as one line per gap: JWT, JCT,
 admissions refused for circuits, and a SHA-256 over every committed allocation in order (its
 hosts, spines, circuits and ports) and over every job's start and finish; with the run's CPU
 seconds. Two versions of the allocator decide alike on a gap when its two hashes match.

@@ -1,4 +1,6 @@
-"""Bring-up and teardown time of the two reference fabrics (root).
+"""Fabric build, start and stop times; BENCHMARKS.md "Fabric bring-up and teardown".
+
+Bring-up and teardown time of the two reference fabrics (root).
 
     .venv/bin/python benchmarks/fabric_lifecycle.py [--repeat 3]
 """

@@ -1,4 +1,6 @@
-"""fabriclab's ring All-Reduce against Gloo (``torch.distributed``, CPU build) on the same
+"""Ring All-Reduce against Gloo; BENCHMARKS.md "Ring All-Reduce against Gloo, on the same fabric".
+
+fabriclab's ring All-Reduce against Gloo (``torch.distributed``, CPU build) on the same
 shaped fabric, in one run (root).
 
 One switch, ``--ranks`` hosts, every link at ``--mbps``. Each round measures, on the same
@@ -25,12 +27,11 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from ring_shaped import one_switch_plan, tcp_timeouts
-from sweep_common import spread
-
 from testbed.core.formulas import bandwidths
-from testbed.core.units import parse_size
+from testbed.core.topology import one_switch_plan
+from testbed.core.units import format_spread, parse_size
 from testbed.emulator.fabric import Fabric
+from testbed.emulator.tcp_counters import timeouts
 from testbed.emulator.traffic import Flow, run_flows
 from testbed.emulator.workers import run_on_fabric
 
@@ -107,19 +108,19 @@ def main() -> None:
             line = [f"round {r + 1}: iperf3 {goodput[-1] / 1e6:.2f} Mbit/s"]
             for label, size in sizes:
                 for system in order:
-                    before = tcp_timeouts(fab, hosts)
+                    before = timeouts(fab.host_pids(), hosts) or 0
                     if system == "gloo":
                         t = gloo_seconds(fab, size, args.iters, GLOO_PORT + r)
                     else:
                         t = fabriclab_seconds(fab, Path(tmp) / f"{system}-{label}-{r}", size,
                                               args.iters, system)
-                    rtos[system] += tcp_timeouts(fab, hosts) - before
+                    rtos[system] += (timeouts(fab.host_pids(), hosts) or 0) - before
                     busbw[system, label].append(bandwidths(size, t, args.ranks)[1] * 8)
                     line.append(f"{system} {label} {busbw[system, label][-1] / 1e6:.2f}")
             print(", ".join(line), flush=True)
     rate = args.mbps * 1e6
     print(f"\n{args.ranks} ranks, one switch, {args.mbps:g} Mbit/s; iperf3 goodput "
-          f"{spread([g / rate for g in goodput], 3)} of the rate; medians [min, max] of "
+          f"{format_spread([g / rate for g in goodput], '.3f')} of the rate; medians [min, max] of "
           f"{args.repeats} rounds, ratios taken within each round")
     print(f"{'system':9} {'size':>6} {'busbw Mbit/s':>22} {'÷ rate':>6} {'÷ iperf3':>21} "
           f"{'÷ Gloo':>21} {'RTOs':>5}")
@@ -127,10 +128,10 @@ def main() -> None:
         gloo = busbw["gloo", label]
         for system in systems:
             b = busbw[system, label]
-            print(f"{system:9} {label:>6} {spread([x / 1e6 for x in b], 2):>22} "
+            print(f"{system:9} {label:>6} {format_spread([x / 1e6 for x in b], '.2f'):>22} "
                   f"{statistics.median(b) / rate:6.3f} "
-                  f"{spread([x / g for x, g in zip(b, goodput, strict=True)], 3):>21} "
-                  f"{spread([x / g for x, g in zip(b, gloo, strict=True)], 3):>21} "
+                  f"{format_spread([x / g for x, g in zip(b, goodput, strict=True)], '.3f'):>21} "
+                  f"{format_spread([x / g for x, g in zip(b, gloo, strict=True)], '.3f'):>21} "
                   f"{rtos[system]:5d}")
 
 

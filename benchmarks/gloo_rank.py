@@ -1,4 +1,6 @@
-"""One rank of a Gloo All-Reduce (``torch.distributed``, CPU build), run inside a fabric host
+"""A Gloo rank for gloo_peer.py; BENCHMARKS.md "Ring All-Reduce against Gloo, on the same fabric".
+
+One rank of a Gloo All-Reduce (``torch.distributed``, CPU build), run inside a fabric host
 by ``benchmarks/gloo_peer.py``: the peer a user would pick instead of fabriclab.
 
 It times every iteration the way fabriclab's workers do (a barrier, then the All-Reduce of a

@@ -1,4 +1,6 @@
-"""What the kernel offers for real zero-copy sends: ``MSG_ZEROCOPY`` against a plain ``send``
+"""MSG_ZEROCOPY against send; BENCHMARKS.md "What the kernel offers for real zero copy".
+
+What the kernel offers for real zero-copy sends: ``MSG_ZEROCOPY`` against a plain ``send``
 of the same buffer, on loopback and over veth (2 fabric hosts on a kernel-bridge switch,
 root), with the kernel's own word on whether it copied anyway.
 
@@ -31,9 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from testbed.core.units import parse_size
+from testbed.core.units import format_spread, parse_size
 
 SO_ZEROCOPY = 60
 MSG_ZEROCOPY = 0x4000000
@@ -195,15 +195,12 @@ def measure(start, host: str, port: int, args) -> dict[str, list[dict]]:
 
 
 def report(got: dict[str, list[dict]], where: str, total: int) -> None:
-    def mmm(xs: list[float]) -> str:
-        return f"{statistics.median(xs):.3g} [{min(xs):.3g}, {max(xs):.3g}]"
-
     print(f"## {where}: {len(got['plain'])} repeats, modes alternated")
     for mode, rows in got.items():
         shares = [r["copied_share"] for r in rows if r["copied_share"] is not None]
         copied = f"{statistics.median(shares):.0%}" if shares else "-"
-        print(f"{mode:>9}: {mmm([total / r['seconds'] / 1e9 for r in rows])} GB/s, "
-              f"{mmm([r['cpu_s'] / total * 1e9 for r in rows])} sender CPU s/GB, "
+        print(f"{mode:>9}: {format_spread([total / r['seconds'] / 1e9 for r in rows])} GB/s, "
+              f"{format_spread([r['cpu_s'] / total * 1e9 for r in rows])} sender CPU s/GB, "
               f"kernel reported copied: {copied}")
 
 

@@ -1,4 +1,6 @@
-"""Does the link invariant catch a link that falls short, and only then? And what does
+"""Link invariant alarms, cost; BENCHMARKS.md "The link invariant: false alarms, detection, cost".
+
+Does the link invariant catch a link that falls short, and only then? And what does
 sampling the qdiscs cost? (root; a 1-leaf fabric with three hosts)
 
 Each repetition runs an incast (h0 and h1 both send to h2 for ``--seconds``, so a queue stands
@@ -15,27 +17,20 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import statistics
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import psutil
-from ring_shaped import one_switch_plan
 
 from analysis.invariants import loaded_seconds, violations
+from testbed.core.topology import one_switch_plan
+from testbed.core.units import format_spread
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.sampler import LinkSampler
 from testbed.emulator.shaping import reshape_commands
 from testbed.emulator.traffic import Flow, run_flows
-
-
-def fmt(values: list[float], spec: str = ".2f") -> str:
-    if not values:
-        return "n/a"
-    return (f"{statistics.median(values):{spec}} [{min(values):{spec}}, "
-            f"{max(values):{spec}}]")
 
 
 def cpu_s(sampler: LinkSampler, me: psutil.Process) -> float:
@@ -96,12 +91,15 @@ def main() -> None:
         print(f"repetition {rep + 1}/{args.repeats} done", flush=True)
     print(f"\nincast of 2 flows into one {args.rate_mbit_s:g} Mbit/s port, {args.seconds:g} s, "
           f"{args.repeats} repetitions: median [min, max]")
-    print(f"  loaded seconds judged at the port ({max(rates):g} Hz): {fmt(loaded)}")
-    print(f"  violations, untouched (false alarms): {fmt(false_alarms, '.0f')}")
+    print(f"  loaded seconds judged at the port ({max(rates):g} Hz): "
+          f"{format_spread(loaded, '.2f')}")
+    print(f"  violations, untouched (false alarms): {format_spread(false_alarms, '.0f')}")
     print(f"  throttled to half: caught at the port and nowhere else in "
-          f"{sum(caught):.0f}/{len(caught)}; sent / configured found: {fmt(ratios)}")
+          f"{sum(caught):.0f}/{len(caught)}; sent / configured found: "
+          f"{format_spread(ratios, '.2f')}")
     for hz in rates:
-        print(f"  sampler CPU at {hz:g} Hz qdisc sampling: {fmt(cost[hz])} of a core")
+        print(f"  sampler CPU at {hz:g} Hz qdisc sampling: {format_spread(cost[hz], '.2f')} "
+              "of a core")
 
 
 if __name__ == "__main__":

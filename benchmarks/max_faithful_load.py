@@ -1,7 +1,10 @@
-"""The largest aggregate shaped load this machine carries faithfully, per switch kind (root).
+"""The largest faithful load; BENCHMARKS.md "The largest load this machine shapes faithfully".
+
+The largest aggregate shaped load this machine carries faithfully, per switch kind (root).
 
 One leaf switch; k disjoint host pairs each send one TCP flow at the link rate (every flow
-crosses two shaped links), measured as ``capacity_profile.py`` measures a step. A step is
+crosses two shaped links), measured as ``capacity_profile.py`` measures a step
+(:func:`testbed.emulator.switch_load.measure`). A step is
 faithful when, in the median of ``--repeats`` runs, the worst link direction's achieved ÷
 configured rate (wire-equivalent) lies within ±5 % and, on Open vSwitch, ovs-vswitchd's most
 waiting thread waited for a CPU at most 10 % of the measured window (the switch invariant,
@@ -19,12 +22,11 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from capacity_profile import TOLERANCE, measure
-from ring_shaped import one_switch_plan
-from sweep_common import spread
-
 from analysis.sched_invariant import WAIT_SHARE_MAX
+from testbed.core.topology import one_switch_plan
+from testbed.core.units import format_spread
 from testbed.emulator.fabric import Fabric
+from testbed.emulator.switch_load import TOLERANCE, measure
 
 
 def main() -> None:
@@ -53,9 +55,10 @@ def main() -> None:
                     switch_ok = not waits or statistics.median(waits) <= WAIT_SHARE_MAX
                     if links_ok and switch_ok:
                         best = max(best, k * rate)
-                    print(f"{kind:6} {rate:6g} {k:5} {k * rate:9g} {spread(worst, 3):>21} "
-                          f"{spread([r['cpu']['idle'] for r in runs], 2):>21} "
-                          f"{spread(waits, 2) if waits else '-':>18}"
+                    print(f"{kind:6} {rate:6g} {k:5} {k * rate:9g} "
+                          f"{format_spread(worst, '.3f'):>21} "
+                          f"{format_spread([r['cpu']['idle'] for r in runs], '.2f'):>21} "
+                          f"{format_spread(waits, '.2f') if waits else '-':>18}"
                           f"{'' if links_ok else '  outside ±5%'}"
                           f"{'' if switch_ok else '  switch waited'}", flush=True)
         print(f"{kind}: largest aggregate within ±5% on every link, the switch kept waiting "

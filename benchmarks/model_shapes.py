@@ -1,4 +1,6 @@
-"""Predicted All-Reduce utilisation, baseline vs Themis, for the reference network shapes.
+"""Predicted utilisation per shape; BENCHMARKS.md "The Themis planner and model".
+
+Predicted All-Reduce utilisation, baseline vs Themis, for the reference network shapes.
 
     .venv/bin/python benchmarks/model_shapes.py [--size 256MiB] [--chunks 64]
 

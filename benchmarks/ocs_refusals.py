@@ -1,4 +1,6 @@
-"""Are the ``exact`` OCS rewiring's refusals for circuits real? Replays the vClos paper's run
+"""Are exact's circuit refusals real; BENCHMARKS.md "The vClos paper reproduced honestly".
+
+Are the ``exact`` OCS rewiring's refusals for circuits real? Replays the vClos paper's run
 (``benchmarks/vclos_paper.py``: trace ``rapidnetsim:GAP``, preset vclos-paper, policy
 ocs-vclos, rewiring exact, 4-GPU servers) and, at every admission refused for circuits,
 decides exactly whether any shape ``exact`` knows could place the job
@@ -23,8 +25,6 @@ import argparse
 import time
 from collections import Counter
 
-from vclos_paper import run
-
 from sdn_app.allocation.cluster import Cluster
 from sdn_app.allocation.ledger import Allocation, Ledger
 from sdn_app.allocation.ocs import REWIRINGS, ExactRewiring
@@ -34,6 +34,9 @@ from sdn_app.allocation.ocs_feasibility import (
     State,
     decide,
 )
+from testbed.sim.cluster import simulate_cluster
+from testbed.sim.cluster_run import cluster_config
+from testbed.sim.trace_loading import load_trace
 
 
 class AuditedExact(ExactRewiring):
@@ -82,6 +85,19 @@ def line(job_id: str, attempt: int, decision: Decision, seconds: float) -> str:
     return f"job {job_id} k={decision.k} refusal #{attempt}: {verdict} [{seconds:.1f} s] | {shapes}"
 
 
+def run(gap: float, jobs: int, rewiring: str) -> dict:
+    """The vClos paper's ocs-vclos run (as ``vclos_paper.py`` runs it, 4-GPU servers) with
+    ``rewiring``: its JWT, JCT, refusals for circuits, wall and CPU seconds."""
+    config = cluster_config({"preset": "vclos-paper", "policy": "ocs-vclos",
+                             "rewiring": rewiring, "gpus_per_server": 4})
+    specs = load_trace(f"rapidnetsim:{gap:g}", jobs, 0.8, 8192, 1)
+    wall, cpu = time.perf_counter(), time.process_time()
+    s = simulate_cluster(specs, config).summary
+    return {"jwt_s": s["avg_wait_s"], "jct_s": s["avg_jct_s"],
+            "refused_links": s["refused_fragmented_links"],
+            "wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gap", type=float, default=241.0, help="mean inter-arrival time, s")
@@ -94,7 +110,7 @@ def main() -> None:
     audited = AuditedExact(args.time_limit)
     REWIRINGS[audited.name] = audited
     rewiring = "exact" if args.no_audit else audited.name
-    result = run("ocs-vclos", "rapidnetsim", args.gap, args.jobs, rewiring, 4)
+    result = run(args.gap, args.jobs, rewiring)
     print(f"exact: JWT "
           f"{result['jwt_s']:.0f} s, JCT {result['jct_s']:.0f} s, refused for circuits "
           f"{result['refused_links']}, run wall {result['wall_s']:.1f} s, "

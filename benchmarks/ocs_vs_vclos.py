@@ -1,4 +1,6 @@
-"""Does OCS-vClos lower waiting time against static vClos? One trace, several cluster models.
+"""Waiting under OCS; BENCHMARKS.md "Does OCS-vClos lower waiting time against static vClos?".
+
+Does OCS-vClos lower waiting time against static vClos? One trace, several cluster models.
 
     .venv/bin/python benchmarks/ocs_vs_vclos.py [--jobs 3000] [--load 1.0] [--seeds 1,2,3]
         [--leaves 128 --spines 64 --hosts-per-leaf 64] [--placements joint,hosts-first]
@@ -38,21 +40,18 @@ the average wait against static vClos with the same placement and seed.
 from __future__ import annotations
 
 import argparse
+import tempfile
+from contextlib import nullcontext
+from pathlib import Path
 
 import pandas as pd
-from sweep_common import (
-    add_flags,
-    int_list,
-    mib,
-    output_dir,
-    run_specs,
-    word_list,
-    workers_note,
-)
 
+from testbed.cli.sweep import add_workers_flag, progress
 from testbed.core.errors import FabricLabError
-from testbed.sim.sweep_cluster import dask_client
-from testbed.sim.sweep_spec import SweepSpec
+from testbed.core.units import format_mib
+from testbed.sim.sweep_cluster import dask_client, workers_note
+from testbed.sim.sweep_run import run_sweep
+from testbed.sim.sweep_spec import SweepSpec, expand_all
 
 
 def specs(args: argparse.Namespace) -> dict[str, SweepSpec]:
@@ -69,6 +68,11 @@ def specs(args: argparse.Namespace) -> dict[str, SweepSpec]:
         kinds["bound"] = SweepSpec(base={**static, "spines": 4 * args.hosts_per_leaf},
                                    grid=grid)
     return kinds
+
+
+def _words(text: str) -> list[str]:
+    """An argparse type: comma-separated words."""
+    return [x for x in text.split(",") if x]
 
 
 def pick(df: pd.DataFrame, **params: object) -> pd.Series:
@@ -92,24 +96,33 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--jobs", type=int, default=3000)
     p.add_argument("--load", type=float, default=1.0)
-    p.add_argument("--seeds", type=int_list, default=[1], help="comma-separated, e.g. 1,2,3")
+    p.add_argument("--seeds", type=lambda t: [int(x) for x in t.split(",") if x], default=[1],
+                   help="comma-separated, e.g. 1,2,3")
     p.add_argument("--leaves", type=int, default=128)
     p.add_argument("--spines", type=int, default=64)
     p.add_argument("--hosts-per-leaf", type=int, default=64)
-    p.add_argument("--placements", type=word_list, default=["joint", "hosts-first"])
-    p.add_argument("--rewirings", type=word_list, default=["any", "conservative", "augment"])
+    p.add_argument("--placements", type=_words, default=["joint", "hosts-first"])
+    p.add_argument("--rewirings", type=_words, default=["any", "conservative", "augment"])
     p.add_argument("--spine-ports-per-ocs", type=int, default=0,
                    help="default: leaves / OCSes (the electrical fabric's port count)")
     p.add_argument("--no-bound", action="store_true", help="skip the no-link-limit row")
-    add_flags(p, workers=2)
+    add_workers_flag(p, 2)
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="keep every run and results table under DIR (default: a temporary "
+                   "directory, removed at the end); runs already there are not run again")
     args = p.parse_args()
     gpus = args.leaves * args.hosts_per_leaf
     print(f"{gpus} GPUs ({args.leaves} leaves x {args.hosts_per_leaf}, {args.spines} spines), "
           f"{args.jobs} synthetic jobs, load {args.load}")
     print(workers_note(args.workers))
     try:
-        with output_dir(args.out) as out, dask_client(args.workers) as client:
-            df = run_specs(client, list(specs(args).values()), out, "ocs-vs-vclos")
+        keep = nullcontext(args.out) if args.out else tempfile.TemporaryDirectory(
+            prefix="fabriclab-bench-")
+        with keep as where, dask_client(args.workers) as client:
+            out = Path(where)
+            points = expand_all(list(specs(args).values()))
+            with progress(len(points)) as update:
+                df = run_sweep(client, points, out, "ocs-vs-vclos", update)
     except FabricLabError as exc:
         raise SystemExit(str(exc)) from None
     print(f"{'seed':>4} {'placement':>11} {'policy':>9} {'rewiring':>12} {'wall s':>6} "
@@ -124,7 +137,7 @@ def main() -> None:
                 change = (s["avg_wait_s"] / static - 1) * 100 if static else 0.0
                 links = s["refused_fragmented_links"]
                 print(f"{seed:>4} {placement:>11} {policy:>9} {rewiring:>12} "
-                      f"{s['wall_s']:6.1f} {mib(s['peak_rss_bytes']):>8} "
+                      f"{s['wall_s']:6.1f} {format_mib(s['peak_rss_bytes']):>8} "
                       f"{s['avg_wait_s']:10.1f} {change:+7.1f}% {s['avg_jct_s']:9.1f} "
                       f"{s['gpu_utilisation']:8.3f} {s['refused_fragmented'] - links:10d} "
                       f"{links:10d}")

@@ -1,4 +1,6 @@
-"""The parameter-server pattern over three transports on an emulated path: one iteration's
+"""Parameter servers per transport; BENCHMARKS.md "The parameter-server pattern over the ladder".
+
+The parameter-server pattern over three transports on an emulated path: one iteration's
 gradients exchanged as TensorFlow does (``ps``: one tensor per variable, the model's layers,
 pushed to round-robin servers and pulled back), zerocopy against rpc-lite (L3) and rpc-proto
 (L5), on hosts of one kernel-bridge switch (root).
@@ -21,11 +23,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from transport_ladder import figures, mmm, one_switch
-
-from testbed.core.units import format_size, parse_size
+from analysis.transport_costs import size_costs
+from testbed.core.topology import one_switch_plan
+from testbed.core.units import format_size, format_spread, parse_size
 
 TRANSPORTS = ["zerocopy", "rpc-lite", "rpc-proto"]
 MODELS = ["resnet50", "transformer"]
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     from testbed.emulator.fabric import Fabric
     from testbed.emulator.workers import run_on_fabric
 
-    plan = one_switch(args.hosts, args.mbit_s)
+    plan = one_switch_plan(args.hosts, args.mbit_s, "multidim")
     hosts = [f"h{i}" for i in range(args.hosts)]
     got: dict[tuple[str, str], list] = {}
     with tempfile.TemporaryDirectory() as tmp, \
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                     run_on_fabric(fab, hosts, out_dir=out, algorithm="ps", transport=t,
                                   options={"ps": {"servers": args.servers, "model": model}},
                                   sizes=[args.size], iterations=5, warmup=1, timeout=120.0)
-                    got.setdefault((model, t), []).append(figures(out)[args.size])
+                    got.setdefault((model, t), []).append(size_costs(out)[args.size])
                 print(f"# run {r + 1}/{args.runs}: {model} done", file=sys.stderr, flush=True)
     print(f"## ps, {args.hosts} hosts ({args.servers} servers among them), one kernel-bridge "
           f"switch at {args.mbit_s:g} Mbit/s, {format_size(args.size)} of gradients a "
@@ -67,8 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         for t in TRANSPORTS:
             rows = got[(model, t)]
             ratio = [a[0] / b[0] for a, b in zip(rows, zc, strict=True)]
-            print(f"{model:>12} {t:>10} {mmm([x[0] * 1e3 for x in rows]):>24} "
-                  f"{mmm([x[1] for x in rows]):>22} {mmm(ratio, '{:.2f}'):>20}")
+            print(f"{model:>12} {t:>10} {format_spread([x[0] * 1e3 for x in rows]):>24} "
+                  f"{format_spread([x[1] for x in rows]):>22} {format_spread(ratio, '.2f'):>20}")
     print("(wire time of the busiest server link, push + pull, at the link rate: "
           f"{2 * (args.hosts - 1) * args.size / args.servers * 8 / (args.mbit_s * 1e6) * 1e3:.0f}"
           " ms with equal shares; the models' round-robin shares are unequal)")

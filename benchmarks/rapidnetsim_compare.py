@@ -1,4 +1,6 @@
-"""fabriclab against RapidNetSim's own run, job by job, on the same job list.
+"""Job by job against RapidNetSim; BENCHMARKS.md "RapidNetSim's own code on the same job list".
+
+fabriclab against RapidNetSim's own run, job by job, on the same job list.
 
     nice -n 10 .venv/bin/python benchmarks/rapidnetsim_compare.py RNS_JOBS_CSV
         [--policy source-routing] [--gap 241] [--rewiring exact] [--gpus-per-server 4]

@@ -1,4 +1,6 @@
-"""All-Reduce of 8 ranks on one shaped switch, against the link rate and iperf3 (root), for
+"""Flat All-Reduce busbw; BENCHMARKS.md "Ring and halving-doubling All-Reduce of 8 ranks on one …".
+
+All-Reduce of 8 ranks on one shaped switch, against the link rate and iperf3 (root), for
 each flat collective (ring, halving-doubling) and transport.
 
 busbw (nccl-tests: algbw·2(n−1)/n) is what each link carries per second, so on a
@@ -19,20 +21,12 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from testbed.core.spec import parse_fabric
-from testbed.core.topology import FabricPlan, build_plan
+from testbed.core.topology import one_switch_plan
 from testbed.core.units import parse_size
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.tcp_counters import timeouts
 from testbed.emulator.traffic import Flow, run_flows
 from testbed.emulator.workers import run_on_fabric
-
-
-def one_switch_plan(ranks: int, mbit_s: float) -> FabricPlan:
-    """``ranks`` hosts on one leaf switch, every link shaped to ``mbit_s``."""
-    return build_plan(parse_fabric({"fabric": {
-        "kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": ranks,
-        "host_link_mbit_s": mbit_s, "uplink_mbit_s": mbit_s}}))
 
 
 def tcp_timeouts(fab: Fabric, hosts: list[str]) -> int:

@@ -1,4 +1,6 @@
-"""The scheduler invariant's CPU waits checked against the kernel's own scheduler events.
+"""Sampled waits vs sched events; BENCHMARKS.md "Waits the kernel counted while a worker slept".
+
+The scheduler invariant's CPU waits checked against the kernel's own scheduler events.
 
     .venv/bin/python benchmarks/runqueue_traced.py experiments/contention.yaml --variant ecmp
 
@@ -24,72 +26,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections import defaultdict
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
-from analysis import sched_invariant
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sched_waits_vs_links import judged
+from analysis.runqueue_trace import counted_vs_traced, traced_waits
+from testbed.emulator.rejudge import rejudged
 
 ROOT = Path(__file__).resolve().parents[1]
 FABRICLAB = ROOT / "bin" / "fabriclab"
 TRACEFS = Path("/sys/kernel/tracing")
-SWITCH = re.compile(r"^\s*\d+\s+\[\d+\]\s+([\d.]+):\s+sched:sched_switch: .*prev_pid=(\d+) "
-                    r".*prev_state=(\S+) ==> .*next_pid=(\d+)")
-WAKE = re.compile(r"^\s*\d+\s+\[\d+\]\s+([\d.]+):\s+sched:sched_(?:waking|wakeup|wakeup_new):"
-                  r" .*\bpid=(\d+) ")
 SHOWN_EXCESS_S = 0.1  # a thread whose counted wait beats the traced one by more is named
-
-
-def traced_waits(lines) -> dict[int, list[tuple[float, float]]]:
-    """Per thread, its run-queue waits as (ready, switched in) times, from ``perf script -F
-    tid,cpu,time,event,trace`` lines of sched_switch and wake-up events in time order."""
-    ready: dict[int, float] = {}
-    running: set[int] = set()
-    waits: dict[int, list[tuple[float, float]]] = defaultdict(list)
-    for line in lines:
-        if m := SWITCH.match(line):
-            t, prev, state, nxt = float(m[1]), int(m[2]), m[3], int(m[4])
-            running.discard(prev)
-            if state.startswith("R"):  # preempted (R+) or yielded: still runnable
-                ready[prev] = t
-            else:
-                ready.pop(prev, None)
-            if nxt in ready:
-                waits[nxt].append((ready.pop(nxt), t))
-            running.add(nxt)
-        elif (m := WAKE.match(line)) and (tid := int(m[2])) not in running | ready.keys():
-            ready[tid] = float(m[1])
-    return waits
-
-
-def compare(sched: pd.DataFrame, waits: dict[int, list[tuple[float, float]]]) -> pd.DataFrame:
-    """Per sampled thread: ``counted_s`` (the kernel's run_delay over its samples), ``kept_s``
-    (what the invariant keeps), ``traced_s`` (the events' waits that ended in that span), and
-    the largest single wait: ``jump_s`` (run_delay's largest growth in one sample) and
-    ``traced_max_s``."""
-    rows = []
-    for (process, tid, thread), h in sched.sort_values("time").groupby(
-            ["process", "tid", "thread"], sort=False):
-        t0, t1 = float(h["time"].iloc[0]), float(h["time"].iloc[-1])
-        kept = sched_invariant.thread_wait(h)
-        mine = [b - a for a, b in waits.get(int(tid), []) if t0 < b <= t1]
-        rows.append({"process": process, "thread": thread, "tid": int(tid),
-                     "span_s": t1 - t0,
-                     "counted_s": float(h["wait_s"].iloc[-1] - h["wait_s"].iloc[0]),
-                     "kept_s": float(kept[-1] - kept[0]), "traced_s": sum(mine),
-                     "jump_s": float(h["wait_s"].diff().max()),
-                     "traced_max_s": max(mine, default=0.0)})
-    return pd.DataFrame(rows)
 
 
 def ensure_perf() -> None:
@@ -118,7 +70,7 @@ def one_run(spec: Path, out: Path, k: int) -> list[tuple[Path, pd.DataFrame]]:
     script.wait()
     data.unlink()  # about 60 MB a minute
     runs = sorted(p for p in (out / f"run{k}").iterdir() if p.is_dir())
-    return [(run, compare(pd.read_parquet(run / "sched_samples.parquet"), waits))
+    return [(run, counted_vs_traced(pd.read_parquet(run / "sched_samples.parquet"), waits))
             for run in runs]
 
 
@@ -149,7 +101,7 @@ def report(k: int, run: Path, cmp: pd.DataFrame) -> tuple[pd.Series, tuple[str, 
         print(excess.round(3).to_string(index=False))
     for reason in fid["reasons"]:
         print(f"  {reason}")
-    was = judged(run, asleep_bound=False)
+    was = rejudged(run, asleep_bound=False)
     print(f"  judged on the wait as the kernel counted it: {was['both']} "
           f"({int((~was['stretches']['excused']).sum())} stretches not excused by links)")
     return sums, (fid["verdict"], was["both"])

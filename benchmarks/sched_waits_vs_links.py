@@ -1,4 +1,6 @@
-"""Runs judged three ways: without the scheduler invariant's excuses; with the excuse for a
+"""CPU waits judged three ways; BENCHMARKS.md "The scheduler invariant's excuse, judged both ways".
+
+Runs judged three ways: without the scheduler invariant's excuses; with the excuse for a
 worker's wait that its job's host links did not feel (``analysis.sched_invariant.excused_by``);
 and with that and the excuse for a wait whose job still reached what its links allow (the job
 invariant held, ``analysis.job_invariant.held``), as ``fidelity.json`` judges now.
@@ -18,60 +20,24 @@ other reason of the run's ``fidelity.json`` counts in all three.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import pandas as pd
 
-from analysis import job_invariant, sched_invariant
-from testbed.emulator.fidelity import links_kept
-from testbed.emulator.runner import collective_windows
-
-SCHED = "scheduler invariant: "
-
-
-def judged(run: Path, asleep_bound: bool = True) -> dict:
-    """The run's workers' stretches of too much wait, judged with the excuse, and its verdict
-    both ways. ``asleep_bound=False`` judges the wait as the kernel counted it, without taking
-    away what it counted while the thread was seen asleep
-    (:func:`analysis.sched_invariant.runnable_wait`)."""
-    fidelity = json.loads((run / "fidelity.json").read_text())
-    sched = pd.read_parquet(run / "sched_samples.parquet")
-    if not asleep_bound:
-        sched = sched.drop(columns="state", errors="ignore")
-    queues = pd.read_parquet(run / "qdisc_samples.parquet")
-    jobs = json.loads((run / "jobs.json").read_text())
-    windows = collective_windows(run)
-    found, _ = sched_invariant.judge(sched, windows, links=links_kept(queues, jobs))
-    held = job_invariant.held((fidelity.get("job") or {}).get("jobs") or [])
-    workers = found[found["job"] != sched_invariant.SWITCH_JOB]
-    workers = workers.assign(job_ratio=workers["job"].map(held))
-    others = [r for r in fidelity["reasons"] if not r.startswith(SCHED)]
-
-    def verdict(excused: pd.Series) -> str:
-        return "faithful" if not others and excused.all() else "not faithful"
-
-    by_links = workers["excused"].astype(bool)
-    by_either = by_links | workers["job_ratio"].notna()
-    return {"run": run.name, "stretches": workers, "others": others,
-            "strict": verdict(pd.Series(False, index=workers.index)),
-            "excusing": verdict(by_links), "both": verdict(by_either),
-            "recorded": fidelity["verdict"]}
+from testbed.core.errors import FabricLabError
+from testbed.emulator.rejudge import rejudged
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", type=Path, help="run output directories")
     args = ap.parse_args()
-    missing = [str(r) for r in args.runs
-               if not all((r / f).is_file() for f in ("fidelity.json", "sched_samples.parquet",
-                                                      "qdisc_samples.parquet", "jobs.json"))]
-    if missing:
-        print(f"not a run's output directory with sched and qdisc samples: {missing[0]}",
-              file=sys.stderr)
+    try:
+        results = [rejudged(r) for r in args.runs]
+    except FabricLabError as exc:
+        print(exc, file=sys.stderr)
         return 2
-    results = [judged(r) for r in args.runs]
     print(f"{'run':<44} {'job':<12} {'worker':<10} {'wait':>5} {'links':>6} excused  job")
     for res in results:
         for v in res["stretches"].itertuples():

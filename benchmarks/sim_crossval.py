@@ -1,4 +1,6 @@
-"""Cross-validate the sim backend against emulated runs: per variant, job and size, the mean
+"""Simulated against emulated times; BENCHMARKS.md "Emulator vs simulator (cross-validation)".
+
+Cross-validate the sim backend against emulated runs: per variant, job and size, the mean
 measured collective time (slowest rank, warm-up excluded: ``summary.json`` ``sizes``).
 
 Run the sim side of experiment specs and print its table (no root needed):

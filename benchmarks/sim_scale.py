@@ -1,4 +1,6 @@
-"""Simulated backend at cluster scale: run time, memory, and JCT / waiting per policy.
+"""Simulator time, memory and JCT; BENCHMARKS.md "The simulator at cluster scale".
+
+Simulated backend at cluster scale: run time, memory, and JCT / waiting per policy.
 
     .venv/bin/python benchmarks/sim_scale.py [--jobs 5000] [--load 0.8] [--seed 1]
         [--collective ring|rail-ring] [--policies ecmp,ecmp-l3,vclos,ocs-vclos] [--no-growth]
@@ -39,26 +41,21 @@ barely matter.
 from __future__ import annotations
 
 import argparse
+import tempfile
+from contextlib import nullcontext
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from sweep_common import (
-    add_flags,
-    int_list,
-    mib,
-    output_dir,
-    positive,
-    run_specs,
-    spread,
-    word_list,
-    workers_note,
-)
 
 from analysis.growth import fit_power_law
 from analysis.sweep import simulated_results
+from testbed.cli.sweep import add_workers_flag, progress
 from testbed.core.errors import FabricLabError
-from testbed.sim.sweep_cluster import dask_client
-from testbed.sim.sweep_spec import SweepSpec
+from testbed.core.units import format_mib, format_spread
+from testbed.sim.sweep_cluster import dask_client, workers_note
+from testbed.sim.sweep_run import run_sweep
+from testbed.sim.sweep_spec import SweepSpec, expand_all
 
 MAIN = "128x64x64"  # leaves x spines x hosts per leaf
 GROWTH_CLUSTERS = "16x8x16,32x16x32,64x32x64,128x64x64"  # 256 to 8192 GPUs
@@ -76,6 +73,19 @@ def _cluster(text: str) -> dict[str, int]:
 
 def _clusters(text: str) -> list[dict[str, int]]:
     return [_cluster(c) for c in text.split(",") if c]
+
+
+def _ints(text: str) -> list[int]:
+    """An argparse type: comma-separated integers."""
+    return [int(x) for x in text.split(",") if x]
+
+
+def run_specs(client, specs: list[SweepSpec], out: Path, title: str) -> pd.DataFrame:
+    """The runs of ``specs`` as one sweep into ``out`` (as ``fabriclab sweep`` runs one, its
+    progress on a terminal): the results table, a row per run."""
+    points = expand_all(specs)
+    with progress(len(points)) as update:
+        return run_sweep(client, points, out, title, update)
 
 
 
@@ -110,8 +120,9 @@ def print_main(repeats: list[pd.DataFrame]) -> dict[str, Any]:
         peaks = pd.Series([r.loc[i, "peak_rss_bytes"] for r in repeats], dtype=float)
         added = pd.Series([added_bytes(r).loc[i] for r in repeats], dtype=float)
         results[s["policy"]] = s
-        print(f"{s['policy']:>10} {spread(walls):>20} {mib(peaks.median()):>8} "
-              f"{mib(added.median(), 1):>6} {s['avg_jct_s']:10.1f} {s['p99_jct_s']:10.1f} "
+        print(f"{s['policy']:>10} {format_spread(walls, '.1f'):>20} "
+              f"{format_mib(peaks.median()):>8} {format_mib(added.median(), 1):>6} "
+              f"{s['avg_jct_s']:10.1f} {s['p99_jct_s']:10.1f} "
               f"{s['avg_wait_s']:10.1f} {s['avg_slowdown']:8.4f} {s['max_slowdown']:7.3f} "
               f"{s['gpu_utilisation']:8.3f} {s['collided_flow_fraction']:8.3f} "
               f"{s['refused_fragmented']:6d} ({s['refused_fragmented_jobs']} jobs) "
@@ -131,8 +142,9 @@ def print_growth(df: pd.DataFrame) -> None:
     print(f"{'GPUs':>6} {'jobs':>6} {'wall s':>7} {'peak MiB':>8} {'added':>6} "
           f"{'recomputes':>10} {'avg JCT s':>10}")
     for _, s in df.iterrows():
-        print(f"{s['gpus']:6d} {s['jobs']:6d} {s['wall_s']:7.2f} {mib(s['peak_rss_bytes']):>8} "
-              f"{mib(s['added_bytes'], 1):>6} {s['rate_recomputes']:10d} {s['avg_jct_s']:10.1f}")
+        print(f"{s['gpus']:6d} {s['jobs']:6d} {s['wall_s']:7.2f} "
+              f"{format_mib(s['peak_rss_bytes']):>8} {format_mib(s['added_bytes'], 1):>6} "
+              f"{s['rate_recomputes']:10d} {s['avg_jct_s']:10.1f}")
     factors = {"GPUs": df["gpus"], "jobs": df["jobs"]}
     for quantity, values in (("wall time", df["wall_s"]),
                              ("memory added", df["added_bytes"].astype(float))):
@@ -150,29 +162,37 @@ def main() -> None:
     p.add_argument("--collective", default="ring",
                    help="ring (default), rail-ring (formerly hierarchical), or any collective "
                    "the cluster simulator runs")
-    p.add_argument("--policies", type=word_list,
+    p.add_argument("--policies", type=lambda t: [x for x in t.split(",") if x],
                    default=["ecmp", "ecmp-l3", "vclos", "ocs-vclos"],
                    help="comma-separated leaf-spine policies (default: all four)")
     p.add_argument("--no-growth", action="store_true", help="skip the growth runs")
     p.add_argument("--cluster", type=_cluster, default=_cluster(MAIN),
                    help=f"main cluster as LEAVESxSPINESxHOSTS_PER_LEAF (default {MAIN}; "
                    "32768 GPUs: 256x128x128)")
-    p.add_argument("--repeats", type=positive, default=1,
+    p.add_argument("--repeats", type=int, default=1,
                    help="main runs per policy; wall time as median [min, max]")
     p.add_argument("--growth-clusters", type=_clusters, default=_clusters(GROWTH_CLUSTERS),
                    help=f"growth clusters, comma-separated (default {GROWTH_CLUSTERS})")
-    p.add_argument("--growth-jobs", type=int_list, default=int_list(GROWTH_JOBS),
+    p.add_argument("--growth-jobs", type=_ints, default=_ints(GROWTH_JOBS),
                    help=f"growth job counts, comma-separated (default {GROWTH_JOBS})")
     p.add_argument("--growth-policy", default="ecmp")
-    add_flags(p, workers=1)
+    add_workers_flag(p, 1)
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="keep every run and results table under DIR (default: a temporary "
+                   "directory, removed at the end); runs already there are not run again")
     args = p.parse_args()
+    if args.repeats < 1:
+        raise SystemExit(f"--repeats is {args.repeats}; it must be at least 1")
     c = args.cluster
     print(f"main: {c['leaves'] * c['hosts_per_leaf']} GPUs ({c['leaves']} leaves x "
           f"{c['hosts_per_leaf']} hosts, {c['spines']} spines), {args.jobs} synthetic jobs, "
           f"load {args.load}, seed {args.seed}, collective {args.collective}")
     print(workers_note(args.workers))
+    keep = nullcontext(args.out) if args.out else tempfile.TemporaryDirectory(
+        prefix="fabriclab-bench-")
     try:
-        with output_dir(args.out) as out, dask_client(args.workers) as client:
+        with keep as where, dask_client(args.workers) as client:
+            out = Path(where)
             repeats = [run_specs(client, [main_spec(args)], out / f"main-{i + 1}", "sim-scale")
                        for i in range(args.repeats)]
             for r in repeats[1:]:

@@ -1,4 +1,6 @@
-"""Soak: many runs, each hit by one random fault, each followed by `fabriclab clean`; after
+"""Leftovers after faults; BENCHMARKS.md "Soak: a random fault in every run, then …".
+
+Soak: many runs, each hit by one random fault, each followed by `fabriclab clean`; after
 every round nothing of any run may be left and both canaries must be alive.
 
     .venv/bin/python benchmarks/soak_faults.py --rounds 20 --seed 1   # as root

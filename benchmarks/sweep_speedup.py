@@ -1,4 +1,6 @@
-"""A sweep's wall time on 1 local Dask worker against 2 (or other counts), repeated.
+"""Dask speed-up; BENCHMARKS.md "As sweeps on Dask: 2 workers against 1, and the growth fitted".
+
+A sweep's wall time on 1 local Dask worker against 2 (or other counts), repeated.
 
     .venv/bin/python benchmarks/sweep_speedup.py [SWEEP.yaml] [--workers 1,2] [--repeats 3]
         [--out DIR]
@@ -23,14 +25,16 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import pandas as pd
-from sweep_common import output_dir, positive, spread
 
 from analysis.sweep import simulated_results
 from testbed.core.errors import FabricLabError
+from testbed.core.units import format_spread
 from testbed.sim.sweep_cluster import dask_client
 from testbed.sim.sweep_run import run_sweep
 from testbed.sim.sweep_spec import Point, load_sweep
@@ -65,16 +69,19 @@ def ratio(times: dict[int, list[dict[str, float]]], ref: int, n: int, key: str) 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("sweep", nargs="?", default=str(DEFAULT_SWEEP), metavar="SWEEP.yaml")
-    p.add_argument("--workers", type=lambda t: [positive(x) for x in t.split(",") if x],
+    p.add_argument("--workers", type=lambda t: [int(x) for x in t.split(",") if x],
                    default=[1, 2],
                    help="worker counts to compare, comma-separated; the first is the "
                    "reference (default 1,2)")
-    p.add_argument("--repeats", type=positive, default=3, help="sweeps per worker count")
+    p.add_argument("--repeats", type=int, default=3, help="sweeps per worker count")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="keep every sweep under DIR/workers-N-repeat-I (default: a temporary "
                    "directory, removed at the end)")
     args = p.parse_args()
     counts = args.workers
+    for flag, n in [("--repeats", args.repeats)] + [("--workers", n) for n in counts]:
+        if n < 1:
+            raise SystemExit(f"{flag} is {n}; it must be at least 1")
     try:
         spec, points = load_sweep(args.sweep)
         title = spec.name or Path(args.sweep).stem
@@ -83,7 +90,10 @@ def main() -> None:
               f"{os.getloadavg()[0]:.2f} at the start")
         times: dict[int, list[dict[str, float]]] = {n: [] for n in counts}
         first: pd.DataFrame | None = None
-        with output_dir(args.out) as out:
+        keep = nullcontext(args.out) if args.out else tempfile.TemporaryDirectory(
+            prefix="fabriclab-bench-")
+        with keep as where:
+            out = Path(where)
             for i in range(1, args.repeats + 1):
                 for n in counts:
                     timing, df = timed_sweep(points, title, n, out / f"workers-{n}-repeat-{i}")
@@ -101,7 +111,7 @@ def main() -> None:
     print(f"\n{'workers':>7} {'total s':>22} {'sweep s':>22} {'run s':>22}   "
           "(median [min, max])")
     for n in counts:
-        print(f"{n:>7} " + " ".join(f"{spread([t[k] for t in times[n]], 2):>22}"
+        print(f"{n:>7} " + " ".join(f"{format_spread([t[k] for t in times[n]], '.2f'):>22}"
                                     for k in TIMES))
     ref = counts[0]
     for n in counts[1:]:

@@ -1,4 +1,6 @@
-"""`fabriclab run experiments/themis-e2e.yaml --backend sim` against ASTRA-sim 1.0's own finish
+"""Sim jobs vs ASTRA-sim; BENCHMARKS.md "Training jobs through fabriclab run on the sim backend".
+
+`fabriclab run experiments/themis-e2e.yaml --backend sim` against ASTRA-sim 1.0's own finish
 times on the same inputs (benchmarks/data/astra_e2e_reference.csv, AnalyticalAstra built as
 benchmarks/astra_e2e.py says), and the mean Themis end-to-end gains beside the paper's:
 

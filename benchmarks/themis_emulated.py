@@ -1,4 +1,6 @@
-"""Baseline vs Themis hierarchical All-Reduce on emulated multidim fabrics, next to the
+"""Emulated Themis against the model; BENCHMARKS.md "Baseline vs Themis against the model".
+
+Baseline vs Themis hierarchical All-Reduce on emulated multidim fabrics, next to the
 model's prediction (root).
 
 Utilisation = T_ideal / T with T_ideal = 2·S·(1−1/N)/ΣB over the configured rates. The model
@@ -21,12 +23,10 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from sweep_common import spread
-
 from testbed.core.formulas import TCP_GOODPUT
 from testbed.core.spec import parse_fabric
 from testbed.core.topology import build_plan
-from testbed.core.units import parse_size
+from testbed.core.units import format_spread, parse_size
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.fidelity import fidelity_record
 from testbed.emulator.sampler import LinkSampler, read_cpu
@@ -95,14 +95,14 @@ def main() -> None:
                                    policy=algo, order=order).time_s
             rs = runs[algo]
             print(f"{name:18} {kind:8} {algo + '+' + order:14} "
-                  f"{spread([r[0] for r in rs], 2):>22} "
-                  f"{spread([models[algo] / r[0] for r in rs], 3):>22} "
+                  f"{format_spread([r[0] for r in rs], '.2f'):>22} "
+                  f"{format_spread([models[algo] / r[0] for r in rs], '.3f'):>22} "
                   f"{sum(not r[3]['reasons'] for r in rs):>4}/{len(rs):<3} "
                   f"{statistics.median(r[3]['invariants']['loaded_s'] for r in rs):8.1f} "
                   f"{statistics.median(r[2] for r in rs):8.0%} "
                   f"{all(r[1] for r in rs)}", flush=True)
         speedups = [b[0] / t[0] for b, t in zip(runs["baseline"], runs["themis"], strict=True)]
-        print(f"{name:18} {kind:8} {'speedup':14} measured {spread(speedups, 2)}, "
+        print(f"{name:18} {kind:8} {'speedup':14} measured {format_spread(speedups, '.2f')}, "
               f"model {models['baseline'] / models['themis']:.2f}x", flush=True)
 
 

@@ -1,4 +1,6 @@
-"""fabriclab's Themis model against ASTRA-sim 1.0 (analytical backend), both semantics.
+"""The Themis model against ASTRA-sim; BENCHMARKS.md "Themis against ASTRA-sim 1.0 (two semantics)".
+
+fabriclab's Themis model against ASTRA-sim 1.0 (analytical backend), both semantics.
 
     PYTHONPATH=. .venv/bin/python benchmarks/themis_reference.py [--systems]
 

@@ -1,4 +1,6 @@
-"""The Themis paper's six systems through fabriclab's model, with the paper's averages beside.
+"""The Themis paper's six systems; BENCHMARKS.md "The Themis paper's six systems".
+
+The Themis paper's six systems through fabriclab's model, with the paper's averages beside.
 
     .venv/bin/python benchmarks/themis_systems.py [--sizes 0.1GiB,0.25GiB,0.5GiB,1GiB] [--json]
 

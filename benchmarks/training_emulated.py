@@ -1,4 +1,6 @@
-"""Training iterations on the emulator against the simulator: the Themis paper's ResNet-50 and
+"""Emulated vs simulated; BENCHMARKS.md "Training iterations on the emulator against the simulator".
+
+Training iterations on the emulator against the simulator: the Themis paper's ResNet-50 and
 GNMT (experiments/themis-e2e-emulated.yaml), baseline and Themis, ``--runs`` times (root).
 
 Per workload x schedule: the emulated pass time (every rank's row of a measured pass, mean
@@ -27,13 +29,12 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from sweep_common import spread
-
 from testbed.core.experiment import Experiment, load_experiments
 from testbed.core.formulas import TCP_GOODPUT
 from testbed.core.jobs import dim_kinds, dim_mbit_s, resolve
 from testbed.core.topology import build_plan
 from testbed.core.traces import read_table
+from testbed.core.units import format_spread
 from workloads.training.chakra_examples import all_reduce_trace, training_trace
 from workloads.training.emulated import plan_pass, predicted_exposed_s, predicted_pass_s
 from workloads.training.jobs import job_platform, job_workload
@@ -172,8 +173,9 @@ def report(experiments: list[Experiment], sims: dict, measured: dict, verdicts: 
             sim = sims[key]
             got = [t for t in measured.get(key, []) if t is not None]
             by_job.setdefault(spec.name, {})[spec.algorithm] = (measured.get(key, []), sim)
-            print(f"{exp.name:40} {spec.name:9} {spread(got, 3) if got else '-':>22} "
-                  f"{sim:11.3f} {spread([g / sim for g in got], 3) if got else '-':>22}  "
+            print(f"{exp.name:40} {spec.name:9} {format_spread(got, '.3f') if got else '-':>22} "
+                  f"{sim:11.3f} "
+                  f"{format_spread([g / sim for g in got], '.3f') if got else '-':>22}  "
                   f"{', '.join(v.split(' (')[0] for v in verdicts.get(exp.name, []))}")
     pairs = {job: algos for job, algos in by_job.items()
              if "baseline" in algos and "themis" in algos}
@@ -183,7 +185,7 @@ def report(experiments: list[Experiment], sims: dict, measured: dict, verdicts: 
         (base, sim_b), (them, sim_t) = algos["baseline"], algos["themis"]
         gains = [b / t for b, t in zip(base, them, strict=True)  # run by run
                  if b is not None and t is not None]
-        print(f"{job:9} emulated {spread(gains, 3) if gains else '-'}, "
+        print(f"{job:9} emulated {format_spread(gains, '.3f') if gains else '-'}, "
               f"simulated {sim_b / sim_t:.3f}"
               + (f", emulated ÷ simulated {statistics.median(gains) / (sim_b / sim_t):.3f}"
                  if gains else ""))

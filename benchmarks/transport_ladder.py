@@ -1,4 +1,6 @@
-"""The transport ladder, rung against rung: what copies, serialisation and per-call costs each
+"""Each rung's cost; BENCHMARKS.md "The transport ladder: copies, serialisation, per-call cost".
+
+The transport ladder, rung against rung: what copies, serialisation and per-call costs each
 add to a tensor transfer (2 ranks, flat ring All-Reduce, which sends S per rank).
 
     python benchmarks/transport_ladder.py [--sizes 4KiB:64MiB] [--rounds 5]
@@ -26,47 +28,14 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from testbed.core.traces import read_table
-from testbed.core.units import format_size, parse_size_range
+from analysis.transport_costs import size_costs
+from testbed.core.topology import one_switch_plan
+from testbed.core.units import format_size, format_spread, parse_size_range
 
 RUNGS = ["zerocopy", "staged", "serialised", "rpc-lite", "rpc", "rpc-proto"]
 WHAT = ["raw memory", "+ a staging copy each side", "+ protobuf serialisation",
         "+ request/response, pipelined", "grpc, raw bytes, stop-and-wait",
         "grpc + protobuf messages"]
-
-
-def figures(out: Path) -> dict[int, tuple[float, float, float]]:
-    """Per size, from a run's traces: (the median iteration's seconds, CPU seconds per GB
-    sent, copies a byte sent), the last two over the measured iterations of every rank."""
-    colls = read_table(out, "collectives").to_pandas()
-    phases = read_table(out, "phases").to_pandas()
-    colls, phases = colls[~colls["warmup"]], phases[~phases["warmup"]]
-    sent = phases.merge(colls[["rank", "coll", "size"]], on=["rank", "coll"])
-    sent = sent.groupby("size")["sent_bytes"].sum()
-    res = {}
-    for size, g in colls.groupby("size"):
-        # an iteration takes its slower rank's time; the run, its median iteration
-        seconds = float(g.groupby("iteration")["time"].max().median())
-        res[int(size)] = (seconds, float(g["cpu"].sum()) / sent[size] * 1e9,
-                          float(g["copied_bytes"].sum()) / sent[size])
-    return res
-
-
-def one_switch(hosts: int, mbit_s: float):
-    """The plan of ``hosts`` hosts on one switch, every link shaped to ``mbit_s``."""
-    from testbed.core.spec import parse_fabric
-    from testbed.core.topology import build_plan
-
-    return build_plan(parse_fabric({"fabric": {"kind": "multidim", "dims": [
-        {"size": hosts, "mbit_s": mbit_s, "kind": "switch"}]}}))
-
-
-def mmm(values: list[float], fmt: str = "{:.3g}") -> str:
-    """median [min, max]."""
-    return (fmt.format(statistics.median(values)) + " [" + fmt.format(min(values)) + ", "
-            + fmt.format(max(values)) + "]")
 
 
 def ladder(run: Callable[[str, list[int], Path], None], sizes: list[int], rounds: int,
@@ -78,7 +47,7 @@ def ladder(run: Callable[[str, list[int], Path], None], sizes: list[int], rounds
         for t in RUNGS[r % len(RUNGS):] + RUNGS[: r % len(RUNGS)]:
             out = tmp / f"{t}-{r}"
             run(t, sizes, out)
-            for size, fig in figures(out).items():
+            for size, fig in size_costs(out).items():
                 got[t][size].append(fig)
             print(f"# round {r + 1}/{rounds}: {t} done", file=sys.stderr, flush=True)
     return got
@@ -110,14 +79,15 @@ def report(got: dict, sizes: list[int], where: str) -> None:
     for s in sizes:
         for t in RUNGS:
             rows = got[t][s]
-            print(f"{format_size(s):>7} {t:>10} {mmm([r[0] * 1e3 for r in rows]):>26} "
-                  f"{mmm([r[1] for r in rows]):>24} {statistics.median(r[2] for r in rows):8.2f}")
+            print(f"{format_size(s):>7} {t:>10} {format_spread([r[0] * 1e3 for r in rows]):>26} "
+                  f"{format_spread([r[1] for r in rows]):>24} "
+                  f"{statistics.median(r[2] for r in rows):8.2f}")
     print(f"\n## {where}: time ÷ zerocopy's, within a round (median [min, max])")
     print(f"{'size':>7} " + " ".join(f"{f'L{i}/L0':>20}" for i in range(1, len(RUNGS))))
     for s in sizes:
         z = [r[0] for r in got["zerocopy"][s]]
         print(f"{format_size(s):>7} " + " ".join(
-            f"{mmm([r[0] / zt for r, zt in zip(got[t][s], z, strict=True)], '{:.2f}'):>20}"
+            f"{format_spread([r[0] / zt for r, zt in zip(got[t][s], z, strict=True)], '.2f'):>20}"
             for t in RUNGS[1:]))
     for col, what in ((0, "time"), (1, "CPU s/GB")):
         gap_shares(got, sizes, where, col, what)
@@ -164,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         from testbed.emulator.fabric import Fabric
         from testbed.emulator.workers import run_on_fabric
 
-        with Fabric(one_switch(2, args.mbit_s), Path(tmp) / "fabric", switches="kernel") as fab:
+        plan = one_switch_plan(2, args.mbit_s, "multidim")
+        with Fabric(plan, Path(tmp) / "fabric", switches="kernel") as fab:
             def run(t: str, s: list[int], out: Path) -> None:
                 run_on_fabric(fab, ["h0", "h1"], out_dir=out, algorithm="ring", sizes=s,
                               transport=t, iterations=args.iters, warmup=1, timeout=120.0)

@@ -1,4 +1,6 @@
-"""zerocopy vs rpc All-Reduce bandwidth on loopback (2 worker processes, flat ring).
+"""zerocopy vs rpc on loopback; BENCHMARKS.md "zerocopy vs rpc".
+
+zerocopy vs rpc All-Reduce bandwidth on loopback (2 worker processes, flat ring).
 
     python benchmarks/transport_loopback.py [--size 1KiB:64MiB] [--ranks 2] [--iters 5]
 
@@ -9,9 +11,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from testbed.core.units import format_size, parse_size_range
 from workloads.launcher import run_local

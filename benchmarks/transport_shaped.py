@@ -1,4 +1,6 @@
-"""zerocopy vs rpc transports on one shaped link: 2 ranks, 1 KiB to 16 MiB (root).
+"""zerocopy vs rpc on a shaped link; BENCHMARKS.md "zerocopy vs rpc".
+
+zerocopy vs rpc transports on one shaped link: 2 ranks, 1 KiB to 16 MiB (root).
 
     sudo .venv/bin/python benchmarks/transport_shaped.py [--mbps 200]
 """

@@ -1,4 +1,6 @@
-"""The vClos paper's experiment on RapidNetSim's own job list: waiting and completion times
+"""Every policy on RapidNetSim's jobs; BENCHMARKS.md "The vClos paper reproduced honestly".
+
+The vClos paper's experiment on RapidNetSim's own job list: waiting and completion times
 of every policy, the gpu-count bound beside each, and how long the queue gets.
 
     nice -n 10 .venv/bin/python benchmarks/vclos_paper.py [--gaps 241,285,360,421,555]

@@ -1,4 +1,6 @@
-"""Is the verdict right about isolated jobs? (root; issue 30's "Done when" matrix)
+"""Verdicts on isolated jobs; BENCHMARKS.md "The pipeline invariants: isolated jobs, busy loops, …".
+
+Is the verdict right about isolated jobs? (root; issue 30's "Done when" matrix)
 
 Two vClos jobs of 2 hosts each (h0-h2 and h1-h3, each across both leaves by its own spine) on
 a 2-leaf, 2-spine fabric, 8 MiB All-Reduces, run with ``fabriclab run``'s runner in four
@@ -32,9 +34,9 @@ import threading
 from pathlib import Path
 
 from rich.console import Console
-from sweep_common import spread
 
 from testbed.core.experiment import expand
+from testbed.core.units import format_spread
 from testbed.emulator.runner import Runner
 from testbed.emulator.schedstat import switch_pid
 from testbed.emulator.stress import busy_loops, cpu_quota
@@ -158,7 +160,8 @@ def main() -> None:
             every = [x for r in tries for x in r["ratios"].values()]
             faithful = [r for r in tries if r["verdict"] == "faithful"]
             held = all(x >= BOUND for r in faithful for x in r["ratios"].values())
-            summary.append(f"{setting:14} busbw ÷ goodput {spread(every, 2) if every else '-'}"
+            summary.append(f"{setting:14} busbw ÷ goodput "
+                           f"{format_spread(every, '.2f') if every else '-'}"
                            f"; faithful {len(faithful)}/{len(tries)}; every faithful try "
                            f"≥ {BOUND}: {'yes' if held else 'NO'}")
     print("\nper setting (median [min, max] over every job of every try):")
@@ -166,7 +169,8 @@ def main() -> None:
     hz = [c["sample_hz"] for c in costs if c.get("sample_hz")]
     cpu = [c["cpu_s_per_s"] * 100 for c in costs if c.get("cpu_s_per_s") is not None]
     if hz and cpu:
-        print(f"scheduler sampler: {spread(hz, 1)} rounds/s, {spread(cpu, 2)} % of a core")
+        print(f"scheduler sampler: {format_spread(hz, '.1f')} rounds/s, "
+              f"{format_spread(cpu, '.2f')} % of a core")
 
 
 if __name__ == "__main__":

@@ -187,3 +187,16 @@ def test_parse_errors_name_the_source() -> None:
     with pytest.raises(SpecError, match=r"^x\.yml: latency: has 1 values for 2 dimensions$"):
         af.parse_network_yaml("topology: [Ring, Switch]\nnpus_count: [2, 2]\n"
                               "bandwidth: [1, 1]\nlatency: [1]\n", "x.yml")
+
+
+def test_a_network_file_is_read_as_the_format_its_keys_say(tmp_path: Path) -> None:
+    (tmp_path / "n.yml").write_text(NETWORK_YAML)
+    (tmp_path / "n.json").write_text(NETWORK_JSON)
+    assert af.read_network(tmp_path / "n.yml") == af.parse_network_yaml(NETWORK_YAML)
+    assert af.read_network(tmp_path / "n.json") == af.parse_network_json(NETWORK_JSON)
+    (tmp_path / "bad.yml").write_bytes(b"\xff\xfe")
+    for path, words in ((tmp_path / "bad.yml", "is not UTF-8 text"),
+                        (tmp_path / "none.yml", "cannot read")):
+        with pytest.raises(SpecError) as exc:
+            af.read_network(path)
+        assert words in str(exc.value) and str(path) in str(exc.value)

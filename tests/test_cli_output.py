@@ -11,10 +11,10 @@ import pytest
 from testbed.cli import main, version
 from testbed.core.errors import SpecError
 from testbed.core.experiment import expand
+from testbed.core.spec import one_switch_fabric
 
 FAST = {"name": "fast", "policy": "ecmp",
-        "fabric": {"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 2,
-                   "host_link_mbit_s": 5000, "uplink_mbit_s": 5000},
+        "fabric": one_switch_fabric(2, 5000),
         "jobs": [{"name": "t", "hosts": ["h0", "h1"],
                   "workload": {"kind": "allreduce", "sizes": ["1MiB"], "iterations": 1}}]}
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from test_fabric_root import plan_of
 
+from testbed.core.spec import one_switch_fabric
 from testbed.core.traces import read_table
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.workers import run_on_fabric
@@ -14,7 +15,7 @@ from workloads.dnn import profile
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
-ONE_SWITCH = {"kind": "multidim", "dims": [{"size": 3, "mbit_s": 200, "kind": "switch"}]}
+ONE_SWITCH = one_switch_fabric(3, 200, "multidim")
 
 
 def test_unbucketed_ps_iterations_are_exact_over_zerocopy_and_rpc_proto(tmp_path):

@@ -15,6 +15,7 @@ from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.experiment import expand
 from testbed.core.jobs import check_against_fabric
 from testbed.core.registry import COLLECTIVES, SCHEDULES
+from testbed.core.spec import one_switch_fabric
 from testbed.core.topology import build_plan
 from testbed.core.traces import read_table
 from workloads.collectives import Group, shard_bounds
@@ -315,9 +316,7 @@ def test_sim_flat_halving_doubling_on_leaf_spine(tmp_path):
     from analysis.load import load_run
     from testbed.sim.backend import GOODPUT
 
-    one_leaf = {"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 4,
-                "host_link_mbit_s": 20, "uplink_mbit_s": 20}
-    data = _exp({"hosts_wanted": 4, "algorithm": "halving-doubling"}, one_leaf)
+    data = _exp({"hosts_wanted": 4, "algorithm": "halving-doubling"}, one_switch_fabric(4, 20))
     data["jobs"][0]["workload"] = {"kind": "allreduce", "sizes": ["1MiB"], "iterations": 2}
     runner, run_dir = _sim(data, tmp_path / "flat")
     # a non-blocking switch: every step at line rate, 2 S (n-1)/n bytes per host in all

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from analysis.invariants import loaded_seconds, violations
-from testbed.core.spec import parse_fabric
+from testbed.core.spec import one_switch_fabric, parse_fabric
 from testbed.core.topology import build_plan
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.sampler import LinkSampler
@@ -19,8 +19,7 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 # one switch, three hosts: h0 and h1 both send to h2, so a queue stands at the switch's port
 # towards h2 (a lone TCP sender keeps its own queue short)
-FABRIC = {"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 3,
-          "host_link_mbit_s": 40, "uplink_mbit_s": 40}
+FABRIC = one_switch_fabric(3, 40)
 
 
 def incast(fab: Fabric, plan, seconds: float = 5.0):

@@ -9,6 +9,7 @@ import time
 import pytest
 from test_fabric_root import assert_gone, pings, plan_of, start_child
 
+from testbed.core.topology import one_switch_plan
 from testbed.emulator import cleanup
 from testbed.emulator.calibrate import TCP_WIRE_FACTOR
 from testbed.emulator.fabric import Fabric
@@ -64,8 +65,7 @@ def test_clean_removes_kernel_bridges_of_a_killed_run(tmp_path):
 
 def test_a_kernel_bridge_of_many_ports_comes_up(tmp_path):
     """33 ports: its set-up is longer than a terminal line (it once hung at 4095 bytes)."""
-    plan = plan_of({"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 32,
-                    "host_link_mbit_s": 100, "uplink_mbit_s": 100})
+    plan = one_switch_plan(32, 100)
     with Fabric(plan, tmp_path / "run", switches="kernel") as fab:
         state = cleanup.RunState(**vars(fab.state))
         assert pings(fab, "h0", plan.node("h31").ip())

@@ -14,6 +14,7 @@ from collective_helpers import allreduce_counts, inputs
 from testbed.core.errors import SpecError
 from testbed.core.experiment import expand
 from testbed.core.registry import COLLECTIVES
+from testbed.core.spec import one_switch_fabric
 from testbed.sim.backend import GOODPUT, SimRunner
 from workloads.collectives.parameter_server import ParameterServer, PsOptions
 from workloads.launcher import local_configs, run_local
@@ -93,8 +94,7 @@ def test_a_ps_worker_job_records_its_bytes(tmp_path) -> None:
 
 def sim_ps(tmp_path, world: int, servers: int) -> dict:
     data = {"name": "ps",
-            "fabric": {"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": world,
-                       "host_link_mbit_s": 100, "uplink_mbit_s": 100},
+            "fabric": one_switch_fabric(world, 100),
             "jobs": [{"name": "p", "hosts_wanted": world, "algorithm": "ps",
                       "options": {"ps": {"servers": servers}},
                       "workload": {"kind": "allreduce", "sizes": ["4MiB"], "iterations": 2}}]}
@@ -184,8 +184,7 @@ def test_the_simulator_sends_each_layer_whole_to_the_server_of_its_index(tmp_pat
     from workloads.dnn import profile
 
     data = {"name": "psdnn",
-            "fabric": {"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 3,
-                       "host_link_mbit_s": 100, "uplink_mbit_s": 100},
+            "fabric": one_switch_fabric(3, 100),
             "solo_baselines": False,
             "jobs": [{"name": "p", "hosts_wanted": 3, "algorithm": "ps",
                       "options": {"ps": {"servers": 2}},

@@ -18,13 +18,13 @@ import subprocess
 import pytest
 from test_containers_root import DOCKER, docker_ready, plan_of, run_in  # noqa: F401
 
+from testbed.core.spec import one_switch_fabric
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.preflight import apparmor_check
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
-ONE_SWITCH = {"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 2,
-              "host_link_mbit_s": 50, "uplink_mbit_s": 50}
+ONE_SWITCH = one_switch_fabric(2, 50)
 CAP_NET_ADMIN, CAP_SYS_MODULE, CAP_SYS_PTRACE, CAP_SYS_ADMIN = 12, 16, 19, 21
 # Each line prints [return value, errno] of one attempt, as JSON.
 ATTEMPTS = """

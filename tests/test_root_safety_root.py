@@ -10,15 +10,14 @@ import pwd
 import pytest
 
 from testbed.core.errors import FabricLabError
-from testbed.core.spec import parse_fabric
+from testbed.core.spec import one_switch_fabric, parse_fabric
 from testbed.core.topology import build_plan, ring_neighbours
 from testbed.emulator import cleanup, runlock
 from testbed.emulator.fabric import Fabric
 
 pytestmark = [pytest.mark.root]
 
-ONE_SWITCH = {"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 2,
-              "host_link_mbit_s": 50, "uplink_mbit_s": 50}
+ONE_SWITCH = one_switch_fabric(2, 50)
 MULTIDIM = {"kind": "multidim", "dims": [{"size": 2, "mbit_s": 40, "kind": "switch"},
                                          {"size": 3, "mbit_s": 20, "kind": "ring"}]}
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 import pytest
 
 from testbed.core.errors import SpecError
-from testbed.core.spec import parse_fabric
+from testbed.core.spec import one_switch_fabric, parse_fabric
 from testbed.core.topology import build_plan
 from testbed.emulator.switch_kinds import bridge_fdb, kernel_bridge_error, resolve
 
 MULTIDIM = {"kind": "multidim", "dims": [{"size": 4, "mbit_s": 40}, {"size": 2, "mbit_s": 20}]}
-ONE_LEAF = {"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 4,
-            "host_link_mbit_s": 50, "uplink_mbit_s": 50}
+ONE_LEAF = one_switch_fabric(4, 50)
 TWO_LEAVES = dict(ONE_LEAF, leaves=2, spines=2)
 
 

@@ -16,6 +16,7 @@ from testbed.core.topology import (
     coords_of,
     dim_peers,
     index_of,
+    one_switch_plan,
     ring_neighbours,
 )
 
@@ -45,6 +46,16 @@ def test_leaf_spine_counts_and_ports():
     h = p.node("h9")
     assert (h.leaf, h.slot, h.nics[0].ip, h.nics[0].intf) == (2, 1, "10.0.0.10", "h9-eth0")
     assert p.link_between("h9", "leaf2")[0].b_port == 2
+
+
+def test_one_switch_plan_puts_every_host_on_one_leaf_or_one_dimension_switch():
+    p = one_switch_plan(3, 40)
+    assert p == leaf_spine(1, 1, 3, host_link_mbit_s=40, uplink_mbit_s=40)
+    assert {lk.b for lk in p.links if lk.kind == "host"} == {"leaf0"}
+    assert {lk.mbit_s for lk in p.links} == {40}
+    m = one_switch_plan(3, 40, kind="multidim")
+    assert [s.name for s in m.switches] == ["d0s0"] and len(m.links) == 3
+    assert {(lk.b, lk.mbit_s) for lk in m.links} == {("d0s0", 40)}
 
 
 def test_ocs_fabric_wiring():

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from testbed.core.experiment import expand
+from testbed.core.spec import one_switch_fabric
 from testbed.core.traces import read_table
 from testbed.emulator import cleanup
 from testbed.emulator.runner import Runner
@@ -70,7 +71,7 @@ def test_chakra_trace_replays_on_the_emulator_near_the_simulator(tmp_path, case)
     scale = {} if case == "all-reduce" else {"size_scale": 1 / 32, "compute_scale": 100}
     spec = {
         "name": "chakra", "policy": "shortest",
-        "fabric": {"kind": "multidim", "dims": [{"size": 8, "mbit_s": 100, "kind": "switch"}]},
+        "fabric": one_switch_fabric(8, 100, "multidim"),
         "jobs": [{"name": "t", "hosts_wanted": 8, "algorithm": "baseline", "chunks": 4,
                   "dim_algorithm": "ring",
                   "workload": {"kind": "training", "file": str(path), "passes": 2,

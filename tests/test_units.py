@@ -7,6 +7,8 @@ import pytest
 from testbed.core.errors import FabricLabError
 from testbed.core.units import (
     format_decimal,
+    format_mib,
+    format_spread,
     nccl_size_range,
     parse_nccl_size,
     parse_size_range,
@@ -70,3 +72,15 @@ def test_fabriclab_ranges_still_double() -> None:
 def test_numbers_keep_significant_digits_in_fixed_point(value: float, text: str) -> None:
     assert format_decimal(value) == text
     assert "e" not in text and float(text) == pytest.approx(value, rel=1e-3, abs=1e-12)
+
+
+def test_a_spread_is_the_median_then_the_range_in_one_format() -> None:
+    assert format_spread([1.0, 3.0, 2.0]) == "2 [1, 3]"
+    assert format_spread([0.25, 0.5, 0.125, 1.0], ".2f") == "0.38 [0.12, 1.00]"
+    assert format_spread([12345.0], ".3g") == "1.23e+04 [1.23e+04, 1.23e+04]"
+    assert format_spread([]) == "n/a"
+
+
+def test_mebibytes_show_a_dash_where_nothing_was_measured() -> None:
+    assert format_mib(3 * M) == "3" and format_mib(1.5 * M, 1) == "1.5"
+    assert format_mib(None) == "-" and format_mib(float("nan")) == "-"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from testbed.core.spec import parse_fabric
-from testbed.core.topology import build_plan
+from testbed.core.spec import one_switch_fabric, parse_fabric
+from testbed.core.topology import build_plan, one_switch_plan
 from testbed.core.traces import read_table
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.workers import run_on_fabric
@@ -46,8 +46,7 @@ def test_hierarchical_allreduce_through_shaped_multidim_links(tmp_path, algorith
 
 
 def test_flat_ring_on_one_shaped_switch_both_transports(tmp_path):
-    plan = plan_of({"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 4,
-                    "host_link_mbit_s": 50, "uplink_mbit_s": 50})
+    plan = one_switch_plan(4, 50)
     hosts = [h.name for h in plan.hosts]
     with Fabric(plan, tmp_path / "fabric") as fab:
         rows = {}
@@ -65,8 +64,7 @@ def test_flat_ring_on_one_shaped_switch_both_transports(tmp_path):
 
 SWITCHED = {"kind": "multidim", "dims": [{"size": 2, "mbit_s": 40, "kind": "switch"},
                                          {"size": 4, "mbit_s": 20, "kind": "switch"}]}
-LEAF = {"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 4,
-        "host_link_mbit_s": 50, "uplink_mbit_s": 50}
+LEAF = one_switch_fabric(4, 50)
 
 
 @pytest.mark.parametrize(("fabric", "config"), [

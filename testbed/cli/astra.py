@@ -66,23 +66,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.set_defaults(func=run_export)
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise SpecError(f"{path} is not UTF-8 text") from None
-
-
-def read_network(path: Path) -> tuple[af.AstraDim, ...]:
-    """The dimensions of a 2.0 network YAML or 1.0 network JSON, told apart by their keys."""
-    text = _read(path)
-    if "topologies-per-dim" in text:
-        return af.parse_network_json(text, str(path))
-    return af.parse_network_yaml(text, str(path))
-
-
 def _name(args: argparse.Namespace) -> str:
     if args.name is not None:
         return args.name
@@ -91,10 +74,10 @@ def _name(args: argparse.Namespace) -> str:
 
 
 def run_import(args: argparse.Namespace) -> int:
-    dims = read_network(args.network)
+    dims = af.read_network(args.network)
     system = None
     if args.system is not None:
-        system = af.parse_system(_read(args.system), str(args.system), len(dims))
+        system = af.parse_system(af.read_text(args.system), str(args.system), len(dims))
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
     for s in sizes:
         parse_size(s)  # one sentence if a size is not one

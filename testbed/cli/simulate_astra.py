@@ -14,8 +14,7 @@ import json
 import time
 from pathlib import Path
 
-from testbed.cli.astra import _read, read_network
-from testbed.core.astra_formats import system_pairs
+from testbed.core.astra_formats import read_network, read_text, system_pairs
 from testbed.core.errors import FabricLabError
 from workloads.training.astra_text import parse_workload
 from workloads.training.chakra import read_trace, replay_trace
@@ -112,13 +111,13 @@ def run(args: argparse.Namespace) -> int:
     if args.num_passes < 1:
         raise FabricLabError(f"--num-passes is {args.num_passes} but must be at least 1")
     dims = read_network(args.network_configuration)
-    system = replay_system(system_pairs(_read(args.system_configuration),
+    system = replay_system(system_pairs(read_text(args.system_configuration),
                                         str(args.system_configuration)),
                            len(dims), str(args.system_configuration))
     trace = chakra_trace(args.workload_configuration)
     if trace is not None:
         return run_trace(trace, dims, system, args)
-    workload = parse_workload(_read(args.workload_configuration),
+    workload = parse_workload(read_text(args.workload_configuration),
                               str(args.workload_configuration))
     start = time.perf_counter()
     result = replay(workload, dims, system, args.num_passes)

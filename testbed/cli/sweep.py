@@ -29,9 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("sweep", metavar="SWEEP.yaml", help="the sweep file")
     p.add_argument("--out", required=True, help="output directory (reused: done runs skipped)")
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--workers", type=int, default=2,
-                       help="worker processes of the local Dask cluster, one thread each "
-                       "(default 2)")
+    add_workers_flag(where, 2)
     where.add_argument("--scheduler", default=None, metavar="tls://HOST:8786",
                        help="run on an existing Dask cluster instead (trace files must be at "
                        "the same paths on its workers; TLS settings from Dask's config)")
@@ -39,6 +37,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="allow a plaintext tcp:// --scheduler (its traffic can be read and "
                    "its results are unpickled here)")
     p.set_defaults(func=run)
+
+
+def add_workers_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup, default: int) -> None:
+    """``--workers``: the local Dask cluster's worker processes (a sweep here, a benchmark's
+    sweeps)."""
+    p.add_argument("--workers", type=int, default=default,
+                   help="worker processes of the local Dask cluster, one thread each "
+                   f"(default {default})")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         outcome = Outcome(skipped=[p.key for p in points])
     else:
         with dask_client(args.workers, args.scheduler, args.insecure) as client, \
-                _progress(len(points)) as update:
+                progress(len(points)) as update:
             # makes --out only once the cluster answers: a refused sweep leaves nothing
             outcome = run_points(client, points, out, update)
     title = spec.name or Path(args.sweep).stem
@@ -73,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 @contextmanager
-def _progress(total: int) -> Iterator[Callable[[Any], None]]:
+def progress(total: int) -> Iterator[Callable[[Any], None]]:
     """A live bar on a terminal (runs done of all, failures); nothing when stderr is not one."""
     console = Console(stderr=True)
     if not console.is_terminal:

@@ -1,4 +1,5 @@
-"""ASTRA-sim's configuration files, read and written: pure text in, text or mappings out.
+"""ASTRA-sim's configuration files, read and written: pure text in, text or mappings out
+(:func:`read_text` and :func:`read_network` read a file first).
 
 Three formats (the public ASTRA-sim inputs and the Themis artifact's):
 
@@ -34,6 +35,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -223,6 +225,25 @@ def parse_network_json(text: str, source: str = "network.json") -> tuple[AstraDi
                          zero=True) if "link-latency" in data else [0.0] * n)
     return tuple(AstraDim(k, size, _tidy(count * bw), lat) for k, size, count, bw, lat
                  in zip(kinds, sizes, links, link, latency, strict=True))
+
+
+def read_text(path: Path) -> str:
+    """A configuration file's text, or one sentence naming the file."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"{path} is not UTF-8 text") from None
+
+
+def read_network(path: Path) -> tuple[AstraDim, ...]:
+    """The dimensions of a 2.0 network YAML or 1.0 network JSON file, told apart by their
+    keys."""
+    text = read_text(path)
+    if "topologies-per-dim" in text:
+        return parse_network_json(text, str(path))
+    return parse_network_yaml(text, str(path))
 
 
 def network_json(dims: Sequence[AstraDim]) -> str:

@@ -388,3 +388,14 @@ def load_fabric(path: str | Path) -> LeafSpineSpec | OcsLeafSpineSpec | Multidim
 def parse_fabric(data: dict) -> LeafSpineSpec | OcsLeafSpineSpec | MultidimSpec:
     """Validate an in-memory ``{'fabric': {...}}`` mapping."""
     return validate(FabricFile, data).fabric
+
+
+def one_switch_fabric(hosts: int, mbit_s: float,
+                      kind: Literal["leaf_spine", "multidim"] = "leaf_spine") -> dict[str, Any]:
+    """The ``fabric:`` block of ``hosts`` hosts on one switch, every link at ``mbit_s``: a
+    leaf-spine fabric of one leaf (its one spine carries none of their traffic), or with
+    ``kind="multidim"`` one switch dimension (the switch alone)."""
+    if kind == "multidim":
+        return {"kind": "multidim", "dims": [{"size": hosts, "mbit_s": mbit_s, "kind": "switch"}]}
+    return {"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": hosts,
+            "host_link_mbit_s": mbit_s, "uplink_mbit_s": mbit_s}

@@ -31,7 +31,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from testbed.core.scaling import UNSCALED
 from testbed.core.spec import (
@@ -39,6 +39,7 @@ from testbed.core.spec import (
     MultidimSpec,
     OcsLeafSpineSpec,
     load_fabric_file,
+    one_switch_fabric,
     parse_fabric,
     scaled_fabric,
 )
@@ -341,6 +342,13 @@ def build_plan(spec: LeafSpineSpec | OcsLeafSpineSpec | MultidimSpec,
     emulated = scaled_fabric(spec, rate_scale)
     plan = _multidim(emulated) if isinstance(emulated, MultidimSpec) else _leaf_spine(emulated)
     return dataclasses.replace(plan, rate_scale=rate_scale) if rate_scale != UNSCALED else plan
+
+
+def one_switch_plan(hosts: int, mbit_s: float,
+                    kind: Literal["leaf_spine", "multidim"] = "leaf_spine") -> FabricPlan:
+    """The plan of ``hosts`` hosts on one switch, every link at ``mbit_s``
+    (:func:`~testbed.core.spec.one_switch_fabric`)."""
+    return build_plan(parse_fabric({"fabric": one_switch_fabric(hosts, mbit_s, kind)}))
 
 
 def load_plan(path: str | Path) -> FabricPlan:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from testbed.core.errors import FabricLabError
@@ -135,6 +137,22 @@ def format_size(n: float, exact: bool = False, sep: str = "") -> str:
     if exact and parse_size(text.replace(sep, "") if sep else text) != n:
         return f"{n:,.0f}{sep}B"
     return text
+
+
+def format_mib(n_bytes: float | None, digits: int = 0) -> str:
+    """Bytes in MiB, for display: 3145728 -> '3'; ``-`` where not measured (None, NaN)."""
+    if n_bytes is None or (isinstance(n_bytes, float) and math.isnan(n_bytes)):
+        return "-"
+    return f"{n_bytes / 1024**2:.{digits}f}"
+
+
+def format_spread(values: Sequence[float], spec: str = ".3g") -> str:
+    """``median [min, max]`` of repeated measurements, each with the format ``spec``
+    (``.2f``, ``.3g``): [1.0, 3.0, 2.0] -> '2 [1, 3]'; ``n/a`` for none. The one spread
+    formatter."""
+    if not values:
+        return "n/a"
+    return f"{statistics.median(values):{spec}} [{min(values):{spec}}, {max(values):{spec}}]"
 
 
 def mbps(bits_per_second: float) -> float:

@@ -66,3 +66,11 @@ def dask_client(workers: int = 2, scheduler: str | None = None,
             client = Client(cluster)
         stack.enter_context(client)
         yield client
+
+
+def workers_note(workers: int) -> str:
+    """What a run's wall time means on a LocalCluster of ``workers`` processes."""
+    if workers == 1:
+        return "1 worker: runs take turns; a run's wall time is that of one process alone"
+    return (f"{workers} workers: runs go {workers} at a time, so a run's wall time is its "
+            "own but includes sharing the cores with the others (and anything else running)")

@@ -1,6 +1,7 @@
-"""benchmarks/sched_waits_vs_links.py on a made-up run: a worker whose wait its host links did
-not feel (excused), one whose job fell short (not, unless its job's result held), the verdict
-three ways, and a directory that is not a run."""
+"""A run's waits judged again (:mod:`testbed.emulator.rejudge`, what
+benchmarks/sched_waits_vs_links.py prints) on a made-up run: a worker whose wait its host links
+did not feel (excused), one whose job fell short (not, unless its job's result held), the
+verdict three ways, and a directory that is not a run."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
+from testbed.core.errors import FabricLabError
 from testbed.core.traces import COLLECTIVE_SCHEMA
+from testbed.emulator.rejudge import rejudged
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "sched_waits_vs_links.py"
@@ -64,36 +68,44 @@ def make_run(run: Path, share_of_rate: dict[str, float],
         "job": {"jobs": judged}}))
 
 
+def faithful(res: dict, way: str) -> int:
+    return int(res[way] == "faithful")
+
+
 def test_a_wait_its_links_did_not_feel_is_excused_and_the_verdict_shown_both_ways(
         tmp_path: Path) -> None:
     run = tmp_path / "run"
     make_run(run, {"h0": 1.0, "h1": 0.8})
-    out = subprocess.run([sys.executable, str(SCRIPT), str(run)], capture_output=True,
-                         text=True, check=True, cwd=ROOT).stdout.splitlines()
-    rows = {line.split()[1]: line.split() for line in out[1:3]}
-    assert rows["a"][-4:] == ["20%", "1.00", "yes", "-"]
-    assert rows["b"][-4:] == ["20%", "0.80", "no", "-"]
-    verdicts = next(line for line in out if line.startswith("run ") and "recorded" in line)
-    assert out[out.index(verdicts) + 1].split()[1:] == ["not", "faithful"] * 4 + ["0"]
-    assert out[-1] == ("2 stretches of too much CPU wait, 1 excused by their links, 0 more by "
-                       "their job's result; faithful without the excuses 0 of 1 runs, with the "
-                       "links' 0, with both 0")
+    res = rejudged(run)
+    rows = {r.job: r for r in res["stretches"].itertuples()}
+    assert len(res["stretches"]) == 2
+    for job, links, excused in (("a", "1.00", True), ("b", "0.80", False)):
+        r = rows[job]
+        assert (f"{r.worst_share:.0%}", f"{r.links_ratio:.2f}") == ("20%", links)
+        assert bool(r.excused) is excused and pd.isna(r.job_ratio)
+    assert [res[k] for k in ("recorded", "strict", "excusing", "both")] == ["not faithful"] * 4
+    assert res["others"] == []
+    st = res["stretches"]
+    assert int(st["excused"].sum()) == 1
+    assert int((~st["excused"] & st["job_ratio"].notna()).sum()) == 0
+    assert [faithful(res, w) for w in ("strict", "excusing", "both")] == [0, 0, 0]
     make_run(tmp_path / "kept", {"h0": 1.0, "h1": 0.97})
-    out = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "kept")],
-                         capture_output=True, text=True, check=True, cwd=ROOT).stdout
-    assert out.splitlines()[-1].endswith("0 of 1 runs, with the links' 1, with both 1")
+    res = rejudged(tmp_path / "kept")
+    assert [faithful(res, w) for w in ("strict", "excusing", "both")] == [0, 1, 1]
     # b's links fell short, but b reached 0.93 of what its links allow: its result bounds the
     # wait's cost. A job short of 0.90 excuses nothing.
-    for ratio, both in ((0.93, "1"), (0.85, "0")):
+    for ratio, both in ((0.93, 1), (0.85, 0)):
         make_run(tmp_path / f"held{ratio}", {"h0": 1.0, "h1": 0.8}, {"a": 0.99, "b": ratio})
-        out = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / f"held{ratio}")],
-                             capture_output=True, text=True, check=True, cwd=ROOT).stdout
-        assert out.splitlines()[-1].endswith(f"with the links' 0, with both {both}")
+        res = rejudged(tmp_path / f"held{ratio}")
+        assert (faithful(res, "excusing"), faithful(res, "both")) == (0, both)
 
 
 def test_a_directory_that_is_not_a_run_gets_one_sentence(tmp_path: Path) -> None:
+    sentence = f"not a run's output directory with sched and qdisc samples: {tmp_path}"
+    with pytest.raises(FabricLabError) as exc:
+        rejudged(tmp_path)
+    assert str(exc.value) == sentence
     proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path)], capture_output=True,
                           text=True, cwd=ROOT)
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.strip() == ("not a run's output directory with sched and qdisc samples: "
-                                   f"{tmp_path}")
+    assert proc.stderr.strip() == sentence

@@ -1,17 +1,12 @@
-"""The run-queue waits benchmarks/runqueue_traced.py reads from perf's sched events."""
+"""The run-queue waits read from perf's sched events (:mod:`analysis.runqueue_trace`, what
+benchmarks/runqueue_traced.py sets beside the sampler's count)."""
 
 from __future__ import annotations
-
-import importlib.util
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
-SPEC = importlib.util.spec_from_file_location(
-    "runqueue_traced", Path(__file__).resolve().parents[1] / "benchmarks" / "runqueue_traced.py")
-rq = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(rq)
+from analysis import runqueue_trace as rq
 
 
 def switch(t: float, prev: int, state: str, nxt: int) -> str:
@@ -51,7 +46,7 @@ def test_the_comparison_sets_the_kernel_count_beside_the_trace():
     sched = pd.DataFrame({"time": t, "job": "j", "process": "h0 rank0", "pid": 7, "tid": 7,
                           "thread": "python3", "run_s": 0.0, "wait_s": counted,
                           "state": state})
-    (row,) = rq.compare(sched, waits).itertuples()
+    (row,) = rq.counted_vs_traced(sched, waits).itertuples()
     assert row.counted_s == pytest.approx(1.293)
     assert row.traced_s == pytest.approx(0.01305)
     assert row.kept_s < 0.15  # the sleep is not kept
