@@ -1,8 +1,10 @@
 """The job invariant: a job on paths the policy isolates reaches what its links allow.
 
-Where a job has its links to itself (vClos and OCS-vClos give each job its own spines; the
-static policy and kernel bridges route a multidim fabric's dimensions over dedicated links),
-nothing but its own links should set its pace. Its expected figure is then:
+Where a job has its links to itself — its routing policy says it isolates jobs
+(``isolates_jobs`` of the policy registered in :data:`testbed.core.registry.POLICIES`: vClos
+and OCS-vClos give each job its own spines), or no controller runs (the static policy) or
+kernel bridges stand in for the switches, both routing a multidim fabric's dimensions over
+dedicated links — nothing but its own links should set its pace. Its expected figure is then:
 
 - on a multidim fabric, the model's time of each size (``model_s`` in jobs.json, from
   :func:`workloads.model.job_model_s`): the job must finish within ``model_s ÷ (1 − tol)``;
@@ -21,17 +23,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from testbed.core.experiment import STATIC_POLICY
 from testbed.core.formulas import TCP_GOODPUT
+from testbed.core.registry import POLICIES, RegistryError
 from testbed.core.topology import FabricPlan
 
 TOLERANCE = 0.10
-ISOLATING_POLICIES = ("vclos", "ocs-vclos", "static")
 
 
 def isolated_by(policy: str | None, switches: str | None) -> bool:
-    """Whether a job's paths are its own under ``policy`` (None: no controller) on
-    ``switches``."""
-    return switches == "kernel" or policy in ISOLATING_POLICIES or policy is None
+    """Whether a job's paths are its own under ``policy`` (None or ``static``: no
+    controller) on ``switches``: what the registered policy declares (``isolates_jobs``); a
+    policy not registered here is not known to isolate."""
+    if switches == "kernel" or policy is None or policy == STATIC_POLICY:
+        return True
+    try:
+        return POLICIES.get(policy).isolates_jobs is True
+    except RegistryError:
+        return False
 
 
 def path_rate_mbit_s(plan: FabricPlan, hosts: list[str]) -> float:

@@ -8,9 +8,12 @@ columns, a missing ``fidelity.json`` gives ``None``. Worker traces are read with
 :func:`testbed.core.traces.read_table`; a rank that left only a ``*.partial.parquet`` snapshot
 (it crashed) is read from that snapshot and named in :attr:`Run.notes`.
 
-Keys and columns that older runs spelled without their unit (``mbps``) are renamed here, on
-reading, and nowhere else: a :class:`Run` always has the current names (docs/results.md). A run
-written before rate scaling has no ``rate_scale``: its rates were emulated as written (1).
+``jobs.json`` is read through the job contract: :attr:`Run.resolved` holds every placed job as
+the typed :class:`~testbed.core.jobs.ResolvedJob` its workers and the simulator ran
+(:func:`resolved_jobs`); :attr:`Run.jobs` keeps each record's run facts (status, times,
+results). A run directory written by an older version is brought to today's names and fields
+by :mod:`analysis.compat` as it is read, and nowhere else: a :class:`Run` is always current
+(docs/results.md).
 """
 
 from __future__ import annotations
@@ -25,20 +28,17 @@ import pandas as pd
 import pyarrow.parquet as pq
 import yaml
 
+from analysis import compat
 from testbed.core.errors import FabricLabError
+from testbed.core.experiment import CollectiveOptions
+from testbed.core.jobs import ResolvedJob
 from testbed.core.samples import CPU_SAMPLE_SCHEMA, LINK_SAMPLE_SCHEMA, QDISC_SAMPLE_SCHEMA
 from testbed.core.scaling import UNSCALED
-from testbed.core.spec import upgrade_fabric
 from testbed.core.traces import COLLECTIVE_SCHEMA, PHASE_SCHEMA, conform, read_table
 
 MARKERS = ("spec.yaml", "topology.json", "jobs.json", "calibration.json", "run.json")
 LINK_COLUMNS = LINK_SAMPLE_SCHEMA.names
 CPU_COLUMNS = CPU_SAMPLE_SCHEMA.names
-# Old name -> current name, for run directories written before every key named its unit.
-_OLD_LINK_COLUMNS = {"mbps": "capacity_mbit_s"}  # link_samples.parquet
-_OLD_TOPOLOGY_LINK_KEYS = {"mbps": "mbit_s"}  # topology.json links
-_OLD_FIDELITY_LINK_KEYS = {"configured_mbps": "configured_mbit_s",  # fidelity.json links
-                           "peak_mbps": "peak_mbit_s"}
 ITERATION_COLUMNS = ["job", "rank", "iteration", "warmup", "start", "end",
                      "iteration_s", "compute_s", "exposed_comm_s", "compute_share", "bytes",
                      "exposed_dim_s"]
@@ -82,6 +82,8 @@ class Run:
     record: dict[str, Any] | None = None
     # summary.json as the run wrote it (None if it has none): what reports read
     summary: dict[str, Any] | None = None
+    # every placed job of jobs.json as its typed contract, by name (resolved_jobs)
+    resolved: dict[str, ResolvedJob] = field(default_factory=dict)
 
     def job(self, name: str) -> dict[str, Any]:
         for j in self.jobs:
@@ -135,30 +137,24 @@ def _read_parquet(path: Path, columns: list[str]) -> pd.DataFrame:
         raise FabricLabError(f"cannot read {path}: {exc}") from None
 
 
-def _renamed(d: Any, old: dict[str, str]) -> Any:
-    return {old.get(k, k): v for k, v in d.items()} if isinstance(d, dict) else d
-
-
-def _upgrade_topology(topo: Any) -> Any:
-    """topology.json with today's key names (its links' rates and its fabric spec)."""
-    if not isinstance(topo, dict):
-        return topo
-    out = dict(topo)
-    if isinstance(out.get("links"), list):
-        out["links"] = [_renamed(lk, _OLD_TOPOLOGY_LINK_KEYS) for lk in out["links"]]
-    if "spec" in out:
-        out["spec"] = upgrade_fabric(out["spec"])
+def resolved_jobs(records: list[dict[str, Any]], notes: list[str]) -> dict[str, ResolvedJob]:
+    """Every placed job of ``records`` (jobs.json, brought up to date by
+    :func:`analysis.compat.upgrade_job`) as the :class:`ResolvedJob` it ran, by name. A knob
+    the record leaves null (one that means nothing for its workload) takes its default; a job
+    never placed (no hosts) has none; a record the contract refuses is named in ``notes``."""
+    fields = set(ResolvedJob.model_fields)
+    out = {}
+    for rec in records:
+        if not rec.get("hosts") or not rec.get("dims"):
+            continue
+        data = {k: v for k, v in rec.items() if k in fields
+                and not (v is None and k in CollectiveOptions.model_fields)}
+        try:
+            out[str(rec["name"])] = ResolvedJob.model_validate(data)
+        except ValueError as exc:
+            notes.append(f"job {rec['name']}: its jobs.json record is not a job this fabriclab "
+                         f"reads ({str(exc).splitlines()[0]})")
     return out
-
-
-def _upgrade_fidelity(fidelity: Any) -> dict[str, Any] | None:
-    """fidelity.json with today's key names, or None if it is not a mapping."""
-    if not isinstance(fidelity, dict):
-        return None
-    if isinstance(fidelity.get("links"), list):
-        links = [_renamed(lk, _OLD_FIDELITY_LINK_KEYS) for lk in fidelity["links"]]
-        fidelity = {**fidelity, "links": links}
-    return fidelity
 
 
 def _label(name: str, spec: dict[str, Any]) -> str:
@@ -237,20 +233,22 @@ def load_run(path: str | Path) -> Run:
             "config-rank0.json of fabriclab allreduce --out)"
         )
     notes: list[str] = []
+    record = _mapping(_read_json(root / "run.json", None))
+    compat.schema(record, notes)
     spec: dict[str, Any] = {}
     if (root / "spec.yaml").exists():
         try:
             spec = yaml.safe_load((root / "spec.yaml").read_text()) or {}
         except (OSError, yaml.YAMLError) as exc:
             raise FabricLabError(f"cannot read {root / 'spec.yaml'}: {exc}") from None
-        if not isinstance(spec, dict):
-            spec = {}
-        if "fabric" in spec:
-            spec["fabric"] = upgrade_fabric(spec["fabric"])
+        spec = compat.upgrade_spec(spec) if isinstance(spec, dict) else {}
+    topology = compat.upgrade_topology(_read_json(root / "topology.json", {}))
     jobs = _read_json(root / "jobs.json", [loopback] if loopback else [])
     if not isinstance(jobs, list):
         raise FabricLabError(f"{root / 'jobs.json'} is not a list of jobs")
-    jobs = [j for j in jobs if isinstance(j, dict) and "name" in j]
+    jobs = [compat.upgrade_job(j, topology, lambda name=j["name"]: _read_json(
+                root / "jobs" / str(name) / "config-rank0.json", None))
+            for j in jobs if isinstance(j, dict) and "name" in j]
     known = {str(j["name"]) for j in jobs}
     jobs_dir = root / "jobs"
     if jobs_dir.is_dir():  # trace directories the job list does not mention still count
@@ -270,7 +268,7 @@ def load_run(path: str | Path) -> Run:
     empty_p = PHASE_SCHEMA.empty_table().to_pandas().assign(job="")
     empty_c = COLLECTIVE_SCHEMA.empty_table().to_pandas().assign(job="")
     links = _read_parquet(root / "link_samples.parquet", LINK_COLUMNS).rename(
-        columns=_OLD_LINK_COLUMNS)
+        columns=compat.OLD_LINK_COLUMNS)
     cpu = _read_parquet(root / "cpu_samples.parquet", CPU_COLUMNS)
     qdisc = _read_parquet(root / "qdisc_samples.parquet", QDISC_SAMPLE_SCHEMA.names)
     calibration = _read_json(root / "calibration.json", None)
@@ -279,7 +277,6 @@ def load_run(path: str | Path) -> Run:
                           {"verdict": "loopback", "reasons": []} if loopback
                           else _calibration_fidelity(calibration))
     log = root / "controller.log"
-    topology = _upgrade_topology(_read_json(root / "topology.json", {}))
     return Run(
         path=root,
         name=root.resolve().name,
@@ -296,28 +293,19 @@ def load_run(path: str | Path) -> Run:
         links=links,
         cpu=cpu,
         qdisc=qdisc,
-        fidelity=_upgrade_fidelity(fidelity),
+        fidelity=compat.upgrade_fidelity(fidelity),
         controller_log=log.read_text(errors="replace") if log.exists() else None,
         notes=notes,
         calibration=calibration,
-        rate_scale=_rate_scale(topology, calibration),
-        record=_mapping(_read_json(root / "run.json", None)),
+        rate_scale=compat.rate_scale(topology, calibration or {}),
+        record=record,
         summary=_mapping(_read_json(root / "summary.json", None)),
+        resolved=resolved_jobs(jobs, notes),
     )
 
 
 def _mapping(x: Any) -> dict[str, Any] | None:
     return x if isinstance(x, dict) else None
-
-
-def _rate_scale(topology: dict[str, Any], calibration: dict[str, Any] | None) -> float:
-    """The scale the run's fabric was emulated at, as its plan (or calibration) recorded it;
-    1 for runs written before rate scaling."""
-    for record in (topology, calibration or {}):
-        scale = record.get("rate_scale")
-        if _is_num(scale) and 0 < scale <= 1:
-            return float(scale)
-    return UNSCALED
 
 
 def _calibration_fidelity(calibration: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -476,30 +476,17 @@ def dimension_link_samples(samples: pd.DataFrame, topology: dict[str, Any]
 
 # ---------------------------------------------------------------- dimensions
 
-def dim_bandwidths(topology: dict[str, Any]) -> dict[int, float]:
-    """Configured per-host rate (bit/s) of every dimension: a multidim fabric's own (on a
-    fully connected dimension the host's total over its links), else the slowest link of kind
-    ``dim``/``ring`` of that dimension; on a leaf-spine fabric dimension 0 is the host link."""
-    spec = topology.get("spec") or {}
-    if spec.get("kind") == "multidim" and spec.get("dims"):
-        return {d: float(dim["mbit_s"]) * 1e6 for d, dim in enumerate(spec["dims"])}
+def dim_bandwidths(run: Run) -> dict[int, float]:
+    """A host's configured rate (bit/s) in every logical dimension of the run's jobs, as each
+    job's contract records it (``dim_host_rates_bps``; on a fully connected dimension the
+    host's total over its links); the slowest where jobs differ. A run without a fabric (a
+    loopback job) has none: its rates only weigh its dimensions against each other."""
     out: dict[int, float] = {}
-    mesh: dict[tuple[int, str], float] = {}  # (dim, host): the sum of its fc links
-    for lk in topology.get("links", []):
-        if lk.get("kind") in DIM_LINK_KINDS and lk.get("dim") is not None:
-            d, bps = int(lk["dim"]), float(lk["mbit_s"]) * 1e6
-            if lk.get("kind") == "fc":
-                for end in (lk["a"], lk["b"]):
-                    mesh[(d, end)] = mesh.get((d, end), 0.0) + bps
-            else:
-                out[d] = min(out.get(d, math.inf), bps)
-    for (d, _host), bps in mesh.items():
-        out[d] = min(out.get(d, math.inf), bps)
-    if not out:
-        host = [float(lk["mbit_s"]) * 1e6 for lk in topology.get("links", [])
-                if lk.get("kind") == "host"]
-        if host:
-            out[0] = min(host)
+    if not run.topology:
+        return out
+    for job in run.resolved.values():
+        for d, rate_bps in enumerate(job.dim_host_rates_bps):
+            out[d] = min(out.get(d, math.inf), rate_bps)
     return out
 
 
@@ -553,7 +540,7 @@ def dimension_activity(run: Run) -> pd.DataFrame:
     cols = ["job", "rank", "dim", "window_s", "active_fraction", "sent", "bytes_util"]
     if ph.empty:
         return pd.DataFrame(columns=cols)
-    bw = dim_bandwidths(run.topology)
+    bw = dim_bandwidths(run)
     co = run.collectives[~run.collectives["warmup"].astype(bool)]
     rows = []
     for (job, rank), g in ph.groupby(["job", "rank"], sort=True):
@@ -567,7 +554,7 @@ def dimension_activity(run: Run) -> pd.DataFrame:
             s, e = _merge(gd["start"].to_numpy(), gd["end"].to_numpy())
             active = float((e - s).sum())
             sent = float(gd["sent"].sum(min_count=1))
-            b = bw.get(int(dim)) or bw.get(0)
+            b = bw.get(int(dim))
             rows.append({"job": job, "rank": int(rank), "dim": int(dim), "window_s": window,
                          "active_fraction": active / window if window else None,
                          "sent": sent,
@@ -576,11 +563,7 @@ def dimension_activity(run: Run) -> pd.DataFrame:
 
 
 def _hosts_of(run: Run) -> dict[tuple[str, int], str]:
-    out = {}
-    for j in run.jobs:
-        for r, h in enumerate(j.get("hosts") or []):
-            out[(str(j["name"]), r)] = str(h)
-    return out
+    return {(name, r): h for name, job in run.resolved.items() for r, h in enumerate(job.hosts)}
 
 
 def dimension_timeline(run: Run, edges: np.ndarray) -> pd.DataFrame:
@@ -594,7 +577,7 @@ def dimension_timeline(run: Run, edges: np.ndarray) -> pd.DataFrame:
     hosts = _hosts_of(run)
     ph = ph.assign(host=[hosts.get((j, int(r)), f"{j}#{r}")
                          for j, r in zip(ph["job"], ph["rank"], strict=True)])
-    bw = dim_bandwidths(run.topology)
+    bw = dim_bandwidths(run)
     width = np.diff(edges)
     data = {}
     for dim, g in ph.groupby("dim", sort=True):
@@ -607,7 +590,7 @@ def dimension_timeline(run: Run, edges: np.ndarray) -> pd.DataFrame:
             nbytes += _covered(edges, gh["start"].to_numpy(dtype=float),
                                gh["end"].to_numpy(dtype=float), gh["sent"].to_numpy(dtype=float))
         data[("active", int(dim))] = active / width / len(units)
-        b = bw.get(int(dim)) or bw.get(0)
+        b = bw.get(int(dim))
         data[("bytes", int(dim))] = (nbytes * 8 / (b * width * len(units)) if b
                                      else np.full(len(centres), np.nan))
     return pd.DataFrame(data, index=centres)

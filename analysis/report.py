@@ -325,7 +325,7 @@ def _run_context(run: Run, out: Path, prefix: str, recompute: bool = False) -> d
         run.summary = metrics.summarise(run)
     summary = run.summary
     jm = metrics.jobs_frame(summary)
-    bw = metrics.dim_bandwidths(run.topology)
+    bw = metrics.dim_bandwidths(run)
     dims = [{"dim": d, "rate": dual(lambda v: fmt_mbit_s(v / 1e6), bw[int(d)],
                                     real_rate(bw[int(d)], run.rate_scale)) if int(d) in bw else "—",
              "active": fmt_pct(v.get("active_fraction")), "bytes": fmt_pct(v.get("bytes_util")),

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from testbed.core.experiment import Experiment, load_experiments
 from testbed.core.formulas import TCP_GOODPUT
-from testbed.core.jobs import dim_kinds, dim_mbit_s, resolve
+from testbed.core.jobs import resolve
 from testbed.core.topology import build_plan
 from testbed.core.traces import read_table
 from testbed.core.units import format_spread
@@ -48,9 +48,7 @@ def predicted(exp: Experiment) -> dict[str, tuple[float, float]]:
     out = {}
     for spec in exp.jobs:
         job = resolve(spec, plan, [h.name for h in plan.hosts])
-        n = len(job.dims)
-        network, system = job_platform(job, dim_kinds(plan, n), dim_mbit_s(plan, n),
-                                       TCP_GOODPUT)
+        network, system = job_platform(job, TCP_GOODPUT)
         p = plan_pass(job_workload(job), network, system)  # what the workers plan
         out[spec.name] = (predicted_pass_s(p), predicted_exposed_s(p))
     return out

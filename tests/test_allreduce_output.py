@@ -114,7 +114,7 @@ def test_json_carries_the_parameters_and_csv_the_same_rows(tmp_path: Path, capsy
     assert main(argv) == 0
     doc = json.loads(capsys.readouterr().out)  # one JSON document, no table
     assert doc["params"] == {
-        "ranks": 2, "algo": "ring", "dim_algo": "ring", "dims": [2], "chunks": 8,
+        "ranks": 2, "algo": "ring", "dim_algo": "ring", "dims": [2], "chunks": 4,
         "order": "fifo", "max_active": 1, "transport": "zerocopy", "iters": 1, "warmup": 0,
         "timeout_s": 10.0, "sizes_bytes": [4096, 16384, 65536], "type": "float",
         "redop": "sum"}

@@ -90,3 +90,21 @@ def test_old_unit_less_names_load_as_the_current_ones():
     assert run.spec["fabric"]["uplink_mbit_s"] == 50
     lk = run.fidelity["links"][0]
     assert lk["configured_mbit_s"] == 50 and lk["peak_mbit_s"] > 0 and "peak_mbps" not in lk
+
+
+def test_an_old_runs_jobs_read_as_the_typed_contract(tmp_path):
+    """run-tiny is schema 1 in its first layout (no dims in jobs.json, no run.json):
+    analysis.compat gives its jobs their dims from the worker config and their kinds and host
+    rates from topology.json, once; a run of a newer schema is read with a note."""
+    assert "dims" not in json.loads((RUN / "jobs.json").read_text())[0]  # really that old
+    run = load_run(RUN)
+    assert set(run.resolved) == {"a", "b", "a-solo", "b-solo"} and not run.notes
+    a = run.resolved["a"]
+    assert (a.hosts, a.dims, a.dim_kinds, a.dim_host_rates_bps) == (
+        ["h0", "h2"], [2], ["switch"], [50e6])
+    newer = tmp_path / "run"
+    newer.mkdir()
+    for name in ("spec.yaml", "topology.json", "jobs.json"):
+        (newer / name).write_text((RUN / name).read_text())
+    (newer / "run.json").write_text(json.dumps({"schema": 99, "status": "ok"}))
+    assert any("schema is 99" in note for note in load_run(newer).notes)

@@ -16,13 +16,14 @@ import pytest
 import yaml
 
 from analysis.load import load_run
-from analysis.metrics import summarise
+from analysis.metrics import dim_bandwidths, summarise
 from analysis.report import write_report
 from testbed.core.errors import SpecError
-from testbed.core.experiment import expand
-from testbed.core.jobs import resolve
+from testbed.core.experiment import CollectiveOptions, expand
+from testbed.core.jobs import ResolvedJob, resolve
 from testbed.core.topology import build_plan
 from testbed.sim.backend import SimRunner
+from workloads.launcher import loopback_job
 
 LEAF_SPINE = {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 4,
               "host_link_mbit_s": 20, "uplink_mbit_s": 20}
@@ -53,6 +54,22 @@ def test_a_jobs_dimensions_and_planning_rates_are_decided_in_one_place():
     assert resolve(direct, plan, hosts).dim_rates_bps == pytest.approx([6e6, 12e6])
 
 
+def test_the_job_carries_its_dimensions_kinds_and_host_rates():
+    spec, plan = _job(LEAF_SPINE, hosts_wanted=8, algorithm="themis")
+    job = resolve(spec, plan, [f"h{i}" for i in range(8)])
+    assert job.dim_kinds == ["switch", "switch"] and job.dim_host_rates_bps == [20e6, 20e6]
+    spec, plan = _job(MULTIDIM, hosts_wanted=6, algorithm="themis")
+    job = resolve(spec, plan, [h.name for h in plan.hosts])
+    assert job.dim_kinds == ["switch", "fully_connected"]
+    assert job.dim_host_rates_bps == [6e6, 12e6]  # the host's whole rate, not the ring's share
+    # the loopback launcher makes its job the same way: switches at the given rates
+    loop = loopback_job(ranks=4, dims=[2, 2], dim_bandwidths=[40e6, 20e6], algorithm="themis",
+                        sizes=[1024], semantics="fabriclab")
+    assert (loop.dim_kinds, loop.dim_host_rates_bps, loop.dim_rates_bps) == (
+        ["switch"] * 2, [40e6, 20e6], [40e6, 20e6])
+    assert loop.chunks == CollectiveOptions().chunks and loop.semantics == "fabriclab"
+
+
 def test_a_job_that_cannot_be_resolved_is_one_sentence():
     spec, plan = _job(LEAF_SPINE, hosts_wanted=6, algorithm="baseline",
                       dim_algorithm="halving-doubling")
@@ -75,11 +92,24 @@ def test_jobs_json_records_the_resolved_job_the_simulator_ran(tmp_path):
     (job,) = json.loads((run / "jobs.json").read_text())
     assert job["dims"] == [2, 3] and job["dim_rates_bps"] == pytest.approx([6e6, 12e6])
     assert job["hosts"] == [f"h{i}" for i in range(6)] and job["dim_algorithm"] == "direct"
+    assert job["dim_kinds"] == ["switch", "fully_connected"]
+    assert job["dim_host_rates_bps"] == [6e6, 12e6]
+    # the analysis reads the record back as the typed job it was
+    typed = load_run(run).resolved["t"]
+    assert isinstance(typed, ResolvedJob) and typed.record() == {
+        k: v for k, v in job.items() if k in ResolvedJob.model_fields}
     # every phase row records its group and what the collective says the rank sent
     ph = load_run(run).phases
     assert set(zip(ph["dim"], ph["group"], strict=True)) == {(0, 2), (1, 3)}
     assert ph["sent_bytes"].notna().all() and (ph["sent_bytes"] > 0).all()
     assert json.loads((run / "run.json").read_text())["status"] == "ok"
+
+
+def test_the_analysis_rates_every_dimension_from_the_jobs(tmp_path):
+    run = _sim_run(tmp_path, {"name": "d", "fabric": LEAF_SPINE, "jobs": [
+        {"name": "t", "hosts_wanted": 8, "algorithm": "themis", "workload": {
+            "kind": "allreduce", "sizes": ["1MiB"], "iterations": 1}}]})
+    assert dim_bandwidths(load_run(run)) == {0: 20e6, 1: 20e6}  # a leaf-spine job's 2 dims
 
 
 def test_the_status_the_runner_recorded_is_the_one_every_reader_shows(tmp_path):

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -14,6 +15,7 @@ import pytest
 
 from analysis import invariants, job_invariant, sched_invariant
 from testbed.core.formulas import TCP_GOODPUT
+from testbed.core.registry import POLICIES
 from testbed.core.topology import LeafSpineSpec, build_plan
 from testbed.emulator.fidelity import pipeline_record
 from testbed.emulator.schedstat import (
@@ -26,6 +28,7 @@ from testbed.emulator.schedstat import (
 )
 
 HZ = 20.0
+PLUGINS = Path(__file__).parent / "plugins"
 
 
 def thread(shares: list[float], *, job: str = "j0", process: str = "h0 rank0", pid: int = 10,
@@ -235,6 +238,28 @@ def test_a_job_across_leaves_is_held_to_its_slowest_link(leaf_spine):
 def test_ecmp_jobs_are_not_judged_and_say_why(leaf_spine):
     (v,) = job_invariant.judge([job_rec(0.01, policy="ecmp")], leaf_spine)
     assert not v["judged"] and not v["violated"] and "ecmp" in v["why_not"]
+
+
+def test_an_isolating_policy_from_outside_is_judged_with_no_other_edit(leaf_spine, monkeypatch):
+    """tests/plugins/fl_isolating_demo.py says it isolates jobs, and that is all it takes."""
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    POLICIES.register("spine-per-job", "fl_isolating_demo:POLICY")
+    try:
+        (ok,) = job_invariant.judge([job_rec(0.95 * goodput_gbyte_s(40),
+                                             policy="spine-per-job")], leaf_spine)
+        assert ok["judged"] and not ok["violated"]
+        (slow,) = job_invariant.judge([job_rec(0.7 * goodput_gbyte_s(40),
+                                               policy="spine-per-job")], leaf_spine)
+        assert slow["judged"] and slow["violated"]
+    finally:
+        POLICIES.unregister("spine-per-job")
+
+
+def test_each_policy_says_whether_it_isolates_jobs(leaf_spine):
+    isolating = {name for name, policy in POLICIES.items() if policy.isolates_jobs}
+    assert isolating == {"vclos", "ocs-vclos", "gpu-count"}
+    (v,) = job_invariant.judge([job_rec(0.01, policy="not-registered-here")], leaf_spine)
+    assert not v["judged"]
 
 
 def test_the_model_time_judges_a_multidim_job(leaf_spine):

@@ -31,7 +31,7 @@ def platform():
     it."""
     job = loopback_job(ranks=4, dims=DIMS, dim_bandwidths=RATES, chunks=4,
                        training={"model": "themis-resnet50"})
-    return job_platform(job, ["switch"] * 2, [r / 1e6 for r in RATES], TCP_GOODPUT)
+    return job_platform(job, TCP_GOODPUT)
 
 
 def node(nid, kind, deps=(), micros=0, **attrs):

@@ -132,13 +132,14 @@ def test_by_kind_gives_each_dimension_its_kinds_collective():
 def test_a_jobs_replay_is_the_replay_of_its_platform():
     job, plan = resolved(experiment({"model": "themis-gnmt", "size_scale": 1e-3,
                                      "compute_scale": 10, "passes": 3, "warmup": 1}))
-    mbit_s = [d.mbit_s for d in plan.spec.dims]
-    network, system = job_platform(job, ["switch", "switch"], mbit_s, TCP_GOODPUT, 1e-4)
+    assert job.dim_kinds == ["switch", "switch"]
+    assert job.dim_host_rates_bps == [d.mbit_s * 1e6 for d in plan.spec.dims]
+    network, system = job_platform(job, TCP_GOODPUT, 1e-4)
     assert network[0].gbyte_s * ASTRA_GBYTE * 8 == pytest.approx(100e6 * TCP_GOODPUT)
     assert (system.splits, system.inter, system.intra, system.lifo) == (4, "themis", "fifo",
                                                                         True)
     assert system.endpoint_delay_ns == pytest.approx(1e5)
-    got = replay_job(job, ["switch", "switch"], mbit_s, TCP_GOODPUT, 1e-4)
+    got = replay_job(job, TCP_GOODPUT, 1e-4)
     want = replay(scaled(load(model="themis-gnmt"), 1e-3, 10), network, system, passes=3)
     assert got.finish_ns == want.finish_ns and got.pass_end_ns == want.pass_end_ns
 
@@ -181,9 +182,8 @@ def test_the_sim_is_within_five_percent_of_astra_sim_on_an_artifact_case(tmp_pat
     dims = [{"size": 16, "mbit_s": 150 * GIB_MBIT}, {"size": 64, "mbit_s": 100 * GIB_MBIT}]
     data = experiment({"model": "themis-gnmt", "passes": 1}, dims, algorithm="baseline",
                       chunks=64, dim_algorithm="by-kind")
-    job, plan = resolved(data, shaped=False)
-    got = replay_job(job, ["switch", "switch"], [d.mbit_s for d in plan.spec.dims],
-                     TCP_GOODPUT)
+    job, _ = resolved(data, shaped=False)
+    got = replay_job(job, TCP_GOODPUT)
     assert float(got.finish_ns) / ref == pytest.approx(1.0, abs=0.05)
 
 
@@ -251,7 +251,8 @@ def test_the_sim_runs_a_chakra_trace_as_a_training_job(tmp_path, layers):
     (row,) = pq.read_table(run / "jobs/train/iterations-rank0.parquet").to_pylist()
     job, _ = resolved(experiment({"file": str(et)}, dims, algorithm="baseline",
                                  dim_algorithm="ring"))
-    network, system = job_platform(job, ["ring"], [400.0], TCP_GOODPUT)
+    assert job.dim_kinds == ["ring"] and job.dim_host_rates_bps == [400e6]
+    network, system = job_platform(job, TCP_GOODPUT)
     want = replay_trace(read_trace(data, "t"), network, system)
     assert row["time"] == pytest.approx(float(want.finish_ns) * 1e-9)
     assert row["compute"] == pytest.approx(layers * 600e-6)

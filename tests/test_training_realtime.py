@@ -29,7 +29,7 @@ def platform(algorithm="baseline"):
     """The simulator's platform of a 2x2 job at 40/20 Mbit/s, as a worker makes it."""
     job = loopback_job(ranks=4, dims=DIMS, dim_bandwidths=RATES, training={"file": str(TINY)},
                        algorithm=algorithm, chunks=4)
-    return job_platform(job, ["switch"] * 2, [r / 1e6 for r in RATES], TCP_GOODPUT)
+    return job_platform(job, TCP_GOODPUT)
 
 
 @pytest.mark.parametrize("algorithm", ["baseline", "themis"])

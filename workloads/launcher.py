@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 from testbed.core.algorithms import default_dims
 from testbed.core.errors import FabricLabError
+from testbed.core.experiment import JobSpec
 from testbed.core.formulas import ALLREDUCE
-from testbed.core.jobs import ResolvedJob
+from testbed.core.jobs import ResolvedJob, resolve_on
 from testbed.core.spec import validate
 from testbed.core.traces import bandwidths, collective_kinds, read_table
 from workloads.dnn import canonical, summarise_iterations
@@ -106,7 +107,7 @@ def free_ports(ip: str, n: int) -> list[int]:
 
 # WorkerConfig fields that are this worker's runtime, not the job's (testbed.core.jobs).
 RUNTIME_OPTIONS = frozenset({"max_active", "out_of_place", "timeout", "collective_timeout",
-                             "stall", "dim_kinds", "dim_mbit_s"})
+                             "stall"})
 
 
 def workload_of(*, sizes: list[int] | None = None, dnn: dict | None = None,
@@ -138,18 +139,24 @@ def split_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
     return {k: v for k, v in options.items() if k not in RUNTIME_OPTIONS}, runtime
 
 
-def loopback_job(*, ranks: int, dims: list[int], job_id: str = "job0",
+def loopback_job(*, ranks: int, dims: list[int] | None = None, job_id: str = "job0",
                  dim_bandwidths: list[float] | None = None, sizes: list[int] | None = None,
                  dnn: dict | None = None, kind: str = ALLREDUCE, iterations: int = 5,
                  warmup: int = 1, training: dict | None = None, **knobs: Any) -> ResolvedJob:
-    """The :class:`ResolvedJob` of a job of ``ranks`` local workers (``rank<r>`` its hosts):
-    ``knobs`` are :class:`~testbed.core.experiment.CollectiveOptions` fields; without
-    ``dim_bandwidths`` every dimension plans at the same rate."""
-    return validate(ResolvedJob, {
-        **knobs, "name": job_id, "hosts": [f"rank{r}" for r in range(ranks)],
-        "dims": list(dims), "dim_rates_bps": dim_bandwidths or [1.0] * len(dims),
+    """The :class:`ResolvedJob` of a job of ``ranks`` local workers (``rank<r>`` its hosts),
+    made as every job is (:func:`testbed.core.jobs.resolve_on`): ``knobs`` are
+    :class:`~testbed.core.experiment.CollectiveOptions` fields (its defaults where left out);
+    ``dims`` default to :func:`~testbed.core.algorithms.default_dims`; every dimension is a
+    switch, at ``dim_bandwidths`` bit/s per host (default: the same rate in each)."""
+    if dims and math.prod(dims) != ranks:
+        raise FabricLabError(f"dims {'x'.join(map(str, dims))} do not multiply to {ranks} ranks")
+    spec = validate(JobSpec, {
+        **knobs, "name": job_id, "hosts_wanted": ranks, "dims": dims,
         "workload": workload_of(sizes=sizes, dnn=dnn, kind=kind, iterations=iterations,
-                                warmup=warmup, training=training)}, "job")
+                                warmup=warmup, training=training)}, f"job {job_id}")
+    dims = list(dims) if dims else default_dims(ranks, spec.algorithm)
+    return resolve_on(spec, [f"rank{r}" for r in range(ranks)], dims, ["switch"] * len(dims),
+                      list(dim_bandwidths) if dim_bandwidths else [1.0] * len(dims))
 
 
 def worker_configs(addresses: list[list[dict]], *, job: ResolvedJob, out_dir: Path | str,
@@ -211,33 +218,26 @@ def _root_cause(out_dir: Path, procs: dict[int, subprocess.Popen]) -> str:
 def run_local(
     *,
     ranks: int,
-    sizes: list[int] | None = None,
-    algorithm: str = "ring",
-    dim_algorithm: str = "ring",
     dims: list[int] | None = None,
-    chunks: int = 4,
-    transport: str = "zerocopy",
-    iterations: int = 5,
-    warmup: int = 1,
-    order: str = "fifo",
     max_active: int = 1,
-    dim_bandwidths: list[float] | None = None,
     timeout: float = 30.0,
     collective_timeout: float = 600.0,
     out_dir: Path | str | None = None,
     run_id: str | None = None,
-    job_id: str = "job0",
     skip_ranks: tuple[int, ...] = (),
     stall_ranks: tuple[int, ...] = (),
     wall_timeout: float | None = None,
-    dnn: dict | None = None,
-    training: dict | None = None,
     out_of_place: bool = False,
-    kind: str = ALLREDUCE,
-    options: dict[str, dict] | None = None,
+    **job: Any,
 ) -> LaunchResult:
     """Run the job on ``ranks`` local worker processes; return per-size results (with
     ``out_of_place`` an out-of-place row before the in-place row of every size).
+
+    ``job`` are :func:`loopback_job`'s options: the job's
+    :class:`~testbed.core.experiment.CollectiveOptions` knobs (``algorithm``, ``chunks``,
+    ``transport``, ``semantics``, ``source_port_seed`` ..., the spec's defaults where left
+    out), its workload (``sizes``, ``kind``, ``iterations``, ``warmup``, ``dnn``,
+    ``training``), ``job_id`` and ``dim_bandwidths``.
 
     ``dnn`` (a :class:`~workloads.dnn.DnnWorkload` as a dict, e.g. ``{"model": "resnet50",
     "scale": 1e-3, "compute_scale": 0.01}``) runs training-iteration emulation instead of
@@ -247,21 +247,13 @@ def run_local(
     ``kind: alltoall`` runs all-to-alls of ``sizes`` bytes per rank (``algorithm`` one of
     :data:`~testbed.core.registry.ALLTOALLS`), one out-of-place row per size.
 
-    ``options`` are the plug-ins' settings, by plug-in name (the spec's ``options``).
     ``skip_ranks`` are never started and ``stall_ranks`` connect but never take part (both
     for testing failure handling). ``wall_timeout`` bounds the whole job.
     Without ``out_dir`` the configs, logs and traces go in a temporary directory that is
     removed when the job ends, however it ends (the result's ``out_dir`` is then None).
     Raises FabricLabError with the root-cause worker message on failure.
     """
-    dims = list(dims) if dims else default_dims(ranks, algorithm)
-    if math.prod(dims) != ranks:
-        raise FabricLabError(f"dims {'x'.join(map(str, dims))} do not multiply to {ranks} ranks")
-    job = loopback_job(ranks=ranks, dims=dims, job_id=job_id, dim_bandwidths=dim_bandwidths,
-                       sizes=sizes, dnn=dnn, kind=kind, iterations=iterations, warmup=warmup,
-                       training=training,
-                       algorithm=algorithm, dim_algorithm=dim_algorithm, chunks=chunks,
-                       order=order, transport=transport, options=options or {})
+    resolved = loopback_job(ranks=ranks, dims=dims, **job)
     with contextlib.ExitStack() as stack:
         if out_dir:
             out = Path(out_dir)
@@ -270,7 +262,7 @@ def run_local(
             out = Path(stack.enter_context(tempfile.TemporaryDirectory(
                 prefix="fabriclab-allreduce-", ignore_cleanup_errors=True)))
         configs = worker_configs(
-            loopback_addresses(ranks, len(dims)), job=job, out_dir=out,
+            loopback_addresses(ranks, len(resolved.dims)), job=resolved, out_dir=out,
             run_id=run_id or uuid.uuid4().hex[:12], max_active=max_active, timeout=timeout,
             collective_timeout=collective_timeout, out_of_place=out_of_place)
         launch_workers(
@@ -279,8 +271,8 @@ def run_local(
             out, lambda _rank, args, **kw: subprocess.Popen(args, start_new_session=True, **kw),
             wall_timeout,
         )
-        summary = None if dnn is None and training is None else summarise_iterations(
-            read_table(out, "iterations"))
+        iterations = resolved.workload.kind in ("dnn", "training")
+        summary = summarise_iterations(read_table(out, "iterations")) if iterations else None
         return LaunchResult(out if out_dir else None, size_results(out), summary)
 
 

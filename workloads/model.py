@@ -315,15 +315,16 @@ def predict_on_fabric(
 
 def job_model_s(job: ResolvedJob, plan: FabricPlan) -> dict[str, float] | None:
     """The model's time of each All-Reduce size of a chunk-scheduled ``job`` on ``plan``, as
-    ``fabriclab model`` predicts it (each dimension's per-host rate and kind, the job's chunks,
-    order, collective and semantics), keyed by the size in bytes as text (the JSON key the
-    summary uses); None for a job the model does not cover (flat collectives, DNN and
-    command jobs, and leaf-spine jobs, whose logical dimensions share one NIC, which the
-    model does not see). The backends record it in jobs.json (``model_s``) for the analysis."""
+    ``fabriclab model`` predicts it (each dimension's per-host rate and kind, as the job
+    records them, the job's chunks, order, collective and semantics), keyed by the size in
+    bytes as text (the JSON key the summary uses); None for a job the model does not cover
+    (flat collectives, DNN and command jobs, and jobs on a leaf-spine ``plan``, whose logical
+    dimensions share one NIC, which the model does not see). The backends record it in
+    jobs.json (``model_s``) for the analysis."""
     if job.flat or job.workload.kind != "allreduce" or plan.kind != "multidim":
         return None
-    dims = [d.model_dump() for d in plan.spec.dims]
-    return {str(size): predict_on_fabric(dims, size, job.chunks, policy=job.algorithm,
-                                         order=job.order, dim_algorithm=job.dim_algorithms,
-                                         semantics=job.semantics).time_s
+    return {str(size): predict(job.dims, job.dim_host_rates_bps, size, job.chunks,
+                               policy=job.algorithm, order=job.order,
+                               dim_algorithm=job.dim_algorithms, semantics=job.semantics,
+                               dim_kinds=job.dim_kinds).time_s
             for size in job.workload.sizes}

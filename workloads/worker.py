@@ -118,10 +118,6 @@ class WorkerConfig(BaseModel):
     collective_timeout: float = Field(default=600.0, gt=0)  # one whole collective
     out_dir: str
     stall: bool = False  # testing: connect, then never take part
-    # what the hosts have in each dimension (a training job's platform, as the simulator's:
-    # workloads.training.jobs.job_platform); default switches at the job's dim_rates_bps
-    dim_kinds: list[str] | None = None
-    dim_mbit_s: list[float] | None = None
 
     @model_validator(mode="after")
     def _shape(self) -> WorkerConfig:
@@ -489,9 +485,7 @@ class Worker:
         job = cfg.job
         assert job.workload.kind == "training", "this worker has no training workload"
         workload = job_workload(job)
-        kinds = cfg.dim_kinds or ["switch"] * len(job.dims)
-        mbit_s = cfg.dim_mbit_s or [r / 1e6 for r in job.dim_rates_bps]
-        network, system = job_platform(job, kinds, mbit_s, TCP_GOODPUT)
+        network, system = job_platform(job, TCP_GOODPUT)
         return workload, plan_pass(workload, network, system)
 
     def run_training(self, trace: TraceWriter) -> None:

@@ -1,7 +1,7 @@
 """The interface every routing policy implements, for the controller and for the simulator.
 
 A policy is one object (conventionally ``POLICY`` in its own module) registered in
-:data:`testbed.core.registry.POLICIES`. It answers four questions:
+:data:`testbed.core.registry.POLICIES`. It answers five questions:
 
 - which fabrics it routes (``fabric_kinds``) and how the allocator places a job for it
   (``allocates_as``: the allocator policy whose placement it uses: ``ecmp`` any free hosts,
@@ -10,7 +10,9 @@ A policy is one object (conventionally ``POLICY`` in its own module) registered 
   (:meth:`job_program`): the controller turns both into OpenFlow, the tests trace them;
 - which directed links a flow from host ``src`` to host ``dst`` of a placed job crosses
   (:meth:`path`): the simulator routes its flows with it, so both backends route alike;
-- whether a link failure leaves a job without a path (:meth:`broken`).
+- whether a link failure leaves a job without a path (:meth:`broken`);
+- whether it keeps jobs off each other's links (``isolates_jobs``), which decides whether
+  the job invariant judges a job it routed.
 
 Hosts are ``(leaf, slot)`` pairs. Directed links are tuples: ``("hu", leaf, slot)`` host up,
 ``("hd", leaf, slot)`` host down, ``("ls", leaf, spine)``, ``("sl", spine, leaf)``, and on OCS
@@ -53,6 +55,9 @@ class RoutingPolicy:
     kernel_bridges_ok: ClassVar[bool] = False
     # A reference for the cluster simulator only (its paths exist on no real fabric).
     simulator_only: ClassVar[bool] = False
+    # No link a placed job's traffic may cross carries another job's: nothing but its own
+    # links should set its pace, so the job invariant (analysis.job_invariant) judges it.
+    isolates_jobs: ClassVar[bool] = False
 
     def allowed_for_jobs(self) -> tuple[str, ...]:
         return self.job_policies or (self.name,)

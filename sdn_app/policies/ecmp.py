@@ -59,6 +59,7 @@ class Ecmp(RoutingPolicy):
     per_flow_paths = True
     hashed = True
     reference = True
+    isolates_jobs = False  # any job's flow may hash onto any uplink
 
     def base_program(self, plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Program:
         return ecmp_program(plan, down)

@@ -35,6 +35,7 @@ class EcmpL3(RoutingPolicy):
     name = "ecmp-l3"
     hashed = True
     reference = True
+    isolates_jobs = False  # any host pair may hash onto any uplink
 
     def base_program(self, plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Program:
         view = leaf_spine_view(plan, [])

@@ -18,6 +18,7 @@ from testbed.core.topology import FabricPlan
 class GpuCount(RoutingPolicy):
     name = "gpu-count"
     simulator_only = True
+    isolates_jobs = True  # its flows cross only its own hosts' links
 
     def base_program(self, plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Program:
         raise SpecError("policy gpu-count is the simulator's bound (one non-blocking switch); "

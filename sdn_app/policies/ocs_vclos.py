@@ -16,6 +16,7 @@ class OcsVclos(RoutingPolicy):
     fabric_kinds = ("ocs_leaf_spine",)
     allocates_as = "ocs-vclos"
     job_policies = ("ocs-vclos", "ecmp")
+    isolates_jobs = True  # its own circuits; a spine reaches its hosts only through them
 
     def base_program(self, plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Program:
         return Program(delivery_rules(plan, []))

@@ -14,6 +14,9 @@ class Shortest(RoutingPolicy):
     name = "shortest"
     fabric_kinds = ("multidim",)
     kernel_bridges_ok = True
+    # each dimension's traffic keeps to that dimension's links, but every job spans every
+    # host, so jobs running at once share them all
+    isolates_jobs = False
 
     def base_program(self, plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Program:
         return Program(static_rules(plan))

@@ -21,6 +21,7 @@ from sdn_app.policies.ecmp import Ecmp
 class SourceRouting(Ecmp):
     name = "source-routing"
     reference = False
+    isolates_jobs = False  # no spine link is reserved: flows hash onto spines as ECMP's
     pods = RAPIDNETSIM_PODS
 
     def allocate(self, cluster: Cluster, job_id: str, hosts_wanted: int) -> Allocation:

@@ -15,6 +15,7 @@ class Vclos(RoutingPolicy):
     name = "vclos"
     allocates_as = "vclos"
     job_policies = ("vclos", "ecmp")
+    isolates_jobs = True  # its own spines; its hosts' cross-leaf traffic pinned to them
 
     def base_program(self, plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Program:
         return ecmp_program(plan, down)

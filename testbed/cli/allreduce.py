@@ -3,6 +3,8 @@ all_reduce_perf does (:mod:`testbed.cli.nccl_table`), or as JSON, and optionally
 
 Sizes come from ``--size`` (fabriclab's units, a doubling range) or from nccl-tests' flags
 ``-b``/``-e``/``-f`` (1024-based K/M/G, any whole factor of 2 or more); giving both is refused.
+The job's knobs (``--algo``, ``--dim-algo``, ``--chunks``, ``--order``, ``--transport``) are a
+spec job's :class:`~testbed.core.experiment.CollectiveOptions`, with its defaults.
 """
 
 from __future__ import annotations
@@ -16,13 +18,22 @@ from testbed.cli.nccl_table import COLUMNS, avg_busbw, out_of_bounds, record, ta
 from testbed.core.algorithms import algorithm_names, default_dims, is_flat
 from testbed.core.atomic import check_writable, write_csv
 from testbed.core.errors import FabricLabError
+from testbed.core.experiment import CollectiveOptions
 from testbed.core.registry import COLLECTIVES, TRANSPORTS
+from testbed.core.spec import validate
 from testbed.core.units import nccl_size_range, parse_size_range
 
 if TYPE_CHECKING:
     from workloads.launcher import SizeResult
 
 DEFAULT_SIZE = "1KiB:1MiB"
+# flag -> the CollectiveOptions knob it sets (its default is the spec's)
+KNOBS = {"algo": "algorithm", "dim_algo": "dim_algorithm", "chunks": "chunks",
+         "order": "order", "transport": "transport"}
+
+
+def _default(knob: str) -> Any:
+    return CollectiveOptions.model_fields[knob].default
 
 
 def parse_dims(text: str) -> list[int]:
@@ -51,19 +62,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("-e", "--maxbytes", help="largest size, as -b (default 1M)")
     p.add_argument("-f", "--stepfactor", help="each size is the previous one times this "
                    "(default 2)")
-    p.add_argument("--algo", choices=algorithm_names(), default="ring",
+    p.add_argument("--algo", choices=algorithm_names(), default=_default("algorithm"),
                    help="a collective over all ranks, or a chunk schedule over --dims "
-                   "(default ring)")
-    p.add_argument("--dim-algo", choices=COLLECTIVES.names(), default="ring",
-                   help="the collective each dimension of a chunk schedule runs (default ring)")
+                   "(default %(default)s)")
+    p.add_argument("--dim-algo", choices=COLLECTIVES.names(), default=_default("dim_algorithm"),
+                   help="the collective each dimension of a chunk schedule runs "
+                   "(default %(default)s)")
     p.add_argument("--dims", help="dimension sizes, e.g. 2x4 (default: one group of all "
                    "ranks for a collective, a 2-D split for a chunk schedule)")
-    p.add_argument("--chunks", type=int, default=8, help="chunks per collective (hierarchical)")
-    p.add_argument("--order", choices=["fifo", "scf"], default="fifo",
-                   help="order of chunk phases within a dimension")
+    p.add_argument("--chunks", type=int, default=_default("chunks"),
+                   help="chunks per collective (hierarchical; default %(default)s)")
+    p.add_argument("--order", choices=["fifo", "scf"], default=_default("order"),
+                   help="order of chunk phases within a dimension (default %(default)s)")
     p.add_argument("--max-active", type=int, default=1,
                    help="chunk phases a dimension runs at once")
-    p.add_argument("--transport", choices=TRANSPORTS.names(), default="zerocopy")
+    p.add_argument("--transport", choices=TRANSPORTS.names(), default=_default("transport"),
+                   help="how ranks move data (default %(default)s)")
     p.add_argument("-n", "--iters", type=int, default=5,
                    help="measured iterations per size and placement")
     p.add_argument("-w", "--warmup", "--warmup_iters", type=int, default=1,
@@ -110,14 +124,15 @@ def run(args: argparse.Namespace) -> int:
         if not args.csv:
             raise FabricLabError("--csv is empty; give the file to write the rows to")
         check_writable(Path(args.csv))
+    knobs = validate(CollectiveOptions, {knob: getattr(args, flag)
+                                         for flag, knob in KNOBS.items()}, "allreduce")
     from workloads.launcher import run_local  # numpy, pyarrow: not for --help
 
     result = run_local(
-        ranks=args.ranks, sizes=sizes, algorithm=args.algo, dim_algorithm=args.dim_algo,
-        dims=dims, chunks=args.chunks,
-        transport=args.transport, iterations=args.iters, warmup=args.warmup,
-        order=args.order, max_active=args.max_active, timeout=args.timeout,
+        ranks=args.ranks, sizes=sizes, dims=dims, iterations=args.iters, warmup=args.warmup,
+        max_active=args.max_active, timeout=args.timeout,
         collective_timeout=max(600.0, 10 * args.timeout), out_dir=args.out, out_of_place=True,
+        **knobs.model_dump(),
     )
     records = [record(r) for r in result.rows]
     if args.csv:

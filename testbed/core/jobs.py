@@ -33,7 +33,7 @@ from testbed.core.experiment import (
 )
 from testbed.core.formulas import ALLREDUCE, ALLTOALL, link_share
 from testbed.core.registry import COLLECTIVES, SCHEDULES
-from testbed.core.spec import validate
+from testbed.core.spec import DimKind, validate
 from testbed.core.topology import FabricPlan
 
 Workload = Annotated[AllReduceWorkload | AllToAllWorkload | DnnWorkload | TrainingWorkload
@@ -44,14 +44,19 @@ class ResolvedJob(CollectiveOptions):
     """A job once placed: what its workers, the simulator and the analysis all read, decided
     once by :func:`resolve` and recorded in ``jobs.json``. Rank ``r`` runs on ``hosts[r]``;
     ``dims`` are the job's logical dimensions (a flat collective's one group, a multidim
-    fabric's own, or a leaf-spine job's split), ``dim_rates_bps`` the rate each dimension's
-    collective can use per host (what chunk schedules plan with), ``dim_algorithms`` the
-    collective each dimension runs under a schedule (``dim_algorithm`` itself, or with
-    ``by-kind`` each dimension's kind's)."""
+    fabric's own, or a leaf-spine job's split), ``dim_kinds`` what each dimension is
+    (``switch``, ``ring``, ``fully_connected``), ``dim_host_rates_bps`` what a host has in each
+    (bit/s; on a fully connected dimension its total over its links), ``dim_rates_bps`` the
+    part of that each dimension's collective can use (bit/s; what chunk schedules plan with),
+    ``dim_algorithms`` the collective each dimension runs under a schedule (``dim_algorithm``
+    itself, or with ``by-kind`` each dimension's kind's). Every fabric fact a job needs is
+    here: nothing downstream looks it up again from the plan."""
 
     name: str
     hosts: Annotated[list[str], Field(min_length=1)]
     dims: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)]
+    dim_kinds: list[DimKind]
+    dim_host_rates_bps: list[Annotated[float, Field(gt=0)]]
     dim_rates_bps: list[Annotated[float, Field(gt=0)]]
     dim_algorithms: list[str] = Field(default_factory=list)
     workload: Workload
@@ -71,8 +76,9 @@ class ResolvedJob(CollectiveOptions):
         if math.prod(self.dims) != self.world:
             raise ValueError(f"dims {'x'.join(map(str, self.dims))} do not multiply to "
                              f"{self.world} hosts")
-        if len(self.dim_rates_bps) != len(self.dims):
-            raise ValueError("dim_rates_bps must give one rate per dimension")
+        for facts in ("dim_kinds", "dim_host_rates_bps", "dim_rates_bps"):
+            if len(getattr(self, facts)) != len(self.dims):
+                raise ValueError(f"{facts} must give one value per dimension")
         if self.workload.kind == "command":
             return self
         if bad := kind_error(self.workload.kind, self.algorithm):
@@ -155,23 +161,33 @@ def logical_dims(spec: JobSpec, plan: FabricPlan, size: int) -> list[int]:
 
 
 def resolve(spec: JobSpec, plan: FabricPlan, hosts: list[str]) -> ResolvedJob:
-    """``spec`` placed on ``hosts`` of ``plan``: its dimensions (:func:`logical_dims`) and
-    each dimension's planning rate."""
+    """``spec`` placed on ``hosts`` of ``plan``: its dimensions (:func:`logical_dims`), what
+    each is and what a host has in it, read from the plan here and only here."""
     dims = logical_dims(spec, plan, len(hosts))
     if spec.workload.kind != "command" and not is_flat(spec.algorithm):
         # the hosts fit the dims: a multidim job spans every host in order, with the
         # fabric's own dims (a spec's other dims are refused); a split multiplies out
         job_dims(plan, hosts, spec.dims or dims)
-    names = dim_algorithms(spec.dim_algorithm, dim_kinds(plan, len(dims)))
     if plan.kind == "multidim":  # (flat jobs are refused there: check_against_fabric)
-        rates = [float(d.mbit_s) * 1e6 * float(link_share(d.kind, d.size, COLLECTIVES.get(n)))
-                 for d, n in zip(plan.spec.dims, names, strict=True)]
-    else:
-        rates = [float(plan.spec.host_link_mbit_s) * 1e6] * len(dims)
+        host_rates = [float(d.mbit_s) * 1e6 for d in plan.spec.dims]
+    else:  # a leaf-spine job's dimensions all cross the host's one link
+        host_rates = [float(plan.spec.host_link_mbit_s) * 1e6] * len(dims)
+    return resolve_on(spec, hosts, dims, dim_kinds(plan, len(dims)), host_rates)
+
+
+def resolve_on(spec: JobSpec, hosts: list[str], dims: list[int], kinds: list[str],
+               host_rates_bps: list[float]) -> ResolvedJob:
+    """The one constructor of a :class:`ResolvedJob`: ``spec`` on ``hosts`` with the given
+    logical ``dims``, their ``kinds`` and a host's rate in each (bit/s). It decides each
+    dimension's collective and the rate that collective can use (planning rate)."""
+    names = dim_algorithms(spec.dim_algorithm, kinds)
+    rates = [rate * float(link_share(kind, size, COLLECTIVES.get(name)))
+             for rate, kind, size, name in zip(host_rates_bps, kinds, dims, names, strict=True)]
     return validate(ResolvedJob, {
         **spec.model_dump(include=set(CollectiveOptions.model_fields)), "name": spec.name,
-        "hosts": list(hosts), "dims": dims, "dim_rates_bps": rates, "dim_algorithms": names,
-        "workload": spec.workload.model_dump()}, f"job {spec.name}")
+        "hosts": list(hosts), "dims": list(dims), "dim_kinds": list(kinds),
+        "dim_host_rates_bps": list(host_rates_bps), "dim_rates_bps": rates,
+        "dim_algorithms": names, "workload": spec.workload.model_dump()}, f"job {spec.name}")
 
 
 def dim_kinds(plan: FabricPlan, n_dims: int) -> list[str]:
@@ -180,14 +196,6 @@ def dim_kinds(plan: FabricPlan, n_dims: int) -> list[str]:
     if plan.kind == "multidim" and n_dims == len(plan.spec.dims):
         return list(plan.spec.kinds)
     return ["switch"] * n_dims
-
-
-def dim_mbit_s(plan: FabricPlan, n_dims: int) -> list[float]:
-    """What a host has in each of a job's ``n_dims`` logical dimensions (Mbit/s): a multidim
-    fabric's own rates, else the host's one link."""
-    if plan.kind == "multidim" and n_dims == len(plan.spec.dims):
-        return [float(d.mbit_s) for d in plan.spec.dims]
-    return [float(plan.spec.host_link_mbit_s)] * n_dims
 
 
 @dataclass
@@ -228,7 +236,8 @@ class JobRun:
         spec's knobs), its placement and how it went."""
         job = self.resolved.record() if self.resolved else knobs_record(
             {**self.spec.model_dump(mode="json", include=set(CollectiveOptions.model_fields)),
-             "hosts": [], "dims": None, "dim_rates_bps": None,
+             "hosts": [], "dims": None, "dim_kinds": None, "dim_host_rates_bps": None,
+             "dim_rates_bps": None,
              "workload": self.spec.workload.model_dump(mode="json")})
         return {
             **job, "name": self.name, "solo_of": self.solo_of,

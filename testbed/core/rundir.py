@@ -27,6 +27,12 @@ from testbed.core.safe_paths import check_ancestors, make_dir
 from testbed.core.summary_csv import write_tables
 from testbed.core.topology import FabricPlan
 
+# The layout of the run directories this version writes, recorded in run.json's ``schema``;
+# raise it when a file's keys change, and teach analysis.compat to read the one before.
+# 2: jobs.json records carry their dimensions' kinds and host rates (dim_kinds,
+# dim_host_rates_bps); 1 (no ``schema``): everything before.
+RUN_SCHEMA = 2
+
 
 def base_environment() -> dict[str, Any]:
     """The machine and package versions a run ran with (each backend adds its own fields)."""
@@ -95,7 +101,8 @@ class RunRecorder:
         write_json(self.run_dir / "jobs.json", [j.record() for j in jobs])
         write_json(self.run_dir / "fidelity.json", fidelity)
         write_json(self.run_dir / "run.json",
-                   {"status": self.status, "error": self.error, **facts})
+                   {"schema": RUN_SCHEMA, "status": self.status, "error": self.error,
+                    **facts})
         summary = summarise(self.run_dir)
         write_json(self.run_dir / "summary.json", summary)
         write_tables(self.run_dir, summary)

@@ -20,7 +20,7 @@ from typing import Any
 from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.experiment import Experiment, JobSpec
 from testbed.core.formulas import ALLTOALL
-from testbed.core.jobs import ResolvedJob, dim_kinds, dim_mbit_s, logical_dims, resolve
+from testbed.core.jobs import ResolvedJob, logical_dims, resolve
 from testbed.core.spec import validate
 from testbed.core.topology import FabricPlan
 from workloads.launcher import (
@@ -67,9 +67,7 @@ def fabric_configs(plan: FabricPlan, job: ResolvedJob, *, out_dir: Path, run_id:
         h = plan.node(name)
         addresses.append([{"ip": (h.nic(d) if multidim and n > 1 else h.nics[0]).ip,
                            "port": BASE_PORT + d} for d, n in enumerate(job.dims)])
-    return worker_configs(addresses, job=job, out_dir=out_dir, run_id=run_id,
-                          dim_kinds=dim_kinds(plan, len(job.dims)),
-                          dim_mbit_s=dim_mbit_s(plan, len(job.dims)), **runtime)
+    return worker_configs(addresses, job=job, out_dir=out_dir, run_id=run_id, **runtime)
 
 
 def fabric_job(plan: FabricPlan, hosts: list[str], *, job_id: str = "job0",

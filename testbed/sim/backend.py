@@ -94,7 +94,7 @@ from testbed.core.algorithms import is_alltoall
 from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.experiment import STATIC_POLICY, Experiment
 from testbed.core.formulas import ALLTOALL, TCP_GOODPUT
-from testbed.core.jobs import JobRun, check_against_fabric, dim_kinds, dim_mbit_s, resolve
+from testbed.core.jobs import JobRun, check_against_fabric, resolve
 from testbed.core.ports import SPORTS, seeded_source_ports
 from testbed.core.registry import TRANSPORTS
 from testbed.core.rundir import RunRecorder, base_environment
@@ -362,14 +362,12 @@ class SimRunner:
 
             return flat
         collective = job.plugin(job.uniform_dim_algorithm())
+        rates_bps = [r * GOODPUT for r in job.dim_host_rates_bps]
         if self.plan.kind == "multidim":
-            mbit_s = [float(d.mbit_s) for d in self.plan.spec.dims]
-            fabric = MultidimFabric(job.dims, [m * 1e6 * GOODPUT for m in mbit_s],
-                                    self.plan.spec.kinds)
+            fabric = MultidimFabric(job.dims, rates_bps, job.dim_kinds)
             for link, cap in fabric.capacities().items():
                 net.capacities.setdefault(link, cap)
         else:
-            mbit_s = [float(self.plan.spec.host_link_mbit_s)] * len(job.dims)
             cache: dict[tuple[int, int, int], list[LinkId]] = {}
 
             def route(dim: int, a: int, b: int) -> list[LinkId]:
@@ -377,7 +375,7 @@ class SimRunner:
                     cache[(dim, a, b)] = self._connection(net, p, a, b, routes)
                 return cache[(dim, a, b)]
 
-            fabric = _MappedFabric(job.dims, [m * 1e6 * GOODPUT for m in mbit_s], route)
+            fabric = _MappedFabric(job.dims, rates_bps, route)
         plans_of: dict[int, list] = {}
         chunk_schedule = job.plugin(job.algorithm)
 
@@ -532,10 +530,8 @@ class _TrainingDriver(_Driver):
         run = self.placed.run
         job = run.resolved
         assert job is not None, "a job is simulated once placed"
-        kinds = dim_kinds(self.plan, len(job.dims))
-        mbit_s = dim_mbit_s(self.plan, len(job.dims))
         workload = job_workload(job)
-        result = replay_job(job, kinds, mbit_s, GOODPUT, self.step_latency_s, workload)
+        result = replay_job(job, GOODPUT, self.step_latency_s, workload)
         t0 = self.origin + self.net.now
         self.placed.iterations.extend(iteration_rows(result, job, workload, t0))
         for i, r in enumerate(result.collectives):

@@ -35,14 +35,14 @@ def job_workload(job: ResolvedJob) -> Workload | ChakraTrace:
     return scaled(load(model=w.model, file=w.file), w.size_scale, w.compute_scale)
 
 
-def job_platform(job: ResolvedJob, kinds: Sequence[str], dim_mbit_s: Sequence[float],
-                 goodput: float = 1.0, step_latency_s: float = 0.0
+def job_platform(job: ResolvedJob, goodput: float = 1.0, step_latency_s: float = 0.0
                  ) -> tuple[tuple[AstraDim, ...], ReplaySystem]:
-    """The network (one dimension per logical dimension of ``job``: ``kinds``, and what a host
-    has in it, ``dim_mbit_s``) and the system the job's replay runs on."""
+    """The network (one dimension per logical dimension of ``job``: its kind, and what a host
+    has in it, as the job records them) and the system the job's replay runs on."""
+    kinds = job.dim_kinds
     network = tuple(
-        AstraDim(kind, size, mbit_s * 1e6 * goodput / 8 / ASTRA_GBYTE)
-        for kind, size, mbit_s in zip(kinds, job.dims, dim_mbit_s, strict=True))
+        AstraDim(kind, size, rate_bps * goodput / 8 / ASTRA_GBYTE)
+        for kind, size, rate_bps in zip(kinds, job.dims, job.dim_host_rates_bps, strict=True))
     per_dim = tuple(job.dim_algorithms)
     alltoall = ("direct",) * len(kinds)
     system = ReplaySystem(
@@ -56,13 +56,12 @@ def job_platform(job: ResolvedJob, kinds: Sequence[str], dim_mbit_s: Sequence[fl
     return network, system
 
 
-def replay_job(job: ResolvedJob, kinds: Sequence[str], dim_mbit_s: Sequence[float],
-               goodput: float = 1.0, step_latency_s: float = 0.0,
+def replay_job(job: ResolvedJob, goodput: float = 1.0, step_latency_s: float = 0.0,
                workload: Workload | ChakraTrace | None = None) -> ReplayResult | TraceResult:
     """Replay ``job``'s passes on its platform (:func:`job_platform`); a Chakra trace is
     replayed once (it is its own iteration). ``workload``: the job's, if already loaded
     (:func:`job_workload`)."""
-    network, system = job_platform(job, kinds, dim_mbit_s, goodput, step_latency_s)
+    network, system = job_platform(job, goodput, step_latency_s)
     if workload is None:
         workload = job_workload(job)
     if isinstance(workload, ChakraTrace):
