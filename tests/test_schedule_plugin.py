@@ -43,9 +43,10 @@ def experiment(algorithm: str, workload: dict | None = None) -> dict:
 
 
 def resolved(algorithm: str):
+    """The experiment's one job, resolved on its fabric."""
     (exp,) = expand(experiment(algorithm))
     plan = build_plan(exp.fabric, exp.rate_scale)
-    return resolve(exp.jobs[0], plan, [h.name for h in plan.hosts]), plan
+    return resolve(exp.jobs[0], plan, [h.name for h in plan.hosts])
 
 
 @pytest.fixture
@@ -76,8 +77,8 @@ def installed_schedule(tmp_path, monkeypatch):
 
 def chunk_orders(algorithm: str) -> set[tuple[tuple[str, int], ...]]:
     """The (op, dim) sequences of every chunk of one pass of the job's replay."""
-    job, plan = resolved(algorithm)
-    network, system = job_platform(job, ["switch", "switch"], [d.mbit_s for d in plan.spec.dims])
+    job = resolved(algorithm)
+    network, system = job_platform(job)
     pass_plan = plan_pass(job_workload(job), network, system)
     return {tuple((p.op, p.dim) for p in chunk) for chunk in pass_plan.chunks}
 
@@ -94,8 +95,8 @@ def sim_times(tmp_path: Path, algorithm: str) -> tuple[list[float], dict]:
 
 
 def test_the_jobs_replay_orders_its_chunks_with_the_plugin(registered):
-    job, plan = resolved(PLUGIN)
-    _, system = job_platform(job, ["switch", "switch"], [d.mbit_s for d in plan.spec.dims])
+    job = resolved(PLUGIN)
+    _, system = job_platform(job)
     assert system.inter == PLUGIN and system.chunk_schedule() is registered
     # every chunk Reduce-Scatters on the last dimension first, unlike the baseline's
     assert chunk_orders(PLUGIN) == {(("RS", 1), ("AR", 0), ("AG", 1))}
@@ -108,10 +109,9 @@ def test_a_plugin_schedule_runs_in_a_training_job_on_the_simulator(tmp_path, reg
     times, record = sim_times(tmp_path, PLUGIN)
     base, _ = sim_times(tmp_path, "baseline")
     assert record["algorithm"] == PLUGIN and record["status"] == "ok"
-    job, plan = resolved(PLUGIN)
+    job = resolved(PLUGIN)
     workload = job_workload(job)
-    want = replay_job(job, ["switch", "switch"], [d.mbit_s for d in plan.spec.dims],
-                      TCP_GOODPUT, 0.0, workload)
+    want = replay_job(job, TCP_GOODPUT, 0.0, workload)
     assert times == pytest.approx([r["time"] for r in iteration_rows(want, job, workload)])
     assert len(times) == len(base) == 3 and times[0] == base[0]  # the first pass waits for none
     assert all(t > 1.2 * b for t, b in zip(times[1:], base[1:], strict=True))
