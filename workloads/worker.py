@@ -248,7 +248,7 @@ class Worker:
         key = (count, chunks)
         if key not in self._schedules:
             cfg = self.cfg
-            bws = cfg.job.dim_rates_bps or [1.0] * len(cfg.job.dims)
+            bws = cfg.job.dim_rates_bps  # one per dimension: the job contract checks it
             plans = plan_with(cfg.job.plugin(cfg.job.algorithm), cfg.job.dims, bws, count * 4,
                               cfg.job.chunk_count(count, chunks), align=4,
                               semantics=cfg.job.semantics)
