@@ -53,6 +53,12 @@ class Group:
     links: tuple[Link, ...] = ()
 
 
+def all_pairs_roles(pos: int, n: int) -> list[tuple[int, int]]:
+    """A link to and from every other position: link ``k-1`` sends to ``pos+k`` and receives
+    from ``pos-k`` (mod n)."""
+    return [((pos + k) % n, (pos - k) % n) for k in range(1, n)]
+
+
 class LinkPattern(ABC):
     """What a group algorithm needs of its links: the peers each position sends to and
     receives from (the launcher opens exactly these connections)."""

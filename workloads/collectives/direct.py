@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from workloads.collectives.base import Collective, Group, Transfer, shard_bounds
+from workloads.collectives.base import (
+    Collective,
+    Group,
+    Transfer,
+    all_pairs_roles,
+    shard_bounds,
+)
 from workloads.transports import Link, Tag
-
-
-def all_pairs_roles(pos: int, n: int) -> list[tuple[int, int]]:
-    """A link to and from every other position: link ``k-1`` sends to ``pos+k`` and receives
-    from ``pos-k`` (mod n)."""
-    return [((pos + k) % n, (pos - k) % n) for k in range(1, n)]
 
 
 def exchange(sends: list[tuple[Link, Tag, np.ndarray]],
