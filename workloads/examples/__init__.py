@@ -4,6 +4,7 @@ follow the iteration-log convention (:mod:`workloads.iteration_log`)."""
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import sys
 from typing import Any
@@ -32,3 +33,19 @@ def exit_now(code: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def print_iteration(iteration: int, time_s: float, warmup: bool, size_bytes: int) -> None:
+    """One iteration-log line on stdout (:mod:`workloads.iteration_log`)."""
+    print(json.dumps({"fabriclab": "iteration", "iteration": iteration, "time_s": time_s,
+                      "warmup": warmup, "bytes": size_bytes}), flush=True)
+
+
+def finish(dist: Any, ok: bool, failure: str) -> int:
+    """Take the process group down; the exit code: 0, or 3 after printing ``failure`` (this
+    rank's sentence) when the check failed."""
+    dist.destroy_process_group()
+    if not ok:
+        print(failure, file=sys.stderr)
+        return 3
+    return 0

@@ -14,11 +14,9 @@ Reads RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and GLOO_SOCKET_IFNAME from the
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
 
-from workloads.examples import exit_now, init_gloo
+from workloads.examples import exit_now, finish, init_gloo, print_iteration
 
 
 def main() -> int:
@@ -43,13 +41,8 @@ def main() -> int:
         dist.all_reduce(tensor)
         took = time.monotonic() - start
         ok = ok and bool(torch.all(tensor == want))
-        print(json.dumps({"fabriclab": "iteration", "iteration": it, "time_s": took,
-                          "warmup": it < args.warmup, "bytes": args.size_bytes}), flush=True)
-    dist.destroy_process_group()
-    if not ok:
-        print(f"rank {rank}: the All-Reduce gave a wrong sum", file=sys.stderr)
-        return 3
-    return 0
+        print_iteration(it, took, it < args.warmup, args.size_bytes)
+    return finish(dist, ok, f"rank {rank}: the All-Reduce gave a wrong sum")
 
 
 if __name__ == "__main__":
