@@ -58,7 +58,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from testbed.core.errors import FabricLabError
-from testbed.sim.traces import DEFAULT_LINK_BPS, JobSpec, jobs_from_rows, seconds_of
+from testbed.sim.traces import (
+    DEFAULT_LINK_BPS,
+    JobSpec,
+    jobs_from_rows,
+    seconds_of,
+    trace_read_errors,
+)
 
 ACME_COLUMNS = ("job_id", "gpu_num", "submit_time", "duration")
 PAI_JOB_TABLE = "pai_job_table.csv"
@@ -85,7 +91,7 @@ def _records(path: Path, what: str, columns: Sequence[str], header: bool = True
     With ``header`` the file's first row must name every one of ``columns``; without, rows are
     read as ``columns`` in order. A row with too few or too many fields is refused."""
     try:
-        with path.open(newline="", encoding="utf-8") as fh:
+        with trace_read_errors(path, "CSV"), path.open(newline="", encoding="utf-8") as fh:
             reader = csv.reader(fh)
             names = next(reader, []) if header else list(columns)
             missing = [c for c in columns if c not in names]
@@ -99,11 +105,6 @@ def _records(path: Path, what: str, columns: Sequence[str], header: bool = True
                     raise FabricLabError(f"{where}: {len(row)} fields where {what} has "
                                          f"{len(names)}")
                 yield where, dict(zip(names, row, strict=True))
-    except OSError as exc:
-        raise FabricLabError(f"cannot read trace {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise FabricLabError(f"{path} is not a text (UTF-8) CSV file: byte {exc.start} is "
-                             f"{exc.object[exc.start:exc.start + 1]!r}") from None
     except csv.Error as exc:
         raise FabricLabError(f"{path} is not a CSV file: {exc}") from None
 

@@ -30,7 +30,8 @@ import itertools
 import json
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -180,6 +181,19 @@ def jobs_from_rows(
     return out
 
 
+@contextmanager
+def trace_read_errors(path: Path, form: str) -> Iterator[None]:
+    """Around reading the trace file ``path`` (``form``: CSV, JSON): a file that cannot be
+    read, or is not UTF-8 text, becomes one :class:`FabricLabError` sentence."""
+    try:
+        yield
+    except OSError as exc:
+        raise FabricLabError(f"cannot read trace {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise FabricLabError(f"{path} is not a text (UTF-8) {form} file: byte {exc.start} is "
+                             f"{exc.object[exc.start:exc.start + 1]!r}") from None
+
+
 HELIOS_COLUMNS = ("job_id", "gpu_num", "submit_time", "duration")
 
 
@@ -187,30 +201,24 @@ def read_helios(path: str | Path, seed: int = 0, link_bps: float = DEFAULT_LINK_
                 ) -> list[JobSpec]:
     """SenseTime Helios ``cluster_log.csv``; CPU-only jobs and jobs without duration skipped."""
     path = Path(path)
-    try:
-        with path.open(newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            missing = [c for c in HELIOS_COLUMNS if c not in (reader.fieldnames or [])]
-            if missing:
-                raise FabricLabError(
-                    f"{path} is not a Helios cluster_log.csv: it has no column {missing[0]}"
-                )
-            rows = []
-            for line, rec in enumerate(reader, start=2):
-                where = f"{path} line {line}"
-                try:
-                    gpus = int(float(rec["gpu_num"] or 0))
-                    duration = float(rec["duration"] or 0)
-                except ValueError:
-                    raise FabricLabError(f"{where}: gpu_num or duration is not a number") from None
-                if gpus >= 1 and duration > 0:
-                    rows.append((str(rec["job_id"]), _time(rec["submit_time"], where), gpus,
-                                 duration))
-    except OSError as exc:
-        raise FabricLabError(f"cannot read trace {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise FabricLabError(f"{path} is not a text (UTF-8) CSV file: byte {exc.start} is "
-                             f"{exc.object[exc.start:exc.start + 1]!r}") from None
+    with trace_read_errors(path, "CSV"), path.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in HELIOS_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise FabricLabError(
+                f"{path} is not a Helios cluster_log.csv: it has no column {missing[0]}"
+            )
+        rows = []
+        for line, rec in enumerate(reader, start=2):
+            where = f"{path} line {line}"
+            try:
+                gpus = int(float(rec["gpu_num"] or 0))
+                duration = float(rec["duration"] or 0)
+            except ValueError:
+                raise FabricLabError(f"{where}: gpu_num or duration is not a number") from None
+            if gpus >= 1 and duration > 0:
+                rows.append((str(rec["job_id"]), _time(rec["submit_time"], where), gpus,
+                             duration))
     return jobs_from_rows(rows, seed, link_bps)
 
 
@@ -220,12 +228,8 @@ def read_philly(path: str | Path, seed: int = 0, link_bps: float = DEFAULT_LINK_
     attempt that has both times; jobs without one are skipped."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise FabricLabError(f"cannot read trace {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise FabricLabError(f"{path} is not a text (UTF-8) JSON file: byte {exc.start} is "
-                             f"{exc.object[exc.start:exc.start + 1]!r}") from None
+        with trace_read_errors(path, "JSON"):
+            data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise FabricLabError(f"{path} is not JSON (line {exc.lineno}): {exc.msg}") from None
     if not isinstance(data, list):
