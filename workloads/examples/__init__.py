@@ -3,6 +3,7 @@ follow the iteration-log convention (:mod:`workloads.iteration_log`)."""
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import os
@@ -11,6 +12,14 @@ from typing import Any
 
 NO_TORCH = ("torch is not installed here: run this in the fabriclab/worker-torch image "
             "(`fabriclab images --torch`) or `pip install -e '.[peers]'`")
+
+
+def parse_and_init(ap: argparse.ArgumentParser) -> tuple[argparse.Namespace, Any]:
+    """``ap``'s arguments (with ``--timeout-s`` added) and :func:`init_gloo`'s ``torch``
+    (None: missing)."""
+    ap.add_argument("--timeout-s", type=float, default=600.0)
+    args = ap.parse_args()
+    return args, init_gloo(args.timeout_s)
 
 
 def init_gloo(timeout_s: float) -> Any:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from workloads.examples import exit_now, finish, init_gloo, print_iteration
+from workloads.examples import exit_now, finish, parse_and_init, print_iteration
 
 
 def main() -> int:
@@ -24,9 +24,7 @@ def main() -> int:
     ap.add_argument("--size-bytes", type=int, required=True)
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--timeout-s", type=float, default=600.0)
-    args = ap.parse_args()
-    torch = init_gloo(args.timeout_s)
+    args, torch = parse_and_init(ap)
     if torch is None:
         return 2
     dist = torch.distributed

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from workloads.examples import exit_now, finish, init_gloo, print_iteration
+from workloads.examples import exit_now, finish, parse_and_init, print_iteration
 
 
 def main() -> int:
@@ -28,9 +28,7 @@ def main() -> int:
     ap.add_argument("--hidden", type=int, default=512)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--timeout-s", type=float, default=600.0)
-    args = ap.parse_args()
-    torch = init_gloo(args.timeout_s)
+    args, torch = parse_and_init(ap)
     if torch is None:
         return 2
     import torch.nn.functional as F
