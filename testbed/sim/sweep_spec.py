@@ -38,7 +38,7 @@ D = DEFAULTS
 KEY_CHARS = 16
 
 
-def _as_field_error(check: Callable[[str], str], value: str, flag: str) -> str:
+def _as_field_error(check: Callable[[str], Any], value: str, flag: str = "") -> Any:
     """``check(value)``, its error as a field's (pydantic's ValueError, without the CLI's
     ``flag`` in front, which the field's path replaces)."""
     try:
@@ -92,10 +92,7 @@ class ClusterParams(BaseModel):
     @field_validator("policy")
     @classmethod
     def _policy(cls, value: str) -> str:
-        try:
-            cluster_policy(value)
-        except FabricLabError as exc:
-            raise ValueError(str(exc)) from None
+        _as_field_error(cluster_policy, value)
         return value
 
     @field_validator("trace")
