@@ -1,5 +1,5 @@
 """Readers for three more cluster traces: Acme (Shanghai AI Lab), Alibaba PAI 2020 and Alibaba
-Lingjun 2023. Pure parsing: CSV rows in, :class:`~testbed.sim.traces.JobSpec` s out.
+Lingjun 2023. Pure parsing: CSV rows in, :class:`~testbed.sim.traces.TraceJob` s out.
 
 Every reader maps a job to (id, arrival, GPUs, duration): the arrival is its submission time
 in seconds from the trace's first submission, the duration (seconds) is read as its run time
@@ -60,7 +60,7 @@ from pathlib import Path
 from testbed.core.errors import FabricLabError
 from testbed.sim.traces import (
     DEFAULT_LINK_BPS,
-    JobSpec,
+    TraceJob,
     jobs_from_rows,
     seconds_of,
     trace_read_errors,
@@ -149,7 +149,7 @@ def _when(rec: dict[str, str], column: str, where: str) -> float | None:
 
 
 def read_acme(path: str | Path, seed: int = 0, link_bps: float = DEFAULT_LINK_BPS
-              ) -> list[JobSpec]:
+              ) -> list[TraceJob]:
     """Acme ``trace_seren.csv`` / ``trace_kalos.csv``: see the module docstring."""
     path = Path(path)
     rows: list[Row] = []
@@ -170,7 +170,7 @@ def read_acme(path: str | Path, seed: int = 0, link_bps: float = DEFAULT_LINK_BP
 
 
 def read_pai(path: str | Path, seed: int = 0, link_bps: float = DEFAULT_LINK_BPS
-             ) -> list[JobSpec]:
+             ) -> list[TraceJob]:
     """Alibaba PAI 2020: a directory with ``pai_job_table.csv`` and ``pai_task_table.csv``,
     or a task table alone (see the module docstring)."""
     path = Path(path)
@@ -248,7 +248,7 @@ class TracePlacement:
 class LingjunTrace:
     """The jobs of a Lingjun trace and where they ran."""
 
-    jobs: list[JobSpec]
+    jobs: list[TraceJob]
     placement: TracePlacement
 
 
