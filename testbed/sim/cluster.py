@@ -81,14 +81,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sdn_app.allocation.cluster import PLACEMENTS, Cluster
-from sdn_app.allocation.ledger import Allocation, AllocationRefused
+from sdn_app.allocation.ledger import Allocation, AllocationRefused, LeafSlot
 from sdn_app.allocation.ocs import REWIRINGS
 from sdn_app.policies import get as get_policy
 from testbed.core.errors import FabricLabError
 from testbed.sim.flows import Flow, Network
 from testbed.sim.job_plans import (
     ALIASES,
-    Host,
     cluster_collective,
     cluster_policy,
     job_plan,
@@ -467,11 +466,11 @@ class ClusterSimulation:
 
 
 def trace_hosts(free_slots: Callable[[int], list[int]], slots: dict[str, tuple[int, int]],
-                used: dict[str, int], gpus_per_host: int) -> list[Host]:
+                used: dict[str, int], gpus_per_host: int) -> list[LeafSlot]:
     """The fabric hosts for a job that used ``used[host]`` GPUs on each trace host: the first
     free slots of each host's block (``slots[host]``: its leaf and first slot), or
     :class:`AllocationRefused` (``no_hosts``) while a block has too few free."""
-    hosts: list[Host] = []
+    hosts: list[LeafSlot] = []
     for host, gpus in sorted(used.items()):
         leaf, first = slots[host]
         free = [s for s in free_slots(leaf) if first <= s < first + gpus_per_host]
