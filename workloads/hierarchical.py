@@ -44,7 +44,7 @@ from workloads.schedule_engine import (
     chunk_phases,
     run_analytic,
 )
-from workloads.transports import CollectiveError, CollectiveTimeout, Link
+from workloads.transports import CollectiveError, CollectiveTimeout, PeerLink
 
 __all__ = ["ORDERS", "Phase", "Schedule", "Topology", "chunk_phases", "run_hierarchical",
            "schedule"]
@@ -170,7 +170,7 @@ def run_hierarchical(
     sched: Schedule,
     topo: Topology,
     rank: int,
-    links: dict[tuple[int, int], Link],
+    links: dict[tuple[int, int], PeerLink],
     deadline: float,
     abort: Callable[[], None] = lambda: None,
     record: Callable[[PhaseRecord], None] | None = None,
@@ -259,8 +259,8 @@ def run_hierarchical(
         raise primary[0]
 
 
-def group_links(links: dict[tuple[int, int], Link], channel: int, slot: int,
-                k: int) -> tuple[Link, ...]:
+def group_links(links: dict[tuple[int, int], PeerLink], channel: int, slot: int,
+                k: int) -> tuple[PeerLink, ...]:
     """The ``k`` links of one group slot: link slots ``slot·k .. slot·k+k-1`` of ``channel``."""
     return tuple(links[(channel, slot * k + i)] for i in range(k))
 

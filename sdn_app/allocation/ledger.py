@@ -12,7 +12,7 @@ from typing import Any, NamedTuple, overload
 from testbed.core.errors import FabricLabError
 
 LeafSlot = tuple[int, int]  # a host of a leaf-spine cluster: (leaf, slot on that leaf)
-Link = tuple[int, int]
+LeafSpineLink = tuple[int, int]  # (leaf, spine)
 LeafPort = tuple[int, int]  # (ocs, leaf)
 SpinePort = tuple[int, int, int]  # (ocs, spine, port)
 
@@ -162,7 +162,7 @@ class Allocation:
     hosts: tuple[LeafSlot, ...]
     leaves: tuple[int, ...]
     spines: tuple[int, ...] = ()
-    links: frozenset[Link] = frozenset()
+    links: frozenset[LeafSpineLink] = frozenset()
     circuits: Sequence[Circuit] = ()
     spine_of: dict[LeafSlot, int] = field(default_factory=dict)
     circuit_of: dict[LeafSlot, int] = field(default_factory=dict)
@@ -295,7 +295,7 @@ class Ledger:
         self._spine_idle = [[spine_ports_per_ocs] * ocs_count for _ in range(spines)]
         self._spine_port_mask = [[(1 << spine_ports_per_ocs) - 1] * ocs_count
                                  for _ in range(spines)]
-        self._link_owner: dict[Link, str] = {}
+        self._link_owner: dict[LeafSpineLink, str] = {}
 
     # ------------------------------------------------------------------- hosts
 
@@ -508,7 +508,7 @@ class Ledger:
             row[ocs] ^= mask
             idle[spine][ocs] -= step * mask.bit_count()
 
-    def _exclusive_links(self, allocation: Allocation) -> frozenset[Link]:
+    def _exclusive_links(self, allocation: Allocation) -> frozenset[LeafSpineLink]:
         """The (leaf, spine) pairs no other job may use while this one runs (a vClos job's
         links; an OCS job's only under ``exclusive_ocs_links``). Decided by the allocation's
         shape, not its policy name, so a policy that places as vclos does gets the same."""

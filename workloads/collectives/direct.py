@@ -21,15 +21,15 @@ from workloads.collectives.base import (
     all_pairs_roles,
     shard_bounds,
 )
-from workloads.transports import Link, Tag
+from workloads.transports import PeerLink, Tag
 
 
-def exchange(sends: list[tuple[Link, Tag, np.ndarray]],
-             receives: list[tuple[Link, Tag, np.ndarray, bool]]) -> None:
+def exchange(sends: list[tuple[PeerLink, Tag, np.ndarray]],
+             receives: list[tuple[PeerLink, Tag, np.ndarray, bool]]) -> None:
     """Start every send ``(link, tag, array)``, then receive each ``(link, tag, target, add)``
     in turn (into the link's scratch and added into ``target`` when ``add``, else straight
     into ``target``), then wait for the sends; on failure, wait for the started ones quietly."""
-    started: list[tuple[Link, Tag]] = []
+    started: list[tuple[PeerLink, Tag]] = []
     try:
         for link, tag, arr in sends:
             link.start_send(tag, arr)

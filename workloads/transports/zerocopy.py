@@ -20,8 +20,8 @@ from workloads.transports.base import (
     HEADER,
     CollectiveTimeout,
     Endpoint,
-    Link,
     LinkSpec,
+    PeerLink,
     PeerLostError,
     RendezvousError,
     Tag,
@@ -73,7 +73,7 @@ _SEND_LOST = "lost its connection to rank {peer} on {where} ({why})"
 _RECEIVE_LOST = "lost its connection from rank {peer} on {where} ({why})"
 
 
-class ZeroCopyLink(Link):
+class ZeroCopyLink(PeerLink):
     """A link over two TCP connections: one to the next rank, one from the previous."""
 
     def __init__(
@@ -252,7 +252,8 @@ class ZeroCopyTransport(Transport):
                 )
         return got
 
-    def connect(self, specs: Iterable[LinkSpec], deadline: float) -> dict[tuple[int, int], Link]:
+    def connect(self, specs: Iterable[LinkSpec], deadline: float
+                ) -> dict[tuple[int, int], PeerLink]:
         specs = list(specs)
         outs = {(s.channel, s.slot): self._connect_one(s, deadline) for s in specs}
         self._socks.extend(outs.values())
