@@ -136,9 +136,9 @@ class PhaseRecord:
     sent_bytes: int
 
 
-def phase_sent(collective: Collective, op: str, n: int, nbytes: int) -> int:
+def trace_sent_bytes(collective: Collective, op: str, n: int, nbytes: int) -> int:
     """Bytes one rank sends in phase ``op`` over ``n`` ranks whose larger side (an
-    All-Gather's output, else its input) is ``nbytes``."""
+    All-Gather's output, else its input) is ``nbytes``: a traced phase's ``sent_bytes``."""
     return round(collective.sent_bytes(op, n, nbytes / n if op == "AG" else nbytes))
 
 
@@ -236,8 +236,8 @@ def run_hierarchical(
                 end = time.monotonic()
                 if record is not None:
                     record(PhaseRecord(coll, ph.chunk, ph.index, d, ph.op, view.nbytes,
-                                       start, end, n, phase_sent(collective, ph.op, n,
-                                                                 view.nbytes)))
+                                       start, end, n,
+                                       trace_sent_bytes(collective, ph.op, n, view.nbytes)))
                 done[(ph.chunk, ph.index)].set()
         except _Aborted:
             return
