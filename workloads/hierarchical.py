@@ -34,6 +34,7 @@ from fractions import Fraction
 import numpy as np
 
 from testbed.core.errors import FabricLabError
+from testbed.core.topology import coords_of, index_of
 from workloads.collectives import Collective, Group, shard_bounds
 from workloads.schedule_engine import (
     DEFAULT_SEMANTICS,
@@ -61,18 +62,10 @@ class Topology:
         return math.prod(self.dims)
 
     def coords(self, rank: int) -> tuple[int, ...]:
-        out = []
-        for n in self.dims:
-            out.append(rank % n)
-            rank //= n
-        return tuple(out)
+        return coords_of(rank, self.dims)
 
     def rank_of(self, coords: Sequence[int]) -> int:
-        rank, stride = 0, 1
-        for c, n in zip(coords, self.dims, strict=True):
-            rank += c * stride
-            stride *= n
-        return rank
+        return index_of(coords, self.dims)
 
     def neighbour(self, rank: int, dim: int, delta: int) -> int:
         """The rank ``delta`` positions along the dimension-``dim`` ring from ``rank``."""
