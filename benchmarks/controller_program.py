@@ -22,7 +22,7 @@ from pathlib import Path
 from testbed.core.spec import parse_fabric
 from testbed.core.topology import build_plan
 from testbed.emulator.fabric import Fabric
-from testbed.emulator.traffic import Flow, run_flows
+from testbed.emulator.traffic import IperfFlow, run_flows
 
 LS = {"kind": "leaf_spine", "leaves": 4, "spines": 4, "hosts_per_leaf": 4,
       "host_link_mbit_s": 20, "uplink_mbit_s": 20}
@@ -82,7 +82,8 @@ def collisions(tmp: Path, trials: int, seconds: float) -> None:
             for _ in range(trials):
                 srcs = rng.sample(range(4), f)
                 dsts = rng.sample(range(4, 8), f)
-                flows = [Flow(f"h{s}", f"h{d}", plan.node(f"h{s}").ip(), plan.node(f"h{d}").ip())
+                flows = [IperfFlow(f"h{s}", f"h{d}", plan.node(f"h{s}").ip(),
+                                   plan.node(f"h{d}").ip())
                          for s, d in zip(srcs, dsts, strict=True)]
                 before = [tx_bytes(i) for i in uplinks]
                 run_flows(fab, flows, seconds)

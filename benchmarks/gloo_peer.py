@@ -32,7 +32,7 @@ from testbed.core.topology import one_switch_plan
 from testbed.core.units import format_spread, parse_size
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.tcp_counters import timeouts
-from testbed.emulator.traffic import Flow, run_flows
+from testbed.emulator.traffic import IperfFlow, run_flows
 from testbed.emulator.workers import run_on_fabric
 
 GLOO_RANK = Path(__file__).with_name("gloo_rank.py")
@@ -102,7 +102,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, Fabric(plan, Path(tmp) / "fabric") as fab:
         h0, h1 = plan.hosts[0], plan.hosts[1]
         for r in range(args.repeats):
-            flow = Flow(h0.name, h1.name, h0.ip(), h1.ip())
+            flow = IperfFlow(h0.name, h1.name, h0.ip(), h1.ip())
             goodput.append(run_flows(fab, [flow], 8).goodput_bps[0])
             order = systems[r % len(systems):] + systems[:r % len(systems)]
             line = [f"round {r + 1}: iperf3 {goodput[-1] / 1e6:.2f} Mbit/s"]

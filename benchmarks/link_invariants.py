@@ -30,7 +30,7 @@ from testbed.core.units import format_spread
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.sampler import LinkSampler
 from testbed.emulator.shaping import reshape_commands
-from testbed.emulator.traffic import Flow, run_flows
+from testbed.emulator.traffic import IperfFlow, run_flows
 
 
 def cpu_s(sampler: LinkSampler, me: psutil.Process) -> float:
@@ -48,8 +48,8 @@ def incast(fab: Fabric, plan, seconds: float, qdisc_hz: float) -> tuple:
     with LinkSampler(plan, fab.namespace_pids(), qdisc_hz=qdisc_hz) as sampler:
         time.sleep(0.5)
         c0, t0 = cpu_s(sampler, me), time.monotonic()
-        run_flows(fab, [Flow("h0", "h2", h0.ip(), h2.ip()), Flow("h1", "h2", h1.ip(), h2.ip())],
-                  seconds)
+        run_flows(fab, [IperfFlow("h0", "h2", h0.ip(), h2.ip()),
+                        IperfFlow("h1", "h2", h1.ip(), h2.ip())], seconds)
         c1, t1 = cpu_s(sampler, me), time.monotonic()
     return sampler.queues(), (c1 - c0) / (t1 - t0)
 

@@ -25,7 +25,7 @@ from testbed.core.topology import one_switch_plan
 from testbed.core.units import parse_size
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.tcp_counters import timeouts
-from testbed.emulator.traffic import Flow, run_flows
+from testbed.emulator.traffic import IperfFlow, run_flows
 from testbed.emulator.workers import run_on_fabric
 
 
@@ -49,7 +49,7 @@ def main() -> None:
     hosts = [h.name for h in plan.hosts]
     with tempfile.TemporaryDirectory() as tmp, Fabric(plan, Path(tmp) / "fabric") as fab:
         h0, h1 = plan.hosts[0], plan.hosts[1]
-        iperf = run_flows(fab, [Flow(h0.name, h1.name, h0.ip(), h1.ip())], 8).goodput_bps[0]
+        iperf = run_flows(fab, [IperfFlow(h0.name, h1.name, h0.ip(), h1.ip())], 8).goodput_bps[0]
         print(f"iperf3 goodput on one {args.mbps:g} Mbit/s link: {iperf / 1e6:.2f} Mbit/s "
               f"({iperf / (args.mbps * 1e6):.3f} of the rate)")
         print(f"{'algorithm':17} {'transport':10} {'size':>6} {'time s (median)':>15} "

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from sdn_app.allocation.ledger import Allocation
 from sdn_app.static_routes import (
-    Circuit,
+    CrossConnect,
     FlowRule,
     leaf_spine_view,
 )
@@ -82,7 +82,7 @@ def broken_paths(alloc: Allocation, down: frozenset[Uplink]) -> str | None:
     return POLICIES.get(alloc.policy).broken(alloc, down)
 
 
-def ocs_circuits(plan: FabricPlan, alloc: Allocation) -> list[Circuit]:
+def ocs_circuits(plan: FabricPlan, alloc: Allocation) -> list[CrossConnect]:
     """The allocator's circuits as OCS port pairs (see testbed.core.topology for the numbering)."""
     L = plan.spec.leaves
     out = []
@@ -90,7 +90,7 @@ def ocs_circuits(plan: FabricPlan, alloc: Allocation) -> list[Circuit]:
         a = ocs_leaf_port(c.end_a[1])
         b = (ocs_leaf_port(c.end_b[1]) if c.end_b[0] == "leaf"
              else ocs_spine_port(L, c.end_b[1], c.end_b[2]))
-        out.append(Circuit(f"ocs{c.ocs}", a, b))
+        out.append(CrossConnect(f"ocs{c.ocs}", a, b))
     return out
 
 

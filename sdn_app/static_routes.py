@@ -52,8 +52,9 @@ class FlowRule:
 
 
 @dataclass(frozen=True)
-class Circuit:
-    """A port-to-port connection inside one OCS."""
+class CrossConnect:
+    """A port-to-port connection inside one OCS switch: how an allocated
+    :class:`~sdn_app.allocation.ledger.Circuit` is programmed."""
 
     ocs: str
     port_a: int
@@ -72,18 +73,18 @@ class LeafSpineView:
         return {s for (lf, s) in self.up_port if lf == leaf}
 
 
-def default_circuits(plan: FabricPlan) -> list[Circuit]:
+def default_circuits(plan: FabricPlan) -> list[CrossConnect]:
     """Static OCS wiring: the fabric's :func:`~testbed.core.topology.default_wiring`."""
     spec = plan.spec
     if not isinstance(spec, OcsLeafSpineSpec):
         return []
     return [
-        Circuit(f"ocs{o}", ocs_leaf_port(leaf), ocs_spine_port(spec.leaves, spine, p))
+        CrossConnect(f"ocs{o}", ocs_leaf_port(leaf), ocs_spine_port(spec.leaves, spine, p))
         for o, leaf, spine, p in default_wiring(spec.leaves, spec.spines, spec.ocs_count)
     ]
 
 
-def leaf_spine_view(plan: FabricPlan, circuits: list[Circuit]) -> LeafSpineView:
+def leaf_spine_view(plan: FabricPlan, circuits: list[CrossConnect]) -> LeafSpineView:
     """Resolve direct uplinks and OCS circuits into leaf<->spine adjacencies."""
     view = LeafSpineView()
     far_end: dict[tuple[str, int], tuple[str, int]] = {}
@@ -113,7 +114,7 @@ def pick_spine(src: Host, dst: Host, view: LeafSpineView) -> int | None:
     return common[(src.index + dst.index) % len(common)]
 
 
-def static_rules(plan: FabricPlan, circuits: list[Circuit] | None = None) -> list[FlowRule]:
+def static_rules(plan: FabricPlan, circuits: list[CrossConnect] | None = None) -> list[FlowRule]:
     """Every rule the fabric needs to forward all reachable host pairs."""
     if plan.kind == "multidim":
         return _dim_rules(plan)
@@ -122,7 +123,7 @@ def static_rules(plan: FabricPlan, circuits: list[Circuit] | None = None) -> lis
     return _leaf_spine_rules(plan, circuits) + circuit_rules(circuits)
 
 
-def circuit_rules(circuits: list[Circuit], cookie: int = 0) -> list[FlowRule]:
+def circuit_rules(circuits: list[CrossConnect], cookie: int = 0) -> list[FlowRule]:
     rules = []
     for c in circuits:
         rules.append(FlowRule(c.ocs, PRIO_CIRCUIT, c.port_b, in_port=c.port_a, cookie=cookie))
@@ -130,7 +131,7 @@ def circuit_rules(circuits: list[Circuit], cookie: int = 0) -> list[FlowRule]:
     return rules
 
 
-def delivery_rules(plan: FabricPlan, circuits: list[Circuit]) -> list[FlowRule]:
+def delivery_rules(plan: FabricPlan, circuits: list[CrossConnect]) -> list[FlowRule]:
     """Leaf delivery to its own hosts, and spine delivery down to each destination's leaf."""
     view = leaf_spine_view(plan, circuits)
     rules = []
@@ -143,7 +144,7 @@ def delivery_rules(plan: FabricPlan, circuits: list[Circuit]) -> list[FlowRule]:
     return rules
 
 
-def _leaf_spine_rules(plan: FabricPlan, circuits: list[Circuit]) -> list[FlowRule]:
+def _leaf_spine_rules(plan: FabricPlan, circuits: list[CrossConnect]) -> list[FlowRule]:
     """Delivery rules plus, on each leaf, one pinned uplink per (source, remote destination)."""
     view = leaf_spine_view(plan, circuits)
     rules = delivery_rules(plan, circuits)

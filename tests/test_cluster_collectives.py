@@ -27,7 +27,7 @@ from testbed.sim.job_plans import (
     job_plan,
     rank_order,
 )
-from testbed.sim.traces import JobSpec
+from testbed.sim.traces import TraceJob
 from workloads.launcher import local_configs
 
 PLUGINS = Path(__file__).parent / "plugins"
@@ -80,7 +80,7 @@ def test_a_plug_in_collective_runs_at_cluster_scale_with_its_own_bytes(star) -> 
 
     # a job of it, alone on the cluster: gather phase then scatter phase, each bound by the
     # root's host link carrying 7 flows of S + S/8
-    job = JobSpec("j0", 0.0, 8, "m", iterations=3, compute_s=0.5, grad_bytes=GRAD)
+    job = TraceJob("j0", 0.0, 8, "m", iterations=3, compute_s=0.5, grad_bytes=GRAD)
     result = simulate_cluster([job], ClusterConfig(4, 4, 4, "vclos", collective="star"))
     (row,) = result.rows
     comm_s = 2 * 7 * (GRAD + GRAD / 8) * 8 / LINK_BPS
@@ -89,7 +89,7 @@ def test_a_plug_in_collective_runs_at_cluster_scale_with_its_own_bytes(star) -> 
 
 
 def test_a_plug_in_collective_named_by_a_job_of_a_trace(star) -> None:
-    jobs = [JobSpec(f"j{i}", float(i), 8, "m", 2, 0.1, GRAD, collective=c)
+    jobs = [TraceJob(f"j{i}", float(i), 8, "m", 2, 0.1, GRAD, collective=c)
             for i, c in enumerate(["star", "ring", "star"])]
     result = simulate_cluster(jobs, ClusterConfig(4, 4, 4, "ecmp", seed=3))
     assert result.summary["jobs_completed"] == 3

@@ -12,7 +12,7 @@ import pytest
 from testbed.core.spec import parse_fabric
 from testbed.core.topology import build_plan, default_circuit
 from testbed.emulator.fabric import Fabric
-from testbed.emulator.traffic import Flow, run_flows
+from testbed.emulator.traffic import IperfFlow, run_flows
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -27,8 +27,8 @@ def plan_of(fabric):
     return build_plan(parse_fabric({"fabric": fabric}))
 
 
-def flow(plan, a: str, b: str) -> Flow:
-    return Flow(a, b, plan.node(a).ip(), plan.node(b).ip())
+def flow(plan, a: str, b: str) -> IperfFlow:
+    return IperfFlow(a, b, plan.node(a).ip(), plan.node(b).ip())
 
 
 def port_bytes(fab) -> dict[tuple[str, int], int]:

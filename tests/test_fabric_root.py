@@ -16,7 +16,7 @@ from testbed.core.spec import parse_fabric
 from testbed.core.topology import build_plan
 from testbed.emulator import cleanup
 from testbed.emulator.fabric import Fabric
-from testbed.emulator.traffic import Flow, run_flows
+from testbed.emulator.traffic import IperfFlow, run_flows
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -83,7 +83,7 @@ from testbed.emulator.calibrate import TCP_WIRE_FACTOR
 from testbed.emulator.fabric import Fabric
 from testbed.core.spec import parse_fabric
 from testbed.core.topology import build_plan
-from testbed.emulator.traffic import Flow, run_flows
+from testbed.emulator.traffic import IperfFlow, run_flows
 plan = build_plan(parse_fabric({"fabric": %r}))
 fab = Fabric(plan, sys.argv[1], switches=%r)
 with fab:
@@ -128,7 +128,7 @@ def test_opposite_tcp_flows_both_get_the_rate(tmp_path):
     plan = plan_of(LEAF_SPINE)
     with Fabric(plan, tmp_path / "run") as fab:
         h0, h2 = plan.node("h0"), plan.node("h2")
-        res = run_flows(fab, [Flow("h0", "h2", h0.ip(), h2.ip()),
-                              Flow("h2", "h0", h2.ip(), h0.ip())], 4)
+        res = run_flows(fab, [IperfFlow("h0", "h2", h0.ip(), h2.ip()),
+                              IperfFlow("h2", "h0", h2.ip(), h0.ip())], 4)
     for bps in res.goodput_bps:
         assert bps > 0.85 * 50e6, f"{bps / 1e6:.1f} Mbit/s"

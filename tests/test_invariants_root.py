@@ -13,7 +13,7 @@ from testbed.core.topology import build_plan
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.sampler import LinkSampler
 from testbed.emulator.shaping import reshape_commands
-from testbed.emulator.traffic import Flow, run_flows
+from testbed.emulator.traffic import IperfFlow, run_flows
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -25,8 +25,8 @@ FABRIC = one_switch_fabric(3, 40)
 def incast(fab: Fabric, plan, seconds: float = 5.0):
     h0, h1, h2 = (plan.node(f"h{i}") for i in range(3))
     with LinkSampler(plan, fab.host_pids()) as sampler:
-        run_flows(fab, [Flow("h0", "h2", h0.ip(), h2.ip()), Flow("h1", "h2", h1.ip(), h2.ip())],
-                  seconds)
+        run_flows(fab, [IperfFlow("h0", "h2", h0.ip(), h2.ip()),
+                        IperfFlow("h1", "h2", h1.ip(), h2.ip())], seconds)
     return sampler.queues()
 
 

@@ -14,7 +14,7 @@ from testbed.emulator import cleanup
 from testbed.emulator.calibrate import TCP_WIRE_FACTOR
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.sampler import LinkSampler, window_rates
-from testbed.emulator.traffic import Flow, run_flows
+from testbed.emulator.traffic import IperfFlow, run_flows
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -44,7 +44,7 @@ def test_kernel_bridges_forward_shape_and_tear_down(tmp_path):
         h0, h1 = plan.node("h0"), plan.node("h1")
         with LinkSampler(plan, fab.namespace_pids()) as sampler:
             start = time.monotonic()
-            res = run_flows(fab, [Flow("h0", "h1", h0.ip(0), h1.ip(0))], 4)
+            res = run_flows(fab, [IperfFlow("h0", "h1", h0.ip(0), h1.ip(0))], 4)
         rates = window_rates(sampler.counters(), start + 1, start + 3.7).set_index(["src", "dst"])
         up = rates.loc[next(k for k in rates.index if k[0] == "h0" and k[1].startswith("d0"))]
         achieved = float(up["achieved_mbit_s"]) * TCP_WIRE_FACTOR

@@ -24,7 +24,7 @@ from testbed.sim.collectives import (
 from testbed.sim.flows import Network
 from testbed.sim.job_plans import host_path, job_plan, rank_order
 from testbed.sim.trace_loading import load_trace
-from testbed.sim.traces import JobSpec, read_helios, read_philly, synthetic
+from testbed.sim.traces import TraceJob, read_helios, read_philly, synthetic
 from workloads.model import predict
 from workloads.themis import plan
 
@@ -245,8 +245,8 @@ def test_synthetic_is_deterministic_and_calibrated() -> None:
 
 
 def _job(job_id: str, arrival: float, gpus: int, iterations: int = 1, compute: float = 10.0,
-         grad: int = 0) -> JobSpec:
-    return JobSpec(job_id, arrival, gpus, "custom", iterations, compute, grad)
+         grad: int = 0) -> TraceJob:
+    return TraceJob(job_id, arrival, gpus, "custom", iterations, compute, grad)
 
 
 def test_fifo_head_of_line_blocking() -> None:

@@ -12,7 +12,7 @@ from sdn_app.allocation.ledger import AllocationRefused
 from sdn_app.policies import get
 from testbed.core.errors import SpecError
 from testbed.sim.cluster import ClusterConfig, simulate_cluster
-from testbed.sim.traces import JobSpec
+from testbed.sim.traces import TraceJob
 
 
 def cluster() -> Cluster:
@@ -63,14 +63,14 @@ def test_gpu_count_crosses_only_the_hosts_links_and_is_no_fabric_policy() -> Non
         get("gpu-count").base_program(None)  # type: ignore[arg-type]
 
 
-def fixed_jobs(seed: int, n: int = 60) -> list[JobSpec]:
+def fixed_jobs(seed: int, n: int = 60) -> list[TraceJob]:
     """Jobs whose run time is all compute: it does not depend on placement or sharing."""
     rng = random.Random(seed)
     t, out = 0.0, []
     for i in range(n):
         t += rng.expovariate(1 / 30)
         gpus = rng.choice((1, 2, 3, 4, 6, 8))  # a pod holds 8
-        out.append(JobSpec(f"j{i}", t, gpus, "m", 1, rng.uniform(50, 400), 0))
+        out.append(TraceJob(f"j{i}", t, gpus, "m", 1, rng.uniform(50, 400), 0))
     return out
 
 

@@ -34,6 +34,7 @@ from fractions import Fraction
 import numpy as np
 
 from testbed.core.errors import FabricLabError
+from testbed.core.topology import coords_of, index_of
 from workloads.collectives import Collective, Group, shard_bounds
 from workloads.schedule_engine import (
     DEFAULT_SEMANTICS,
@@ -44,7 +45,7 @@ from workloads.schedule_engine import (
     chunk_phases,
     run_analytic,
 )
-from workloads.transports import CollectiveError, CollectiveTimeout, Link
+from workloads.transports import CollectiveError, CollectiveTimeout, PeerLink
 
 __all__ = ["ORDERS", "Phase", "Schedule", "Topology", "chunk_phases", "run_hierarchical",
            "schedule"]
@@ -61,18 +62,10 @@ class Topology:
         return math.prod(self.dims)
 
     def coords(self, rank: int) -> tuple[int, ...]:
-        out = []
-        for n in self.dims:
-            out.append(rank % n)
-            rank //= n
-        return tuple(out)
+        return coords_of(rank, self.dims)
 
     def rank_of(self, coords: Sequence[int]) -> int:
-        rank, stride = 0, 1
-        for c, n in zip(coords, self.dims, strict=True):
-            rank += c * stride
-            stride *= n
-        return rank
+        return index_of(coords, self.dims)
 
     def neighbour(self, rank: int, dim: int, delta: int) -> int:
         """The rank ``delta`` positions along the dimension-``dim`` ring from ``rank``."""
@@ -136,9 +129,9 @@ class PhaseRecord:
     sent_bytes: int
 
 
-def phase_sent(collective: Collective, op: str, n: int, nbytes: int) -> int:
+def trace_sent_bytes(collective: Collective, op: str, n: int, nbytes: int) -> int:
     """Bytes one rank sends in phase ``op`` over ``n`` ranks whose larger side (an
-    All-Gather's output, else its input) is ``nbytes``."""
+    All-Gather's output, else its input) is ``nbytes``: a traced phase's ``sent_bytes``."""
     return round(collective.sent_bytes(op, n, nbytes / n if op == "AG" else nbytes))
 
 
@@ -170,7 +163,7 @@ def run_hierarchical(
     sched: Schedule,
     topo: Topology,
     rank: int,
-    links: dict[tuple[int, int], Link],
+    links: dict[tuple[int, int], PeerLink],
     deadline: float,
     abort: Callable[[], None] = lambda: None,
     record: Callable[[PhaseRecord], None] | None = None,
@@ -236,8 +229,8 @@ def run_hierarchical(
                 end = time.monotonic()
                 if record is not None:
                     record(PhaseRecord(coll, ph.chunk, ph.index, d, ph.op, view.nbytes,
-                                       start, end, n, phase_sent(collective, ph.op, n,
-                                                                 view.nbytes)))
+                                       start, end, n,
+                                       trace_sent_bytes(collective, ph.op, n, view.nbytes)))
                 done[(ph.chunk, ph.index)].set()
         except _Aborted:
             return
@@ -259,8 +252,8 @@ def run_hierarchical(
         raise primary[0]
 
 
-def group_links(links: dict[tuple[int, int], Link], channel: int, slot: int,
-                k: int) -> tuple[Link, ...]:
+def group_links(links: dict[tuple[int, int], PeerLink], channel: int, slot: int,
+                k: int) -> tuple[PeerLink, ...]:
     """The ``k`` links of one group slot: link slots ``slot·k .. slot·k+k-1`` of ``channel``."""
     return tuple(links[(channel, slot * k + i)] for i in range(k))
 

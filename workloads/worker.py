@@ -73,9 +73,9 @@ from workloads.hierarchical import (
     Schedule,
     Topology,
     group_links,
-    phase_sent,
     run_hierarchical,
     schedule,
+    trace_sent_bytes,
 )
 from workloads.themis import ChunkPlan, plan_with, split_sizes
 from workloads.traces import TraceWriter
@@ -277,7 +277,7 @@ class Worker:
                 collective.all_reduce_variables(group, buf, coll, variables)
             if record is not None and world > 1:
                 record(PhaseRecord(coll, 0, 0, 0, "AR", buf.nbytes, start, time.monotonic(),
-                                   world, phase_sent(collective, "AR", world, buf.nbytes)))
+                                   world, trace_sent_bytes(collective, "AR", world, buf.nbytes)))
             return coll
         plans, sched = self._plan(buf.size, chunks or cfg.job.chunks)
         run_hierarchical(

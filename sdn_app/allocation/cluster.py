@@ -9,7 +9,7 @@ from sdn_app.allocation.ledger import (
     Allocation,
     AllocationRefused,
     AllocationRequestError,
-    Host,
+    LeafSlot,
     Ledger,
     leaves_of,
 )
@@ -107,7 +107,7 @@ class Cluster(Ledger):
         self.commit(allocation)
         return allocation
 
-    def claim(self, job_id: str, hosts: Iterable[Host], policy: str,
+    def claim(self, job_id: str, hosts: Iterable[LeafSlot], policy: str,
               label: str | None = None) -> Allocation:
         """Give a job exactly these ``(leaf, slot)`` hosts (policies ``ecmp`` and ``vclos``).
 
@@ -182,7 +182,7 @@ class Cluster(Ledger):
                 f"{k} lie in idle servers of {self.gpus_per_server} and no leaf holds the job",
                 cause="hosts")
         by_free = sorted(usable, key=lambda leaf: (-usable[leaf], leaf))
-        hosts: list[Host] = []
+        hosts: list[LeafSlot] = []
         for index, leaf in enumerate(by_free):
             needed = k - len(hosts)
             if usable[leaf] >= needed:

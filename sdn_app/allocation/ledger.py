@@ -11,8 +11,8 @@ from typing import Any, NamedTuple, overload
 
 from testbed.core.errors import FabricLabError
 
-Host = tuple[int, int]
-Link = tuple[int, int]
+LeafSlot = tuple[int, int]  # a host of a leaf-spine cluster: (leaf, slot on that leaf)
+LeafSpineLink = tuple[int, int]  # (leaf, spine)
 LeafPort = tuple[int, int]  # (ocs, leaf)
 SpinePort = tuple[int, int, int]  # (ocs, spine, port)
 
@@ -99,7 +99,7 @@ class BlockCircuits(Sequence[Circuit]):
     circuits (a run at the vClos paper's scale holds over a million); the emulator's
     controller does. Equal to any sequence of the same circuits."""
 
-    def __init__(self, hosts: Sequence[Host], ocses: list[int], spines: list[int],
+    def __init__(self, hosts: Sequence[LeafSlot], ocses: list[int], spines: list[int],
                  ports: PortUse) -> None:
         self._hosts, self._ocses, self._spines = hosts, ocses, spines
         self.ports = ports
@@ -159,13 +159,13 @@ class Allocation:
 
     job_id: str
     policy: str
-    hosts: tuple[Host, ...]
+    hosts: tuple[LeafSlot, ...]
     leaves: tuple[int, ...]
     spines: tuple[int, ...] = ()
-    links: frozenset[Link] = frozenset()
+    links: frozenset[LeafSpineLink] = frozenset()
     circuits: Sequence[Circuit] = ()
-    spine_of: dict[Host, int] = field(default_factory=dict)
-    circuit_of: dict[Host, int] = field(default_factory=dict)
+    spine_of: dict[LeafSlot, int] = field(default_factory=dict)
+    circuit_of: dict[LeafSlot, int] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
@@ -225,7 +225,7 @@ def clos_allocation(
     leaves = sorted(slots)
     spine_of = {(leaf, slots[leaf][j]): spines[j] for leaf in leaves for j in range(len(spines))}
     circuits: list[Circuit] = []
-    circuit_of: dict[Host, int] = {}
+    circuit_of: dict[LeafSlot, int] = {}
     for leaf in leaves:
         for j, spine in enumerate(spines):
             if ports:
@@ -245,7 +245,7 @@ def clos_allocation(
     )
 
 
-def leaves_of(hosts: Iterable[Host]) -> tuple[int, ...]:
+def leaves_of(hosts: Iterable[LeafSlot]) -> tuple[int, ...]:
     return tuple(sorted({leaf for leaf, _slot in hosts}))
 
 
@@ -286,7 +286,7 @@ class Ledger:
         self.spine_ports_per_ocs = spine_ports_per_ocs
         self.exclusive_ocs_links = exclusive_ocs_links
         self.jobs: dict[str, Allocation] = {}
-        self._host_owner: dict[Host, str] = {}
+        self._host_owner: dict[LeafSlot, str] = {}
         self._free_count = [hosts_per_leaf] * leaves  # free hosts per leaf
         # Busy hosts per server ([leaf][server]), idle OCS ports per leaf (bit o), idle ports
         # per spine and OCS (a count, and bit p of a mask), kept as jobs come and go.
@@ -295,7 +295,7 @@ class Ledger:
         self._spine_idle = [[spine_ports_per_ocs] * ocs_count for _ in range(spines)]
         self._spine_port_mask = [[(1 << spine_ports_per_ocs) - 1] * ocs_count
                                  for _ in range(spines)]
-        self._link_owner: dict[Link, str] = {}
+        self._link_owner: dict[LeafSpineLink, str] = {}
 
     # ------------------------------------------------------------------- hosts
 
@@ -355,7 +355,7 @@ class Ledger:
         of ``leaves``."""
         return {leaf: self.spread_slots(leaf)[:n] for leaf in leaves}
 
-    def claimable(self, hosts: list[Host]) -> dict[int, list[int]]:
+    def claimable(self, hosts: list[LeafSlot]) -> dict[int, list[int]]:
         """Check that ``hosts`` exist and are free; their slots by leaf."""
         for leaf, slot in hosts:
             if not (0 <= leaf < self.leaves and 0 <= slot < self.hosts_per_leaf):
@@ -482,7 +482,7 @@ class Ledger:
         self._book_ports(port_use(allocation.circuits), +1)
         self.jobs[job_id] = allocation
 
-    def _book_hosts(self, hosts: Iterable[Host], job_id: str, step: int) -> None:
+    def _book_hosts(self, hosts: Iterable[LeafSlot], job_id: str, step: int) -> None:
         """Give ``hosts`` to ``job_id`` (``step`` +1) or free them (-1)."""
         owner, free, busy, g = (self._host_owner, self._free_count, self._server_busy,
                                 self.gpus_per_server)
@@ -508,7 +508,7 @@ class Ledger:
             row[ocs] ^= mask
             idle[spine][ocs] -= step * mask.bit_count()
 
-    def _exclusive_links(self, allocation: Allocation) -> frozenset[Link]:
+    def _exclusive_links(self, allocation: Allocation) -> frozenset[LeafSpineLink]:
         """The (leaf, spine) pairs no other job may use while this one runs (a vClos job's
         links; an OCS job's only under ``exclusive_ocs_links``). Decided by the allocation's
         shape, not its policy name, so a policy that places as vclos does gets the same."""

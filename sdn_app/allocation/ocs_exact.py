@@ -38,7 +38,7 @@ from collections import Counter
 from dataclasses import dataclass
 from itertools import chain, product, repeat
 
-from sdn_app.allocation.ledger import Allocation, BlockCircuits, Host, Ledger, PortUse, bits
+from sdn_app.allocation.ledger import Allocation, BlockCircuits, LeafSlot, Ledger, PortUse, bits
 from sdn_app.allocation.milp import Milp
 from sdn_app.allocation.ocs_feasibility import (
     Shape,
@@ -469,7 +469,7 @@ def whole_leaves_allocation(ledger: Ledger, job_id: str, leaves: list[int],
     is taken (ocs_count = hosts_per_leaf)."""
     hosts, count = ledger.hosts_per_leaf, len(spines)
     rows: dict[int, list[int]] = {}  # r mod S -> the OCS of each host of leaf r
-    host_list: list[Host] = []
+    host_list: list[LeafSlot] = []
     host_ocses: list[int] = []
     for r, leaf in enumerate(leaves):
         row = rows.get(r % count)
@@ -495,7 +495,7 @@ def block_allocation(
     Its circuits are a :class:`~sdn_app.allocation.ledger.BlockCircuits`, booked by the
     ports they hold and built only when read: a run at the paper's scale holds over a
     million, so the per-host work here stays in C (zip, map, chain, Counter)."""
-    hosts: list[Host] = []
+    hosts: list[LeafSlot] = []
     host_ocses: list[int] = []
     host_spines: list[int] = []
     leaf_ports: dict[int, int] = {}
@@ -515,7 +515,7 @@ def block_allocation(
                       PortUse(leaf_ports, spine_ports))
 
 
-def _block_job(job_id: str, leaves: list[int], spines: list[int], hosts: list[Host],
+def _block_job(job_id: str, leaves: list[int], spines: list[int], hosts: list[LeafSlot],
                host_ocses: list[int], host_spines: list[int], ports: PortUse) -> Allocation:
     """The allocation of a block job: host i (leaf, then slot) reaches ``host_spines[i]``
     over OCS ``host_ocses[i]``, the circuits holding ``ports``."""

@@ -25,11 +25,10 @@ from __future__ import annotations
 from typing import ClassVar
 
 from sdn_app.allocation.cluster import Cluster
-from sdn_app.allocation.ledger import Allocation
+from sdn_app.allocation.ledger import Allocation, LeafSlot
 from sdn_app.program import Program, Uplink
 from testbed.core.topology import FabricPlan
 
-Host = tuple[int, int]
 LinkId = tuple
 # The kinds of directed link ids (the first element): a host's own links, and the fabric's.
 HOST_LINKS = ("hu", "hd")
@@ -75,7 +74,7 @@ class RoutingPolicy:
     def allocate(self, cluster: Cluster, job_id: str, hosts_wanted: int) -> Allocation:
         return cluster.allocate(job_id, hosts_wanted, self.allocates_as, label=self.name)
 
-    def claim(self, cluster: Cluster, job_id: str, hosts: list[Host]) -> Allocation:
+    def claim(self, cluster: Cluster, job_id: str, hosts: list[LeafSlot]) -> Allocation:
         return cluster.claim(job_id, hosts, self.allocates_as, label=self.name)
 
     def broken(self, alloc: Allocation, down: frozenset[Uplink]) -> str | None:
@@ -84,13 +83,13 @@ class RoutingPolicy:
 
     # -- the simulator ----------------------------------------------------------------------
 
-    def path(self, alloc: Allocation, src: Host, dst: Host, spines: int,
+    def path(self, alloc: Allocation, src: LeafSlot, dst: LeafSlot, spines: int,
              sport: int = 0) -> list[LinkId]:
         """Directed links of a flow from ``src`` to ``dst`` (``sport``: its source port)."""
         raise NotImplementedError
 
 
-def via_spine(src: Host, dst: Host, spine: int) -> list[LinkId]:
+def via_spine(src: LeafSlot, dst: LeafSlot, spine: int) -> list[LinkId]:
     """The links of a leaf-spine path through ``spine`` (or within one leaf)."""
     (la, sa), (lb, sb) = src, dst
     if la == lb:

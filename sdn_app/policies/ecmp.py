@@ -7,7 +7,7 @@ from __future__ import annotations
 import struct
 import zlib
 
-from sdn_app.policies.base import Host, LinkId, RoutingPolicy, via_spine
+from sdn_app.policies.base import LeafSlot, LinkId, RoutingPolicy, via_spine
 from sdn_app.program import ECMP_GROUP, GroupRule, Program, Uplink
 from sdn_app.static_routes import (
     PRIO_ROUTE,
@@ -21,7 +21,7 @@ from testbed.core.topology import FabricPlan
 DPORT = 29500  # the workers' first listening port
 
 
-def ecmp_spine(src: Host, dst: Host, sport: int, spines: int, dport: int = DPORT) -> int:
+def ecmp_spine(src: LeafSlot, dst: LeafSlot, sport: int, spines: int, dport: int = DPORT) -> int:
     """Deterministic ECMP choice: CRC32 of the 5-tuple modulo the number of spines."""
     key = struct.pack(">IIIIHHB", src[0], src[1], dst[0], dst[1], sport, dport, 6)
     return zlib.crc32(key) % spines
@@ -64,7 +64,8 @@ class Ecmp(RoutingPolicy):
     def base_program(self, plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Program:
         return ecmp_program(plan, down)
 
-    def path(self, alloc, src: Host, dst: Host, spines: int, sport: int = 0) -> list[LinkId]:
+    def path(self, alloc, src: LeafSlot, dst: LeafSlot, spines: int,
+             sport: int = 0) -> list[LinkId]:
         return via_spine(src, dst, ecmp_spine(src, dst, sport, spines))
 
 

@@ -13,14 +13,14 @@ import hashlib
 import struct
 from collections.abc import Sequence
 
-from sdn_app.policies.base import Host, LinkId, RoutingPolicy, via_spine
+from sdn_app.policies.base import LeafSlot, LinkId, RoutingPolicy, via_spine
 from sdn_app.policies.ecmp import spines_up
 from sdn_app.program import Program, Uplink
 from sdn_app.static_routes import PRIO_ROUTE, FlowRule, delivery_rules, leaf_spine_view
 from testbed.core.topology import FabricPlan, leaf_host_port
 
 
-def l3_spine(src: Host, dst: Host, spines: Sequence[int]) -> int:
+def l3_spine(src: LeafSlot, dst: LeafSlot, spines: Sequence[int]) -> int:
     """The spine of every flow from ``src`` to ``dst``: a hash of the two addresses.
 
     BLAKE2b stands in for the kernel's keyed SipHash: both spread structured addresses
@@ -54,7 +54,8 @@ class EcmpL3(RoutingPolicy):
                                            eth_dst=dst.nics[0].mac))
         return prog
 
-    def path(self, alloc, src: Host, dst: Host, spines: int, sport: int = 0) -> list[LinkId]:
+    def path(self, alloc, src: LeafSlot, dst: LeafSlot, spines: int,
+             sport: int = 0) -> list[LinkId]:
         return via_spine(src, dst, l3_spine(src, dst, range(spines)))
 
 

@@ -9,7 +9,7 @@ route it.
 
 from __future__ import annotations
 
-from sdn_app.policies.base import Host, LinkId, RoutingPolicy
+from sdn_app.policies.base import LeafSlot, LinkId, RoutingPolicy
 from sdn_app.program import Program, Uplink
 from testbed.core.errors import SpecError
 from testbed.core.topology import FabricPlan
@@ -24,7 +24,8 @@ class GpuCount(RoutingPolicy):
         raise SpecError("policy gpu-count is the simulator's bound (one non-blocking switch); "
                         "a real fabric cannot route it: use ecmp, vclos or ocs-vclos")
 
-    def path(self, alloc, src: Host, dst: Host, spines: int, sport: int = 0) -> list[LinkId]:
+    def path(self, alloc, src: LeafSlot, dst: LeafSlot, spines: int,
+             sport: int = 0) -> list[LinkId]:
         (la, sa), (lb, sb) = src, dst
         return [("hu", la, sa), ("hd", lb, sb)]
 

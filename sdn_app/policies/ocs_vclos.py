@@ -5,7 +5,7 @@ leaf to leaf) and the job's hosts are pinned to them."""
 from __future__ import annotations
 
 from sdn_app.allocation.ledger import Allocation
-from sdn_app.policies.base import Host, LinkId, RoutingPolicy
+from sdn_app.policies.base import LeafSlot, LinkId, RoutingPolicy
 from sdn_app.program import PRIO_JOB, Program, Uplink, job_cookie, ocs_circuits, pinned_rules
 from sdn_app.static_routes import FlowRule, circuit_rules, delivery_rules, leaf_spine_view
 from testbed.core.topology import FabricPlan, leaf_uplink_port
@@ -43,7 +43,7 @@ class OcsVclos(RoutingPolicy):
                                                cookie=cookie))
         return prog
 
-    def path(self, alloc: Allocation, src: Host, dst: Host, spines: int,
+    def path(self, alloc: Allocation, src: LeafSlot, dst: LeafSlot, spines: int,
              sport: int = 0) -> list[LinkId]:
         (la, sa), (lb, sb) = src, dst
         if la == lb:

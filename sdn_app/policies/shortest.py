@@ -4,7 +4,7 @@ whole fabric and add no rules; the simulator routes multidim fabrics per dimensi
 
 from __future__ import annotations
 
-from sdn_app.policies.base import Host, LinkId, RoutingPolicy
+from sdn_app.policies.base import LeafSlot, LinkId, RoutingPolicy
 from sdn_app.program import Program, Uplink
 from sdn_app.static_routes import static_rules
 from testbed.core.topology import FabricPlan
@@ -21,7 +21,8 @@ class Shortest(RoutingPolicy):
     def base_program(self, plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Program:
         return Program(static_rules(plan))
 
-    def path(self, alloc, src: Host, dst: Host, spines: int, sport: int = 0) -> list[LinkId]:
+    def path(self, alloc, src: LeafSlot, dst: LeafSlot, spines: int,
+             sport: int = 0) -> list[LinkId]:
         raise NotImplementedError("multidim paths are per dimension (testbed.sim.collectives)")
 
 

@@ -5,7 +5,7 @@ falls back to ECMP."""
 from __future__ import annotations
 
 from sdn_app.allocation.ledger import Allocation
-from sdn_app.policies.base import Host, LinkId, RoutingPolicy, via_spine
+from sdn_app.policies.base import LeafSlot, LinkId, RoutingPolicy, via_spine
 from sdn_app.policies.ecmp import ecmp_program
 from sdn_app.program import Program, Uplink, job_cookie, pinned_rules
 from testbed.core.topology import FabricPlan, leaf_uplink_port
@@ -41,7 +41,7 @@ class Vclos(RoutingPolicy):
                         "(vClos allows the job no other path)")
         return None
 
-    def path(self, alloc: Allocation, src: Host, dst: Host, spines: int,
+    def path(self, alloc: Allocation, src: LeafSlot, dst: LeafSlot, spines: int,
              sport: int = 0) -> list[LinkId]:
         return via_spine(src, dst, alloc.spine_of.get(src, 0))
 

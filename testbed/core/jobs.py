@@ -36,8 +36,8 @@ from testbed.core.registry import COLLECTIVES, SCHEDULES
 from testbed.core.spec import DimKind, validate
 from testbed.core.topology import FabricPlan
 
-Workload = Annotated[AllReduceWorkload | AllToAllWorkload | DnnWorkload | TrainingWorkload
-                     | CommandWorkload, Field(discriminator="kind")]
+WorkloadSpec = Annotated[AllReduceWorkload | AllToAllWorkload | DnnWorkload | TrainingWorkload
+                         | CommandWorkload, Field(discriminator="kind")]
 
 
 class ResolvedJob(CollectiveOptions):
@@ -59,7 +59,7 @@ class ResolvedJob(CollectiveOptions):
     dim_host_rates_bps: list[Annotated[float, Field(gt=0)]]
     dim_rates_bps: list[Annotated[float, Field(gt=0)]]
     dim_algorithms: list[str] = Field(default_factory=list)
-    workload: Workload
+    workload: WorkloadSpec
 
     @model_validator(mode="before")
     @classmethod

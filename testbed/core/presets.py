@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from testbed.core.errors import SpecError
+from testbed.core.spec import DimsShape
 
 GBYTE_S_IN_MBIT_S = 8000  # 1 GB/s (10^9 bytes/s, ASTRA-sim's unit) in Mbit/s
 GBYTE_S_IN_BIT_S = 8e9
@@ -103,20 +104,12 @@ E2E_GAINS: dict[str, E2eGain] = {g.workload: g for g in (
 
 
 @dataclass(frozen=True)
-class Preset:
+class Preset(DimsShape):
     name: str
     title: str
     dims: tuple[PresetDim, ...]
     chunks: int = PAPER_CHUNKS
     paper: tuple[PaperFigure, ...] = PAPER_FIGURES
-
-    @property
-    def sizes(self) -> tuple[int, ...]:
-        return tuple(d.size for d in self.dims)
-
-    @property
-    def kinds(self) -> tuple[str, ...]:
-        return tuple(d.kind for d in self.dims)
 
     @property
     def bandwidths_bps(self) -> tuple[float, ...]:

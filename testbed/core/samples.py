@@ -18,21 +18,22 @@ import pyarrow as pa
 
 from testbed.core.units import DIMENSIONLESS, NOT_A_QUANTITY, unit_field
 
-LINK_SAMPLE_SCHEMA = pa.schema([
+# The columns every per-link-direction sample starts with: when, which direction, its rate.
+_LINK_DIRECTION_FIELDS = [
     unit_field("time", pa.float64(), "s"),
     unit_field("link", pa.string(), NOT_A_QUANTITY),
     unit_field("src", pa.string(), NOT_A_QUANTITY),
     unit_field("dst", pa.string(), NOT_A_QUANTITY),
     unit_field("capacity_mbit_s", pa.float64(), "Mbit/s"),
+]
+
+LINK_SAMPLE_SCHEMA = pa.schema([
+    *_LINK_DIRECTION_FIELDS,
     unit_field("bytes", pa.int64(), "bytes"),
 ])
 
 QDISC_SAMPLE_SCHEMA = pa.schema([
-    unit_field("time", pa.float64(), "s"),
-    unit_field("link", pa.string(), NOT_A_QUANTITY),
-    unit_field("src", pa.string(), NOT_A_QUANTITY),
-    unit_field("dst", pa.string(), NOT_A_QUANTITY),
-    unit_field("capacity_mbit_s", pa.float64(), "Mbit/s"),
+    *_LINK_DIRECTION_FIELDS,
     unit_field("sent_bytes", pa.int64(), "bytes"),
     unit_field("backlog_bytes", pa.int64(), "bytes"),
     unit_field("drops", pa.int64(), DIMENSIONLESS),

@@ -171,17 +171,22 @@ class DimSpec(_Strict):
         return self.mbit_s
 
 
-class MultidimSpec(_Strict):
-    kind: Literal["multidim"]
-    dims: Annotated[list[DimSpec], Field(min_length=1, max_length=8)]
+class DimsShape:
+    """``sizes`` and ``kinds`` of a multidim fabric, for a class whose ``dims`` each have a
+    ``size`` and a ``kind`` (a fabric spec, a preset)."""
 
     @property
     def sizes(self) -> tuple[int, ...]:
-        return tuple(d.size for d in self.dims)
+        return tuple(d.size for d in self.dims)  # type: ignore[attr-defined]
 
     @property
     def kinds(self) -> tuple[str, ...]:
-        return tuple(d.kind for d in self.dims)
+        return tuple(d.kind for d in self.dims)  # type: ignore[attr-defined]
+
+
+class MultidimSpec(DimsShape, _Strict):
+    kind: Literal["multidim"]
+    dims: Annotated[list[DimSpec], Field(min_length=1, max_length=8)]
 
     @property
     def num_hosts(self) -> int:

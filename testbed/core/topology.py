@@ -29,6 +29,7 @@ import dataclasses
 import itertools
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -392,7 +393,9 @@ def coords_of(index: int, sizes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def index_of(coords: tuple[int, ...] | list[int], sizes: tuple[int, ...]) -> int:
+def index_of(coords: Sequence[int], sizes: tuple[int, ...]) -> int:
+    """The host id of mixed-radix ``coords`` (dimension 0 fastest): :func:`coords_of`'s
+    inverse."""
     index, stride = 0, 1
     for c, n in zip(coords, sizes, strict=True):
         index += c * stride

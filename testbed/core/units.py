@@ -44,17 +44,23 @@ def _bounded(number: str, scale: int, text: str) -> int:
     return check_size(int(float(number) * scale), f"size {shown!r}")
 
 
+def _size_in(text: str, units: dict[str, int], error: str) -> int:
+    """The bytes ``text`` (a number and one of ``units``' suffixes) stands for; ``error`` if it
+    is not one."""
+    m = _SIZE_RE.match(text)
+    unit = m.group(2).lower() if m else None
+    if not m or unit not in units:
+        raise FabricLabError(error)
+    return _bounded(m.group(1), units[unit], text)
+
+
 def parse_size(text: str | int) -> int:
     """'256MiB' -> 268435456; '1KiB' -> 1024; '64' -> 64 (bytes); at most
     :data:`~testbed.core.limits.MAX_SIZE_BYTES`."""
     if isinstance(text, int):
         return check_size(text)
-    m = _SIZE_RE.match(text)
-    unit = m.group(2).lower() if m else None
-    if not m or unit not in _SIZE_UNITS:
-        raise FabricLabError(f"size {text[:40]!r} is not a size; write e.g. 64, 1KiB, 256MiB "
-                             "or 1GiB")
-    return _bounded(m.group(1), _SIZE_UNITS[unit], text)
+    return _size_in(text, _SIZE_UNITS, f"size {text[:40]!r} is not a size; write e.g. 64, "
+                    "1KiB, 256MiB or 1GiB")
 
 
 def parse_size_range(text: str) -> list[int]:
@@ -82,12 +88,8 @@ _NCCL_UNITS = {"": 1, "b": 1, "k": 1024, "kib": 1024, "m": 1024**2, "mib": 1024*
 def parse_nccl_size(text: str, flag: str) -> int:
     """A size as nccl-tests' ``-b``/``-e`` take it: '8' -> 8, '1K' -> 1024, '1.5M' -> 1572864,
     '1G' -> 1073741824 (bytes); ``flag`` names the option in the error."""
-    m = _SIZE_RE.match(text)
-    unit = m.group(2).lower() if m else None
-    if not m or unit not in _NCCL_UNITS:
-        raise FabricLabError(f"{flag} {text[:40]!r} is not a size; write bytes or a 1024-based "
-                             "K, M or G suffix, e.g. 8, 1K, 256M or 1G")
-    return _bounded(m.group(1), _NCCL_UNITS[unit], text)
+    return _size_in(text, _NCCL_UNITS, f"{flag} {text[:40]!r} is not a size; write bytes or a "
+                    "1024-based K, M or G suffix, e.g. 8, 1K, 256M or 1G")
 
 
 def nccl_size_range(minbytes: str, maxbytes: str, stepfactor: str) -> list[int]:

@@ -26,7 +26,7 @@ from testbed.core.formulas import RATE_TOLERANCE, TCP_GOODPUT
 from testbed.core.topology import FabricPlan, Link
 from testbed.emulator.sampler import LinkSampler, cpu_mean, window_rates
 from testbed.emulator.schedstat import SchedSampler
-from testbed.emulator.traffic import Flow, run_flows
+from testbed.emulator.traffic import IperfFlow, run_flows
 
 # Interface counters see a TSO packet (up to 64 KiB of payload) with one set of headers, while
 # HTB charges the link for every segment's headers (the kernel's qdisc_pkt_len), as a wire
@@ -233,7 +233,7 @@ def run_rounds(fab, rounds: list[list[ProbeFlow]], seconds: float, warmup: float
 
 def _run_round(fab, flows: list[ProbeFlow], seconds: float,
                warmup: float) -> tuple[float, float, list[float]]:
-    res = run_flows(fab, [Flow(f.src, f.dst, f.src_ip, f.dst_ip) for f in flows], seconds)
+    res = run_flows(fab, [IperfFlow(f.src, f.dst, f.src_ip, f.dst_ip) for f in flows], seconds)
     return res.start + warmup, res.start + seconds - 0.3, res.goodput_bps
 
 

@@ -29,7 +29,7 @@ from testbed.core.topology import FabricPlan
 from testbed.emulator.calibrate import TCP_WIRE_FACTOR
 from testbed.emulator.sampler import LinkSampler, window_rates
 from testbed.emulator.schedstat import OVS_PIDFILE, SchedSampler
-from testbed.emulator.traffic import Flow, run_flows
+from testbed.emulator.traffic import IperfFlow, run_flows
 
 WARMUP_S = 1.5
 TOLERANCE = 0.05  # a link direction within ±5 % of its rate kept it
@@ -88,8 +88,8 @@ def measure(fab, plan: FabricPlan, k: int, seconds: float) -> dict:
     ``h2i`` to ``h2i+1``; link ratios (``min``, ``mean``, ``ok``: all within
     :data:`TOLERANCE` and no flow failed), the invariant, the switch's wait share and the CPU
     over the steady window."""
-    flows = [Flow(f"h{2 * i}", f"h{2 * i + 1}", plan.node(f"h{2 * i}").ip(),
-                  plan.node(f"h{2 * i + 1}").ip()) for i in range(k)]
+    flows = [IperfFlow(f"h{2 * i}", f"h{2 * i + 1}", plan.node(f"h{2 * i}").ip(),
+                       plan.node(f"h{2 * i + 1}").ip()) for i in range(k)]
     loaded = {(f.src, "leaf0") for f in flows} | {("leaf0", f.dst) for f in flows}
     snaps: list = []
     with LinkSampler(plan, fab.namespace_pids()) as sampler, \

@@ -13,7 +13,7 @@ BASE_PORT = 5201
 
 
 @dataclass(frozen=True)
-class Flow:
+class IperfFlow:
     src: str
     dst: str
     src_ip: str
@@ -26,7 +26,7 @@ class FlowResults:
     goodput_bps: list[float]  # receiver-side goodput per flow, in the order given
 
 
-def run_flows(fab, flows: list[Flow], seconds: float) -> FlowResults:
+def run_flows(fab, flows: list[IperfFlow], seconds: float) -> FlowResults:
     """Run every flow at once for ``seconds``; return when all are done."""
     servers, clients = [], []
     try:
@@ -53,7 +53,7 @@ def run_flows(fab, flows: list[Flow], seconds: float) -> FlowResults:
                 p.wait()
 
 
-def _goodput(iperf_json: str, f: Flow) -> float:
+def _goodput(iperf_json: str, f: IperfFlow) -> float:
     try:
         return float(json.loads(iperf_json)["end"]["sum_received"]["bits_per_second"])
     except (ValueError, KeyError) as exc:

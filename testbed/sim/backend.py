@@ -110,7 +110,7 @@ from testbed.sim.collectives import HierarchicalRun, MultidimFabric, run_steps
 from testbed.sim.flows import LinkId, Network
 from testbed.sim.job_plans import host_path
 from workloads.dnn import DnnWorkload
-from workloads.hierarchical import phase_sent
+from workloads.hierarchical import trace_sent_bytes
 from workloads.launcher import size_results
 from workloads.model import job_model_s
 from workloads.themis import plan_with
@@ -393,7 +393,7 @@ class SimRunner:
                     group = job.dims[ph.dim]
                     nbytes = round(float(ph.size) * (group if ph.op == "AG" else 1))
                     spans.append((ph.chunk, ph.index, ph.dim, ph.op, nbytes, group,
-                                  phase_sent(collective, ph.op, group, nbytes), began, ended))
+                                  trace_sent_bytes(collective, ph.op, group, nbytes), began, ended))
                 done(spans)
 
             HierarchicalRun(net, fabric, plans_of[size], job.order, collective, end, owner,

@@ -81,14 +81,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sdn_app.allocation.cluster import PLACEMENTS, Cluster
-from sdn_app.allocation.ledger import Allocation, AllocationRefused
+from sdn_app.allocation.ledger import Allocation, AllocationRefused, LeafSlot
 from sdn_app.allocation.ocs import REWIRINGS
 from sdn_app.policies import get as get_policy
 from testbed.core.errors import FabricLabError
 from testbed.sim.flows import Flow, Network
 from testbed.sim.job_plans import (
     ALIASES,
-    Host,
     cluster_collective,
     cluster_policy,
     job_plan,
@@ -96,7 +95,7 @@ from testbed.sim.job_plans import (
 )
 from testbed.sim.rail_collisions import RailCollisions
 from testbed.sim.trace_formats import TracePlacement
-from testbed.sim.traces import JobSpec, job_set_sha256
+from testbed.sim.traces import TraceJob, job_set_sha256
 
 # The allocator's placements, and "trace": the hosts a trace recorded (see the docstring).
 SIM_PLACEMENTS = (*PLACEMENTS, "trace")
@@ -175,7 +174,7 @@ class ClusterConfig:
 
 @dataclass
 class JobRecord:
-    spec: JobSpec
+    spec: TraceJob
     start: float = float("nan")
     finish: float = float("nan")
     leaves: int = 0
@@ -226,9 +225,9 @@ def _percentile(sorted_values: Sequence[float], q: float) -> float:
 
 
 class ClusterSimulation:
-    """One run: feed :class:`JobSpec` s through FIFO admission onto the simulated fabric."""
+    """One run: feed :class:`TraceJob` s through FIFO admission onto the simulated fabric."""
 
-    def __init__(self, jobs: Sequence[JobSpec], config: ClusterConfig,
+    def __init__(self, jobs: Sequence[TraceJob], config: ClusterConfig,
                  progress: Callable[[int, int, float], None] | None = None,
                  placement: TracePlacement | None = None) -> None:
         """``progress(done, total, now)`` is called whenever a job finishes; ``placement``:
@@ -272,7 +271,7 @@ class ClusterSimulation:
 
     # ------------------------------------------------------------------ admission
 
-    def _arrive(self, spec: JobSpec) -> None:
+    def _arrive(self, spec: TraceJob) -> None:
         if spec.gpus > self.config.total_gpus:
             self.dropped_too_large += 1
             return
@@ -299,7 +298,7 @@ class ClusterSimulation:
             self.queue.popleft()
             self._start(record, alloc)
 
-    def _place(self, spec: JobSpec) -> Allocation:
+    def _place(self, spec: TraceJob) -> Allocation:
         """The job's trace hosts through the policy's ``claim`` where the trace gives them,
         else the policy's allocator; raises :class:`AllocationRefused`."""
         policy = get_policy(self.config.policy)
@@ -467,11 +466,11 @@ class ClusterSimulation:
 
 
 def trace_hosts(free_slots: Callable[[int], list[int]], slots: dict[str, tuple[int, int]],
-                used: dict[str, int], gpus_per_host: int) -> list[Host]:
+                used: dict[str, int], gpus_per_host: int) -> list[LeafSlot]:
     """The fabric hosts for a job that used ``used[host]`` GPUs on each trace host: the first
     free slots of each host's block (``slots[host]``: its leaf and first slot), or
     :class:`AllocationRefused` (``no_hosts``) while a block has too few free."""
-    hosts: list[Host] = []
+    hosts: list[LeafSlot] = []
     for host, gpus in sorted(used.items()):
         leaf, first = slots[host]
         free = [s for s in free_slots(leaf) if first <= s < first + gpus_per_host]
@@ -482,7 +481,7 @@ def trace_hosts(free_slots: Callable[[int], list[int]], slots: dict[str, tuple[i
     return hosts
 
 
-def simulate_cluster(jobs: Sequence[JobSpec], config: ClusterConfig,
+def simulate_cluster(jobs: Sequence[TraceJob], config: ClusterConfig,
                      progress: Callable[[int, int, float], None] | None = None,
                      placement: TracePlacement | None = None) -> ClusterResult:
     """Run ``jobs`` on the cluster of ``config``; per-job rows and a summary dict.

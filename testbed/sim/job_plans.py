@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from sdn_app.allocation.ledger import Allocation
+from sdn_app.allocation.ledger import Allocation, LeafSlot
 from sdn_app.policies import RoutingPolicy, applicable
 from sdn_app.policies import get as get_policy
 from sdn_app.policies.base import HOST_LINKS, via_spine
@@ -40,7 +40,6 @@ from testbed.core.registry import ALLTOALLS, COLLECTIVES
 from testbed.sim.flows import LinkId, Network
 from workloads.collectives import Collective
 
-Host = tuple[int, int]
 Pair = tuple[int, int]  # (src position, dst position)
 
 # The rail All-Reduce vClos is built for (see job_plan): the cluster simulator's own collective.
@@ -60,7 +59,7 @@ def cluster_policy(name: str) -> RoutingPolicy:
 
 
 def host_path(
-    alloc: Allocation, src: Host, dst: Host, spines: int, sport: int = 0
+    alloc: Allocation, src: LeafSlot, dst: LeafSlot, spines: int, sport: int = 0
 ) -> list[LinkId]:
     """Directed links from ``src`` to ``dst`` for a job placed by ``alloc``: its policy's."""
     return get_policy(alloc.policy).path(alloc, src, dst, spines, sport)
@@ -191,7 +190,7 @@ class JobPlan:
         return self.phases if self.phases is not None else [list(range(len(self.rails)))]
 
 
-def rails_of(alloc: Allocation, wrap: bool = True) -> list[list[Host]]:
+def rails_of(alloc: Allocation, wrap: bool = True) -> list[list[LeafSlot]]:
     """Rail j: the j-th host of every leaf of the job. A leaf with only k hosts serves rail j
     with host j mod k (``wrap``) or is left out of it (``wrap=False``)."""
     by_leaf: dict[int, list[int]] = {}
@@ -205,7 +204,7 @@ def rails_of(alloc: Allocation, wrap: bool = True) -> list[list[Host]]:
     ]
 
 
-def rank_order(alloc: Allocation) -> list[Host]:
+def rank_order(alloc: Allocation) -> list[LeafSlot]:
     """Rank order: host j of every leaf in turn (rail-major), so every hop of a cross-leaf
     ring crosses the fabric, as with a topology-oblivious rank order."""
     return [h for rail in rails_of(alloc, wrap=False) for h in rail]
@@ -217,14 +216,14 @@ class _Router:
     spine where that collides (the isolated reference)."""
 
     def __init__(self, alloc: Allocation, spines: int, rng: random.Random | None,
-                 ideal: bool, index: dict[Host, int]) -> None:
+                 ideal: bool, index: dict[LeafSlot, int]) -> None:
         self.alloc, self.spines, self.rng, self.ideal = alloc, spines, rng, ideal
         self.policy = get_policy(alloc.policy)
         self.index = index  # host -> its rail
         self.up: dict[int, list[int]] = {}  # per leaf: flows each spine carries up / down
         self.down: dict[int, list[int]] = {}
 
-    def _ideal_spine(self, src: Host, dst: Host) -> int:
+    def _ideal_spine(self, src: LeafSlot, dst: LeafSlot) -> int:
         """Spine j for host j when its links are still unused, else the least used spine
         (the lowest numbered of those)."""
         u = self.up.setdefault(src[0], [0] * self.spines)
@@ -237,13 +236,13 @@ class _Router:
         d[s] += 1
         return s
 
-    def path(self, src: Host, dst: Host) -> list[LinkId]:
+    def path(self, src: LeafSlot, dst: LeafSlot) -> list[LinkId]:
         if self.ideal:
             return via_spine(src, dst, 0 if src[0] == dst[0] else self._ideal_spine(src, dst))
         sport = self.rng.randrange(*SPORTS) if self.rng is not None else 0
         return self.policy.path(self.alloc, src, dst, self.spines, sport)
 
-    def aggregated(self, order: list[Host], bundle: Bundle
+    def aggregated(self, order: list[LeafSlot], bundle: Bundle
                    ) -> tuple[list[list[LinkId]], list[int]]:
         """The flows of ``bundle`` (many per host) over the hosts of ``order`` as weighted
         paths: see the module docstring. A deterministic policy routes the flows from one
@@ -333,7 +332,7 @@ def job_plan(
                    weights if any(w is not None for w in weights) else None)
 
 
-def _rail_index(by_rail: list[list[Host]]) -> dict[Host, int]:
+def _rail_index(by_rail: list[list[LeafSlot]]) -> dict[LeafSlot, int]:
     """Each host's rail (its place among its leaf's hosts), from ``rails_of(alloc, False)``."""
     return {h: j for j, rail in enumerate(by_rail) for h in rail}
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,15 @@ from testbed.sim.trace_loading import TRACE_FORMS, check_trace
 
 D = DEFAULTS
 KEY_CHARS = 16
+
+
+def _as_field_error(check: Callable[[str], Any], value: str, flag: str = "") -> Any:
+    """``check(value)``, its error as a field's (pydantic's ValueError, without the CLI's
+    ``flag`` in front, which the field's path replaces)."""
+    try:
+        return check(value)
+    except FabricLabError as exc:
+        raise ValueError(str(exc).removeprefix(flag)) from None
 
 
 class ClusterParams(BaseModel):
@@ -64,19 +73,13 @@ class ClusterParams(BaseModel):
     @field_validator("preset")
     @classmethod
     def _preset(cls, value: str) -> str:
-        try:
-            return check_preset(value)
-        except FabricLabError as exc:
-            raise ValueError(str(exc).removeprefix("--preset ")) from None
+        return _as_field_error(check_preset, value, "--preset ")
 
     @field_validator("collective")
     @classmethod
     def _collective(cls, value: str) -> str:
         """A known collective; an older spelling (hierarchical) becomes its name now."""
-        try:
-            return cluster_collective(value)
-        except FabricLabError as exc:
-            raise ValueError(str(exc).removeprefix("collective ")) from None
+        return _as_field_error(cluster_collective, value, "collective ")
 
     @field_validator("placement", "rewiring")
     @classmethod
@@ -89,10 +92,7 @@ class ClusterParams(BaseModel):
     @field_validator("policy")
     @classmethod
     def _policy(cls, value: str) -> str:
-        try:
-            cluster_policy(value)
-        except FabricLabError as exc:
-            raise ValueError(str(exc)) from None
+        _as_field_error(cluster_policy, value)
         return value
 
     @field_validator("trace")

@@ -1,5 +1,5 @@
 """Readers for three more cluster traces: Acme (Shanghai AI Lab), Alibaba PAI 2020 and Alibaba
-Lingjun 2023. Pure parsing: CSV rows in, :class:`~testbed.sim.traces.JobSpec` s out.
+Lingjun 2023. Pure parsing: CSV rows in, :class:`~testbed.sim.traces.TraceJob` s out.
 
 Every reader maps a job to (id, arrival, GPUs, duration): the arrival is its submission time
 in seconds from the trace's first submission, the duration (seconds) is read as its run time
@@ -58,7 +58,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from testbed.core.errors import FabricLabError
-from testbed.sim.traces import DEFAULT_LINK_BPS, JobSpec, jobs_from_rows, seconds_of
+from testbed.sim.traces import (
+    DEFAULT_LINK_BPS,
+    TraceJob,
+    jobs_from_rows,
+    seconds_of,
+    trace_read_errors,
+)
 
 ACME_COLUMNS = ("job_id", "gpu_num", "submit_time", "duration")
 PAI_JOB_TABLE = "pai_job_table.csv"
@@ -85,7 +91,7 @@ def _records(path: Path, what: str, columns: Sequence[str], header: bool = True
     With ``header`` the file's first row must name every one of ``columns``; without, rows are
     read as ``columns`` in order. A row with too few or too many fields is refused."""
     try:
-        with path.open(newline="", encoding="utf-8") as fh:
+        with trace_read_errors(path, "CSV"), path.open(newline="", encoding="utf-8") as fh:
             reader = csv.reader(fh)
             names = next(reader, []) if header else list(columns)
             missing = [c for c in columns if c not in names]
@@ -99,11 +105,6 @@ def _records(path: Path, what: str, columns: Sequence[str], header: bool = True
                     raise FabricLabError(f"{where}: {len(row)} fields where {what} has "
                                          f"{len(names)}")
                 yield where, dict(zip(names, row, strict=True))
-    except OSError as exc:
-        raise FabricLabError(f"cannot read trace {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise FabricLabError(f"{path} is not a text (UTF-8) CSV file: byte {exc.start} is "
-                             f"{exc.object[exc.start:exc.start + 1]!r}") from None
     except csv.Error as exc:
         raise FabricLabError(f"{path} is not a CSV file: {exc}") from None
 
@@ -148,7 +149,7 @@ def _when(rec: dict[str, str], column: str, where: str) -> float | None:
 
 
 def read_acme(path: str | Path, seed: int = 0, link_bps: float = DEFAULT_LINK_BPS
-              ) -> list[JobSpec]:
+              ) -> list[TraceJob]:
     """Acme ``trace_seren.csv`` / ``trace_kalos.csv``: see the module docstring."""
     path = Path(path)
     rows: list[Row] = []
@@ -169,7 +170,7 @@ def read_acme(path: str | Path, seed: int = 0, link_bps: float = DEFAULT_LINK_BP
 
 
 def read_pai(path: str | Path, seed: int = 0, link_bps: float = DEFAULT_LINK_BPS
-             ) -> list[JobSpec]:
+             ) -> list[TraceJob]:
     """Alibaba PAI 2020: a directory with ``pai_job_table.csv`` and ``pai_task_table.csv``,
     or a task table alone (see the module docstring)."""
     path = Path(path)
@@ -247,7 +248,7 @@ class TracePlacement:
 class LingjunTrace:
     """The jobs of a Lingjun trace and where they ran."""
 
-    jobs: list[JobSpec]
+    jobs: list[TraceJob]
     placement: TracePlacement
 
 

@@ -22,7 +22,7 @@ from testbed.sim.traces import (
     PAPER_TRACE,
     RAPIDNETSIM_JOBS_CSV,
     RAPIDNETSIM_TRACES,
-    JobSpec,
+    TraceJob,
     rapidnetsim_trace,
     read_helios,
     read_philly,
@@ -61,7 +61,7 @@ def rapidnetsim_gap_s(arg: str) -> float:
 def load_trace_placement(
     spec: str, jobs: int, load: float, total_gpus: int, seed: int,
     link_bps: float = DEFAULT_LINK_BPS,
-) -> tuple[list[JobSpec], TracePlacement | None]:
+) -> tuple[list[TraceJob], TracePlacement | None]:
     """The first ``jobs`` jobs of the trace ``spec`` (:data:`TRACE_FORMS`), and where the trace
     says they ran (a :class:`~testbed.sim.trace_formats.TracePlacement`; None for traces that
     do not record it: all but ``lingjun``)."""
@@ -85,7 +85,7 @@ def load_trace_placement(
 def load_trace(
     spec: str, jobs: int, load: float, total_gpus: int, seed: int,
     link_bps: float = DEFAULT_LINK_BPS,
-) -> list[JobSpec]:
+) -> list[TraceJob]:
     """The first ``jobs`` jobs of the trace ``spec``: ``synthetic``, ``vclos-paper``,
     ``helios:FILE``, ``philly:FILE``, ``acme:FILE``, ``pai:DIR-or-FILE`` or ``lingjun:DIR``."""
     return load_trace_placement(spec, jobs, load, total_gpus, seed, link_bps)[0]

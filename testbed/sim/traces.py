@@ -5,7 +5,7 @@ More formats (Acme, Alibaba PAI 2020, Alibaba Lingjun 2023) are read by
 them by name. Every reader
 stops at the first bad row with one sentence naming the file and the line (or job).
 
-A job is a :class:`JobSpec`: arrival time, GPUs (one GPU = one host here), a model (which
+A job is a :class:`TraceJob`: arrival time, GPUs (one GPU = one host here), a model (which
 fixes the gradient bytes All-Reduced per iteration and the compute time per iteration) and
 a number of iterations. Traces give a duration instead of iterations; the duration is read
 as the job's run time on an idle cluster and turned into iterations with
@@ -30,7 +30,8 @@ import itertools
 import json
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -66,7 +67,7 @@ DEFAULT_LINK_BPS = 100e9
 
 
 @dataclass(frozen=True)
-class JobSpec:
+class TraceJob:
     """One job: ``gradient bytes`` All-Reduced after each of ``iterations`` compute steps."""
 
     job_id: str
@@ -103,7 +104,7 @@ def _pick_model(rng: random.Random) -> Model:
 
 def synthetic(
     jobs: int, load: float, total_gpus: int, seed: int, link_bps: float = DEFAULT_LINK_BPS
-) -> list[JobSpec]:
+) -> list[TraceJob]:
     """A reproducible synthetic trace; offered GPU-time / (total_gpus x span) ~ ``load``."""
     if jobs < 1:
         raise FabricLabError(f"--jobs is {jobs}; it must be at least 1")
@@ -126,7 +127,7 @@ def synthetic(
         if i:
             t += rng.expovariate(rate)
         out.append(
-            JobSpec(f"j{i}", t, gpus, model.name, iterations_for(duration, gpus, model, link_bps),
+            TraceJob(f"j{i}", t, gpus, model.name, iterations_for(duration, gpus, model, link_bps),
                     model.compute_s, model.grad_bytes)
         )
     return out
@@ -165,7 +166,7 @@ def _time(value: str, where: str) -> float:
 
 def jobs_from_rows(
     rows: Sequence[tuple[str, float, int, float]], seed: int, link_bps: float
-) -> list[JobSpec]:
+) -> list[TraceJob]:
     """(job_id, submit, gpus, duration) rows -> JobSpecs sorted by arrival, models seeded."""
     if not rows:
         raise FabricLabError("the trace holds no usable job (GPU jobs with a duration)")
@@ -174,58 +175,61 @@ def jobs_from_rows(
     out = []
     for job_id, submit, gpus, duration in sorted(rows, key=lambda r: (r[1], r[0])):
         model = _pick_model(rng)
-        out.append(JobSpec(job_id, submit - t0, gpus, model.name,
+        out.append(TraceJob(job_id, submit - t0, gpus, model.name,
                            iterations_for(duration, gpus, model, link_bps),
                            model.compute_s, model.grad_bytes))
     return out
+
+
+@contextmanager
+def trace_read_errors(path: Path, form: str) -> Iterator[None]:
+    """Around reading the trace file ``path`` (``form``: CSV, JSON): a file that cannot be
+    read, or is not UTF-8 text, becomes one :class:`FabricLabError` sentence."""
+    try:
+        yield
+    except OSError as exc:
+        raise FabricLabError(f"cannot read trace {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise FabricLabError(f"{path} is not a text (UTF-8) {form} file: byte {exc.start} is "
+                             f"{exc.object[exc.start:exc.start + 1]!r}") from None
 
 
 HELIOS_COLUMNS = ("job_id", "gpu_num", "submit_time", "duration")
 
 
 def read_helios(path: str | Path, seed: int = 0, link_bps: float = DEFAULT_LINK_BPS
-                ) -> list[JobSpec]:
+                ) -> list[TraceJob]:
     """SenseTime Helios ``cluster_log.csv``; CPU-only jobs and jobs without duration skipped."""
     path = Path(path)
-    try:
-        with path.open(newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            missing = [c for c in HELIOS_COLUMNS if c not in (reader.fieldnames or [])]
-            if missing:
-                raise FabricLabError(
-                    f"{path} is not a Helios cluster_log.csv: it has no column {missing[0]}"
-                )
-            rows = []
-            for line, rec in enumerate(reader, start=2):
-                where = f"{path} line {line}"
-                try:
-                    gpus = int(float(rec["gpu_num"] or 0))
-                    duration = float(rec["duration"] or 0)
-                except ValueError:
-                    raise FabricLabError(f"{where}: gpu_num or duration is not a number") from None
-                if gpus >= 1 and duration > 0:
-                    rows.append((str(rec["job_id"]), _time(rec["submit_time"], where), gpus,
-                                 duration))
-    except OSError as exc:
-        raise FabricLabError(f"cannot read trace {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise FabricLabError(f"{path} is not a text (UTF-8) CSV file: byte {exc.start} is "
-                             f"{exc.object[exc.start:exc.start + 1]!r}") from None
+    with trace_read_errors(path, "CSV"), path.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in HELIOS_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise FabricLabError(
+                f"{path} is not a Helios cluster_log.csv: it has no column {missing[0]}"
+            )
+        rows = []
+        for line, rec in enumerate(reader, start=2):
+            where = f"{path} line {line}"
+            try:
+                gpus = int(float(rec["gpu_num"] or 0))
+                duration = float(rec["duration"] or 0)
+            except ValueError:
+                raise FabricLabError(f"{where}: gpu_num or duration is not a number") from None
+            if gpus >= 1 and duration > 0:
+                rows.append((str(rec["job_id"]), _time(rec["submit_time"], where), gpus,
+                             duration))
     return jobs_from_rows(rows, seed, link_bps)
 
 
 def read_philly(path: str | Path, seed: int = 0, link_bps: float = DEFAULT_LINK_BPS
-                ) -> list[JobSpec]:
+                ) -> list[TraceJob]:
     """Microsoft Philly ``cluster_job_log`` (JSON list). GPUs and run time from the last
     attempt that has both times; jobs without one are skipped."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise FabricLabError(f"cannot read trace {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise FabricLabError(f"{path} is not a text (UTF-8) JSON file: byte {exc.start} is "
-                             f"{exc.object[exc.start:exc.start + 1]!r}") from None
+        with trace_read_errors(path, "JSON"):
+            data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise FabricLabError(f"{path} is not JSON (line {exc.lineno}): {exc.msg}") from None
     if not isinstance(data, list):
@@ -248,7 +252,7 @@ def read_philly(path: str | Path, seed: int = 0, link_bps: float = DEFAULT_LINK_
     return jobs_from_rows(rows, seed, link_bps)
 
 
-def job_set_sha256(jobs: Sequence[JobSpec]) -> str:
+def job_set_sha256(jobs: Sequence[TraceJob]) -> str:
     """A digest of every job's id, arrival, size, model and work: equal digests, equal jobs."""
     fields = [[j.job_id, j.arrival, j.gpus, j.model, j.iterations, j.compute_s, j.grad_bytes]
               + ([j.collective] if j.collective else [])  # older digests stay as they were
@@ -310,7 +314,7 @@ def collective_bytes(collective: str, gpus: int, comm_s: float, link_bps: float)
 
 
 def vclos_paper_trace(jobs: int, seed: int, link_bps: float = DEFAULT_LINK_BPS
-                      ) -> list[JobSpec]:
+                      ) -> list[TraceJob]:
     """The paper's jobs (module comment above); run times from the synthetic log-normal, as
     the Helios log they were drawn from is not shipped."""
     if jobs < 1:
@@ -336,7 +340,7 @@ def vclos_paper_trace(jobs: int, seed: int, link_bps: float = DEFAULT_LINK_BPS
         else:
             model, collective, share = "Pangu", "all-to-all", PAPER_PANGU_COMM_SHARE
         grad = collective_bytes(collective, gpus, run_s * share, link_bps)
-        out.append(JobSpec(f"j{i}", t, gpus, model, 1, run_s * (1 - share), round(grad),
+        out.append(TraceJob(f"j{i}", t, gpus, model, 1, run_s * (1 - share), round(grad),
                            collective))
     return out
 
@@ -381,7 +385,7 @@ def rapidnetsim_drawn_run_s(job: int, gpus: int, run_s: float) -> float:
 
 
 def rapidnetsim_trace(jobs: int, gap_s: float, with_comm: bool = False,
-                      link_bps: float = DEFAULT_LINK_BPS, drawn: bool = False) -> list[JobSpec]:
+                      link_bps: float = DEFAULT_LINK_BPS, drawn: bool = False) -> list[TraceJob]:
     """The first ``jobs`` of RapidNetSim's job list, arriving ``gap_s`` apart on average.
 
     Without ``with_comm`` a job is its whole run time of compute and no bytes: its run time
@@ -408,6 +412,6 @@ def rapidnetsim_trace(jobs: int, gap_s: float, with_comm: bool = False,
                 compute_s = run_s * (1 - share)
             else:
                 grad, compute_s = 0, run_s
-            out.append(JobSpec(f"j{row['job']}", arrival, gpus, "rapidnetsim", 1, compute_s,
+            out.append(TraceJob(f"j{row['job']}", arrival, gpus, "rapidnetsim", 1, compute_s,
                                grad, collective))
     return out

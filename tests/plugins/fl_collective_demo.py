@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from workloads.collectives.base import Collective, Group, Transfer, shard_bounds
-from workloads.transports import Link, Tag
+from workloads.transports import PeerLink, Tag
 
 
 class Star(Collective):
@@ -23,11 +23,11 @@ class Star(Collective):
         return [((pos + k) % n, (pos - k) % n) for k in range(1, n)]
 
     @staticmethod
-    def _to(group: Group, q: int) -> Link:
+    def _to(group: Group, q: int) -> PeerLink:
         return group.links[(q - group.pos) % group.size - 1]
 
     @staticmethod
-    def _from(group: Group, q: int) -> Link:
+    def _from(group: Group, q: int) -> PeerLink:
         return group.links[(group.pos - q) % group.size - 1]
 
     def reduce_scatter(self, group: Group, buf: np.ndarray, coll: int, chunk: int = 0,

@@ -12,7 +12,7 @@ import concurrent.futures as cf
 
 import numpy as np
 
-from workloads.alltoall.base import AllToAll, block_bounds
+from workloads.alltoall.base import AllToAll
 from workloads.collectives.base import Group, Transfer
 from workloads.transports import Tag
 
@@ -22,13 +22,9 @@ class AllPairs(AllToAll):
 
     name = "all-pairs"
 
-    def link_roles(self, pos: int, n: int) -> list[tuple[int, int]]:
-        return [((pos + k) % n, (pos - k) % n) for k in range(1, n)]
-
     def run(self, group: Group, send: np.ndarray, recv: np.ndarray, coll: int) -> None:
         n, p = group.size, group.pos
-        bounds = block_bounds(send.size, n)
-        np.copyto(recv[slice(*bounds[p])], send[slice(*bounds[p])])
+        bounds = self.keep_own_block(group, send, recv)
         if n == 1:
             return
         tag = Tag(coll, 0, 0, 0)

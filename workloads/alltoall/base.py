@@ -29,7 +29,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from workloads.collectives.base import Group, LinkPattern, Transfer
+from workloads.collectives.base import Group, LinkPattern, Transfer, all_pairs_roles
 
 # The period of every data pattern the workers check (their All-Reduce inputs too).
 # Element k of block j of rank i is (i·n + j)·PATTERN_PERIOD + k mod PATTERN_PERIOD: it names
@@ -83,6 +83,20 @@ class AllToAll(LinkPattern):
             return (f"{n} ranks are more than the {MAX_EXACT_RANKS} whose blocks the "
                     "correctness check can tell apart exactly")
         return None
+
+    def link_roles(self, pos: int, n: int) -> list[tuple[int, int]]:
+        """A link per peer (:func:`~workloads.collectives.base.all_pairs_roles`): link ``k-1``
+        sends to ``pos+k`` and receives from ``pos-k`` (mod n)."""
+        return all_pairs_roles(pos, n)
+
+    @staticmethod
+    def keep_own_block(group: Group, send: np.ndarray, recv: np.ndarray
+                       ) -> list[tuple[int, int]]:
+        """Copy this rank's own block from ``send`` to ``recv`` (it never crosses the
+        network); the element range of every block."""
+        bounds = block_bounds(send.size, group.size)
+        np.copyto(recv[slice(*bounds[group.pos])], send[slice(*bounds[group.pos])])
+        return bounds
 
     @abstractmethod
     def run(self, group: Group, send: np.ndarray, recv: np.ndarray, coll: int) -> None:

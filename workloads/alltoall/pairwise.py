@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from workloads.alltoall.base import AllToAll, block_bounds
+from workloads.alltoall.base import AllToAll
 from workloads.collectives.base import Group, Transfer
 from workloads.transports import Tag
 
@@ -18,13 +18,9 @@ class Pairwise(AllToAll):
 
     name = "pairwise"
 
-    def link_roles(self, pos: int, n: int) -> list[tuple[int, int]]:
-        return [((pos + s) % n, (pos - s) % n) for s in range(1, n)]
-
     def run(self, group: Group, send: np.ndarray, recv: np.ndarray, coll: int) -> None:
         n, p = group.size, group.pos
-        bounds = block_bounds(send.size, n)
-        np.copyto(recv[slice(*bounds[p])], send[slice(*bounds[p])])
+        bounds = self.keep_own_block(group, send, recv)
         for s, link in enumerate(group.links, start=1):
             link.exchange(Tag(coll, 0, 0, s), send[slice(*bounds[(p + s) % n])],
                           recv[slice(*bounds[(p - s) % n])])

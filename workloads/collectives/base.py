@@ -25,7 +25,7 @@ from typing import ClassVar
 import numpy as np
 
 from testbed.core.formulas import phase_sent_bytes
-from workloads.transports import Link
+from workloads.transports import PeerLink
 
 OPS = ("RS", "AR", "AG")
 Transfer = tuple[int, int, float]  # (src position, dst position, bytes); bytes may be Fraction
@@ -50,7 +50,13 @@ class Group:
 
     pos: int
     size: int
-    links: tuple[Link, ...] = ()
+    links: tuple[PeerLink, ...] = ()
+
+
+def all_pairs_roles(pos: int, n: int) -> list[tuple[int, int]]:
+    """A link to and from every other position: link ``k-1`` sends to ``pos+k`` and receives
+    from ``pos-k`` (mod n)."""
+    return [((pos + k) % n, (pos - k) % n) for k in range(1, n)]
 
 
 class LinkPattern(ABC):

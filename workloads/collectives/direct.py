@@ -14,22 +14,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from workloads.collectives.base import Collective, Group, Transfer, shard_bounds
-from workloads.transports import Link, Tag
+from workloads.collectives.base import (
+    Collective,
+    Group,
+    Transfer,
+    all_pairs_roles,
+    shard_bounds,
+)
+from workloads.transports import PeerLink, Tag
 
 
-def all_pairs_roles(pos: int, n: int) -> list[tuple[int, int]]:
-    """A link to and from every other position: link ``k-1`` sends to ``pos+k`` and receives
-    from ``pos-k`` (mod n)."""
-    return [((pos + k) % n, (pos - k) % n) for k in range(1, n)]
-
-
-def exchange(sends: list[tuple[Link, Tag, np.ndarray]],
-             receives: list[tuple[Link, Tag, np.ndarray, bool]]) -> None:
+def exchange(sends: list[tuple[PeerLink, Tag, np.ndarray]],
+             receives: list[tuple[PeerLink, Tag, np.ndarray, bool]]) -> None:
     """Start every send ``(link, tag, array)``, then receive each ``(link, tag, target, add)``
     in turn (into the link's scratch and added into ``target`` when ``add``, else straight
     into ``target``), then wait for the sends; on failure, wait for the started ones quietly."""
-    started: list[tuple[Link, Tag]] = []
+    started: list[tuple[PeerLink, Tag]] = []
     try:
         for link, tag, arr in sends:
             link.start_send(tag, arr)

@@ -36,8 +36,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from testbed.core.errors import FabricLabError
-from workloads.collectives.base import Collective, Group, Transfer
-from workloads.collectives.direct import all_pairs_roles, exchange
+from workloads.collectives.base import Collective, Group, Transfer, all_pairs_roles
+from workloads.collectives.direct import exchange
 from workloads.transports import Tag
 
 PUSH, PULL = 0, 1  # the transfer steps

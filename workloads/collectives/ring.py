@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from workloads.collectives.base import Collective, Group, Transfer, shard_bounds
-from workloads.transports import Link, Tag
+from workloads.transports import PeerLink, Tag
 
 SLICE_BYTES = 256 * 1024  # a slice's target size: well above a TCP window's worth of segments
 MAX_SLICES = 16  # per shard: each slice costs a queue hand-off and a header
@@ -25,7 +25,7 @@ def slice_count(shard_elems: int) -> int:
     return max(1, min(MAX_SLICES, round(shard_elems * 4 / SLICE_BYTES)))
 
 
-def pipelined_steps(link: Link, buf: np.ndarray, bounds: list[tuple[int, int]],
+def pipelined_steps(link: PeerLink, buf: np.ndarray, bounds: list[tuple[int, int]],
                     shards: list[int], tag: Tag, reduce: bool) -> None:
     """Ring steps ``s = 0 .. len(shards)-2`` over ``link``: step ``s`` sends shard
     ``shards[s]`` of ``buf`` and receives shard ``shards[s+1]`` (the one step ``s+1`` sends),

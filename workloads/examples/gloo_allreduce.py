@@ -14,11 +14,9 @@ Reads RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and GLOO_SOCKET_IFNAME from the
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
 
-from workloads.examples import exit_now, init_gloo
+from workloads.examples import exit_now, finish, parse_and_init, print_iteration
 
 
 def main() -> int:
@@ -26,9 +24,7 @@ def main() -> int:
     ap.add_argument("--size-bytes", type=int, required=True)
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--timeout-s", type=float, default=600.0)
-    args = ap.parse_args()
-    torch = init_gloo(args.timeout_s)
+    args, torch = parse_and_init(ap)
     if torch is None:
         return 2
     dist = torch.distributed
@@ -43,13 +39,8 @@ def main() -> int:
         dist.all_reduce(tensor)
         took = time.monotonic() - start
         ok = ok and bool(torch.all(tensor == want))
-        print(json.dumps({"fabriclab": "iteration", "iteration": it, "time_s": took,
-                          "warmup": it < args.warmup, "bytes": args.size_bytes}), flush=True)
-    dist.destroy_process_group()
-    if not ok:
-        print(f"rank {rank}: the All-Reduce gave a wrong sum", file=sys.stderr)
-        return 3
-    return 0
+        print_iteration(it, took, it < args.warmup, args.size_bytes)
+    return finish(dist, ok, f"rank {rank}: the All-Reduce gave a wrong sum")
 
 
 if __name__ == "__main__":

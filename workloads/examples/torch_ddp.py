@@ -16,11 +16,9 @@ or ``pip install -e '.[peers]'`` for namespace hosts.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
 
-from workloads.examples import exit_now, init_gloo
+from workloads.examples import exit_now, finish, parse_and_init, print_iteration
 
 
 def main() -> int:
@@ -30,9 +28,7 @@ def main() -> int:
     ap.add_argument("--hidden", type=int, default=512)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--timeout-s", type=float, default=600.0)
-    args = ap.parse_args()
-    torch = init_gloo(args.timeout_s)
+    args, torch = parse_and_init(ap)
     if torch is None:
         return 2
     import torch.nn.functional as F
@@ -57,18 +53,13 @@ def main() -> int:
         F.cross_entropy(ddp(x), y).backward()  # DDP All-Reduces the gradients here
         opt.step()
         took = time.monotonic() - start
-        print(json.dumps({"fabriclab": "iteration", "iteration": step, "time_s": took,
-                          "warmup": step < args.warmup, "bytes": grad_bytes}), flush=True)
+        print_iteration(step, took, step < args.warmup, grad_bytes)
     flat = torch.cat([p.detach().flatten() for p in model.parameters()])
     spread = flat.clone()
     dist.all_reduce(spread, op=dist.ReduceOp.MAX)
     dist.all_reduce(flat, op=dist.ReduceOp.MIN)
-    same = torch.equal(spread, flat)
-    dist.destroy_process_group()
-    if not same:
-        print(f"rank {rank}: parameters differ between ranks after training", file=sys.stderr)
-        return 3
-    return 0
+    return finish(dist, torch.equal(spread, flat),
+                  f"rank {rank}: parameters differ between ranks after training")
 
 
 if __name__ == "__main__":

@@ -7,13 +7,22 @@ from workloads.transports.base import (
     CollectiveError,
     CollectiveTimeout,
     Endpoint,
-    Link,
     LinkSpec,
+    PeerLink,
     PeerLostError,
     RendezvousError,
     Tag,
     Transport,
 )
 
-__all__ = ["CollectiveError", "CollectiveTimeout", "Endpoint", "Link", "LinkSpec",
-           "PeerLostError", "RendezvousError", "Tag", "Transport"]
+__all__ = [
+    "CollectiveError",
+    "CollectiveTimeout",
+    "Endpoint",
+    "LinkSpec",
+    "PeerLink",
+    "PeerLostError",
+    "RendezvousError",
+    "Tag",
+    "Transport",
+]

@@ -7,7 +7,7 @@ NIC address carries the traffic (the flat ring uses channel 0), the slot lets on
 run several chunk phases at once on separate connections.
 
 A transport (one module each, e.g. :mod:`.zerocopy`, :mod:`.rpc`) subclasses :class:`Transport`
-and :class:`Link`, and is registered in :data:`testbed.core.registry.TRANSPORTS` as the class.
+and :class:`PeerLink`, and is registered in :data:`testbed.core.registry.TRANSPORTS` as the class.
 Every link counts the payload bytes it sent and the bytes it copied in user space (the copies
 its own code makes: staging, serialising, parsing; not the kernel's socket copies, nor those
 inside a library such as grpc), so a run can state its copies per byte moved.
@@ -103,7 +103,7 @@ class LinkSpec:
 
 
 
-class Link(ABC):
+class PeerLink(ABC):
     """One rank's position in one ring; :meth:`exchange` is a full-duplex ring step."""
 
     def __init__(self, me: int, spec: LinkSpec, timeout: float) -> None:
@@ -244,14 +244,15 @@ class Transport(ABC):
     def __init__(self, me: int, timeout: float) -> None:
         self.me = me
         self.timeout = timeout
-        self.links: dict[tuple[int, int], Link] = {}
+        self.links: dict[tuple[int, int], PeerLink] = {}
 
     @abstractmethod
     def listen(self, endpoints: dict[int, Endpoint]) -> None:
         """Start listening on this rank's address of every channel (before any connect)."""
 
     @abstractmethod
-    def connect(self, specs: Iterable[LinkSpec], deadline: float) -> dict[tuple[int, int], Link]:
+    def connect(self, specs: Iterable[LinkSpec], deadline: float
+                ) -> dict[tuple[int, int], PeerLink]:
         """Connect every link, retrying until ``deadline`` (``time.monotonic()``)."""
 
     @abstractmethod

@@ -25,8 +25,8 @@ from workloads.transports.base import (
     HEADER,
     CollectiveTimeout,
     Endpoint,
-    Link,
     LinkSpec,
+    PeerLink,
     PeerLostError,
     RendezvousError,
     Tag,
@@ -90,7 +90,7 @@ class Codec:
     reply_from: Callable | None = None
 
 
-class RpcLink(Link):
+class RpcLink(PeerLink):
     """A link whose every transfer is one grpc unary call carrying the serialized tensor."""
 
     def __init__(self, me: int, spec: LinkSpec, timeout: float, call, mailbox: _Mailbox) -> None:
@@ -216,7 +216,8 @@ class RpcTransport(Transport):
             server.start()
             self.servers.append(server)
 
-    def connect(self, specs: Iterable[LinkSpec], deadline: float) -> dict[tuple[int, int], Link]:
+    def connect(self, specs: Iterable[LinkSpec], deadline: float
+                ) -> dict[tuple[int, int], PeerLink]:
         import grpc
 
         for s in specs:

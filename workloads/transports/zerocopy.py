@@ -20,8 +20,8 @@ from workloads.transports.base import (
     HEADER,
     CollectiveTimeout,
     Endpoint,
-    Link,
     LinkSpec,
+    PeerLink,
     PeerLostError,
     RendezvousError,
     Tag,
@@ -65,7 +65,15 @@ def _send_views(sock: socket.socket, views: list[memoryview]) -> None:
                 n = 0
 
 
-class ZeroCopyLink(Link):
+# What a link says when a socket fails, after "rank ME ".
+_SEND_STALLED = "could not send to rank {peer} for {timeout:g} s on {where}; that peer is stalled"
+_RECEIVE_STALLED = ("waited more than {timeout:g} s for data from rank {peer} on {where}; that "
+                    "peer is stalled or gone")
+_SEND_LOST = "lost its connection to rank {peer} on {where} ({why})"
+_RECEIVE_LOST = "lost its connection from rank {peer} on {where} ({why})"
+
+
+class ZeroCopyLink(PeerLink):
     """A link over two TCP connections: one to the next rank, one from the previous."""
 
     def __init__(
@@ -112,40 +120,31 @@ class ZeroCopyLink(Link):
             peer=self.prev_rank,
         )
 
-    @contextlib.contextmanager
-    def sending(self, tag: Tag) -> Iterator[None]:
+    def sending(self, tag: Tag) -> contextlib.AbstractContextManager[None]:
         """Turn a socket error towards the next rank into a collective error."""
-        try:
-            yield
-        except TimeoutError:
-            raise CollectiveTimeout(
-                f"rank {self.me} could not send to rank {self.next_rank} for "
-                f"{self.timeout:g} s on {self.where(tag)}; that peer is stalled",
-                peer=self.next_rank,
-            ) from None
-        except OSError as exc:
-            raise PeerLostError(
-                f"rank {self.me} lost its connection to rank {self.next_rank} on "
-                f"{self.where(tag)} ({exc.strerror or exc})",
-                peer=self.next_rank,
-            ) from None
+        return self._socket_errors(tag, self.next_rank, _SEND_STALLED, _SEND_LOST)
+
+    def receiving(self, tag: Tag) -> contextlib.AbstractContextManager[None]:
+        """Turn a socket error from the previous rank into a collective error."""
+        return self._socket_errors(tag, self.prev_rank, _RECEIVE_STALLED, _RECEIVE_LOST)
 
     @contextlib.contextmanager
-    def receiving(self, tag: Tag) -> Iterator[None]:
-        """Turn a socket error from the previous rank into a collective error."""
+    def _socket_errors(self, tag: Tag, peer: int, stalled: str, lost: str) -> Iterator[None]:
+        """A timeout as :class:`CollectiveTimeout` (sentence ``stalled``), another socket error
+        as :class:`PeerLostError` (``lost``), both naming ``peer``."""
         try:
             yield
         except TimeoutError:
             raise CollectiveTimeout(
-                f"rank {self.me} waited more than {self.timeout:g} s for data from rank "
-                f"{self.prev_rank} on {self.where(tag)}; that peer is stalled or gone",
-                peer=self.prev_rank,
+                f"rank {self.me} " + stalled.format(peer=peer, timeout=self.timeout,
+                                                    where=self.where(tag)),
+                peer=peer,
             ) from None
         except OSError as exc:
             raise PeerLostError(
-                f"rank {self.me} lost its connection from rank {self.prev_rank} on "
-                f"{self.where(tag)} ({exc.strerror or exc})",
-                peer=self.prev_rank,
+                f"rank {self.me} " + lost.format(peer=peer, where=self.where(tag),
+                                                 why=exc.strerror or exc),
+                peer=peer,
             ) from None
 
     def close(self) -> None:
@@ -253,7 +252,8 @@ class ZeroCopyTransport(Transport):
                 )
         return got
 
-    def connect(self, specs: Iterable[LinkSpec], deadline: float) -> dict[tuple[int, int], Link]:
+    def connect(self, specs: Iterable[LinkSpec], deadline: float
+                ) -> dict[tuple[int, int], PeerLink]:
         specs = list(specs)
         outs = {(s.channel, s.slot): self._connect_one(s, deadline) for s in specs}
         self._socks.extend(outs.values())
