@@ -6,11 +6,12 @@ from fractions import Fraction
 import pytest
 
 from testbed.core.astra_formats import AstraDim
+from testbed.core.registry import SCHEDULES
 from workloads.model import predict
 from workloads.schedule_engine import Phase, insert_position, larger_size
 from workloads.themis import plan
 from workloads.training.astra_text import parse_workload
-from workloads.training.collectives import ThemisGreedy, chunk_specs
+from workloads.training.collectives import chunk_specs
 from workloads.training.platform import LogicalDim, ReplaySystem, logical_dims
 from workloads.training.replay import replay
 
@@ -75,8 +76,7 @@ def test_transformer_collectives_use_model_and_data_dimensions():
 
 def test_themis_greedy_on_all_dimensions_matches_the_all_reduce_planner():
     sizes, bw = (16, 8, 8), (200.0, 100.0, 50.0)
-    greedy = ThemisGreedy([LogicalDim(n, "switch", b, 0, i)
-                           for i, (n, b) in enumerate(zip(sizes, bw, strict=True))])
+    greedy = SCHEDULES.get("themis").replay_orderer(sizes, bw)  # the replay's own greedy
     plans = plan(sizes, bw, 1 << 24, 16, policy="themis")
     assert [tuple(greedy.order((1 << 24) // 16, (True,) * 3, False)) for _ in plans] == [
         p.rs_order for p in plans]

@@ -28,7 +28,6 @@ from typing import Any, Protocol
 from testbed.core.algorithms import replay_error
 from testbed.core.errors import FabricLabError
 from testbed.core.registry import COLLECTIVES
-from workloads.offline_greedy import OfflineGreedy
 from workloads.schedule_engine import Phase
 from workloads.training.model import ALLGATHER, ALLREDUCE, ALLTOALL, REDUCESCATTER
 from workloads.training.platform import LogicalDim, ReplaySystem
@@ -52,14 +51,6 @@ def replay_orderer(schedule: Any, name: str, dims: Sequence[LogicalDim]) -> Chun
     if problem := replay_error(schedule, name):
         raise FabricLabError(problem)
     return schedule.replay_orderer([d.size for d in dims], [d.gbyte_s for d in dims])
-
-
-class ThemisGreedy(OfflineGreedy):
-    """The ``themis`` schedule's orderer built from a replay's logical dimensions (the greedy
-    in ASTRA-sim 1.0's whole-byte arithmetic, as its ``replay_orderer`` gives it)."""
-
-    def __init__(self, dims: Sequence[LogicalDim]) -> None:
-        super().__init__([d.size for d in dims], [d.gbyte_s for d in dims], whole_bytes=True)
 
 
 @dataclass(frozen=True)
