@@ -261,6 +261,11 @@ class CollectiveOptions(_Strict):
                              f"{err['msg']}") from None
 
 
+# What a job runs: one of the workload kinds, told apart by ``kind``.
+WorkloadSpec = Annotated[AllReduceWorkload | AllToAllWorkload | DnnWorkload | TrainingWorkload
+                         | CommandWorkload, Field(discriminator="kind")]
+
+
 class JobSpec(CollectiveOptions):
     """A job as the spec states it; placement turns it into a ResolvedJob."""
 
@@ -268,9 +273,7 @@ class JobSpec(CollectiveOptions):
     hosts: Annotated[list[str], Field(min_length=1)] | None = None
     hosts_wanted: Annotated[int, Field(ge=1)] | None = None
     dims: list[Annotated[int, Field(ge=1)]] | None = None  # logical split on leaf-spine
-    workload: Annotated[AllReduceWorkload | AllToAllWorkload | DnnWorkload | TrainingWorkload
-                        | CommandWorkload,
-                        Field(discriminator="kind")]
+    workload: WorkloadSpec
     start_offset_s: Annotated[float, Field(ge=0, le=3600)] = 0.0
     # What this job's hosts are, if not what the experiment's `hosts` says (containers are
     # made when the fabric comes up, so the hosts must be listed).

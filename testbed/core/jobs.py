@@ -22,22 +22,15 @@ from testbed.core.algorithms import (
 )
 from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.experiment import (
-    AllReduceWorkload,
-    AllToAllWorkload,
     CollectiveOptions,
-    CommandWorkload,
-    DnnWorkload,
     Experiment,
     JobSpec,
-    TrainingWorkload,
+    WorkloadSpec,
 )
 from testbed.core.formulas import ALLREDUCE, ALLTOALL, link_share
 from testbed.core.registry import COLLECTIVES, SCHEDULES
 from testbed.core.spec import DimKind, validate
 from testbed.core.topology import FabricPlan
-
-WorkloadSpec = Annotated[AllReduceWorkload | AllToAllWorkload | DnnWorkload | TrainingWorkload
-                         | CommandWorkload, Field(discriminator="kind")]
 
 
 class ResolvedJob(CollectiveOptions):
