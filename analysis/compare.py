@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from analysis import metrics
+from analysis.astra_reference import system_of
 from analysis.ecmp_draw import draw_sentence
 from analysis.load import Run
 from testbed.core.registry import POLICIES, SCHEDULES, TRANSPORTS, Registry
@@ -61,6 +62,8 @@ class RunFacts:
     solos: dict[str, dict[str, Any]] = field(default_factory=dict)  # job -> its solo baseline
     peers: list[tuple[str, str]] = field(default_factory=list)  # (command job, its peer_of)
     described: str = ""  # the setup in words: "2x4 at 6/12 Mbit/s"
+    workload: str = ""  # the tenants' models (training, DNN jobs), e.g. "themis-gnmt": a
+    # headline's title names it where the runs compared in one report differ in it
     full: dict[str, str] = field(default_factory=dict)  # axis name -> every field's value
     link_mbit_s: float | None = None  # the tenants' host links (emulated), where one rate
     speedup: dict[str, Any] | None = None  # the summary's Themis-vs-baseline job pairs
@@ -102,8 +105,9 @@ class Comparison:
                                           a.split("/")[1:], strict=False)
                      if x != y or f in self.axis.shown]
             other = " ".join([other, *extra])
+        what = f", {self.ref.workload}" if self.ref.workload else ""
         where = f" on {self.ref.described}" if self.ref.described else ""
-        return f"{self.axis.title}: {other} vs {ref}{where}"
+        return f"{self.axis.title}: {other} vs {ref}{what}{where}"
 
 
 @dataclass
@@ -120,6 +124,7 @@ class Headline:
     link_mbit_s: float | None = None  # the compared runs' host link rate (emulated)
     model: float | None = None  # the model's figure beside ``number``, if any
     spread: tuple[float, float] | None = None  # (min, max) of ``number`` over repeats
+    rows_note: str = ""  # why the rows' ratios differ from ``number``, where they measure else
 
 
 # ---------------------------------------------------------------- the sentences
@@ -230,7 +235,7 @@ def facts(run: Run, summary: dict[str, Any], fidelity_state: str) -> RunFacts:
                     jobs=jobs, simulated=fidelity_state == "simulated",
                     trusted=fidelity_state in ("ok", "simulated"),
                     model_s=_modelled_times(run, jobs), solos=solos, peers=peers,
-                    described=describe_setup(run),
+                    described=describe_setup(run), workload=workload_of(run),
                     full={a.name: full_value(run, a) for a in AXES.values()},
                     link_mbit_s=_host_link_mbit_s(run), speedup=summary.get("speedup"),
                     draw=draw_sentence(run, _tenants(run), axis_value(run, AXES["policy"])))
@@ -240,6 +245,12 @@ def full_value(run: Run, axis: Axis) -> str:
     """Every field of ``axis`` over the run's tenant jobs, e.g. ``themis/ring/scf/16/…``."""
     return ", ".join(sorted({"/".join(str(j.get(f)) for f in axis.fields)
                              for j in _tenants(run)}))
+
+
+def workload_of(run: Run) -> str:
+    """The models the run's tenant jobs train (training and DNN jobs), or ''."""
+    return ", ".join(sorted({str(m) for j in _tenants(run)
+                             if (m := metrics._workload_model(j)) is not None}))
 
 
 def _rates(mbit_s: Sequence[float], scale: float) -> str:
@@ -259,6 +270,8 @@ def describe_setup(run: Run) -> str:
         dims = [d for d in spec.get("dims") or [] if isinstance(d, dict)]
         text = ("x".join(str(d.get("size")) for d in dims) + " at "
                 + _rates([float(d.get("mbit_s") or 0) for d in dims], scale))
+        if system := system_of(spec):  # one of the Themis paper's systems, at full size
+            text = f"{system} ({text})"
     elif kind in ("leaf_spine", "ocs_leaf_spine") and spec.get("leaves"):
         rates = [float(spec.get(k) or 0) for k in ("host_link_mbit_s", "uplink_mbit_s")]
         rate = _rates(rates[:1] if rates[0] == rates[1] else rates, scale)
@@ -311,6 +324,8 @@ def headlines(runs: Sequence[RunFacts], axes: Sequence[Axis] | None = None) -> l
     [min, max] over the repeats (:func:`over_repeats`). A setup whose runs are all repeats
     of one run gets that run's own headlines (:func:`run_headlines`), over its repeats."""
     axes = list(axes or AXES.values())
+    if len({f.workload for f in runs}) < 2:  # titles name the workload only where it differs
+        runs = [replace(f, workload="") for f in runs]
     groups: dict[str, list[RunFacts]] = {}
     for f in runs:
         groups.setdefault(f.setup, []).append(f)
@@ -318,12 +333,12 @@ def headlines(runs: Sequence[RunFacts], axes: Sequence[Axis] | None = None) -> l
     for group in groups.values():
         repeats: dict[tuple[str, ...], list[RunFacts]] = {}
         for f in group:
-            repeats.setdefault(tuple(f.values[a.name] for a in axes), []).append(f)
+            repeats.setdefault(tuple(_setting(f, a) for a in axes), []).append(f)
         sets = list(repeats.values())
         if len(sets) == 1 and len(group) > 1:
             out += _over_each([run_headlines(f, f.speedup) for f in group])
             continue
-        differing = [a for a in axes if len({s[0].values[a.name] for s in sets}) > 1]
+        differing = [a for a in axes if len({_setting(s[0], a) for s in sets}) > 1]
         if len(differing) != 1:
             continue
         axis = differing[0]
@@ -337,6 +352,12 @@ def headlines(runs: Sequence[RunFacts], axes: Sequence[Axis] | None = None) -> l
             out.append(over_repeats([_headline(Comparison(axis, a, b, size_rows(a, b)))
                                      for a, b in zip(refs, others, strict=False)]))
     return out
+
+
+def _setting(f: RunFacts, axis: Axis) -> str:
+    """Every field of the run's ``axis`` (``themis/by-kind/scf/64/…``): runs equal here are
+    repeats; ``themis`` with FIFO and with SCF are not."""
+    return f.full.get(axis.name) or f.values[axis.name]
 
 
 def _over_each(per_run: list[list[Headline]]) -> list[Headline]:
@@ -427,7 +448,22 @@ def _headline(c: Comparison) -> Headline:
     sentence = (c.axis.sentence or _per_size)(c)
     return Headline(c.title, sentence, c.ref.label, c.other.label, number, c.rows, caveats,
                     kind=c.axis.name, link_mbit_s=c.ref.link_mbit_s,
-                    model=c.model_speedup if c.axis.name == "schedule" else None)
+                    model=c.model_speedup if c.axis.name == "schedule" else None,
+                    rows_note=rows_note(c, number))
+
+
+def rows_note(c: Comparison, number: float | None) -> str:
+    """Why a headline's number and its rows differ, where its jobs are timed by iteration
+    (training, DNN, command jobs): the number is of whole iterations, the rows of collectives."""
+    iterated = [j for j in c.ref.jobs.values() if j.get("workload") in metrics.ITERATION_KINDS]
+    rows = metrics.geomean(r["speedup"] for r in c.rows)
+    if not iterated or not c.rows or number is None or rows is None:
+        return ""
+    return (f"{_x(number)} is the ratio of mean iteration times (compute plus the "
+            "communication it waits for); the rows are each collective size's own mean time "
+            f"(communication alone), whose ratios average {_x(rows)}: the compute, which no "
+            "chunk schedule shortens, and the communication hidden behind it dilute that gain "
+            "in the iteration")
 
 
 # ---------------------------------------------------------------- small helpers

@@ -28,9 +28,22 @@ from testbed.core.units import format_size
 DPI = 100
 DIM_COLOURS = plt.get_cmap("tab10").colors
 CHUNK_COLOURS = plt.get_cmap("tab20").colors
-RUN_COLOURS = plt.get_cmap("Set2").colors
+# ten distinguishable colours, one per run; past ten, the line style tells runs apart too
+RUN_COLOURS = plt.get_cmap("tab10").colors
+RUN_LINESTYLES = ("-", "--", ":", "-.")
 plt.rcParams.update({"font.size": 10, "axes.spines.top": False, "axes.spines.right": False,
                      "axes.titlesize": 11, "axes.titleweight": "bold"})
+
+
+def run_colour(i: int) -> tuple[float, float, float]:
+    """The colour of the ``i``-th run of a figure."""
+    return RUN_COLOURS[i % len(RUN_COLOURS)]
+
+
+def run_style(i: int) -> dict[str, object]:
+    """Colour and line style of the ``i``-th run's line: no two of the first 40 alike."""
+    return {"color": run_colour(i),
+            "ls": RUN_LINESTYLES[(i // len(RUN_COLOURS)) % len(RUN_LINESTYLES)]}
 
 
 def _visible_ticks(axis: matplotlib.axis.Axis) -> int:
@@ -234,7 +247,7 @@ def busbw_over_size(series: Sequence[tuple[str, Mapping[int, float]]],
     sizes = sorted({size for _, pts in series for size in pts})
     for i, (label, pts) in enumerate(series):
         xs = sorted(pts)
-        ax.plot(xs, [pts[x] * scale for x in xs], "o-", color=RUN_COLOURS[i % 8], label=label,
+        ax.plot(xs, [pts[x] * scale for x in xs], marker="o", **run_style(i), label=label,
                 lw=1.8, ms=5)
     if link_mbit_s:
         ax.axhline(link_mbit_s / 1e3 * scale, color="0.35", ls="--", lw=1,
@@ -265,7 +278,7 @@ def slowdown_bars(series: Sequence[tuple[str, Mapping[str, float]]], path: Path)
     x = np.arange(len(jobs))
     for i, (label, vals) in enumerate(series):
         ax.bar(x + (i - (len(series) - 1) / 2) * width, [vals.get(j, np.nan) for j in jobs],
-               width, label=label, color=RUN_COLOURS[i % 8])
+               width, label=label, color=run_colour(i))
     ax.axhline(1, color="0.35", ls="--", lw=1)
     ax.set_xticks(x, jobs)
     top = max(v for _, vals in series for v in vals.values())
@@ -312,13 +325,14 @@ def link_heatmap(run: Run, path: Path) -> Path | None:
     return _save(fig, path, [run.label])
 
 
-def _cdf(ax: plt.Axes, values: Sequence[float], label: str, colour,
+def _cdf(ax: plt.Axes, values: Sequence[float], label: str, index: int,
          markers: bool = True) -> None:
+    """The CDF of ``values``, drawn as the ``index``-th run (:func:`run_style`)."""
     x = np.sort(np.asarray(values, dtype=float))
     y = np.arange(1, x.size + 1) / x.size
-    ax.step(np.r_[x[0], x], np.r_[0, y], where="post", color=colour, lw=1.8, label=label)
+    ax.step(np.r_[x[0], x], np.r_[0, y], where="post", **run_style(index), lw=1.8, label=label)
     if markers:
-        ax.plot(x, y, "o", color=colour, ms=4)
+        ax.plot(x, y, "o", color=run_colour(index), ms=4)
 
 
 def jct_cdfs(runs: Sequence[Run], path: Path) -> Path | None:
@@ -343,7 +357,7 @@ def jct_cdfs(runs: Sequence[Run], path: Path) -> Path | None:
               "slowdown": ("Slowdown vs solo baseline", "slowdown (×)")}
     for ax, key in zip(axes[0], present, strict=True):
         for i, (label, vals) in enumerate(panels[key]):
-            _cdf(ax, vals, label, RUN_COLOURS[i % 8])
+            _cdf(ax, vals, label, i)
         if key == "slowdown":
             ax.axvline(1, color="0.6", lw=1, ls=":")
         _cdf_axes(ax, *titles[key])
@@ -386,9 +400,8 @@ def size_sweep(runs: Sequence[Run], path: Path) -> Path | None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
     for i, (label, pts) in enumerate(lines):
         size = [p[0] for p in pts]
-        colour = RUN_COLOURS[i % 8]
-        axes[0].plot(size, [p[1] for p in pts], "o-", color=colour, label=label)
-        axes[1].plot(size, [(p[2] or np.nan) * scale for p in pts], "o-", color=colour,
+        axes[0].plot(size, [p[1] for p in pts], marker="o", **run_style(i), label=label)
+        axes[1].plot(size, [(p[2] or np.nan) * scale for p in pts], marker="o", **run_style(i),
                      label=label)
     sizes = sorted({p[0] for _, pts in lines for p in pts})
     for ax, ylabel, title in ((axes[0], "time per collective (s)", "Time vs message size"),
@@ -425,7 +438,7 @@ def cluster_cdfs(runs: Sequence[ClusterRun], path: Path) -> Path | None:
     fig, axes = plt.subplots(1, 3, figsize=(15, 3.6))
     for ax, (key, title, xlabel, scale) in zip(axes, panels, strict=True):
         for i, run in enumerate(runs):
-            _cdf(ax, run.jobs[key].astype(float), run.label, RUN_COLOURS[i % 8],
+            _cdf(ax, run.jobs[key].astype(float), run.label, i,
                  markers=len(run.jobs) <= 50)
         if scale == "symlog":
             ax.set_xscale("symlog", linthresh=1.0)
@@ -443,7 +456,7 @@ def cluster_utilisation(runs: Sequence[ClusterRun], path: Path) -> Path | None:
         tl = utilisation_timeline(run.jobs.to_dict("records"), run.total_gpus)
         t0 = float(run.jobs["arrival_s"].min())
         ax.step((tl["time_s"] - t0) / 3600, tl["utilisation"], where="post",
-                color=RUN_COLOURS[i % 8], lw=1.2, label=run.label)
+                **run_style(i), lw=1.2, label=run.label)
     ax.set_title("GPU utilisation over time")
     ax.set_xlabel("hours since the first arrival")
     ax.set_ylabel("busy GPUs")

@@ -30,8 +30,11 @@ def above_rate(busbw_gbit_s: Any, rate_mbit_s: float | None) -> bool:
     return busbw_gbit_s * 1e3 > rate_mbit_s * (1 + TOLERANCE)
 
 
-def rate_flag(busbw_gbit_s: Any, rate_mbit_s: float | None) -> str:
-    """`` ⚠ above the host's 200 Mbit/s`` when :func:`above_rate`, else ''."""
+def rate_flag(busbw_gbit_s: Any, rate_mbit_s: float | None, unit: str = "Mbit/s") -> str:
+    """`` ⚠ above the host's 200 Mbit/s`` when :func:`above_rate`, else ''; the host's rate in
+    ``unit`` (``Mbit/s`` or ``Gbit/s``: the unit the busbw beside it is shown in)."""
     if not above_rate(busbw_gbit_s, rate_mbit_s):
         return ""
-    return f" ⚠ above the host's {rate_mbit_s:.4g} Mbit/s"
+    value = rate_mbit_s / 1e3 if unit == "Gbit/s" else rate_mbit_s
+    text = f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"  # never 2.147e+06
+    return f" ⚠ above the host's {text} {unit}"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import re
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 import jinja2
 
 from analysis import compare, figures, metrics
+from analysis.astra_reference import system_of
 from analysis.cluster import (
     comparison_rows,
     is_cluster_dir,
@@ -42,6 +44,7 @@ from testbed.core.scaling import UNSCALED, real_key, real_rate
 from testbed.core.units import format_size
 
 TEMPLATES = Path(__file__).parent / "templates"
+WIDE_RUNS = 8  # a comparison of more runs than this has one row per run, not one column
 SECTIONS = {  # id: heading
     "summary": "Summary",
     "sizes": "Every message size",
@@ -52,6 +55,14 @@ SECTIONS = {  # id: heading
     "calibration": "Calibration",
     "fidelity": "Fidelity",
 }
+
+# Why a simulated busbw can exceed the host's links (workloads/training/collectives.py).
+SIMULATED_ABOVE_RATE = (
+    "⚠ A simulated all-to-all's busbw can exceed the host's links, as here: the simulator "
+    "replays it as ASTRA-sim 1.0's analytical backend does (direct: each dimension sends its "
+    "n−1 messages of S/n bytes at once, each at a full link's rate), so a dimension's phase "
+    "takes S/n ÷ the link rate and algbw = S/t reaches n× a link. The figure is that model's, "
+    "not a measurement error")
 
 
 # ---------------------------------------------------------------- formatting
@@ -84,6 +95,12 @@ def fmt_rate(gbit_s: Any) -> str:
     if v is None:
         return "—"
     return f"{v * 1e3:.1f} Mbit/s" if v < 1 else f"{v:.2f} Gbit/s"
+
+
+def _flag(busbw_gbit_s: Any, limit_mbit_s: float | None) -> str:
+    """:func:`~analysis.limits.rate_flag` in the unit :func:`fmt_rate` shows the busbw in."""
+    v = _n(busbw_gbit_s)
+    return rate_flag(v, limit_mbit_s, "Mbit/s" if v is not None and v < 1 else "Gbit/s")
 
 
 def fmt_mbit_s(mbit_s: float) -> str:
@@ -278,15 +295,22 @@ def _job_rows(jm, topology: dict[str, Any]) -> list[dict[str, str]]:
                             (r["p50_s"], r["p99_s"]), (r["p50_real_s"], r["p99_real_s"]))
                        if _n(r["p50_s"]) is not None else "—"),
             "algbw": _both(fmt_rate, r, "algbw_gbit_s"),
-            "busbw": _both(fmt_rate, r, "busbw_gbit_s") + rate_flag(r["busbw_gbit_s"], limit),
+            "busbw": _both(fmt_rate, r, "busbw_gbit_s") + _flag(r["busbw_gbit_s"], limit),
             "jct": fmt_time(r["jct_s"]), "slowdown": fmt_x(r["slowdown"]),
-            "exposed": (f"{fmt_time(r['exposed_comm_s'])} ({fmt_pct(r['compute_share'])})"
-                        if _n(r["exposed_comm_s"]) is not None else "—"),
+            "exposed": _exposed(r["exposed_comm_s"], r["mean_s"]),
             "status": str(r["status"] or "—") + ("" if r["correct"] is not False
                                                   else " (wrong result)"),
             "solo": f"solo baseline of {r['solo_of']}" if isinstance(r["solo_of"], str) else "",
         })
     return rows
+
+
+def _exposed(exposed_s: Any, iteration_s: Any) -> str:
+    """``1.4 ms (29%)``: a job's exposed communication and its share of the iteration."""
+    exposed, iteration = _n(exposed_s), _n(iteration_s)
+    if exposed is None:
+        return "—"
+    return fmt_time(exposed) + (f" ({fmt_pct(exposed / iteration)})" if iteration else "")
 
 
 def _both(fmt: Any, figures: Any, key: str) -> str:
@@ -301,7 +325,7 @@ JOB_COLUMNS = [
     ("workload", "workload", True), ("iterations", "iters", False), ("mean", "mean", False),
     ("p50p99", "p50 / p99", False), ("algbw", "algbw", False),
     ("busbw", "busbw", False), ("jct", "JCT", False), ("slowdown", "slowdown", False),
-    ("exposed", "exposed comm (share)", False),
+    ("exposed", "exposed comm (share of iteration)", False),
     ("status", "status", True),
 ]
 
@@ -372,9 +396,11 @@ def _run_context(run: Run, out: Path, prefix: str, recompute: bool = False) -> d
     spec_fabric = run.topology.get("kind") or (run.spec.get("fabric") or {}).get("kind") or "—"
     fidelity = _fidelity(run)
     facts = compare.facts(run, summary, fidelity["state"])
+    size_rows = _size_rows(jm, run.topology)
+    flagged = any("⚠" in r["busbw"] for r in [*job_rows, *size_rows])
     return {
         "facts": facts, "run_headlines": compare.run_headlines(facts, summary["speedup"]),
-        "size_rows": _size_rows(jm, run.topology),
+        "size_rows": size_rows,
         "run": run, "label": run.label, "name": run.name, "path": str(run.path),
         "scale_note": _scale_note(run),
         "summary": summary, "fabric": spec_fabric, "status": summary["status"],
@@ -383,7 +409,8 @@ def _run_context(run: Run, out: Path, prefix: str, recompute: bool = False) -> d
         "dims": dims, "ls_rows": ls_rows, "jct_rows": jct_rows, "speed_rows": speed_rows,
         "fairness": fmt_num(summary["fairness"]), "fairness_basis": summary["fairness_basis"],
         "figures": {k: _figure(v) for k, v in figs.items()},
-        "notes": run.notes,
+        "notes": [*run.notes, *([SIMULATED_ABOVE_RATE]
+                                if flagged and fidelity["state"] == "simulated" else [])],
         "log_lines": len(run.controller_log.splitlines()) if run.controller_log else None,
     }
 
@@ -401,7 +428,7 @@ def _size_rows(jm, topology: dict[str, Any]) -> list[dict[str, str]]:
                          "time": _both(fmt_time, v, "collective_s"),
                          "algbw": _both(fmt_rate, v, "algbw_gbit_s"),
                          "busbw": _both(fmt_rate, v, "busbw_gbit_s")
-                         + rate_flag(v.get("busbw_gbit_s"), limit)})
+                         + _flag(v.get("busbw_gbit_s"), limit)})
     return rows
 
 
@@ -409,7 +436,7 @@ def _headline_context(h: compare.Headline, ctxs: dict[str, dict[str, Any]], out:
                       index: int) -> dict[str, Any]:
     """A headline for the templates, with the figure that compares exactly its runs."""
     return {"title": h.title, "sentence": h.sentence, "ref": h.ref, "other": h.other,
-            "caveats": h.caveats, "runs": sorted({h.ref, h.other}),
+            "caveats": h.caveats, "rows_note": h.rows_note, "runs": sorted({h.ref, h.other}),
             "figure": _figure(_headline_figure(h, ctxs, out / f"fig-headline-{index}.png")),
             "rows": [{"job": r["job"], "size": fmt_bytes(r["size_bytes"]),
                       "ref": _both(fmt_time, r, "ref_s"), "other": _both(fmt_time, r, "other_s"),
@@ -619,10 +646,13 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = No
         "title": "fabriclab report: " + (name or _common_name([r.label for r in runs])),
         "generated": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "runs": ctxs, "multi": multi, "comparison": _comparison(ctxs) if multi else None,
+        "wide_runs": WIDE_RUNS,
         "sections": SECTIONS,
         "headlines": [_headline_context(h, by_label, out, i) for i, h in enumerate(heads, 1)],
         "papers": paper_sections([c["summary"] for c in ctxs]),
-        "training": _training_context([c["summary"] for c in ctxs]),
+        "training": _training_context([{**c["summary"],
+                                        "system": system_of(c["run"].spec.get("fabric"))}
+                                       for c in ctxs]),
         "simulated": [c["label"] for c in ctxs if c["fidelity"]["state"] == "simulated"],
         "scale_notes": _scale_notes(ctxs),
     }
@@ -634,7 +664,9 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = No
 
 
 def _training_context(summaries: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The training section (analysis.training), its numbers formatted."""
+    """The training section (analysis.training), its numbers formatted: ``lead``, the
+    paper's table (per workload, its mean over the systems and each system: ours, ASTRA-sim's
+    recorded figure, the paper's) with the sentence that answers it, and the detail rows."""
     section = e2e_section(summaries)
     if section is None:
         return None
@@ -646,13 +678,55 @@ def _training_context(summaries: list[dict[str, Any]]) -> dict[str, Any] | None:
         "by_dim": ", ".join(f"d{d} {fmt_time(t)}" for d, t in enumerate(r["exposed_dim_s"]))
         if r["exposed_dim_s"] else "—",
         "ceiling": fmt_x(r["ceiling"], 3)} for r in section["rows"]]
-    gains = [{
-        "workload": g["workload"], "systems": g["systems"], "fifo": fmt_x(g["gain_fifo"], 3),
-        "scf": fmt_x(g["gain_scf"], 3),
-        "range": f"[{fmt_x(g['gain_scf_min'], 3)}, {fmt_x(g['gain_scf_max'], 3)}]",
-        "ceiling": fmt_x(g["ceiling"], 3), "paper": fmt_x(g["paper"]),
-        "arxiv": fmt_x(g["paper_arxiv"]), "note": g["note"]} for g in section["gains"]]
-    return {"rows": rows, "gains": gains}
+    return {"rows": rows, "lead": _lead_rows(section), "answer": _lead_answer(section)}
+
+
+def _lead_rows(section: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per workload its mean row (``mean``: True), then one row per system."""
+    out = []
+    for g in section["gains"]:
+        mine = [r for r in section["rows"] if r["workload"] == g["workload"]]
+        paper = fmt_x(g["paper"]) + (f" ({fmt_x(g['paper_arxiv'])} arXiv)"
+                                     if g["paper_arxiv"] else "")
+        out.append({"mean": True, "workload": g["workload"],
+                    "system": f"mean of {g['systems']}", "baseline": "", "baseline_astra": "",
+                    "fifo": fmt_x(g["gain_fifo"], 3), "fifo_astra": fmt_x(g["astra_gain_fifo"], 3),
+                    "scf": fmt_x(g["gain_scf"], 3), "scf_astra": fmt_x(g["astra_gain_scf"], 3),
+                    "paper": paper if g["paper"] else "—", "ceiling": fmt_x(g["ceiling"], 3),
+                    "note": g["note"]})
+        out += [{"mean": False, "workload": r["workload"], "system": r["system"] or r["fabric"],
+                 "baseline": fmt_time(r["baseline_s"]),
+                 "baseline_astra": fmt_time(r["astra_baseline_s"]),
+                 "fifo": fmt_x(r["gain_fifo"], 3), "fifo_astra": fmt_x(r["astra_gain_fifo"], 3),
+                 "scf": fmt_x(r["gain_scf"], 3), "scf_astra": fmt_x(r["astra_gain_scf"], 3),
+                 "paper": "", "ceiling": fmt_x(r["ceiling"], 3), "note": ""} for r in mine]
+    return out
+
+
+def _lead_answer(section: dict[str, Any]) -> str:
+    """The table's answer in one paragraph: ours against ASTRA-sim (iteration times and
+    gains) and the paper's figures against the ceiling no schedule can pass."""
+    parts = []
+    ratios = [r[f"{k}_s"] / r[f"astra_{k}_s"] for r in section["rows"]
+              for k in ("baseline", "themis-fifo", "themis-scf")
+              if _n(r.get(f"{k}_s")) and _n(r.get(f"astra_{k}_s"))]
+    if ratios:
+        gaps = [abs(g[f"gain_{k}"] - g[f"astra_gain_{k}"]) for g in section["gains"]
+                for k in ("fifo", "scf") if _n(g[f"gain_{k}"]) and _n(g[f"astra_gain_{k}"])]
+        parts.append(f"Iteration times, ours ÷ ASTRA-sim 1.0's recorded ones on the same inputs, "
+                     f"over {len(ratios)} cases: median {statistics.median(ratios):.4f} "
+                     f"[{min(ratios):.4f}, {max(ratios):.4f}]"
+                     + (f"; mean gains within {max(gaps):.3f} of ASTRA-sim's" if gaps else ""))
+    else:
+        parts.append("No ASTRA-sim figure is recorded for these systems and workloads "
+                     "(benchmarks/data/astra_e2e_reference.csv holds the Themis artifact's)")
+    papers = [g for g in section["gains"] if _n(g["paper"]) and _n(g["ceiling"])]
+    above = [g["workload"] for g in papers if g["paper"] > g["ceiling"]]
+    if papers:
+        parts.append(f"the paper's Themis+SCF gain is above the ceiling (the gain were every "
+                     f"exposed communication hidden) for {len(above)} of {len(papers)} "
+                     "workloads" + (f" ({', '.join(above)})" if above else ""))
+    return "; ".join(parts) + "."
 
 
 def _common_name(labels: list[str]) -> str:

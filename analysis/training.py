@@ -6,7 +6,9 @@ Pure: run summaries (``summary.json``) in, rows out. Runs are grouped by their f
 baseline is the run whose job has ``algorithm: baseline``, Themis+FIFO and Themis+SCF those
 with ``algorithm: themis`` and that ``order``. A gain is the baseline's mean iteration time
 over Themis's; a workload's mean gain is the arithmetic mean over the systems it ran on (as
-the paper averages its six).
+the paper averages its six). Where a fabric is one of the paper's systems at full size
+(``system`` in the summary), ASTRA-sim 1.0's recorded times and gains for the same case stand
+beside ours (:mod:`analysis.astra_reference`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from analysis.astra_reference import astra_finish_s
 from testbed.core.presets import E2E_GAINS
 
 Summary = Mapping[str, Any]
@@ -29,10 +32,14 @@ def _training_jobs(summary: Summary) -> list[Mapping[str, Any]]:
 
 def e2e_table(summaries: Sequence[Summary]) -> list[dict[str, Any]]:
     """One row per (fabric, workload) that ran under the baseline and at least one Themis
-    schedule: ``{fabric, workload, baseline_s, themis-fifo_s, themis-scf_s, gain_fifo,
-    gain_scf, exposed_dim_s (the baseline's, per dimension)}`` (None where not run)."""
+    schedule: ``{fabric, system, workload, baseline_s, themis-fifo_s, themis-scf_s, gain_fifo,
+    gain_scf, exposed_dim_s (the baseline's, per dimension)}`` and ASTRA-sim's
+    ``astra_baseline_s``, ``astra_themis-fifo_s``, ``astra_themis-scf_s``, ``astra_gain_fifo``,
+    ``astra_gain_scf`` (None where not run or not recorded)."""
     groups: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
+    systems: dict[str, str | None] = {}
     for s in summaries:
+        systems[str(s.get("fabric"))] = s.get("system")
         for job in _training_jobs(s):
             for name, algorithm, order in SCHEDULES:
                 if job.get("algorithm") == algorithm and (order is None
@@ -45,8 +52,11 @@ def e2e_table(summaries: Sequence[Summary]) -> list[dict[str, Any]]:
         if not base:
             continue
         exposed = jobs["baseline"].get("exposed_comm_s")
+        system = systems.get(fabric)
+        astra = {name: astra_finish_s(system, workload, name) for name, _, _ in SCHEDULES}
         row: dict[str, Any] = {
-            "fabric": fabric, "workload": workload, "baseline_s": base,
+            "fabric": fabric, "system": system, "workload": workload, "baseline_s": base,
+            **{f"astra_{name}_s": t for name, t in astra.items()},
             "exposed_comm_s": exposed, "exposed_dim_s": jobs["baseline"].get("exposed_dim_s"),
             # the most any schedule could gain: every exposed communication hidden
             "ceiling": base / (base - exposed) if exposed is not None and base > exposed
@@ -55,6 +65,9 @@ def e2e_table(summaries: Sequence[Summary]) -> list[dict[str, Any]]:
             t = jobs.get(name, {}).get("mean_s")
             row[f"{name}_s"] = t
             row[f"gain_{name.split('-')[1]}"] = base / t if t else None
+            a = astra[name]
+            row[f"astra_gain_{name.split('-')[1]}"] = (astra["baseline"] / a
+                                                       if a and astra["baseline"] else None)
         rows.append(row)
     return rows
 
@@ -71,8 +84,11 @@ one."""
         fifo = [r["gain_fifo"] for r in mine if r.get("gain_fifo")]
         paper = E2E_GAINS.get(workload)
         ceilings = [r["ceiling"] for r in mine if r.get("ceiling")]
+        astra = {k: [r[f"astra_gain_{k}"] for r in mine if r.get(f"astra_gain_{k}")]
+                 for k in ("fifo", "scf")}
         out.append({
             "workload": workload, "systems": len(mine),
+            **{f"astra_gain_{k}": statistics.fmean(v) if v else None for k, v in astra.items()},
             "gain_fifo": statistics.fmean(fifo) if fifo else None,
             "gain_scf": statistics.fmean(scf) if scf else None,
             "gain_scf_min": min(scf) if scf else None, "gain_scf_max": max(scf) if scf else None,

@@ -25,6 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from analysis.astra_reference import ASTRA_WORKLOADS as WORKLOADS
 from testbed.core.presets import E2E_GAINS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,9 +33,6 @@ REFERENCE = ROOT / "benchmarks" / "data" / "astra_e2e_reference.csv"
 SYSTEMS = {"2d-sw": "2d_switch", "3d-homo": "3d_switch_homo", "3d-het": "3d_switch_hetero",
            "3d-frs": "3d_fc_ring_switch", "4d-rfrs": "4d_ring_fc_ring_switch",
            "4d-rsss": "4d_ring_switch_switch_switch"}
-WORKLOADS = {"themis-resnet50": "Resnet50_DataParallel_fused", "themis-gnmt": "gnmt_fp16_fused",
-             "themis-dlrm-medium": "medium_DLRM_fused", "themis-dlrm-large": "large_DLRM_fused",
-             "themis-transformer-1t": "transformer_1t_fused_only_t"}
 SCHEDULES = {("baseline", "fifo"): "baseline", ("themis", "fifo"): "themis_fifo",
              ("themis", "scf"): "themis_scf"}
 

@@ -220,3 +220,13 @@ def test_a_sweep_averages_over_the_jobs_every_point_of_a_job_set_completed() -> 
     assert out.loc["e", "jobs_common"] == 2 and out.loc["e", "avg_jct_common_s"] == 15.0
     assert out.loc["v", "avg_slowdown_common"] == 1.0 and out.loc["e", "avg_slowdown_common"] == 1.5
     assert pd.isna(out.loc["other", "jobs_common"])  # alone in its job set: nothing to match
+
+
+def test_the_collided_flows_are_a_percentage_in_the_terminal_as_in_the_report(
+        tmp_path: Path, capsys) -> None:
+    d = _tiny(tmp_path / "a", "--leaves", "2")
+    printed = capsys.readouterr().out
+    share = json.loads((d / "summary.json").read_text())["collided_flow_fraction"]
+    assert f"collided flows {share * 100:.0f}% -> " in printed
+    write_report([d], tmp_path / "r")
+    assert f"| Flows collided | {share * 100:.0f}% |" in (tmp_path / "r" / "report.md").read_text()

@@ -198,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
         f"avg JCT {summary['avg_jct_s']:.1f} s, avg wait {summary['avg_wait_s']:.1f} s, "
         f"avg slowdown {summary['avg_slowdown']:.3f}, GPU utilisation "
         f"{summary['gpu_utilisation']:.3f}, collided flows "
-        f"{summary['collided_flow_fraction']:.3f} -> {out}"
+        f"{summary['collided_flow_fraction']:.0%} -> {out}"
     )
     print(f"report: fabriclab report {out} [more simulate-cluster directories]")
     return 0
