@@ -721,7 +721,8 @@ def _lead_answer(section: dict[str, Any]) -> str:
         parts.append("No ASTRA-sim figure is recorded for these systems and workloads "
                      "(benchmarks/data/astra_e2e_reference.csv holds the Themis artifact's)")
     papers = [g for g in section["gains"] if _n(g["paper"]) and _n(g["ceiling"])]
-    above = [g["workload"] for g in papers if g["paper"] > g["ceiling"]]
+    above = [g["workload"] + (f" ({g['note']})" if g["note"] else "")
+             for g in papers if g["paper"] > g["ceiling"]]
     if papers:
         parts.append(f"the paper's Themis+SCF gain is above the ceiling (the gain were every "
                      f"exposed communication hidden) for {len(above)} of {len(papers)} "
