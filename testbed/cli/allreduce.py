@@ -19,6 +19,7 @@ from testbed.core.algorithms import algorithm_names, default_dims, is_flat
 from testbed.core.atomic import check_writable, write_csv
 from testbed.core.errors import FabricLabError
 from testbed.core.experiment import CollectiveOptions
+from testbed.core.out_dir import FORCE_HELP, check_out_dir, clear_out_dir
 from testbed.core.registry import COLLECTIVES, TRANSPORTS
 from testbed.core.spec import validate
 from testbed.core.units import nccl_size_range, parse_size_range
@@ -84,8 +85,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="unmeasured iterations per size and placement")
     p.add_argument("--timeout", type=float, default=60.0,
                    help="seconds any single wait (rendezvous, transfer) may take")
-    p.add_argument("--out", help="directory to keep the configs, traces and logs in "
-                   "(default: a temporary directory, removed at the end)")
+    p.add_argument("--out", help="directory to keep the configs, traces and logs in: new or "
+                   "empty, an existing non-empty one is refused unless --force (default: a "
+                   "temporary directory, removed at the end)")
+    p.add_argument("--force", action="store_true", help=FORCE_HELP)
     p.add_argument("--json", action="store_true", help="print one JSON document (the "
                    "parameters, the rows and the trace directory) instead of the table")
     p.add_argument("--csv", metavar="FILE", help="also write the rows to FILE as CSV")
@@ -124,10 +127,14 @@ def run(args: argparse.Namespace) -> int:
         if not args.csv:
             raise FabricLabError("--csv is empty; give the file to write the rows to")
         check_writable(Path(args.csv))
+    if args.out is not None:
+        check_out_dir(args.out, args.force)
     knobs = validate(CollectiveOptions, {knob: getattr(args, flag)
                                          for flag, knob in KNOBS.items()}, "allreduce")
     from workloads.launcher import run_local  # numpy, pyarrow: not for --help
 
+    if args.out:
+        clear_out_dir(args.out)  # --force: no trace of an earlier run is read as this one's
     result = run_local(
         ranks=args.ranks, sizes=sizes, dims=dims, iterations=args.iters, warmup=args.warmup,
         max_active=args.max_active, timeout=args.timeout,

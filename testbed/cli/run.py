@@ -23,7 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run")
     p.add_argument("spec", help="experiment YAML")
     p.add_argument("--out", type=Path, default=Path("results"),
-                   help="where run directories go (default results/)")
+                   help="the parent directory: each run (and the report over several) gets a "
+                   "new directory <timestamp>-<name> inside it; nothing already in it is "
+                   "touched (default results/)")
     p.add_argument("--no-report", action="store_true", help="skip the report")
     p.add_argument("--backend", choices=BACKENDS, default="emulated",
                    help="emulated: Mininet and real workers (needs root); sim: the flow-level "

@@ -13,7 +13,6 @@ import contextlib
 import math
 import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -27,6 +26,7 @@ from rich.progress import (
 
 from sdn_app.allocation.ocs import REWIRINGS
 from testbed.core.errors import FabricLabError
+from testbed.core.out_dir import FORCE_HELP, check_out_dir, clear_out_dir
 from testbed.sim.cluster import SIM_PLACEMENTS
 from testbed.sim.cluster_run import (
     DEFAULTS,
@@ -121,7 +121,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--label", default=None, metavar="TEXT",
                    help="the run's name in reports (default: policy, placement, rewiring; "
                    f"at most {MAX_LABEL_CHARS} printable characters)")
-    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--out", required=True, help="output directory: new or empty; an existing "
+                   "non-empty one is refused unless --force")
+    p.add_argument("--force", action="store_true", help=FORCE_HELP)
     p.set_defaults(func=run)
 
 
@@ -164,6 +166,7 @@ def check_flags(args: argparse.Namespace) -> None:
         raise FabricLabError(f"--ocs-count is {args.ocs_count}; it must be at least 0")
     if not args.out.strip():
         raise FabricLabError("--out is empty; name the directory to write the results to")
+    check_out_dir(args.out, args.force)
     if args.label is not None:
         check_label(args.label)
 
@@ -188,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
     config = cluster_config(params)
     with _progress(resolve_preset(params)["jobs"], config.policy) as update:
         files = simulate_run(params, args.label and args.label.strip(), update)
-    out = Path(args.out)
+    out = clear_out_dir(args.out)  # --force: nothing of an earlier run is left beside this one
     write_run(files, out)
     summary = files.summary
     from analysis.cluster import accounting  # pandas: only once the run is done

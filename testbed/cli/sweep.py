@@ -27,7 +27,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "runs, run them on Dask and write every run, results.parquet/.csv and report.md.",
     )
     p.add_argument("sweep", metavar="SWEEP.yaml", help="the sweep file")
-    p.add_argument("--out", required=True, help="output directory (reused: done runs skipped)")
+    p.add_argument("--out", required=True,
+                   help="output directory, reused by design: a run of the grid already done "
+                   "there is skipped, so a sweep run again finishes only what is missing; a "
+                   "directory holding anything a sweep does not write is refused")
+    p.add_argument("--force", action="store_true",
+                   help="empty --out first and run every point again (symlinks in it are "
+                   "removed, never followed)")
     where = p.add_mutually_exclusive_group()
     add_workers_flag(where, 2)
     where.add_argument("--scheduler", default=None, metavar="tls://HOST:8786",
@@ -48,8 +54,9 @@ def add_workers_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup, defau
 
 
 def run(args: argparse.Namespace) -> int:
+    from testbed.core.out_dir import check_out_dir, clear_out_dir
     from testbed.sim.sweep_cluster import dask_client
-    from testbed.sim.sweep_run import Outcome, is_done, run_points, sweep_results
+    from testbed.sim.sweep_run import Outcome, foreign_entry, is_done, run_points, sweep_results
     from testbed.sim.sweep_spec import load_sweep
 
     if not args.out.strip():
@@ -57,13 +64,18 @@ def run(args: argparse.Namespace) -> int:
     if args.scheduler is None and args.workers < 1:
         raise FabricLabError(f"--workers is {args.workers}; it must be at least 1")
     spec, points = load_sweep(args.sweep)
-    out = Path(args.out)
-    if all(is_done(out, p) for p in points):  # nothing to run: no cluster to start
+    out = check_out_dir(args.out, force=True)  # a symlink or a file: refused
+    if not args.force and (entry := foreign_entry(out)):
+        raise FabricLabError(f"--out {out} holds {entry}, which no sweep writes: it is not a "
+                             "sweep's directory; choose a new one, or add --force to empty it")
+    if not args.force and all(is_done(out, p) for p in points):  # no cluster to start
         outcome = Outcome(skipped=[p.key for p in points])
     else:
         with dask_client(args.workers, args.scheduler, args.insecure) as client, \
                 progress(len(points)) as update:
             # makes --out only once the cluster answers: a refused sweep leaves nothing
+            if args.force:
+                clear_out_dir(out)
             outcome = run_points(client, points, out, update)
     title = spec.name or Path(args.sweep).stem
     results = sweep_results(out, points, title, [k for k in spec.grid if k != "seed"])
