@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from testbed.core.errors import FabricLabError
+from testbed.core.limits import MAX_MODEL_SIZE_BYTES
 from testbed.core.presets import DIM_ALGORITHM_OF_KIND, PRESETS
 from testbed.core.registry import SCHEDULES
 from testbed.core.units import format_size, parse_size
@@ -158,13 +159,18 @@ def parse_bw(text: str, dims: tuple[int, ...]) -> tuple[float, ...]:
 
 
 def _parse_common(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[float, ...], int]:
+    # the size first, so a bad one is named before any missing flag; no buffer is
+    # allocated here, so the bound is the model's, not a rank's
+    try:
+        size = parse_size(args.size, MAX_MODEL_SIZE_BYTES)
+    except FabricLabError as exc:
+        raise FabricLabError(f"--{exc}") from None  # "--size '12XB' is not a size ..."
     args.network = _network(args)
     dims = parse_dims(args.dims)
     if math.prod(dims) < 2:
         raise FabricLabError(f"--dims {args.dims} is a single host: there is nothing to "
                              "all-reduce; give at least two hosts, e.g. 4x4")
     bw = parse_bw(args.bw, dims)
-    size = parse_size(args.size)
     if size < 1:
         raise FabricLabError(f"--size {args.size!r} must be at least 1 byte")
     if args.chunks < 1:
