@@ -30,6 +30,10 @@ def files(tmp_path: Path, monkeypatch) -> Path:
         "host_link_mbit_s: 20, uplink_mbit_s: 20}\njobs:\n  - {name: a, hosts_wanted: 2, "
         "workload: {kind: allreduce, sizes: [4KiB]}}\nvariants:\n  - {name: ok}\n"
         "  - {name: big, job_overrides: {hosts_wanted: 9}}\n")
+    (tmp_path / "typo.yaml").write_text(
+        "name: t\nfabric: {kind: leaf_spine, leaves: 2, spines: 2, hosts_per_leef: 2, "
+        "host_link_mbit_s: 20, uplink_mbit_s: 20}\njobs:\n  - {name: a, hosts_wantd: 2, "
+        "workload: {kind: allreduce, sizes: [4KiB]}}\n")
     return tmp_path
 
 
@@ -55,6 +59,14 @@ def files(tmp_path: Path, monkeypatch) -> Path:
     ([*SMALL, "--label", "a\nb", "--out", "o"], "--label holds the unprintable character '\\n'"),
     ([*SMALL, "--label", "x" * 81, "--out", "o"], "--label is 81 characters long; it must be at"),
     (["report", "/nonexistent-run"], "/nonexistent-run does not exist"),
+    (["plan", "--dims", "4x4", "--bw", "100,50", "--size", "12XB"],
+     "--size '12XB' is not a size; write e.g. 64, 1KiB"),
+    (["model", "--dims", "4x4", "--bw", "-100,50", "--size", "1MiB", "--chunks", "4"],
+     "--bw '-100,50' must be positive Gbit/s values"),
+    (["simulate-cluster", "--label", "-x", "--out", ""], "--out is empty"),
+    (["run", "typo.yaml", "--backend", "sim"],
+     "jobs.0.hosts_wantd: unknown key; did you mean hosts_wanted?"),
+    (["topo", "typo.yaml"], "fabric.hosts_per_leef: unknown key; did you mean hosts_per_leaf?"),
     (["model", "--dims", "1", "--bw", "1", "--size", "1MiB", "--chunks", "4"],
      "--dims 1 is a single host: there is nothing to all-reduce"),
     (["run", "var.yaml", "--backend", "sim", "--out", "r"],

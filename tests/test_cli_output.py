@@ -72,6 +72,14 @@ def test_model_takes_a_scaled_down_preset_shape(capsys) -> None:
     assert doc["dims"] == [4, 2, 2] and doc["speedup"] == pytest.approx(1.387, abs=0.001)
 
 
+def test_model_and_plan_take_a_size_no_rank_could_hold(capsys) -> None:
+    # they allocate nothing: a rank's buffer limit (4GiB) is not theirs
+    for command in ("model", "plan"):
+        assert main([command, "--preset", "3d-switch-homo", "--size", "8GiB", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["total_bytes"] == 8 * 1024**3
+    assert main(["model", "--preset", "3d-switch-homo", "--size", "2048TiB"]) == 2
+
+
 def test_report_skips_report_directories_a_glob_matches(tmp_path, capsys) -> None:
     spec = tmp_path / "fast.yaml"
     spec.write_text(json.dumps(FAST))
