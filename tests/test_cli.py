@@ -126,7 +126,8 @@ def test_failed_or_interrupted_allreduce_leaves_no_temp_dir(private_tempdir, mon
 
     used: list[Path] = []
 
-    def interrupted(configs: dict, out: Path, spawn: object, wall_timeout: float | None) -> None:
+    def interrupted(configs: dict, out: Path, spawn: object, wall_timeout: float | None,
+                    poll: object = None) -> None:
         used.append(out)
         (out / "config-rank0.json").write_text("{}")
         raise KeyboardInterrupt

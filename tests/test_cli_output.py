@@ -115,3 +115,49 @@ def test_headlines_over_runs_not_faithful_say_so_first(tmp_path, capsys, monkeyp
     routing = tail.index("Routing — not a finding, run “vclos” failed its fidelity check")
     assert first < routing < tail.index("(measured: slowdown ratio 0.92×)")
     assert tail.endswith("Schedule — themis is 1.70× as fast as baseline")
+
+
+def test_long_commands_log_progress_when_stderr_is_not_a_terminal(tmp_path, capsys,
+                                                                   monkeypatch) -> None:
+    from testbed.cli import progress
+
+    monkeypatch.setattr(progress, "LOG_EVERY_S", 0.0)  # a line at every update
+    assert main(["simulate-cluster", "--leaves", "2", "--spines", "2", "--hosts-per-leaf", "2",
+                 "--jobs", "20", "--out", str(tmp_path / "sc")]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"^simulating ecmp: \d+/20 jobs, [\d.]+ h simulated, \d+ s elapsed$", err,
+                     re.M), err
+    from workloads import launcher
+
+    real = launcher.run_local
+
+    def run_local(**kwargs):  # a real run, told of progress first (its own lines need > 2 s)
+        kwargs["on_progress"](3, 4096)
+        return real(**kwargs)
+
+    monkeypatch.setattr(launcher, "run_local", run_local)
+    monkeypatch.chdir(tmp_path)  # a relative --out: the workers, run from the checkout, find it
+    assert main(["allreduce", "--ranks", "2", "--size", "4KiB", "--out", "ar"]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"^allreduce: 3/12 collectives, at 4KiB, \d+ s elapsed$", err, re.M), err
+    assert (tmp_path / "ar" / "collectives-rank0.parquet").is_file()
+
+
+def test_the_launcher_reports_what_rank_0_has_done(tmp_path) -> None:
+    from workloads.launcher import _report
+    from workloads.traces import TraceWriter
+
+    seen: list[tuple[int, int]] = []
+    _report(tmp_path, lambda *a: seen.append(a))  # no trace yet: nothing said
+    trace = TraceWriter(tmp_path, rank=0)
+    row = {name: None for name in trace_fields()}
+    trace.collectives += [{**row, "size": 1024}, {**row, "size": 2048}]
+    trace.flush_partial()
+    _report(tmp_path, lambda *a: seen.append(a))
+    assert seen == [(2, 2048)]
+
+
+def trace_fields() -> list[str]:
+    from testbed.core.traces import SCHEMAS
+
+    return SCHEMAS["collectives"].names

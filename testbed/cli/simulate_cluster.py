@@ -9,22 +9,12 @@ run's parameters: the trace and what fixes its jobs, the seed, the label), each 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import sys
-from collections.abc import Callable, Iterator
 from typing import Any
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
-
 from sdn_app.allocation.ocs import REWIRINGS
+from testbed.cli.progress import progress
 from testbed.core.errors import FabricLabError
 from testbed.core.out_dir import FORCE_HELP, check_out_dir, clear_out_dir
 from testbed.sim.cluster import SIM_PLACEMENTS
@@ -189,8 +179,11 @@ def run(args: argparse.Namespace) -> int:
     check_flags(args)
     params = {name: getattr(args, name) for name in DEFAULTS}
     config = cluster_config(params)
-    with _progress(resolve_preset(params)["jobs"], config.policy) as update:
-        files = simulate_run(params, args.label and args.label.strip(), update)
+    # a bar on a terminal, a line every few seconds in a log: a paper preset takes minutes
+    with progress(f"simulating {config.policy}", resolve_preset(params)["jobs"],
+                  "jobs, {hours:.1f} h simulated", hours=0.0) as update:
+        files = simulate_run(params, args.label and args.label.strip(),
+                             lambda done, jobs, now: update(done, jobs, hours=now / 3600))
     out = clear_out_dir(args.out)  # --force: nothing of an earlier run is left beside this one
     write_run(files, out)
     summary = files.summary
@@ -205,22 +198,3 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"report: fabriclab report {out} [more simulate-cluster directories]")
     return 0
-
-
-@contextlib.contextmanager
-def _progress(total: int, policy: str) -> Iterator[Callable[[int, int, float], None] | None]:
-    """A live bar on a terminal (jobs done, simulated hours); nothing when stderr is not one."""
-    console = Console(stderr=True)
-    if not console.is_terminal:
-        yield None
-        return
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("jobs · {task.fields[hours]:.1f} h simulated"), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True) as bar:
-        task = bar.add_task(f"simulating {policy}", total=total, hours=0.0)
-
-        def update(done: int, jobs: int, now: float) -> None:  # jobs: those of the trace
-            bar.update(task, completed=done, total=jobs, hours=now / 3600)
-
-        yield update
-

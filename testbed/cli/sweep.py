@@ -14,9 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+from testbed.cli import progress as bars
 from testbed.core.errors import FabricLabError
 
 
@@ -92,18 +90,7 @@ def run(args: argparse.Namespace) -> int:
 
 @contextmanager
 def progress(total: int) -> Iterator[Callable[[Any], None]]:
-    """A live bar on a terminal (runs done of all, failures); nothing when stderr is not one."""
-    console = Console(stderr=True)
-    if not console.is_terminal:
-        yield lambda _outcome: None
-        return
-    columns = (TextColumn("sweep"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("runs · {task.fields[failed]} failed"), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True) as bar:
-        task = bar.add_task("sweep", total=total, failed=0)
-
-        def update(outcome: Any) -> None:
-            done = len(outcome.ran) + len(outcome.skipped) + len(outcome.failed)
-            bar.update(task, completed=done, failed=len(outcome.failed))
-
-        yield update
+    """Runs done of all and failures (:mod:`testbed.cli.progress`: a bar on a terminal, a
+    line every few seconds elsewhere), updated from a sweep's Outcome."""
+    with bars.progress("sweep", total, "runs, {failed} failed", failed=0) as bar:
+        yield lambda o: bar(len(o.ran) + len(o.skipped) + len(o.failed), failed=len(o.failed))
