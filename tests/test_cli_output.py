@@ -161,3 +161,22 @@ def trace_fields() -> list[str]:
     from testbed.core.traces import SCHEMAS
 
     return SCHEMAS["collectives"].names
+
+
+def test_piped_output_keeps_every_column_and_line_whole(capsys, monkeypatch) -> None:
+    from rich.table import Table
+
+    from testbed.cli.terminal import out_console
+
+    monkeypatch.delenv("COLUMNS", raising=False)  # stdout is captured: not a terminal
+    table = Table()
+    headers = [f"a long column header {i}" for i in range(8)]  # ~200 columns
+    for h in headers:
+        table.add_column(h)
+    table.add_row(*(f"value {i}" for i in range(8)))
+    out_console().print(table)
+    lines = capsys.readouterr().out.splitlines()
+    assert all(h in lines[1] for h in headers) and "…" not in "".join(lines), lines
+    assert main(["model", "--preset", "4d-ring-fc-ring-switch", "--size", "1GiB"]) == 0
+    assert ("All-Reduce 1GiB in 64 chunks, 4x8x4x8 at 3000,1400,1200,800 Gbit/s per host, fifo "
+            "order, astra-sim-1.0 semantics\n") in capsys.readouterr().out

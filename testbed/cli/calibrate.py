@@ -30,9 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from sdn_app.policies import controller_policy
+    from testbed.cli.terminal import out_console
     from testbed.core.atomic import write_json
     from testbed.core.out_dir import check_out_dir, clear_out_dir
     from testbed.core.rundir import new_run_dir
@@ -51,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         out = clear_out_dir(require_own_dir(args.out))
     else:
         out = make_dir(args.out) if args.out else new_run_dir(Path("results"), "calibrate")
-    console = Console()
+    console = out_console()
     switches = switch_kinds.resolve(args.switches, plan, controller_policy(plan, None))
 
     def progress(done: int, total: int) -> None:

@@ -13,9 +13,9 @@ import argparse
 import json
 import math
 
-from rich.console import Console
 from rich.table import Table
 
+from testbed.cli.terminal import out_console
 from testbed.core.errors import FabricLabError
 from testbed.core.limits import MAX_MODEL_SIZE_BYTES
 from testbed.core.presets import DIM_ALGORITHM_OF_KIND, PRESETS
@@ -216,7 +216,7 @@ def run_plan(args: argparse.Namespace) -> int:
         }, indent=2))
         return 0
 
-    console = Console()
+    console = out_console()
     if args.preset:
         console.print(f"preset {args.preset}: {_kinds_line(args.network)}")
     rates = ",".join(_gbit_s(b) for b in bw)
@@ -325,7 +325,7 @@ def run_model(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2))
         return 0
 
-    console = Console()
+    console = out_console()
     shape = "x".join(map(str, dims))
     if args.preset:
         console.print(f"preset {args.preset}: {_kinds_line(args.network)}")
@@ -389,7 +389,7 @@ def _run_sim(args: argparse.Namespace, dims: tuple[int, ...], bw: tuple[float, .
                           "total_bytes": size, "chunks": args.chunks, "order": args.order,
                           "backend": "sim", "results": rows}, indent=2))
         return 0
-    console = Console()
+    console = out_console()
     console.print(f"simulated All-Reduce {format_size(size, exact=True)} in {args.chunks} chunks, "
                   f"{'x'.join(map(str, dims))}, {args.order} order")
     table = Table()
