@@ -127,6 +127,11 @@ def test_long_commands_log_progress_when_stderr_is_not_a_terminal(tmp_path, caps
     err = capsys.readouterr().err
     assert re.search(r"^simulating ecmp: \d+/20 jobs, [\d.]+ h simulated, \d+ s elapsed$", err,
                      re.M), err
+    assert main(["model", "--dims", "2x2", "--bw", "100,50", "--size", "1MiB", "--chunks", "4",
+                 "--sim"]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"^model --sim: 1/2 policies simulated, now themis, \d+ s elapsed$", err,
+                     re.M), err
     from workloads import launcher
 
     real = launcher.run_local

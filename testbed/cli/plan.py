@@ -15,6 +15,7 @@ import math
 
 from rich.table import Table
 
+from testbed.cli.progress import progress
 from testbed.cli.terminal import out_console
 from testbed.core.errors import FabricLabError
 from testbed.core.limits import MAX_MODEL_SIZE_BYTES
@@ -379,11 +380,16 @@ def _run_sim(args: argparse.Namespace, dims: tuple[int, ...], bw: tuple[float, .
                                                                            strict=True)
                                                           if n > 1) / 8)
     rows = []
-    for pol in policies:
-        r = themis_allreduce(dims, bw, size, args.chunks, policy=pol, order=args.order,
-                             **args.network)
-        rows.append({"policy": pol, "time_s": r.time_s, "ideal_time_s": ideal,
-                     "utilisation": ideal / r.time_s})
+    # minutes at full size: a bar on a terminal, a line as each policy ends in a log
+    with progress("model --sim", len(policies), "policies simulated, now {policy}",
+                  policy=policies[0]) as update:
+        for k, pol in enumerate(policies):
+            update(k, policy=pol)
+            r = themis_allreduce(dims, bw, size, args.chunks, policy=pol, order=args.order,
+                                 **args.network)
+            update(k + 1, policy="done" if k + 1 == len(policies) else policies[k + 1])
+            rows.append({"policy": pol, "time_s": r.time_s, "ideal_time_s": ideal,
+                         "utilisation": ideal / r.time_s})
     if args.json:
         print(json.dumps({"dims": list(dims), "bw_gbit_s": [b / 1e9 for b in bw],
                           "total_bytes": size, "chunks": args.chunks, "order": args.order,
