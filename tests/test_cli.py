@@ -202,6 +202,8 @@ def _stale_out(tmp_path: Path) -> tuple[Path, Path]:
      "--jobs", "3"],
     ["topo", "experiments/fabrics/multidim-2x4.yaml"],
     ["export-astra", "--preset", "2d-switch"],
+    ["report", str(Path(__file__).parent / "data" / "run-tiny")],
+    ["allreduce", "--ranks", "2", "--size", "4KiB", "--iters", "1", "--warmup", "0"],
 ], ids=lambda v: v[0])
 def test_force_empties_the_out_first_and_touches_nothing_outside(tmp_path, capsys, argv):
     out, outside = _stale_out(tmp_path)
