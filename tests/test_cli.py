@@ -126,7 +126,8 @@ def test_failed_or_interrupted_allreduce_leaves_no_temp_dir(private_tempdir, mon
 
     used: list[Path] = []
 
-    def interrupted(configs: dict, out: Path, spawn: object, wall_timeout: float | None) -> None:
+    def interrupted(configs: dict, out: Path, spawn: object, wall_timeout: float | None,
+                    poll: object = None) -> None:
         used.append(out)
         (out / "config-rank0.json").write_text("{}")
         raise KeyboardInterrupt
@@ -182,3 +183,72 @@ def test_doctor_without_root_says_it_cannot_tell(tmp_path):
     for item in ("ovs daemons", "ovs datapath", "htb qdisc"):
         assert "unknown" in lines[item] and "without root" in lines[item]
     assert "not running" not in proc.stdout and "restarts" not in proc.stdout
+
+
+def _stale_out(tmp_path: Path) -> tuple[Path, Path]:
+    """An earlier run's --out: a stale comparison/report.html, and a symlink to a file
+    outside it (which emptying must remove, never follow)."""
+    out, outside = tmp_path / "out", tmp_path / "outside.txt"
+    (out / "comparison").mkdir(parents=True)
+    (out / "comparison" / "report.html").write_text("stale")
+    outside.write_text("not fabriclab's")
+    (out / "link").symlink_to(outside)
+    (out / "dirlink").symlink_to(tmp_path)
+    return out, outside
+
+
+@pytest.mark.parametrize("argv", [
+    ["simulate-cluster", "--leaves", "2", "--spines", "2", "--hosts-per-leaf", "2",
+     "--jobs", "3"],
+    ["topo", "experiments/fabrics/multidim-2x4.yaml"],
+    ["export-astra", "--preset", "2d-switch"],
+    ["report", str(Path(__file__).parent / "data" / "run-tiny")],
+    ["allreduce", "--ranks", "2", "--size", "4KiB", "--iters", "1", "--warmup", "0"],
+], ids=lambda v: v[0])
+def test_force_empties_the_out_first_and_touches_nothing_outside(tmp_path, capsys, argv):
+    out, outside = _stale_out(tmp_path)
+    assert main([*argv, "--out", str(out)]) == 2
+    assert "exists and is not empty" in capsys.readouterr().err
+    assert main([*argv, "--out", str(out), "--force"]) == 0
+    left = sorted(p.name for p in out.iterdir())
+    assert "comparison" not in left and "link" not in left and "dirlink" not in left, left
+    assert outside.read_text() == "not fabriclab's" and (tmp_path / "outside.txt").exists()
+
+
+def test_import_astra_replaces_its_file_only_with_force(tmp_path, capsys):
+    from testbed.core import astra_formats as af
+    from testbed.core.presets import PRESETS
+
+    net, spec = tmp_path / "net.yml", tmp_path / "spec.yaml"
+    net.write_text(af.network_yaml(af.from_preset(PRESETS["2d-switch"])[0]))
+    spec.write_text("old")
+    assert main(["import-astra", str(net), "--scale-down", "--out", str(spec)]) == 2
+    assert spec.read_text() == "old"
+    assert main(["import-astra", str(net), "--scale-down", "--out", str(spec), "--force"]) == 0
+    assert "fabric:" in spec.read_text()
+
+
+def test_report_refuses_to_empty_a_run_it_reports_on(tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parent / "data" / "run-tiny", run)
+    assert main(["report", str(run), "--out", str(run), "--force"]) == 2
+    assert "holds the run" in capsys.readouterr().err
+    assert (run / "summary.json").is_file()
+
+
+def test_run_makes_a_new_run_directory_and_touches_nothing_there(tmp_path, capsys):
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "keep.txt").write_text("an earlier result")
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text("name: tiny\nfabric: {kind: leaf_spine, leaves: 2, spines: 1, "
+                    "hosts_per_leaf: 1, host_link_mbit_s: 100, uplink_mbit_s: 100}\njobs:\n"
+                    "  - {name: a, hosts_wanted: 2, workload: {kind: allreduce, sizes: [4KiB]}}\n")
+    for _ in range(2):
+        assert main(["run", str(spec), "--backend", "sim", "--no-report", "--out",
+                     str(out)]) == 0
+    runs = sorted(p for p in out.iterdir() if p.is_dir())
+    assert len(runs) == 2 and all(p.name.endswith(("-tiny", "-tiny-2")) for p in runs), runs
+    assert (out / "keep.txt").read_text() == "an earlier result"

@@ -30,13 +30,17 @@ def files(tmp_path: Path, monkeypatch) -> Path:
         "host_link_mbit_s: 20, uplink_mbit_s: 20}\njobs:\n  - {name: a, hosts_wanted: 2, "
         "workload: {kind: allreduce, sizes: [4KiB]}}\nvariants:\n  - {name: ok}\n"
         "  - {name: big, job_overrides: {hosts_wanted: 9}}\n")
+    (tmp_path / "typo.yaml").write_text(
+        "name: t\nfabric: {kind: leaf_spine, leaves: 2, spines: 2, hosts_per_leef: 2, "
+        "host_link_mbit_s: 20, uplink_mbit_s: 20}\njobs:\n  - {name: a, hosts_wantd: 2, "
+        "workload: {kind: allreduce, sizes: [4KiB]}}\n")
     return tmp_path
 
 
 @pytest.mark.parametrize(("argv", "words"), [
     (["topo", "bad.yaml"], "bad.yaml is not UTF-8 text (byte 6"),
     (["run", "bad.yaml", "--backend", "sim"], "bad.yaml is not UTF-8 text"),
-    (["topo", FABRIC, "--out", "afile"], "afile: File exists"),
+    (["topo", FABRIC, "--out", "afile"], "--out afile is a file; name a directory"),
     (["topo", FABRIC, "--out", "afile/sub"], "afile/sub: Not a directory"),
     (["run", DEMO, "--backend", "sim", "--out", "afile"], "--out afile is a file"),
     ([*SMALL, "--trace", "helios:bad.csv", "--out", "o"], "bad.csv is not a text (UTF-8) CSV"),
@@ -55,6 +59,14 @@ def files(tmp_path: Path, monkeypatch) -> Path:
     ([*SMALL, "--label", "a\nb", "--out", "o"], "--label holds the unprintable character '\\n'"),
     ([*SMALL, "--label", "x" * 81, "--out", "o"], "--label is 81 characters long; it must be at"),
     (["report", "/nonexistent-run"], "/nonexistent-run does not exist"),
+    (["plan", "--dims", "4x4", "--bw", "100,50", "--size", "12XB"],
+     "--size '12XB' is not a size; write e.g. 64, 1KiB"),
+    (["model", "--dims", "4x4", "--bw", "-100,50", "--size", "1MiB", "--chunks", "4"],
+     "--bw '-100,50' must be positive Gbit/s values"),
+    (["simulate-cluster", "--label", "-x", "--out", ""], "--out is empty"),
+    (["run", "typo.yaml", "--backend", "sim"],
+     "jobs.0.hosts_wantd: unknown key; did you mean hosts_wanted?"),
+    (["topo", "typo.yaml"], "fabric.hosts_per_leef: unknown key; did you mean hosts_per_leaf?"),
     (["model", "--dims", "1", "--bw", "1", "--size", "1MiB", "--chunks", "4"],
      "--dims 1 is a single host: there is nothing to all-reduce"),
     (["run", "var.yaml", "--backend", "sim", "--out", "r"],
@@ -112,3 +124,33 @@ def test_light_commands_load_no_heavy_module(argv: list[str], not_loaded: tuple[
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
     assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stdout + proc.stderr
+
+
+SWEEP = str(ROOT / "experiments" / "sweeps" / "vclos-paper.yaml")
+RUN_TINY = str(ROOT / "tests" / "data" / "run-tiny")
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["allreduce", "--ranks", "2", "--size", "4KiB", "--out", "full"],
+     "--out full exists and is not empty (1 entries: old.txt); choose a new directory, or add "
+     "--force to empty it first"),
+    (["import-astra", "net.yml", "--out", "afile"],
+     "--out afile exists; choose a new file, or add --force to replace it"),
+    (["export-astra", "--preset", "2d-switch", "--out", "full"], "--out full exists and is not"),
+    (["calibrate", FABRIC, "--out", "full"], "--out full exists and is not empty"),
+    (["report", RUN_TINY, "--out", "full"], "--out full exists and is not empty"),
+    ([*SMALL, "--out", "full"], "--out full exists and is not empty"),
+    (["sweep", SWEEP, "--out", "full"], "--out full holds old.txt, which no sweep writes: it is "
+     "not a sweep's directory"),
+    (["topo", FABRIC, "--out", "full"], "--out full exists and is not empty"),
+], ids=lambda v: v[0] if isinstance(v, list) else None)
+def test_every_command_refuses_a_non_empty_out(files: Path, capsys, argv: list[str],
+                                               words: str) -> None:
+    from testbed.core import astra_formats as af
+    from testbed.core.presets import PRESETS
+
+    (files / "net.yml").write_text(af.network_yaml(af.from_preset(PRESETS["2d-switch"])[0]))
+    (files / "full").mkdir()
+    (files / "full" / "old.txt").write_text("an earlier run's")
+    test_one_sentence_and_nothing_left(files, capsys, argv, words)
+    assert (files / "full" / "old.txt").read_text() == "an earlier run's"

@@ -72,6 +72,14 @@ def test_model_takes_a_scaled_down_preset_shape(capsys) -> None:
     assert doc["dims"] == [4, 2, 2] and doc["speedup"] == pytest.approx(1.387, abs=0.001)
 
 
+def test_model_and_plan_take_a_size_no_rank_could_hold(capsys) -> None:
+    # they allocate nothing: a rank's buffer limit (4GiB) is not theirs
+    for command in ("model", "plan"):
+        assert main([command, "--preset", "3d-switch-homo", "--size", "8GiB", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["total_bytes"] == 8 * 1024**3
+    assert main(["model", "--preset", "3d-switch-homo", "--size", "2048TiB"]) == 2
+
+
 def test_report_skips_report_directories_a_glob_matches(tmp_path, capsys) -> None:
     spec = tmp_path / "fast.yaml"
     spec.write_text(json.dumps(FAST))
@@ -107,3 +115,73 @@ def test_headlines_over_runs_not_faithful_say_so_first(tmp_path, capsys, monkeyp
     routing = tail.index("Routing — not a finding, run “vclos” failed its fidelity check")
     assert first < routing < tail.index("(measured: slowdown ratio 0.92×)")
     assert tail.endswith("Schedule — themis is 1.70× as fast as baseline")
+
+
+def test_long_commands_log_progress_when_stderr_is_not_a_terminal(tmp_path, capsys,
+                                                                   monkeypatch) -> None:
+    from testbed.cli import progress
+
+    monkeypatch.setattr(progress, "LOG_EVERY_S", 0.0)  # a line at every update
+    assert main(["simulate-cluster", "--leaves", "2", "--spines", "2", "--hosts-per-leaf", "2",
+                 "--jobs", "20", "--out", str(tmp_path / "sc")]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"^simulating ecmp: \d+/20 jobs, [\d.]+ h simulated, \d+ s elapsed$", err,
+                     re.M), err
+    assert main(["model", "--dims", "2x2", "--bw", "100,50", "--size", "1MiB", "--chunks", "4",
+                 "--sim"]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"^model --sim: 1/2 policies simulated, now themis, \d+ s elapsed$", err,
+                     re.M), err
+    from workloads import launcher
+
+    real = launcher.run_local
+
+    def run_local(**kwargs):  # a real run, told of progress first (its own lines need > 2 s)
+        kwargs["on_progress"](3, 4096)
+        return real(**kwargs)
+
+    monkeypatch.setattr(launcher, "run_local", run_local)
+    monkeypatch.chdir(tmp_path)  # a relative --out: the workers, run from the checkout, find it
+    assert main(["allreduce", "--ranks", "2", "--size", "4KiB", "--out", "ar"]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"^allreduce: 3/12 collectives, at 4KiB, \d+ s elapsed$", err, re.M), err
+    assert (tmp_path / "ar" / "collectives-rank0.parquet").is_file()
+
+
+def test_the_launcher_reports_what_rank_0_has_done(tmp_path) -> None:
+    from workloads.launcher import _report
+    from workloads.traces import TraceWriter
+
+    seen: list[tuple[int, int]] = []
+    _report(tmp_path, lambda *a: seen.append(a))  # no trace yet: nothing said
+    trace = TraceWriter(tmp_path, rank=0)
+    row = {name: None for name in trace_fields()}
+    trace.collectives += [{**row, "size": 1024}, {**row, "size": 2048}]
+    trace.flush_partial()
+    _report(tmp_path, lambda *a: seen.append(a))
+    assert seen == [(2, 2048)]
+
+
+def trace_fields() -> list[str]:
+    from testbed.core.traces import SCHEMAS
+
+    return SCHEMAS["collectives"].names
+
+
+def test_piped_output_keeps_every_column_and_line_whole(capsys, monkeypatch) -> None:
+    from rich.table import Table
+
+    from testbed.cli.terminal import out_console
+
+    monkeypatch.delenv("COLUMNS", raising=False)  # stdout is captured: not a terminal
+    table = Table()
+    headers = [f"a long column header {i}" for i in range(8)]  # ~200 columns
+    for h in headers:
+        table.add_column(h)
+    table.add_row(*(f"value {i}" for i in range(8)))
+    out_console().print(table)
+    lines = capsys.readouterr().out.splitlines()
+    assert all(h in lines[1] for h in headers) and "…" not in "".join(lines), lines
+    assert main(["model", "--preset", "4d-ring-fc-ring-switch", "--size", "1GiB"]) == 0
+    assert ("All-Reduce 1GiB in 64 chunks, 4x8x4x8 at 3000,1400,1200,800 Gbit/s per host, fifo "
+            "order, astra-sim-1.0 semantics\n") in capsys.readouterr().out

@@ -336,7 +336,8 @@ def test_simulate_cluster_cli_placement_and_rewiring(tmp_path: Path) -> None:
 def test_simulate_cluster_cli_reads_traces(tmp_path: Path) -> None:
     assert _cli(tmp_path, "--leaves", "16", "--trace", f"helios:{DATA / 'helios_sample.csv'}") == 0
     assert json.loads((tmp_path / "summary.json").read_text())["jobs_completed"] == 4
-    assert _cli(tmp_path, "--trace", f"philly:{DATA / 'philly_sample.json'}") == 0
+    # the same --out again: its earlier results replaced only with --force
+    assert _cli(tmp_path, "--trace", f"philly:{DATA / 'philly_sample.json'}", "--force") == 0
     assert json.loads((tmp_path / "summary.json").read_text())["jobs_completed"] == 3
 
 

@@ -70,3 +70,19 @@ def test_unsupported_system_key_is_one_sentence(files, tmp_path, capsys, line, w
     assert main(["simulate-astra", *files]) != 0
     err = capsys.readouterr().err.strip()
     assert "s.txt" in err and words in err and "\n" not in err and "Traceback" not in err
+
+
+def test_a_pass_ending_in_its_all_reduce_has_that_wait_exposed(files, capsys):
+    # one pass: layer a's All-Reduce is issued at the end of the backward pass and nothing
+    # waits for it but the end of the run, so every exposed nanosecond is after the compute
+    assert main(["simulate-astra", *files, "--json"]) == 0
+    _first, rest = capsys.readouterr().out.split("\n", 1)
+    data = json.loads(rest)
+    drain = data["finish_time_ns"] - data["passes"][-1]["end_ns"]
+    assert drain > 1000 and data["exposed_after_last_pass_ns"] == pytest.approx(drain)
+    assert data["exposed_communication_ns"] == pytest.approx(
+        drain + sum(sum(x["waiting_for_communication_ns"].values()) for x in data["layers"]))
+    assert main(["simulate-astra", *files]) == 0
+    summary = capsys.readouterr().out.splitlines()[2]
+    assert f"exposed communication {drain / 1e6:.3f} ms ({drain / 1e6:.3f} ms of it after the " \
+           "last pass's compute)" in summary, summary

@@ -175,6 +175,12 @@ def test_a_rerun_runs_only_the_missing_run(tmp_path: Path, capsys) -> None:
     assert len(pd.read_parquet(out / "results.parquet")) == 4
     assert main(argv) == 0  # all done: no cluster started at all
     assert "0 run now, 4 already done" in capsys.readouterr().out
+    (out / "notes.txt").write_text("not a sweep's")  # a directory a sweep did not write alone
+    assert main(argv) == 2
+    assert "holds notes.txt, which no sweep writes" in capsys.readouterr().err
+    assert main([*argv, "--force"]) == 0  # emptied: every run again, the stray file gone
+    assert "4 run now, 0 already done" in capsys.readouterr().out
+    assert not (out / "notes.txt").exists() and len(point_dirs(out)) == 4
 
 
 def test_the_local_cluster_listens_on_loopback_only() -> None:

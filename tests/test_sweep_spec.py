@@ -31,7 +31,7 @@ def spec(**data: object) -> SweepSpec:
 
 def test_defaults_and_names_are_simulate_clusters() -> None:
     args = build_parser("simulate-cluster").parse_args(["simulate-cluster", "--out", "x"])
-    flags = {k: v for k, v in vars(args).items() if k not in ("command", "func", "out",
+    flags = {k: v for k, v in vars(args).items() if k not in ("command", "func", "out", "force",
                                                                "label")}
     assert flags == DEFAULTS
     assert ClusterParams().model_dump() == DEFAULTS
@@ -156,3 +156,9 @@ def test_simulated_results_drop_what_the_machine_measured() -> None:
     one, two = simulated_results(frame([1, 2], 0.5)), simulated_results(frame([2, 1], 9.0))
     pd.testing.assert_frame_equal(one, two)
     assert not set(MEASURED) & set(one.columns) and list(one["point"]) == ["k1", "k2"]
+
+
+def test_a_mistyped_parameter_gets_the_closest_name() -> None:
+    with pytest.raises(SpecError) as err:
+        expand(spec(base={"leafs": 4}))
+    assert str(err.value).endswith("(did you mean leaves?)"), str(err.value)

@@ -269,3 +269,20 @@ def test_the_cli_checks_the_fabric_before_each_command(tmp_path, monkeypatch, ca
     assert err.count("restarted it") == 1
     assert lg.getEffectiveLevel() > 30  # quiet again for the teardown (error level)
     stdin.close()
+
+
+def test_up_makes_a_new_run_directory_and_touches_nothing_in_out(tmp_path, monkeypatch,
+                                                                  stand_in):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("an earlier result")
+
+    def watch(fab):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(up, "watch", watch)
+    for _ in range(2):
+        assert up.keep_up(plan(), "vclos", "spec.yaml", out, interactive=False) == 0
+    first, second = stand_in
+    assert first.run_dir != second.run_dir and first.run_dir.parent == second.run_dir.parent
+    assert (out / "keep.txt").read_text() == "an earlier result"

@@ -24,6 +24,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -228,6 +229,7 @@ def run_local(
     stall_ranks: tuple[int, ...] = (),
     wall_timeout: float | None = None,
     out_of_place: bool = False,
+    on_progress: Callable[[int, int], None] | None = None,
     **job: Any,
 ) -> LaunchResult:
     """Run the job on ``ranks`` local worker processes; return per-size results (with
@@ -246,6 +248,10 @@ def run_local(
 
     ``kind: alltoall`` runs all-to-alls of ``sizes`` bytes per rank (``algorithm`` one of
     :data:`~testbed.core.registry.ALLTOALLS`), one out-of-place row per size.
+
+    ``on_progress(collectives, size)`` is told, every second or so, how many collectives
+    (warm-up ones included) rank 0 has finished and the size of its last (from its partial
+    trace, flushed every two seconds).
 
     ``skip_ranks`` are never started and ``stall_ranks`` connect but never take part (both
     for testing failure handling). ``wall_timeout`` bounds the whole job.
@@ -269,18 +275,32 @@ def run_local(
             {r: {**configs[r], "stall": r in stall_ranks}
              for r in range(ranks) if r not in skip_ranks},
             out, lambda _rank, args, **kw: subprocess.Popen(args, start_new_session=True, **kw),
-            wall_timeout,
+            wall_timeout, None if on_progress is None else partial(_report, out, on_progress),
         )
         iterations = resolved.workload.kind in ("dnn", "training")
         summary = summarise_iterations(read_table(out, "iterations")) if iterations else None
         return LaunchResult(out if out_dir else None, size_results(out), summary)
 
 
+def _report(out: Path, on_progress: Callable[[int, int], None]) -> None:
+    """Tell ``on_progress`` what rank 0's partial trace holds (nothing before its first)."""
+    import pyarrow.parquet as pq
+
+    try:
+        sizes = pq.read_table(out / "collectives-rank0.partial.parquet", columns=["size"])
+    except (OSError, ValueError):  # not written yet, or replaced while read
+        return
+    if sizes.num_rows:
+        on_progress(sizes.num_rows, int(sizes["size"][-1].as_py()))
+
+
 def launch_workers(configs: dict[int, dict], out: Path, spawn: Callable[..., subprocess.Popen],
-                   wall_timeout: float | None) -> None:
+                   wall_timeout: float | None,
+                   poll: Callable[[], None] | None = None) -> None:
     """Write each rank's config, start ``python -m workloads.worker`` for it through
     ``spawn(rank, args, **popen_kwargs)`` (a local process, or one inside a fabric host),
-    wait for all, and kill every worker on failure, timeout, Ctrl-C or SIGTERM."""
+    wait for all (calling ``poll()`` about once a second meanwhile), and kill every worker on
+    failure, timeout, Ctrl-C or SIGTERM."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     procs: dict[int, subprocess.Popen] = {}
@@ -294,7 +314,7 @@ def launch_workers(configs: dict[int, dict], out: Path, spawn: Callable[..., sub
             with open(out / f"stderr-rank{r}.txt", "wb") as err:
                 procs[r] = spawn(r, [sys.executable, "-m", "workloads.worker", str(path)],
                                  cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
-        wait_all(procs, out, wall_timeout)
+        wait_all(procs, out, wall_timeout, poll)
     finally:
         kill_all(list(procs.values()))
         if previous is not None:
@@ -305,10 +325,16 @@ def interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def wait_all(procs: dict[int, subprocess.Popen], out: Path, wall_timeout: float | None) -> None:
-    """Wait for every worker; on the first failure give the others a moment, then raise."""
+def wait_all(procs: dict[int, subprocess.Popen], out: Path, wall_timeout: float | None,
+             poll: Callable[[], None] | None = None) -> None:
+    """Wait for every worker, calling ``poll()`` about once a second; on the first failure
+    give the others a moment, then raise."""
     end = None if wall_timeout is None else time.monotonic() + wall_timeout
+    polled = time.monotonic()
     while True:
+        if poll is not None and time.monotonic() - polled >= 1.0:
+            poll()
+            polled = time.monotonic()
         codes = {r: p.poll() for r, p in procs.items()}
         if any(c not in (None, 0) for c in codes.values()):
             grace = time.monotonic() + 1.0  # let the other ranks report their side

@@ -145,10 +145,39 @@ def require_safe_checkout(checkout: Path | None = None) -> None:
         raise FabricLabError(problem)
 
 
+def dash_values_joined(parser: argparse.ArgumentParser, command: str | None,
+                       argv: list[str]) -> list[str]:
+    """``argv`` with ``--flag VALUE`` written ``--flag=VALUE`` where the flag takes one value
+    and the value starts with ``-`` but is no option of the command (``--bw -100,50``), so
+    argparse hands the value to the flag, whose check names what is wrong with it, instead of
+    saying "expected one argument"."""
+    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    if sub is None or command not in sub.choices:
+        return argv
+    options = sub.choices[command]._option_string_actions
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg, nxt = argv[i], argv[i + 1] if i + 1 < len(argv) else None
+        action = options.get(arg)
+        takes_one = action is not None and action.nargs is None and not isinstance(
+            action, (argparse._StoreConstAction, argparse._StoreTrueAction,
+                     argparse._CountAction, argparse._HelpAction, argparse._VersionAction))
+        if takes_one and nxt is not None and nxt.startswith("-") and nxt != "--" and not any(
+                o.startswith(nxt.split("=")[0]) for o in options):
+            out.append(f"{arg}={nxt}")
+            i += 2
+            continue
+        out.append(arg)
+        i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = next((a for a in argv if not a.startswith("-")), None)
-    args = build_parser(command).parse_args(argv)
+    parser = build_parser(command)
+    args = parser.parse_args(dash_values_joined(parser, command, argv))
     try:
         require_safe_checkout()
         return int(args.func(args) or 0)

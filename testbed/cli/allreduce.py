@@ -15,13 +15,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from testbed.cli.nccl_table import COLUMNS, avg_busbw, out_of_bounds, record, table_lines
+from testbed.cli.progress import progress
 from testbed.core.algorithms import algorithm_names, default_dims, is_flat
 from testbed.core.atomic import check_writable, write_csv
 from testbed.core.errors import FabricLabError
 from testbed.core.experiment import CollectiveOptions
+from testbed.core.out_dir import FORCE_HELP, check_out_dir, clear_out_dir
 from testbed.core.registry import COLLECTIVES, TRANSPORTS
 from testbed.core.spec import validate
-from testbed.core.units import nccl_size_range, parse_size_range
+from testbed.core.units import format_size, nccl_size_range, parse_size_range
 
 if TYPE_CHECKING:
     from workloads.launcher import SizeResult
@@ -84,8 +86,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="unmeasured iterations per size and placement")
     p.add_argument("--timeout", type=float, default=60.0,
                    help="seconds any single wait (rendezvous, transfer) may take")
-    p.add_argument("--out", help="directory to keep the configs, traces and logs in "
-                   "(default: a temporary directory, removed at the end)")
+    p.add_argument("--out", help="directory to keep the configs, traces and logs in: new or "
+                   "empty, an existing non-empty one is refused unless --force (default: a "
+                   "temporary directory, removed at the end)")
+    p.add_argument("--force", action="store_true", help=FORCE_HELP)
     p.add_argument("--json", action="store_true", help="print one JSON document (the "
                    "parameters, the rows and the trace directory) instead of the table")
     p.add_argument("--csv", metavar="FILE", help="also write the rows to FILE as CSV")
@@ -124,16 +128,25 @@ def run(args: argparse.Namespace) -> int:
         if not args.csv:
             raise FabricLabError("--csv is empty; give the file to write the rows to")
         check_writable(Path(args.csv))
+    if args.out is not None:
+        check_out_dir(args.out, args.force)
     knobs = validate(CollectiveOptions, {knob: getattr(args, flag)
                                          for flag, knob in KNOBS.items()}, "allreduce")
     from workloads.launcher import run_local  # numpy, pyarrow: not for --help
 
-    result = run_local(
-        ranks=args.ranks, sizes=sizes, dims=dims, iterations=args.iters, warmup=args.warmup,
-        max_active=args.max_active, timeout=args.timeout,
-        collective_timeout=max(600.0, 10 * args.timeout), out_dir=args.out, out_of_place=True,
-        **knobs.model_dump(),
-    )
+    if args.out:
+        clear_out_dir(args.out)  # --force: no trace of an earlier run is read as this one's
+    # every size runs out of place, then in place, warm-up iterations included
+    total = len(sizes) * 2 * (args.warmup + args.iters)
+    with progress("allreduce", total, "collectives, at {size}", size="-") as update:
+        result = run_local(
+            ranks=args.ranks, sizes=sizes, dims=dims, iterations=args.iters,
+            warmup=args.warmup, max_active=args.max_active, timeout=args.timeout,
+            collective_timeout=max(600.0, 10 * args.timeout),
+            out_dir=args.out and Path(args.out).absolute(),  # workers run from the checkout
+            out_of_place=True, on_progress=lambda done, size: update(
+                done, size=format_size(size)), **knobs.model_dump(),
+        )
     records = [record(r) for r in result.rows]
     if args.csv:
         write_csv(Path(args.csv), records, COLUMNS)

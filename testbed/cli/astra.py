@@ -15,6 +15,7 @@ from testbed.core import astra_formats as af
 from testbed.core.atomic import write_text
 from testbed.core.errors import SpecError
 from testbed.core.experiment import expand, load_experiments
+from testbed.core.out_dir import FORCE_HELP, check_out_dir, check_out_file, clear_out_dir
 from testbed.core.presets import PRESETS
 from testbed.core.spec import (
     MAX_HOSTS,
@@ -41,7 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.add_argument("--system", type=Path, default=None,
                    help="system file (key: value text, or the 2.0 JSON)")
     i.add_argument("--out", type=Path, default=None,
-                   help="write the spec here (default: print it)")
+                   help="write the spec to this file (default: print it); an existing file "
+                   "is refused unless --force")
+    i.add_argument("--force", action="store_true",
+                   help="with --out: replace an existing file instead of refusing it")
     i.add_argument("--name", default=None,
                    help="the spec's name (default: the network file's name)")
     i.add_argument("--sizes", default="1MiB",
@@ -62,7 +66,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--preset", choices=list(PRESETS), default=None,
                    help="a Themis paper system at full size instead of a spec")
     e.add_argument("--out", type=Path, required=True, metavar="DIR",
-                   help="the directory to write the three files into (created if missing)")
+                   help="the directory to write the three files into: new or empty; an "
+                   "existing non-empty one is refused unless --force")
+    e.add_argument("--force", action="store_true", help=FORCE_HELP)
     e.set_defaults(func=run_export)
 
 
@@ -74,6 +80,8 @@ def _name(args: argparse.Namespace) -> str:
 
 
 def run_import(args: argparse.Namespace) -> int:
+    if args.out is not None:
+        check_out_file(args.out, args.force)
     dims = af.read_network(args.network)
     system = None
     if args.system is not None:
@@ -110,11 +118,12 @@ def run_import(args: argparse.Namespace) -> int:
 def run_export(args: argparse.Namespace) -> int:
     if (args.spec is None) == (args.preset is None):
         raise SpecError("give a spec file or --preset NAME (one of them)")
+    check_out_dir(args.out, args.force)
     if args.preset is not None:
         dims, system = af.from_preset(PRESETS[args.preset])
     else:
         dims, system = _from_spec_file(args.spec)
-    args.out.mkdir(parents=True, exist_ok=True)
+    clear_out_dir(args.out)
     files = {NETWORK_YAML: af.network_yaml(dims), NETWORK_JSON: af.network_json(dims),
              SYSTEM_TXT: af.system_text(system, len(dims))}
     for name, text in files.items():

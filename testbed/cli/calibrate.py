@@ -4,6 +4,7 @@ rates (exit 1 if the fabric is not faithful)."""
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from testbed.core.errors import FabricLabError
@@ -13,8 +14,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("calibrate")
     p.add_argument("spec", help="YAML file with a fabric: block")
     p.add_argument("--out", type=Path, default=None,
-                   help="run directory, which must not exist yet "
+                   help="run directory, which must not exist yet unless --force "
                         "(default results/<timestamp>-calibrate)")
+    p.add_argument("--force", action="store_true",
+                   help="with --out: take an existing directory of yours that no other user "
+                   "can write, and empty it first (symlinks in it are removed, never followed)")
     p.add_argument("--seconds", type=float, default=4.0, help="length of each round")
     p.add_argument("--budget", type=float, default=800.0,
                    help="offered load per round in link-Mbit/s (sum of rate x links crossed)")
@@ -26,12 +30,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from sdn_app.policies import controller_policy
+    from testbed.cli.terminal import out_console
     from testbed.core.atomic import write_json
+    from testbed.core.out_dir import check_out_dir, clear_out_dir
     from testbed.core.rundir import new_run_dir
-    from testbed.core.safe_paths import make_dir
+    from testbed.core.safe_paths import make_dir, require_own_dir
     from testbed.core.topology import load_plan
     from testbed.emulator import switch_kinds
     from testbed.emulator.calibrate import calibrate, print_calibration
@@ -40,8 +44,13 @@ def run(args: argparse.Namespace) -> int:
         raise FabricLabError("--seconds must be at least 2 (one second is warm-up)")
     plan = load_plan(args.spec)
     # a directory this run makes itself: never one that exists (another user may own it)
-    out = make_dir(args.out) if args.out else new_run_dir(Path("results"), "calibrate")
-    console = Console()
+    if args.out:
+        check_out_dir(args.out, args.force)
+    if args.out and args.force and os.path.lexists(args.out):
+        out = clear_out_dir(require_own_dir(args.out))
+    else:
+        out = make_dir(args.out) if args.out else new_run_dir(Path("results"), "calibrate")
+    console = out_console()
     switches = switch_kinds.resolve(args.switches, plan, controller_policy(plan, None))
 
     def progress(done: int, total: int) -> None:

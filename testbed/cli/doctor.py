@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from rich.console import Console
 from rich.table import Table
 
+from testbed.cli.terminal import out_console
 from testbed.emulator.preflight import checks
 
 
@@ -25,5 +25,5 @@ def run(args: argparse.Namespace) -> int:
                   else "FAIL" if c.required else "optional")
         failed += (not c.ok) and c.required
         table.add_row(c.name, status, c.detail, "" if c.ok else c.fix)
-    Console().print(table)
+    out_console().print(table)
     return 1 if failed else 0

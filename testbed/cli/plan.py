@@ -13,10 +13,12 @@ import argparse
 import json
 import math
 
-from rich.console import Console
 from rich.table import Table
 
+from testbed.cli.progress import progress
+from testbed.cli.terminal import out_console
 from testbed.core.errors import FabricLabError
+from testbed.core.limits import MAX_MODEL_SIZE_BYTES
 from testbed.core.presets import DIM_ALGORITHM_OF_KIND, PRESETS
 from testbed.core.registry import SCHEDULES
 from testbed.core.units import format_size, parse_size
@@ -158,13 +160,18 @@ def parse_bw(text: str, dims: tuple[int, ...]) -> tuple[float, ...]:
 
 
 def _parse_common(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[float, ...], int]:
+    # the size first, so a bad one is named before any missing flag; no buffer is
+    # allocated here, so the bound is the model's, not a rank's
+    try:
+        size = parse_size(args.size, MAX_MODEL_SIZE_BYTES)
+    except FabricLabError as exc:
+        raise FabricLabError(f"--{exc}") from None  # "--size '12XB' is not a size ..."
     args.network = _network(args)
     dims = parse_dims(args.dims)
     if math.prod(dims) < 2:
         raise FabricLabError(f"--dims {args.dims} is a single host: there is nothing to "
                              "all-reduce; give at least two hosts, e.g. 4x4")
     bw = parse_bw(args.bw, dims)
-    size = parse_size(args.size)
     if size < 1:
         raise FabricLabError(f"--size {args.size!r} must be at least 1 byte")
     if args.chunks < 1:
@@ -210,7 +217,7 @@ def run_plan(args: argparse.Namespace) -> int:
         }, indent=2))
         return 0
 
-    console = Console()
+    console = out_console()
     if args.preset:
         console.print(f"preset {args.preset}: {_kinds_line(args.network)}")
     rates = ",".join(_gbit_s(b) for b in bw)
@@ -319,7 +326,7 @@ def run_model(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2))
         return 0
 
-    console = Console()
+    console = out_console()
     shape = "x".join(map(str, dims))
     if args.preset:
         console.print(f"preset {args.preset}: {_kinds_line(args.network)}")
@@ -373,17 +380,22 @@ def _run_sim(args: argparse.Namespace, dims: tuple[int, ...], bw: tuple[float, .
                                                                            strict=True)
                                                           if n > 1) / 8)
     rows = []
-    for pol in policies:
-        r = themis_allreduce(dims, bw, size, args.chunks, policy=pol, order=args.order,
-                             **args.network)
-        rows.append({"policy": pol, "time_s": r.time_s, "ideal_time_s": ideal,
-                     "utilisation": ideal / r.time_s})
+    # minutes at full size: a bar on a terminal, a line as each policy ends in a log
+    with progress("model --sim", len(policies), "policies simulated, now {policy}",
+                  policy=policies[0]) as update:
+        for k, pol in enumerate(policies):
+            update(k, policy=pol)
+            r = themis_allreduce(dims, bw, size, args.chunks, policy=pol, order=args.order,
+                                 **args.network)
+            update(k + 1, policy="done" if k + 1 == len(policies) else policies[k + 1])
+            rows.append({"policy": pol, "time_s": r.time_s, "ideal_time_s": ideal,
+                         "utilisation": ideal / r.time_s})
     if args.json:
         print(json.dumps({"dims": list(dims), "bw_gbit_s": [b / 1e9 for b in bw],
                           "total_bytes": size, "chunks": args.chunks, "order": args.order,
                           "backend": "sim", "results": rows}, indent=2))
         return 0
-    console = Console()
+    console = out_console()
     console.print(f"simulated All-Reduce {format_size(size, exact=True)} in {args.chunks} chunks, "
                   f"{'x'.join(map(str, dims))}, {args.order} order")
     table = Table()

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from testbed.core.errors import FabricLabError
+from testbed.core.out_dir import FORCE_HELP, check_out_dir, clear_out_dir
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -18,7 +19,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="a results/<run> directory")
     p.add_argument("--out", metavar="DIR", default=None,
-                   help="where to write the report (created if missing)")
+                   help="where to write the report: new or empty; an existing non-empty one "
+                   "is refused unless --force (without --out the report replaces the one in "
+                   "the run directory, or in FIRST_RUN/comparison)")
+    p.add_argument("--force", action="store_true", help=FORCE_HELP)
     p.add_argument("--recompute", action="store_true",
                    help="summarise each run's files again instead of reading its summary.json "
                         "(the same numbers, unless the files changed or the metrics did)")
@@ -39,6 +43,14 @@ def run(args: argparse.Namespace) -> int:
         raise FabricLabError("every directory given is a report (…-report); give run "
                              "directories")
     args.runs = runs
+    if args.out is not None:
+        check_out_dir(args.out, args.force)
+        out = Path(args.out).resolve()
+        inside = next((r for r in runs if out in (p := Path(r).resolve(), *p.parents)), None)
+        if inside is not None:
+            raise FabricLabError(f"--out {args.out} holds the run {inside}; write the report "
+                                 "somewhere else")
+        clear_out_dir(args.out)
     html = write_report(args.runs, args.out, recompute=args.recompute)
     if all(is_cluster_dir(p) for p in args.runs):
         runs = [load_cluster(p) for p in args.runs]

@@ -6,9 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
+from testbed.cli.terminal import out_console
 from testbed.core.backend import Backend
 from testbed.core.errors import FabricLabError
 from testbed.core.experiment import experiment_name, load_experiments
@@ -23,7 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run")
     p.add_argument("spec", help="experiment YAML")
     p.add_argument("--out", type=Path, default=Path("results"),
-                   help="where run directories go (default results/)")
+                   help="the parent directory: each run (and the report over several) gets a "
+                   "new directory <timestamp>-<name> inside it; nothing already in it is "
+                   "touched (default results/)")
     p.add_argument("--no-report", action="store_true", help="skip the report")
     p.add_argument("--backend", choices=BACKENDS, default="emulated",
                    help="emulated: Mininet and real workers (needs root); sim: the flow-level "
@@ -99,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         except FabricLabError as exc:
             where = f"{args.spec}" + (f" (run {exp.name})" if len(experiments) > 1 else "")
             raise FabricLabError(f"{where}: {exc}") from None
-    console = Console()
+    console = out_console()
     run_dirs, failed = [], 0
     for exp, repeat in ((e, k) for e in experiments for k in range(e.repeats)):
         run_dir = backend_of(args, repeat).run(exp, args.out, console)

@@ -9,24 +9,14 @@ run's parameters: the trace and what fixes its jobs, the seed, the label), each 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import sys
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
-
 from sdn_app.allocation.ocs import REWIRINGS
+from testbed.cli.progress import progress
 from testbed.core.errors import FabricLabError
+from testbed.core.out_dir import FORCE_HELP, check_out_dir, clear_out_dir
 from testbed.sim.cluster import SIM_PLACEMENTS
 from testbed.sim.cluster_run import (
     DEFAULTS,
@@ -121,7 +111,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--label", default=None, metavar="TEXT",
                    help="the run's name in reports (default: policy, placement, rewiring; "
                    f"at most {MAX_LABEL_CHARS} printable characters)")
-    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--out", required=True, help="output directory: new or empty; an existing "
+                   "non-empty one is refused unless --force")
+    p.add_argument("--force", action="store_true", help=FORCE_HELP)
     p.set_defaults(func=run)
 
 
@@ -164,6 +156,7 @@ def check_flags(args: argparse.Namespace) -> None:
         raise FabricLabError(f"--ocs-count is {args.ocs_count}; it must be at least 0")
     if not args.out.strip():
         raise FabricLabError("--out is empty; name the directory to write the results to")
+    check_out_dir(args.out, args.force)
     if args.label is not None:
         check_label(args.label)
 
@@ -186,9 +179,12 @@ def run(args: argparse.Namespace) -> int:
     check_flags(args)
     params = {name: getattr(args, name) for name in DEFAULTS}
     config = cluster_config(params)
-    with _progress(resolve_preset(params)["jobs"], config.policy) as update:
-        files = simulate_run(params, args.label and args.label.strip(), update)
-    out = Path(args.out)
+    # a bar on a terminal, a line every few seconds in a log: a paper preset takes minutes
+    with progress(f"simulating {config.policy}", resolve_preset(params)["jobs"],
+                  "jobs, {hours:.1f} h simulated", hours=0.0) as update:
+        files = simulate_run(params, args.label and args.label.strip(),
+                             lambda done, jobs, now: update(done, jobs, hours=now / 3600))
+    out = clear_out_dir(args.out)  # --force: nothing of an earlier run is left beside this one
     write_run(files, out)
     summary = files.summary
     from analysis.cluster import accounting  # pandas: only once the run is done
@@ -202,22 +198,3 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"report: fabriclab report {out} [more simulate-cluster directories]")
     return 0
-
-
-@contextlib.contextmanager
-def _progress(total: int, policy: str) -> Iterator[Callable[[int, int, float], None] | None]:
-    """A live bar on a terminal (jobs done, simulated hours); nothing when stderr is not one."""
-    console = Console(stderr=True)
-    if not console.is_terminal:
-        yield None
-        return
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("jobs · {task.fields[hours]:.1f} h simulated"), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True) as bar:
-        task = bar.add_task(f"simulating {policy}", total=total, hours=0.0)
-
-        def update(done: int, jobs: int, now: float) -> None:  # jobs: those of the trace
-            bar.update(task, completed=done, total=jobs, hours=now / 3600)
-
-        yield update
-

@@ -14,9 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+from testbed.cli import progress as bars
 from testbed.core.errors import FabricLabError
 
 
@@ -27,7 +25,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "runs, run them on Dask and write every run, results.parquet/.csv and report.md.",
     )
     p.add_argument("sweep", metavar="SWEEP.yaml", help="the sweep file")
-    p.add_argument("--out", required=True, help="output directory (reused: done runs skipped)")
+    p.add_argument("--out", required=True,
+                   help="output directory, reused by design: a run of the grid already done "
+                   "there is skipped, so a sweep run again finishes only what is missing; a "
+                   "directory holding anything a sweep does not write is refused")
+    p.add_argument("--force", action="store_true",
+                   help="empty --out first and run every point again (symlinks in it are "
+                   "removed, never followed)")
     where = p.add_mutually_exclusive_group()
     add_workers_flag(where, 2)
     where.add_argument("--scheduler", default=None, metavar="tls://HOST:8786",
@@ -48,8 +52,9 @@ def add_workers_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup, defau
 
 
 def run(args: argparse.Namespace) -> int:
+    from testbed.core.out_dir import check_out_dir, clear_out_dir
     from testbed.sim.sweep_cluster import dask_client
-    from testbed.sim.sweep_run import Outcome, is_done, run_points, sweep_results
+    from testbed.sim.sweep_run import Outcome, foreign_entry, is_done, run_points, sweep_results
     from testbed.sim.sweep_spec import load_sweep
 
     if not args.out.strip():
@@ -57,13 +62,18 @@ def run(args: argparse.Namespace) -> int:
     if args.scheduler is None and args.workers < 1:
         raise FabricLabError(f"--workers is {args.workers}; it must be at least 1")
     spec, points = load_sweep(args.sweep)
-    out = Path(args.out)
-    if all(is_done(out, p) for p in points):  # nothing to run: no cluster to start
+    out = check_out_dir(args.out, force=True)  # a symlink or a file: refused
+    if not args.force and (entry := foreign_entry(out)):
+        raise FabricLabError(f"--out {out} holds {entry}, which no sweep writes: it is not a "
+                             "sweep's directory; choose a new one, or add --force to empty it")
+    if not args.force and all(is_done(out, p) for p in points):  # no cluster to start
         outcome = Outcome(skipped=[p.key for p in points])
     else:
         with dask_client(args.workers, args.scheduler, args.insecure) as client, \
                 progress(len(points)) as update:
             # makes --out only once the cluster answers: a refused sweep leaves nothing
+            if args.force:
+                clear_out_dir(out)
             outcome = run_points(client, points, out, update)
     title = spec.name or Path(args.sweep).stem
     results = sweep_results(out, points, title, [k for k in spec.grid if k != "seed"])
@@ -80,18 +90,7 @@ def run(args: argparse.Namespace) -> int:
 
 @contextmanager
 def progress(total: int) -> Iterator[Callable[[Any], None]]:
-    """A live bar on a terminal (runs done of all, failures); nothing when stderr is not one."""
-    console = Console(stderr=True)
-    if not console.is_terminal:
-        yield lambda _outcome: None
-        return
-    columns = (TextColumn("sweep"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("runs · {task.fields[failed]} failed"), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True) as bar:
-        task = bar.add_task("sweep", total=total, failed=0)
-
-        def update(outcome: Any) -> None:
-            done = len(outcome.ran) + len(outcome.skipped) + len(outcome.failed)
-            bar.update(task, completed=done, failed=len(outcome.failed))
-
-        yield update
+    """Runs done of all and failures (:mod:`testbed.cli.progress`: a bar on a terminal, a
+    line every few seconds elsewhere), updated from a sweep's Outcome."""
+    with bars.progress("sweep", total, "runs, {failed} failed", failed=0) as bar:
+        yield lambda o: bar(len(o.ran) + len(o.skipped) + len(o.failed), failed=len(o.failed))

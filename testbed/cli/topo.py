@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 from testbed.core.atomic import write_text
+from testbed.core.out_dir import FORCE_HELP, check_out_dir, clear_out_dir
 from testbed.core.topology import load_plan
 
 
@@ -17,11 +18,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true",
                    help="print the topology as JSON (what runs save as topology.json)")
     p.add_argument("--out", type=Path, default=None, metavar="DIR",
-                   help="write DIR/topology.json (DIR is created if missing)")
+                   help="write DIR/topology.json (DIR: new or empty; an existing non-empty "
+                   "one is refused unless --force)")
+    p.add_argument("--force", action="store_true", help=FORCE_HELP)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.out is not None:
+        check_out_dir(args.out, args.force)
     plan = load_plan(args.spec)
     if args.json:
         print(plan.to_json())
@@ -44,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"rates scaled ×{plan.rate_scale:g} (rate_scale): the links are emulated at "
               f"{_rates(plan)} Mbit/s")
     if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
+        clear_out_dir(args.out)
         write_text(args.out / "topology.json", plan.to_json())
         print(f"written {args.out / 'topology.json'}")
     return 0

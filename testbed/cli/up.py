@@ -34,7 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the controller's routing policy, or static (no controller); default: "
                    "the file's top-level policy:, else the fabric's default")
     p.add_argument("--out", type=Path, default=Path("results"), metavar="DIR",
-                   help="the directory the run directory goes in (default results/)")
+                   help="the parent directory: up makes a new run directory "
+                   "<timestamp>-up inside it; nothing already in it is touched (default "
+                   "results/)")
     p.add_argument("--wait", action="store_true",
                    help="no CLI: keep the fabric up until Ctrl-C or SIGTERM (what happens "
                    "anyway when stdin is not a terminal)")

@@ -16,6 +16,8 @@ from testbed.core.errors import FabricLabError
 GIB = 1024**3
 
 MAX_SIZE_BYTES = 4 * GIB  # one collective's buffer (each rank holds a few copies of it)
+# a size plan and model only compute with (they allocate nothing): far past any real collective
+MAX_MODEL_SIZE_BYTES = 1024**5
 MAX_SIZE_DIGITS = 20  # of a size as written: far beyond MAX_SIZE_BYTES, far below overflow
 MAX_SPEC_BYTES = 4 * 1024**2  # a YAML spec or sweep file
 MAX_YAML_DEPTH = 64  # nested lists and mappings in one
@@ -36,14 +38,25 @@ class LimitError(FabricLabError, ValueError):
     raises it names the field)."""
 
 
-def check_size(n: int, what: str | None = None) -> int:
-    """``n`` bytes if it is within :data:`MAX_SIZE_BYTES`, else one sentence naming it as
+def check_size(n: int, what: str | None = None, limit_bytes: int = MAX_SIZE_BYTES) -> int:
+    """``n`` bytes if it is within ``limit_bytes`` (:data:`MAX_SIZE_BYTES`, or
+    :data:`MAX_MODEL_SIZE_BYTES` for what only computes), else one sentence naming it as
     ``what`` (by default its value, shortened)."""
-    if n > MAX_SIZE_BYTES:
+    if n > limit_bytes:
         what = what or (f"size {n}" if n < 10**24 else "a size of over 10^24 bytes")
-        raise LimitError(f"{what} is more than {MAX_SIZE_BYTES // GIB}GiB, the largest "
-                             "buffer fabriclab gives a rank (MAX_SIZE_BYTES)")
+        why = ("the largest buffer fabriclab gives a rank (MAX_SIZE_BYTES)"
+               if limit_bytes == MAX_SIZE_BYTES else
+               "the largest size plan and model compute with (MAX_MODEL_SIZE_BYTES)")
+        raise LimitError(f"{what} is more than {_binary(limit_bytes)}, {why}")
     return n
+
+
+def _binary(n: int) -> str:
+    """4294967296 -> '4GiB' (a power of 1024 at least 1 GiB)."""
+    for unit, scale in (("PiB", 1024**5), ("TiB", 1024**4), ("GiB", GIB)):
+        if n >= scale:
+            return f"{n // scale}{unit}"
+    return f"{n} bytes"
 
 
 def cluster_error(params: Mapping[str, Any]) -> str | None:

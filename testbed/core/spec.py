@@ -12,9 +12,10 @@ Three fabric kinds share one ``fabric:`` block shape (other spec files embed it 
 
 from __future__ import annotations
 
+import difflib
 import math
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
 
 import yaml
 from pydantic import (
@@ -251,13 +252,51 @@ def _field_path(loc: tuple[Any, ...]) -> str:
     return ".".join(parts) or "(top level)"
 
 
-def _explain(exc: ValidationError) -> str:
-    """One sentence per mistake, each naming the field path."""
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models a field's type holds (through Optional, unions, lists, dicts and
+    Annotated)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]
+
+
+def _tagged(model: type[BaseModel], tag: str) -> bool:
+    """Whether one of ``model``'s fields is the literal ``tag`` (a union member's ``kind``)."""
+    return any(get_origin(f.annotation) is Literal and tag in get_args(f.annotation)
+               for f in model.model_fields.values())
+
+
+def known_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The keys the mapping at ``loc[:-1]`` of a ``model`` document may hold (the field
+    path an error names), or none if the path leads to no model."""
+    models = [model]
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue  # a list's item: the same models
+        fields = [m.model_fields[part] for m in models if part in m.model_fields]
+        if fields:
+            models = [sub for f in fields for sub in _models_in(f.annotation)]
+        else:  # a discriminated union's tag: the member it names
+            models = [m for m in models if _tagged(m, str(part))]
+    return sorted({f.alias or name for m in models for name, f in m.model_fields.items()})
+
+
+def _unknown_key(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> str:
+    """"unknown key", and the closest key the mapping may hold if one is close."""
+    if model is None or not loc:
+        return "unknown key"
+    close = difflib.get_close_matches(str(loc[-1]), known_keys(model, loc), n=1)
+    return f"unknown key; did you mean {close[0]}?" if close else "unknown key"
+
+
+def _explain(exc: ValidationError, model: type[BaseModel] | None = None) -> str:
+    """One sentence per mistake, each naming the field path (an unknown key of ``model``'s
+    also the known one closest to it)."""
     messages = []
     for err in exc.errors():
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            msg = "unknown key"
+            msg = _unknown_key(model, err["loc"])
         elif err["type"] == "string_pattern_mismatch":  # the names of runs, jobs, variants
             msg = (f"{err['input']!r} is not a name: use 1 to 40 letters, digits, '.', '_' or "
                    "'-', starting with a letter or digit")
@@ -281,7 +320,7 @@ def validate(model: type[BaseModel], data: Any, source: str = "spec",
         return model.model_validate(data, context={"rate_scale": _rate_scale(data),
                                                    "shaped": shaped})
     except ValidationError as exc:
-        raise SpecError(f"{source}: {_explain(exc)}") from None
+        raise SpecError(f"{source}: {_explain(exc, model)}") from None
 
 
 def _rate_scale(data: dict) -> float | None:

@@ -35,32 +35,33 @@ _SIZE_UNITS = {
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
-def _bounded(number: str, scale: int, text: str) -> int:
-    """``number`` × ``scale`` bytes, refused past :data:`~testbed.core.limits.MAX_SIZE_BYTES`
+def _bounded(number: str, scale: int, text: str, limit_bytes: int = MAX_SIZE_BYTES) -> int:
+    """``number`` × ``scale`` bytes, refused past ``limit_bytes``
     (checked on the digits first: a 400-digit number would overflow a float)."""
     shown = text if len(text) <= 24 else text[:21] + "..."
     if len(number.split(".")[0]) > MAX_SIZE_DIGITS:
-        check_size(MAX_SIZE_BYTES + 1, f"size {shown!r}")
-    return check_size(int(float(number) * scale), f"size {shown!r}")
+        check_size(limit_bytes + 1, f"size {shown!r}", limit_bytes)
+    return check_size(int(float(number) * scale), f"size {shown!r}", limit_bytes)
 
 
-def _size_in(text: str, units: dict[str, int], error: str) -> int:
+def _size_in(text: str, units: dict[str, int], error: str,
+             limit_bytes: int = MAX_SIZE_BYTES) -> int:
     """The bytes ``text`` (a number and one of ``units``' suffixes) stands for; ``error`` if it
     is not one."""
     m = _SIZE_RE.match(text)
     unit = m.group(2).lower() if m else None
     if not m or unit not in units:
         raise FabricLabError(error)
-    return _bounded(m.group(1), units[unit], text)
+    return _bounded(m.group(1), units[unit], text, limit_bytes)
 
 
-def parse_size(text: str | int) -> int:
-    """'256MiB' -> 268435456; '1KiB' -> 1024; '64' -> 64 (bytes); at most
-    :data:`~testbed.core.limits.MAX_SIZE_BYTES`."""
+def parse_size(text: str | int, limit_bytes: int = MAX_SIZE_BYTES) -> int:
+    """'256MiB' -> 268435456; '1KiB' -> 1024; '64' -> 64 (bytes); at most ``limit_bytes``
+    (:data:`~testbed.core.limits.MAX_SIZE_BYTES`: what a rank may allocate)."""
     if isinstance(text, int):
-        return check_size(text)
+        return check_size(text, None, limit_bytes)
     return _size_in(text, _SIZE_UNITS, f"size {text[:40]!r} is not a size; write e.g. 64, "
-                    "1KiB, 256MiB or 1GiB")
+                    "1KiB, 256MiB or 1GiB", limit_bytes)
 
 
 def parse_size_range(text: str) -> list[int]:
@@ -136,7 +137,8 @@ def format_size(n: float, exact: bool = False, sep: str = "") -> str:
             number = f"{value:.0f}" if value == int(value) else f"{value:.2f}"
             text = f"{number}{sep}{unit}"
             break
-    if exact and parse_size(text.replace(sep, "") if sep else text) != n:
+    # read back under a bound above n: formatting allocates nothing, so no rank's limit
+    if exact and parse_size(text.replace(sep, "") if sep else text, 2 * int(n) + 1) != n:
         return f"{n:,.0f}{sep}B"
     return text
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 RETRIES = 2  # a point whose simulation raises is tried this many more times
 PARTIAL = ".partial"
+SWEEP_FILES = {PARTIAL, "results.parquet", "results.csv", "report.md"}
 
 
 @dataclass
@@ -47,6 +48,21 @@ def is_done(out: Path, point: Point) -> bool:
     except (OSError, ValueError):
         return False
     return meta.get("params") == point.params and (d / "summary.json").is_file()
+
+
+def foreign_entry(out: Path) -> str | None:
+    """The first entry of ``out`` that no sweep writes (None: ``out`` is missing or a
+    sweep's): a sweep holds only its tables, its staging directory and point directories
+    with a point.json (:func:`write_point`)."""
+    if not out.is_dir():
+        return None
+    for entry in sorted(out.iterdir()):
+        interrupted = entry.name.startswith(".") and entry.name.endswith(".partial")
+        if entry.name in SWEEP_FILES or interrupted:  # interrupted: an atomic write's temp
+            continue
+        if not (entry.is_dir() and not entry.is_symlink() and (entry / "point.json").is_file()):
+            return entry.name
+    return None
 
 
 def write_point(out: Path, point: Point, files: RunFiles) -> None:

@@ -14,6 +14,7 @@ it checks every value and names the field of the first bad one, and gives every 
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import itertools
 import json
@@ -135,7 +136,9 @@ def _explain(where: str, exc: ValidationError) -> str:
     field = ".".join(str(p) for p in err["loc"])
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
-        msg = f"unknown parameter; use one of {', '.join(ClusterParams.model_fields)}"
+        close = difflib.get_close_matches(str(err["loc"][-1]), ClusterParams.model_fields, n=1)
+        msg = (f"unknown parameter; use one of {', '.join(ClusterParams.model_fields)}"
+               + (f" (did you mean {close[0]}?)" if close else ""))
     elif "input" in err and err["type"] != "missing":
         shown = repr(err["input"])
         msg = f"{shown if len(shown) <= 60 else shown[:57] + '...'}: {msg}"

@@ -147,4 +147,4 @@ def predicted_exposed_s(plan: PassPlan) -> float:
     m = plan.model
     if isinstance(m, TraceResult):
         return float(max(Fraction(0), m.finish_ns - m.compute_ns) / Fraction(10**9))
-    return float((m.exposed_ns + m.finish_ns - m.pass_end_ns[-1]) / Fraction(10**9))
+    return float(m.exposed_total_ns / Fraction(10**9))

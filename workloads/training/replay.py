@@ -77,7 +77,21 @@ class ReplayResult:
 
     @property
     def exposed_ns(self) -> Fraction:
+        """The layers' waits for communication inside the passes (ASTRA-sim's per-layer
+        statistic); without the wait after the last pass: :attr:`exposed_total_ns`."""
         return sum((sum(s.waiting_ns.values(), Fraction(0)) for s in self.layers), Fraction(0))
+
+    @property
+    def drain_ns(self) -> Fraction:
+        """From the end of the last pass's compute until its last collective is done: where
+        a single data-parallel pass waits for all of its All-Reduces."""
+        return self.finish_ns - self.pass_end_ns[-1] if self.pass_end_ns else Fraction(0)
+
+    @property
+    def exposed_total_ns(self) -> Fraction:
+        """Every wait for communication: the layers' waits plus the drain after the last
+        pass."""
+        return self.exposed_ns + self.drain_ns
 
 
 class _Replay(CollectiveRunner):

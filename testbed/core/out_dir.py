@@ -1,0 +1,83 @@
+"""The one check every command's ``--out`` goes through: an existing, non-empty directory (or
+an existing file, for a command that writes one file) is refused in one sentence unless
+``--force`` is given; with ``--force`` the directory is emptied first, so no file of an
+earlier run is left beside the new ones.
+
+Emptying never leaves the directory: its entries are unlinked (a symlink is removed, never
+followed) and its subdirectories removed with :func:`shutil.rmtree`, which does not follow
+symlinks either; a ``--out`` that is itself a symlink is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+
+from testbed.core.errors import FabricLabError
+
+FORCE_HELP = ("with --out: empty an existing directory first (only what is inside it; "
+              "symlinks in it are removed, never followed) instead of refusing it")
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+
+
+def check_out_dir(path: Path | str, force: bool, flag: str = "--out") -> Path:
+    """Refuse ``path`` if it is a symlink, a file, or a non-empty directory (unless
+    ``force``); a missing or empty directory passes. Call it before the work starts, and
+    :func:`clear_out_dir` just before writing."""
+    path = Path(path)
+    st = _lstat(path)
+    if st is None:
+        return path
+    if stat.S_ISLNK(st.st_mode):
+        raise FabricLabError(f"{flag} {path} is a symlink; give the directory itself")
+    if not stat.S_ISDIR(st.st_mode):
+        raise FabricLabError(f"{flag} {path} is a file; name a directory to write into")
+    entries = sorted(os.listdir(path))
+    if entries and not force:
+        shown = ", ".join(entries[:3]) + (", …" if len(entries) > 3 else "")
+        raise FabricLabError(
+            f"{flag} {path} exists and is not empty ({len(entries)} entries: {shown}); "
+            "choose a new directory, or add --force to empty it first")
+    return path
+
+
+def clear_out_dir(path: Path | str, flag: str = "--out") -> Path:
+    """Make ``path`` an empty directory: made if missing, emptied if it exists (only its own
+    entries; nothing a symlink in it points at is touched)."""
+    path = Path(path)
+    check_out_dir(path, force=True, flag=flag)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with os.scandir(path) as it:
+            for entry in it:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
+    except OSError as exc:
+        raise FabricLabError(f"cannot write results to {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def check_out_file(path: Path | str, force: bool, flag: str = "--out") -> Path:
+    """Refuse an existing ``path`` unless ``force`` (then it is replaced); a directory or a
+    symlink there is refused always."""
+    path = Path(path)
+    st = _lstat(path)
+    if st is None:
+        return path
+    if stat.S_ISLNK(st.st_mode) or stat.S_ISDIR(st.st_mode):
+        what = "a symlink" if stat.S_ISLNK(st.st_mode) else "a directory"
+        raise FabricLabError(f"{flag} {path} is {what}; name the file to write")
+    if not force:
+        raise FabricLabError(f"{flag} {path} exists; choose a new file, or add --force to "
+                             "replace it")
+    return path
