@@ -12,6 +12,7 @@ import pytest
 
 from testbed.cli import main
 from testbed.core.errors import FabricLabError
+from testbed.core.out_dir import MARKER, mark_out_dir
 from testbed.core.traces import read_table
 from testbed.emulator import cleanup
 from workloads import launcher
@@ -186,9 +187,10 @@ def test_doctor_without_root_says_it_cannot_tell(tmp_path):
 
 
 def _stale_out(tmp_path: Path) -> tuple[Path, Path]:
-    """An earlier run's --out: a stale comparison/report.html, and a symlink to a file
-    outside it (which emptying must remove, never follow)."""
+    """An earlier run's --out (marked as a command's output): a stale comparison/report.html,
+    and a symlink to a file outside it (which emptying must remove, never follow)."""
     out, outside = tmp_path / "out", tmp_path / "outside.txt"
+    mark_out_dir(out)
     (out / "comparison").mkdir(parents=True)
     (out / "comparison" / "report.html").write_text("stale")
     outside.write_text("not fabriclab's")
@@ -213,6 +215,32 @@ def test_force_empties_the_out_first_and_touches_nothing_outside(tmp_path, capsy
     left = sorted(p.name for p in out.iterdir())
     assert "comparison" not in left and "link" not in left and "dirlink" not in left, left
     assert outside.read_text() == "not fabriclab's" and (tmp_path / "outside.txt").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["topo", "experiments/fabrics/multidim-2x4.yaml"],
+    ["export-astra", "--preset", "2d-switch"],
+    ["simulate-cluster", "--leaves", "2", "--spines", "2", "--hosts-per-leaf", "2",
+     "--jobs", "3"],
+], ids=lambda v: v[0])
+def test_force_never_empties_a_directory_no_command_wrote(tmp_path, capsys, argv):
+    """``--out ~ --force`` as root must not wipe a home: only a marked output is emptied."""
+    precious = tmp_path / "home" / "thesis.tex"
+    precious.parent.mkdir()
+    precious.write_text("years of work")
+    assert main([*argv, "--out", str(precious.parent), "--force"]) == 2
+    assert "not a directory a fabriclab command wrote" in capsys.readouterr().err
+    assert precious.read_text() == "years of work"
+    assert sorted(p.name for p in precious.parent.iterdir()) == ["thesis.tex"]
+
+
+def test_an_output_is_marked_and_then_force_replaces_it(tmp_path, capsys):
+    out = tmp_path / "topo"
+    assert main(["topo", "experiments/fabrics/multidim-2x4.yaml", "--out", str(out)]) == 0
+    assert (out / MARKER).is_file()
+    assert main(["topo", "experiments/fabrics/multidim-2x4.yaml", "--out", str(out),
+                 "--force"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "topology.json"]
 
 
 def test_import_astra_replaces_its_file_only_with_force(tmp_path, capsys):

@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from sdn_app.policies import controller_policy
     from testbed.cli.terminal import out_console
     from testbed.core.atomic import write_json
-    from testbed.core.out_dir import check_out_dir, clear_out_dir
+    from testbed.core.out_dir import check_out_dir, clear_out_dir, mark_out_dir
     from testbed.core.rundir import new_run_dir
     from testbed.core.safe_paths import make_dir, require_own_dir
     from testbed.core.topology import load_plan
@@ -48,8 +48,10 @@ def run(args: argparse.Namespace) -> int:
         check_out_dir(args.out, args.force)
     if args.out and args.force and os.path.lexists(args.out):
         out = clear_out_dir(require_own_dir(args.out))
+    elif args.out:
+        out = mark_out_dir(make_dir(args.out))
     else:
-        out = make_dir(args.out) if args.out else new_run_dir(Path("results"), "calibrate")
+        out = new_run_dir(Path("results"), "calibrate")
     console = out_console()
     switches = switch_kinds.resolve(args.switches, plan, controller_policy(plan, None))
 

@@ -44,12 +44,12 @@ def run(args: argparse.Namespace) -> int:
                              "directories")
     args.runs = runs
     if args.out is not None:
-        check_out_dir(args.out, args.force)
         out = Path(args.out).resolve()
         inside = next((r for r in runs if out in (p := Path(r).resolve(), *p.parents)), None)
         if inside is not None:
             raise FabricLabError(f"--out {args.out} holds the run {inside}; write the report "
                                  "somewhere else")
+        check_out_dir(args.out, args.force)
         clear_out_dir(args.out)
     html = write_report(args.runs, args.out, recompute=args.recompute)
     if all(is_cluster_dir(p) for p in args.runs):

@@ -52,7 +52,7 @@ def add_workers_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup, defau
 
 
 def run(args: argparse.Namespace) -> int:
-    from testbed.core.out_dir import check_out_dir, clear_out_dir
+    from testbed.core.out_dir import check_out_dir, check_out_target, clear_out_dir, mark_out_dir
     from testbed.sim.sweep_cluster import dask_client
     from testbed.sim.sweep_run import Outcome, foreign_entry, is_done, run_points, sweep_results
     from testbed.sim.sweep_spec import load_sweep
@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
     if args.scheduler is None and args.workers < 1:
         raise FabricLabError(f"--workers is {args.workers}; it must be at least 1")
     spec, points = load_sweep(args.sweep)
-    out = check_out_dir(args.out, force=True)  # a symlink or a file: refused
+    # a symlink or a file: refused; with --force, a directory no fabriclab command wrote too
+    out = check_out_dir(args.out, force=True) if args.force else check_out_target(args.out)
     if not args.force and (entry := foreign_entry(out)):
         raise FabricLabError(f"--out {out} holds {entry}, which no sweep writes: it is not a "
                              "sweep's directory; choose a new one, or add --force to empty it")
@@ -72,8 +73,7 @@ def run(args: argparse.Namespace) -> int:
         with dask_client(args.workers, args.scheduler, args.insecure) as client, \
                 progress(len(points)) as update:
             # makes --out only once the cluster answers: a refused sweep leaves nothing
-            if args.force:
-                clear_out_dir(out)
+            clear_out_dir(out) if args.force else mark_out_dir(out)
             outcome = run_points(client, points, out, update)
     title = spec.name or Path(args.sweep).stem
     results = sweep_results(out, points, title, [k for k in spec.grid if k != "seed"])

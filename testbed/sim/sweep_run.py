@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from testbed.core.atomic import write_json
 from testbed.core.errors import FabricLabError
+from testbed.core.out_dir import MARKER
 from testbed.sim.cluster_run import RunFiles, simulate_run, write_run
 from testbed.sim.sweep_spec import Point, varying
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 RETRIES = 2  # a point whose simulation raises is tried this many more times
 PARTIAL = ".partial"
-SWEEP_FILES = {PARTIAL, "results.parquet", "results.csv", "report.md"}
+SWEEP_FILES = {PARTIAL, "results.parquet", "results.csv", "report.md", MARKER}
 
 
 @dataclass
