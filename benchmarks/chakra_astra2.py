@@ -50,10 +50,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from testbed.core.astra_formats import read_network, system_pairs
+from testbed.core.astra_units import ASTRA_GBYTE_S_IN_MBIT_S
 from testbed.core.formulas import TCP_GOODPUT
 from workloads.training.chakra import read_trace, replay_trace
 from workloads.training.chakra_examples import all_reduce_trace, training_trace
-from workloads.training.platform import ASTRA_GBYTE, replay_system
+from workloads.training.platform import replay_system
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "benchmarks" / "data" / "astra2_chakra_reference.csv"
@@ -167,7 +168,7 @@ def run_job(case: Case, files: dict[str, Path], folder: Path) -> float:
     """The iteration time (ns) ``fabriclab run --backend sim`` gives a training job replaying
     the case's trace on a multidim ring fabric at 50 GB/s."""
     spec = folder / "experiment.json"
-    dims = [{"size": n, "mbit_s": GBYTE_S * ASTRA_GBYTE * 8 / 1e6, "kind": "ring"}
+    dims = [{"size": n, "mbit_s": GBYTE_S * ASTRA_GBYTE_S_IN_MBIT_S, "kind": "ring"}
             for n in case.npus]
     hosts = 1
     for n in case.npus:

@@ -88,12 +88,13 @@ def test_astra_to_spec_to_astra_gives_the_files_back(tmp_path: Path) -> None:
 
 def test_units_ghbyte_s_to_mbit_s_and_fc_split() -> None:
     dims = af.parse_network_yaml(NETWORK_YAML)
-    # a ring or switch link's GB/s is the host's bandwidth; a mesh NPU has n-1 links
-    assert [d.mbit_s for d in dims] == [400000.0, 240000.0, 200000.0]
+    # a ring or switch link's GB/s is the host's bandwidth; a mesh NPU has n-1 links; a GB/s
+    # is 2**30 bytes/s (testbed.core.astra_units): 50, 30 and 25 GB/s
+    assert [d.mbit_s for d in dims] == [429496.7296, 257698.03776, 214748.3648]
     assert af.parse_network_json(NETWORK_JSON) == dims  # 2 x 25 GB/s ring, 3 x 10 GB/s mesh
     fabric = parse_fabric({"fabric": af.to_spec(dims, None, "x")[0]["fabric"],
                            "rate_scale": 0.0001})
-    assert fabric.dims[1].link_mbit_s == 80000.0
+    assert fabric.dims[1].link_mbit_s == 85899.34592
 
 
 def test_import_without_system_writes_a_fabric_file(tmp_path: Path) -> None:
@@ -102,7 +103,7 @@ def test_import_without_system_writes_a_fabric_file(tmp_path: Path) -> None:
     assert main(["import-astra", str(tmp_path / "net.yml"), "--out", str(out)]) == 0
     data = yaml.safe_load(out.read_text())
     assert set(data) == {"fabric", "rate_scale"}
-    assert data["rate_scale"] == 0.00025  # 400 000 Mbit/s emulated at 100
+    assert data["rate_scale"] == 0.000232830643654  # 50 GB/s (429 497 Mbit/s) emulated at 100
 
 
 def test_system_json_of_astra_2_reads_like_the_text() -> None:

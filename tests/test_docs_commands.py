@@ -1,13 +1,17 @@
-"""Every command line README.md and BENCHMARKS.md show resolves and parses as written (no
-root needed): from the checkout, with Debian's default sudo PATH, the program exists, `make`
-targets exist, scripts exist and their arguments parse (`--help` appended), and `fabriclab`
-arguments parse with the real parser. Lines with placeholders (SPEC, NAME, a|b) are skipped;
-the VM line (`vagrant ...`) is checked for its inner command only.
+"""Every command line README.md, BENCHMARKS.md and docs/*.md show resolves and parses as
+written (no root needed): from the checkout, with Debian's default sudo PATH, the program
+exists, `make` targets exist, scripts exist and their arguments parse (`--help` appended), and
+`fabriclab` arguments parse with the real parser. Lines with placeholders (SPEC, NAME, a|b)
+are skipped; the VM line (`vagrant ...`) is checked for its inner command only.
 
-The quick lines (:data:`QUICK`) then run for real, verbatim, through ``bash -c`` with that PATH,
-in a scratch directory (root for doctor and clean). The others take minutes (make demo, the
-emulated benchmarks, calibrate) or need a fabric kept up (up, jobs): the root tests and
-BENCHMARKS.md's own runs exercise those."""
+Then every line that runs without root and finishes in seconds runs for real, verbatim,
+through ``bash -c`` with this checkout's ``bin`` first on the PATH, in a fresh scratch
+directory (the checkout's ``experiments``, ``benchmarks`` and ``tests`` linked in, so relative
+paths resolve): a ```sh block's lines in order in one directory (a later line reads what an
+earlier one wrote, e.g. ``export-astra`` then ``import-astra``), an inline line alone. The rest
+are skipped with their reason: root (:func:`needs_root`: the emulator, doctor and clean, which
+run here when the tests run as root), or minutes of work (:data:`SLOW`; BENCHMARKS.md records
+those runs)."""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import re
 import shlex
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -24,28 +29,51 @@ from testbed.cli import build_parser
 from testbed.emulator.preflight import is_root
 
 ROOT = Path(__file__).parent.parent
+DOCS = ("README.md", "BENCHMARKS.md",
+        *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")))
 SUDO_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # Debian's secure_path
 PROGRAMS = ("fabriclab", ".venv/bin/python", ".venv/bin/fabriclab", "make", "bash", "vagrant")
 FABRICLAB = ("fabriclab", ".venv/bin/fabriclab")
-QUICK = re.compile(
-    r"^fabriclab (plan|model|topo|doctor|clean|allreduce --ranks 4 -b) |^fabriclab (doctor|clean)$"
-    r"|^(\.venv/bin/)?fabriclab run \S+ --backend sim|^fabriclab sweep "
-    r"|^\.venv/bin/python benchmarks/"
-    r"(model_shapes|allocator_fragmentation|transport_loopback)\.py$")
-NEEDS_ROOT = ("fabriclab doctor", "fabriclab clean")
-PLACEHOLDER = re.compile(r"\b(SPEC|NAME|DIR|FILE|CONFIG|N)\b|\||\.\.\.|\[")
+PLACEHOLDER = re.compile(r"\b(SPEC|NAME|DIR|FILE|CONFIG|N|POLICY)\b|\||\.\.\.|\[")
+# fabriclab commands that need root (the emulator and the machine's state)
+ROOT_COMMANDS = {"doctor", "clean", "calibrate", "up", "jobs", "images"}
+RUNS_AS_ROOT = ("fabriclab doctor", "fabriclab clean")  # run for real when the tests are root
+# the pure benchmarks that take seconds (every other one takes minutes or root)
+QUICK_BENCHMARKS = re.compile(r"^\.venv/bin/python benchmarks/(model_shapes|themis_systems|"
+                              r"allocator_fragmentation|transport_loopback)\.py$")
+SLOW = {  # lines without root that take more than seconds: what they cost
+    "fabriclab run experiments/themis-e2e.yaml --backend sim": "90 runs at 1024 NPUs, a minute",
+    "fabriclab simulate-cluster --preset vclos-paper": "8192 GPUs and 5000 jobs, minutes",
+    "fabriclab allreduce --ranks 8 --size 1KiB:256MiB": "27 sizes up to 256 MiB, a minute",
+}
+SCRATCH_LINKS = ("experiments", "benchmarks", "tests", ".venv")
+
+
+@dataclass(frozen=True)
+class Line:
+    doc: str
+    block: int | None  # the ```sh block's index in its doc; None: an inline `code` span
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def doc_lines() -> list[Line]:
+    """Shell lines of ```sh blocks (in order), and inline `code` spans that start with a
+    program, of every doc; placeholders left out."""
+    out: list[Line] = []
+    for doc in DOCS:
+        text = (ROOT / doc).read_text()
+        for i, block in enumerate(re.findall(r"```sh\n(.*?)```", text, re.S)):
+            out += [Line(doc, i, line.split("  #")[0].strip()) for line in block.splitlines()]
+        out += [Line(doc, None, span) for span in dict.fromkeys(re.findall(r"`([^`\n]+)`", text))
+                if span.split(" ")[0] in PROGRAMS and not mention(span)]
+    return [line for line in out if line.text and not PLACEHOLDER.search(line.text)]
 
 
 def command_lines() -> list[str]:
-    """Shell lines of ```sh blocks, and inline `code` spans that start with a program."""
-    out = []
-    for doc in ("README.md", "BENCHMARKS.md"):
-        text = (ROOT / doc).read_text()
-        for block in re.findall(r"```sh\n(.*?)```", text, re.S):
-            out += [line.split("  #")[0].strip() for line in block.splitlines()]
-        out += [span for span in re.findall(r"`([^`\n]+)`", text)
-                if span.split(" ")[0] in PROGRAMS and not mention(span)]
-    return sorted({line for line in out if line and not PLACEHOLDER.search(line)})
+    return sorted({line.text for line in doc_lines()})
 
 
 def mention(span: str) -> bool:
@@ -67,10 +95,36 @@ def inner(line: str) -> list[str]:
     return words
 
 
+def needs_root(line: str) -> str | None:
+    """Why ``line`` needs root (or cannot run inside a test), or None."""
+    words = shlex.split(line)
+    if words[0] == "vagrant":
+        return "a VM"
+    if words[0] in FABRICLAB:
+        command = words[1] if len(words) > 1 else ""
+        if command in ROOT_COMMANDS:
+            return f"fabriclab {command} needs root"
+        if command == "run" and "--backend" not in words:
+            return "an emulated run needs root"
+        return None
+    if words[0] == "make":
+        return "make demo needs root" if "demo" in words else "make test is this test suite"
+    if words[0] == "bash":
+        return f"{words[1]} sets up the machine or runs the whole CI (root)"
+    if not QUICK_BENCHMARKS.search(line):
+        return "a benchmark: root or minutes (BENCHMARKS.md records its runs)"
+    return None
+
+
+def slow(line: str) -> str | None:
+    return next((why for start, why in SLOW.items() if line.startswith(start)), None)
+
+
 def test_the_docs_show_commands() -> None:
     lines = command_lines()
     assert any(line.startswith("make demo") for line in lines)
     assert any(line.startswith("make test") for line in lines)
+    assert any(line.doc.startswith("docs/") for line in doc_lines())
     assert len(lines) > 20
 
 
@@ -105,28 +159,57 @@ def test_command_runs_as_written(line: str) -> None:
         assert proc.returncode == 0, f"{line!r}: {proc.stderr.strip()[-300:]}"
 
 
-QUICK_LINES = [line for line in command_lines() if QUICK.search(line)]
+def runs() -> list[tuple[str, list[str]]]:
+    """(id, lines) to run in one scratch directory: each ```sh block's lines in order (all of
+    them: a later line may read what an earlier one wrote), each inline line alone unless a
+    block or an earlier span shows it."""
+    in_blocks = {line.text for line in doc_lines() if line.block is not None}
+    seen: set[str] = set()
+    groups: dict[tuple[str, int | None, str], list[str]] = {}
+    for line in doc_lines():
+        if line.block is None and (line.text in in_blocks or line.text in seen):
+            continue
+        seen.add(line.text)
+        key = (line.doc, line.block, "" if line.block is not None else line.text)
+        groups.setdefault(key, []).append(line.text)
+    return [(f"{doc}#{block}" if block is not None else f"{doc}:{text}", lines)
+            for (doc, block, text), lines in groups.items()]
 
 
-def test_quick_lines_cover_every_kind_of_command() -> None:
+RUNS = runs()
+
+
+def test_every_line_is_run_or_skipped_with_a_reason() -> None:
+    ran = [line for _, lines in RUNS for line in lines
+           if (line in RUNS_AS_ROOT or not needs_root(line)) and not slow(line)]
     for start in ("fabriclab plan", "fabriclab model", "fabriclab topo", "fabriclab allreduce",
-                  "fabriclab doctor", "fabriclab clean", ".venv/bin/python benchmarks/"):
-        assert any(line.startswith(start) for line in QUICK_LINES), start
-    assert any("--backend sim" in line for line in QUICK_LINES)
+                  "fabriclab examples", "fabriclab export-astra", "fabriclab import-astra",
+                  "fabriclab simulate-astra", "fabriclab simulate-cluster", "fabriclab sweep",
+                  ".venv/bin/python benchmarks/"):
+        assert any(line.startswith(start) for line in ran), start
+    assert any("--backend sim" in line for line in ran)
+    assert {line.text for line in doc_lines()} == {line for _, lines in RUNS for line in lines}
 
 
-@pytest.mark.parametrize("line", QUICK_LINES)
-def test_quick_line_runs_verbatim_through_the_sudo_path(line: str, tmp_path: Path) -> None:
-    if line in NEEDS_ROOT and not is_root():
-        pytest.skip("needs root")
-    env = {"PATH": SUDO_PATH, "HOME": str(tmp_path), "LANG": "C.UTF-8"}
-    if subprocess.run(["bash", "-c", "command -v fabriclab"], env=env,
-                      capture_output=True).returncode != 0:
-        pytest.skip("fabriclab is not installed on this machine's PATH (make install, as root)")
-    for name in ("experiments", "benchmarks", ".venv"):  # the checkout, as seen from its root
+@pytest.mark.parametrize(("where", "lines"), RUNS, ids=[r[0] for r in RUNS])
+def test_lines_run_for_real(where: str, lines: list[str], tmp_path: Path) -> None:
+    if not os.access(ROOT / ".venv" / "bin" / "fabriclab", os.X_OK):
+        pytest.skip("no .venv in this checkout (make install)")
+    env = {"PATH": f"{ROOT / 'bin'}:{SUDO_PATH}", "HOME": str(tmp_path), "LANG": "C.UTF-8",
+           "PYTHONPATH": str(ROOT)}
+    for name in SCRATCH_LINKS:  # the checkout, as seen from its root
         (tmp_path / name).symlink_to(ROOT / name)
-    proc = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, f"{line!r} exit {proc.returncode}: {proc.stderr.strip()[-500:]}"
-    assert proc.stdout.strip(), f"{line!r} printed nothing"
-    assert "Traceback" not in proc.stderr
+    skipped = []
+    for line in lines:
+        why = slow(line) or (None if line in RUNS_AS_ROOT and is_root() else needs_root(line))
+        if why:
+            skipped.append(f"{line!r}: {why}")
+            continue
+        proc = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, (f"{where}: {line!r} exit {proc.returncode}: "
+                                      f"{proc.stderr.strip()[-500:]}")
+        assert proc.stdout.strip(), f"{where}: {line!r} printed nothing"
+        assert "Traceback" not in proc.stderr
+    if len(skipped) == len(lines):
+        pytest.skip("; ".join(skipped))

@@ -14,6 +14,7 @@ import pytest
 
 from analysis.training import e2e_gains, e2e_table
 from testbed.cli import main
+from testbed.core.astra_units import ASTRA_GBYTE_BYTES as ASTRA_GBYTE
 from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.experiment import expand
 from testbed.core.formulas import TCP_GOODPUT
@@ -22,7 +23,6 @@ from testbed.core.topology import build_plan
 from workloads import dnn
 from workloads.training.jobs import _overlap, job_platform, replay_job
 from workloads.training.library import from_json, load, scaled, to_json
-from workloads.training.platform import ASTRA_GBYTE
 from workloads.training.replay import replay
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -35,8 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Make a fabriclab spec from ASTRA-sim files: a 2.0 network YAML or a 1.0 "
         "network JSON, and optionally a system file (1.0 text or 2.0 JSON). With a system "
         "file the spec is an experiment with one Themis/baseline job, else a fabric file. "
-        "Rates: ASTRA-sim GB/s become Mbit/s (x8000), real rates with the rate_scale that "
-        "emulates the fastest dimension at 100 Mbit/s.")
+        "Rates: ASTRA-sim GB/s (2^30 bytes/s) become Mbit/s (x8589.934592), real rates with "
+        "the rate_scale that emulates the fastest dimension at 100 Mbit/s.")
     i.add_argument("network", type=Path, help="network.yml (ASTRA-sim 2.0) or network.json "
                    "(1.0 analytical)")
     i.add_argument("--system", type=Path, default=None,

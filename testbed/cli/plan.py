@@ -119,7 +119,7 @@ def _network(args: argparse.Namespace) -> dict:
     if args.dims is None:
         args.dims = preset.shape
     if args.bw is None:
-        args.bw = ",".join(f"{b / 1e9:g}" for b in preset.bandwidths_bps)
+        args.bw = ",".join(repr(b / 1e9) for b in preset.bandwidths_bps)  # exact: ties hold
     if args.chunks is None:
         args.chunks = preset.chunks
     if len(parse_dims(args.dims)) != len(preset.sizes):

@@ -13,13 +13,14 @@ Three formats (the public ASTRA-sim inputs and the Themis artifact's):
   ``all-reduce-implementation`` as ``ring_direct_halvingDoubling``...); the 2.0 system JSON,
   the same keys with lists, is read too.
 
-Units. ASTRA-sim counts GB/s (10^9 bytes/s); fabriclab's YAML Mbit/s (1 GB/s = 8000 Mbit/s)
-and its CLI Gbit/s. A fabriclab dimension's ``mbit_s`` is the bandwidth a host has in it,
-which is what the model uses: on a switch or ring dimension the rate of the one link the
-collective sends on, on a fully connected one the host's total over its ``n-1`` links. So a
-2.0 ``bandwidth`` (per link) is ``mbit_s / 8000`` on a switch or ring dimension and
-``mbit_s / 8000 / (n-1)`` on a fully connected one; a 1.0 dimension's NPU has ``links-count
-× link-bandwidth`` GB/s, written with ``links-count`` 1 (switch), 2 (ring of 3 or more), 1
+Units. ASTRA-sim counts GB/s of 2**30 bytes/s (:mod:`testbed.core.astra_units` quotes its
+code); fabriclab's YAML Mbit/s (1 GB/s = 8589.934592 Mbit/s, ``G`` below) and its CLI Gbit/s.
+A fabriclab dimension's ``mbit_s`` is the bandwidth a host has in it, which is what the model
+uses: on a switch or ring dimension the rate of the one link the collective sends on, on a
+fully connected one the host's total over its ``n-1`` links. So a 2.0 ``bandwidth`` (per
+link) is ``mbit_s / G`` on a switch or ring dimension and ``mbit_s / G / (n-1)`` on a fully
+connected one; a 1.0 dimension's NPU has ``links-count × link-bandwidth`` GB/s, written with
+``links-count`` 1 (switch), 2 (ring of 3 or more), 1
 (ring of 2) or ``n-1`` (fully connected).
 
 What fabriclab does not model is read and dropped (latencies, ``endpoint-delay``, the
@@ -41,11 +42,11 @@ from typing import Any
 import yaml
 
 from testbed.core.algorithms import dim_algorithms, ring_dimension_error
+from testbed.core.astra_units import ASTRA_GBYTE_S_IN_MBIT_S
 from testbed.core.errors import SpecError
 from testbed.core.presets import (
     ASTRA_TOPOLOGY,
     DIM_ALGORITHM_OF_KIND,
-    GBYTE_S_IN_MBIT_S,
     emulation_scale,
     scaled_sizes,
 )
@@ -82,7 +83,7 @@ def _tidy(x: float) -> float:
 
 @dataclass(frozen=True)
 class AstraDim:
-    """One dimension: ``gbyte_s`` is an NPU's bandwidth in it (fabriclab's ``mbit_s`` / 8000)."""
+    """One dimension: ``gbyte_s`` is an NPU's bandwidth in it (``mbit_s`` / 8589.934592)."""
 
     kind: str  # switch | ring | fully_connected
     size: int
@@ -91,7 +92,7 @@ class AstraDim:
 
     @property
     def mbit_s(self) -> float:
-        return _tidy(self.gbyte_s * GBYTE_S_IN_MBIT_S)
+        return _tidy(self.gbyte_s * ASTRA_GBYTE_S_IN_MBIT_S)
 
     @property
     def links_per_npu(self) -> int:
@@ -426,7 +427,7 @@ def to_spec(dims: Sequence[AstraDim], system: AstraSystem | None, name: str,
 def from_spec(fabric: Any, job: Any | None = None) -> tuple[tuple[AstraDim, ...], AstraSystem]:
     """The ASTRA-sim view of a validated multidim fabric (real rates) and, if given, its
     hierarchical job (its chunks, order, schedule and collective on every dimension)."""
-    dims = tuple(AstraDim(d.kind, d.size, _tidy(d.mbit_s / GBYTE_S_IN_MBIT_S))
+    dims = tuple(AstraDim(d.kind, d.size, _tidy(d.mbit_s / ASTRA_GBYTE_S_IN_MBIT_S))
                  for d in fabric.dims)
     if job is None:
         return dims, AstraSystem(dim_algorithms=tuple(

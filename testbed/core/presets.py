@@ -22,11 +22,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from testbed.core.astra_units import ASTRA_GBYTE_S_IN_BIT_S
 from testbed.core.errors import SpecError
 from testbed.core.spec import DimsShape
 
-GBYTE_S_IN_MBIT_S = 8000  # 1 GB/s (10^9 bytes/s, ASTRA-sim's unit) in Mbit/s
-GBYTE_S_IN_BIT_S = 8e9
 PAPER_CHUNKS = 64  # the paper's preferred-dataset-splits
 # What 2 cores emulate (README: ~1 Gbit/s forwarded in total; 16-host fabrics run faithfully).
 EMULATED_HOSTS = 16
@@ -42,15 +41,15 @@ ASTRA_TOPOLOGY = {"switch": "Switch", "ring": "Ring", "fully_connected": "FullyC
 class PresetDim:
     size: int
     kind: str  # switch | ring | fully_connected
-    gbyte_s: float  # per NPU, as the paper's table gives it
+    gbyte_s: float  # per NPU, as the paper's table gives it (ASTRA-sim's GB/s: 2**30 bytes/s)
 
     @property
     def mbit_s(self) -> float:
-        return self.gbyte_s * GBYTE_S_IN_MBIT_S
+        return self.bit_s / 1e6  # one rounding: 100 GB/s is 858993.4592 Mbit/s
 
     @property
     def bit_s(self) -> float:
-        return self.gbyte_s * GBYTE_S_IN_BIT_S
+        return self.gbyte_s * ASTRA_GBYTE_S_IN_BIT_S
 
 
 @dataclass(frozen=True)
@@ -156,8 +155,11 @@ def scaled_sizes(sizes: tuple[int, ...] | list[int], hosts: int = EMULATED_HOSTS
 
 
 def emulation_scale(top_real_mbit_s: float, top_mbit_s: float = EMULATED_TOP_MBIT_S) -> float:
-    """The ``rate_scale`` that emulates ``top_real_mbit_s`` at ``top_mbit_s`` (never above 1)."""
-    return min(1.0, float(f"{top_mbit_s / top_real_mbit_s:.6g}"))
+    """The ``rate_scale`` that emulates ``top_real_mbit_s`` at ``top_mbit_s`` (never above 1),
+    to 12 digits: ASTRA-sim's rates are multiples of 8589.934592 Mbit/s, and a shorter scale
+    would leave the scaled rates off their exact ratios (250:200:100:50 GB/s as 100:80:40:20
+    Mbit/s), which moves the Themis greedy's ties between equally loaded dimensions."""
+    return min(1.0, float(f"{top_mbit_s / top_real_mbit_s:.12g}"))
 
 
 def _p(name: str, title: str, *dims: tuple[int, str, float]) -> Preset:

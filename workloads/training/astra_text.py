@@ -153,3 +153,26 @@ def parse_workload(text: str, source: str = "workload.txt") -> Workload:
         raise FabricLabError(f"{source} line 1: the DLRM last bottom layer is {last_bottom} "
                              f"but must be below the last of the {count} layers")
     return Workload(kind, layers, group, checkpoints, recompute, last_bottom, source)
+
+
+def _comm_tokens(comm: Comm) -> str:
+    return f"{comm.kind or 'NONE'} {comm.size_bytes if comm.active else 0}"
+
+
+def format_workload(workload: Workload) -> str:
+    """``workload`` as ASTRA-sim 1.0 workload text (what :func:`parse_workload` reads back)."""
+    head = [workload.kind]
+    if workload.kind in TRANSFORMER_TYPES:
+        head.append(f"model_parallel_NPU_group: {workload.model_parallel_group}")
+        if workload.kind == HYBRID_TRANSFORMER_FWD_IN_BCKWD:
+            for word, layers in (("checkpoints:", workload.checkpoints),
+                                 ("checkpoint_initiates:", workload.recompute_from)):
+                head.append(" ".join([word, str(len(layers)), *map(str, sorted(layers))]))
+    elif workload.kind in DLRM_TYPES:
+        head.append(str(workload.last_bottom_layer))
+    lines = [" ".join(head), str(len(workload.layers))]
+    lines += [" ".join(map(str, (
+        la.name, la.dependency, la.fwd_cycles, _comm_tokens(la.fwd_comm), la.ig_cycles,
+        _comm_tokens(la.ig_comm), la.wg_cycles, _comm_tokens(la.wg_comm), la.update_cycles)))
+        for la in workload.layers]
+    return "\n".join(lines) + "\n"

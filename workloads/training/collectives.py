@@ -26,6 +26,7 @@ from fractions import Fraction
 from typing import Any, Protocol
 
 from testbed.core.algorithms import replay_error
+from testbed.core.astra_units import ASTRA_GBYTE_BYTES
 from testbed.core.errors import FabricLabError
 from testbed.core.registry import COLLECTIVES
 from workloads.schedule_engine import Phase
@@ -171,7 +172,7 @@ def local_reduction_ns(op: str, size: Fraction, kind: str, dim: LogicalDim,
 def phase_rate(dim: LogicalDim, kind: str, op: str, system: ReplaySystem) -> Fraction:
     """Bytes per ns a phase of ``op`` moves in ``dim`` (the NPU's bandwidth there, times the
     share of it the dimension's collective can use)."""
-    rate = Fraction(dim.gbyte_s) * 2**30 / 10**9
+    rate = Fraction(dim.gbyte_s) * ASTRA_GBYTE_BYTES / 10**9
     if op == "A2A":
         return rate
     impl = system.implementations or {}

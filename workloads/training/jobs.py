@@ -19,11 +19,12 @@ from fractions import Fraction
 from typing import Any
 
 from testbed.core.astra_formats import AstraDim
+from testbed.core.astra_units import ASTRA_GBYTE_S_IN_BIT_S
 from testbed.core.jobs import ResolvedJob
 from workloads.training.chakra import TraceResult, replay_trace
 from workloads.training.library import ChakraTrace, comm_bytes, load, scaled
 from workloads.training.model import ALLGATHER, ALLREDUCE, ALLTOALL, REDUCESCATTER, Workload
-from workloads.training.platform import ASTRA_GBYTE, ReplaySystem
+from workloads.training.platform import ReplaySystem
 from workloads.training.replay import ReplayResult, replay
 
 NS = 1e-9
@@ -41,7 +42,7 @@ def job_platform(job: ResolvedJob, goodput: float = 1.0, step_latency_s: float =
     has in it, as the job records them) and the system the job's replay runs on."""
     kinds = job.dim_kinds
     network = tuple(
-        AstraDim(kind, size, rate_bps * goodput / 8 / ASTRA_GBYTE)
+        AstraDim(kind, size, rate_bps * goodput / ASTRA_GBYTE_S_IN_BIT_S)
         for kind, size, rate_bps in zip(kinds, job.dims, job.dim_host_rates_bps, strict=True))
     per_dim = tuple(job.dim_algorithms)
     alltoall = ("direct",) * len(kinds)

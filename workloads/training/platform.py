@@ -3,10 +3,10 @@ and the *logical* dimensions its collectives use (one physical dimension split i
 model-parallel group ends inside it, as ASTRA-sim's ``break_dimension`` does).
 
 Bandwidths: an NPU's ``gbyte_s`` in a dimension (``links-count × link-bandwidth``), ASTRA-sim's
-GB/s being 2**30 bytes/s. Each message pays ``latency_ns`` per hop plus the system file's
-``endpoint-delay`` (ns); a switch is two hops, a fully connected link one, a ring one per
-neighbour step. ``local-mem-bw`` is read for Chakra replays (ASTRA-sim 2.x charges local
-reduction time at it; 1.0 does not).
+GB/s being 2**30 bytes/s (:mod:`testbed.core.astra_units`). Each message pays ``latency_ns`` per
+hop plus the system file's ``endpoint-delay`` (ns); a switch is two hops, a fully connected link
+one, a ring one per neighbour step. ``local-mem-bw`` is read for Chakra replays (ASTRA-sim 2.x
+charges local reduction time at it; 1.0 does not).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from testbed.core.astra_formats import IGNORED_SYSTEM_KEYS, AstraDim
+from testbed.core.astra_units import ASTRA_GBYTE_S_IN_BYTES_PER_NS
 from testbed.core.errors import SpecError
 from testbed.core.registry import SCHEDULES
 
-ASTRA_GBYTE = 2**30  # bytes in ASTRA-sim's GB
 # the kinds of collective each implementation key sets, and fabriclab's collective per name
 IMPLEMENTATION_KEYS = {"all-reduce-implementation": "ALLREDUCE",
                        "reduce-scatter-implementation": "REDUCESCATTER",
@@ -86,7 +86,7 @@ class LogicalDim:
 
     @property
     def bytes_per_ns(self) -> float:
-        return self.gbyte_s * ASTRA_GBYTE / 1e9
+        return self.gbyte_s * ASTRA_GBYTE_S_IN_BYTES_PER_NS
 
     def message_latency_ns(self, endpoint_delay_ns: float) -> float:
         return HOPS[self.kind] * self.latency_ns + endpoint_delay_ns
