@@ -47,9 +47,16 @@ def test_examples_writes_what_simulate_astra_replays(tmp_path: Path, capsys) -> 
 
 
 def test_examples_refuses_a_non_empty_out_unless_forced(tmp_path: Path, capsys) -> None:
+    """A directory of the user's is never written into; an earlier examples output is
+    replaced with --force."""
     (tmp_path / "keep.txt").write_text("mine")
     assert main(["examples", "--out", str(tmp_path)]) == 2
-    assert "the directory is not empty" in capsys.readouterr().err
-    assert main(["examples", "--out", str(tmp_path), "--force"]) == 0
-    assert (tmp_path / "keep.txt").read_text() == "mine"
-    assert (tmp_path / "themis-gnmt.txt").is_file()
+    assert "exists and is not empty" in capsys.readouterr().err
+    assert main(["examples", "--out", str(tmp_path), "--force"]) == 2
+    assert "not a directory a fabriclab command wrote" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
+    out = tmp_path / "examples"
+    assert main(["examples", "--out", str(out)]) == 0
+    (out / "stale.txt").write_text("an earlier run's")
+    assert main(["examples", "--out", str(out), "--force"]) == 0
+    assert (out / "themis-gnmt.txt").is_file() and not (out / "stale.txt").exists()

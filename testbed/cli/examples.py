@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from testbed.core.errors import FabricLabError
+from testbed.core.out_dir import FORCE_HELP, check_out_dir, clear_out_dir
 from workloads.training.examples import write_examples
 
 
@@ -22,19 +22,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True, metavar="DIR",
                    help="the directory to write into (created; an existing non-empty one is "
                    "refused unless --force)")
-    p.add_argument("--force", action="store_true",
-                   help="write into an existing non-empty DIR, replacing the files of the same "
-                   "names")
+    p.add_argument("--force", action="store_true", help=FORCE_HELP)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    out: Path = args.out
-    if out.exists() and not out.is_dir():
-        raise FabricLabError(f"--out {out}: is a file, not a directory")
-    if out.is_dir() and any(out.iterdir()) and not args.force:
-        raise FabricLabError(f"--out {out}: the directory is not empty; give another one, or "
-                             "--force to write into it")
+    out = clear_out_dir(check_out_dir(args.out, args.force))
     written = write_examples(out)
     print(f"written {len(written)} files into {out}")
     return 0
