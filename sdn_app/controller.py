@@ -209,6 +209,8 @@ class FabricController(RyuApp):
         match: dict[str, Any] = {}
         if f.in_port is not None:
             match["in_port"] = f.in_port
+        if f.eth_src is not None:
+            match["eth_src"] = f.eth_src
         if f.eth_dst is not None:
             match["eth_dst"] = f.eth_dst
         action = (parser.OFPActionGroup(f.group) if f.group is not None

@@ -63,8 +63,15 @@ def base_program(plan: FabricPlan, policy: str, down: frozenset[Uplink] = frozen
 
 
 def job_program(plan: FabricPlan, alloc: Allocation) -> Program:
-    """Rules one job adds (all with the job's cookie); empty for ecmp and one-leaf jobs."""
-    return POLICIES.get(alloc.policy).job_program(plan, alloc)
+    """Rules one job adds (all with the job's cookie): its policy's (none for ecmp), and on
+    an electrical leaf-spine fabric the path counters that show which spine each pair of its
+    hosts crossed (:mod:`sdn_app.path_counters`)."""
+    from sdn_app.path_counters import counter_rules
+
+    prog = POLICIES.get(alloc.policy).job_program(plan, alloc)
+    own = {f.switch for f in prog.flows}
+    prog.flows += counter_rules(plan, alloc, job_cookie(alloc.job_id), taken=own)
+    return prog
 
 
 def full_program(plan: FabricPlan, policy: str, jobs: Iterable[Allocation],

@@ -39,12 +39,15 @@ class FlowRule:
     eth_dst: str | None = None
     cookie: int = 0
     group: int | None = None  # send to this SELECT group instead of out_port
+    eth_src: str | None = None  # a path counter's source (sdn_app.path_counters)
 
     def to_ofctl(self) -> str:
         """The rule in ``ovs-ofctl add-flows`` syntax."""
         match = [f"cookie={self.cookie:#x}", f"priority={self.priority}"]
         if self.in_port is not None:
             match.append(f"in_port={self.in_port}")
+        if self.eth_src is not None:
+            match.append(f"dl_src={self.eth_src}")
         if self.eth_dst is not None:
             match.append(f"dl_dst={self.eth_dst}")
         action = f"group:{self.group}" if self.group is not None else f"output:{self.out_port}"
@@ -208,8 +211,9 @@ def trace(plan: FabricPlan, rules: list[FlowRule], src: str, dst: str,
             if node != dst:
                 raise Unreachable(f"{src} -> {dst} arrives at {node}")
             return path
-        mac = dst_h.nic(dim).mac
-        rule = next((r for r in table.get(node, []) if _matches(r, in_port, mac)), None)
+        mac, src_mac = dst_h.nic(dim).mac, src_h.nic(dim).mac
+        rule = next((r for r in table.get(node, []) if _matches(r, in_port, mac, src_mac)),
+                    None)
         if rule is None:
             raise Unreachable(f"{src} -> {dst}: no rule on {node} for in_port {in_port}")
         port = rule.out_port
@@ -225,5 +229,6 @@ def _is_ring_nic(h: Host, dim: int | None) -> bool:
     return any(n.dim == dim and n.side != "host" for n in h.nics)
 
 
-def _matches(rule: FlowRule, in_port: int, mac: str) -> bool:
-    return (rule.in_port in (None, in_port)) and (rule.eth_dst in (None, mac))
+def _matches(rule: FlowRule, in_port: int, mac: str, src_mac: str) -> bool:
+    return (rule.in_port in (None, in_port) and rule.eth_dst in (None, mac)
+            and rule.eth_src in (None, src_mac))

@@ -8,6 +8,7 @@ import pytest
 
 from sdn_app.allocation.cluster import Cluster
 from sdn_app.allocation.ledger import BlockCircuits
+from sdn_app.path_counters import PRIO_COUNT
 from sdn_app.policies import policy_for
 from sdn_app.program import (
     base_program,
@@ -77,8 +78,12 @@ def test_job_rules_carry_the_job_cookie_and_go_away_with_it():
     alloc = cluster.allocate("train", 8, "vclos")
     extra = job_program(plan, alloc)
     assert extra.flows and extra.cookies() == {job_cookie("train")}
-    # 8 hosts on 2 leaves: each host has a rule per job host on the other leaf
-    assert len(extra.flows) == 8 * 4
+    # 8 hosts on 2 leaves: each host has a rule per job host on the other leaf, and each of
+    # the 4 spines counts each of those 32 ordered pairs (sdn_app.path_counters)
+    leaf_rules = [f for f in extra.flows if f.switch.startswith("leaf")]
+    counters = [f for f in extra.flows if f.priority == PRIO_COUNT]
+    assert len(leaf_rules) == 8 * 4 and len(counters) == 4 * 8 * 4
+    assert len(extra.flows) == len(leaf_rules) + len(counters)
     assert base_program(plan, "vclos").cookies() == {0}
     assert job_cookie("train") != job_cookie("other") and job_cookie("x") > 0
 

@@ -246,6 +246,10 @@ class Fabric:
             if out.returncode != 0:
                 raise FabricLabError(f"could not program {switch}: {out.stderr.strip()}")
 
+    def switch_ports(self) -> list[str] | None:
+        """The Open vSwitch interfaces of the fabric's switches (None on kernel bridges)."""
+        return self._root_intfs() if self._ovs else None
+
     # -- internals ---------------------------------------------------------------------------
 
     def _root_intfs(self) -> list[str]:

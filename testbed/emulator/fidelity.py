@@ -130,7 +130,8 @@ def links_kept(queues, jobs: list[dict[str, Any]]):
 
 def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
                     jobs: list[dict[str, Any]], plan, switches: str | None,
-                    busiest: Callable[[float, float], str], queues=None) -> dict[str, Any]:
+                    busiest: Callable[[float, float], str], queues=None,
+                    predicted: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The pipeline side of ``fidelity.json``: the scheduler invariant on the workers' threads
     and the switch invariant on ovs-vswitchd's (:mod:`analysis.sched_invariant`, from
     ``sched_samples.parquet``; ``communicating``: job → its measured collectives), and the job
@@ -151,7 +152,7 @@ def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
     found, judged_s = (sched_invariant.judge(sched, communicating,
                                              links=links_kept(queues, jobs)) if judged
                        else (None, 0.0))
-    verdicts = job_invariant.judge(jobs, plan, switches)
+    verdicts = job_invariant.judge(jobs, plan, switches, predicted=predicted)
     held = job_invariant.held(verdicts)
     t0 = float(sched["time"].min()) if judged else 0.0
     asleep = sched_invariant.asleep_waits(sched) if judged else None
@@ -188,13 +189,31 @@ def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
     out["job"] = {"tolerance": job_invariant.TOLERANCE, "jobs": verdicts}
     for v in verdicts:
         if v["violated"]:
-            worst = min(v["sizes"], key=lambda s: s["ratio"])
-            reasons.append(
-                f"job invariant: job {v['job']} reached {worst['ratio']:.0%} of what its "
-                f"isolated links allow (All-Reduce of {format_size(worst['size'])}), below "
-                f"{1 - job_invariant.TOLERANCE:.0%}: something besides its links set its pace"
-                + _timeouts_then(v.get("tcp_timeouts")))
+            reasons.append(job_reason(v) + _timeouts_then(v.get("tcp_timeouts")))
     return {"reasons": reasons, **out}
+
+
+def job_reason(v: dict[str, Any]) -> str:
+    """The job invariant's sentence for a violated job verdict: its worst size."""
+    tol = job_invariant_tolerance()
+    worst = max(v["sizes"], key=lambda s: abs(1 - s["ratio"]))
+    size = format_size(worst["size"])
+    if worst["unit"] == "time_s" and "measured" in worst:
+        how = ("slower than" if worst["ratio"] < 1 else "faster than")
+        return (f"job invariant: job {v['job']} took {worst['measured']:.3g} s for its "
+                f"All-Reduce of {size} where the simulator predicts {worst['expected']:.3g} s "
+                f"on the paths its flows took ({how} it by more than {tol:.0%}): "
+                + ("something besides its links set its pace" if worst["ratio"] < 1 else
+                   "the model or the paths recorded do not hold"))
+    return (f"job invariant: job {v['job']} reached {worst['ratio']:.0%} of what its "
+            f"isolated links allow (All-Reduce of {size}), below {1 - tol:.0%}: something "
+            "besides its links set its pace")
+
+
+def job_invariant_tolerance() -> float:
+    from analysis.job_invariant import TOLERANCE
+
+    return TOLERANCE
 
 
 def _asleep_record(removed) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -56,11 +57,37 @@ def userspace_tso() -> bool:
     return out is not None and out.returncode == 0 and out.stdout.strip() == '"true"'
 
 
+# The send buffer scripts/start-ovs.sh gives the userspace datapath's one packet socket (64 MiB);
+# below this the ports' shaped queues can outgrow it (each waiting packet counts against it).
+MIN_SEND_BUFFER_BYTES = 16 * 1024 * 1024
+
+
+def send_buffer_of(ss_output: str) -> int | None:
+    """The send buffer (``tb``) of ovs-vswitchd's unbound packet socket in ``ss -0 -m -p``
+    output: the one socket its userspace datapath sends every packet through."""
+    for line in ss_output.splitlines():
+        if "ovs-vswitchd" in line and "[0]:*" in line and (m := re.search(r"\btb(\d+)", line)):
+            return int(m.group(1))
+    return None
+
+
+def switch_send_buffer_bytes() -> int | None:
+    """:func:`send_buffer_of` the running ovs-vswitchd (None before its first send, or
+    without ``ss``)."""
+    try:
+        out = subprocess.run(["ss", "-0", "-m", "-p"], capture_output=True, text=True,
+                             timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return send_buffer_of(out.stdout)
+
+
 def forwarding_problem() -> str | None:
     """One sentence when ovs-vswitchd forwards in userspace without real-time priority (it then
-    waits behind the run's workers for a CPU), or when other threads of it run real-time too
-    (they can then hold a CPU from the workers with nothing to forward); scripts/start-ovs.sh
-    sets both right. Else None."""
+    waits behind the run's workers for a CPU), when it sends through a socket whose buffer the
+    shaped queues can outgrow (:data:`MIN_SEND_BUFFER_BYTES`), or when other threads of it run
+    real-time too (they can then hold a CPU from the workers with nothing to forward);
+    scripts/start-ovs.sh sets all three right. Else None."""
     from testbed.emulator.schedstat import realtime_helpers, switch_sched
 
     sched = switch_sched()
@@ -69,6 +96,11 @@ def forwarding_problem() -> str | None:
     if sched.startswith("SCHED_OTHER"):
         return (f"ovs-vswitchd forwards in userspace at {sched}, not real-time, so it can wait "
                 "for a CPU behind the workers: run `bash scripts/start-ovs.sh` as root to set it")
+    sndbuf = switch_send_buffer_bytes()
+    if sndbuf is not None and sndbuf < MIN_SEND_BUFFER_BYTES:
+        return (f"ovs-vswitchd sends through a socket with a {sndbuf // 1024} KiB buffer: "
+                "packets waiting in the shaped queues beyond that are dropped and counted "
+                "nowhere; run `bash scripts/start-ovs.sh` as root to make it larger")
     helpers = realtime_helpers()
     if helpers:
         return (f"{len(helpers)} threads of ovs-vswitchd besides its forwarding thread run "

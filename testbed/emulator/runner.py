@@ -19,6 +19,7 @@ from rich.live import Live
 from rich.table import Table
 
 from sdn_app.policies import controller_policy
+from testbed.core.atomic import write_json
 from testbed.core.errors import FabricLabError
 from testbed.core.experiment import Experiment
 from testbed.core.jobs import JobRun, check_against_fabric, resolve
@@ -26,12 +27,13 @@ from testbed.core.load_limit import load_warning, offered_load_link_mbit_s
 from testbed.core.rundir import RunRecorder, base_environment
 from testbed.core.samples import SCHED_SAMPLE_SCHEMA
 from testbed.core.topology import build_plan
-from testbed.emulator import runlock, switch_kinds, tcp_counters
+from testbed.emulator import drop_counters, path_reader, runlock, switch_kinds, tcp_counters
 from testbed.emulator.calibrate import calibrate
 from testbed.emulator.commands import run_command_on_fabric
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.failpoints import failpoint
 from testbed.emulator.fidelity import fidelity_record, pipeline_record
+from testbed.emulator.prediction import predict
 from testbed.emulator.preflight import datapath, forwarding_problem
 from testbed.emulator.sampler import LinkSampler, cpu_mean, write_parquet
 from testbed.emulator.schedstat import SchedSampler, switch_sched
@@ -66,6 +68,11 @@ class Runner:
         self.leftovers: list[str] = []
         self.controller_restarts = 0
         self._threads: list[threading.Thread] = []
+        # the spines' path counters after the last leg, and each leg's paths (paths.json)
+        self._counted: dict[tuple[int, str, str], int] | None = None
+        self.paths: dict[str, Any] = {"source": None, "legs": {}}
+        self.prediction_s = 0.0
+        self.drops: dict[str, Any] = {"legs": {}}  # drops.json: each leg's losses
 
     # -- the run -------------------------------------------------------------------------------
 
@@ -118,8 +125,9 @@ class Runner:
                         for job in self.jobs:
                             solo = job.solo()
                             solos.append(solo)
-                            self._run_jobs(fab, [solo], f"solo run of {job.name}")
-                    self._run_jobs(fab, self.jobs, "all jobs together")
+                            self._leg(fab, [solo], f"solo run of {job.name}",
+                                      f"solo {job.name}")
+                    self._leg(fab, self.jobs, "all jobs together", "together")
                 finally:
                     self.sched.stop()
                     sampler.stop()  # before the teardown: its readers are in the hosts'
@@ -173,6 +181,30 @@ class Runner:
             self.console.print(f"  job {job.name}: {', '.join(job.hosts)}"
                                + (f" (via spine {', '.join(map(str, job.allocation['spines']))})"
                                   if job.allocation.get("spines") else ""))
+
+    def _leg(self, fab: Fabric, jobs: list[JobRun], what: str, key: str) -> None:
+        """Run one leg (a solo baseline or all jobs together) and record, from the spines'
+        path counters, which spine each pair of every job's hosts crossed in it (``key``:
+        the leg's name in ``paths.json``, as the simulator names its legs)."""
+        if fab.controller is not None and self._counted is None:
+            self._counted = path_reader.read(self.plan)
+        pids, ports = fab.host_pids(), fab.switch_ports()
+        hosts = [h.name for h in self.plan.hosts]
+        before = drop_counters.reading(ports, pids, hosts)
+        try:
+            self._run_jobs(fab, jobs, what)
+        finally:
+            self.drops["legs"][key] = drop_counters.leg_drops(
+                before, drop_counters.reading(ports, pids, hosts)) | {
+                "jobs": {j.name: list(j.hosts) for j in jobs}}
+            if fab.controller is not None and self._counted is not None:
+                after = path_reader.read(self.plan)
+                legs = path_reader.leg_paths(self._counted, after,
+                                             {j.name: list(j.hosts) for j in jobs})
+                if legs is not None:
+                    self.paths["source"] = "spine counters"
+                    self.paths["legs"][key] = legs
+                self._counted = after
 
     def _run_jobs(self, fab: Fabric, jobs: list[JobRun], what: str) -> None:
         threads = [threading.Thread(target=self._run_job, args=(fab, j), daemon=True)
@@ -271,6 +303,8 @@ class Runner:
 
     def _write_results(self, solos: list[JobRun], calibration) -> None:
         assert self.recorder is not None
+        write_json(self.run_dir / "paths.json", self.paths)
+        write_json(self.run_dir / "drops.json", self.drops)
         self.recorder.finish(self.jobs + solos, self._fidelity(calibration, solos),
                              self._summary,
                              backend="emulator", controller_restarts=self.controller_restarts,
@@ -305,13 +339,16 @@ class Runner:
                 steal_max = float(cpu["steal"][during].rolling(per_second, min_periods=1)
                                   .mean().max())
         record = fidelity_record(df, queues, idle_min, self._busiest(windows))
+        predicted = self._predicted(solos)
         pipeline = pipeline_record(sched, per_job, [j.record() for j in self.jobs + solos],
                                    self.plan, self.switches,
                                    lambda a, b: (self._busiest([(a, b)]) or _idle_then(cpu, a, b))
                                    + _stolen_then(cpu, a, b),
-                                   queues)
+                                   queues, predicted)
         record["reasons"] += pipeline.pop("reasons")
-        record.update(pipeline, sched_cost=self.sched.cost())
+        record.update(pipeline, sched_cost=self.sched.cost(),
+                      paths={"source": self.paths.get("source"),
+                             "prediction_s": round(self.prediction_s, 3)})
         cal = None
         if calibration is not None:
             cal = {"verdict": calibration.verdict, "aggregate_ratio": calibration.aggregate_ratio,
@@ -326,6 +363,17 @@ class Runner:
                       containers={h: rt.model_dump(exclude_none=True)
                                   for h, rt in self.host_runtimes.items() if rt.is_container})
         return record
+
+    def _predicted(self, solos: list[JobRun]) -> dict[str, dict[str, Any]] | None:
+        """The simulator's times for every job on the paths its flows took
+        (:func:`testbed.emulator.prediction.predict`), None when no job finished."""
+        runs = [j for j in self.jobs + solos if j.status == "ok"]
+        if not runs:
+            return None
+        t0 = time.monotonic()
+        out = predict(self.exp, self.jobs + solos, self.paths, self.run_dir)
+        self.prediction_s = time.monotonic() - t0
+        return out
 
     def _busiest(self, windows: list[tuple[float, float]]) -> str:
         """'; busiest then: ...' from the starved seconds the sampler recorded during

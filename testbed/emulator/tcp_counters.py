@@ -13,17 +13,30 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 TIMEOUTS = "TCPTimeouts"  # TcpExt: retransmission timeouts
+SEGMENTS = ("OutSegs", "RetransSegs")  # Tcp (/proc/net/snmp): segments sent, resent
+# TcpExt: a receiver's duplicate segments (it answers each with a D-SACK), a sender's D-SACKs
+# received (a retransmission that was not needed) and its RTOs found spurious
+DUPLICATES = ("TCPDSACKOldSent", "TCPDSACKOfoSent", "TCPDSACKRecv", "TCPSpuriousRTOs")
+# TcpExt: recoveries from a hole the receiver SACKed (a segment lost, not late), and the
+# segments resent by fast retransmit
+RECOVERIES = ("TCPSackRecoveries", "TCPFastRetrans")
+
+
+def group_counters(text: str, group: str) -> dict[str, int]:
+    """The counters of ``group`` (``TcpExt``, ``Tcp``) in a ``/proc/net/netstat`` or
+    ``/proc/net/snmp`` text (pairs of header and value lines, each starting with its group's
+    name)."""
+    lines = text.splitlines()
+    for keys, values in zip(lines[::2], lines[1::2], strict=False):
+        names, numbers = keys.split(), values.split()
+        if names and names[0] == f"{group}:":
+            return {k: int(v) for k, v in zip(names[1:], numbers[1:], strict=False)}
+    return {}
 
 
 def tcp_ext(netstat: str) -> dict[str, int]:
-    """The ``TcpExt`` counters of a ``/proc/net/netstat`` text (pairs of header and value
-    lines, each starting with its group's name)."""
-    lines = netstat.splitlines()
-    for keys, values in zip(lines[::2], lines[1::2], strict=False):
-        names, numbers = keys.split(), values.split()
-        if names and names[0] == "TcpExt:":
-            return {k: int(v) for k, v in zip(names[1:], numbers[1:], strict=False)}
-    return {}
+    """The ``TcpExt`` counters of a ``/proc/net/netstat`` text."""
+    return group_counters(netstat, "TcpExt")
 
 
 def timeouts(host_pids: Mapping[str, int], hosts: Iterable[str]) -> int | None:
@@ -40,3 +53,23 @@ def timeouts(host_pids: Mapping[str, int], hosts: Iterable[str]) -> int | None:
             return None
         total += tcp_ext(text).get(TIMEOUTS, 0)
     return total
+
+
+def segments(host_pids: Mapping[str, int], hosts: Iterable[str]
+             ) -> dict[str, dict[str, int]] | None:
+    """Per host of ``hosts``: segments its TCP sent (``OutSegs``) and resent
+    (``RetransSegs``) so far, its retransmission timeouts, and the D-SACK counters that tell
+    a needless retransmission from a lost segment; None if one cannot be read."""
+    out = {}
+    for host in hosts:
+        pid = host_pids.get(host)
+        if pid is None:
+            return None
+        try:
+            snmp = group_counters(Path(f"/proc/{pid}/net/snmp").read_text(), "Tcp")
+            ext = tcp_ext(Path(f"/proc/{pid}/net/netstat").read_text())
+        except OSError:
+            return None
+        out[host] = ({k: snmp.get(k, 0) for k in SEGMENTS}
+                     | {k: ext.get(k, 0) for k in (TIMEOUTS, *DUPLICATES, *RECOVERIES)})
+    return out

@@ -88,7 +88,7 @@ from sdn_app.allocation.cluster import Cluster
 from sdn_app.allocation.ledger import Allocation
 from sdn_app.policies import get as get_policy
 from sdn_app.policies import policy_for
-from sdn_app.policies.base import HOST_LINKS
+from sdn_app.policies.base import HOST_LINKS, via_spine
 from sdn_app.program import ocs_circuits
 from testbed.core.algorithms import is_alltoall
 from testbed.core.errors import FabricLabError, SpecError
@@ -178,7 +178,8 @@ class SimRunner:
     an emulated run too (``exp``, ``jobs``, ``status``, ``run_dir``)."""
 
     def __init__(self, exp: Experiment, out_root: Path, seed: int = 1, console=None,
-                 step_latency_s: float = 0.0) -> None:
+                 step_latency_s: float = 0.0,
+                 paths: dict[str, dict[str, list[dict[str, Any]]]] | None = None) -> None:
         if not 0 <= step_latency_s < 10:
             raise FabricLabError(
                 f"--step-latency-us gives {step_latency_s} s; it must be in [0, 10) s")
@@ -209,6 +210,10 @@ class SimRunner:
         self.solos: list[_Placed] = []
         # Every simulated leg ("solo <job>" or "together"): job -> the paths of its connections.
         self.routes: dict[str, dict[str, list[list[LinkId]]]] = {}
+        # The spine each host pair's bytes crossed in an emulated run, per leg and job
+        # (its paths.json): a connection of such a pair takes that spine, not the policy's.
+        self.observed = _spine_of_pairs(paths or {})
+        self._leg_now = ""
 
     # -- placement ------------------------------------------------------------------------------
 
@@ -274,6 +279,7 @@ class SimRunner:
     def _leg(self, what: str, jobs: list[_Placed], origin: float, offsets: bool) -> float:
         """Simulate ``jobs`` together on an idle fabric from ``origin``; return the end time."""
         net = Network()
+        self._leg_now = what
         self.routes[what] = {}
         for p in jobs:
             kind = p.run.spec.workload.kind
@@ -312,7 +318,9 @@ class SimRunner:
         hosts = [self.plan.node(h) for h in p.run.hosts]
         src, dst = (hosts[a].leaf, hosts[a].slot), (hosts[b].leaf, hosts[b].slot)
         sport = self._source_port(p, a) if get_policy(p.alloc.policy).per_flow_paths else 0
-        path = host_path(p.alloc, src, dst, self.plan.spec.spines, sport)
+        spine = self.observed.get((self._leg_now, p.run.name, hosts[a].name, hosts[b].name))
+        path = (via_spine(src, dst, spine) if spine is not None and src[0] != dst[0]
+                else host_path(p.alloc, src, dst, self.plan.spec.spines, sport))
         for link in path:
             net.capacities.setdefault(link, self._capacity(link))
         routes.append(path)
@@ -440,6 +448,20 @@ class SimRunner:
                               "rank": rank} for row in rows]
                     pq.write_table(pa.Table.from_pylist(table, schema=schema),
                                    out / f"{kind}-rank{rank}.parquet")
+
+def _spine_of_pairs(paths: dict[str, dict[str, list[dict[str, Any]]]]
+                    ) -> dict[tuple[str, str, str, str], int]:
+    """(leg, job, source host, destination host) → the spine that carried most of the pair's
+    bytes, from an emulated run's ``paths.json`` legs."""
+    best: dict[tuple[str, str, str, str], tuple[int, int]] = {}
+    for leg, jobs in paths.items():
+        for job, pairs in jobs.items():
+            for p in pairs:
+                key = (leg, job, p["src"], p["dst"])
+                if key not in best or p["bytes"] > best[key][0]:
+                    best[key] = (p["bytes"], p["spine"])
+    return {k: spine for k, (_, spine) in best.items()}
+
 
 def simulate_experiment(exp: Experiment, out_root: Path, seed: int = 1,
                         step_latency_s: float = 0.0) -> Path:

@@ -1,0 +1,128 @@
+"""Packets the fabric lost outside its shaped queues, and what the hosts' TCP resent.
+
+Read at the start and end of every leg of a run (as the path counters are), each reading
+cumulative, so a leg's figures are differences:
+
+- Open vSwitch's own per-interface counters (``ovs-vsctl list Interface``: ``rx_dropped``,
+  ``tx_dropped``, errors): a packet a switch could not hand to a port (on the userspace
+  datapath, a full socket buffer in front of the port's qdisc) or could not take in;
+- the datapath's ``lost`` packets (``ovs-appctl dpctl/show``: upcalls it could not queue);
+- each host's TCP: segments sent and resent, and retransmission timeouts
+  (:func:`testbed.emulator.tcp_counters.segments`).
+
+The shaped queues' own drops are in ``qdisc_samples.parquet``. ``drops.json`` keeps every
+leg's figures; the loss invariant judges them (:mod:`analysis.loss_invariant`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from testbed.emulator import tcp_counters
+
+OVS_TIMEOUT_S = 10
+DROP_KEYS = ("rx_dropped", "tx_dropped", "rx_errors", "tx_errors")
+
+
+def port_drops(ports: Iterable[str]) -> dict[str, dict[str, int]] | None:
+    """Per OVS interface of ``ports``: its drop and error counters so far; None if Open
+    vSwitch cannot be read."""
+    try:
+        out = subprocess.run(["ovs-vsctl", f"--timeout={OVS_TIMEOUT_S}", "--format=json",
+                              "--columns=name,statistics", "list", "Interface"],
+                             capture_output=True, text=True, timeout=OVS_TIMEOUT_S + 2)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    return parse_interfaces(out.stdout, set(ports))
+
+
+def parse_interfaces(text: str, ports: set[str]) -> dict[str, dict[str, int]]:
+    """The drop and error counters of ``ports`` in ``ovs-vsctl --format=json list Interface``
+    output (statistics as an OVSDB map)."""
+    found = {}
+    for name, stats in json.loads(text).get("data", []):
+        if name not in ports or not isinstance(stats, list) or stats[0] != "map":
+            continue
+        values = dict(stats[1])
+        found[name] = {k: int(values.get(k, 0)) for k in DROP_KEYS}
+    return found
+
+
+def kernel_drops(ports: Iterable[str]) -> dict[str, dict[str, int]]:
+    """Per interface of ``ports`` (in this namespace): the kernel's own drop counters."""
+    found = {}
+    for port in ports:
+        stats = {}
+        for key in ("rx_dropped", "tx_dropped"):
+            try:
+                stats[f"kernel_{key}"] = int(
+                    open(f"/sys/class/net/{port}/statistics/{key}").read())
+            except (OSError, ValueError):
+                continue
+        found[port] = stats
+    return found
+
+
+def softnet_dropped() -> int | None:
+    """Packets this machine's CPUs dropped from full input backlogs (``/proc/net/softnet_stat``,
+    second column, summed): a veth hands every packet to its peer through that backlog."""
+    try:
+        lines = open("/proc/net/softnet_stat").read().split("\n")
+    except OSError:
+        return None
+    return sum(int(ln.split()[1], 16) for ln in lines if ln.strip())
+
+
+def datapath_lost() -> int | None:
+    """Packets the datapaths lost so far (``lost:`` of ``ovs-appctl dpctl/show``, summed)."""
+    try:
+        out = subprocess.run(["ovs-appctl", f"--timeout={OVS_TIMEOUT_S}", "dpctl/show"],
+                             capture_output=True, text=True, timeout=OVS_TIMEOUT_S + 2)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    return sum(int(n) for n in re.findall(r"\blost:(\d+)", out.stdout))
+
+
+def reading(ports: Iterable[str] | None, host_pids: Mapping[str, int],
+            hosts: Iterable[str]) -> dict[str, Any]:
+    """One reading: time, the ports' counters (None without Open vSwitch), the datapaths'
+    lost packets and the hosts' TCP segment counters."""
+    ports = list(ports) if ports is not None else None
+    ovs = port_drops(ports) if ports is not None else None
+    if ovs is not None:
+        for port, stats in kernel_drops(ports).items():
+            ovs.setdefault(port, {}).update(stats)
+    return {"time": time.monotonic(), "ports": ovs, "softnet_dropped": softnet_dropped(),
+            "datapath_lost": datapath_lost() if ports is not None else None,
+            "hosts": tcp_counters.segments(host_pids, hosts)}
+
+
+def _diff(a: Mapping[str, Mapping[str, int]] | None, b: Mapping[str, Mapping[str, int]] | None
+          ) -> dict[str, dict[str, int]] | None:
+    if a is None or b is None:
+        return None
+    return {k: {c: b[k][c] - a.get(k, {}).get(c, 0) for c in b[k]} for k in b}
+
+
+def leg_drops(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """What one leg lost: the difference of two :func:`reading` s, ports and hosts whose
+    counters did not move left out."""
+    ports = _diff(before["ports"], after["ports"])
+    hosts = _diff(before["hosts"], after["hosts"])
+    lost = (None if None in (before["datapath_lost"], after["datapath_lost"])
+            else after["datapath_lost"] - before["datapath_lost"])
+    backlog = (None if None in (before["softnet_dropped"], after["softnet_dropped"])
+               else after["softnet_dropped"] - before["softnet_dropped"])
+    return {"start": before["time"], "end": after["time"],
+            "ports": None if ports is None else {p: c for p, c in ports.items()
+                                                 if any(c.values())},
+            "datapath_lost": lost, "softnet_dropped": backlog, "hosts": hosts}
