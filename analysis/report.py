@@ -231,9 +231,15 @@ def _pipeline_judged(f: dict[str, Any]) -> str:
     if jobs:
         judged = [j for j in jobs if j.get("judged")]
         why = {j.get("why_not") for j in jobs if not j.get("judged")}
-        parts.append(f"the job invariant ({len(judged)} of {len(jobs)} jobs on isolated paths"
+        against = ("against the simulator on the paths their flows took"
+                   if any(j.get("against") == "prediction" for j in jobs) else
+                   "on isolated paths")
+        parts.append(f"the job invariant ({len(judged)} of {len(jobs)} jobs, {against}"
                      + (f"; not judged: {'; '.join(sorted(w for w in why if w))}" if why else "")
                      + ")")
+    for name, rec in (f.get("registered") or {}).items():  # analysis.invariant.judge_all
+        parts.append(f"the {name} invariant ({rec.get('checks')})" if rec.get("judged") else
+                     f"not the {name} invariant ({rec.get('why_not')})")
     return "; " + "; ".join(parts) if parts else ""
 
 

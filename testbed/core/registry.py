@@ -1,5 +1,5 @@
 """Registries of what researchers plug in: routing policies, collective algorithms (All-Reduce
-and all-to-all), transports.
+and all-to-all), transports, chunk schedules, training workloads and fidelity invariants.
 
 Each registry maps a name to an object that lives *above* the core (a policy module in
 ``sdn_app.policies``, a collective in ``workloads.collectives`` ...). The core holds only the
@@ -187,4 +187,10 @@ TRAINING_WORKLOADS: Registry[Any] = Registry("fabriclab.training_workloads", "tr
     "ddp-gnmt": "workloads.training.library:DDP_GNMT",
     "ddp-dlrm": "workloads.training.library:DDP_DLRM",
     "ddp-bert-large": "workloads.training.library:DDP_BERT_LARGE",
+})
+
+# Fidelity invariants every emulated run is judged by (analysis.invariant.Invariant: a name,
+# the run files it needs, a pure judge from them to violations with place and time).
+INVARIANTS: Registry[Any] = Registry("fabriclab.invariants", "invariant", {
+    "loss": "analysis.loss_invariant:INVARIANT",
 })

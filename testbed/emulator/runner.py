@@ -346,6 +346,10 @@ class Runner:
                                    + _stolen_then(cpu, a, b),
                                    queues, predicted)
         record["reasons"] += pipeline.pop("reasons")
+        from analysis.invariant import judge_all
+
+        record["registered"], more = judge_all(self.run_dir)
+        record["reasons"] += more
         record.update(pipeline, sched_cost=self.sched.cost(),
                       paths={"source": self.paths.get("source"),
                              "prediction_s": round(self.prediction_s, 3)})
