@@ -37,7 +37,7 @@ from analysis.cluster import (
 from analysis.limits import host_rate_mbit_s, rate_flag
 from analysis.load import Run, load_run
 from analysis.papers import paper_sections
-from analysis.training import e2e_section
+from analysis.training import e2e_section, emulated_vs_simulated
 from testbed.core.atomic import write_text
 from testbed.core.errors import FabricLabError
 from testbed.core.scaling import UNSCALED, real_key, real_rate
@@ -659,6 +659,7 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = No
         "training": _training_context([{**c["summary"],
                                         "system": system_of(c["run"].spec.get("fabric"))}
                                        for c in ctxs]),
+        "backends": _backends_context([c["summary"] for c in ctxs]),
         "simulated": [c["label"] for c in ctxs if c["fidelity"]["state"] == "simulated"],
         "scale_notes": _scale_notes(ctxs),
     }
@@ -685,6 +686,27 @@ def _training_context(summaries: list[dict[str, Any]]) -> dict[str, Any] | None:
         if r["exposed_dim_s"] else "—",
         "ceiling": fmt_x(r["ceiling"], 3)} for r in section["rows"]]
     return {"rows": rows, "lead": _lead_rows(section), "answer": _lead_answer(section)}
+
+
+def _backends_context(summaries: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Per training job run on both backends (analysis.training.emulated_vs_simulated): the
+    emulated run's pass and exposed communication (in all and per dimension) beside the
+    simulated run's, and measured ÷ simulated of each, formatted."""
+    def by_dim(times: Any) -> str:
+        return ", ".join(f"d{d} {fmt_time(t)}" for d, t in enumerate(times)) if times else "—"
+
+    return [{
+        "run": r["label"], "verdict": r["verdict"] or "—", "job": r["job"],
+        "workload": r["workload"], "schedule": f"{r['algorithm']}+{r['order']}",
+        "pass": fmt_time(r["emulated"].get("mean_s")),
+        "pass_sim": fmt_time(r["simulated"].get("mean_s")), "pass_x": fmt_x(r["pass"], 3),
+        "exposed": fmt_time(r["emulated"].get("exposed_comm_s")),
+        "exposed_sim": fmt_time(r["simulated"].get("exposed_comm_s")),
+        "exposed_x": fmt_x(r["exposed"], 3),
+        "by_dim": by_dim(r["emulated"].get("exposed_dim_s")),
+        "by_dim_sim": by_dim(r["simulated"].get("exposed_dim_s")),
+        "by_dim_x": ", ".join(f"d{d} {fmt_x(x, 3)}" for d, x in enumerate(r["exposed_dim"]))
+        if r["exposed_dim"] else "—"} for r in emulated_vs_simulated(summaries)]
 
 
 def _lead_rows(section: dict[str, Any]) -> list[dict[str, Any]]:

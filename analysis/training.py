@@ -9,6 +9,11 @@ over Themis's; a workload's mean gain is the arithmetic mean over the systems it
 the paper averages its six). Where a fabric is one of the paper's systems at full size
 (``system`` in the summary), ASTRA-sim 1.0's recorded times and gains for the same case stand
 beside ours (:mod:`analysis.astra_reference`).
+
+A training job run on both backends (an emulated run and a simulated one of the same fabric
+and job) is judged on what the emulator emulates: measured ÷ simulated of its exposed
+communication, in all and per logical dimension, beside its pass time
+(:func:`emulated_vs_simulated`).
 """
 
 from __future__ import annotations
@@ -105,3 +110,65 @@ def e2e_section(summaries: Sequence[Summary]) -> dict[str, Any] | None:
     if not rows:
         return None
     return {"rows": rows, "gains": e2e_gains(rows)}
+
+
+# A training job's figures compared across backends: the summary's keys (mean over passes).
+PASS_FIGURES = (("pass", "mean_s"), ("exposed", "exposed_comm_s"))
+
+
+def _ratio(measured: Any, simulated: Any) -> float | None:
+    return measured / simulated if measured is not None and simulated else None
+
+
+def measured_over_simulated(measured: Mapping[str, Any], simulated: Mapping[str, Any]
+                            ) -> dict[str, Any]:
+    """Measured ÷ simulated of a training job's figures, each a summary job's keys: ``pass``
+    (``mean_s``), ``exposed`` (``exposed_comm_s``, the communication the workload waited for)
+    and ``exposed_dim`` (``exposed_dim_s``, per logical dimension: a list, None where either
+    side lacks the split or their dimensions differ). A ratio is None where the simulated
+    figure is zero or missing."""
+    out: dict[str, Any] = {name: _ratio(measured.get(key), simulated.get(key))
+                           for name, key in PASS_FIGURES}
+    got, want = measured.get("exposed_dim_s"), simulated.get("exposed_dim_s")
+    out["exposed_dim"] = ([_ratio(g, w) for g, w in zip(got, want, strict=True)]
+                          if got is not None and want is not None and len(got) == len(want)
+                          else None)
+    return out
+
+
+def _is_simulated(summary: Summary) -> bool:
+    return (summary.get("fidelity") or {}).get("verdict") == "simulated"
+
+
+def _backend_key(summary: Summary, job: Mapping[str, Any], name: str) -> tuple[str, ...]:
+    return (str(summary.get("fabric")), name, str(job.get("model")), str(job.get("algorithm")),
+            str(job.get("order")))
+
+
+def emulated_vs_simulated(summaries: Sequence[Summary]) -> list[dict[str, Any]]:
+    """Per training job of an emulated run that a simulated run of the same fabric also ran
+    (the same job name, workload, schedule and order): ``{label, verdict, fabric, workload,
+    job, algorithm, order, emulated, simulated}`` (each the job's summary) and the ratios of
+    :func:`measured_over_simulated` (``pass``, ``exposed``, ``exposed_dim``). Judging the
+    emulator on the exposed communication, not only the pass: the workers sleep the compute
+    the simulator models, so the pass agrees largely by construction."""
+    sims: dict[tuple[str, ...], Mapping[str, Any]] = {}
+    for s in summaries:
+        if _is_simulated(s):
+            for name, job in (s.get("jobs") or {}).items():
+                if job.get("workload") == "training" and not job.get("solo_of"):
+                    sims.setdefault(_backend_key(s, job, name), job)
+    rows = []
+    for s in summaries:
+        if _is_simulated(s):
+            continue
+        for name, job in (s.get("jobs") or {}).items():
+            sim = sims.get(_backend_key(s, job, name))
+            if sim is None or job.get("workload") != "training" or job.get("solo_of"):
+                continue
+            rows.append({
+                "label": s.get("label"), "verdict": (s.get("fidelity") or {}).get("verdict"),
+                "fabric": s.get("fabric"), "workload": job.get("model"), "job": name,
+                "algorithm": job.get("algorithm"), "order": job.get("order"),
+                "emulated": job, "simulated": sim, **measured_over_simulated(job, sim)})
+    return rows

@@ -160,5 +160,6 @@ def test_a_chakra_training_trace_runs_on_local_workers(tmp_path):
     # the trace's compute: 3.5 ms per pass of it, 2 of them
     assert ((it["compute"] > 6.9e-3) & (it["compute"] < 7.1e-3)).all()
     assert (it["time"] >= it["compute"]).all()
+    assert it["exposed_dim"].isna().all()  # as the simulator's row of a trace: not split
     colls = read_table(out, "collectives").to_pandas()
     assert len(colls) == 4 * 2 * len(LAYERS) * PASSES and colls["correct"].all()

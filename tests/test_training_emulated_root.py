@@ -46,6 +46,9 @@ def test_training_file_replays_on_a_multidim_fabric(tmp_path, algorithm):
     # compute is the file's 12 ms per pass x 10, the pass at least that and all of it
     assert ((it["compute"] > 0.11) & (it["compute"] < 0.5)).all()
     assert (it["time"] >= it["compute"]).all() and (it["exposed_comm"] > 0).all()
+    # exposed communication split per dimension of the job, as the simulator's rows are
+    for dims, exposed in zip(it["exposed_dim"], it["exposed_comm"], strict=True):
+        assert len(dims) == 2 and all(0 <= x <= exposed + 1e-9 for x in dims)
     colls = read_table(job_dir, "collectives").to_pandas()
     assert len(colls) == 4 * 3 * 3 and colls["correct"].all()
     assert sorted(set(colls["size"])) == [65536, 131072, 262144]

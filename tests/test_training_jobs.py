@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import json
-from fractions import Fraction
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -21,7 +20,7 @@ from testbed.core.formulas import TCP_GOODPUT
 from testbed.core.jobs import resolve
 from testbed.core.topology import build_plan
 from workloads import dnn
-from workloads.training.jobs import _overlap, job_platform, replay_job
+from workloads.training.jobs import job_platform, replay_job
 from workloads.training.library import from_json, load, scaled, to_json
 from workloads.training.replay import replay
 
@@ -142,12 +141,6 @@ def test_a_jobs_replay_is_the_replay_of_its_platform():
     got = replay_job(job, TCP_GOODPUT, 1e-4)
     want = replay(scaled(load(model="themis-gnmt"), 1e-3, 10), network, system, passes=3)
     assert got.finish_ns == want.finish_ns and got.pass_end_ns == want.pass_end_ns
-
-
-def test_overlap_counts_the_union_of_spans_once():
-    f = Fraction
-    assert _overlap((f(0), f(10)), [(f(2), f(5)), (f(4), f(7)), (f(9), f(20))]) == 6
-    assert _overlap((f(0), f(10)), []) == 0
 
 
 def test_the_sim_runs_a_training_job_and_writes_its_iterations(tmp_path):

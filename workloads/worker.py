@@ -80,6 +80,7 @@ from workloads.hierarchical import (
 from workloads.themis import ChunkPlan, plan_with, split_sizes
 from workloads.traces import TraceWriter
 from workloads.training.emulated import BYTES_PER_VALUE, PassPlan, plan_pass
+from workloads.training.exposure import exposed_per_dim, phase_spans
 from workloads.training.jobs import job_platform, job_workload
 from workloads.training.library import ChakraTrace
 from workloads.training.model import Workload
@@ -515,6 +516,7 @@ class Worker:
         sched = Schedule(plan.chunks, plan.sequences)
         factors = [self._group_sum(c.dims) for c in plan.collectives]
         name = w.model or Path(w.file or "workload").name
+        dims = len(plan.model.dim_busy_ns)  # the job's logical dimensions
         for it in range(w.passes):
             warm, iteration = it < w.warmup, it - w.warmup
             for buf in bufs:
@@ -561,6 +563,9 @@ class Worker:
                 "exposed_comm": res.exposed_s,
                 "compute_share": res.compute_s / seconds if seconds > 0 else 0.0,
                 "correct": all(oks),
+                "exposed_dim": None if isinstance(workload, ChakraTrace) else exposed_per_dim(
+                    res.waits, phase_spans((p for ps in engine.phases for p in ps), dims),
+                    res.start, res.end),
             })
             trace.maybe_flush()
 

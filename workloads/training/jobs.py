@@ -14,7 +14,6 @@ between collectives.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -22,6 +21,7 @@ from testbed.core.astra_formats import AstraDim
 from testbed.core.astra_units import ASTRA_GBYTE_S_IN_BIT_S
 from testbed.core.jobs import ResolvedJob
 from workloads.training.chakra import TraceResult, replay_trace
+from workloads.training.exposure import exposed_per_dim
 from workloads.training.library import ChakraTrace, comm_bytes, load, scaled
 from workloads.training.model import ALLGATHER, ALLREDUCE, ALLTOALL, REDUCESCATTER, Workload
 from workloads.training.platform import ReplaySystem
@@ -70,33 +70,13 @@ def replay_job(job: ResolvedJob, goodput: float = 1.0, step_latency_s: float = 0
     return replay(workload, network, system, passes=job.workload.passes)
 
 
-def _overlap(a: tuple[Fraction, Fraction], spans: Sequence[tuple[Fraction, Fraction]]
-             ) -> Fraction:
-    """Time of interval ``a`` covered by the union of ``spans``."""
-    lo, hi = a
-    covered, reach = Fraction(0), lo
-    for s, e in sorted(spans):
-        s, e = max(s, reach), min(e, hi)
-        if e > s:
-            covered += e - s
-            reach = e
-    return covered
-
-
-def exposed_by_dim(result: ReplayResult, start: Fraction, end: Fraction) -> list[float]:
-    """Seconds of ``[start, end)`` in which the workload waited for communication while each
-    logical dimension carried a phase (dimensions busy together each count the time)."""
-    waits = [(max(s, start), min(e, end)) for s, e in result.waits if e > start and s < end]
-    return [float(sum((_overlap(w, spans) for w in waits), Fraction(0))) * NS
-            for spans in result.dim_spans]
-
-
 def iteration_rows(result: ReplayResult | TraceResult, job: ResolvedJob,
                    workload: Workload | ChakraTrace, origin_s: float = 0.0
                    ) -> list[dict[str, Any]]:
     """One ``iterations`` row per pass (testbed.core.traces.ITERATION_SCHEMA, without the
     rank), times from ``origin_s``: the pass's time, its compute, and the communication it
-    waited for, in all and per logical dimension (``exposed_dim``).
+    waited for, in all and per logical dimension (``exposed_dim``:
+    :func:`workloads.training.exposure.exposed_per_dim`).
 
     A pass runs from the end of the one before to the end of its own backward pass, so it
     counts the communication its forward pass waits for (the previous pass's gradients); the
@@ -127,7 +107,8 @@ def iteration_rows(result: ReplayResult | TraceResult, job: ResolvedJob,
             "nominal_compute": compute, "backward_end": origin_s + float(end) * NS,
             "comm": comm, "exposed_comm": max(0.0, seconds - compute),
             "compute_share": compute / seconds if seconds > 0 else 0.0, "correct": True,
-            "exposed_dim": exposed_by_dim(result, start, end)})
+            "exposed_dim": [float(t) * NS for t in exposed_per_dim(
+                result.waits, result.dim_spans, start, end)]})
         start, done = end, compute_total
     return rows
 

@@ -116,6 +116,8 @@ class PassResult:
         return self.end - self.start
 
     waited_s: float = 0.0  # waiting outside any layer's waits (a Chakra trace's pass)
+    # when the loop blocked for communication (clock seconds; a Chakra trace's pass: none)
+    waits: list[tuple[float, float]] = field(default_factory=list)
 
     @property
     def waiting_s(self) -> float:
@@ -234,6 +236,7 @@ class RealTime(PassLoop):
     def run(self) -> PassResult:
         self.start = self.clock()
         compute_end = self.start
+        waits: list[tuple[float, float]] = []
         for what, arg in process(self):
             if what == "sleep":
                 self.compute.spend(float(arg) / NS)  # type: ignore[arg-type]
@@ -241,14 +244,18 @@ class RealTime(PassLoop):
                 layer, stage = arg  # type: ignore[misc]
                 began = self.clock()
                 self._wait(self._keys(layer, stage))
-                waited = self.clock() - began
-                if waited > 0:
-                    self.stats[layer].waiting_ns[stage] += Fraction(round(waited * NS))
+                ended = self.clock()
+                if ended > began:
+                    self.stats[layer].waiting_ns[stage] += Fraction(round((ended - began) * NS))
+                    waits.append((began, ended))
             elif what == "end":
                 compute_end = self.clock()
                 self._wait(self._keys(None, None))
-        return PassResult(self.start, compute_end, self.last_done(compute_end),
-                          self.compute.spent, self.stats, self.times)
+        end = self.last_done(compute_end)
+        if end > compute_end:  # the pass's drain: waiting for its last collectives
+            waits.append((compute_end, end))
+        return PassResult(self.start, compute_end, end, self.compute.spent, self.stats,
+                          self.times, waits=waits)
 
 
 class TraceRealTime(PassLoop):
