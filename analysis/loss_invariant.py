@@ -13,8 +13,9 @@ leg of the run (``drops.json``: each solo baseline, then all jobs together) it c
   ``rx_dropped``/``tx_dropped`` of a switch port, the datapath's ``lost`` upcalls, the CPUs'
   full input backlogs: a violation naming the port (or the machine);
 - **each job's hosts' TCP**: segments resent by fast retransmit (the receiver reported a hole)
-  less those the receiver later said it had (D-SACK), against the segments the queues' drops
-  in that leg can account for (:data:`SEGMENTS_PER_DROP` each). More than
+  less those the receiver later said it had (D-SACK), against the segments the switches'
+  queues dropped in that leg can account for (:data:`SEGMENTS_PER_DROP` each; a host's own
+  queue dropping its packet is no loss on the wire: its TCP sends it again at once). More than
   :data:`UNEXPLAINED_SEGMENTS` unaccounted: a violation naming the hosts that resent most.
 
 Loss a spec asks for (the link-impairments issue) will be subtracted where it is specified;
@@ -90,7 +91,10 @@ class LossInvariant(Invariant):
             start, end = float(rec["start"]), float(rec["end"])
             when = (_seconds(start, evidence.t0), _seconds(end, evidence.t0))
             flows = leg_flows(queues, start, end)
-            queue_drops = int(flows["drops"].sum()) if len(flows) else 0
+            # a host's own queue dropping its packet is no loss on the wire: its TCP sends
+            # the packet again at once, without counting a retransmission
+            on_wire = flows[~flows["src"].isin(hosts)] if len(flows) else flows
+            queue_drops = int(on_wire["drops"].sum()) if len(on_wire) else 0
             lost_bytes = 0.0
             per_switch = {}
             for sw, b in sorted(balances(flows, hosts).items()):

@@ -16,6 +16,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -108,3 +109,92 @@ def _not_realtime(pid: int) -> Iterator[None]:
         for tid, (policy, priority) in held.items():
             with contextlib.suppress(ProcessLookupError):
                 os.sched_setscheduler(tid, policy, os.sched_param(priority))
+
+
+@contextlib.contextmanager
+def host_loss(host_pid: int, probability: float) -> Iterator[dict[str, int]]:
+    """Every TCP packet that reaches a host dropped with ``probability`` (iptables
+    ``statistic`` match on INPUT in the host's own namespace, entered through ``host_pid``, a
+    process the fabric started in it): lost packets no queue of the fabric counts. (On OUTPUT
+    the sender's TCP would see the drop and send again at once: no loss on the wire.) Yields
+    a dict that holds, once the block ends, the packets the rule ``dropped``; the rule is
+    deleted then."""
+    rule = ["INPUT", "-p", "tcp", "-m", "statistic", "--mode", "random",
+            "--probability", f"{probability:.6f}", "-j", "DROP"]
+    ns = ["nsenter", "-t", str(host_pid), "-n", "iptables-legacy", "-w"]
+    subprocess.run([*ns, "-A", *rule], check=True, capture_output=True)
+    landed = {"dropped": 0}
+    try:
+        yield landed
+    finally:
+        out = subprocess.run([*ns, "-L", "INPUT", "-v", "-n", "-x"], capture_output=True,
+                             text=True).stdout
+        landed["dropped"] = sum(int(ln.split()[0]) for ln in out.splitlines()
+                                if "DROP" in ln and "statistic" in ln)
+        subprocess.run([*ns, "-D", *rule], capture_output=True)
+
+
+FLOOD_NAMES = ("fl-flood", "fl-fl0", "fl-fl1", "fl-fl2", "fl-fl3")
+
+
+@contextlib.contextmanager
+def flood(seconds: float = 600.0) -> Iterator[None]:
+    """Unshaped TCP between two network namespaces of this function's own, through an Open
+    vSwitch bridge of its own (``fl-flood``, on the userspace datapath like the fabric's):
+    traffic unrelated to the run that the same ovs-vswitchd forwards. The namespaces are held
+    by two child processes; the bridge, the veths and the children go when the block ends."""
+    bridge, a_root, a_ns, b_root, b_ns = FLOOD_NAMES
+    existing = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    if any(f" {n}:" in existing or f" {n}@" in existing for n in FLOOD_NAMES[1:]):
+        raise FabricLabError("interfaces named fl-fl* exist already: not flooding")
+    holders = [subprocess.Popen(["unshare", "--net", "sleep", str(seconds + 60)],
+                                start_new_session=True) for _ in range(2)]
+    procs: list[subprocess.Popen] = []
+    try:
+        for ns_end, root_end, holder, ip in ((a_ns, a_root, holders[0], "198.18.0.1"),
+                                             (b_ns, b_root, holders[1], "198.18.0.2")):
+            _wait_own_netns(holder.pid)
+            subprocess.run(["ip", "link", "add", root_end, "type", "veth", "peer", "name",
+                            ns_end], check=True)
+            subprocess.run(["ip", "link", "set", ns_end, "netns", str(holder.pid)], check=True)
+            subprocess.run(["ip", "link", "set", root_end, "up"], check=True)
+            enter = ["nsenter", "-t", str(holder.pid), "-n"]
+            subprocess.run([*enter, "ip", "addr", "add", f"{ip}/24", "dev", ns_end], check=True)
+            subprocess.run([*enter, "ip", "link", "set", ns_end, "up"], check=True)
+            subprocess.run([*enter, "ethtool", "-K", ns_end, "tx", "off"], capture_output=True)
+        subprocess.run(["ovs-vsctl", "--timeout=10", "add-br", bridge, "--", "set", "bridge",
+                        bridge, "datapath_type=netdev", "--", "add-port", bridge, a_root,
+                        "--", "add-port", bridge, b_root], check=True)
+        a, b = (["nsenter", "-t", str(h.pid), "-n"] for h in holders)
+        procs.append(subprocess.Popen([*a, "iperf3", "-s", "-1"], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL))
+
+        time.sleep(0.5)
+        procs.append(subprocess.Popen([*b, "iperf3", "-c", "198.18.0.1", "-t", str(seconds)],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        yield
+    finally:
+        for p in procs + holders:
+            p.kill()
+        for p in procs + holders:
+            p.wait()
+        subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", bridge],
+                       capture_output=True)
+        for root_end in (a_root, b_root):
+            subprocess.run(["ip", "link", "del", root_end], capture_output=True)
+
+
+def _wait_own_netns(pid: int, timeout_s: float = 10.0) -> None:
+    """Until ``pid`` (an ``unshare --net`` child) is in a network namespace of its own."""
+
+    own = os.readlink("/proc/self/ns/net")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if os.readlink(f"/proc/{pid}/ns/net") != own:
+                return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise FabricLabError("the flood's namespace holder never entered its namespace")
+        time.sleep(0.02)

@@ -19,7 +19,7 @@ SEGMENTS = ("OutSegs", "RetransSegs")  # Tcp (/proc/net/snmp): segments sent, re
 DUPLICATES = ("TCPDSACKOldSent", "TCPDSACKOfoSent", "TCPDSACKRecv", "TCPSpuriousRTOs")
 # TcpExt: recoveries from a hole the receiver SACKed (a segment lost, not late), and the
 # segments resent by fast retransmit
-RECOVERIES = ("TCPSackRecoveries", "TCPFastRetrans")
+RECOVERIES = ("TCPSackRecovery", "TCPFastRetrans")
 
 
 def group_counters(text: str, group: str) -> dict[str, int]:
