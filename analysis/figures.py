@@ -22,6 +22,7 @@ from analysis import metrics
 from analysis.cluster import ClusterRun, utilisation_timeline
 from analysis.invariants import violations
 from analysis.load import Run
+from analysis.paths import jobs_on_links, read_paths
 from testbed.core.algorithms import is_reference_schedule, is_schedule
 from testbed.core.units import format_size
 
@@ -292,7 +293,9 @@ def slowdown_bars(series: Sequence[tuple[str, Mapping[str, float]]], path: Path)
 
 def link_heatmap(run: Run, path: Path) -> Path | None:
     """Utilisation of every directed leaf↔spine link (rows; via the OCS on OCS fabrics) in
-    time bins (columns): two jobs hashed onto one spine show as one hot row and idle rows."""
+    time bins (columns): two jobs hashed onto one spine show as one hot row and idle rows.
+    Each row is labelled with the jobs whose flows crossed it when all ran together, as the
+    spines counted them (``paths.json``; an older or simulated run has no labels)."""
     s = metrics.leaf_spine_samples(run.links, run.topology)
     window = run.window()
     if s.empty or window is None:
@@ -309,7 +312,10 @@ def link_heatmap(run: Run, path: Path) -> Path | None:
     im = ax.imshow(grid.to_numpy(), aspect="auto", cmap="magma", vmin=0, vmax=vmax,
                    interpolation="nearest",
                    extent=(edges[0] - t0, edges[-1] - t0, len(grid) - 0.5, -0.5))
-    ax.set_yticks(range(len(grid)), grid.index, fontsize=8)
+    # each row names the jobs whose flows the spines counted on it (paths.json), if recorded
+    crossed = jobs_on_links(read_paths(run.path), run.topology)
+    ax.set_yticks(range(len(grid)), [f"{k}  [{', '.join(crossed[k])}]" if k in crossed else k
+                                     for k in grid.index], fontsize=8)
     rows = {key: i for i, key in enumerate(grid.index)}
     shown = 0
     for v in violations(run.qdisc).itertuples():  # short of the rate while loaded: boxed

@@ -1,22 +1,23 @@
-"""The job invariant: a job on paths the policy isolates reaches what its links allow.
+"""The job invariant: every job takes the time its paths allow, under any routing policy.
 
-Where a job has its links to itself — its routing policy says it isolates jobs
-(``isolates_jobs`` of the policy registered in :data:`testbed.core.registry.POLICIES`: vClos
-and OCS-vClos give each job its own spines), or no controller runs (the static policy) or
-kernel bridges stand in for the switches, both routing a multidim fabric's dimensions over
-dedicated links — nothing but its own links should set its pace. Its expected figure is then:
+An emulated run records the paths its flows took (``paths.json``: the spines' path counters
+saw which spine each pair of a job's hosts crossed, ECMP's hash included) and asks the
+simulator what each job should take on them (:mod:`testbed.emulator.prediction`: the same
+jobs, hosts and legs, with the simulator's max-min rate engine; its run is kept as
+``prediction/``). A job whose measured time at a size is more than :data:`TOLERANCE` from
+that prediction, either way, is a violation naming the job: slower, something besides its
+links set its pace; faster, the model or the recorded paths do not hold. ECMP's collisions are
+then expected, not excused: a job that shares an uplink is judged against the shared rate.
 
-- on a multidim fabric, the model's time of each size (``model_s`` in jobs.json, from
-  :func:`workloads.model.job_model_s`): the job must finish within ``model_s ÷ (1 − tol)``;
-- on a leaf-spine fabric, for a ring over its hosts (one logical dimension), the TCP goodput of
-  the slowest link its traffic may cross (its hosts' links, and the uplinks of its leaves if it
-  spans several): its busbw must reach ``(1 − tol)`` of it.
+Not judged, with why: sizes the model predicts under :data:`MIN_JUDGED_S` (latency, which it
+leaves out, is then a large share), programs (``command`` jobs), transports whose own cost the
+simulator does not model, and fabrics without a routing policy. A run from before the
+prediction (no ``predicted``) is judged as it was then: jobs on isolated paths (``isolates_jobs``
+of the policy, the static policy, kernel bridges) against their links' goodput or the model's
+time (:func:`expected`).
 
-A job short of that is a violation naming the job: the machine, not the network, set its pace.
-:data:`TOLERANCE` is the 10 % the issue allows a faithful run; quiet runs of two isolated
-2-host jobs measured 0.98–0.99 of their links' goodput (BENCHMARKS.md). Where the model
-cannot say — ECMP hashes jobs onto shared uplinks, and other shapes the model does not cover —
-the job is listed as not judged, with why.
+:data:`TOLERANCE` is the 10 % the issue allows a faithful run (BENCHMARKS.md, "The verdict
+under every policy", has the runs it was judged on).
 """
 
 from __future__ import annotations

@@ -101,3 +101,17 @@ def test_an_invariant_from_outside_is_one_module_and_one_registration(tmp_path, 
     assert records["queue-depth"]["measured"] == {"deepest_bytes": 150_000}
     assert reasons == ["queue-depth invariant: leaf0->h1 held 150000 bytes"]
     assert records["queue-depth"]["violations"][0]["start_s"] == 10.0
+
+
+def test_the_heatmap_names_the_jobs_whose_flows_crossed_each_link():
+    from analysis.paths import jobs_on_links
+
+    topology = {"hosts": [{"name": "h0", "leaf": 0}, {"name": "h4", "leaf": 1},
+                          {"name": "h1", "leaf": 0}, {"name": "h5", "leaf": 1}]}
+    paths = {"legs": {"together": {
+        "j0": [{"src": "h0", "dst": "h4", "spine": 3, "bytes": 4_000_000},
+               {"src": "h0", "dst": "h4", "spine": 2, "bytes": 14_000}],  # a handshake
+        "j1": [{"src": "h1", "dst": "h5", "spine": 3, "bytes": 4_000_000}]}}}
+    found = jobs_on_links(paths, topology)
+    assert found == {"leaf0→spine3": ["j0", "j1"], "spine3→leaf1": ["j0", "j1"]}
+    assert jobs_on_links(None, topology) == {}
