@@ -64,7 +64,7 @@ fi
 # on 10 Mbit/s links lost 1.5-2.9 MB per leaf that way (BENCHMARKS.md, "The loss invariant").
 # So the socket is made here, with a larger buffer: the default is raised only until a
 # throwaway bridge has sent one packet, then put back.
-TX_SNDBUF=67108864
+TX_SNDBUF=${FABRICLAB_OVS_SNDBUF:-67108864}  # benchmarks/ovs_send_buffer.py sets it to compare
 tx_sndbuf() {  # the send buffer of ovs-vswitchd's unbound packet socket, or 0
     ss -0 -m -p 2>/dev/null | grep 'ovs-vswitchd' | grep -F '[0]:*' | grep -o 'tb[0-9]*' \
         | head -1 | tr -d tb | grep . || echo 0
