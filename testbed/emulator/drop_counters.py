@@ -21,6 +21,7 @@ import re
 import subprocess
 import time
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from testbed.emulator import tcp_counters
@@ -63,7 +64,7 @@ def kernel_drops(ports: Iterable[str]) -> dict[str, dict[str, int]]:
         for key in ("rx_dropped", "tx_dropped"):
             try:
                 stats[f"kernel_{key}"] = int(
-                    open(f"/sys/class/net/{port}/statistics/{key}").read())
+                    Path(f"/sys/class/net/{port}/statistics/{key}").read_text())
             except (OSError, ValueError):
                 continue
         found[port] = stats
@@ -74,7 +75,7 @@ def softnet_dropped() -> int | None:
     """Packets this machine's CPUs dropped from full input backlogs (``/proc/net/softnet_stat``,
     second column, summed): a veth hands every packet to its peer through that backlog."""
     try:
-        lines = open("/proc/net/softnet_stat").read().split("\n")
+        lines = Path("/proc/net/softnet_stat").read_text().splitlines()
     except OSError:
         return None
     return sum(int(ln.split()[1], 16) for ln in lines if ln.strip())

@@ -72,6 +72,7 @@ class Runner:
         self._counted: dict[tuple[int, str, str], int] | None = None
         self.paths: dict[str, Any] = {"source": None, "legs": {}}
         self.prediction_s = 0.0
+        self.counters_read_s = 0.0  # reading the path and drop counters, every leg
         self.drops: dict[str, Any] = {"legs": {}}  # drops.json: each leg's losses
 
     # -- the run -------------------------------------------------------------------------------
@@ -185,15 +186,19 @@ class Runner:
     def _leg(self, fab: Fabric, jobs: list[JobRun], what: str, key: str) -> None:
         """Run one leg (a solo baseline or all jobs together) and record, from the spines'
         path counters, which spine each pair of every job's hosts crossed in it (``key``:
-        the leg's name in ``paths.json``, as the simulator names its legs)."""
+        the leg's name in ``paths.json``, as the simulator names its legs), and what the
+        switch ports, the datapath and the hosts' TCP counted as lost (``drops.json``)."""
+        t0 = time.monotonic()
         if fab.controller is not None and self._counted is None:
             self._counted = path_reader.read(self.plan)
         pids, ports = fab.host_pids(), fab.switch_ports()
         hosts = [h.name for h in self.plan.hosts]
         before = drop_counters.reading(ports, pids, hosts)
+        self.counters_read_s += time.monotonic() - t0
         try:
             self._run_jobs(fab, jobs, what)
         finally:
+            t0 = time.monotonic()
             self.drops["legs"][key] = drop_counters.leg_drops(
                 before, drop_counters.reading(ports, pids, hosts)) | {
                 "jobs": {j.name: list(j.hosts) for j in jobs}}
@@ -205,6 +210,7 @@ class Runner:
                     self.paths["source"] = "spine counters"
                     self.paths["legs"][key] = legs
                 self._counted = after
+            self.counters_read_s += time.monotonic() - t0
 
     def _run_jobs(self, fab: Fabric, jobs: list[JobRun], what: str) -> None:
         threads = [threading.Thread(target=self._run_job, args=(fab, j), daemon=True)
@@ -352,7 +358,8 @@ class Runner:
         record["reasons"] += more
         record.update(pipeline, sched_cost=self.sched.cost(),
                       paths={"source": self.paths.get("source"),
-                             "prediction_s": round(self.prediction_s, 3)})
+                             "prediction_s": round(self.prediction_s, 3),
+                             "counters_read_s": round(self.counters_read_s, 3)})
         cal = None
         if calibration is not None:
             cal = {"verdict": calibration.verdict, "aggregate_ratio": calibration.aggregate_ratio,
