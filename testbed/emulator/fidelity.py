@@ -5,7 +5,10 @@ and one that sent short of its rate while its queue would have kept it busy (the
 invariant of :mod:`analysis.invariants`, from the sampled qdiscs). Before the links
 (:func:`pipeline_record`): a worker that waited for a CPU too much of its job's
 communication (the scheduler invariant), ovs-vswitchd doing so while jobs communicated (the
-switch invariant), and a job on isolated paths short of what its links allow (the job invariant).
+switch invariant), and a job more than 10 % from the simulator's time on the paths its flows
+took (the job invariant). After them, every invariant registered in
+:data:`testbed.core.registry.INVARIANTS` (:func:`analysis.invariant.judge_all`; the loss
+invariant is one).
 CPU headroom is recorded as a diagnosis beside them; it decides the verdict only for a run
 without qdisc samples.
 """
@@ -141,9 +144,10 @@ def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
     waiting whose job's host links kept their rate is listed under ``excused``, not a
     reason (``excused_by: links``); so is one whose job the job invariant judged and found
     within its tolerance at every size (``excused_by: job``, with that job's worst
-    ``job_ratio``): the job's own measured figure bounds what the wait cost it. A worker of a
-    job the job invariant cannot judge (ECMP) has only its links to excuse it, and the
-    switch is never excused."""
+    ``job_ratio``): the job's own measured figure bounds what the wait cost it. With
+    ``predicted`` (:func:`testbed.emulator.prediction.predict`) the job invariant judges every
+    job against the simulator on the paths its flows took, under any policy; a worker of a job
+    it cannot judge has only its links to excuse it, and the switch is never excused."""
     from analysis import job_invariant, sched_invariant
 
     reasons: list[str] = []
