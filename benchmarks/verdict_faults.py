@@ -43,7 +43,7 @@ from testbed.core.experiment import expand
 from testbed.core.units import format_spread
 from testbed.emulator.runner import Runner
 from testbed.emulator.schedstat import SchedSampler, switch_pid
-from testbed.emulator.stress import busy_loops, cpu_quota, flood, host_loss
+from testbed.emulator.stress import busy_loops, connected, cpu_quota, flood, host_loss
 
 TOLERANCE = 0.10
 SETTINGS = "quiet,worker,busy,switch,loss,flood"
@@ -98,14 +98,6 @@ def held_worker(cores: float):
         t.join()
         SchedSampler.watch = original
 
-
-def connected(pid: int) -> bool:
-    """Whether a TCP connection is established in ``pid``'s network namespace."""
-    try:
-        with open(f"/proc/{pid}/net/tcp") as f:
-            return any(line.split()[3] == "01" for line in list(f)[1:])
-    except OSError:
-        return False
 
 
 class FaultRunner(Runner):

@@ -14,7 +14,7 @@ import pytest
 from testbed.core.experiment import expand
 from testbed.emulator.runner import Runner
 from testbed.emulator.schedstat import REALTIME, SchedSampler, switch_pid, switch_sched
-from testbed.emulator.stress import busy_loops, cpu_quota
+from testbed.emulator.stress import busy_loops, connected, cpu_quota
 
 CORES = 0.01  # the worker's quota, in every
 PERIOD_US = 1_000_000  # second: held back ~1 s at a time, longer than its queued data lasts
@@ -37,14 +37,6 @@ def run(tmp_path, name: str, mbit_s: float = 50, size: str = "4MiB") -> dict:
     assert runner.status == "ok", runner.error
     return json.loads((run_dir / "fidelity.json").read_text())
 
-
-def connected(pid: int) -> bool:
-    """Whether a TCP connection is established in ``pid``'s network namespace."""
-    try:
-        with open(f"/proc/{pid}/net/tcp") as f:
-            return any(line.split()[3] == "01" for line in list(f)[1:])
-    except OSError:
-        return False
 
 
 def test_busy_loops_beside_the_run_are_never_missed_by_the_verdict(tmp_path):

@@ -111,6 +111,16 @@ def _not_realtime(pid: int) -> Iterator[None]:
                 os.sched_setscheduler(tid, policy, os.sched_param(priority))
 
 
+def connected(pid: int) -> bool:
+    """Whether a TCP connection is established in ``pid``'s network namespace (a worker has
+    started talking to its peers: a fault held from then on misses its start-up)."""
+    try:
+        with open(f"/proc/{pid}/net/tcp") as f:
+            return any(line.split()[3] == "01" for line in list(f)[1:])
+    except OSError:
+        return False
+
+
 @contextlib.contextmanager
 def host_loss(host_pid: int, probability: float) -> Iterator[dict[str, int]]:
     """Every TCP packet that reaches a host dropped with ``probability`` (iptables
