@@ -1,5 +1,5 @@
 """Registries of what researchers plug in: routing policies, collective algorithms (All-Reduce
-and all-to-all), transports.
+and all-to-all), transports, the cluster simulator's queue disciplines.
 
 Each registry maps a name to an object that lives *above* the core (a policy module in
 ``sdn_app.policies``, a collective in ``workloads.collectives`` ...). The core holds only the
@@ -187,4 +187,16 @@ TRAINING_WORKLOADS: Registry[Any] = Registry("fabriclab.training_workloads", "tr
     "ddp-gnmt": "workloads.training.library:DDP_GNMT",
     "ddp-dlrm": "workloads.training.library:DDP_DLRM",
     "ddp-bert-large": "workloads.training.library:DDP_BERT_LARGE",
+})
+
+# The cluster simulator's queue disciplines: which waiting job its allocator tries next
+# (testbed.sim.queues.QueueDiscipline); ``--queue NAME``, ``queue:`` in a sweep file.
+QUEUES: Registry[Any] = Registry("fabriclab.queues", "queue discipline", {
+    "fifo": "testbed.sim.queues:FIFO",
+    "easy-backfill": "testbed.sim.queues:EASY_BACKFILL",
+    "first-fit": "testbed.sim.queues:FIRST_FIT",
+    "fewest-gpus-first": "testbed.sim.queues:FEWEST_GPUS_FIRST",
+    "shortest-job-first": "testbed.sim.queues:SHORTEST_JOB_FIRST",
+    "smallest-model-first": "testbed.sim.queues:SMALLEST_MODEL_FIRST",
+    "dynamic-matching": "testbed.sim.queues:DYNAMIC_MATCHING",
 })
