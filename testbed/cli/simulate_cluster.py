@@ -80,8 +80,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", default="ecmp",
                    help="a leaf-spine routing policy: ecmp (default), ecmp-l3, vclos, "
                    "ocs-vclos, source-routing(-flat) (RapidNetSim's baseline), gpu-count (the "
-                   "bound: GPUs counted, one non-blocking switch) or one registered by a "
-                   "plug-in")
+                   "bound under --queue fifo: GPUs counted, one non-blocking switch) or one "
+                   "registered by a plug-in")
     p.add_argument("--queue", default="fifo", metavar="NAME",
                    help="the queue discipline: which waiting job is tried next (the policy's "
                    "allocator decides whether it fits): fifo (default, head-of-line), "
