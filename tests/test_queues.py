@@ -4,11 +4,15 @@ fifo keeps the recorded results, a bad name is one sentence, a plug-in registere
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from sim_cases import CASES, run_case
 
+from analysis.cluster import label_of
 from testbed.cli import main as cli_main
 from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.registry import QUEUES
@@ -24,6 +28,8 @@ from testbed.sim.sweep_spec import SweepSpec, expand, point_key
 from testbed.sim.traces import TraceJob
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "sim_cases.json").read_text())
+PLUGINS = Path(__file__).parent / "plugins"
+REPO = Path(__file__).parent.parent
 
 
 def job(job_id: str, gpus: int, run_s: float = 100.0, grad_bytes: int = 1) -> WaitingJob:
@@ -161,9 +167,37 @@ def test_a_discipline_registered_from_outside_runs(tmp_path: Path) -> None:
         assert cli_main(["simulate-cluster", "--leaves", "2", "--spines", "1",
                          "--hosts-per-leaf", "4", "--jobs", "20", "--queue", "last-come-first",
                          "--out", str(out)]) == 0
-        assert json.loads((out / "summary.json").read_text())["queue"] == "last-come-first"
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["queue"] == "last-come-first"
+        assert label_of(summary) == "ecmp queue last-come-first"  # the report says which ran
     finally:
         QUEUES.unregister("last-come-first")
+
+
+def test_a_discipline_from_an_installed_distribution_runs(tmp_path: Path) -> None:
+    """A tiny distribution with a ``fabriclab.queues`` entry point on the path, as pip would
+    install it: ``--queue last-come-first`` finds it by name; without it, one sentence."""
+    dist = tmp_path / "site" / "fl_queue_demo-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: fl-queue-demo\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(
+        "[fabriclab.queues]\nlast-come-first = fl_queue_demo:QUEUE\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(tmp_path / "site"), str(PLUGINS), str(REPO)]))
+    args = [sys.executable, "-m", "testbed.cli", "simulate-cluster", "--leaves", "2",
+            "--spines", "1", "--hosts-per-leaf", "4", "--jobs", "20", "--queue",
+            "last-come-first", "--out"]
+    proc = subprocess.run([*args, str(tmp_path / "run")], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["queue"] == "last-come-first"
+    env["PYTHONPATH"] = str(REPO)
+    proc = subprocess.run([*args, str(tmp_path / "again")], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 2
+    assert "--queue 'last-come-first' is not a queue discipline; choose one of" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 # Found by a random search over small traces (4 leaves x 4 hosts, 2 spines, run times that do
