@@ -24,7 +24,7 @@ from testbed.sim.queues import (
     WaitingJob,
     reservation,
 )
-from testbed.sim.sweep_spec import SweepSpec, expand, point_key
+from testbed.sim.sweep_spec import SweepSpec, expand, load_sweep, point_key, varying
 from testbed.sim.traces import TraceJob
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "sim_cases.json").read_text())
@@ -226,3 +226,14 @@ def test_gpu_count_bounds_fifo_only(jobs: list[tuple[int, int, int]], queue: str
     (vclos refuses the 8-GPU job, which lets smaller ones pass), so there it is no bound."""
     assert _avg_wait_s(jobs, "gpu-count", "fifo") <= _avg_wait_s(jobs, "vclos", "fifo")
     assert _avg_wait_s(jobs, "vclos", queue) < _avg_wait_s(jobs, "gpu-count", queue)
+
+
+def test_the_queues_sweep_runs_every_discipline_with_every_placement() -> None:
+    _spec, points = load_sweep(REPO / "experiments" / "sweeps" / "queues.yaml")
+    assert len(points) == 15
+    assert {(p.params["queue"], p.params["policy"]) for p in points} == {
+        (q, p) for q in ("fifo", "easy-backfill", "first-fit", "fewest-gpus-first",
+                         "shortest-job-first") for p in ("gpu-count", "source-routing", "vclos")}
+    assert varying(points) == ["policy", "queue"]
+    # its trace is no file: it stays as written (it was made a path beside the sweep file)
+    assert {p.params["trace"] for p in points} == {"rapidnetsim:241"}

@@ -34,7 +34,7 @@ from testbed.sim.cluster import SIM_PLACEMENTS
 from testbed.sim.cluster_run import DEFAULTS, cluster_config
 from testbed.sim.job_plans import cluster_collective, cluster_policy
 from testbed.sim.presets import check_preset
-from testbed.sim.trace_loading import TRACE_FORMS, check_trace
+from testbed.sim.trace_loading import TRACE_FORMS, TRACE_KINDS, check_trace
 
 D = DEFAULTS
 KEY_CHARS = 16
@@ -167,9 +167,10 @@ def _checked(data: dict[str, Any], where: str) -> ClusterParams:
 
 
 def _absolute_trace(params: dict[str, Any], base_dir: Path) -> dict[str, Any]:
-    """A trace file named relative to the sweep file, made absolute (workers differ in cwd)."""
+    """A trace file named relative to the sweep file, made absolute (workers differ in cwd);
+    a trace whose argument is no file (``rapidnetsim:GAP_S``) stays as it is."""
     kind, _, arg = params["trace"].partition(":")
-    if arg and not Path(arg).is_absolute():
+    if kind in TRACE_KINDS and arg and not Path(arg).is_absolute():
         return {**params, "trace": f"{kind}:{(base_dir / arg).as_posix()}"}
     return params
 
