@@ -52,7 +52,8 @@ class ClusterRun:
 
 
 def label_of(summary: Mapping[str, Any]) -> str:
-    """The run's ``--label``, else ``policy`` plus what sets it apart: placement, rewiring."""
+    """The run's ``--label``, else ``policy`` plus what sets it apart: placement, rewiring,
+    a queue discipline other than fifo."""
     if isinstance(summary.get("label"), str) and summary["label"].strip():
         return summary["label"].strip()
     parts = [str(summary.get("policy", "?"))]
@@ -60,6 +61,8 @@ def label_of(summary: Mapping[str, Any]) -> str:
         parts.append(str(summary["placement"]))
     if summary.get("rewiring"):  # ocs-vclos only
         parts.append(f"{summary['rewiring']} rewiring")
+    if summary.get("queue", "fifo") != "fifo":  # older summaries: fifo, the only one then
+        parts.append(f"queue {summary['queue']}")
     return " ".join(parts)
 
 

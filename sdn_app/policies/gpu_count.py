@@ -2,9 +2,11 @@
 
 A job starts as soon as enough GPUs are free, wherever they are (the ``ecmp`` allocator refuses
 only for free hosts), and its flows cross only the hosts' own links, as on one non-blocking
-switch: its run time is its time alone on any fabric at best. Under strict FIFO this waits no
-longer than any placement (the proof: docs/vclos-paper.md, "The bound"). A real fabric cannot
-route it.
+switch: its run time is its time alone on any fabric at best. Under strict FIFO (the cluster
+simulator's ``--queue fifo``) this waits no longer than any placement (the proof:
+docs/vclos-paper.md, "The bound"); under a discipline that reorders or backfills it is a
+reference, not a bound (docs/vclos-paper.md, "Queue disciplines"). A real fabric cannot route
+it.
 """
 
 from __future__ import annotations

@@ -52,8 +52,9 @@ def _settings(params: dict[str, Any]) -> str:
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "simulate-cluster",
-        description="FIFO admission of a job trace onto a flow-level simulation of a "
-        "leaf-spine cluster (one host = one GPU); writes jobs.csv and summary.json.",
+        description="Admission of a job trace (FIFO, or another --queue discipline) onto a "
+        "flow-level simulation of a leaf-spine cluster (one host = one GPU); writes jobs.csv "
+        "and summary.json.",
     )
     p.add_argument("--leaves", type=int, default=128, help="leaf switches (default 128)")
     p.add_argument("--spines", type=int, default=64, help="spine switches (default 64)")
@@ -79,8 +80,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", default="ecmp",
                    help="a leaf-spine routing policy: ecmp (default), ecmp-l3, vclos, "
                    "ocs-vclos, source-routing(-flat) (RapidNetSim's baseline), gpu-count (the "
-                   "bound: GPUs counted, one non-blocking switch) or one registered by a "
-                   "plug-in")
+                   "bound under --queue fifo: GPUs counted, one non-blocking switch) or one "
+                   "registered by a plug-in")
+    p.add_argument("--queue", default="fifo", metavar="NAME",
+                   help="the queue discipline: which waiting job is tried next (the policy's "
+                   "allocator decides whether it fits): fifo (default, head-of-line), "
+                   "easy-backfill, first-fit, fewest-gpus-first, shortest-job-first, "
+                   "smallest-model-first, dynamic-matching, or one registered by a plug-in; "
+                   "the gpu-count bound is proved for fifo only (docs/vclos-paper.md)")
     p.add_argument("--trace", default="synthetic",
                    help="synthetic, vclos-paper (the vClos paper's jobs), rapidnetsim:GAP_S "
                    "(RapidNetSim's own 5000 jobs, GAP_S s apart on average, run times that "
@@ -189,8 +196,10 @@ def run(args: argparse.Namespace) -> int:
     summary = files.summary
     from analysis.cluster import accounting  # pandas: only once the run is done
 
+    queue = f" (queue {summary['queue']})" if summary["queue"] != "fifo" else ""
+
     print(
-        f"{summary['policy']}: {accounting(summary)}; over those: "
+        f"{summary['policy']}{queue}: {accounting(summary)}; over those: "
         f"avg JCT {summary['avg_jct_s']:.1f} s, avg wait {summary['avg_wait_s']:.1f} s, "
         f"avg slowdown {summary['avg_slowdown']:.3f}, GPU utilisation "
         f"{summary['gpu_utilisation']:.3f}, collided flows "

@@ -1,5 +1,6 @@
 """Registries of what researchers plug in: routing policies, collective algorithms (All-Reduce
-and all-to-all), transports, chunk schedules, training workloads and fidelity invariants.
+and all-to-all), transports, chunk schedules, training workloads, fidelity invariants and the
+cluster simulator's queue disciplines.
 
 Each registry maps a name to an object that lives *above* the core (a policy module in
 ``sdn_app.policies``, a collective in ``workloads.collectives`` ...). The core holds only the
@@ -193,4 +194,16 @@ TRAINING_WORKLOADS: Registry[Any] = Registry("fabriclab.training_workloads", "tr
 # the run files it needs, a pure judge from them to violations with place and time).
 INVARIANTS: Registry[Any] = Registry("fabriclab.invariants", "invariant", {
     "loss": "analysis.loss_invariant:INVARIANT",
+})
+
+# The cluster simulator's queue disciplines: which waiting job its allocator tries next
+# (testbed.sim.queues.QueueDiscipline); ``--queue NAME``, ``queue:`` in a sweep file.
+QUEUES: Registry[Any] = Registry("fabriclab.queues", "queue discipline", {
+    "fifo": "testbed.sim.queues:FIFO",
+    "easy-backfill": "testbed.sim.queues:EASY_BACKFILL",
+    "first-fit": "testbed.sim.queues:FIRST_FIT",
+    "fewest-gpus-first": "testbed.sim.queues:FEWEST_GPUS_FIRST",
+    "shortest-job-first": "testbed.sim.queues:SHORTEST_JOB_FIRST",
+    "smallest-model-first": "testbed.sim.queues:SMALLEST_MODEL_FIRST",
+    "dynamic-matching": "testbed.sim.queues:DYNAMIC_MATCHING",
 })

@@ -1,4 +1,4 @@
-"""Multi-tenant leaf-spine cluster simulation: FIFO admission, allocator, flow-level network.
+"""Multi-tenant leaf-spine cluster simulation: a queue discipline, allocator, flow-level network.
 
 Pure algorithms, no I/O (the CLI in :mod:`testbed.cli.simulate_cluster` writes the files).
 
@@ -9,7 +9,11 @@ Cluster
     spines (or leaf pairs) only through circuits that the allocator sets up per job.
 
 Admission
-    Strict FIFO: jobs queue in arrival order and only the head may be placed
+    The run's queue discipline (``queue``, :mod:`testbed.sim.queues`, registered in
+    :data:`testbed.core.registry.QUEUES`) names the waiting job to try next; the policy's
+    allocator decides whether it fits. A refused job is not tried again until a job ends (its
+    resources freed); an admission pass runs at every arrival and every job's end. The
+    default, ``fifo``, is strict FIFO: jobs queue in arrival order and only the head may be placed
     (:meth:`sdn_app.allocation.cluster.Cluster.allocate`); while the head is refused (no free hosts,
     or no isolated virtual Clos: ``fragmented``), every job behind it waits too, even one
     that would fit. That head-of-line blocking is FIFO's nature and is kept on purpose: it is
@@ -75,7 +79,6 @@ import math
 import random
 import statistics
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,6 +88,7 @@ from sdn_app.allocation.ledger import Allocation, AllocationRefused, LeafSlot
 from sdn_app.allocation.ocs import REWIRINGS
 from sdn_app.policies import get as get_policy
 from testbed.core.errors import FabricLabError
+from testbed.core.registry import QUEUES, RegistryError
 from testbed.sim.flows import Flow, Network
 from testbed.sim.job_plans import (
     ALIASES,
@@ -93,6 +97,7 @@ from testbed.sim.job_plans import (
     job_plan,
     rails_time,
 )
+from testbed.sim.queues import QueueView, RunningJob, WaitingJob
 from testbed.sim.rail_collisions import RailCollisions
 from testbed.sim.trace_formats import TracePlacement
 from testbed.sim.traces import TraceJob, job_set_sha256
@@ -117,6 +122,7 @@ class ClusterConfig:
     collective: str = "ring"
     sharing: str = "fast"  # the network's max-min filler (testbed.sim.flows.SHARING)
     gpus_per_server: int = 1  # a job crossing leaves takes whole idle servers of this many
+    queue: str = "fifo"  # the queue discipline (testbed.sim.queues, registry QUEUES)
 
     def __post_init__(self) -> None:
         # an older spelling (hierarchical) names the collective it now is
@@ -124,6 +130,10 @@ class ClusterConfig:
 
     def check(self) -> None:
         cluster_policy(self.policy)
+        try:
+            QUEUES.check(self.queue)
+        except RegistryError as exc:
+            raise FabricLabError(f"--queue {exc}") from None
         for name in ("leaves", "spines", "hosts_per_leaf", "rounds"):
             if getattr(self, name) < 1:
                 flag = name.replace("_", "-")
@@ -225,7 +235,8 @@ def _percentile(sorted_values: Sequence[float], q: float) -> float:
 
 
 class ClusterSimulation:
-    """One run: feed :class:`TraceJob` s through FIFO admission onto the simulated fabric."""
+    """One run: feed :class:`TraceJob` s through the queue discipline onto the simulated
+    fabric."""
 
     def __init__(self, jobs: Sequence[TraceJob], config: ClusterConfig,
                  progress: Callable[[int, int, float], None] | None = None,
@@ -251,7 +262,11 @@ class ClusterSimulation:
                                gpus_per_server=config.gpus_per_server)
         self.net = Network(default_capacity=config.link_bps, sharing=config.sharing)
         self.rng = random.Random(config.seed)
-        self.queue: deque[JobRecord] = deque()
+        self.discipline = QUEUES.get(config.queue)
+        self.queue: list[WaitingJob] = []  # arrival order
+        self.waiting: dict[str, JobRecord] = {}
+        self.running: dict[str, RunningJob] = {}
+        self.refused: set[str] = set()  # waiting jobs refused since the last job ended
         self.records: list[JobRecord] = []
         self.dropped_too_large = 0
         self.refused_unshapeable = 0
@@ -275,28 +290,46 @@ class ClusterSimulation:
         if spec.gpus > self.config.total_gpus:
             self.dropped_too_large += 1
             return
-        self.queue.append(JobRecord(spec))
-        if len(self.queue) == 1:
-            self._admit()
+        self.queue.append(WaitingJob(spec.job_id, spec.gpus, spec.arrival,
+                                     spec.isolated_time(self.config.link_bps), spec.grad_bytes))
+        self.waiting[spec.job_id] = JobRecord(spec)
+        self._admit()
 
     def _admit(self) -> None:
+        """Try the jobs the discipline names until it names none (under fifo: the head, once
+        per state, as before disciplines were plug-ins)."""
         while self.queue:
-            record = self.queue[0]
+            job = self.discipline.next_job(QueueView(
+                self.net.now, self.config.total_gpus, self.cluster.free_hosts(), self.queue,
+                self.running.values(), self.refused))
+            if job is None:
+                return
+            record = self.waiting[job.job_id]
             try:
                 alloc = self._place(record.spec)
             except AllocationRefused as exc:
                 if exc.reason == "unshapeable" or not self.cluster.jobs:
                     # Refused on an empty cluster: no amount of waiting will place it.
-                    self.queue.popleft()
+                    self._dequeue(job)
                     self.refused_unshapeable += 1
                     continue
                 if exc.reason == "fragmented":
                     self.refused_fragmented += 1
                     self.refused_fragmented_links += exc.cause == "links"
                     self.fragmented_jobs.add(record.spec.job_id)
-                return
-            self.queue.popleft()
+                self.refused.add(job.job_id)
+                continue
+            self._dequeue(job)
+            self.running[job.job_id] = RunningJob(job.gpus, self.net.now + job.expected_run_s)
             self._start(record, alloc)
+
+    def _dequeue(self, job: WaitingJob) -> None:
+        if self.queue[0] is job:
+            del self.queue[0]
+        else:
+            self.queue.remove(job)
+        del self.waiting[job.job_id]
+        self.refused.discard(job.job_id)
 
     def _place(self, spec: TraceJob) -> Allocation:
         """The job's trace hosts through the policy's ``claim`` where the trace gives them,
@@ -383,6 +416,8 @@ class ClusterSimulation:
     def _finish(self, record: JobRecord) -> None:
         record.finish = self.net.now
         self.cluster.release(record.spec.job_id)
+        del self.running[record.spec.job_id]
+        self.refused.clear()  # resources freed: every waiting job may fit again
         self.records.append(record)
         if self.progress is not None:
             self.progress(len(self.records), len(self.jobs), self.net.now)
@@ -422,6 +457,7 @@ class ClusterSimulation:
 
         return {
             "policy": c.policy,
+            "queue": c.queue,
             "leaves": c.leaves,
             "spines": c.spines,
             "hosts_per_leaf": c.hosts_per_leaf,

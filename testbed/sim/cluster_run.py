@@ -28,7 +28,7 @@ DEFAULTS: dict[str, Any] = {
     "leaves": 128, "spines": 64, "hosts_per_leaf": 64, "ocs_count": None,
     "spine_ports_per_ocs": 0, "placement": "joint", "rewiring": "augment", "policy": "ecmp",
     "trace": "synthetic", "jobs": 1000, "load": 0.8, "seed": 1, "link_gbit_s": 100.0,
-    "rounds": 8, "collective": "ring", "preset": "", "gpus_per_server": 1,
+    "rounds": 8, "collective": "ring", "preset": "", "gpus_per_server": 1, "queue": "fifo",
 }
 FILES = ("jobs.csv", "utilisation.csv", "summary.json")  # summary.json last: it marks "done"
 
@@ -65,7 +65,7 @@ def cluster_config(params: Mapping[str, Any]) -> ClusterConfig:
         policy=p["policy"], ocs_count=ocs, spine_ports_per_ocs=p["spine_ports_per_ocs"],
         placement=p["placement"], rewiring=p["rewiring"], link_bps=p["link_gbit_s"] * 1e9,
         rounds=p["rounds"], seed=p["seed"], collective=p["collective"],
-        gpus_per_server=p["gpus_per_server"],
+        gpus_per_server=p["gpus_per_server"], queue=p["queue"],
     )
     config.check()
     return config

@@ -21,7 +21,7 @@ from testbed.core.atomic import write_json
 from testbed.core.errors import FabricLabError
 from testbed.core.out_dir import MARKER
 from testbed.sim.cluster_run import RunFiles, simulate_run, write_run
-from testbed.sim.sweep_spec import Point, varying
+from testbed.sim.sweep_spec import Point, keyed_params, varying
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,7 +48,9 @@ def is_done(out: Path, point: Point) -> bool:
         meta = json.loads((d / "point.json").read_text())
     except (OSError, ValueError):
         return False
-    return meta.get("params") == point.params and (d / "summary.json").is_file()
+    params = meta.get("params")
+    return (isinstance(params, dict) and keyed_params(params) == keyed_params(point.params)
+            and (d / "summary.json").is_file())
 
 
 def foreign_entry(out: Path) -> str | None:

@@ -28,12 +28,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sdn_app.allocation.ocs import REWIRINGS
 from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.limits import grid_points_error
+from testbed.core.registry import QUEUES
 from testbed.core.spec import load_yaml
 from testbed.sim.cluster import SIM_PLACEMENTS
 from testbed.sim.cluster_run import DEFAULTS, cluster_config
 from testbed.sim.job_plans import cluster_collective, cluster_policy
 from testbed.sim.presets import check_preset
-from testbed.sim.trace_loading import TRACE_FORMS, check_trace
+from testbed.sim.trace_loading import TRACE_FORMS, TRACE_KINDS, check_trace
 
 D = DEFAULTS
 KEY_CHARS = 16
@@ -70,6 +71,7 @@ class ClusterParams(BaseModel):
     collective: str = D["collective"]
     preset: str = D["preset"]
     gpus_per_server: int = Field(D["gpus_per_server"], ge=1)
+    queue: str = D["queue"]
 
     @field_validator("preset")
     @classmethod
@@ -95,6 +97,11 @@ class ClusterParams(BaseModel):
     def _policy(cls, value: str) -> str:
         _as_field_error(cluster_policy, value)
         return value
+
+    @field_validator("queue")
+    @classmethod
+    def _queue(cls, value: str) -> str:
+        return _as_field_error(QUEUES.check, value)
 
     @field_validator("trace")
     @classmethod
@@ -125,9 +132,16 @@ class Point:
     label: str
 
 
+def keyed_params(params: dict[str, Any]) -> dict[str, Any]:
+    """The parameters a run's key and its done check compare: all of them, defaults included,
+    but ``queue`` only when it is not fifo (so runs from before queue disciplines keep
+    their keys)."""
+    return {k: v for k, v in params.items() if not (k == "queue" and v == D["queue"])}
+
+
 def point_key(params: dict[str, Any]) -> str:
-    """A stable digest of a run's parameters (all of them, defaults included)."""
-    text = json.dumps(params, sort_keys=True, separators=(",", ":"))
+    """A stable digest of a run's parameters (:func:`keyed_params`)."""
+    text = json.dumps(keyed_params(params), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:KEY_CHARS]
 
 
@@ -153,9 +167,10 @@ def _checked(data: dict[str, Any], where: str) -> ClusterParams:
 
 
 def _absolute_trace(params: dict[str, Any], base_dir: Path) -> dict[str, Any]:
-    """A trace file named relative to the sweep file, made absolute (workers differ in cwd)."""
+    """A trace file named relative to the sweep file, made absolute (workers differ in cwd);
+    a trace whose argument is no file (``rapidnetsim:GAP_S``) stays as it is."""
     kind, _, arg = params["trace"].partition(":")
-    if arg and not Path(arg).is_absolute():
+    if kind in TRACE_KINDS and arg and not Path(arg).is_absolute():
         return {**params, "trace": f"{kind}:{(base_dir / arg).as_posix()}"}
     return params
 
