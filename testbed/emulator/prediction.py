@@ -3,8 +3,9 @@ its flows actually took.
 
 The simulator (:class:`testbed.sim.backend.SimRunner`) replays the same experiment — the
 same jobs on the hosts the controller gave them, the same legs (each solo baseline, then all
-jobs together) — with its max-min rate engine, and every connection of a host pair the
-spines counted (``paths.json``, :mod:`testbed.emulator.path_reader`) takes the spine that
+jobs together), each job starting as late after the first as it did in the run (its workers
+take a moment to start) — with its max-min rate engine, and every connection of a host pair
+the spines counted (``paths.json``, :mod:`testbed.emulator.path_reader`) takes the spine that
 carried the pair's bytes, not the one the policy or a hash would pick. Its run directory is
 kept as ``prediction/`` inside the emulated run, so the prediction can be read and re-made.
 
@@ -42,6 +43,22 @@ def not_modelled(job: JobRun) -> str | None:
     return None
 
 
+def first_starts(run_dir: Path, jobs: list[str]) -> dict[str, float]:
+    """Per job of ``jobs`` that left traces: when its first collective (warm-up included)
+    began on its earliest rank (``time.monotonic()`` s)."""
+    from testbed.core.traces import read_table
+
+    found = {}
+    for name in jobs:
+        try:
+            t = read_table(run_dir / "jobs" / name, "collectives").to_pandas()
+        except (OSError, ValueError):
+            continue
+        if len(t):
+            found[name] = float(t["start"].min())
+    return found
+
+
 def predict(exp: Experiment, jobs: list[JobRun], paths: dict[str, Any], run_dir: Path
             ) -> dict[str, dict[str, Any]]:
     """Per job that ran (solo baselines included): ``{"times_s": {(size, in_place): s}}``
@@ -61,7 +78,10 @@ def predict(exp: Experiment, jobs: list[JobRun], paths: dict[str, Any], run_dir:
                                "has no paths to replay it on"} for j in jobs if j.name not in out}
     if not placed:
         return out
-    specs = [j.spec.model_copy(update={"hosts": list(j.hosts), "hosts_wanted": None})
+    began = first_starts(run_dir, [j.name for j in placed])
+    t0 = min(began.values(), default=0.0)
+    specs = [j.spec.model_copy(update={"hosts": list(j.hosts), "hosts_wanted": None,
+                                       "start_offset_s": round(began.get(j.name, t0) - t0, 6)})
              for j in placed]
     model = exp.model_copy(update={"jobs": specs, "calibrate": False})
     target = run_dir / PREDICTION_DIR
@@ -78,3 +98,36 @@ def predict(exp: Experiment, jobs: list[JobRun], paths: dict[str, Any], run_dir:
         out.setdefault(rec["name"], {"times_s": times,
                                      "run": str(sim_dir.relative_to(run_dir))})
     return out
+
+
+def repredict(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """:func:`predict` again for a recorded emulated run (its ``spec.yaml``, ``jobs.json``,
+    ``paths.json`` and traces), e.g. after the model changed; rewrites its ``prediction/``."""
+    import yaml
+
+    from testbed.core.experiment import expand
+    from testbed.core.jobs import resolve
+    from testbed.core.topology import build_plan
+
+    def given(x: Any) -> Any:  # spec.yaml lists every field, unset ones as null
+        if isinstance(x, dict):
+            return {k: given(v) for k, v in x.items() if v is not None}
+        return [given(v) for v in x] if isinstance(x, list) else x
+
+    data = given(yaml.safe_load((run_dir / "spec.yaml").read_text()))
+    if (data.get("hosts") or {}).get("runtime") == "namespace":
+        del data["hosts"]  # the container fields' defaults, which namespace hosts refuse
+    (exp,) = expand(data, str(run_dir))
+    plan = build_plan(exp.fabric, exp.rate_scale)
+    specs = {j.name: j for j in exp.jobs}
+    runs = []
+    for rec in json.loads((run_dir / "jobs.json").read_text()):
+        spec = specs.get(rec.get("solo_of") or rec["name"])
+        if spec is None or not rec.get("hosts"):
+            continue
+        run = JobRun(rec["name"], spec, resolve(spec, plan, rec["hosts"]),
+                     solo_of=rec.get("solo_of"))
+        runs.append(run)
+    paths_file = run_dir / "paths.json"
+    paths = json.loads(paths_file.read_text()) if paths_file.exists() else {}
+    return predict(exp, runs, paths, run_dir)

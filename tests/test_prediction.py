@@ -1,0 +1,54 @@
+"""The simulator's prediction on the paths an emulated run's flows took (pure: a simulated run
+directory stands in for the emulated one, with a paths.json written by hand)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from testbed.core.experiment import expand
+from testbed.emulator.prediction import first_starts, repredict
+from testbed.sim.backend import SimRunner
+
+SPEC = {"name": "two", "policy": "ecmp",
+        "fabric": {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,
+                   "host_link_mbit_s": 10, "uplink_mbit_s": 10},
+        "jobs": [{"name": "a", "hosts": ["h0", "h2"],
+                  "workload": {"kind": "allreduce", "sizes": ["1MiB"], "iterations": 2}},
+                 {"name": "b", "hosts": ["h1", "h3"],
+                  "workload": {"kind": "allreduce", "sizes": ["1MiB"], "iterations": 2}}]}
+
+
+def _run(tmp_path: Path) -> Path:
+    (exp,) = expand(SPEC)
+    return SimRunner(exp, tmp_path / "runs").run()
+
+
+def _paths(run: Path, spine_a: int, spine_b: int) -> None:
+    legs = {"together": {
+        "a": [{"src": "h0", "dst": "h2", "spine": spine_a, "bytes": 10**6},
+              {"src": "h2", "dst": "h0", "spine": spine_a, "bytes": 10**6}],
+        "b": [{"src": "h1", "dst": "h3", "spine": spine_b, "bytes": 10**6},
+              {"src": "h3", "dst": "h1", "spine": spine_b, "bytes": 10**6}]}}
+    (run / "paths.json").write_text(json.dumps({"source": "spine counters", "legs": legs}))
+
+
+def test_jobs_counted_on_one_spine_are_predicted_to_share_it(tmp_path):
+    run = _run(tmp_path)
+    _paths(run, 0, 1)
+    apart = repredict(run)
+    _paths(run, 1, 1)
+    shared = repredict(run)
+    size = (2**20, True)
+    for job in ("a", "b"):
+        assert shared[job]["times_s"][size] == pytest.approx(2 * apart[job]["times_s"][size],
+                                                             rel=0.01)
+    assert any((run / "prediction").glob("*/jobs.json"))
+
+
+def test_first_starts_read_the_traces(tmp_path):
+    run = _run(tmp_path)
+    starts = first_starts(run, ["a", "b", "missing"])
+    assert set(starts) == {"a", "b"} and starts["a"] == pytest.approx(starts["b"])
