@@ -14,7 +14,9 @@ measured), each run with ``fabriclab run``'s runner, the fault held for the run'
 - ``switch``: ovs-vswitchd held to 0.15 of a core;
 - ``loss``: 1 % of the TCP packets h0 sends dropped in its own namespace (iptables);
 - ``flood``: unshaped TCP between two namespaces of the benchmark's own, through an Open
-  vSwitch bridge of its own (the same ovs-vswitchd forwards it).
+  vSwitch bridge of its own (the same ovs-vswitchd forwards it);
+- ``norealtime``: ovs-vswitchd's forwarding thread taken off real-time (scripts/start-ovs.sh
+  runs it SCHED_RR), with three busy loops beside the run.
 
 Per try: each job's ratio of the simulator's predicted time on its flows' paths to its measured
 time (the job invariant's; 1 = as predicted), the verdict and the invariants that tripped with
@@ -43,10 +45,17 @@ from testbed.core.experiment import expand
 from testbed.core.units import format_spread
 from testbed.emulator.runner import Runner
 from testbed.emulator.schedstat import SchedSampler, switch_pid
-from testbed.emulator.stress import busy_loops, connected, cpu_quota, flood, host_loss
+from testbed.emulator.stress import (
+    busy_loops,
+    connected,
+    cpu_quota,
+    flood,
+    host_loss,
+    not_realtime,
+)
 
 TOLERANCE = 0.10
-SETTINGS = "quiet,worker,busy,switch,loss,flood"
+SETTINGS = "quiet,worker,busy,switch,loss,flood,norealtime"
 WORKER_CORES = 0.01  # in every second: held back ~1 s at a time, longer than its data lasts
 WORKER_PERIOD_US = 1_000_000
 LOSS = 0.01
@@ -130,7 +139,18 @@ def fault_of(setting: str):
         return lambda fab: host_loss(fab.host_pids()["h0"], LOSS)
     if setting == "flood":
         return lambda fab: flood()
+    if setting == "norealtime":
+        pid = switch_pid()
+        if pid is None:
+            raise SystemExit("ovs-vswitchd is not running (bash scripts/start-ovs.sh)")
+        return lambda fab: _both(not_realtime(pid), busy_loops(3))
     return lambda fab: contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _both(first, second):
+    with first, second:
+        yield
 
 
 def one_try(policy: str, setting: str, args, out: Path) -> dict:

@@ -72,3 +72,25 @@ def test_packets_lost_where_no_queue_counts_them_trip_the_loss_invariant(tmp_pat
     found = fid["registered"]["loss"]["violations"]
     assert any("h2" in v["place"] and v["start_s"] is not None for v in found), found
     assert any(r.startswith("loss invariant: job a's hosts resent") for r in fid["reasons"])
+
+
+def test_the_flood_runs_through_its_own_bridge_and_leaves_nothing_behind():
+    import subprocess
+    import time
+
+    from testbed.emulator.stress import FLOOD_NAMES, flood
+
+    def received_bytes(pid: int) -> int:  # by the flood's server, in its own namespace
+        with open(f"/proc/{pid}/net/dev") as f:
+            row = next(ln for ln in f if ln.strip().startswith(f"{FLOOD_NAMES[2]}:"))
+        return int(row.split(":", 1)[1].split()[0])
+
+    with flood(seconds=20) as (server, _client):
+        time.sleep(2)
+        first = received_bytes(server)
+        time.sleep(1)
+        assert received_bytes(server) - first > 1_000_000  # more than 8 Mbit/s through fl-flood
+    bridges = subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True).stdout
+    assert "fl-flood" not in bridges.split()
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert not any(f" {n}:" in links or f" {n}@" in links for n in FLOOD_NAMES[1:])

@@ -91,6 +91,12 @@ def cpu_quota(pid: int, cores: float, period_us: int = PERIOD_US) -> Iterator[Pa
         group.rmdir()
 
 
+def not_realtime(pid: int) -> contextlib.AbstractContextManager[None]:
+    """``pid``'s real-time threads (ovs-vswitchd's forwarding thread) on the normal policy
+    while the block runs, then as they were: the switch taken off real-time."""
+    return _not_realtime(pid)
+
+
 @contextlib.contextmanager
 def _not_realtime(pid: int) -> Iterator[None]:
     """``pid``'s real-time threads (ovs-vswitchd's forwarding thread, as scripts/start-ovs.sh
@@ -148,11 +154,12 @@ FLOOD_NAMES = ("fl-flood", "fl-fl0", "fl-fl1", "fl-fl2", "fl-fl3")
 
 
 @contextlib.contextmanager
-def flood(seconds: float = 600.0) -> Iterator[None]:
+def flood(seconds: float = 600.0) -> Iterator[list[int]]:
     """Unshaped TCP between two network namespaces of this function's own, through an Open
     vSwitch bridge of its own (``fl-flood``, on the userspace datapath like the fabric's):
     traffic unrelated to the run that the same ovs-vswitchd forwards. The namespaces are held
-    by two child processes; the bridge, the veths and the children go when the block ends."""
+    by two child processes (yielded: their PIDs); the bridge, the veths and the children go
+    when the block ends."""
     bridge, a_root, a_ns, b_root, b_ns = FLOOD_NAMES
     existing = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     if any(f" {n}:" in existing or f" {n}@" in existing for n in FLOOD_NAMES[1:]):
@@ -182,7 +189,7 @@ def flood(seconds: float = 600.0) -> Iterator[None]:
         time.sleep(0.5)
         procs.append(subprocess.Popen([*b, "iperf3", "-c", "198.18.0.1", "-t", str(seconds)],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        yield
+        yield [h.pid for h in holders]
     finally:
         for p in procs + holders:
             p.kill()
