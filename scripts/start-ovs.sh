@@ -88,6 +88,7 @@ if [ ! -d /sys/module/openvswitch ] && [ "$(tx_sndbuf)" -lt "$TX_SNDBUF" ]; then
         ip link del fl-warm0 2>/dev/null || true
     }
     trap cleanup_warm EXIT
+    trap 'exit 1' INT TERM HUP  # a signal ends the script through the EXIT trap
     sysctl -qw net.core.wmem_default="$TX_SNDBUF"
     ip link add fl-warm0 type veth peer name fl-warm1
     ip link set fl-warm0 up
