@@ -9,7 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from testbed.sim.flows import Network
-from testbed.sim.maxmin import fill_rates_dense, fill_rates_sparse, max_min_rates_reference
+from testbed.sim.maxmin import (
+    fill_rates_rounds,
+    fill_rates_sparse,
+    max_min_rates_reference,
+)
 
 # Few distinct values, so that caps and fair shares tie often; 0.1 and 0.3 do not add exactly.
 CAPACITIES = st.sampled_from([0.1, 0.3, 1.0, 2.0, 3.0, 4.0, 10.0])
@@ -46,7 +50,7 @@ def _close(a: float, b: float) -> bool:
     return abs(a - b) <= REL * max(abs(a), abs(b))
 
 
-def _fill(link_cap: list[float], flows: list[_Flow], fill=fill_rates_dense) -> list[float]:
+def _fill(link_cap: list[float], flows: list[_Flow], fill=fill_rates_rounds) -> list[float]:
     pairs = [(i, link, k) for i, f in enumerate(flows) for link, k in f.links.items()]
     rates = fill(
         [f.cap for f in flows],
@@ -61,7 +65,7 @@ def _fill(link_cap: list[float], flows: list[_Flow], fill=fill_rates_dense) -> l
 def test_numpy_filling_gives_the_reference_rates(instance) -> None:
     link_cap, flows = instance
     reference = max_min_rates_reference(flows, dict(enumerate(link_cap)))
-    for fill in (fill_rates_dense, fill_rates_sparse):
+    for fill in (fill_rates_rounds, fill_rates_sparse):
         fast = _fill(link_cap, flows, fill)
         assert all(_close(reference[f], r) for f, r in zip(flows, fast, strict=True)), (
             fill.__name__, [reference[f] for f in flows], fast)
@@ -80,8 +84,20 @@ def test_ties_and_a_link_left_with_no_headroom() -> None:
     link_cap = [3.0, 10.0]
     reference = max_min_rates_reference(flows, dict(enumerate(link_cap)))
     assert [reference[f] for f in flows] == [1.0, 1.0, 1.0, 4.5]
-    assert _fill(link_cap, flows, fill_rates_dense) == [1.0, 1.0, 1.0, 4.5]
     assert _fill(link_cap, flows, fill_rates_sparse) == [1.0, 1.0, 1.0, 4.5]
+    assert _fill(link_cap, flows, fill_rates_rounds) == [1.0, 1.0, 1.0, 4.5]
+
+
+def test_a_link_with_room_for_its_flows_at_their_caps_is_left_out() -> None:
+    # l1 (10.0) could carry a and b at their caps (2.0 + 3.0): it never binds. On l0 (4.0),
+    # c freezes at its cap 1.0, then a and b share the 3.0 left: 1.5 each.
+    flows = [_Flow(2.0, {0: 1, 1: 1}), _Flow(3.0, {0: 1, 1: 1}), _Flow(1.0, {0: 1})]
+    link_cap = [4.0, 10.0]
+    want = [1.5, 1.5, 1.0]
+    reference = max_min_rates_reference(flows, dict(enumerate(link_cap)))
+    assert [reference[f] for f in flows] == want
+    for fill in (fill_rates_rounds, fill_rates_sparse):
+        assert _fill(link_cap, flows, fill) == want, fill.__name__
 
 
 @st.composite
