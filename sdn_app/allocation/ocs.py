@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
+from functools import lru_cache
 from itertools import combinations, islice
 
 import networkx as nx
@@ -329,17 +330,13 @@ def match_leaves_to_spine(
     """
     graph = nx.Graph()
     graph.add_nodes_from(leaves)
-    for ocs, port in ledger.idle_spine_ports(spine) if candidates is None else candidates:
-        for leaf in leaves:
-            if (
-                ledger.leaf_port_idle(ocs, leaf)
-                and (ocs, leaf) not in used_leaf_ports
-                and (
-                    not orphans_only
-                    or orphaned(ledger, ocs, spine, port, leaf, used_leaf_ports)
-                )
-            ):
-                graph.add_edge(leaf, (ocs, port))
+    idle = {leaf: ledger.idle_ocs_mask(leaf) for leaf in leaves}
+    graph.add_edges_from(  # one call, in the order edge by edge would add them
+        (leaf, (ocs, port))
+        for ocs, port in (ledger.idle_spine_ports(spine) if candidates is None else candidates)
+        for leaf in leaves
+        if idle[leaf] >> ocs & 1 and (ocs, leaf) not in used_leaf_ports
+        and (not orphans_only or orphaned(ledger, ocs, spine, port, leaf, used_leaf_ports)))
     matching = nx.bipartite.hopcroft_karp_matching(graph, top_nodes=leaves)
     return {leaf: matching[leaf] for leaf in leaves if leaf in matching}
 
@@ -470,16 +467,37 @@ def default_spine_mask(ledger: Ledger, leaf: int) -> int:
     (its port on that OCS and a port of s on that OCS are idle)."""
     mask = 0
     ports = range(ledger.spine_ports_per_ocs)
-    for spine in range(ledger.spines):
-        found = default_circuit(ledger, leaf, spine)
-        if found is None:
-            continue
-        ocs = found[0]
-        if ledger.leaf_port_idle(ocs, leaf) and any(
-            ledger.spine_port_idle(ocs, spine, p) for p in ports
-        ):
+    idle = ledger.idle_ocs_mask(leaf)
+    for spine, ocs in _default_ocses(ledger.spines, ledger.ocs_count,
+                                     ledger.spine_ports_per_ocs)[leaf]:
+        if idle >> ocs & 1 and any(ledger.spine_port_idle(ocs, spine, p) for p in ports):
             mask |= 1 << spine
     return mask
+
+
+@lru_cache(maxsize=16)
+def _default_ocses(spines: int, ocs_count: int, ports: int) -> _LeafTable:
+    """Per leaf, the ``(spine, ocs)`` of its default circuits (:func:`default_circuit`),
+    spines in order: a fabric's geometry, worked out once, not on every admission."""
+    return _LeafTable(spines, ocs_count, ports)
+
+
+class _LeafTable:
+    """``table[leaf]``: the ``(spine, ocs)`` of ``leaf``'s default circuits, built per leaf
+    when first read."""
+
+    def __init__(self, spines: int, ocs_count: int, ports: int) -> None:
+        self.spines, self.ocs_count, self.ports = spines, ocs_count, ports
+        self.rows: dict[int, list[tuple[int, int]]] = {}
+
+    def __getitem__(self, leaf: int) -> list[tuple[int, int]]:
+        row = self.rows.get(leaf)
+        if row is None:
+            row = self.rows[leaf] = [
+                (spine, found[0]) for spine in range(self.spines)
+                if (found := topology.default_circuit(
+                    leaf, spine, self.ocs_count, self.ports, self.spines)) is not None]
+        return row
 
 
 def default_ports(
