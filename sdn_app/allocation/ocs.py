@@ -8,8 +8,11 @@ How circuits are chosen is a *rewiring* strategy (:data:`REWIRINGS`, by name):
   circuits, then default circuits topped up with circuits on orphaned spine ports (see
   :func:`orphaned`).
 * ``augment``: default and direct circuits as ``conservative``, then :func:`try_augment`.
-* ``exact``: RapidNetSim's ``GPUPlacemeter3`` (direct pair, star, whole leaves, blocks), its
-  two assignment problems solved to optimality (:mod:`.ocs_exact`); no default wiring.
+* ``milp``: RapidNetSim's ``GPUPlacemeter3`` (direct pair, star, whole leaves, blocks), its
+  two assignment problems as MILPs that HiGHS solves under time caps, a greedy wiring tried
+  first (:mod:`.ocs_exact`); no default wiring. Not an exact search: packing and wiring are
+  two stages, at most a few packings are tried, and running circuits never move. Formerly
+  called ``exact``, a name still accepted (:data:`RENAMED_REWIRINGS`).
 
 Measured at cluster scale (BENCHMARKS.md), ``any`` scatters spine ports so that later jobs
 (whole leaves above all) can no longer be wired and refuses jobs that static vClos places;
@@ -18,6 +21,7 @@ Measured at cluster scale (BENCHMARKS.md), ``any`` scatters spine ports so that 
 
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from functools import lru_cache
@@ -138,11 +142,11 @@ class AugmentRewiring(_DefaultFirst):
         return try_augment(ledger, job_id, m, n, leaf_sets)
 
 
-class ExactRewiring(Rewiring):
-    """RapidNetSim's ``GPUPlacemeter3``, its assignment problems solved exactly
+class MilpRewiring(Rewiring):
+    """RapidNetSim's ``GPUPlacemeter3``, its assignment problems as time-capped MILPs
     (:mod:`.ocs_exact`); every OCS port starts unconnected."""
 
-    name = "exact"
+    name = "milp"
 
     def place(
         self, ledger: Ledger, job_id: str, m: int, n: int, leaves: list[int] | None
@@ -168,8 +172,24 @@ class ExactRewiring(Rewiring):
 
 REWIRINGS: dict[str, Rewiring] = {
     r.name: r
-    for r in (AnyRewiring(), ConservativeRewiring(), AugmentRewiring(), ExactRewiring())
+    for r in (AnyRewiring(), ConservativeRewiring(), AugmentRewiring(), MilpRewiring())
 }
+# Older names of rewirings -> their names now ("exact" was never an exact search).
+RENAMED_REWIRINGS = {"exact": "milp"}
+_warned: set[str] = set()
+
+
+def rewiring_name(name: str) -> str:
+    """``name``, or the name an older one has now, with one warning per process on stderr.
+    An unknown name is returned as it is, for the caller's own check."""
+    new = RENAMED_REWIRINGS.get(name)
+    if new is None:
+        return name
+    if name not in _warned:
+        _warned.add(name)
+        print(f"warning: rewiring {name!r} is deprecated and now called {new!r} (the same "
+              "placement: time-capped MILPs, not an exact search)", file=sys.stderr)
+    return new
 
 
 # ------------------------------------------------------------ placement steps
