@@ -426,6 +426,10 @@ class Ledger:
         """:meth:`idle_ocs_mask` of every leaf (a copy)."""
         return self._leaf_idle_mask[:]
 
+    def idle_port_count(self, ocs: int, spine: int) -> int:
+        """How many of ``spine``'s ports on ``ocs`` are idle."""
+        return self._spine_idle[spine][ocs]
+
     def idle_ports_of(self, ocs: int, spine: int) -> list[int]:
         """The idle ports of ``spine`` on ``ocs``, lowest first."""
         return list(bits(self._spine_port_mask[spine][ocs]))

@@ -394,13 +394,8 @@ def augment_wiring(
     leaf only takes what the leaves before it left. Returns ``(spines, {(leaf, j):
     (ocs, port)})`` or None.
     """
-    ocs_count, per_ocs = ledger.ocs_count, ledger.spine_ports_per_ocs
-    idle = {
-        (ocs, spine): [p for p in range(per_ocs) if ledger.spine_port_idle(ocs, spine, p)]
-        for ocs in range(ocs_count) for spine in range(ledger.spines)
-    }
-    total = [sum(len(idle[(ocs, spine)]) for ocs in range(ocs_count))
-             for spine in range(ledger.spines)]
+    idle = _IdlePorts(ledger)  # (ocs, spine) -> its idle ports, lowest first, when first read
+    total = list(map(sum, ledger.idle_spine_counts()))
     defaults = {leaf: default_spine_mask(ledger, leaf) for leaf in leaves}
     candidates = [
         s for s in range(ledger.spines)
@@ -430,6 +425,19 @@ def augment_wiring(
             free.remove(port)
             ports[(leaf, j)] = (ocs, port)
     return spines, ports
+
+
+class _IdlePorts(dict):
+    """``(ocs, spine)`` -> a list of the spine's idle ports on that OCS, lowest first, read
+    from the ledger when first asked for (a job reads a few of the OCSes x spines)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        super().__init__()
+        self.ledger = ledger
+
+    def __missing__(self, key: tuple[int, int]) -> list[int]:
+        ports = self[key] = self.ledger.idle_ports_of(*key)
+        return ports
 
 
 def match_from_default(
@@ -486,11 +494,10 @@ def default_spine_mask(ledger: Ledger, leaf: int) -> int:
     """Bit s is set when ``leaf``'s default circuit to spine s could be set up now
     (its port on that OCS and a port of s on that OCS are idle)."""
     mask = 0
-    ports = range(ledger.spine_ports_per_ocs)
     idle = ledger.idle_ocs_mask(leaf)
     for spine, ocs in _default_ocses(ledger.spines, ledger.ocs_count,
                                      ledger.spine_ports_per_ocs)[leaf]:
-        if idle >> ocs & 1 and any(ledger.spine_port_idle(ocs, spine, p) for p in ports):
+        if idle >> ocs & 1 and ledger.idle_port_count(ocs, spine):
             mask |= 1 << spine
     return mask
 
