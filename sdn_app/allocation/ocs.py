@@ -35,6 +35,7 @@ from sdn_app.allocation.ledger import (
     LeafPort,
     Ledger,
     SpinePort,
+    bits,
     clos_allocation,
 )
 from sdn_app.allocation.ocs_exact import (
@@ -308,6 +309,7 @@ def wire_spines(
     m = len(leaves)
     candidates = None if index is None else index.ports_for(leaves)
     used_leaf_ports: set[LeafPort] = set()
+    used_ocses: dict[int, int] = {}  # leaf -> bit o: its port on OCS o is this job's already
     wiring: dict[int, dict[int, tuple[int, int]]] = {}
     for kind in passes:
         for spine in spines:
@@ -316,6 +318,9 @@ def wire_spines(
             if kind == "match" and candidates is not None and len(
                     candidates.get(spine, ())) < m:
                 continue  # fewer open ports than leaves: no matching can serve them all
+            if kind == "match" and candidates is None and not orphans_only and not can_match(
+                    ledger, leaves, spine, used_ocses):
+                continue  # a leaf with no port to it, or fewer ports than leaves: no matching
             if kind == "match":
                 match = match_leaves_to_spine(
                     ledger, leaves, spine, used_leaf_ports,
@@ -326,9 +331,28 @@ def wire_spines(
                 continue
             wiring[spine] = match
             used_leaf_ports |= {(ocs, leaf) for leaf, (ocs, _port) in match.items()}
+            for leaf, (ocs, _port) in match.items():
+                used_ocses[leaf] = used_ocses.get(leaf, 0) | 1 << ocs
             if len(wiring) == n:
                 return wiring
     return None
+
+
+def can_match(ledger: Ledger, leaves: list[int], spine: int, used_ocses: dict[int, int]) -> bool:
+    """False when :func:`match_leaves_to_spine` (any port, no candidates) cannot serve every
+    leaf: a leaf has no OCS where its port is idle and unused and ``spine`` has an idle port,
+    or those OCSes hold fewer idle ports of ``spine`` than there are leaves (Hall's
+    condition, necessary only: True does not promise a matching). Cheaper than the matching
+    it saves."""
+    counts = [ledger.idle_port_count(ocs, spine) for ocs in range(ledger.ocs_count)]
+    spine_mask = sum(1 << ocs for ocs, c in enumerate(counts) if c)
+    union = 0
+    for leaf in leaves:
+        usable = ledger.idle_ocs_mask(leaf) & spine_mask & ~used_ocses.get(leaf, 0)
+        if not usable:
+            return False
+        union |= usable
+    return sum(counts[ocs] for ocs in bits(union)) >= len(leaves)
 
 
 def match_leaves_to_spine(
