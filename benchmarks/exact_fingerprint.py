@@ -6,7 +6,7 @@ hosts, spines, circuits and ports) and over every job's start and finish; with t
 seconds. Two versions of the allocator decide alike on a gap when its two hashes match.
 
     nice -n 10 .venv/bin/python benchmarks/exact_fingerprint.py [--gaps 241,285,360,421,555]
-        [--policy ocs-vclos] [--rewiring exact] [--gpus-per-server 4]
+        [--policy ocs-vclos] [--rewiring milp] [--gpus-per-server 4]
 
 The allocations are hashed after the run, so the CPU seconds are the run's own.
 """
@@ -58,7 +58,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gaps", default="241,285,360,421,555")
     ap.add_argument("--policy", default="ocs-vclos")
-    ap.add_argument("--rewiring", default="exact")
+    ap.add_argument("--rewiring", default="milp")
     ap.add_argument("--gpus-per-server", type=int, default=4)
     args = ap.parse_args()
     print(f"{'gap s':>6} {'JWT s':>12} {'JCT s':>12} {'links':>6} {'cpu s':>6}  "

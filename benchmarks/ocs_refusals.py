@@ -1,11 +1,11 @@
-"""Are exact's circuit refusals real; BENCHMARKS.md "The vClos paper reproduced honestly".
+"""Are milp's circuit refusals real; BENCHMARKS.md "The vClos paper reproduced honestly".
 
-Are the ``exact`` OCS rewiring's refusals for circuits real? Replays the vClos paper's run
-(``benchmarks/vclos_paper.py``: trace ``rapidnetsim:GAP``, preset vclos-paper, policy
-ocs-vclos, rewiring exact, 4-GPU servers) and, at every admission refused for circuits,
-decides exactly whether any shape ``exact`` knows could place the job
-(:mod:`sdn_app.allocation.ocs_feasibility`: counting bounds, then a joint MILP per shape; a
-wiring found is checked port by port).
+Are the ``milp`` OCS rewiring's (formerly ``exact``) refusals for circuits real, within the
+shapes it knows? Replays the vClos paper's run (``benchmarks/vclos_paper.py``: trace
+``rapidnetsim:GAP``, preset vclos-paper, policy ocs-vclos, rewiring milp, 4-GPU servers)
+and, at every admission refused for circuits, decides exactly whether any shape ``milp``
+knows could place the job (:mod:`sdn_app.allocation.ocs_feasibility`: counting bounds, then a
+joint MILP per shape; a wiring found is checked port by port; running circuits stay put).
 
     nice -n 10 .venv/bin/python benchmarks/ocs_refusals.py [--gap 241] [--jobs 5000]
         [--time-limit 120] [--no-audit]
@@ -14,8 +14,8 @@ One line per refusal: the job, its size k, the refusal's number for that job, ev
 tried with its answer (``none``: proven, with the reason; ``WIRING``: a wiring exists;
 ``unknown``) and the seconds spent; then totals. Where a wiring exists, a summary of the
 state. The run itself
-is ``exact``'s own (the refusals are kept, so the run is the one vclos_paper.py measures),
-only observed: the hook is a subclass of the exact rewiring registered under another name.
+is ``milp``'s own (the refusals are kept, so the run is the one vclos_paper.py measures),
+only observed: the hook is a subclass of the milp rewiring registered under another name.
 ``--no-audit`` only runs, for timing (JWT, refusals, wall and CPU seconds).
 """
 
@@ -27,7 +27,7 @@ from collections import Counter
 
 from sdn_app.allocation.cluster import Cluster
 from sdn_app.allocation.ledger import Allocation, Ledger
-from sdn_app.allocation.ocs import REWIRINGS, ExactRewiring
+from sdn_app.allocation.ocs import REWIRINGS, MilpRewiring
 from sdn_app.allocation.ocs_feasibility import (
     Decision,
     Shape,
@@ -39,10 +39,10 @@ from testbed.sim.cluster_run import cluster_config
 from testbed.sim.trace_loading import load_trace
 
 
-class AuditedExact(ExactRewiring):
-    """The exact rewiring, deciding every refusal for circuits as it happens."""
+class AuditedExact(MilpRewiring):
+    """The milp rewiring, deciding every refusal for circuits as it happens."""
 
-    name = "exact-audited"
+    name = "milp-audited"
 
     def __init__(self, time_limit_s: float) -> None:
         self.time_limit_s = time_limit_s
@@ -109,9 +109,9 @@ def main() -> None:
     args = ap.parse_args()
     audited = AuditedExact(args.time_limit)
     REWIRINGS[audited.name] = audited
-    rewiring = "exact" if args.no_audit else audited.name
+    rewiring = "milp" if args.no_audit else audited.name
     result = run(args.gap, args.jobs, rewiring)
-    print(f"exact: JWT "
+    print(f"milp: JWT "
           f"{result['jwt_s']:.0f} s, JCT {result['jct_s']:.0f} s, refused for circuits "
           f"{result['refused_links']}, run wall {result['wall_s']:.1f} s, "
           f"CPU {result['cpu_s']:.1f} s")

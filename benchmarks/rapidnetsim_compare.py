@@ -3,7 +3,7 @@
 fabriclab against RapidNetSim's own run, job by job, on the same job list.
 
     nice -n 10 .venv/bin/python benchmarks/rapidnetsim_compare.py RNS_JOBS_CSV
-        [--policy source-routing] [--gap 241] [--rewiring exact] [--gpus-per-server 4]
+        [--policy source-routing] [--gap 241] [--rewiring milp] [--gpus-per-server 4]
         [--run-times own|rapidnetsim|jittered] [--out side_by_side.csv]
 
 ``RNS_JOBS_CSV``: the ``jobs.csv`` that ``scripts/rapidnetsim_reference.py`` writes for one run
@@ -69,7 +69,7 @@ def main() -> None:
     ap.add_argument("reference", help="jobs.csv of one RapidNetSim run")
     ap.add_argument("--policy", default="source-routing")
     ap.add_argument("--gap", type=float, default=241.0)
-    ap.add_argument("--rewiring", default="exact")
+    ap.add_argument("--rewiring", default="milp")
     ap.add_argument("--gpus-per-server", type=int, default=1)
     ap.add_argument("--run-times", choices=("own", "rapidnetsim", "jittered"),
                     default="own")

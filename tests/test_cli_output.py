@@ -125,12 +125,16 @@ def test_long_commands_log_progress_when_stderr_is_not_a_terminal(tmp_path, caps
     assert main(["simulate-cluster", "--leaves", "2", "--spines", "2", "--hosts-per-leaf", "2",
                  "--jobs", "20", "--out", str(tmp_path / "sc")]) == 0
     err = capsys.readouterr().err
-    assert re.search(r"^simulating ecmp: \d+/20 jobs, [\d.]+ h simulated, \d+ s elapsed$", err,
+    assert re.search(r"^simulating ecmp: 20/20 jobs, [\d.]+ h simulated, \d+ s elapsed$", err,
                      re.M), err
+    # before the end, every line estimates the time left
+    assert re.search(r"^simulating ecmp: 1/20 jobs, [\d.]+ h simulated, \d+ s elapsed, about "
+                     r"\d+ s left$", err, re.M), err
     assert main(["model", "--dims", "2x2", "--bw", "100,50", "--size", "1MiB", "--chunks", "4",
                  "--sim"]) == 0
     err = capsys.readouterr().err
-    assert re.search(r"^model --sim: 1/2 policies simulated, now themis, \d+ s elapsed$", err,
+    assert re.search(r"^model --sim: 1/2 policies simulated, now themis, \d+ s elapsed, "
+                     r"about \d+ s left$", err,
                      re.M), err
     from workloads import launcher
 
@@ -144,7 +148,8 @@ def test_long_commands_log_progress_when_stderr_is_not_a_terminal(tmp_path, caps
     monkeypatch.chdir(tmp_path)  # a relative --out: the workers, run from the checkout, find it
     assert main(["allreduce", "--ranks", "2", "--size", "4KiB", "--out", "ar"]) == 0
     err = capsys.readouterr().err
-    assert re.search(r"^allreduce: 3/12 collectives, at 4KiB, \d+ s elapsed$", err, re.M), err
+    assert re.search(r"^allreduce: 3/12 collectives, at 4KiB, \d+ s elapsed, about \d+ s left$",
+                     err, re.M), err
     assert (tmp_path / "ar" / "collectives-rank0.parquet").is_file()
 
 

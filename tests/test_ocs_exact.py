@@ -1,4 +1,5 @@
-"""The ``exact`` OCS rewiring (RapidNetSim's GPUPlacemeter3, solved exactly): the MILP helper,
+"""The ``milp`` OCS rewiring (formerly ``exact``; RapidNetSim's GPUPlacemeter3, its MILPs
+solved by HiGHS): the MILP helper,
 the placement steps, its invariants, that it admits whatever ``augment`` admits on the demo
 and contention fabrics, and that on the paper's geometry (scaled down) it refuses a job for
 circuits only when an exhaustive search finds no wiring either."""
@@ -144,7 +145,7 @@ def test_split_evenly_deals_every_edge_within_the_caps() -> None:
 def paper_like(leaves: int = 8, gpus_per_server: int = 2) -> Cluster:
     """The paper's geometry scaled down: a leaf has one port per OCS and as many hosts as
     OCSes, a spine two ports per OCS, as many spine ports as leaf ports."""
-    return Cluster(leaves, leaves // 2, 4, 4, spine_ports_per_ocs=2, rewiring="exact",
+    return Cluster(leaves, leaves // 2, 4, 4, spine_ports_per_ocs=2, rewiring="milp",
                    gpus_per_server=gpus_per_server)
 
 
@@ -215,7 +216,7 @@ def test_block_circuits_are_built_when_read_and_book_the_ports_they_hold() -> No
 def test_whole_leaves_allocation_is_the_block_allocation_of_its_wiring(spines: list[int]) -> None:
     """The whole-leaves shortcut builds what block_allocation builds from the even wiring
     (leaf r's circuit on OCS t to spine (r + t) mod S), ports included."""
-    c = Cluster(16, 8, 8, 8, spine_ports_per_ocs=2, rewiring="exact")
+    c = Cluster(16, 8, 8, 8, spine_ports_per_ocs=2, rewiring="milp")
     leaves = [1, 2, 4, 7, 8, 11, 12, 15]  # 8 leaves, 4 spines of 8 OCSes x 2 ports: even
     ocs_of = {(lf, s): list(range((q - r) % 4, 8, 4))
               for r, lf in enumerate(leaves) for q, s in enumerate(spines)}
@@ -258,7 +259,7 @@ def test_exact_admits_every_job_augment_admits(shape: tuple[int, int, int, int])
     leaves, spines, hosts, ocses = shape
     rng = random.Random(7)
     for trial in range(40):
-        c = Cluster(leaves, spines, hosts, ocses, rewiring="exact")
+        c = Cluster(leaves, spines, hosts, ocses, rewiring="milp")
         for i in range(rng.randrange(1, 6)):
             with contextlib.suppress(AllocationRefused):
                 c.allocate(f"t{trial}j{i}", rng.randrange(1, leaves * hosts // 2), "ocs-vclos")
@@ -267,7 +268,7 @@ def test_exact_admits_every_job_augment_admits(shape: tuple[int, int, int, int])
                 clone(c, "augment").allocate("probe", k, "ocs-vclos")
             except AllocationRefused:
                 continue
-            exact = clone(c, "exact")
+            exact = clone(c, "milp")
             check_job(exact, exact.allocate("probe", k, "ocs-vclos"))
             check_ports(exact)
 
@@ -337,7 +338,7 @@ def test_refused_for_circuits_only_when_no_wiring_exists(gpus_per_server: int) -
                 c.allocate(f"t{trial}j{i}", rng.choice([1, 2, 3, 4, 6, 8]), "ocs-vclos")
         check_ports(c)
         for k in range(1, c.free_hosts() + 1):
-            probe = clone(c, "exact")
+            probe = clone(c, "milp")
             try:
                 check_job(probe, probe.allocate("probe", k, "ocs-vclos"))
             except AllocationRefused as refused:
@@ -348,13 +349,13 @@ def test_refused_for_circuits_only_when_no_wiring_exists(gpus_per_server: int) -
 
 
 def test_contention_ocs_variant_places_its_jobs_with_exact() -> None:
-    """experiments/contention.yaml's ocs-vclos variant sets ``ocs_rewiring: exact``: the
+    """experiments/contention.yaml's ocs-vclos variant sets ``ocs_rewiring: milp``: the
     controller's cluster (Cluster.for_fabric) places the variant's jobs with it, big on a
     direct leaf pair (4 leaf-leaf circuits)."""
     (exp,) = [e for e in load_experiments(REPO / "experiments" / "contention.yaml")
               if e.fabric.kind == "ocs_leaf_spine"]
     c = Cluster.for_fabric(exp.fabric)
-    assert c.rewiring == "exact"
+    assert c.rewiring == "milp"
     for job in exp.jobs:
         check_job(c, c.allocate(job.name, job.hosts_wanted, "ocs-vclos"))
     check_ports(c)

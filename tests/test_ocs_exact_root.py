@@ -1,4 +1,4 @@
-"""The ``exact`` OCS placement on a real fabric (root): a job that crosses leaves through
+"""The ``milp`` OCS placement on a real fabric (root): a job that crosses leaves through
 spines gets block circuits (built only when the controller reads them), and its All-Reduce
 runs correctly over them with Mininet, OVS, the controller and real workers."""
 
@@ -18,7 +18,7 @@ from testbed.emulator.runner import Runner
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 FABRIC = {"kind": "ocs_leaf_spine", "leaves": 4, "spines": 4, "hosts_per_leaf": 4,
-          "host_link_mbit_s": 20, "uplink_mbit_s": 20, "ocs_count": 4, "ocs_rewiring": "exact"}
+          "host_link_mbit_s": 20, "uplink_mbit_s": 20, "ocs_count": 4, "ocs_rewiring": "milp"}
 WIDE = 12  # 3 leaves x 4 hosts: no leaf pair or star holds it, so m x n blocks through spines
 
 

@@ -101,7 +101,7 @@ def test_milp_proves_a_star_impossible_that_the_counts_allow() -> None:
 
 
 def test_check_wiring_rejects_a_port_taken_twice_or_busy() -> None:
-    c = Cluster(4, 2, 4, 4, spine_ports_per_ocs=2, rewiring="exact")
+    c = Cluster(4, 2, 4, 4, spine_ports_per_ocs=2, rewiring="milp")
     c.allocate("held", 8, "ocs-vclos")  # a direct pair on leaves 0, 1: their 4 ports busy
     decision = decide(c, 8)
     assert decision.answer == "wiring"

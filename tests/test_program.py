@@ -88,13 +88,13 @@ def test_job_rules_carry_the_job_cookie_and_go_away_with_it():
     assert job_cookie("train") != job_cookie("other") and job_cookie("x") > 0
 
 
-@pytest.mark.parametrize("rewiring", ["augment", "exact"])
+@pytest.mark.parametrize("rewiring", ["augment", "milp"])
 def test_ocs_job_uses_only_its_circuits_and_release_cuts_it(rewiring: str):
     plan = plan_of(OCS)
     cluster = Cluster(4, 4, 2, 4, rewiring=rewiring)
     alloc = cluster.allocate("j", 6, "ocs-vclos")  # 3 leaves x 2 hosts: through spines
-    # exact's circuits are built when the program first reads them (BlockCircuits)
-    assert isinstance(alloc.circuits, BlockCircuits) == (rewiring == "exact")
+    # milp's circuits are built when the program first reads them (BlockCircuits)
+    assert isinstance(alloc.circuits, BlockCircuits) == (rewiring == "milp")
     prog = full_program(plan, "ocs-vclos", [alloc])
     names = [plan.hosts[leaf * 2 + slot].name for leaf, slot in alloc.hosts]
     circuit_ports = {(c["ocs"], c["port"]) for c in _circuit_ends(job_program(plan, alloc))}

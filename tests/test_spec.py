@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sdn_app.allocation.ocs import REWIRINGS
+from sdn_app.allocation.ocs import RENAMED_REWIRINGS, REWIRINGS
 from testbed.core.errors import SpecError
 from testbed.core.spec import (
     MAX_HOSTS,
@@ -116,7 +116,7 @@ def test_ocs_rewiring_is_one_of_the_allocators():
     msg = err(ocs | {"ocs_rewiring": "magic"})
     assert "fabric.ocs_rewiring:" in msg and "'augment'" in msg
     field = OcsLeafSpineSpec.model_fields["ocs_rewiring"].annotation
-    assert set(get_args(field)) == set(REWIRINGS)
+    assert set(get_args(field)) == set(REWIRINGS) | set(RENAMED_REWIRINGS)  # old names too
 
 
 def test_ocs_needs_spine_ports():

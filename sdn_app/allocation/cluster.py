@@ -13,7 +13,7 @@ from sdn_app.allocation.ledger import (
     Ledger,
     leaves_of,
 )
-from sdn_app.allocation.ocs import REWIRINGS
+from sdn_app.allocation.ocs import REWIRINGS, rewiring_name
 from sdn_app.allocation.vclos import claim_vclos, find_free_biclique, try_vclos
 from testbed.core.spec import LeafSpineSpec, OcsLeafSpineSpec
 
@@ -43,7 +43,8 @@ class Cluster(Ledger):
 
         ``placement``: ``joint`` or ``hosts-first`` (see :mod:`sdn_app.allocation`).
 
-        ``rewiring`` (ocs-vclos): a name in :data:`sdn_app.allocation.ocs.REWIRINGS`.
+        ``rewiring`` (ocs-vclos): a name in :data:`sdn_app.allocation.ocs.REWIRINGS` (or an
+        older name of one, with a warning).
 
         ``exclusive_ocs_links``: also forbid two ocs-vclos jobs the same (leaf, spine) pair.
 
@@ -64,6 +65,7 @@ class Cluster(Ledger):
             raise AllocationRequestError(
                 f"placement must be one of {', '.join(PLACEMENTS)}, got {placement!r}"
             )
+        rewiring = rewiring_name(rewiring)
         if rewiring not in REWIRINGS:
             raise AllocationRequestError(
                 f"rewiring must be one of {', '.join(REWIRINGS)}, got {rewiring!r}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import cached_property, lru_cache, partial
 from itertools import repeat
 from typing import Any, NamedTuple, overload
 
@@ -170,6 +170,20 @@ class Allocation:
     @property
     def size(self) -> int:
         return len(self.hosts)
+
+    def spine_circuit(self, leaf: int, spine: int) -> Circuit:
+        """The first of the job's circuits from ``leaf`` to ``spine`` (the way down to that
+        leaf); a KeyError if there is none."""
+        return self._circuit_by_ends[(leaf, spine)]
+
+    @cached_property
+    def _circuit_by_ends(self) -> dict[tuple[int, int], Circuit]:
+        """(leaf of end a, number of end b) -> the first such circuit, indexed once per job:
+        a path looks one up per flow, and a job at the paper's scale has thousands."""
+        found: dict[tuple[int, int], Circuit] = {}
+        for c in self.circuits:
+            found.setdefault((c.end_a[1], c.end_b[1]), c)
+        return found
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able view (lists and string keys only)."""
@@ -411,6 +425,10 @@ class Ledger:
     def idle_ocs_masks(self) -> list[int]:
         """:meth:`idle_ocs_mask` of every leaf (a copy)."""
         return self._leaf_idle_mask[:]
+
+    def idle_port_count(self, ocs: int, spine: int) -> int:
+        """How many of ``spine``'s ports on ``ocs`` are idle."""
+        return self._spine_idle[spine][ocs]
 
     def idle_ports_of(self, ocs: int, spine: int) -> list[int]:
         """The idle ports of ``spine`` on ``ocs``, lowest first."""

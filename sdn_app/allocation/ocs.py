@@ -8,8 +8,11 @@ How circuits are chosen is a *rewiring* strategy (:data:`REWIRINGS`, by name):
   circuits, then default circuits topped up with circuits on orphaned spine ports (see
   :func:`orphaned`).
 * ``augment``: default and direct circuits as ``conservative``, then :func:`try_augment`.
-* ``exact``: RapidNetSim's ``GPUPlacemeter3`` (direct pair, star, whole leaves, blocks), its
-  two assignment problems solved to optimality (:mod:`.ocs_exact`); no default wiring.
+* ``milp``: RapidNetSim's ``GPUPlacemeter3`` (direct pair, star, whole leaves, blocks), its
+  two assignment problems as MILPs that HiGHS solves under time caps, a greedy wiring tried
+  first (:mod:`.ocs_exact`); no default wiring. Not an exact search: packing and wiring are
+  two stages, at most a few packings are tried, and running circuits never move. Formerly
+  called ``exact``, a name still accepted (:data:`RENAMED_REWIRINGS`).
 
 Measured at cluster scale (BENCHMARKS.md), ``any`` scatters spine ports so that later jobs
 (whole leaves above all) can no longer be wired and refuses jobs that static vClos places;
@@ -18,8 +21,10 @@ Measured at cluster scale (BENCHMARKS.md), ``any`` scatters spine ports so that 
 
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
+from functools import lru_cache
 from itertools import combinations, islice
 
 import networkx as nx
@@ -30,6 +35,7 @@ from sdn_app.allocation.ledger import (
     LeafPort,
     Ledger,
     SpinePort,
+    bits,
     clos_allocation,
 )
 from sdn_app.allocation.ocs_exact import (
@@ -137,11 +143,11 @@ class AugmentRewiring(_DefaultFirst):
         return try_augment(ledger, job_id, m, n, leaf_sets)
 
 
-class ExactRewiring(Rewiring):
-    """RapidNetSim's ``GPUPlacemeter3``, its assignment problems solved exactly
+class MilpRewiring(Rewiring):
+    """RapidNetSim's ``GPUPlacemeter3``, its assignment problems as time-capped MILPs
     (:mod:`.ocs_exact`); every OCS port starts unconnected."""
 
-    name = "exact"
+    name = "milp"
 
     def place(
         self, ledger: Ledger, job_id: str, m: int, n: int, leaves: list[int] | None
@@ -167,8 +173,24 @@ class ExactRewiring(Rewiring):
 
 REWIRINGS: dict[str, Rewiring] = {
     r.name: r
-    for r in (AnyRewiring(), ConservativeRewiring(), AugmentRewiring(), ExactRewiring())
+    for r in (AnyRewiring(), ConservativeRewiring(), AugmentRewiring(), MilpRewiring())
 }
+# Older names of rewirings -> their names now ("exact" was never an exact search).
+RENAMED_REWIRINGS = {"exact": "milp"}
+_warned: set[str] = set()
+
+
+def rewiring_name(name: str) -> str:
+    """``name``, or the name an older one has now, with one warning per process on stderr.
+    An unknown name is returned as it is, for the caller's own check."""
+    new = RENAMED_REWIRINGS.get(name)
+    if new is None:
+        return name
+    if name not in _warned:
+        _warned.add(name)
+        print(f"warning: rewiring {name!r} is deprecated and now called {new!r} (the same "
+              "placement: time-capped MILPs, not an exact search)", file=sys.stderr)
+    return new
 
 
 # ------------------------------------------------------------ placement steps
@@ -287,6 +309,7 @@ def wire_spines(
     m = len(leaves)
     candidates = None if index is None else index.ports_for(leaves)
     used_leaf_ports: set[LeafPort] = set()
+    used_ocses: dict[int, int] = {}  # leaf -> bit o: its port on OCS o is this job's already
     wiring: dict[int, dict[int, tuple[int, int]]] = {}
     for kind in passes:
         for spine in spines:
@@ -295,6 +318,9 @@ def wire_spines(
             if kind == "match" and candidates is not None and len(
                     candidates.get(spine, ())) < m:
                 continue  # fewer open ports than leaves: no matching can serve them all
+            if kind == "match" and candidates is None and not orphans_only and not can_match(
+                    ledger, leaves, spine, used_ocses):
+                continue  # a leaf with no port to it, or fewer ports than leaves: no matching
             if kind == "match":
                 match = match_leaves_to_spine(
                     ledger, leaves, spine, used_leaf_ports,
@@ -305,9 +331,28 @@ def wire_spines(
                 continue
             wiring[spine] = match
             used_leaf_ports |= {(ocs, leaf) for leaf, (ocs, _port) in match.items()}
+            for leaf, (ocs, _port) in match.items():
+                used_ocses[leaf] = used_ocses.get(leaf, 0) | 1 << ocs
             if len(wiring) == n:
                 return wiring
     return None
+
+
+def can_match(ledger: Ledger, leaves: list[int], spine: int, used_ocses: dict[int, int]) -> bool:
+    """False when :func:`match_leaves_to_spine` (any port, no candidates) cannot serve every
+    leaf: a leaf has no OCS where its port is idle and unused and ``spine`` has an idle port,
+    or those OCSes hold fewer idle ports of ``spine`` than there are leaves (Hall's
+    condition, necessary only: True does not promise a matching). Cheaper than the matching
+    it saves."""
+    counts = [ledger.idle_port_count(ocs, spine) for ocs in range(ledger.ocs_count)]
+    spine_mask = sum(1 << ocs for ocs, c in enumerate(counts) if c)
+    union = 0
+    for leaf in leaves:
+        usable = ledger.idle_ocs_mask(leaf) & spine_mask & ~used_ocses.get(leaf, 0)
+        if not usable:
+            return False
+        union |= usable
+    return sum(counts[ocs] for ocs in bits(union)) >= len(leaves)
 
 
 def match_leaves_to_spine(
@@ -329,17 +374,13 @@ def match_leaves_to_spine(
     """
     graph = nx.Graph()
     graph.add_nodes_from(leaves)
-    for ocs, port in ledger.idle_spine_ports(spine) if candidates is None else candidates:
-        for leaf in leaves:
-            if (
-                ledger.leaf_port_idle(ocs, leaf)
-                and (ocs, leaf) not in used_leaf_ports
-                and (
-                    not orphans_only
-                    or orphaned(ledger, ocs, spine, port, leaf, used_leaf_ports)
-                )
-            ):
-                graph.add_edge(leaf, (ocs, port))
+    idle = {leaf: ledger.idle_ocs_mask(leaf) for leaf in leaves}
+    graph.add_edges_from(  # one call, in the order edge by edge would add them
+        (leaf, (ocs, port))
+        for ocs, port in (ledger.idle_spine_ports(spine) if candidates is None else candidates)
+        for leaf in leaves
+        if idle[leaf] >> ocs & 1 and (ocs, leaf) not in used_leaf_ports
+        and (not orphans_only or orphaned(ledger, ocs, spine, port, leaf, used_leaf_ports)))
     matching = nx.bipartite.hopcroft_karp_matching(graph, top_nodes=leaves)
     return {leaf: matching[leaf] for leaf in leaves if leaf in matching}
 
@@ -377,13 +418,8 @@ def augment_wiring(
     leaf only takes what the leaves before it left. Returns ``(spines, {(leaf, j):
     (ocs, port)})`` or None.
     """
-    ocs_count, per_ocs = ledger.ocs_count, ledger.spine_ports_per_ocs
-    idle = {
-        (ocs, spine): [p for p in range(per_ocs) if ledger.spine_port_idle(ocs, spine, p)]
-        for ocs in range(ocs_count) for spine in range(ledger.spines)
-    }
-    total = [sum(len(idle[(ocs, spine)]) for ocs in range(ocs_count))
-             for spine in range(ledger.spines)]
+    idle = _IdlePorts(ledger)  # (ocs, spine) -> its idle ports, lowest first, when first read
+    total = list(map(sum, ledger.idle_spine_counts()))
     defaults = {leaf: default_spine_mask(ledger, leaf) for leaf in leaves}
     candidates = [
         s for s in range(ledger.spines)
@@ -413,6 +449,19 @@ def augment_wiring(
             free.remove(port)
             ports[(leaf, j)] = (ocs, port)
     return spines, ports
+
+
+class _IdlePorts(dict):
+    """``(ocs, spine)`` -> a list of the spine's idle ports on that OCS, lowest first, read
+    from the ledger when first asked for (a job reads a few of the OCSes x spines)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        super().__init__()
+        self.ledger = ledger
+
+    def __missing__(self, key: tuple[int, int]) -> list[int]:
+        ports = self[key] = self.ledger.idle_ports_of(*key)
+        return ports
 
 
 def match_from_default(
@@ -469,17 +518,37 @@ def default_spine_mask(ledger: Ledger, leaf: int) -> int:
     """Bit s is set when ``leaf``'s default circuit to spine s could be set up now
     (its port on that OCS and a port of s on that OCS are idle)."""
     mask = 0
-    ports = range(ledger.spine_ports_per_ocs)
-    for spine in range(ledger.spines):
-        found = default_circuit(ledger, leaf, spine)
-        if found is None:
-            continue
-        ocs = found[0]
-        if ledger.leaf_port_idle(ocs, leaf) and any(
-            ledger.spine_port_idle(ocs, spine, p) for p in ports
-        ):
+    idle = ledger.idle_ocs_mask(leaf)
+    for spine, ocs in _default_ocses(ledger.spines, ledger.ocs_count,
+                                     ledger.spine_ports_per_ocs)[leaf]:
+        if idle >> ocs & 1 and ledger.idle_port_count(ocs, spine):
             mask |= 1 << spine
     return mask
+
+
+@lru_cache(maxsize=16)
+def _default_ocses(spines: int, ocs_count: int, ports: int) -> _LeafTable:
+    """Per leaf, the ``(spine, ocs)`` of its default circuits (:func:`default_circuit`),
+    spines in order: a fabric's geometry, worked out once, not on every admission."""
+    return _LeafTable(spines, ocs_count, ports)
+
+
+class _LeafTable:
+    """``table[leaf]``: the ``(spine, ocs)`` of ``leaf``'s default circuits, built per leaf
+    when first read."""
+
+    def __init__(self, spines: int, ocs_count: int, ports: int) -> None:
+        self.spines, self.ocs_count, self.ports = spines, ocs_count, ports
+        self.rows: dict[int, list[tuple[int, int]]] = {}
+
+    def __getitem__(self, leaf: int) -> list[tuple[int, int]]:
+        row = self.rows.get(leaf)
+        if row is None:
+            row = self.rows[leaf] = [
+                (spine, found[0]) for spine in range(self.spines)
+                if (found := topology.default_circuit(
+                    leaf, spine, self.ocs_count, self.ports, self.spines)) is not None]
+        return row
 
 
 def default_ports(

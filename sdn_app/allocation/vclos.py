@@ -52,26 +52,35 @@ def find_free_biclique(
 
     Backtracking over leaves in best-fit order, keeping the set (a bitmask) of
     spines still free to every chosen leaf; a branch is cut as soon as fewer
-    than n common spines remain. The first hit is returned, so best-fit leaves
+    than n common spines remain, or fewer leaves after it still share n spines with
+    the chosen ones than are still to choose (those leaves only shrink deeper down, so
+    no cut branch holds a hit). The first hit is returned, so best-fit leaves
     win. Spines: among the common free ones, those with the fewest free links
     first, keeping idle spines for larger jobs.
     """
     mask_of = mask_of or ledger.free_spine_mask
     masks = {leaf: mask_of(leaf) for leaf in ledger.leaves_with(n)}
-    candidates = [leaf for leaf, mask in masks.items() if mask.bit_count() >= n]
+    candidates = [mask for mask in masks.values() if mask.bit_count() >= n]
+    leaf_at = [leaf for leaf, mask in masks.items() if mask.bit_count() >= n]
 
-    def extend(start: int, chosen: list[int], common: int) -> list[int] | None:
-        if len(chosen) == m:
+    def extend(viable: list[int], chosen: list[int], common: int) -> list[int] | None:
+        """``viable``: indices of the leaves after the last chosen one that share at least n
+        spines with ``common``, in order."""
+        left = m - len(chosen)
+        if left == 0:
             return chosen
-        for i in range(start, len(candidates) - (m - len(chosen)) + 1):
-            still_common = common & masks[candidates[i]]
-            if still_common.bit_count() >= n:
-                found = extend(i + 1, [*chosen, candidates[i]], still_common)
+        for k in range(len(viable) - left + 1):
+            i = viable[k]
+            still_common = common & candidates[i]
+            # the leaves after i that still share n spines with the chosen ones and i
+            after = [j for j in viable[k + 1:] if (still_common & candidates[j]).bit_count() >= n]
+            if len(after) >= left - 1:
+                found = extend(after, [*chosen, leaf_at[i]], still_common)
                 if found is not None:
                     return found
         return None
 
-    leaves = extend(0, [], (1 << ledger.spines) - 1)
+    leaves = extend(list(range(len(candidates))), [], (1 << ledger.spines) - 1)
     if leaves is None:
         return None
     return sorted(leaves), sorted(common_spines(ledger, leaves)[:n])

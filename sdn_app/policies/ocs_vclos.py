@@ -52,7 +52,7 @@ class OcsVclos(RoutingPolicy):
         if up.end_b[0] == "leaf":  # direct leaf-leaf circuit
             return [("hu", la, sa), ("cl", up.ocs, la, lb), ("hd", lb, sb)]
         _, s, port = up.end_b
-        down = next(c for c in alloc.circuits if c.end_a == ("leaf", lb) and c.end_b[1] == s)
+        down = alloc.spine_circuit(lb, s)
         return [("hu", la, sa), ("cu", up.ocs, la, s, port), ("cd", down.ocs, s, down.end_b[2], lb),
                 ("hd", lb, sb)]
 

@@ -1,5 +1,6 @@
 """Progress of a long command, on stderr: a live bar on a terminal, and elsewhere (a log, a
-pipe, CI) a line every :data:`LOG_EVERY_S` seconds, so a run of minutes is never silent."""
+pipe, CI) a line every :data:`LOG_EVERY_S` seconds, so a run of minutes is never silent. Both
+estimate the time left from the rate so far."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from rich.progress import (
     Task,
     TextColumn,
     TimeElapsedColumn,
+    TimeRemainingColumn,
 )
 from rich.text import Text
 
@@ -43,12 +45,13 @@ def progress(title: str, total: int, fields_text: str = "", every_s: float | Non
     """Yield ``update(done, total=None, **fields)``: how far ``title`` is, ``done`` of
     ``total``, with ``fields_text`` formatted with ``fields`` after it. On a terminal a live
     bar (gone when done); otherwise a line to stderr at most every ``every_s`` seconds
-    (default :data:`LOG_EVERY_S`)."""
+    (default :data:`LOG_EVERY_S`). Each ends with an estimate of the time left, at the rate
+    so far (:func:`time_left_s` in a log)."""
     every_s = LOG_EVERY_S if every_s is None else every_s
     console = Console(stderr=True)
     if console.is_terminal:
         columns = (TextColumn(title), BarColumn(), MofNCompleteColumn(), _Fields(fields_text),
-                   TimeElapsedColumn())
+                   TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn())
         with Progress(*columns, console=console, transient=True) as bar:
             task = bar.add_task(title, total=total, **fields)
 
@@ -68,7 +71,17 @@ def progress(title: str, total: int, fields_text: str = "", every_s: float | Non
             return
         last = t
         extra = fields_text.format(**state)
+        left = time_left_s(done, state["total"], t - start)
         print(f"{title}: {done}/{state['total']}{' ' + extra if extra else ''}, "
-              f"{t - start:.0f} s elapsed", file=sys.stderr, flush=True)
+              f"{t - start:.0f} s elapsed{'' if left is None else f', about {left:.0f} s left'}",
+              file=sys.stderr, flush=True)
 
     yield log
+
+
+def time_left_s(done: int, total: int, elapsed_s: float) -> float | None:
+    """The time the ``total - done`` still to do take at the rate so far; None before the
+    first is done, or once all are."""
+    if done <= 0 or done >= total:
+        return None
+    return elapsed_s * (total - done) / done

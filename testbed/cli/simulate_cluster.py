@@ -13,7 +13,7 @@ import math
 import sys
 from typing import Any
 
-from sdn_app.allocation.ocs import REWIRINGS
+from sdn_app.allocation.ocs import REWIRINGS, rewiring_name
 from testbed.cli.progress import progress
 from testbed.core.errors import FabricLabError
 from testbed.core.out_dir import FORCE_HELP, check_out_dir, clear_out_dir
@@ -72,11 +72,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="vclos/ocs-vclos: choose hosts and network together (joint, default) "
                    "or hosts first, network-oblivious (hosts-first); trace: the hosts the "
                    "trace records (lingjun:DIR), with ecmp, ecmp-l3 or vclos")
-    p.add_argument("--rewiring", choices=REWIRINGS, default="augment",
+    p.add_argument("--rewiring", type=rewiring_name, choices=list(REWIRINGS),
+                   default="augment",
                    help="ocs-vclos: default wiring first, then a per-leaf matching that moves "
                    "default circuits only where it must (augment, default); any idle ports "
-                   "(any, what the emulator's controller does); or only ports no default "
-                   "circuit needs (conservative)")
+                   "(any, what the emulator's controller does); only ports no default "
+                   "circuit needs (conservative); or RapidNetSim's GPUPlacemeter3 as "
+                   "time-capped HiGHS MILPs, greedy wiring first (milp; formerly exact)")
     p.add_argument("--policy", default="ecmp",
                    help="a leaf-spine routing policy: ecmp (default), ecmp-l3, vclos, "
                    "ocs-vclos, source-routing(-flat) (RapidNetSim's baseline), gpu-count (the "

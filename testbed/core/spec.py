@@ -134,8 +134,9 @@ class LeafSpineSpec(_Strict):
 class OcsLeafSpineSpec(LeafSpineSpec):
     kind: Literal["ocs_leaf_spine"]  # type: ignore[assignment]
     ocs_count: Count
-    # How the controller's allocator wires circuits (sdn_app.allocation.ocs.REWIRINGS).
-    ocs_rewiring: Literal["any", "conservative", "augment", "exact"] = "any"
+    # How the controller's allocator wires circuits (sdn_app.allocation.ocs.REWIRINGS; exact
+    # is milp's older name, still accepted with a warning).
+    ocs_rewiring: Literal["any", "conservative", "augment", "milp", "exact"] = "any"
 
     @property
     def num_switches(self) -> int:

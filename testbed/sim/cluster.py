@@ -85,7 +85,8 @@ from typing import Any
 
 from sdn_app.allocation.cluster import PLACEMENTS, Cluster
 from sdn_app.allocation.ledger import Allocation, AllocationRefused, LeafSlot
-from sdn_app.allocation.ocs import REWIRINGS
+from sdn_app.allocation.ocs import REWIRINGS, rewiring_name
+from sdn_app.allocation.ocs_exact import solver_counts
 from sdn_app.policies import get as get_policy
 from testbed.core.errors import FabricLabError
 from testbed.core.registry import QUEUES, RegistryError
@@ -115,7 +116,7 @@ class ClusterConfig:
     ocs_count: int = 0
     spine_ports_per_ocs: int = 0  # 0: ceil(leaves / ocs_count), a spine port per leaf
     placement: str = "joint"  # or "hosts-first" (see sdn_app.allocation), or "trace"
-    rewiring: str = "augment"  # ocs-vclos: or "any", "conservative", "exact" (allocation.ocs)
+    rewiring: str = "augment"  # ocs-vclos: or "any", "conservative", "milp" (allocation.ocs)
     link_bps: float = 100e9
     rounds: int = 8
     seed: int = 1
@@ -127,6 +128,7 @@ class ClusterConfig:
     def __post_init__(self) -> None:
         # an older spelling (hierarchical) names the collective it now is
         object.__setattr__(self, "collective", ALIASES.get(self.collective, self.collective))
+        object.__setattr__(self, "rewiring", rewiring_name(self.rewiring))  # exact: milp
 
     def check(self) -> None:
         cluster_policy(self.policy)
@@ -273,9 +275,11 @@ class ClusterSimulation:
         self.refused_fragmented = 0  # admission attempts refused as fragmented
         self.refused_fragmented_links = 0  # ... of which hosts fitted but links did not
         self.fragmented_jobs: set[str] = set()
+        self.solver_before: dict[str, float] = {}  # solver_counts() when the run began
 
     def run(self) -> ClusterResult:
         wall = time.perf_counter()
+        self.solver_before = solver_counts()
         for spec in self.jobs:
             self.net.at(spec.arrival, lambda spec=spec: self._arrive(spec))
         self.net.run()
@@ -498,7 +502,18 @@ class ClusterSimulation:
             "collided_flow_fraction": collided / flows if flows else 0.0,
             "rate_recomputes": self.net.recomputes,
             "wall_s": time.perf_counter() - wall_start,
+            **self._solver_summary(),
         }
+
+    def _solver_summary(self) -> dict[str, float]:
+        """The ``milp`` rewiring's solver work in this run, ``milp_`` + the keys of
+        :func:`~sdn_app.allocation.ocs_exact.solver_counts`: MILPs ``solved`` by HiGHS, of
+        them ``unproven`` (time cap hit without proof), ``reused`` answers, ``solver_s`` in
+        HiGHS, the wiring MILPs and last resorts among them. Empty for other runs."""
+        if not (self.config.uses_ocs and self.config.rewiring == "milp"):
+            return {}
+        now = solver_counts()
+        return {f"milp_{key}": now[key] - self.solver_before[key] for key in now}
 
 
 def trace_hosts(free_slots: Callable[[int], list[int]], slots: dict[str, tuple[int, int]],

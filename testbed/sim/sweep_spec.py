@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from sdn_app.allocation.ocs import REWIRINGS
+from sdn_app.allocation.ocs import REWIRINGS, rewiring_name
 from testbed.core.errors import FabricLabError, SpecError
 from testbed.core.limits import grid_points_error
 from testbed.core.registry import QUEUES
@@ -88,6 +88,8 @@ class ClusterParams(BaseModel):
     @classmethod
     def _known(cls, value: str, info: Any) -> str:
         choices = {"placement": SIM_PLACEMENTS, "rewiring": tuple(REWIRINGS)}[info.field_name]
+        if info.field_name == "rewiring":
+            value = rewiring_name(value)  # an older name (exact) becomes its name now
         if value not in choices:
             raise ValueError(f"{value!r} is unknown; use one of {', '.join(choices)}")
         return value
