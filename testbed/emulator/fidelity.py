@@ -199,7 +199,7 @@ def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
 
 def job_reason(v: dict[str, Any]) -> str:
     """The job invariant's sentence for a violated job verdict: its worst size."""
-    tol = job_invariant_tolerance()
+    from analysis.job_invariant import TOLERANCE as tol
     worst = max(v["sizes"], key=lambda s: abs(1 - s["ratio"]))
     size = format_size(worst["size"])
     if worst["unit"] == "time_s" and "measured" in worst:
@@ -212,12 +212,6 @@ def job_reason(v: dict[str, Any]) -> str:
     return (f"job invariant: job {v['job']} reached {worst['ratio']:.0%} of what its "
             f"isolated links allow (All-Reduce of {size}), below {1 - tol:.0%}: something "
             "besides its links set its pace")
-
-
-def job_invariant_tolerance() -> float:
-    from analysis.job_invariant import TOLERANCE
-
-    return TOLERANCE
 
 
 def _asleep_record(removed) -> dict[str, Any]:

@@ -194,18 +194,17 @@ class Runner:
         pids, ports = fab.host_pids(), fab.switch_ports()
         hosts = [h.name for h in self.plan.hosts]
         before = drop_counters.reading(ports, pids, hosts)
+        members = {j.name: list(j.hosts) for j in jobs}
         self.counters_read_s += time.monotonic() - t0
         try:
             self._run_jobs(fab, jobs, what)
         finally:
             t0 = time.monotonic()
             self.drops["legs"][key] = drop_counters.leg_drops(
-                before, drop_counters.reading(ports, pids, hosts)) | {
-                "jobs": {j.name: list(j.hosts) for j in jobs}}
+                before, drop_counters.reading(ports, pids, hosts)) | {"jobs": members}
             if fab.controller is not None and self._counted is not None:
                 after = path_reader.read(self.plan)
-                legs = path_reader.leg_paths(self._counted, after,
-                                             {j.name: list(j.hosts) for j in jobs})
+                legs = path_reader.leg_paths(self._counted, after, members)
                 if legs is not None:
                     self.paths["source"] = "spine counters"
                     self.paths["legs"][key] = legs

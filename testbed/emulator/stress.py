@@ -166,7 +166,7 @@ def flood(seconds: float = 600.0) -> Iterator[list[int]]:
         raise FabricLabError("interfaces named fl-fl* exist already: not flooding")
     holders = [subprocess.Popen(["unshare", "--net", "sleep", str(seconds + 60)],
                                 start_new_session=True) for _ in range(2)]
-    procs: list[subprocess.Popen] = []
+    children: list[subprocess.Popen] = []
     try:
         for ns_end, root_end, holder, ip in ((a_ns, a_root, holders[0], "198.18.0.1"),
                                              (b_ns, b_root, holders[1], "198.18.0.2")):
@@ -183,17 +183,16 @@ def flood(seconds: float = 600.0) -> Iterator[list[int]]:
                         bridge, "datapath_type=netdev", "--", "add-port", bridge, a_root,
                         "--", "add-port", bridge, b_root], check=True)
         a, b = (["nsenter", "-t", str(h.pid), "-n"] for h in holders)
-        procs.append(subprocess.Popen([*a, "iperf3", "-s", "-1"], stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL))
-
+        children.append(subprocess.Popen([*a, "iperf3", "-s", "-1"],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         time.sleep(0.5)
-        procs.append(subprocess.Popen([*b, "iperf3", "-c", "198.18.0.1", "-t", str(seconds)],
+        children.append(subprocess.Popen([*b, "iperf3", "-c", "198.18.0.1", "-t", str(seconds)],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         yield [h.pid for h in holders]
     finally:
-        for p in procs + holders:
+        for p in children + holders:
             p.kill()
-        for p in procs + holders:
+        for p in children + holders:
             p.wait()
         subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", bridge],
                        capture_output=True)
@@ -203,15 +202,9 @@ def flood(seconds: float = 600.0) -> Iterator[list[int]]:
 
 def _wait_own_netns(pid: int, timeout_s: float = 10.0) -> None:
     """Until ``pid`` (an ``unshare --net`` child) is in a network namespace of its own."""
+    from testbed.emulator import procs
+    from testbed.emulator.faults import wait_until
 
-    own = os.readlink("/proc/self/ns/net")
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            if os.readlink(f"/proc/{pid}/ns/net") != own:
-                return
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            raise FabricLabError("the flood's namespace holder never entered its namespace")
-        time.sleep(0.02)
+    own = procs.own_netns()
+    if not wait_until(lambda: procs.netns_of(pid) not in (None, own), timeout_s, 0.02):
+        raise FabricLabError("the flood's namespace holder never entered its namespace")
