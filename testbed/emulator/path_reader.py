@@ -23,6 +23,10 @@ def read(plan: FabricPlan) -> dict[tuple[int, str, str], int] | None:
     ``plan``; None where the fabric has no counters or a switch cannot be read."""
     if not counted(plan):
         return None
+    # OpenFlow's flow counters trail the datapath by a revalidator round (up to a second):
+    # wait for one, so that the last packets of a leg are counted in it
+    subprocess.run(["ovs-appctl", f"--timeout={OFCTL_TIMEOUT_S}", "revalidator/wait"],
+                   capture_output=True, timeout=OFCTL_TIMEOUT_S + 2)
     names = macs(plan)
     found: dict[tuple[int, str, str], int] = {}
     for spine in range(plan.spec.spines):
