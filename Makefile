@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 DEMO ?= experiments/demo.yaml
 
-.PHONY: install demo test lint clean
+.PHONY: install demo test lint clean vm-check
 
 install:
 	@bash scripts/install.sh
@@ -23,3 +23,8 @@ lint: install
 
 clean: install
 	$(VENV)/bin/fabriclab clean
+
+# The fresh-machine check in a throwaway stock-kernel Debian 12 VM (root; testbed/vm).
+vm-check:
+	@bash scripts/install.sh --vm
+	$(VENV)/bin/fabriclab vm check

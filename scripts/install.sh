@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # Install what fabriclab needs on Debian 12, idempotently: apt packages, the .venv,
 # the project itself, and the Open vSwitch daemons. Safe to run again.
-# Usage: scripts/install.sh [--test]   (--test adds the tools only the tests need)
+# Usage: scripts/install.sh [--test] [--vm]   (--test adds the tools only the tests need,
+#        --vm what booting the stock-kernel VM needs: make vm-check)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(mininet openvswitch-switch python3-os-ken python3-venv python3-pip
-              iperf3 ethtool iputils-ping iproute2 psmisc procps make
-              docker.io debootstrap)  # container hosts: the engine, and the base image
-# Only `make test` needs these.
-TEST_APT_PACKAGES=(vagrant strace)  # strace: the safety tests watch every signal clean sends
-[ "${1:-}" = "--test" ] && APT_PACKAGES+=("${TEST_APT_PACKAGES[@]}")
+# One home for the package lists: scripts/packages/ (the VM image is built from them too).
+packages() { sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "scripts/packages/$1" | tr -d ' \t'; }
+mapfile -t APT_PACKAGES < <(packages apt.txt)
+for arg in "$@"; do
+    case $arg in
+        --test) list=apt-test.txt ;;
+        --vm) list=apt-vm.txt ;;
+        *) echo "install: unknown option $arg (give --test and/or --vm)" >&2; exit 2 ;;
+    esac
+    mapfile -t -O "${#APT_PACKAGES[@]}" APT_PACKAGES < <(packages "$list")
+done
 VENV=.venv
 STAMP=.install-stamp
 

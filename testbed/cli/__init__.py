@@ -48,6 +48,8 @@ COMMANDS = {  # command -> (the module that registers it, its line in `fabriclab
     "simulate-astra": ("testbed.cli.simulate_astra", "replay an ASTRA-sim 1.0 workload on "
                        "its network and system files, as AnalyticalAstra does"),
     "report": ("testbed.cli.report", "turn run directories into report.html and report.md"),
+    "vm": ("testbed.cli.vm", "build and boot the stock-kernel Debian 12 VM: run a command in "
+           "it, run the fresh-machine check, build the Vagrant box (root)"),
     "examples": ("testbed.cli.examples", "write example inputs: the built-in Themis workloads "
                  "as ASTRA-sim text, Chakra traces and the network they replay on"),
 }

@@ -35,6 +35,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--step-latency-us", type=float, default=0.0,
                    help="sim backend: delay before every ring step, in microseconds: "
                    "per-message software and switching latency (default 0)")
+    p.add_argument("--variants", metavar="NAMES",
+                   help="run only these variants, comma-separated (e.g. ecmp,vclos); "
+                   "default all")
+    p.add_argument("--repeats", type=int, metavar="N",
+                   help="run each variant N times instead of the spec's repeats")
     p.set_defaults(func=run)
 
 
@@ -88,12 +93,31 @@ def summary_table(run_dir: Path) -> tuple[Table, str]:
     return table, status
 
 
+def chosen(experiments: list, name: str, args: argparse.Namespace) -> list:
+    """The runs ``--variants`` names (all without it), each ``--repeats`` times if given."""
+    if getattr(args, "repeats", None) is not None:
+        if not 1 <= args.repeats <= 20:
+            raise FabricLabError(f"--repeats {args.repeats}: give 1 to 20")
+        experiments = [e.model_copy(update={"repeats": args.repeats}) for e in experiments]
+    if not getattr(args, "variants", None):
+        return experiments
+    wanted = [v.strip() for v in args.variants.split(",") if v.strip()]
+    by_variant = {e.name.removeprefix(f"{name}-"): e for e in experiments}
+    unknown = [v for v in wanted if v not in by_variant]
+    if unknown or not wanted:
+        which = f"no variant {unknown[0]}" if unknown else "no variant named"
+        raise FabricLabError(f"--variants: {args.spec} has {which} (it has "
+                             f"{', '.join(by_variant)})")
+    return [by_variant[v] for v in wanted]
+
+
 def run(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise FabricLabError(f"--out {args.out} is a file; name a directory for the run "
                              "directories")
     # simulated links are not shaped: the emulator's top rate does not bind them
     experiments = load_experiments(args.spec, shaped=args.backend != "sim")
+    experiments = chosen(experiments, experiment_name(args.spec), args)
     backend = backend_of(args)
     for exp in experiments:  # every variant is checked before the first one runs
         try:

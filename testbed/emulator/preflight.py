@@ -51,6 +51,26 @@ def datapath() -> str:
     return "kernel" if Path("/sys/module/openvswitch").exists() else "user"
 
 
+def virtualization() -> str:
+    """What the machine runs on (``systemd-detect-virt --vm``): ``none`` for bare metal,
+    ``kvm``, ``qemu`` (QEMU's software emulation, TCG), ...; ``unknown`` without the tool."""
+    out = _run(["systemd-detect-virt", "--vm"])
+    return out.stdout.strip() or "none" if out is not None else "unknown"
+
+
+# Under QEMU's software emulation every instruction is translated: rates and times bear no
+# relation to any real machine's (DESIGN.md: iperf3 54-2047 Mbit/s by datapath, noisy).
+SOFTWARE_EMULATED = {"qemu"}
+
+
+def timing_problem(virt: str) -> str | None:
+    """The sentence that makes a run on a software-emulated CPU not faithful, else None."""
+    if virt in SOFTWARE_EMULATED:
+        return ("this machine is a VM on QEMU's software emulation (TCG): its run checks "
+                "function, not timing")
+    return None
+
+
 def userspace_tso() -> bool:
     out = _run(["ovs-vsctl", "--timeout=3", "get", "Open_vSwitch", ".",
                 "other_config:userspace-tso-enable"])

@@ -34,7 +34,12 @@ from testbed.emulator.fabric import Fabric
 from testbed.emulator.failpoints import failpoint
 from testbed.emulator.fidelity import fidelity_record, pipeline_record
 from testbed.emulator.prediction import predict
-from testbed.emulator.preflight import datapath, forwarding_problem
+from testbed.emulator.preflight import (
+    datapath,
+    forwarding_problem,
+    timing_problem,
+    virtualization,
+)
 from testbed.emulator.sampler import LinkSampler, cpu_mean, write_parquet
 from testbed.emulator.schedstat import SchedSampler, switch_sched
 from testbed.emulator.workers import check_training, run_job
@@ -47,7 +52,8 @@ def environment() -> dict[str, Any]:
     from sdn_app.compat import FRAMEWORK
 
     return base_environment() | {"controller": FRAMEWORK, "datapath": datapath(),
-                                 "switch_sched": switch_sched()}
+                                 "switch_sched": switch_sched(),
+                                 "virtualization": virtualization()}
 
 
 class Runner:
@@ -366,10 +372,15 @@ class Runner:
             record["reasons"] += [f"calibration: {f}" for f in calibration.failures]
         if self.status != "ok":
             record["reasons"].append(f"run {self.status}: {self.error}")
+        virt = virtualization()
+        if problem := timing_problem(virt):
+            record["reasons"].append(problem)
         record.update(verdict="faithful" if not record["reasons"] else "not faithful",
                       cpu_idle_min=idle_min, cpu_idle_mean=idle_mean,
                       cpu_steal_max=steal_max, calibration=cal,
                       switches=self.switches,
+                      datapath=datapath() if self.switches == "ovs" else None,
+                      virtualization=virt,
                       containers={h: rt.model_dump(exclude_none=True)
                                   for h, rt in self.host_runtimes.items() if rt.is_container})
         return record

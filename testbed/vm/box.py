@@ -1,0 +1,147 @@
+"""The local Vagrant box (libvirt provider), made from the VM image.
+
+No box catalogue is reachable from these machines, so ``fabriclab vm box`` makes one: a copy
+of the image's root file system with a ``vagrant`` user (passwordless sudo, a key pair made
+here), sshd (host keys made at first boot, so no two VMs share them), and the box's own
+Vagrantfile. The box has no bootloader: libvirt boots Debian's kernel directly, from
+``/var/lib/libvirt/boot`` (where the QEMU that libvirt starts may read it).
+
+The box's Vagrantfile holds what makes it work without a bridge on the host: libvirt's
+management network is not attached; the guest's one NIC is QEMU's user-mode network, with
+SSH forwarded to a port on 127.0.0.1; a second user-mode NIC is declared so that
+vagrant-libvirt has a MAC to match, and its agent channel (``qemu-guest-agent``) reports the
+address. The domain type is ``qemu`` (TCG) where there is no hardware virtualisation, ``kvm``
+where there is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+from testbed.core.atomic import write_json, write_text
+from testbed.core.errors import FabricLabError
+from testbed.core.safe_paths import own_or_new_dir
+from testbed.vm import image as vm_image
+from testbed.vm.machine import accelerator
+
+BOOT_DIR = Path("/var/lib/libvirt/boot")
+SSH_PORT = int(os.environ.get("FABRICLAB_BOX_SSH_PORT", "2222"))
+SSH_KEEPALIVE = "ClientAliveInterval 30\n"
+
+BOX_VAGRANTFILE = """# The box's own settings (testbed/vm/box.py): boot Debian's kernel directly,
+# and reach the guest through QEMU's user-mode network only (no bridge, no address here).
+Vagrant.configure("2") do |config|
+  config.ssh.host = "127.0.0.1"
+  config.ssh.port = {port}
+  config.ssh.private_key_path = "{key}"
+  config.ssh.insert_key = false
+  config.vm.network :public_network, libvirt__type: "user", auto_config: false
+  config.vm.provider :libvirt do |l|
+    l.driver = "{driver}"
+    l.kernel = "{kernel}"
+    l.initrd = "{initrd}"
+    l.cmd_line = "root=/dev/vda rw console=ttyS0"
+    l.mgmt_attach = false
+    l.qemu_use_agent = true
+    l.graphics_type = "none"
+    l.video_type = "none"
+    l.qemuargs value: "-netdev"
+    l.qemuargs value: "user,id=fabriclab-ssh,hostfwd=tcp:127.0.0.1:{port}-:22"
+    l.qemuargs value: "-device"
+    l.qemuargs value: "virtio-net-pci,netdev=fabriclab-ssh,bus=pci.0,addr=0x10"
+  end
+end
+"""
+
+
+def box_dir() -> Path:
+    return vm_image.CACHE_DIR / f"box-{vm_image.recipe_key()}"
+
+
+def build(say=print) -> Path:
+    """The box file of this image (built if missing)."""
+    image = vm_image.ensure(say)
+    dest = box_dir()
+    box = dest / "fabriclab-bookworm.box"
+    if box.is_file():
+        return box
+    if dest.exists():
+        vm_image._remove(dest)
+    own_or_new_dir(dest, 0o700)
+    key = dest / "vagrant_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "fabriclab-box",
+                    "-f", str(key)], check=True)
+    root = dest / "rootfs"
+    say("vm box: copying the image's file system and adding the vagrant user")
+    subprocess.run(["cp", "-a", str(image.rootfs), str(root)], check=True)
+    _add_vagrant_user(root, (key.with_suffix(".pub")).read_text())
+    own_or_new_dir(BOOT_DIR, 0o711)
+    kernel = BOOT_DIR / f"fabriclab-{vm_image.recipe_key()}-vmlinuz"
+    initrd = BOOT_DIR / f"fabriclab-{vm_image.recipe_key()}-initrd.img"
+    shutil.copy(image.kernel, kernel)
+    shutil.copy(image.initrd, initrd)
+    say("vm box: file system, qcow2 and box")
+    raw = dest / "box.raw"
+    with open(raw, "wb") as f:
+        f.truncate(vm_image.IMAGE_SIZE_BYTES)
+    vm_image._run(["mkfs.ext4", "-q", "-F", "-d", str(root), str(raw)], "mkfs.ext4")
+    vm_image._run(["qemu-img", "convert", "-O", "qcow2", str(raw), str(dest / "box.img")],
+                  "qemu-img convert")
+    raw.unlink()
+    shutil.rmtree(root)
+    write_json(dest / "metadata.json", {"provider": "libvirt", "format": "qcow2",
+                                        "virtual_size": vm_image.IMAGE_SIZE_BYTES // 1024**3})
+    driver = "kvm" if accelerator() == "kvm" else "qemu"
+    write_text(dest / "Vagrantfile", BOX_VAGRANTFILE.format(
+        port=SSH_PORT, key=key, driver=driver, kernel=kernel, initrd=initrd))
+    partial = box.with_suffix(".partial")
+    with tarfile.open(partial, "w") as tar:
+        for name in ("metadata.json", "Vagrantfile", "box.img"):
+            tar.add(dest / name, arcname=name)
+    (dest / "box.img").unlink()
+    os.rename(partial, box)
+    return box
+
+
+def _add_vagrant_user(root: Path, public_key: str) -> None:
+    """A ``vagrant`` user with passwordless sudo and ``public_key``; sshd keys at first boot."""
+    vm_image._run(["chroot", str(root), "useradd", "-m", "-s", "/bin/bash", "vagrant"],
+                  "useradd vagrant")
+    write_text(root / "etc/sudoers.d/vagrant", "vagrant ALL=(ALL) NOPASSWD:ALL\n", 0o440)
+    ssh = root / "home/vagrant/.ssh"
+    ssh.mkdir(mode=0o700)
+    write_text(ssh / "authorized_keys", public_key, 0o600)
+    ids = root / "etc/passwd"
+    uid, gid = next((int(f[2]), int(f[3])) for f in
+                    (ln.split(":") for ln in ids.read_text().splitlines()) if f[0] == "vagrant")
+    for p in (ssh, ssh / "authorized_keys"):
+        os.chown(p, uid, gid)
+    for old in (root / "etc/ssh").glob("ssh_host_*"):
+        old.unlink()
+    dropin = root / "etc/systemd/system/ssh.service.d"
+    dropin.mkdir(parents=True, exist_ok=True)
+    write_text(dropin / "host-keys.conf", "[Service]\nExecStartPre=/usr/bin/ssh-keygen -A\n")
+    write_text(root / "etc/ssh/sshd_config.d/fabriclab.conf", SSH_KEEPALIVE)
+
+
+def add(box: Path, name: str) -> None:
+    """``vagrant box add --force`` (replacing an older build of the same name)."""
+    out = subprocess.run(["vagrant", "box", "add", "--force", "--name", name, str(box)],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise FabricLabError(f"vagrant box add failed: {out.stderr.strip()[-300:]}")
+
+
+def build_and_add(name: str) -> str:
+    box = build()
+    add(box, name)
+    return f"{box} added as {name}; `vagrant up --provider libvirt` in the checkout uses it"
+
+
+def info() -> dict:
+    return json.loads((box_dir() / "metadata.json").read_text())

@@ -1,0 +1,58 @@
+"""A throwaway stock-kernel VM boots, runs a job, brings its output back and leaves nothing
+behind (root; skipped where no VM can boot: no QEMU, or the image is not built yet)."""
+
+from __future__ import annotations
+
+import platform
+import shutil
+
+import psutil
+import pytest
+
+from testbed.vm import image
+from testbed.vm.machine import QEMU, run_job
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+
+def _why_not() -> str | None:
+    if shutil.which(QEMU) is None:
+        return f"{QEMU} is not installed (`make vm-check` installs it)"
+    if image.cached() is None:
+        return "the VM image is not built (`fabriclab vm build`, a few minutes)"
+    return None
+
+
+needs_vm = pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")
+
+
+def _runs() -> set[str]:
+    runs = image.CACHE_DIR / "runs"
+    return {p.name for p in runs.iterdir()} if runs.is_dir() else set()
+
+
+@needs_vm
+def test_a_job_runs_on_the_stock_kernel_and_its_output_comes_back(tmp_path):
+    before = _runs()
+    job = ("uname -r > /mnt/job/out/kernel\n"
+           "modprobe sch_netem && tc qdisc add dev lo root netem delay 1ms "
+           "&& echo yes > /mnt/job/out/netem\n"
+           "modprobe openvswitch && echo yes > /mnt/job/out/ovs\n")
+    result = run_job(image.cached(), job, tmp_path / "out", timeout_s=600, say=lambda _: None)
+    assert result.exit_code == 0, (tmp_path / "out" / "job.log").read_text()
+    kernel = (tmp_path / "out" / "kernel").read_text().strip()
+    assert kernel and kernel != platform.release()
+    assert (tmp_path / "out" / "netem").read_text().strip() == "yes"
+    assert (tmp_path / "out" / "ovs").read_text().strip() == "yes"
+    assert result.boot_s is not None and (tmp_path / "out" / "console.log").is_file()
+    assert _runs() == before  # the overlay and its directory are gone
+
+
+@needs_vm
+def test_a_vm_past_its_time_is_stopped_and_removed(tmp_path):
+    before = _runs()
+    result = run_job(image.cached(), "sleep 600\n", tmp_path / "out", timeout_s=3,
+                     say=lambda _: None)
+    assert result.timed_out and result.exit_code is None
+    assert _runs() == before
+    assert not [c for c in psutil.Process().children(recursive=True) if c.name() == QEMU[:15]]
