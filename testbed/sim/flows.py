@@ -28,7 +28,10 @@ Links may also delay and lose (``delays_s``, ``losses``: link -> seconds one way
 packets; :mod:`testbed.core.link_model`). A flow then holds its links while it sends, as
 before, but is done (``end``, ``on_done``) its path's one-way delay later, when its last byte
 has arrived (a bundle: its slowest path's); and a lossy path caps its rate at the Mathis et
-al. TCP bound for that path's loss and round trip. A network without either behaves as before.
+al. TCP bound for that path's loss and round trip. A network without either behaves as before,
+and so does a flow over a pre-resolved :class:`Route` (the cluster simulator adds its paths'
+delays per step itself: :class:`testbed.sim.job_plans.LinkDelays`). Jitter is not simulated:
+a link's delay is its mean.
 
 Bookkeeping (:mod:`testbed.sim.occupancy`) counts active flows per link in numpy arrays, so
 starting or ending a flow costs Python work only on the links it shares; components are

@@ -103,8 +103,6 @@ class Shape:
 
     phases: list[list[Bundle]]
     host_share: Fraction
-    # its synchronous steps as runs of equal ones: (how many, src positions, dst positions)
-    steps: tuple[tuple[int, np.ndarray, np.ndarray], ...] = ()
 
 
 def collective_shape(name: str, n: int) -> Shape:
@@ -157,11 +155,30 @@ def _shape(algorithm: Any, n: int) -> Shape:
                               np.array([b for _, b in p], dtype=np.int64),
                               len({a for a, _ in p}) < len(p))
                        for f, p in by_share.items() if p])
-    steps = tuple((k, np.array([a for a, b, nb in step if nb and a != b], dtype=np.int64),
-                   np.array([b for a, b, nb in step if nb and a != b], dtype=np.int64))
-                  for step, k in runs)
-    return Shape([p for p in phases if p], max(*sent, *got),
-                 tuple(s for s in steps if len(s[1])))
+    return Shape([p for p in phases if p], max(*sent, *got))
+
+
+StepRuns = tuple[tuple[int, np.ndarray, np.ndarray], ...]
+
+
+@functools.lru_cache(maxsize=16)  # a pairwise all-to-all's steps hold n² pairs: few kept
+def step_runs(name: str, n: int) -> StepRuns:
+    """Collective ``name``'s synchronous steps on ``n`` ranks as runs of equal ones: (how
+    many, src positions, dst positions), the pairs that move bytes (what delays are paid on)."""
+    algorithm = COLLECTIVES.get(name) if name in COLLECTIVES.names() else ALLTOALLS.get(name)
+    steps = (algorithm.transfers("AR", n, Fraction(1)) if isinstance(algorithm, Collective)
+             else algorithm.transfers(n, Fraction(1)))
+    runs: list[list[Any]] = []
+    for step in steps:
+        pairs = [(a, b) for a, b, nbytes in step if nbytes and a != b]
+        if not pairs:
+            continue
+        if runs and pairs == runs[-1][0]:
+            runs[-1][1] += 1
+        else:
+            runs.append([pairs, 1])
+    return tuple((k, np.array([a for a, _ in p], dtype=np.int64),
+                  np.array([b for _, b in p], dtype=np.int64)) for p, k in runs)
 
 
 @dataclass(frozen=True)
@@ -211,13 +228,13 @@ class LinkDelays:
     def path_s(self, cross_leaf: bool) -> float:
         return 2 * self.host_link_s + (2 * self.uplink_s if cross_leaf else 0.0)
 
-    def steps_s(self, shape: Shape, leaf_of: np.ndarray) -> float:
-        """What the steps of ``shape`` over ranks on leaves ``leaf_of`` (by position) pay:
-        each step its longest path's delay, once."""
-        if not (self.host_link_s or self.uplink_s):
+    def steps_s(self, name: str, leaf_of: np.ndarray) -> float:
+        """What collective ``name``'s steps over ranks on leaves ``leaf_of`` (by position)
+        pay: each step its longest path's delay, once."""
+        if not (self.host_link_s or self.uplink_s) or len(leaf_of) < 2:
             return 0.0
         return sum(k * self.path_s(bool((leaf_of[src] != leaf_of[dst]).any()))
-                   for k, src, dst in shape.steps)
+                   for k, src, dst in step_runs(name, len(leaf_of)))
 
 
 NO_DELAYS = LinkDelays()
@@ -347,7 +364,7 @@ def job_plan(
     shape = collective_shape(name, len(alloc.hosts))
     by_rail = rails_of(alloc, wrap=False)
     order = [h for rail in by_rail for h in rail]  # rank_order(alloc)
-    latency = delays.steps_s(shape, np.array([leaf for leaf, _ in order], dtype=np.int64))
+    latency = delays.steps_s(name, np.array([leaf for leaf, _ in order], dtype=np.int64))
     if len(by_leaf) == 1 or (ideal and any(b.fans_out for p in shape.phases for b in p)):
         return JobPlan(float(shape.host_share) * grad_bytes * 8 / link_bps, [], [],
                        latency_s=latency)
