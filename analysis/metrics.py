@@ -52,6 +52,7 @@ from analysis.load import Run, load_run
 from testbed.core.algorithms import is_reference_schedule, is_schedule
 from testbed.core.formulas import ALLREDUCE, ALLTOALL, busbw_factor
 from testbed.core.scaling import with_real
+from testbed.core.topology import FabricPlan, impairment_record
 
 LEAF_SPINE_KINDS = ("uplink", "ocs-leaf", "ocs-spine")
 DIM_LINK_KINDS = ("dim", "ring", "fc")
@@ -689,6 +690,8 @@ def summarise(run: Run | str | Path) -> dict[str, Any]:
         "run": run.name,
         "label": run.label,
         "rate_scale": run.rate_scale,
+        # the links' configured delay, jitter and loss, in both units, where any has some
+        **({"link_impairments": imp} if (imp := link_impairments(run.topology)) else {}),
         "preset": run.spec.get("preset"),
         "fabric": fabric_label(run.spec.get("fabric")),
         # as the runner recorded it (run.json); derived from the jobs for older runs
@@ -712,6 +715,16 @@ def summarise(run: Run | str | Path) -> dict[str, Any]:
 
 
 RUN_FACTS = ("controller_restarts", "leftovers", "not_modelled")
+
+
+def link_impairments(topology: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """The delay, jitter and loss a run's links were configured with, per link class and
+    per overridden link (:func:`testbed.core.topology.impairment_record`); empty when every
+    link of its ``topology.json`` is a perfect wire (every run before links had them)."""
+    links = topology.get("links") or []
+    if not any(lk.get(f) for lk in links for f in ("delay_us", "jitter_us", "loss")):
+        return {}
+    return impairment_record(FabricPlan.from_dict(topology))
 
 
 def _as_recorded(job: dict[str, Any], not_modelled: list[str]) -> dict[str, Any]:

@@ -4,6 +4,7 @@ Mbit/s); bad input is one sentence naming the file and the key."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -201,3 +202,42 @@ def test_a_network_file_is_read_as_the_format_its_keys_say(tmp_path: Path) -> No
         with pytest.raises(SpecError) as exc:
             af.read_network(path)
         assert words in str(exc.value) and str(path) in str(exc.value)
+
+
+LATENT_YAML = """topology: [ Ring, Switch ]
+npus_count: [ 4, 2 ]
+bandwidth: [ 50.0, 25.0 ]
+latency: [ 500.0, 1500.0 ]
+"""
+
+
+def test_import_maps_each_dimension_s_link_latency_to_its_delay(tmp_path: Path) -> None:
+    """ASTRA-sim's ns per link is the dimension's delay_us per link (2.0 YAML and 1.0 JSON)."""
+    dims = af.parse_network_yaml(LATENT_YAML)
+    spec, notes = af.to_spec(dims, None, "x")
+    assert [d.get("delay_us") for d in spec["fabric"]["dims"]] == [0.5, 1.5]
+    assert not any("latenc" in n for n in notes)
+    as_json = af.parse_network_json(af.network_json(dims))
+    assert [d.latency_ns for d in as_json] == [500.0, 1500.0]
+    (tmp_path / "net.yml").write_text(LATENT_YAML)
+    out = tmp_path / "fabric.yaml"
+    assert main(["import-astra", str(tmp_path / "net.yml"), "--out", str(out)]) == 0
+    fabric = yaml.safe_load(out.read_text())["fabric"]
+    assert [d["delay_us"] for d in fabric["dims"]] == [0.5, 1.5]
+
+
+def test_export_writes_each_dimension_s_delay_as_its_link_latency(tmp_path: Path) -> None:
+    spec = {**SPEC, "fabric": {**SPEC["fabric"], "dims": [
+        {**d, "delay_us": us} for d, us in zip(SPEC["fabric"]["dims"], (2, 0, 0.25),
+                                               strict=True)]}}
+    run = expand(spec)[0]
+    dims, _system = af.from_spec(run.fabric, run.jobs[0])
+    assert [d.latency_ns for d in dims] == [2000, 0, 250]
+    assert "latency: [ 2000.0, 0.0, 250.0 ]" in af.network_yaml(dims)
+    assert json.loads(af.network_json(dims))["link-latency"] == [2000, 0, 250]
+    assert _spec_round_trip(spec)["fabric"] == {**spec["fabric"], "dims": [
+        {k: v for k, v in d.items() if (k, v) != ("delay_us", 0)} for d in spec["fabric"]["dims"]]}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    assert main(["export-astra", str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "o")]) == 0
+    back = af.parse_network_yaml((tmp_path / "o" / "network.yml").read_text())
+    assert [d.latency_ns for d in back] == [2000, 0, 250]

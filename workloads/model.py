@@ -15,7 +15,8 @@ where they differ and why. The paragraphs below describe ``fabriclab``.
 A phase of the dimension's collective (ring or halving-doubling alike, both bandwidth
 optimal: :meth:`workloads.collectives.Collective.sent_bytes`) on a dimension of ``n``
 hosts with per-host bandwidth ``B`` (bytes/s), for an input of ``s`` bytes per host, takes
-(plus ``step_latency_s`` per step of the collective, 0 by default)
+(plus α per step of the collective: ``step_latency_s``, 0 by default, plus the dimension's
+one-way hop delay ``dim_delays_s[d]``, 0 by default: the α-β model with the links' delay in α)
 
 * Reduce-Scatter ``RS``: ``(n-1)·s/(n·B)``, output ``s/n``;
 * All-Gather ``AG``: ``(n-1)·s/B`` where ``s`` is the input shard, output ``n·s``;
@@ -38,6 +39,10 @@ dimension's collective uses at once (``direct``, ASTRA-sim's choice there: all, 
 ring or halving-doubling: one). ``dim_algorithm`` may name one collective for every
 dimension or one per dimension.
 
+A lossy dimension (``dim_losses[d]``, the fraction of packets one hop loses) holds ``B`` to
+the Mathis et al. TCP rate at an RTT of twice its hop delay
+(:func:`testbed.core.link_model.lossy_rate_bit_s`, whose docstring states the model's limits).
+
 Utilisation is ``T_ideal / T`` with ``T_ideal = 2·S·(1-1/N) / ΣB``: every host has to send
 ``2·S·(1-1/N)`` bytes in total whatever the order, and can send at most ``ΣB`` bytes/s.
 The sum runs over dimensions with more than one host (a size-1 dimension connects a host to
@@ -54,6 +59,7 @@ from typing import Any
 from testbed.core.errors import FabricLabError
 from testbed.core.formulas import link_share
 from testbed.core.jobs import ResolvedJob
+from testbed.core.link_model import hop_delay_us, hop_loss, lossy_rate_bit_s
 from testbed.core.presets import DIM_ALGORITHM_OF_KIND
 from testbed.core.registry import COLLECTIVES
 from testbed.core.topology import FabricPlan
@@ -160,6 +166,8 @@ def simulate(
     semantics: str = DEFAULT_SEMANTICS,
     max_active: int = 1,
     dim_kinds: Sequence[str] | None = None,
+    dim_delays_s: Sequence[float] | None = None,
+    dim_losses: Sequence[float] | None = None,
 ) -> Prediction:
     """Run the event-driven model on given chunk plans (e.g. from :func:`workloads.themis.plan`).
 
@@ -168,8 +176,9 @@ def simulate(
     ``step_latency_s`` per step. ``semantics``: how dimensions queue phases (see the module
     docstring); ``max_active``: phases a dimension serves at once, each at full bandwidth
     (ASTRA-sim's ``active-chunks-per-dimension`` on its congestion-unaware network; only 1
-    keeps every dimension within its bandwidth). ``policy`` in the result is ``"custom"``;
-    :func:`predict` fills it in.
+    keeps every dimension within its bandwidth). ``dim_delays_s``: each dimension's one-way
+    hop delay (s), paid once per step; ``dim_losses``: the fraction of packets a hop loses
+    (default none). ``policy`` in the result is ``"custom"``; :func:`predict` fills it in.
     """
     sizes, bandwidths = validate_shape(dim_sizes, dim_bandwidths_bps)
     check_order(order)
@@ -194,12 +203,18 @@ def simulate(
         if reason := collective.group_size_error(n):
             raise FabricLabError(f"dim_sizes: {reason}")
     shares = dim_shares(dim_kinds, sizes, collectives)
-    bytes_per_s = [Fraction(b) / 8 * share for b, share in zip(bandwidths, shares, strict=True)]
-    latency = Fraction(step_latency_s)
+    delays = _per_dim(dim_delays_s, len(sizes), "dim_delays_s")
+    losses = _per_dim(dim_losses, len(sizes), "dim_losses")
+    bytes_per_s = [Fraction(lossy_rate_bit_s(float(b * share), delay, loss)) / 8
+                   if loss else Fraction(b) / 8 * share
+                   for b, share, delay, loss in zip(bandwidths, shares, delays, losses,
+                                                    strict=True)]
+    alpha = [Fraction(step_latency_s) + Fraction(d) for d in delays]
 
     chunks = [_phases(p, sizes, collectives) for p in plans]
     engine = ChunkEngine(chunks, len(sizes), order, max_active, semantics=semantics)
-    runs = run_analytic(engine, lambda ph: ph.sent / bytes_per_s[ph.dim] + ph.steps * latency)
+    runs = run_analytic(engine,
+                        lambda ph: ph.sent / bytes_per_s[ph.dim] + ph.steps * alpha[ph.dim])
     busy = [Fraction(0)] * len(sizes)
     sent = [Fraction(0)] * len(sizes)
     for r in runs:
@@ -244,6 +259,16 @@ def simulate(
     )
 
 
+def _per_dim(values: Sequence[float] | None, n_dims: int, name: str) -> list[float]:
+    """One value per dimension (0 for all when None), else one sentence naming ``name``."""
+    if values is None:
+        return [0.0] * n_dims
+    if len(values) != n_dims or any(not v >= 0 for v in values):
+        raise FabricLabError(f"{name} must give one value >= 0 per dimension ({n_dims}); "
+                             f"got {list(values)}")
+    return [float(v) for v in values]
+
+
 def _phases(chunk: ChunkPlan, sizes: Sequence[int], collectives: Sequence[Collective]
             ) -> list[Phase]:
     """A chunk's phases, each with the bytes sent and steps of its dimension's collective."""
@@ -268,14 +293,17 @@ def predict(
     semantics: str = DEFAULT_SEMANTICS,
     max_active: int = 1,
     dim_kinds: Sequence[str] | None = None,
+    dim_delays_s: Sequence[float] | None = None,
+    dim_losses: Sequence[float] | None = None,
 ) -> Prediction:
     """Plan an All-Reduce of ``total_bytes`` (bytes) in ``chunks`` chunks and predict it.
 
     ``dim_bandwidths_bps``: bit/s per host per dimension. ``policy``: a chunk schedule
     (``themis``, ``baseline``: :mod:`workloads.themis`); ``order``: ``fifo`` or ``scf``;
     ``semantics``: ``astra-sim-1.0`` (default) or ``fabriclab``; ``dim_algorithm``,
-    ``step_latency_s``, ``max_active`` and ``dim_kinds``: see :func:`simulate`. The plan sees
-    each dimension's bandwidth as its collective can use it there.
+    ``step_latency_s``, ``max_active``, ``dim_kinds``, ``dim_delays_s`` and ``dim_losses``:
+    see :func:`simulate`. The plan sees each dimension's bandwidth as its collective can use
+    it there.
     """
     check_semantics(semantics)
     collectives = dim_collectives(dim_algorithm, len(dim_sizes))
@@ -285,8 +313,44 @@ def predict(
                  semantics=semantics)
     result = simulate(plans, dim_sizes, dim_bandwidths_bps, order=order,
                       dim_algorithm=dim_algorithm, step_latency_s=step_latency_s,
-                      semantics=semantics, max_active=max_active, dim_kinds=dim_kinds)
+                      semantics=semantics, max_active=max_active, dim_kinds=dim_kinds,
+                      dim_delays_s=dim_delays_s, dim_losses=dim_losses)
     return replace(result, policy=policy)
+
+
+def best_chunk_count(
+    dim_sizes: Sequence[int],
+    dim_bandwidths_bps: Sequence[float],
+    total_bytes: int,
+    candidates: Sequence[int] | None = None,
+    **kwargs: Any,
+) -> tuple[int, float]:
+    """The chunk count among ``candidates`` (at most one per byte) whose :func:`predict`
+    time is least, and that time (the first of equal ones: fewer chunks). More chunks
+    pipeline the dimensions better but pay each dimension's per-step α once per chunk, so
+    the links' delays (``dim_delays_s``) move the best count down. ``kwargs``: the rest of
+    :func:`predict`'s."""
+    return _least(lambda chunks: predict(dim_sizes, dim_bandwidths_bps, total_bytes, chunks,
+                                         **kwargs).time_s, total_bytes,
+                  candidates or CHUNK_CANDIDATES)
+
+
+CHUNK_CANDIDATES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+def _least(time_s: Any, total_bytes: int, candidates: Sequence[int] = CHUNK_CANDIDATES
+           ) -> tuple[int, float]:
+    """The first of ``candidates`` (at most ``total_bytes``) with the least ``time_s``."""
+    best: tuple[int, float] | None = None
+    for chunks in candidates:
+        if chunks > total_bytes:
+            break
+        t = time_s(chunks)
+        if best is None or t < best[1]:
+            best = (chunks, t)
+    if best is None:
+        raise FabricLabError(f"no candidate chunk count fits {total_bytes} bytes")
+    return best
 
 
 def predict_on_fabric(
@@ -300,17 +364,32 @@ def predict_on_fabric(
     max_active: int = 1,
 ) -> Prediction:
     """:func:`predict` on the dimensions of a multidim ``fabric:`` block, each ``{size,
-    mbit_s, kind}``: ``mbit_s`` is the host's total rate in the dimension (on a
-    ``fully_connected`` one, over all its links), ``kind`` defaults to ``switch``.
+    mbit_s, kind}`` and optionally ``delay_us`` and ``loss`` of each of its links: ``mbit_s``
+    is the host's total rate in the dimension (on a ``fully_connected`` one, over all its
+    links), ``kind`` defaults to ``switch``; a hop crosses two links of a switch dimension,
+    one of the others (:func:`testbed.core.link_model.hop_links`).
     ``dim_algorithm`` None: each kind's collective (ASTRA-sim's choice). The one model behind
     ``fabriclab model`` and the model figure in a report's headlines."""
     sizes = [int(d["size"]) for d in fabric_dims]
     kinds = [str(d.get("kind") or "switch") for d in fabric_dims]
     if dim_algorithm is None:
         dim_algorithm = [DIM_ALGORITHM_OF_KIND[k] for k in kinds]
+    delays = [hop_delay_us(k, float(d.get("delay_us") or 0)) * 1e-6
+              for d, k in zip(fabric_dims, kinds, strict=True)]
+    losses = [hop_loss(k, float(d.get("loss") or 0)) for d, k in zip(fabric_dims, kinds,
+                                                                      strict=True)]
     return predict(sizes, [float(d["mbit_s"]) * 1e6 for d in fabric_dims], total_bytes, chunks,
                    policy=policy, order=order, dim_algorithm=dim_algorithm,
-                   semantics=semantics, max_active=max_active, dim_kinds=kinds)
+                   semantics=semantics, max_active=max_active, dim_kinds=kinds,
+                   dim_delays_s=delays, dim_losses=losses)
+
+
+def best_chunks_on_fabric(fabric_dims: Sequence[Mapping[str, Any]], total_bytes: int,
+                          **kwargs: Any) -> tuple[int, float]:
+    """:func:`best_chunk_count` on a multidim ``fabric:`` block's dimensions, as
+    :func:`predict_on_fabric` reads them (``kwargs``: its keywords but ``chunks``)."""
+    return _least(lambda chunks: predict_on_fabric(fabric_dims, total_bytes, chunks,
+                                                   **kwargs).time_s, total_bytes)
 
 
 def job_model_s(job: ResolvedJob, plan: FabricPlan) -> dict[str, float] | None:
@@ -326,5 +405,6 @@ def job_model_s(job: ResolvedJob, plan: FabricPlan) -> dict[str, float] | None:
     return {str(size): predict(job.dims, job.dim_host_rates_bps, size, job.chunks,
                                policy=job.algorithm, order=job.order,
                                dim_algorithm=job.dim_algorithms, semantics=job.semantics,
-                               dim_kinds=job.dim_kinds).time_s
+                               dim_kinds=job.dim_kinds, dim_delays_s=job.dim_delays_s,
+                               dim_losses=job.dim_hop_losses).time_s
             for size in job.workload.sizes}

@@ -27,6 +27,7 @@ from workloads.model import (
     ORDERS,
     SEMANTICS,
     Prediction,
+    best_chunks_on_fabric,
     dim_collectives,
     dim_shares,
     predict_on_fabric,
@@ -62,7 +63,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     m = subparsers.add_parser(
         "model",
-        description="Event-driven, bandwidth-only model of the chunked All-Reduce. Without "
+        description="Event-driven α-β model of the chunked All-Reduce (α: the links' delay "
+        "per step, β: their rates; loss caps a rate at the Mathis et al. TCP bound). Without "
         "--policy, baseline and themis are shown side by side with the speedup.",
     )
     _add_common(m)
@@ -82,6 +84,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     m.add_argument("--dim-algorithm", default=None, metavar="NAME[,NAME...]",
                    help="the collective each dimension runs (one for all, or one per "
                    "dimension; default: ring, or with --preset each dimension kind's own)")
+    m.add_argument("--delay-us", default=None, metavar="US[,US...]",
+                   help="one-way delay of each link of each dimension in µs, in --dims order "
+                   "(one value for all); a hop crosses two links of a switch dimension, one of "
+                   "the others, and every step pays its hop's (default 0)")
+    m.add_argument("--loss", default=None, metavar="P[,P...]",
+                   help="fraction of packets each link of each dimension loses, in [0, 1); "
+                   "caps the dimension at the Mathis et al. TCP rate (default 0)")
+    m.add_argument("--best-chunks", action="store_true",
+                   help="also find the chunk count (a power of two up to 256) the model "
+                   "predicts fastest for each policy: link delays move it down")
     m.add_argument("--json", action="store_true",
                    help="print JSON (including the per-phase schedule) instead of tables")
     m.add_argument("--sim", action="store_true",
@@ -298,8 +310,10 @@ def run_model(args: argparse.Namespace) -> int:
     if args.sim:
         return _run_sim(args, dims, bw, size, policies)
     kinds = _dim_kinds(args, len(dims))
-    fabric = [{"size": n, "mbit_s": b / 1e6, "kind": k}
-              for n, b, k in zip(dims, bw, kinds, strict=True)]
+    delays = _per_dim_values(args.delay_us, "--delay-us", len(dims), top=None)
+    losses = _per_dim_values(args.loss, "--loss", len(dims), top=1.0)
+    fabric = [{"size": n, "mbit_s": b / 1e6, "kind": k, "delay_us": d, "loss": p}
+              for n, b, k, d, p in zip(dims, bw, kinds, delays, losses, strict=True)]
     algorithm = args.network.get("dim_algorithm") or (None if args.dim_kinds else "ring")
     if args.dim_algorithm:
         names = args.dim_algorithm.split(",")
@@ -311,6 +325,10 @@ def run_model(args: argparse.Namespace) -> int:
                                  max_active=args.max_active)
                for pol in policies]
     speedup = results[0].time_s / results[1].time_s if len(results) == 2 else None
+    best = ({pol: best_chunks_on_fabric(fabric, size, policy=pol, order=args.order,
+                                        dim_algorithm=algorithm, semantics=args.semantics,
+                                        max_active=args.max_active)
+             for pol in policies} if args.best_chunks else {})
     if args.json:
         doc = {
             "dims": list(dims),
@@ -323,6 +341,11 @@ def run_model(args: argparse.Namespace) -> int:
         }
         if speedup is not None:
             doc["speedup"] = speedup
+        if any(delays) or any(losses):
+            doc["delay_us"], doc["loss"] = delays, losses
+        if best:
+            doc["best_chunks"] = {pol: {"chunks": c, "time_s": t} for pol, (c, t) in
+                                  best.items()}
         print(json.dumps(doc, indent=2))
         return 0
 
@@ -348,7 +371,32 @@ def run_model(args: argparse.Namespace) -> int:
     console.print(table)
     if speedup is not None:
         console.print(f"themis speedup over baseline: {speedup:.3f}x")
+    if any(delays) or any(losses):
+        console.print(f"links: {','.join(f'{d:g}' for d in delays)} µs one way, loss "
+                      f"{','.join(f'{p:g}' for p in losses)} (per dimension)")
+    for pol, (chunks, t) in best.items():
+        console.print(f"{pol}: fastest at {chunks} chunks ({_fmt_time(t)})")
     return 0
+
+
+def _per_dim_values(text: str | None, flag: str, n_dims: int, top: float | None
+                    ) -> list[float]:
+    """``--delay-us`` or ``--loss``: one number for every dimension or one per dimension,
+    each >= 0 (and below ``top``); 0 for all when not given."""
+    if text is None:
+        return [0.0] * n_dims
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if len(values) == 1:
+        values *= n_dims
+    if len(values) != n_dims or not all(0 <= v < (top if top is not None else math.inf)
+                                        for v in values):
+        bound = f" and below {top:g}" if top is not None else ""
+        raise FabricLabError(f"{flag} {text!r} must give one number >= 0{bound}, or one per "
+                             f"dimension ({n_dims})")
+    return values
 
 
 def _dim_kinds(args: argparse.Namespace, n_dims: int) -> list[str]:

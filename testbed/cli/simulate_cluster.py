@@ -108,6 +108,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="rate of every NIC, leaf-spine link and circuit in Gbit/s (default 100)")
     p.add_argument("--link-gbps", dest="link_gbit_s", type=float, action=_Renamed,
                    const="--link-gbit-s", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    p.add_argument("--host-link-delay-us", type=float, default=0.0, metavar="US",
+                   help="one-way propagation delay of every host link in µs; every step of a "
+                   "collective pays its longest path's (default 0)")
+    p.add_argument("--uplink-delay-us", type=float, default=0.0, metavar="US",
+                   help="one-way propagation delay of every link above the leaves (leaf-spine "
+                   "or circuit) in µs (default 0)")
     p.add_argument("--rounds", type=int, default=8,
                    help="simulate each job's iterations as at most this many rounds (default 8)")
     p.add_argument("--collective", type=_collective, default="ring",
@@ -161,6 +167,11 @@ def check_flags(args: argparse.Namespace) -> None:
     if not (math.isfinite(args.link_gbit_s) and args.link_gbit_s > 0):
         raise FabricLabError(f"--link-gbit-s is {args.link_gbit_s}; it must be a positive "
                              "number")
+    for flag in ("host_link_delay_us", "uplink_delay_us"):
+        value = getattr(args, flag)
+        if not (math.isfinite(value) and value >= 0):
+            raise FabricLabError(f"--{flag.replace('_', '-')} is {value}; it must be 0 or "
+                                 "more")
     if args.ocs_count is not None and args.ocs_count < 0:
         raise FabricLabError(f"--ocs-count is {args.ocs_count}; it must be at least 0")
     if not args.out.strip():

@@ -23,9 +23,12 @@ connected one; a 1.0 dimension's NPU has ``links-count × link-bandwidth`` GB/s,
 ``links-count`` 1 (switch), 2 (ring of 3 or more), 1
 (ring of 2) or ``n-1`` (fully connected).
 
-What fabriclab does not model is read and dropped (latencies, ``endpoint-delay``, the
+A dimension's link latency (2.0 ``latency``, 1.0 ``link-latency``, ns per link) is the
+dimension's ``delay_us`` (µs per link, one way) and back: a hop crosses one link of a ring or
+fully connected dimension and two of a switch dimension, as in ASTRA-sim's analytical
+network. What fabriclab does not model is read and dropped (``endpoint-delay``, the
 RS/AG/all-to-all implementations, ``scheduling-policy`` between collectives) and written as
-neutral values (latency 0: fabriclab's model is bandwidth only). What it cannot run is
+neutral values (``nic-latency``, ``router-latency`` 0). What it cannot run is
 refused in one sentence naming the file and the key: ``active-chunks-per-dimension`` other
 than 1, ``collective-optimization: baseline``, scheduling or collectives it has no
 counterpart for.
@@ -83,7 +86,8 @@ def _tidy(x: float) -> float:
 
 @dataclass(frozen=True)
 class AstraDim:
-    """One dimension: ``gbyte_s`` is an NPU's bandwidth in it (``mbit_s`` / 8589.934592)."""
+    """One dimension: ``gbyte_s`` is an NPU's bandwidth in it (``mbit_s`` / 8589.934592),
+    ``latency_ns`` each of its links' one-way latency (``delay_us`` × 1000)."""
 
     kind: str  # switch | ring | fully_connected
     size: int
@@ -401,10 +405,9 @@ def to_spec(dims: Sequence[AstraDim], system: AstraSystem | None, name: str,
         sizes_of = scaled_sizes(sizes_of)
         notes.append(f"scaled down from {'x'.join(str(d.size) for d in dims)} to "
                      f"{'x'.join(map(str, sizes_of))} hosts")
-    if any(d.latency_ns for d in dims):
-        notes.append("latencies dropped: fabriclab's model is bandwidth only")
     fabric = {"kind": "multidim", "dims": [
-        {"size": n, "mbit_s": d.mbit_s, "kind": d.kind}
+        {"size": n, "mbit_s": d.mbit_s, "kind": d.kind,
+         **({"delay_us": _tidy(d.latency_ns / 1000)} if d.latency_ns else {})}
         for n, d in zip(sizes_of, dims, strict=True)]}
     spec: dict[str, Any] = {"name": name, "fabric": fabric,
                             "rate_scale": emulation_scale(max(d.mbit_s for d in dims))}
@@ -427,7 +430,8 @@ def to_spec(dims: Sequence[AstraDim], system: AstraSystem | None, name: str,
 def from_spec(fabric: Any, job: Any | None = None) -> tuple[tuple[AstraDim, ...], AstraSystem]:
     """The ASTRA-sim view of a validated multidim fabric (real rates) and, if given, its
     hierarchical job (its chunks, order, schedule and collective on every dimension)."""
-    dims = tuple(AstraDim(d.kind, d.size, _tidy(d.mbit_s / ASTRA_GBYTE_S_IN_MBIT_S))
+    dims = tuple(AstraDim(d.kind, d.size, _tidy(d.mbit_s / ASTRA_GBYTE_S_IN_MBIT_S),
+                          _tidy(d.delay_us * 1000))
                  for d in fabric.dims)
     if job is None:
         return dims, AstraSystem(dim_algorithms=tuple(

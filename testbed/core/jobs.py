@@ -28,6 +28,7 @@ from testbed.core.experiment import (
     WorkloadSpec,
 )
 from testbed.core.formulas import ALLREDUCE, ALLTOALL, link_share
+from testbed.core.link_model import hop_delay_us, hop_loss, path_loss
 from testbed.core.registry import COLLECTIVES, SCHEDULES
 from testbed.core.spec import DimKind, validate
 from testbed.core.topology import FabricPlan
@@ -42,8 +43,11 @@ class ResolvedJob(CollectiveOptions):
     (bit/s; on a fully connected dimension its total over its links), ``dim_rates_bps`` the
     part of that each dimension's collective can use (bit/s; what chunk schedules plan with),
     ``dim_algorithms`` the collective each dimension runs under a schedule (``dim_algorithm``
-    itself, or with ``by-kind`` each dimension's kind's). Every fabric fact a job needs is
-    here: nothing downstream looks it up again from the plan."""
+    itself, or with ``by-kind`` each dimension's kind's), ``dim_delays_us`` the one-way delay
+    of one hop in each dimension as emulated (µs: the plan's link delays, the longest of the
+    job's hops there) and ``dim_losses`` the fraction of packets such a hop loses (both empty
+    when its links are perfect wires). Every fabric fact a job needs is here: nothing
+    downstream looks it up again from the plan."""
 
     name: str
     hosts: Annotated[list[str], Field(min_length=1)]
@@ -52,6 +56,8 @@ class ResolvedJob(CollectiveOptions):
     dim_host_rates_bps: list[Annotated[float, Field(gt=0)]]
     dim_rates_bps: list[Annotated[float, Field(gt=0)]]
     dim_algorithms: list[str] = Field(default_factory=list)
+    dim_delays_us: list[Annotated[float, Field(ge=0)]] = Field(default_factory=list)
+    dim_losses: list[Annotated[float, Field(ge=0, lt=1)]] = Field(default_factory=list)
     workload: WorkloadSpec
 
     @model_validator(mode="before")
@@ -72,6 +78,9 @@ class ResolvedJob(CollectiveOptions):
         for facts in ("dim_kinds", "dim_host_rates_bps", "dim_rates_bps"):
             if len(getattr(self, facts)) != len(self.dims):
                 raise ValueError(f"{facts} must give one value per dimension")
+        for facts in ("dim_delays_us", "dim_losses"):  # empty: none
+            if getattr(self, facts) and len(getattr(self, facts)) != len(self.dims):
+                raise ValueError(f"{facts} must give one value per dimension, or none")
         if self.workload.kind == "command":
             return self
         if bad := kind_error(self.workload.kind, self.algorithm):
@@ -125,8 +134,20 @@ class ResolvedJob(CollectiveOptions):
         return ALLTOALL if self.workload.kind == ALLTOALL else ALLREDUCE
 
     def record(self) -> dict[str, Any]:
-        """The fields ``jobs.json`` keeps (:func:`knobs_record`)."""
-        return knobs_record(self.model_dump(mode="json"))
+        """The fields ``jobs.json`` keeps (:func:`knobs_record`); delays and losses only
+        where the links have them."""
+        return knobs_record(self.model_dump(mode="json", exclude={
+            f for f in ("dim_delays_us", "dim_losses") if not getattr(self, f)}))
+
+    @property
+    def dim_delays_s(self) -> list[float]:
+        """Each dimension's one-way hop delay in seconds (0 where none is recorded)."""
+        return [d * 1e-6 for d in self.dim_delays_us] or [0.0] * len(self.dims)
+
+    @property
+    def dim_hop_losses(self) -> list[float]:
+        """Each dimension's hop loss (0 where none is recorded)."""
+        return list(self.dim_losses) or [0.0] * len(self.dims)
 
 
 def knobs_record(job: dict[str, Any]) -> dict[str, Any]:
@@ -165,7 +186,37 @@ def resolve(spec: JobSpec, plan: FabricPlan, hosts: list[str]) -> ResolvedJob:
         host_rates = [float(d.mbit_s) * 1e6 for d in plan.spec.dims]
     else:  # a leaf-spine job's dimensions all cross the host's one link
         host_rates = [float(plan.spec.host_link_mbit_s) * 1e6] * len(dims)
-    return resolve_on(spec, hosts, dims, dim_kinds(plan, len(dims)), host_rates)
+    kinds = dim_kinds(plan, len(dims))
+    job = resolve_on(spec, hosts, dims, kinds, host_rates)
+    if any(lk.impaired for lk in plan.links):
+        delays, losses = hop_impairments(plan, hosts, kinds)
+        job = job.model_copy(update={"dim_delays_us": delays, "dim_losses": losses})
+    return job
+
+
+def hop_impairments(plan: FabricPlan, hosts: list[str], kinds: list[str]
+                    ) -> tuple[list[float], list[float]]:
+    """(one-way delay in µs, loss) of one hop in each of a job's dimensions on ``plan``: the
+    longest and lossiest of its hosts' hops there. On a multidim fabric a hop of dimension d
+    is one of its links, or two of a switch dimension (up and down); on leaf-spine every
+    dimension's hop is host link, (uplink, uplink,) host link, the uplinks when the job spans
+    leaves."""
+    mine = set(hosts)
+    if plan.kind == "multidim" and len(kinds) == len(plan.spec.dims):
+        out = []
+        for d, kind in enumerate(kinds):
+            links = [lk for lk in plan.links if lk.dim == d and (lk.a in mine or lk.b in mine)]
+            out.append((hop_delay_us(kind, max((lk.delay_us for lk in links), default=0.0)),
+                        hop_loss(kind, max((lk.loss for lk in links), default=0.0))))
+        return [d for d, _ in out], [p for _, p in out]
+    own = [lk for lk in plan.links if lk.kind == "host" and lk.a in mine]
+    leaves = {lk.b for lk in own}
+    ups = [lk for lk in plan.links if lk.kind != "host" and len(leaves) > 1]
+    delay = 2 * max((lk.delay_us for lk in own), default=0.0) + 2 * max(
+        (lk.delay_us for lk in ups), default=0.0)
+    loss = path_loss([max((lk.loss for lk in own), default=0.0)] * 2
+                     + [max((lk.loss for lk in ups), default=0.0)] * 2)
+    return [delay] * len(kinds), [loss] * len(kinds)
 
 
 def resolve_on(spec: JobSpec, hosts: list[str], dims: list[int], kinds: list[str],

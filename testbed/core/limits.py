@@ -32,6 +32,14 @@ MAX_CLUSTER = {"leaves": 4096, "spines": 4096, "hosts_per_leaf": 1024, "ocs_coun
                "spine_ports_per_ocs": 4096, "jobs": 1_000_000, "rounds": 10_000}
 MAX_CLUSTER_GPUS = 262_144
 
+# What an emulated link's delay line holds, per link, as emulated (a real delay ÷ rate_scale:
+# testbed.core.scaling). Provisional until the emulator's fallback is measured (issue #42):
+# the largest one-way delay plus jitter (1 s: beyond it TCP's retransmission timers, not the
+# wire, set the pace), and the smallest nonzero delay the userspace delay line used where the
+# kernel has no netem holds (a 5 ms line held its RTT within 10%; at 0.5 ms it was imprecise).
+MAX_EMULATED_DELAY_US = 1_000_000.0
+MIN_FALLBACK_DELAY_US = 1_000.0
+
 
 class LimitError(FabricLabError, ValueError):
     """A value past one of these bounds (a ValueError too, so a pydantic validator that
@@ -71,6 +79,34 @@ def cluster_error(params: Mapping[str, Any]) -> str | None:
     if gpus > MAX_CLUSTER_GPUS:
         return (f"{params['leaves']} leaves of {params['hosts_per_leaf']} hosts is {gpus:,} "
                 f"GPUs; at most {MAX_CLUSTER_GPUS:,} (MAX_CLUSTER_GPUS)")
+    return None
+
+
+def emulated_links_error(plan: Any, min_delay_us: float = MIN_FALLBACK_DELAY_US) -> str | None:
+    """One sentence naming the first link of ``plan`` (a
+    :class:`~testbed.core.topology.FabricPlan`) whose emulated delay the emulator cannot
+    hold: a delay plus jitter above :data:`MAX_EMULATED_DELAY_US`, or a nonzero delay or
+    jitter below ``min_delay_us`` (:data:`MIN_FALLBACK_DELAY_US` for the userspace fallback;
+    netem's own floor where the kernel has it). None when every link fits. The emulator
+    calls it before it builds a fabric; a simulation holds any delay and does not."""
+    scale = getattr(plan, "rate_scale", 1.0)
+    scaled = f" (rate_scale {scale:g} emulates a delay at delay ÷ {scale:g})" if scale != 1 \
+        else ""
+    for lk in plan.links:
+        if lk.delay_us + lk.jitter_us > MAX_EMULATED_DELAY_US:
+            return (f"link {lk.a}-{lk.b} would be emulated with {lk.delay_us:g} µs delay and "
+                    f"{lk.jitter_us:g} µs jitter, more than the {MAX_EMULATED_DELAY_US:g} µs "
+                    f"an emulated link holds (MAX_EMULATED_DELAY_US){scaled}; raise "
+                    "rate_scale or simulate it (--backend sim)")
+        low = next((f for f in ("delay", "jitter")
+                    if 0 < getattr(lk, f"{f}_us") < min_delay_us), None)
+        if low is not None:
+            fallback = min_delay_us == MIN_FALLBACK_DELAY_US
+            return (f"link {lk.a}-{lk.b} would be emulated with {getattr(lk, low + '_us'):g} "
+                    f"µs {low}, less than the {min_delay_us:g} µs the emulator's delay line "
+                    f"holds faithfully{' (MIN_FALLBACK_DELAY_US)' if fallback else ''}{scaled}"
+                    f"; lower rate_scale{', use a kernel with netem' if fallback else ''} or "
+                    "simulate it (--backend sim)")
     return None
 
 

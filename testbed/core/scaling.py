@@ -1,7 +1,9 @@
 """Rate scaling: a spec states real rates and ``rate_scale`` = emulated rate ÷ real rate
 (0 < rate_scale <= 1); the fabric is emulated at real × rate_scale. Sizes stay as given, so a
 transfer that takes ``t`` seconds at the emulated rates takes ``t × rate_scale`` at the real
-ones, and a bandwidth measured as ``b`` stands for ``b ÷ rate_scale``.
+ones, and a bandwidth measured as ``b`` stands for ``b ÷ rate_scale``. A link's propagation
+delay and jitter are emulated at real ÷ rate_scale, so they keep their ratio to transfer times
+(loss, a fraction, is the same in both).
 
 This is the one home of that arithmetic. A real-rate time assumes the emulated time was spent
 moving bytes: a fixed cost (connection set-up, per-message latency, compute) is scaled as if it
@@ -29,6 +31,17 @@ def _tidy(x: float) -> float:
 def emulated_rate(real: float, scale: float) -> float:
     """The rate the emulator shapes for a ``real`` rate (any rate unit; the same unit out)."""
     return _tidy(real * scale)
+
+
+def emulated_delay_us(real_us: float, scale: float) -> float:
+    """The delay (or jitter) the emulator holds for a ``real_us`` one: real ÷ ``scale``, so
+    delay and transfer time keep their ratio (2 µs at 0.0001 is emulated as 20 ms)."""
+    return _tidy(real_us / scale)
+
+
+def real_delay_us(emulated_us: float, scale: float) -> float:
+    """The real delay an ``emulated_us`` one stands for (:func:`emulated_delay_us`'s inverse)."""
+    return _tidy(emulated_us * scale)
 
 
 def real_rate(emulated: float | None, scale: float) -> float | None:

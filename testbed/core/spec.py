@@ -30,7 +30,7 @@ from pydantic import (
 
 from testbed.core.errors import SpecError
 from testbed.core.limits import MAX_SPEC_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES
-from testbed.core.scaling import UNSCALED, emulated_rate
+from testbed.core.scaling import UNSCALED, emulated_delay_us, emulated_rate
 
 # What one 2-core machine shapes faithfully (shared/DESIGN.md, BENCHMARKS.md): Mininet's HTB
 # shaping accepts at most 1000 Mbit/s per link, and the userspace datapath forwards about
@@ -38,6 +38,9 @@ from testbed.core.scaling import UNSCALED, emulated_rate
 # emulated rate: a spec with ``rate_scale`` (testbed.core.scaling) states faster real rates.
 MAX_LINK_MBIT_S = 1000
 RATE_FIELDS = ("host_link_mbit_s", "uplink_mbit_s")  # a leaf-spine fabric's rates
+# ... and its delays and jitters (µs), scaled the other way
+DELAY_FIELDS = ("host_link_delay_us", "uplink_delay_us", "host_link_jitter_us",
+                "uplink_jitter_us")
 # The 4x4x4 fabric (64 hosts, 48 switches) builds in seconds; twice that is still carried.
 MAX_HOSTS = 128
 MAX_SWITCHES = 128
@@ -103,12 +106,51 @@ def _shapeable(mbit_s: float, info: ValidationInfo) -> float:
 
 # Rates in Mbit/s; real rates when the file sets rate_scale, emulated at rate × rate_scale.
 MbitS = Annotated[float, Field(gt=0), AfterValidator(_shapeable)]
+# A link's one-way propagation delay and its jitter in µs (real, like the rates: emulated at
+# delay ÷ rate_scale, testbed.core.scaling), and the fraction of packets it loses, in [0, 1).
+DelayUs = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+LossFraction = Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
 Count = Annotated[int, Field(ge=1)]
 # Emulated rate ÷ real rate (testbed.core.scaling); 1: the rates are emulated as written.
 RateScale = Annotated[float, Field(gt=0, le=1, strict=True)]
 
 
-class LeafSpineSpec(_Strict):
+class LinkOverride(_Strict):
+    """The delay, jitter or loss of the links ``between`` two nodes (``[h0, leaf0]``), in
+    place of their link class's; a field left out keeps the class's value."""
+
+    between: Annotated[list[Annotated[str, Field(min_length=1, max_length=40)]],
+                       Field(min_length=2, max_length=2)]
+    delay_us: DelayUs | None = None
+    jitter_us: DelayUs | None = None
+    loss: LossFraction | None = None
+
+    @model_validator(mode="after")
+    def _two_nodes(self) -> LinkOverride:
+        if self.between[0] == self.between[1]:
+            raise ValueError(f"between names {self.between[0]} twice; name the two ends of a "
+                             "link")
+        return self
+
+
+class _Links(_Strict):
+    """Per-link overrides of a fabric's delays, jitter and loss (``links:``), each naming
+    two nodes a link of the fabric joins (checked when the plan is built:
+    :func:`testbed.core.topology.build_plan`)."""
+
+    links: Annotated[list[LinkOverride], Field(max_length=4096)] = []
+
+    def _check_links(self) -> None:
+        """One sentence for the first override that names no link of this fabric (once its
+        size is known to be within bounds: the check builds its plan)."""
+        if self.links:
+            from testbed.core.topology import override_error  # topology imports this module
+
+            if bad := override_error(self):  # type: ignore[arg-type]
+                raise ValueError(bad)
+
+
+class LeafSpineSpec(_Links):
     OLD_NAMES: ClassVar[dict[str, str]] = FABRIC_OLD_NAMES
     kind: Literal["leaf_spine"]
     leaves: Count
@@ -116,6 +158,14 @@ class LeafSpineSpec(_Strict):
     hosts_per_leaf: Count
     host_link_mbit_s: MbitS
     uplink_mbit_s: MbitS
+    # each host's link to its leaf, and every link above the leaves (leaf-spine, leaf-OCS
+    # and spine-OCS alike): one-way delay and jitter in µs, loss a fraction of packets
+    host_link_delay_us: DelayUs = 0.0
+    uplink_delay_us: DelayUs = 0.0
+    host_link_jitter_us: DelayUs = 0.0
+    uplink_jitter_us: DelayUs = 0.0
+    host_link_loss: LossFraction = 0.0
+    uplink_loss: LossFraction = 0.0
 
     @property
     def num_hosts(self) -> int:
@@ -128,6 +178,7 @@ class LeafSpineSpec(_Strict):
     @model_validator(mode="after")
     def _fits(self, info: ValidationInfo) -> LeafSpineSpec:
         _check_size(self.num_hosts, self.num_switches, info)
+        self._check_links()
         return self
 
 
@@ -164,6 +215,10 @@ class DimSpec(_Strict):
     size: Count
     mbit_s: MbitS
     kind: DimKind = "switch"
+    # each of its links: one-way delay and jitter in µs, loss a fraction of packets
+    delay_us: DelayUs = 0.0
+    jitter_us: DelayUs = 0.0
+    loss: LossFraction = 0.0
 
     @property
     def link_mbit_s(self) -> float:
@@ -186,7 +241,7 @@ class DimsShape:
         return tuple(d.kind for d in self.dims)  # type: ignore[attr-defined]
 
 
-class MultidimSpec(DimsShape, _Strict):
+class MultidimSpec(DimsShape, _Links):
     kind: Literal["multidim"]
     dims: Annotated[list[DimSpec], Field(min_length=1, max_length=8)]
 
@@ -203,6 +258,7 @@ class MultidimSpec(DimsShape, _Strict):
     @model_validator(mode="after")
     def _fits(self, info: ValidationInfo) -> MultidimSpec:
         _check_size(self.num_hosts, self.num_switches, info)
+        self._check_links()
         return self
 
 
@@ -220,15 +276,24 @@ class FabricFile(_Strict):
 
 def scaled_fabric(fabric: LeafSpineSpec | OcsLeafSpineSpec | MultidimSpec, rate_scale: float
                   ) -> LeafSpineSpec | OcsLeafSpineSpec | MultidimSpec:
-    """``fabric`` with every rate at ``rate_scale`` of its value: the fabric as emulated."""
+    """``fabric`` with every rate at ``rate_scale`` of its value and every delay and jitter at
+    its value ÷ ``rate_scale``: the fabric as emulated."""
     if rate_scale == UNSCALED:
         return fabric
+
+    def slower(obj: BaseModel, fields: tuple[str, ...]) -> dict[str, Any]:
+        return {f: emulated_delay_us(getattr(obj, f), rate_scale) for f in fields
+                if getattr(obj, f) is not None}
+
+    links = [o.model_copy(update=slower(o, ("delay_us", "jitter_us"))) for o in fabric.links]
     if isinstance(fabric, MultidimSpec):
-        dims = [d.model_copy(update={"mbit_s": emulated_rate(d.mbit_s, rate_scale)})
+        dims = [d.model_copy(update={"mbit_s": emulated_rate(d.mbit_s, rate_scale),
+                                     **slower(d, ("delay_us", "jitter_us"))})
                 for d in fabric.dims]
-        return fabric.model_copy(update={"dims": dims})
-    return fabric.model_copy(update={f: emulated_rate(getattr(fabric, f), rate_scale)
-                                     for f in RATE_FIELDS})
+        return fabric.model_copy(update={"dims": dims, "links": links})
+    return fabric.model_copy(update={**{f: emulated_rate(getattr(fabric, f), rate_scale)
+                                        for f in RATE_FIELDS},
+                                     **slower(fabric, DELAY_FIELDS), "links": links})
 
 
 def _check_size(hosts: int, switches: int, info: ValidationInfo) -> None:

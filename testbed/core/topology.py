@@ -34,8 +34,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from testbed.core.scaling import UNSCALED
+from testbed.core.scaling import UNSCALED, real_delay_us
 from testbed.core.spec import (
+    FabricFile,
     LeafSpineSpec,
     MultidimSpec,
     OcsLeafSpineSpec,
@@ -43,6 +44,7 @@ from testbed.core.spec import (
     one_switch_fabric,
     parse_fabric,
     scaled_fabric,
+    validate,
 )
 
 if TYPE_CHECKING:
@@ -107,6 +109,19 @@ class Link:
     mbit_s: float
     kind: str  # host | uplink | ocs-leaf | ocs-spine | dim | ring | fc
     dim: int | None = None
+    # One-way propagation delay and jitter in µs as emulated (the spec's ÷ rate_scale, as
+    # mbit_s is the spec's × rate_scale), the spec's real values, and the fraction of packets
+    # lost (the same in both): its link class's, or a ``links:`` override's.
+    delay_us: float = 0.0
+    jitter_us: float = 0.0
+    loss: float = 0.0
+    delay_real_us: float = 0.0
+    jitter_real_us: float = 0.0
+
+    @property
+    def impaired(self) -> bool:
+        """Whether the link delays, jitters or loses anything (else a perfect wire)."""
+        return bool(self.delay_us or self.jitter_us or self.loss)
 
     @property
     def a_intf(self) -> str:
@@ -198,7 +213,9 @@ class FabricPlan:
             Link(**{k: v for k, v in lk.items() if k not in ("a_intf", "b_intf")})
             for lk in data["links"]
         )
-        return cls(data["kind"], parse_fabric({"fabric": data["spec"]}), hosts, switches, links,
+        # a recorded plan (a simulated one may be past what this machine shapes): not judged
+        spec = validate(FabricFile, {"fabric": data["spec"]}, shaped=False).fabric
+        return cls(data["kind"], spec, hosts, switches, links,
                    float(data.get("rate_scale", UNSCALED)))
 
     @classmethod
@@ -339,10 +356,107 @@ def _dpid(role: str, index: int, dim: int = 0) -> int:
 def build_plan(spec: LeafSpineSpec | OcsLeafSpineSpec | MultidimSpec,
                rate_scale: float = UNSCALED) -> FabricPlan:
     """The deterministic plan of the fabric a spec describes, its rates (real when
-    ``rate_scale`` is given) emulated at rate × ``rate_scale``."""
+    ``rate_scale`` is given) emulated at rate × ``rate_scale``, its delays and jitters at
+    delay ÷ ``rate_scale``, each link with its class's or its override's values."""
     emulated = scaled_fabric(spec, rate_scale)
     plan = _multidim(emulated) if isinstance(emulated, MultidimSpec) else _leaf_spine(emulated)
+    if _has_impairments(emulated):
+        plan = dataclasses.replace(plan, links=_impaired_links(plan.links, emulated, rate_scale))
     return dataclasses.replace(plan, rate_scale=rate_scale) if rate_scale != UNSCALED else plan
+
+
+# -- link delay, jitter and loss ----------------------------------------------------------------
+
+IMPAIRMENTS = ("delay_us", "jitter_us", "loss")  # a link's (and an override's) fields
+
+
+def _has_impairments(spec: LeafSpineSpec | OcsLeafSpineSpec | MultidimSpec) -> bool:
+    if spec.links:
+        return True
+    if isinstance(spec, MultidimSpec):
+        return any(getattr(d, f) for d in spec.dims for f in IMPAIRMENTS)
+    return any(getattr(spec, f) for f in ("host_link_delay_us", "uplink_delay_us",
+                                          "host_link_jitter_us", "uplink_jitter_us",
+                                          "host_link_loss", "uplink_loss"))
+
+
+def class_impairments(spec: LeafSpineSpec | OcsLeafSpineSpec | MultidimSpec, link: Link
+                      ) -> dict[str, float]:
+    """The delay, jitter (µs) and loss of ``link``'s class in ``spec``: a host link's, an
+    uplink's (leaf-spine, leaf-OCS, spine-OCS) or its dimension's."""
+    if isinstance(spec, MultidimSpec):
+        d = spec.dims[link.dim or 0]
+        return {f: getattr(d, f) for f in IMPAIRMENTS}
+    side = "host_link" if link.kind == "host" else "uplink"
+    return {"delay_us": getattr(spec, f"{side}_delay_us"),
+            "jitter_us": getattr(spec, f"{side}_jitter_us"), "loss": getattr(spec, f"{side}_loss")}
+
+
+def _impaired_links(links: tuple[Link, ...], emulated: LeafSpineSpec | OcsLeafSpineSpec
+                    | MultidimSpec, rate_scale: float) -> tuple[Link, ...]:
+    """``links`` with their class's delay, jitter and loss (``emulated``: the spec as
+    emulated), then each override's, and the real delay and jitter beside them."""
+    overrides = {frozenset(o.between): {f: getattr(o, f) for f in IMPAIRMENTS
+                                        if getattr(o, f) is not None}
+                 for o in emulated.links}
+    out = []
+    for lk in links:
+        values = class_impairments(emulated, lk) | overrides.get(frozenset((lk.a, lk.b)), {})
+        out.append(dataclasses.replace(
+            lk, **values, delay_real_us=real_delay_us(values["delay_us"], rate_scale),
+            jitter_real_us=real_delay_us(values["jitter_us"], rate_scale)))
+    return tuple(out)
+
+
+def _both_units(delay_us: float, jitter_us: float, loss: float, rate_scale: float
+                ) -> dict[str, float]:
+    return {"delay_us": delay_us, "delay_real_us": real_delay_us(delay_us, rate_scale),
+            "jitter_us": jitter_us, "jitter_real_us": real_delay_us(jitter_us, rate_scale),
+            "loss": loss}
+
+
+def override_error(spec: LeafSpineSpec | OcsLeafSpineSpec | MultidimSpec) -> str | None:
+    """One sentence naming the first of ``spec.links`` that names no link of the fabric (or
+    one already given); None when every override names a link."""
+    plan = _multidim(spec) if isinstance(spec, MultidimSpec) else _leaf_spine(spec)
+    nodes = {h.name for h in plan.hosts} | {s.name for s in plan.switches}
+    pairs = {frozenset((lk.a, lk.b)) for lk in plan.links}
+    seen: dict[frozenset[str], int] = {}
+    for i, o in enumerate(spec.links):
+        a, b = o.between
+        if unknown := next((n for n in (a, b) if n not in nodes), None):
+            return (f"links.{i}.between: {unknown} is not a node of this fabric (hosts h0 to "
+                    f"h{len(plan.hosts) - 1}, switches such as {plan.switches[0].name})"
+                    if plan.switches else
+                    f"links.{i}.between: {unknown} is not a host of this fabric (h0 to "
+                    f"h{len(plan.hosts) - 1})")
+        pair = frozenset((a, b))
+        if pair not in pairs:
+            return f"links.{i}.between: no link of this fabric joins {a} and {b}"
+        if pair in seen:
+            return f"links.{i}.between: {a}-{b} is already given by links.{seen[pair]}"
+        seen[pair] = i
+    return None
+
+
+def impairment_record(plan: FabricPlan) -> dict[str, dict[str, float]]:
+    """What a run records of its links' delays, jitter and loss: per link class (``host``,
+    ``uplink``, ``dim<d>``) its values, and by name every link whose values differ from its
+    class's (an override), each in both units (``delay_us`` emulated, ``delay_real_us``
+    real; jitter alike); empty when every link is a perfect wire."""
+    if not any(lk.impaired for lk in plan.links):
+        return {}
+    out: dict[str, dict[str, float]] = {}
+    for lk in plan.links:
+        key = (f"dim{lk.dim}" if lk.dim is not None else "host" if lk.kind == "host"
+               else "uplink")
+        values = _both_units(lk.delay_us, lk.jitter_us, lk.loss, plan.rate_scale)
+        if key not in out:
+            c = class_impairments(plan.spec, lk)
+            out[key] = _both_units(c["delay_us"], c["jitter_us"], c["loss"], plan.rate_scale)
+        if out[key] != values:
+            out[lk.name] = values
+    return out
 
 
 def one_switch_plan(hosts: int, mbit_s: float,

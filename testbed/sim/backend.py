@@ -31,10 +31,14 @@ Capacities
     Every link runs at its plan rate x ``GOODPUT`` = 1448/1514: the emulator's links are
     shaped on the wire, and bulk TCP with 1448-byte payloads in 1514-byte frames carries at
     most that fraction of the rate as data (the ceiling calibration measures; see
-    ``testbed.emulator.calibrate.TCP_WIRE_FACTOR``). The TCP ramp and CPU limits are not modelled;
-    latency only as ``step_latency_s`` before every ring step (default 0, ``fabriclab run
-    --backend sim --step-latency-us``): with 0 the simulated times are the emulator's best
-    case.
+    ``testbed.emulator.calibrate.TCP_WIRE_FACTOR``). The TCP ramp and CPU limits are not modelled.
+    Latency: every flow arrives its path's one-way delay after it is sent, the sum of the
+    plan's link delays (as emulated: :mod:`testbed.sim.link_delays`), so each synchronous step
+    pays its slowest path's delay; a lossy path caps a flow at the Mathis et al. TCP rate
+    (:mod:`testbed.core.link_model`); and ``step_latency_s`` is added before every step
+    (per-message software cost; default 0, ``fabriclab run --backend sim
+    --step-latency-us``). With no delay, loss or step latency the simulated times are the
+    emulator's best case.
 Collectives
     A flat collective (``ring``, ``halving-doubling``, any of the registry): its synchronous
     steps over the job's ranks (:meth:`workloads.collectives.Collective.transfers`; a ring's
@@ -109,6 +113,7 @@ from testbed.core.traces import (
 from testbed.sim.collectives import HierarchicalRun, MultidimFabric, run_steps
 from testbed.sim.flows import LinkId, Network
 from testbed.sim.job_plans import host_path
+from testbed.sim.link_delays import impairments_of
 from workloads.dnn import DnnWorkload
 from workloads.hierarchical import trace_sent_bytes
 from workloads.launcher import size_results
@@ -185,6 +190,7 @@ class SimRunner:
                 f"--step-latency-us gives {step_latency_s} s; it must be in [0, 10) s")
         self.exp = exp
         self.plan: FabricPlan = build_plan(exp.fabric, exp.rate_scale)
+        self.impairments = impairments_of(self.plan)  # None: every link a perfect wire
         check_against_fabric(exp, self.plan)
         for i, job in enumerate(exp.jobs):
             if job.workload.kind == "command":
@@ -323,6 +329,8 @@ class SimRunner:
                 else host_path(p.alloc, src, dst, self.plan.spec.spines, sport))
         for link in path:
             net.capacities.setdefault(link, self._capacity(link))
+        if self.impairments is not None:
+            self.impairments.apply(net, path)
         routes.append(path)
         return path
 
@@ -375,6 +383,8 @@ class SimRunner:
             fabric = MultidimFabric(job.dims, rates_bps, job.dim_kinds)
             for link, cap in fabric.capacities().items():
                 net.capacities.setdefault(link, cap)
+            if self.impairments is not None:
+                self.impairments.apply(net, list(fabric.capacities()))
         else:
             cache: dict[tuple[int, int, int], list[LinkId]] = {}
 

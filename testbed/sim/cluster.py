@@ -93,6 +93,7 @@ from testbed.core.registry import QUEUES, RegistryError
 from testbed.sim.flows import Flow, Network
 from testbed.sim.job_plans import (
     ALIASES,
+    LinkDelays,
     cluster_collective,
     cluster_policy,
     job_plan,
@@ -124,6 +125,9 @@ class ClusterConfig:
     sharing: str = "fast"  # the network's max-min filler (testbed.sim.flows.SHARING)
     gpus_per_server: int = 1  # a job crossing leaves takes whole idle servers of this many
     queue: str = "fifo"  # the queue discipline (testbed.sim.queues, registry QUEUES)
+    # one-way propagation delay of every host link and of every link above the leaves (s)
+    host_link_delay_s: float = 0.0
+    uplink_delay_s: float = 0.0
 
     def __post_init__(self) -> None:
         # an older spelling (hierarchical) names the collective it now is
@@ -167,6 +171,15 @@ class ClusterConfig:
                                  f"least 1 and divide --hosts-per-leaf ({self.hosts_per_leaf})")
         if not self.link_bps > 0:
             raise FabricLabError(f"--link-gbit-s gives {self.link_bps} bit/s; it must be > 0")
+        for name in ("host_link_delay_s", "uplink_delay_s"):
+            if not 0 <= getattr(self, name) < 10:
+                flag = name.removesuffix("_s").replace("_", "-")
+                raise FabricLabError(f"--{flag}-us gives {getattr(self, name)} s; it must be "
+                                     "in [0, 10) s")
+
+    @property
+    def delays(self) -> LinkDelays:
+        return LinkDelays(self.host_link_delay_s, self.uplink_delay_s)
 
     @property
     def uses_ocs(self) -> bool:
@@ -359,12 +372,12 @@ class ClusterSimulation:
             return
         collective = spec.collective or c.collective
         plan = job_plan(alloc, spec.grad_bytes, c.link_bps, c.spines, self.rng,
-                        collective=collective)
+                        collective=collective, delays=c.delays)
         ideal = plan if not get_policy(alloc.policy).hashed else job_plan(
             alloc, spec.grad_bytes, c.link_bps, c.spines, None, ideal=True,
-            collective=collective)
+            collective=collective, delays=c.delays)
         record.isolated = spec.iterations * (
-            spec.compute_s + ideal.intra_s + rails_time(ideal, c.link_bps))
+            spec.compute_s + ideal.intra_s + ideal.latency_s + rails_time(ideal, c.link_bps))
         record.flows = plan.flows
         rounds = _split(spec.iterations, min(spec.iterations, c.rounds))
         routes = [self.net.route(rail, plan.rail_weights(j))  # every round takes them
@@ -377,8 +390,10 @@ class ClusterSimulation:
                 self._finish(record)
                 return
             k = rounds[0]
-            # Compute, then the intra-leaf Reduce-Scatter (or the whole one-leaf ring).
-            self.net.at(self.net.now + k * (spec.compute_s + half_intra), cross_leaf)
+            # Compute, then the intra-leaf Reduce-Scatter (or the whole one-leaf ring), and
+            # the propagation delay every step of the iteration pays.
+            self.net.at(self.net.now + k * (spec.compute_s + half_intra + plan.latency_s),
+                        cross_leaf)
 
         phases = plan.phase_rails
         phase = [0]
@@ -470,6 +485,8 @@ class ClusterSimulation:
             "ocs_count": c.ocs_count if c.uses_ocs else 0,
             "spine_ports_per_ocs": c.spine_ports if c.uses_ocs else 0,
             "link_gbit_s": c.link_bps / 1e9,
+            "host_link_delay_us": c.host_link_delay_s * 1e6,
+            "uplink_delay_us": c.uplink_delay_s * 1e6,
             "rounds": c.rounds,
             "collective": c.collective,
             # How hosts and network were chosen together; moot where any free hosts do.

@@ -29,6 +29,7 @@ DEFAULTS: dict[str, Any] = {
     "spine_ports_per_ocs": 0, "placement": "joint", "rewiring": "augment", "policy": "ecmp",
     "trace": "synthetic", "jobs": 1000, "load": 0.8, "seed": 1, "link_gbit_s": 100.0,
     "rounds": 8, "collective": "ring", "preset": "", "gpus_per_server": 1, "queue": "fifo",
+    "host_link_delay_us": 0.0, "uplink_delay_us": 0.0,
 }
 FILES = ("jobs.csv", "utilisation.csv", "summary.json")  # summary.json last: it marks "done"
 
@@ -66,6 +67,8 @@ def cluster_config(params: Mapping[str, Any]) -> ClusterConfig:
         placement=p["placement"], rewiring=p["rewiring"], link_bps=p["link_gbit_s"] * 1e9,
         rounds=p["rounds"], seed=p["seed"], collective=p["collective"],
         gpus_per_server=p["gpus_per_server"], queue=p["queue"],
+        host_link_delay_s=p["host_link_delay_us"] * 1e-6,
+        uplink_delay_s=p["uplink_delay_us"] * 1e-6,
     )
     config.check()
     return config

@@ -24,6 +24,15 @@ Events at (almost) the same time form one batch: every event with a time within 
 (relative) of the earliest is processed at that time, then callbacks queued with
 :meth:`Network.defer` run, then rates are recomputed once.
 
+Links may also delay and lose (``delays_s``, ``losses``: link -> seconds one way, fraction of
+packets; :mod:`testbed.core.link_model`). A flow then holds its links while it sends, as
+before, but is done (``end``, ``on_done``) its path's one-way delay later, when its last byte
+has arrived (a bundle: its slowest path's); and a lossy path caps its rate at the Mathis et
+al. TCP bound for that path's loss and round trip. A network without either behaves as before,
+and so does a flow over a pre-resolved :class:`Route` (the cluster simulator adds its paths'
+delays per step itself: :class:`testbed.sim.job_plans.LinkDelays`). Jitter is not simulated:
+a link's delay is its mean.
+
 Bookkeeping (:mod:`testbed.sim.occupancy`) counts active flows per link in numpy arrays, so
 starting or ending a flow costs Python work only on the links it shares; components are
 tracked as they merge and split only when recomputed; a large component is filled by the
@@ -42,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from testbed.core.errors import FabricLabError
+from testbed.core.link_model import lossy_rate_bit_s, path_delay_s, path_loss
 from testbed.sim.maxmin import RATE_TOL, fill_rates, max_min_rates_reference
 from testbed.sim.occupancy import Component, Incidence, Occupancy, Route
 
@@ -79,6 +89,7 @@ class Flow:
     cap: float = float("inf")
     shared: set[LinkId] = field(default_factory=set)
     route: Route | None = None
+    delay_s: float = 0.0  # one-way propagation delay of its (slowest) path
     # Owner, or the flow itself: whose flows count as another party's on a shared link.
     _party: Hashable = field(default=None, repr=False)
     _busy: set[int] = field(default_factory=set, repr=False)  # link indices shared now
@@ -123,6 +134,9 @@ class Network:
             raise FabricLabError(f"sharing {sharing!r} is unknown; use one of "
                                  f"{', '.join(SHARING)}")
         self.default_capacity = default_capacity
+        # link -> one-way propagation delay (s) and fraction of packets lost; absent: 0
+        self.delays_s: dict[LinkId, float] = {}
+        self.losses: dict[LinkId, float] = {}
         self.sharing = sharing
         # Components sharing more (flow, link) pairs than this get arrays (numpy filling).
         self._arrays_over = {"fast": SMALL_ENTRIES, "numpy": 0, "reference": 1 << 62}[sharing]
@@ -184,6 +198,8 @@ class Network:
             raise FabricLabError(f"flow size is {size!r}; it must be >= 0 bytes")
         flow = Flow(next(self._ids), route.links, float(size), tag, owner, on_done,
                     cap=route.cap_bit_s, route=route)
+        if (self.delays_s or self.losses) and not isinstance(paths, Route):
+            self._impair(flow, paths)
         when = self.now if start is None else float(start)
         if when < self.now:
             raise FabricLabError(f"flow start {when} is before the current time {self.now}")
@@ -192,6 +208,19 @@ class Network:
         else:
             self._activate(flow)
         return flow
+
+    def path_delay_s(self, path: Sequence[LinkId]) -> float:
+        """The one-way propagation delay of ``path`` (seconds)."""
+        return path_delay_s(self.delays_s.get(link, 0.0) for link in path)
+
+    def _impair(self, flow: Flow, paths: Iterable[Sequence[LinkId]]) -> None:
+        """Give ``flow`` its slowest path's delay, and cap its rate at the TCP rate its
+        lossiest path allows (:func:`~testbed.core.link_model.lossy_rate_bit_s`)."""
+        for path in paths:
+            delay = self.path_delay_s(path)
+            flow.delay_s = max(flow.delay_s, delay)
+            loss = path_loss(self.losses.get(link, 0.0) for link in path)
+            flow.cap = lossy_rate_bit_s(flow.cap, delay, loss)
 
     def at(self, time: float, callback: Callable[[], None]) -> None:
         """Call ``callback()`` at ``time`` (seconds, not before now)."""
@@ -280,8 +309,10 @@ class Network:
         self._dirty.add(flow)
 
     def _finish(self, flow: Flow) -> None:
+        """``flow`` has sent its last byte: it leaves its links now and is done once that
+        byte has crossed its path (``delay_s`` later)."""
         self.events += 1
-        flow.end = self.now
+        flow.end = self.now + flow.delay_s
         flow.remaining = 0.0
         flow.rate = 0.0
         if flow in self.active:
@@ -289,7 +320,11 @@ class Network:
             self._dirty.discard(flow)
             self._dirty.update(self.occupancy.leave(flow))
         if flow.on_done is not None:
-            flow.on_done(flow)
+            if flow.delay_s > 0:
+                done = flow.on_done
+                self.at(flow.end, lambda: done(flow))
+            else:
+                flow.on_done(flow)
 
     def _schedule(self, flow: Flow, finish: float) -> None:
         """Replace ``flow``'s completion event by one at ``finish``."""

@@ -158,6 +158,29 @@ def _shape(algorithm: Any, n: int) -> Shape:
     return Shape([p for p in phases if p], max(*sent, *got))
 
 
+StepRuns = tuple[tuple[int, np.ndarray, np.ndarray], ...]
+
+
+@functools.lru_cache(maxsize=16)  # a pairwise all-to-all's steps hold n² pairs: few kept
+def step_runs(name: str, n: int) -> StepRuns:
+    """Collective ``name``'s synchronous steps on ``n`` ranks as runs of equal ones: (how
+    many, src positions, dst positions), the pairs that move bytes (what delays are paid on)."""
+    algorithm = COLLECTIVES.get(name) if name in COLLECTIVES.names() else ALLTOALLS.get(name)
+    steps = (algorithm.transfers("AR", n, Fraction(1)) if isinstance(algorithm, Collective)
+             else algorithm.transfers(n, Fraction(1)))
+    runs: list[list[Any]] = []
+    for step in steps:
+        pairs = [(a, b) for a, b, nbytes in step if nbytes and a != b]
+        if not pairs:
+            continue
+        if runs and pairs == runs[-1][0]:
+            runs[-1][1] += 1
+        else:
+            runs.append([pairs, 1])
+    return tuple((k, np.array([a for a, _ in p], dtype=np.int64),
+                  np.array([b for _, b in p], dtype=np.int64)) for p, k in runs)
+
+
 @dataclass(frozen=True)
 class JobPlan:
     """How one placed job communicates, per iteration.
@@ -173,6 +196,9 @@ class JobPlan:
     rail_bytes: list[float]
     phases: list[list[int]] | None = None  # rails run in these groups, one after the other
     weights: list[list[int] | None] | None = None  # per rail: sub-flows on each of its paths
+    # per iteration, the propagation delay its steps pay: each step its longest path's
+    # one-way delay (LinkDelays), added to the iteration's time (0: perfect wires)
+    latency_s: float = 0.0
 
     @property
     def flows(self) -> int:
@@ -188,6 +214,30 @@ class JobPlan:
     def phase_rails(self) -> list[list[int]]:
         """Indices of the rails of each phase; by default all rails at once."""
         return self.phases if self.phases is not None else [list(range(len(self.rails)))]
+
+
+@dataclass(frozen=True)
+class LinkDelays:
+    """One-way delays (s) of the cluster's links: every host link, and every link above the
+    leaves (leaf-spine or circuit). A path within a leaf crosses two host links; across
+    leaves, two host links and two uplinks."""
+
+    host_link_s: float = 0.0
+    uplink_s: float = 0.0
+
+    def path_s(self, cross_leaf: bool) -> float:
+        return 2 * self.host_link_s + (2 * self.uplink_s if cross_leaf else 0.0)
+
+    def steps_s(self, name: str, leaf_of: np.ndarray) -> float:
+        """What collective ``name``'s steps over ranks on leaves ``leaf_of`` (by position)
+        pay: each step its longest path's delay, once."""
+        if not (self.host_link_s or self.uplink_s) or len(leaf_of) < 2:
+            return 0.0
+        return sum(k * self.path_s(bool((leaf_of[src] != leaf_of[dst]).any()))
+                   for k, src, dst in step_runs(name, len(leaf_of)))
+
+
+NO_DELAYS = LinkDelays()
 
 
 def rails_of(alloc: Allocation, wrap: bool = True) -> list[list[LeafSlot]]:
@@ -293,6 +343,7 @@ class _Router:
 def job_plan(
     alloc: Allocation, grad_bytes: float, link_bps: float, spines: int,
     rng: random.Random | None, ideal: bool = False, collective: str = "ring",
+    delays: LinkDelays = NO_DELAYS,
 ) -> JobPlan:
     """How a placed job runs ``collective`` on ``grad_bytes`` per rank: see the module docstring.
 
@@ -303,17 +354,20 @@ def job_plan(
     every leaf; the intra-leaf phases take their contention-free time (the slowest leaf's).
     A one-leaf job's time is bound by its host links, computed, not simulated.
     ``ideal``: route as the isolated reference does (:class:`_Router`); an aggregated
-    (all-pairs) step is then bound by its host links.
+    (all-pairs) step is then bound by its host links. ``delays``: the links' one-way delays,
+    which every step pays once (``latency_s``).
     """
     name = cluster_collective(collective)
     by_leaf = Counter(leaf for leaf, _slot in alloc.hosts)
     if name == RAIL_RING:
-        return _rail_ring(alloc, grad_bytes, link_bps, spines, rng, ideal, by_leaf)
+        return _rail_ring(alloc, grad_bytes, link_bps, spines, rng, ideal, by_leaf, delays)
     shape = collective_shape(name, len(alloc.hosts))
-    if len(by_leaf) == 1 or (ideal and any(b.fans_out for p in shape.phases for b in p)):
-        return JobPlan(float(shape.host_share) * grad_bytes * 8 / link_bps, [], [])
     by_rail = rails_of(alloc, wrap=False)
     order = [h for rail in by_rail for h in rail]  # rank_order(alloc)
+    latency = delays.steps_s(name, np.array([leaf for leaf, _ in order], dtype=np.int64))
+    if len(by_leaf) == 1 or (ideal and any(b.fans_out for p in shape.phases for b in p)):
+        return JobPlan(float(shape.host_share) * grad_bytes * 8 / link_bps, [], [],
+                       latency_s=latency)
     router = _Router(alloc, spines, rng, ideal, _rail_index(by_rail))
     rails: list[list[list[LinkId]]] = []
     weights: list[list[int] | None] = []
@@ -329,7 +383,7 @@ def job_plan(
     ends = list(itertools.accumulate(len(p) for p in shape.phases))
     phases = [list(range(end - len(p), end)) for p, end in zip(shape.phases, ends, strict=True)]
     return JobPlan(0.0, rails, sizes, phases if len(phases) > 1 else None,
-                   weights if any(w is not None for w in weights) else None)
+                   weights if any(w is not None for w in weights) else None, latency)
 
 
 def _rail_index(by_rail: list[list[LeafSlot]]) -> dict[LeafSlot, int]:
@@ -338,12 +392,16 @@ def _rail_index(by_rail: list[list[LeafSlot]]) -> dict[LeafSlot, int]:
 
 
 def _rail_ring(alloc: Allocation, grad_bytes: float, link_bps: float, spines: int,
-               rng: random.Random | None, ideal: bool, by_leaf: Counter[int]) -> JobPlan:
+               rng: random.Random | None, ideal: bool, by_leaf: Counter[int],
+               delays: LinkDelays = NO_DELAYS) -> JobPlan:
     """:data:`RAIL_RING`: see :func:`job_plan`; every ring is the registry's ``ring``."""
     intra = max(float(collective_shape("ring", k).host_share) for k in by_leaf.values())
     intra_s = intra * grad_bytes * 8 / link_bps
+    # the intra-leaf Reduce-Scatter and All-Gather of the largest leaf (n-1 steps each),
+    # then the rails' ring All-Reduce across the leaves (2(m-1) steps)
+    latency = 2 * (max(by_leaf.values()) - 1) * delays.path_s(False)
     if len(by_leaf) == 1:
-        return JobPlan(intra_s, [], [])
+        return JobPlan(intra_s, [], [], latency_s=latency)
     router = _Router(alloc, spines, rng, ideal, _rail_index(rails_of(alloc, wrap=False)))
     rails = rails_of(alloc)
     shard = grad_bytes / len(rails)
@@ -352,7 +410,8 @@ def _rail_ring(alloc: Allocation, grad_bytes: float, link_bps: float, spines: in
         ((bundle,),) = collective_shape("ring", len(members)).phases
         paths.append([router.path(members[a], members[b]) for a, b in bundle.pairs])
         sizes.append(float(bundle.share) * shard)
-    return JobPlan(intra_s, paths, sizes)
+    latency += 2 * (len(by_leaf) - 1) * delays.path_s(True)
+    return JobPlan(intra_s, paths, sizes, latency_s=latency)
 
 
 def rails_time(plan: JobPlan, link_bps: float) -> float:

@@ -72,6 +72,8 @@ class ClusterParams(BaseModel):
     preset: str = D["preset"]
     gpus_per_server: int = Field(D["gpus_per_server"], ge=1)
     queue: str = D["queue"]
+    host_link_delay_us: float = Field(D["host_link_delay_us"], ge=0, allow_inf_nan=False)
+    uplink_delay_us: float = Field(D["uplink_delay_us"], ge=0, allow_inf_nan=False)
 
     @field_validator("preset")
     @classmethod
@@ -136,9 +138,12 @@ class Point:
 
 def keyed_params(params: dict[str, Any]) -> dict[str, Any]:
     """The parameters a run's key and its done check compare: all of them, defaults included,
-    but ``queue`` only when it is not fifo (so runs from before queue disciplines keep
-    their keys)."""
-    return {k: v for k, v in params.items() if not (k == "queue" and v == D["queue"])}
+    but ``queue`` only when it is not fifo and the link delays only when not 0 (so runs from
+    before queue disciplines and link delays keep their keys)."""
+    return {k: v for k, v in params.items() if not (k in UNKEYED_DEFAULTS and v == D[k])}
+
+
+UNKEYED_DEFAULTS = ("queue", "host_link_delay_us", "uplink_delay_us")
 
 
 def point_key(params: dict[str, Any]) -> str:
