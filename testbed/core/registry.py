@@ -194,6 +194,7 @@ TRAINING_WORKLOADS: Registry[Any] = Registry("fabriclab.training_workloads", "tr
 # the run files it needs, a pure judge from them to violations with place and time).
 INVARIANTS: Registry[Any] = Registry("fabriclab.invariants", "invariant", {
     "loss": "analysis.loss_invariant:INVARIANT",
+    "impairments": "analysis.impairment_invariant:INVARIANT",
 })
 
 # The cluster simulator's queue disciplines: which waiting job its allocator tries next

@@ -11,7 +11,8 @@ from testbed.core.experiment import Experiment
 from testbed.core.jobs import check_against_fabric
 from testbed.core.limits import run_buffer_bytes
 from testbed.core.topology import build_plan
-from testbed.emulator.preflight import memory_error, require_fabric_ready
+from testbed.emulator import impairments
+from testbed.emulator.preflight import memory_error, netem_available, require_fabric_ready
 from testbed.emulator.runner import Runner
 from testbed.emulator.workers import check_training
 
@@ -27,6 +28,9 @@ class EmulatedBackend:
         check_training(experiment, plan)
         controller_policy(plan, experiment.policy)
         require_fabric_ready()
+        # what this kernel cannot emulate (delay without netem, ...) is refused before any run
+        impaired = any(lk.impaired for lk in plan.links)
+        impairments.mechanisms(plan, impaired and netem_available())
         need = run_buffer_bytes(experiment.jobs)
         if problem := memory_error(need, f"experiment {experiment.name}"):
             raise FabricLabError(problem)

@@ -31,11 +31,16 @@ from testbed.core.errors import FabricLabError
 from testbed.core.host_runtime import HostRuntime
 from testbed.core.safe_paths import own_or_new_dir
 from testbed.core.topology import FabricPlan, dim_peers, fc_side, ring_neighbours
-from testbed.emulator import cleanup, runlock, switch_kinds
+from testbed.emulator import cleanup, impairments, runlock, switch_kinds
 from testbed.emulator.controller_proc import Controller
 from testbed.emulator.failpoints import failpoint
 from testbed.emulator.netns_batch import run_batch
-from testbed.emulator.preflight import datapath, ovs_running, require_fabric_ready
+from testbed.emulator.preflight import (
+    datapath,
+    netem_available,
+    ovs_running,
+    require_fabric_ready,
+)
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +79,10 @@ class Fabric:
         if unknown:
             raise FabricLabError(f"{unknown[0]} is not a host of this fabric")
         self._docker: Any = None  # the Docker SDK client, with container hosts
+        # how each impaired link is emulated, refused here (before anything is made) when
+        # this kernel cannot (testbed.emulator.impairments)
+        self.netem = any(lk.impaired for lk in plan.links) and netem_available()
+        self.impairments = impairments.mechanisms(plan, self.netem)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -119,6 +128,9 @@ class Fabric:
             self.timings["switches_s"] = time.monotonic() - t0
             t1 = time.monotonic()
             self._configure_hosts()
+            impairments.no_segmentation_offload(self.plan, self.host_pids())
+            impairments.apply_input_rules(
+                self.host_pids(), impairments.input_rules(self.plan, self.impairments))
             self.timings["hosts_s"] = time.monotonic() - t1
             t1 = time.monotonic()
             if self.controller is not None:
@@ -212,6 +224,21 @@ class Fabric:
 
     def host(self, name: str) -> Any:
         return self.net.get(name)
+
+    def impairment_record(self) -> dict[str, Any]:
+        """``impairments.json``'s content now: each impaired link as specified and emulated,
+        with the packets its loss judged and dropped so far, per direction."""
+        if not self.impairments:
+            return {"links": []}
+        counters = impairments.read_input_counters(self.host_pids())
+        for imp in self.impairments:
+            if imp.mechanism != impairments.NETEM:
+                continue
+            lk = next(x for x in self.plan.links if (x.a, x.b) == (imp.a, imp.b))
+            for end, node, intf in (("a", lk.a, lk.a_intf), ("b", lk.b, lk.b_intf)):
+                out = self.net.get(node).cmd(f"tc -s qdisc show dev {intf}")
+                counters[f"{lk.a}-{lk.b}:{end}"] = impairments.parse_netem_counters(out)
+        return impairments.record(self.impairments, counters)
 
     def host_pids(self) -> dict[str, int]:
         return {h.name: h.pid for h in self.net.hosts}
@@ -326,7 +353,7 @@ class Fabric:
             switch = partial(KernelBridge, state=self.state, plan=self.plan)
         host = partial(OwnedHost, state=self.state)
         link = partial(ShapedLink, mark=self.state.mark)
-        topo = FabricTopo(self.plan)
+        topo = FabricTopo(self.plan, netem=self.netem)
         self._container_hosts(topo)
         self.net = Mininet(topo=topo, switch=switch, host=host, link=link,
                            controller=None, build=False, autoSetMacs=False,

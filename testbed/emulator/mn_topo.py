@@ -1,7 +1,8 @@
 """Mininet ``Topo`` subclasses for the three fabric kinds, built from the pure plan.
 
-Every link is a ``TCLink`` with ``bw`` only: this kernel has HTB but no netem, so delay, loss,
-jitter and queue limits (all netem) must not be set.
+Every link is shaped with ``bw``; Mininet's own delay, loss, jitter and queue options are never
+set (they would put netem at the root, before the shaping). A link's delay, jitter and loss go
+in as ``netem`` (:mod:`testbed.emulator.impairments`), on kernels that have netem.
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ from mininet.topo import Topo
 
 from testbed.core.spec import LeafSpineSpec, MultidimSpec, OcsLeafSpineSpec
 from testbed.core.topology import FabricPlan, build_plan
+from testbed.emulator.impairments import link_netem
 
 
 class FabricTopo(Topo):
     """Any fabric plan as a Mininet topology: names, ports, dpids, IPs and MACs from the plan."""
 
-    def build(self, plan: FabricPlan) -> None:  # type: ignore[override]
+    def build(self, plan: FabricPlan, netem: bool = False) -> None:  # type: ignore[override]
+        """``netem``: give impaired links their delay, jitter and loss through netem."""
         self.plan = plan
         for s in plan.switches:
             self.addSwitch(s.name, dpid=s.dpid_hex)
@@ -26,9 +29,11 @@ class FabricTopo(Topo):
         for lk in plan.links:
             macs = {k: mac for k, mac in (("addr1", self._mac(lk.a, lk.a_port)),
                                           ("addr2", self._mac(lk.b, lk.b_port))) if mac}
+            impair = {"netem": link_netem(lk)} if netem and lk.impaired else {}
             self.addLink(
                 lk.a, lk.b, port1=lk.a_port, port2=lk.b_port, bw=lk.mbit_s,
                 params1=self._ip(lk.a, lk.a_port), params2=self._ip(lk.b, lk.b_port), **macs,
+                **impair,
             )
 
     def _nic(self, node: str, port: int):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -49,6 +50,15 @@ def ovs_running() -> bool:
 def datapath() -> str:
     """``kernel`` where the openvswitch module is loaded, else ``user`` (netdev)."""
     return "kernel" if Path("/sys/module/openvswitch").exists() else "user"
+
+
+@functools.cache
+def netem_available() -> bool:
+    """Whether this kernel has netem (root): a netem qdisc added on the loopback of a network
+    namespace made for the probe and gone with it."""
+    out = _run(["unshare", "--net", "tc", "qdisc", "add", "dev", "lo", "root", "netem",
+                "delay", "1ms"])
+    return out is not None and out.returncode == 0
 
 
 def virtualization() -> str:
@@ -184,6 +194,15 @@ def checks() -> list[Check]:
                          "load sch_htb (modprobe sch_htb)"))
     else:
         out.append(_unknown("htb qdisc", "cannot tell without root"))
+    if root:
+        netem = netem_available()
+        out.append(Check("netem qdisc", netem,
+                         "present: link delay, jitter and loss on every link" if netem else
+                         "absent: link loss on host links only (iptables), no delay",
+                         "a stock Debian kernel has it (make vm-check boots one)",
+                         required=False))
+    else:
+        out.append(_unknown("netem qdisc", "cannot tell without root"))
     tun = Path("/dev/net/tun").exists()
     out.append(Check("/dev/net/tun", tun, "present" if tun else "missing",
                      "mkdir -p /dev/net && mknod /dev/net/tun c 10 200"))

@@ -27,7 +27,14 @@ from testbed.core.load_limit import load_warning, offered_load_link_mbit_s
 from testbed.core.rundir import RunRecorder, base_environment
 from testbed.core.samples import SCHED_SAMPLE_SCHEMA
 from testbed.core.topology import build_plan
-from testbed.emulator import drop_counters, path_reader, runlock, switch_kinds, tcp_counters
+from testbed.emulator import (
+    drop_counters,
+    impairments,
+    path_reader,
+    runlock,
+    switch_kinds,
+    tcp_counters,
+)
 from testbed.emulator.calibrate import calibrate
 from testbed.emulator.commands import run_command_on_fabric
 from testbed.emulator.fabric import Fabric
@@ -80,6 +87,9 @@ class Runner:
         self.prediction_s = 0.0
         self.counters_read_s = 0.0  # reading the path and drop counters, every leg
         self.drops: dict[str, Any] = {"legs": {}}  # drops.json: each leg's losses
+        # impairments.json: each impaired link's mechanism and counters, the delay probes
+        self.impairment: dict[str, Any] = {"links": []}
+        self.probes: list[dict[str, Any]] = []
 
     # -- the run -------------------------------------------------------------------------------
 
@@ -123,6 +133,10 @@ class Runner:
                          switches=self.switches, hosts=self.host_runtimes)
             with fab:
                 self._place(fab)
+                if any(lk.impaired for lk in self.plan.links):
+                    self.console.print(f"[bold]{self.exp.name}[/]: pinging host pairs to "
+                                       "check the links' delays and loss")
+                    self.probes = impairments.probe_paths(self.plan, fab.popen)
                 sampler = LinkSampler(self.plan, fab.namespace_pids(), hz=self.exp.sample_hz,
                                       record=fab.state.add_process if fab.state else None)
                 sampler.start()
@@ -139,6 +153,7 @@ class Runner:
                     self.sched.stop()
                     sampler.stop()  # before the teardown: its readers are in the hosts'
                     # namespaces, and a namespace someone is in outlives its pin
+                    self.impairment = fab.impairment_record()
         except KeyboardInterrupt:
             recorder.fail("incomplete", "interrupted")
             self.console.print("[yellow]interrupted: tearing down, keeping what was captured")
@@ -316,6 +331,8 @@ class Runner:
         assert self.recorder is not None
         write_json(self.run_dir / "paths.json", self.paths)
         write_json(self.run_dir / "drops.json", self.drops)
+        write_json(self.run_dir / "impairments.json",
+                   self.impairment | {"probes": self.probes})
         self.recorder.finish(self.jobs + solos, self._fidelity(calibration, solos),
                              self._summary,
                              backend="emulator", controller_restarts=self.controller_restarts,

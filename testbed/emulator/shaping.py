@@ -50,14 +50,22 @@ def _class_args(mbit_s: float, parent: str, classid: str, share: float,
             f"burst 15k{tail}")
 
 
-def htb_commands(mbit_s: float) -> list[str]:
-    """tc commands (Mininet's ``%s %s`` = tc binary, interface) for one shaped interface."""
+def htb_commands(mbit_s: float, netem: dict[str, float] | None = None) -> list[str]:
+    """tc commands (Mininet's ``%s %s`` = tc binary, interface) for one shaped interface.
+    With ``netem`` (delay_us, jitter_us, loss), each leaf class's queue is a netem qdisc
+    instead (:mod:`testbed.emulator.impairments`): shaped first, then delayed or dropped."""
     mask = 0xFFFF & ~(ACK_BYTES - 1)  # IP total length < ACK_BYTES
+    acks, data = "pfifo limit 1000", f"bfifo limit {queue_bytes(mbit_s)}"
+    if netem:
+        from testbed.emulator.impairments import netem_args
+
+        acks = netem_args(**netem, mbit_s=mbit_s * 0.1, queue_bytes=0)
+        data = netem_args(**netem, mbit_s=mbit_s, queue_bytes=queue_bytes(mbit_s))
     return [
         f"%s qdisc add dev %s root handle 5:0 htb default 20 r2q {htb_r2q(mbit_s)}",
         *(f"%s class add dev %s {_class_args(mbit_s, *c)}" for c in CLASSES),
-        "%s qdisc add dev %s parent 5:10 handle 10: pfifo limit 1000",
-        f"%s qdisc add dev %s parent 5:20 handle 20: bfifo limit {queue_bytes(mbit_s)}",
+        f"%s qdisc add dev %s parent 5:10 handle 10: {acks}",
+        f"%s qdisc add dev %s parent 5:20 handle 20: {data}",
         f"%s filter add dev %s parent 5: protocol ip prio 1 u32 "
         f"match u16 0x0000 {mask:#06x} at 2 flowid 5:10",
     ]
@@ -71,12 +79,21 @@ def reshape_commands(intf: str, mbit_s: float) -> list[list[str]]:
 
 
 class ShapedIntf(TCIntf):
-    """A TCIntf whose only shaping is the HTB tree above (delay/loss/queue options refused)."""
+    """A TCIntf shaped by the HTB tree above; Mininet's own delay/loss/queue options are
+    refused (they would put netem at the wrong place); ``netem`` puts it under the classes."""
+
+    netem: dict[str, float] | None = None
+
+    def config(self, netem: dict[str, float] | None = None, **params):
+        self.netem = netem
+        return super().config(**params)
 
     def bwCmds(self, bw=None, **_ignored):
         if bw is None:
+            if self.netem:
+                raise ValueError(f"{self.name}: link delay and loss need a shaped link")
             return [], " root "
-        return htb_commands(bw), " parent 20: "
+        return htb_commands(bw, self.netem), " parent 20: "
 
 
 class ShapedLink(TCLink):

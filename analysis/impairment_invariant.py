@@ -1,0 +1,120 @@
+"""The link impairments invariant: each impaired link lost and delayed what its spec says.
+
+Reads ``impairments.json`` (written by the emulator: :mod:`testbed.emulator.impairments`):
+
+- **loss**: per link and direction, the packets its loss mechanism judged and dropped. With at
+  least :data:`MIN_PACKETS` judged, the achieved fraction must lie within
+  :data:`SIGMAS` binomial standard deviations (plus :data:`LOSS_SLACK`) of the specified one;
+  a link specified lossless must drop nothing there.
+- **probes**: pings between host pairs whose paths are impaired, sent before the jobs start,
+  measured independently of the mechanism's own counters (so loss or delay nobody specified
+  shows): the median round trip must lie within :data:`DELAY_TOLERANCE` (or
+  :data:`DELAY_FLOOR_MS`, whichever is larger) of twice the one-way delays of the links on
+  the pair's shortest paths, and the pings lost within :data:`SIGMAS` binomial standard
+  deviations of what the links' losses give.
+
+A violation names the link (or the pair) and the figures; a run with none impaired is judged
+trivially.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from analysis.invariant import Evidence, Invariant, Judgement, Violation
+
+MIN_PACKETS = 1000
+SIGMAS = 4.0
+LOSS_SLACK = 0.002
+DELAY_TOLERANCE = 0.10
+DELAY_FLOOR_MS = 1.0
+
+
+def loss_violation(link: str, direction: str, spec: float, judged: int, dropped: int
+                   ) -> Violation | None:
+    """A violation when ``dropped`` of ``judged`` packets is off ``spec`` beyond chance."""
+    if judged < MIN_PACKETS:
+        return None
+    achieved = dropped / judged
+    allowed = SIGMAS * math.sqrt(spec * (1 - spec) / judged) + LOSS_SLACK
+    if abs(achieved - spec) <= allowed:
+        return None
+    return Violation(link, f"link {link} ({direction}) lost {achieved:.2%} of {judged} "
+                     f"packets, specified {spec:.2%} (allowed ±{allowed:.2%})")
+
+
+def _across(links: list[str]) -> str:
+    return f" (across {', '.join(links)})" if links else ""
+
+
+def delay_violation(src: str, dst: str, expected_ms: list[float], median_ms: float | None,
+                    links: list[str] | None = None) -> Violation | None:
+    """A violation when the pair's median round trip is off the spec's range."""
+    low, high = expected_ms
+    if median_ms is None:
+        return Violation(f"{src}->{dst}", f"{src} had no ping reply from {dst}: its round trip "
+                         f"was specified {low:.2f} ms")
+    slack_low = max(DELAY_TOLERANCE * low, DELAY_FLOOR_MS)
+    slack_high = max(DELAY_TOLERANCE * high, DELAY_FLOOR_MS)
+    if low - slack_low <= median_ms <= high + slack_high:
+        return None
+    spec = f"{low:.2f} ms" if low == high else f"{low:.2f}–{high:.2f} ms"
+    return Violation(f"{src}->{dst}", f"the round trip {src}->{dst}{_across(links or [])} took "
+                     f"{median_ms:.2f} ms (median), specified {spec} by its links' delays")
+
+
+def ping_loss_violation(src: str, dst: str, expected: list[float], sent: int, received: int,
+                        links: list[str] | None = None) -> Violation | None:
+    """A violation when the pings lost between two hosts are off what their links' losses
+    give (``expected``: [smallest, largest] over the shortest paths) beyond chance."""
+    achieved = 1 - received / sent
+    low, high = expected
+    allowed = SIGMAS * math.sqrt(max(high * (1 - high), 1 / sent) / sent) + LOSS_SLACK
+    if low - allowed <= achieved <= high + allowed:
+        return None
+    spec = f"{low:.2%}" if low == high else f"{low:.2%}–{high:.2%}"
+    return Violation(f"{src}->{dst}", f"{achieved:.2%} of {sent} pings {src}->{dst}"
+                     f"{_across(links or [])} were lost, where the links' losses give {spec} "
+                     f"(allowed ±{allowed:.2%})")
+
+
+class ImpairmentInvariant(Invariant):
+    name = "impairments"
+    needs = ("impairments.json",)
+    checks = ("each impaired link, and pings across impaired paths, lost the fraction of "
+              f"packets the spec gives (within {SIGMAS:g} binomial standard deviations), and "
+              "round trips took twice the links' one-way delays (within "
+              f"{DELAY_TOLERANCE:.0%} or {DELAY_FLOOR_MS:g} ms)")
+
+    def judge(self, evidence: Evidence) -> Judgement:
+        record: dict[str, Any] = evidence.json("impairments.json") or {}
+        links = record.get("links") or []
+        violations: list[Violation] = []
+        measured: dict[str, Any] = {"links": {}, "probes": record.get("probes") or []}
+        for lk in links:
+            name = f"{lk['a']}-{lk['b']}"
+            for direction, counts in (lk.get("directions") or {}).items():
+                if not counts:
+                    continue
+                judged, dropped = int(counts["judged"]), int(counts["dropped"])
+                measured["links"][f"{name}:{direction}"] = {
+                    "spec": lk["loss"], "judged": judged, "dropped": dropped,
+                    "achieved": dropped / judged if judged else None,
+                    "mechanism": lk["mechanism"]}
+                if v := loss_violation(name, direction, lk["loss"], judged, dropped):
+                    violations.append(v)
+        for probe in record.get("probes") or []:
+            src, dst = probe["src"], probe["dst"]
+            links = probe.get("links") or []
+            if probe["expected_ms"][1] and (v := delay_violation(
+                    src, dst, probe["expected_ms"], probe.get("median_ms"), links)):
+                violations.append(v)
+            if probe["sent"] and (v := ping_loss_violation(
+                    src, dst, probe["expected_loss"], probe["sent"], probe["received"],
+                    links)):
+                violations.append(v)
+        return Judgement(True, violations, measured)
+
+
+INVARIANT = ImpairmentInvariant()

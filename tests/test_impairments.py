@@ -1,0 +1,112 @@
+"""Link impairments on the emulator, the pure parts: which mechanism carries each link, netem's
+arguments, the fallback's rules and counters, the ping probes' spec, and the invariant."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.impairment_invariant import (
+    delay_violation,
+    loss_violation,
+    ping_loss_violation,
+)
+from testbed.core.errors import FabricLabError
+from testbed.core.spec import parse_fabric
+from testbed.core.topology import build_plan
+from testbed.emulator import impairments as imp
+from testbed.emulator.shaping import htb_commands
+
+LS = {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,
+      "host_link_mbit_s": 50, "uplink_mbit_s": 50}
+
+
+def plan_of(**extra):
+    return build_plan(parse_fabric({"fabric": LS | extra}))
+
+
+def test_perfect_wires_need_no_mechanism():
+    assert imp.mechanisms(plan_of(), netem=False) == []
+
+
+def test_without_netem_only_host_link_loss_is_emulated():
+    got = imp.mechanisms(plan_of(links=[{"between": ["h0", "leaf0"], "loss": 0.01}]), False)
+    assert [(i.a, i.b, i.mechanism) for i in got] == [("h0", "leaf0", imp.HOST_INPUT)]
+    with pytest.raises(FabricLabError, match=r"^link h0-leaf0: delay needs the netem qdisc"):
+        imp.mechanisms(plan_of(host_link_delay_us=5000), False)
+    with pytest.raises(FabricLabError, match=r"loss between switches needs the netem qdisc"):
+        imp.mechanisms(plan_of(uplink_loss=0.01), False)
+
+
+def test_with_netem_every_link_class_is_emulated():
+    got = imp.mechanisms(plan_of(uplink_delay_us=2000, host_link_loss=0.001), True)
+    assert {i.mechanism for i in got} == {imp.NETEM}
+    assert len(got) == len(plan_of().links)
+
+
+def test_netem_arguments_hold_the_queue_and_what_the_delay_keeps_in_flight():
+    args = imp.netem_args(5000, 1000, 0.01, mbit_s=1000, queue_bytes=2_500_000)
+    assert args.startswith("netem delay 5000us 1000us loss 1%")
+    # 1 Gbit/s × 6 ms = 750 kB in flight, plus 2.5 MB of queue, in 1500-byte packets, twice
+    assert args.endswith(" limit 4333")
+    assert imp.netem_args(0, 0, 0.5, 10, 0) == "netem loss 50% limit 1000"
+
+
+def test_a_netem_link_puts_netem_under_both_classes():
+    cmds = htb_commands(50, {"delay_us": 5000, "jitter_us": 0, "loss": 0})
+    assert sum("netem delay 5000us" in c for c in cmds) == 2
+    assert not any("fifo" in c for c in cmds)
+    assert any("bfifo" in c for c in htb_commands(50))
+
+
+def test_host_input_rules_drop_into_and_out_of_the_lossy_host():
+    plan = plan_of(links=[{"between": ["h0", "leaf0"], "loss": 0.02}])
+    rules = imp.input_rules(plan, imp.mechanisms(plan, False))
+    assert rules["h0"] == [("h0-leaf0:in", ["-i", "h0-eth0"], 0.02)]
+    ip = plan.node("h0").ip()
+    for other in ("h1", "h2", "h3"):
+        assert rules[other] == [("h0-leaf0:out", ["-s", f"{ip}/32"], 0.02)]
+
+
+def test_fallback_and_netem_counters_are_read():
+    listing = """Chain INPUT (policy ACCEPT 0 packets, 0 bytes)
+    pkts      bytes target     prot opt in     out     source               destination
+    9146   123456            all  --  h0-eth0 *       0.0.0.0/0            0.0.0.0/0            /* fabriclab h0-leaf0:in */
+      92     1234 DROP       all  --  h0-eth0 *       0.0.0.0/0            0.0.0.0/0            /* fabriclab h0-leaf0:in */ statistic mode random probability 0.01000000000
+"""  # noqa: E501
+    assert imp.parse_input_counters(listing) == {"h0-leaf0:in": {"judged": 9146,
+                                                                 "dropped": 92}}
+    tc = """qdisc htb 5: root refcnt 2 r2q 10 default 0x20 direct_packets_stat 0
+ Sent 900 bytes 9 pkt (dropped 0, overlimits 0 requeues 0)
+qdisc netem 10: parent 5:10 limit 1000 delay 5ms
+ Sent 100 bytes 10 pkt (dropped 1, overlimits 0 requeues 0)
+qdisc netem 20: parent 5:20 limit 1000 delay 5ms
+ Sent 9000 bytes 90 pkt (dropped 2, overlimits 0 requeues 0)
+"""
+    assert imp.parse_netem_counters(tc) == {"judged": 103, "dropped": 3}
+
+
+def test_ping_probes_expect_the_spec_of_their_shortest_paths():
+    plan = plan_of(host_link_delay_us=5000, links=[{"between": ["h0", "leaf0"], "loss": 0.01}])
+    same_leaf = imp.path_spec(plan, "h0", "h1")
+    assert same_leaf["rtt_ms"] == [20.0, 20.0]
+    assert same_leaf["loss"][0] == pytest.approx(1 - 0.99**2)
+    assert same_leaf["links"] == ["h0-leaf0", "h1-leaf0"]
+    assert imp.probe_pairs(plan) == [("h0", "h1"), ("h1", "h2"), ("h2", "h3"), ("h3", "h0")]
+    got = imp.parse_ping("64 bytes from 10.0.0.2: icmp_seq=1 ttl=64 time=20.4 ms\n"
+                         "64 bytes from 10.0.0.2: icmp_seq=2 ttl=64 time=19.9 ms\n"
+                         "3 packets transmitted, 2 received, 33% packet loss, time 2003ms\n")
+    assert got == {"rtt_ms": [19.9, 20.4], "sent": 3, "received": 2}
+
+
+def test_the_invariant_allows_chance_and_names_what_is_off():
+    assert loss_violation("h0-leaf0", "in", 0.01, 10_000, 110) is None
+    v = loss_violation("h0-leaf0", "in", 0.01, 10_000, 300)
+    assert v is not None and v.place == "h0-leaf0" and "3.00% of 10000" in v.sentence
+    assert loss_violation("h0-leaf0", "in", 0.01, 100, 50) is None  # too few to judge
+    assert delay_violation("h0", "h1", [20.0, 20.0], 21.5) is None
+    off = delay_violation("h0", "h1", [20.0, 20.0], 25.0, ["h0-leaf0"])
+    assert off is not None and "across h0-leaf0" in off.sentence
+    assert delay_violation("h0", "h1", [20.0, 20.0], None) is not None
+    assert ping_loss_violation("h0", "h1", [0.0199, 0.0199], 2000, 1960) is None
+    lost = ping_loss_violation("h0", "h1", [0.0199, 0.0199], 2000, 1867, ["h0-leaf0"])
+    assert lost is not None and "across h0-leaf0" in lost.sentence

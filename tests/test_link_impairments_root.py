@@ -1,0 +1,131 @@
+"""Link delay, jitter and loss as fabric data, on a real fabric (root): netem where the kernel
+has it (the stock-kernel VM of ``make vm-check``), the host-input fallback where it has not."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import time
+
+import pytest
+
+from testbed.core.errors import FabricLabError
+from testbed.core.spec import parse_fabric
+from testbed.core.topology import build_plan
+from testbed.emulator.fabric import Fabric
+from testbed.emulator.preflight import netem_available
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+TWO_HOSTS = {"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 2,
+             "host_link_mbit_s": 50, "uplink_mbit_s": 50}
+UDP_PACKETS = 20_000  # 1% of them lost is 200 ± 14: [0.7%, 1.3%] is ±4.3 standard deviations
+needs_netem = pytest.mark.skipif(not netem_available(), reason="this kernel has no netem "
+                                 "(the stock-kernel VM has it: make vm-check)")
+
+
+def plan_of(**extra):
+    return build_plan(parse_fabric({"fabric": TWO_HOSTS | extra}))
+
+
+def udp_loss(fab: Fabric, src: str, dst: str, packets: int = UDP_PACKETS) -> float:
+    """The fraction of ``packets`` UDP datagrams from ``src`` that ``dst``'s iperf3 missed."""
+    server = fab.popen(dst, ["iperf3", "-s", "-1", "-p", "5302"], stdout=subprocess.DEVNULL)
+    time.sleep(0.5)
+    client = fab.popen(src, ["iperf3", "-c", fab.plan.node(dst).ip(), "-p", "5302", "-u",
+                             "-b", "20M", "-l", "1000", "-k", str(packets), "-J"],
+                       stdout=subprocess.PIPE, text=True)
+    out, _ = client.communicate(timeout=120)
+    server.wait(timeout=30)
+    end = json.loads(out)["end"]["sum"]
+    return end["lost_packets"] / end["packets"]
+
+
+def test_loss_on_one_host_link_is_the_specified_fraction(tmp_path):
+    plan = plan_of(links=[{"between": ["h0", "leaf0"], "loss": 0.01}])
+    fab = Fabric(plan, tmp_path / "run")
+    fab.start()
+    try:
+        lost = udp_loss(fab, "h1", "h0")  # into h0: across its link once
+        assert 0.007 <= lost <= 0.013, f"{lost:.2%} lost, specified 1%"
+        back = udp_loss(fab, "h0", "h1")  # out of h0
+        assert 0.007 <= back <= 0.013, f"{back:.2%} lost, specified 1%"
+        record = fab.impairment_record()
+    finally:
+        assert fab.stop() == []
+    (link,) = record["links"]
+    assert link["mechanism"] == ("netem" if netem_available() else "host-input")
+    for counts in link["directions"].values():  # the mechanism's own count agrees
+        if counts["judged"] >= 10_000:
+            assert 0.007 <= counts["dropped"] / counts["judged"] <= 0.013
+
+
+@needs_netem
+def test_delay_and_jitter_on_host_links_are_the_specified_round_trip(tmp_path):
+    plan = plan_of(host_link_delay_us=5000, host_link_jitter_us=1000)
+    fab = Fabric(plan, tmp_path / "run")
+    fab.start()
+    try:
+        out = fab.host("h0").cmd(f"ping -n -c 40 -i 0.05 {plan.node('h1').ip()}")
+    finally:
+        assert fab.stop() == []
+    rtts = [float(x.split("time=")[1].split()[0]) for x in out.splitlines() if "time=" in x]
+    assert len(rtts) >= 38, out
+    # 4 crossings of 5 ms each; each adds uniform jitter of ±1 ms: sd 2/sqrt(3) = 1.15 ms
+    assert abs(statistics.median(rtts) - 20.0) <= 2.0, rtts
+    assert 0.6 <= statistics.stdev(rtts) <= 2.0, rtts
+
+
+@pytest.mark.skipif(netem_available(), reason="this kernel has netem: delay is emulated")
+def test_delay_without_netem_is_refused_before_anything_is_made(tmp_path):
+    plan = plan_of(host_link_delay_us=5000)
+    with pytest.raises(FabricLabError, match=r"link h0-leaf0: delay needs the netem qdisc"):
+        Fabric(plan, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def run_lossy(tmp_path, monkeypatch, extra_loss: float | None) -> dict:
+    """A 2-host job on a fabric whose h0-leaf0 link loses 1%; with ``extra_loss``, h0 also
+    drops that fraction of what arrives, where no spec says so (a rule before the fabric's)."""
+    from testbed.core.experiment import expand
+    from testbed.emulator.runner import Runner
+
+    if extra_loss is not None:
+        start = Fabric.start
+
+        def start_then_lose(self):
+            start(self)
+            pid = self.host_pids()["h0"]
+            subprocess.run(["nsenter", "-t", str(pid), "-n", "iptables-legacy", "-w", "-I",
+                            "INPUT", "1", "-m", "statistic", "--mode", "random",
+                            "--probability", str(extra_loss), "-j", "DROP"], check=True)
+
+        monkeypatch.setattr(Fabric, "start", start_then_lose)
+    (exp,) = expand({
+        "name": "lossy", "policy": "ecmp", "timeout_s": 240,
+        "fabric": TWO_HOSTS | {"links": [{"between": ["h0", "leaf0"], "loss": 0.01}]},
+        "jobs": [{"name": "a", "hosts": ["h0", "h1"],
+                  "workload": {"kind": "allreduce", "sizes": ["1MiB"], "iterations": 3}}]})
+    runner = Runner(exp, tmp_path)
+    run_dir = runner.run()
+    assert runner.status == "ok", runner.error
+    assert (run_dir / "impairments.json").is_file()
+    return json.loads((run_dir / "fidelity.json").read_text())
+
+
+def test_the_verdict_holds_a_lossy_link_to_its_spec(tmp_path, monkeypatch):
+    fid = run_lossy(tmp_path, monkeypatch, None)
+    judged = fid["registered"]["impairments"]
+    assert judged["judged"] and judged["violations"] == [], judged
+    assert not any(r.startswith("impairments invariant") for r in fid["reasons"])
+    (probe,) = [p for p in judged["measured"]["probes"] if p["src"] == "h0"]
+    assert probe["sent"] >= 1000 and probe["links"] == ["h0-leaf0"]
+
+
+def test_loss_the_spec_does_not_give_makes_the_run_not_faithful_naming_the_link(
+        tmp_path, monkeypatch):
+    fid = run_lossy(tmp_path, monkeypatch, 0.05)
+    assert fid["verdict"] == "not faithful"
+    named = [r for r in fid["reasons"] if r.startswith("impairments invariant")]
+    assert named and all("h0-leaf0" in r for r in named), fid["reasons"]
