@@ -83,7 +83,9 @@ def test_the_job_script_names_the_smoke_set():
     with pytest.raises(ValueError):
         check.job_script(("tests/x.py; rm -rf /",))
     for test in check.SMOKE_TESTS:
-        assert (ROOT / test).is_file(), test
+        path, _, name = test.partition("::")
+        assert (ROOT / path).is_file(), test
+        assert not name or f"def {name}(" in (ROOT / path).read_text(), test
 
 
 def test_smoke_results_from_junit_xml(tmp_path):

@@ -21,7 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     b = vm.add_parser("build", help="build the VM image if it is not cached")
     b.add_argument("--rebuild", action="store_true", help="build it even if it is cached")
     r = vm.add_parser("run", help="run a command in a throwaway VM, as root, in a copy of "
-                      "this checkout; what it writes to $FABRICLAB_VM_OUT comes back to --out")
+                      "this checkout (scripts/install.sh finds the lock's wheels); what it "
+                      "writes to $FABRICLAB_VM_OUT comes back to --out")
     r.add_argument("--out", type=Path, required=True,
                    help="a new directory for what the command wrote, its log and the console")
     _machine_args(r)
@@ -68,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_command(args: argparse.Namespace) -> int:
     from testbed.vm import image
+    from testbed.vm.check import wheelhouse
     from testbed.vm.machine import run_job
 
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
@@ -77,8 +79,12 @@ def _run_command(args: argparse.Namespace) -> int:
     script = ("#!/bin/bash\nmkdir -p /root/fabriclab && tar -C /mnt/src --exclude=./.venv "
               "--exclude=./results --exclude=./.git -cf - . | tar -C /root/fabriclab -xf -\n"
               "cd /root/fabriclab && export FABRICLAB_VM_OUT=/mnt/job/out\n"
+              # scripts/install.sh takes the lock's wheels from the host (hashes checked)
+              "export PIP_NO_INDEX=1 PIP_FIND_LINKS=/mnt/wheels\n"
               + shlex.join(cmd) + "\n")
-    result = run_job(image.ensure(), script, args.out, {"src": image.CHECKOUT},
+    built = image.ensure()
+    shares = {"src": image.CHECKOUT, "wheels": wheelhouse(print)}
+    result = run_job(built, script, args.out, shares,
                      cpus=args.cpus, memory_mib=args.memory_mib,
                      timeout_s=args.timeout_min * 60)
     print(f"vm: exit code {result.exit_code} after {result.wall_s:.0f} s "
