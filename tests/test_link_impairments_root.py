@@ -34,7 +34,7 @@ def udp_loss(fab: Fabric, src: str, dst: str, packets: int = UDP_PACKETS) -> flo
     server = fab.popen(dst, ["iperf3", "-s", "-1", "-p", "5302"], stdout=subprocess.DEVNULL)
     time.sleep(0.5)
     client = fab.popen(src, ["iperf3", "-c", fab.plan.node(dst).ip(), "-p", "5302", "-u",
-                             "-b", "20M", "-l", "1000", "-k", str(packets), "-J"],
+                             "-b", "10M", "-w", "2M", "-l", "1000", "-k", str(packets), "-J"],
                        stdout=subprocess.PIPE, text=True)
     out, _ = client.communicate(timeout=120)
     server.wait(timeout=30)
