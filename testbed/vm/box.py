@@ -16,6 +16,7 @@ where there is.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -32,6 +33,12 @@ from testbed.vm.machine import accelerator
 BOOT_DIR = Path("/var/lib/libvirt/boot")
 SSH_PORT = int(os.environ.get("FABRICLAB_BOX_SSH_PORT", "2222"))
 SSH_KEEPALIVE = "ClientAliveInterval 30\n"
+# Under TCG a 4-vCPU guest took more than vagrant's default 300 s to reach sshd on a busy host.
+
+# sshd's host keys made at its first start, then Debian's own check of the configuration
+# (which fails without keys: the drop-in clears the unit's ExecStartPre and puts both back)
+HOST_KEYS = ("[Service]\nExecStartPre=\nExecStartPre=/usr/bin/ssh-keygen -A\n"
+             "ExecStartPre=/usr/sbin/sshd -t\n")
 
 BOX_VAGRANTFILE = """# The box's own settings (testbed/vm/box.py): boot Debian's kernel directly,
 # and reach the guest through QEMU's user-mode network only (no bridge, no address here).
@@ -40,6 +47,7 @@ Vagrant.configure("2") do |config|
   config.ssh.port = {port}
   config.ssh.private_key_path = "{key}"
   config.ssh.insert_key = false
+  config.vm.boot_timeout = {boot_timeout}
   config.vm.network :public_network, libvirt__type: "user", auto_config: false
   config.vm.provider :libvirt do |l|
     l.driver = "{driver}"
@@ -60,7 +68,9 @@ end
 
 
 def box_dir() -> Path:
-    return vm_image.CACHE_DIR / f"box-{vm_image.recipe_key()}"
+    """The box's directory, keyed on the image's recipe and on what this module adds."""
+    added = hashlib.sha256((BOX_VAGRANTFILE + SSH_KEEPALIVE + HOST_KEYS).encode())
+    return vm_image.CACHE_DIR / f"box-{vm_image.recipe_key()}-{added.hexdigest()[:6]}"
 
 
 def build(say=print) -> Path:
@@ -98,7 +108,8 @@ def build(say=print) -> Path:
                                         "virtual_size": vm_image.IMAGE_SIZE_BYTES // 1024**3})
     driver = "kvm" if accelerator() == "kvm" else "qemu"
     write_text(dest / "Vagrantfile", BOX_VAGRANTFILE.format(
-        port=SSH_PORT, key=key, driver=driver, kernel=kernel, initrd=initrd))
+        port=SSH_PORT, key=key, driver=driver, kernel=kernel, initrd=initrd,
+        boot_timeout=300 if driver == "kvm" else 1200))
     partial = box.with_suffix(".partial")
     with tarfile.open(partial, "w") as tar:
         for name in ("metadata.json", "Vagrantfile", "box.img"):
@@ -125,7 +136,7 @@ def _add_vagrant_user(root: Path, public_key: str) -> None:
         old.unlink()
     dropin = root / "etc/systemd/system/ssh.service.d"
     dropin.mkdir(parents=True, exist_ok=True)
-    write_text(dropin / "host-keys.conf", "[Service]\nExecStartPre=/usr/bin/ssh-keygen -A\n")
+    write_text(dropin / "host-keys.conf", HOST_KEYS)
     write_text(root / "etc/ssh/sshd_config.d/fabriclab.conf", SSH_KEEPALIVE)
 
 
