@@ -193,7 +193,9 @@ class Fabric:
     def health(self) -> str | None:
         """None while the fabric can carry traffic, else one sentence saying why not. A
         controller that died is restarted (it reinstalls every switch and running job)."""
-        if self._ovs and not ovs_running():
+        # a stopped daemon refuses at once; a busy one (a software-emulated VM's, at 100%
+        # CPU) answered only after more than 3 s once: it gets a second, longer chance
+        if self._ovs and not ovs_running() and not ovs_running(timeout_s=20):
             return ("Open vSwitch stopped during the run (ovs-vswitchd or ovsdb-server no "
                     "longer answers), so the fabric forwards nothing; the traces so far are "
                     "kept; start it again with `bash scripts/start-ovs.sh` as root, then run "

@@ -40,10 +40,12 @@ def _run(args: list[str], timeout: float = 5) -> subprocess.CompletedProcess | N
         return None
 
 
-def ovs_running() -> bool:
-    """Both OVS daemons answer: the database (ovsdb-server) and the switch (ovs-vswitchd)."""
-    db = _run(["ovs-vsctl", "--timeout=3", "show"])
-    sw = _run(["ovs-appctl", "--timeout=3", "-t", "ovs-vswitchd", "version"])
+def ovs_running(timeout_s: int = 3) -> bool:
+    """Both OVS daemons answer within ``timeout_s``: the database (ovsdb-server) and the switch
+    (ovs-vswitchd)."""
+    db = _run(["ovs-vsctl", f"--timeout={timeout_s}", "show"], timeout=timeout_s + 2)
+    sw = _run(["ovs-appctl", f"--timeout={timeout_s}", "-t", "ovs-vswitchd", "version"],
+              timeout=timeout_s + 2)
     return all(out is not None and out.returncode == 0 for out in (db, sw))
 
 

@@ -42,7 +42,8 @@ SMOKE_TESTS = ("tests/test_stock_kernel_root.py",
                "tests/test_link_impairments_root.py",
                "tests/test_fabric_root.py::test_leaf_spine_reaches_all_shapes_and_tears_down",
                "tests/test_fabric_root.py::test_clean_removes_what_a_killed_run_left",
-               "tests/test_verdict_paths_root.py")
+               "tests/test_verdict_paths_root.py::"
+               "test_an_ecmp_job_is_judged_on_the_paths_its_flows_took")
 
 
 def wheelhouse(say: Say) -> Path:
