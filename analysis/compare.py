@@ -21,6 +21,7 @@ from typing import Any
 from analysis import metrics
 from analysis.astra_reference import system_of
 from analysis.ecmp_draw import draw_sentence
+from analysis.impairments import impairment_phrase
 from analysis.load import Run
 from testbed.core.registry import POLICIES, SCHEDULES, TRANSPORTS, Registry
 from testbed.core.units import format_size
@@ -281,6 +282,8 @@ def describe_setup(run: Run) -> str:
             text = f"{spec['leaves']} leaves × {spec.get('spines')} spines at {rate}"
     else:
         text = str(kind or "")
+    if links := impairment_phrase(metrics.link_impairments(run.topology)):
+        text += f", {links}"
     tenants = len(_tenants(run))
     return text + (f", {tenants} jobs" if tenants > 1 else "")
 
