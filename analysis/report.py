@@ -24,7 +24,7 @@ from typing import Any
 
 import jinja2
 
-from analysis import compare, figures, metrics
+from analysis import compare, figures, latency, metrics
 from analysis.astra_reference import system_of
 from analysis.cluster import (
     comparison_rows,
@@ -647,7 +647,7 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = No
     ctxs = [_run_context(r, out, f"fig-{_slug(r.label)}-" if multi else "fig-", recompute)
             for r in runs]
     heads = (compare.headlines([c["facts"] for c in ctxs]) if multi
-             else ctxs[0]["run_headlines"])
+             else ctxs[0]["run_headlines"]) + latency.headlines(runs)
     by_label = {c["label"]: c for c in ctxs}
     ctx = {
         "title": "fabriclab report: " + (name or _common_name([r.label for r in runs])),
