@@ -21,8 +21,9 @@ from typing import Any
 from analysis import metrics
 from analysis.astra_reference import system_of
 from analysis.ecmp_draw import draw_sentence
+from analysis.impairments import impairment_phrase
 from analysis.load import Run
-from testbed.core.registry import POLICIES, SCHEDULES, TRANSPORTS, Registry
+from testbed.core.registry import COLLECTIVES, POLICIES, SCHEDULES, TRANSPORTS, Registry
 from testbed.core.units import format_size
 
 #: Workload fields that say how long or how often, not what: runs differing only in these
@@ -42,10 +43,12 @@ class Axis:
     registry: Registry[Any] | None = None
     sentence: Callable[[Comparison], str] | None = None
     shown: tuple[str, ...] = ()  # fields a title always names beside the first (``order``)
+    also: tuple[Registry[Any], ...] = ()  # more registries of its values (flat collectives)
 
     @property
     def reference(self) -> tuple[str, ...]:
-        return self.registry.references() if self.registry is not None else ()
+        regs = ((self.registry,) if self.registry is not None else ()) + self.also
+        return tuple(name for r in regs for name in r.references())
 
 
 @dataclass
@@ -171,7 +174,7 @@ AXES: dict[str, Axis] = {a.name: a for a in (
     Axis("policy", "Routing", ("policy",), POLICIES, _routing),
     Axis("schedule", "Chunk schedule",
          ("algorithm", "dim_algorithm", "order", "chunks", "semantics"),
-         SCHEDULES, _schedule, shown=("order",)),
+         SCHEDULES, _schedule, shown=("order",), also=(COLLECTIVES,)),
     Axis("transport", "Transport", ("transport",), TRANSPORTS, _per_size),
 )}
 
@@ -281,6 +284,8 @@ def describe_setup(run: Run) -> str:
             text = f"{spec['leaves']} leaves × {spec.get('spines')} spines at {rate}"
     else:
         text = str(kind or "")
+    if links := impairment_phrase(metrics.link_impairments(run.topology)):
+        text += f", {links}"
     tenants = len(_tenants(run))
     return text + (f", {tenants} jobs" if tenants > 1 else "")
 

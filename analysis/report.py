@@ -24,7 +24,7 @@ from typing import Any
 
 import jinja2
 
-from analysis import compare, figures, metrics
+from analysis import compare, figures, latency, metrics
 from analysis.astra_reference import system_of
 from analysis.cluster import (
     comparison_rows,
@@ -34,6 +34,7 @@ from analysis.cluster import (
     run_rows,
     trace_warning,
 )
+from analysis.impairments import run_note
 from analysis.limits import host_rate_mbit_s, rate_flag
 from analysis.load import Run, load_run
 from analysis.papers import paper_sections
@@ -408,7 +409,7 @@ def _run_context(run: Run, out: Path, prefix: str, recompute: bool = False) -> d
         "facts": facts, "run_headlines": compare.run_headlines(facts, summary["speedup"]),
         "size_rows": size_rows,
         "run": run, "label": run.label, "name": run.name, "path": str(run.path),
-        "scale_note": _scale_note(run),
+        "scale_note": _scale_note(run), "link_note": run_note(summary),
         "summary": summary, "fabric": spec_fabric, "status": summary["status"],
         "fidelity": fidelity, "jobs": job_rows, "calibration": _calibration(run),
         "job_columns": _job_columns(job_rows),
@@ -646,7 +647,7 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = No
     ctxs = [_run_context(r, out, f"fig-{_slug(r.label)}-" if multi else "fig-", recompute)
             for r in runs]
     heads = (compare.headlines([c["facts"] for c in ctxs]) if multi
-             else ctxs[0]["run_headlines"])
+             else ctxs[0]["run_headlines"]) + latency.headlines(runs)
     by_label = {c["label"]: c for c in ctxs}
     ctx = {
         "title": "fabriclab report: " + (name or _common_name([r.label for r in runs])),
@@ -662,6 +663,7 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = No
         "backends": _backends_context([c["summary"] for c in ctxs]),
         "simulated": [c["label"] for c in ctxs if c["fidelity"]["state"] == "simulated"],
         "scale_notes": _scale_notes(ctxs),
+        "link_notes": _notes_by_text(ctxs, "link_note"),
     }
     env = _env()
     html = out / "report.html"
@@ -773,8 +775,13 @@ def _common_name(labels: list[str]) -> str:
 
 def _scale_notes(ctxs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each distinct rate-scale note once, with the runs it is about."""
+    return _notes_by_text(ctxs, "scale_note")
+
+
+def _notes_by_text(ctxs: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """Each distinct note ``key`` of the runs once, with the runs it is about."""
     notes: dict[str, list[str]] = {}
     for c in ctxs:
-        if c["scale_note"]:
-            notes.setdefault(c["scale_note"], []).append(c["label"])
+        if c[key]:
+            notes.setdefault(c[key], []).append(c["label"])
     return [{"text": text, "runs": labels} for text, labels in notes.items()]

@@ -40,6 +40,15 @@ def test_schedule_headline_puts_the_model_beside_the_measurement():
     assert h.sentence == "themis is 1.50× as fast as baseline (the model predicts 1.50×)"
 
 
+def test_flat_collectives_are_measured_against_the_ring_in_any_order():
+    """ring is the collectives' reference: the headline does not depend on run order."""
+    for order in (1, -1):
+        (h,) = headlines([facts("hd", schedule="halving-doubling", times={MIB: 2.0}),
+                          facts("ring", schedule="ring", times={MIB: 1.0})][::order])
+        assert (h.ref, h.other) == ("ring", "hd")
+        assert h.sentence.startswith("halving-doubling is 0.50× as fast as ring")
+
+
 def test_transport_headline_has_every_size():
     sizes_zc = {4 * KIB: 0.001, 64 * KIB: 0.002, 4 * MIB: 0.1}
     sizes_rpc = {4 * KIB: 0.009, 64 * KIB: 0.006, 4 * MIB: 0.11}

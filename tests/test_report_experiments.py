@@ -18,8 +18,11 @@ from testbed.cli import main
 from testbed.core.errors import FabricLabError
 from testbed.core.experiment import experiment_name, load_experiments
 from testbed.core.presets import PRESETS
+from testbed.core.registry import COLLECTIVES
 from testbed.core.spec import load_yaml
+from testbed.core.topology import FabricPlan
 from testbed.sim.backend import SimBackend
+from workloads.flat_model import flat_allreduce_s
 
 EXPERIMENTS = sorted(Path("experiments").glob("*.yaml"))
 SLOW = {"themis-e2e", "themis-e2e-emulated"}  # about a minute each on 2 cores
@@ -72,7 +75,8 @@ def _sections(md: str) -> dict[str, str]:
 
 def _model_ratio(run_dirs: list[Path], label_ref: str, label_other: str,
                  jobs: tuple[str, str] | None, capsys) -> float:
-    """``fabriclab model``'s ``ref ÷ other`` time for the jobs of the two compared runs."""
+    """``fabriclab model``'s ``ref ÷ other`` time for the jobs of the two compared runs (for
+    flat All-Reduces on leaf-spine, the flat α-β model's, which the runs record)."""
     by_label = {json.loads((d / "summary.json").read_text())["label"]: d for d in run_dirs}
     if jobs is None:  # two runs, the one chunk-scheduled job of each
         sides = [(by_label[label_ref], None), (by_label[label_other], None)]
@@ -82,13 +86,18 @@ def _model_ratio(run_dirs: list[Path], label_ref: str, label_other: str,
     for run_dir, name in sides:
         summary = json.loads((run_dir / "summary.json").read_text())
         job = next(j for j in json.loads((run_dir / "jobs.json").read_text())
-                   if not j.get("solo_of") and j.get("algorithm") in ("baseline", "themis")
-                   and name in (None, j["name"]))
-        dims = json.loads((run_dir / "topology.json").read_text())["spec"]["dims"]
+                   if not j.get("solo_of") and name in (None, j["name"]))
+        topology = json.loads((run_dir / "topology.json").read_text())
+        size = summary["jobs"][job["name"]]["size_bytes"]
+        if job["algorithm"] in COLLECTIVES.names():  # a flat All-Reduce on leaf-spine
+            times.append(flat_allreduce_s(FabricPlan.from_dict(topology), job["hosts"],
+                                          COLLECTIVES.get(job["algorithm"]), size))
+            continue
+        dims = topology["spec"]["dims"]
         argv = ["model", "--dims", "x".join(str(d["size"]) for d in dims),
                 "--bw", ",".join(f"{d['mbit_s'] / 1e3:.12g}" for d in dims),
                 "--dim-kinds", ",".join(d.get("kind", "switch") for d in dims),
-                "--size", str(summary["jobs"][job["name"]]["size_bytes"]),
+                "--size", str(size),
                 "--chunks", str(job["chunks"]), "--policy", job["algorithm"],
                 "--order", job["order"], "--dim-algorithm", job["dim_algorithm"],
                 "--semantics", job["semantics"], "--json"]

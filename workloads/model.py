@@ -64,6 +64,7 @@ from testbed.core.presets import DIM_ALGORITHM_OF_KIND
 from testbed.core.registry import COLLECTIVES
 from testbed.core.topology import FabricPlan
 from workloads.collectives import Collective
+from workloads.flat_model import flat_allreduce_s
 from workloads.schedule_engine import (
     DEFAULT_SEMANTICS,
     ORDERS,
@@ -393,15 +394,22 @@ def best_chunks_on_fabric(fabric_dims: Sequence[Mapping[str, Any]], total_bytes:
 
 
 def job_model_s(job: ResolvedJob, plan: FabricPlan) -> dict[str, float] | None:
-    """The model's time of each All-Reduce size of a chunk-scheduled ``job`` on ``plan``, as
-    ``fabriclab model`` predicts it (each dimension's per-host rate and kind, as the job
+    """The model's time of each All-Reduce size of ``job`` on ``plan``: a chunk-scheduled
+    job's as ``fabriclab model`` predicts it (each dimension's per-host rate and kind, as the job
     records them, the job's chunks, order, collective and semantics), keyed by the size in
     bytes as text (the JSON key the summary uses); None for a job the model does not cover
-    (flat collectives, DNN and command jobs, and jobs on a leaf-spine ``plan``, whose logical
-    dimensions share one NIC, which the model does not see). The backends record it in
-    jobs.json (``model_s``) for the analysis."""
-    if job.flat or job.workload.kind != "allreduce" or plan.kind != "multidim":
+    (DNN and command jobs, and chunk-scheduled jobs on a leaf-spine ``plan``, whose logical
+    dimensions share one NIC, which the model does not see). A flat All-Reduce on a
+    leaf-spine ``plan`` gets :func:`workloads.flat_model.flat_allreduce_s`. The backends
+    record it in jobs.json (``model_s``) for the analysis."""
+    if job.workload.kind != "allreduce" or not (job.flat or plan.kind == "multidim"):
         return None
+    if job.flat:
+        if plan.kind != "leaf_spine":
+            return None
+        collective = job.plugin(job.algorithm)
+        return {str(size): flat_allreduce_s(plan, job.hosts, collective, size)
+                for size in job.workload.sizes}
     return {str(size): predict(job.dims, job.dim_host_rates_bps, size, job.chunks,
                                policy=job.algorithm, order=job.order,
                                dim_algorithm=job.dim_algorithms, semantics=job.semantics,

@@ -65,6 +65,7 @@ class Ring(Collective):
     """Ring All-Reduce: ``n-1`` Reduce-Scatter steps, then ``n-1`` All-Gather steps."""
 
     name = "ring"
+    reference = True  # what comparisons of flat collectives measure the others against
 
     def link_roles(self, pos: int, n: int) -> list[tuple[int, int]]:
         return [] if n < 2 else [((pos + 1) % n, (pos - 1) % n)]

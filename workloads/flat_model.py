@@ -1,0 +1,98 @@
+"""The α-β model of a flat All-Reduce (one group of all the job's ranks: ring,
+halving-doubling, ...) on a leaf-spine fabric, with each step's busiest link.
+
+A collective is a list of synchronous steps (:meth:`workloads.collectives.Collective.transfers`:
+each ``(src, dst, bytes)`` between positions). A step lasts as long as its slowest transfer,
+and each transfer
+
+* pays its path's one-way delay once (α: the sum of its links' delays,
+  :func:`testbed.core.link_model.path_delay_s`);
+* moves its bytes at its share of the busiest link it crosses (β): a link carrying ``k`` of
+  the step's transfers gives each ``1/k`` of its rate, times :data:`TCP_GOODPUT` (the data a
+  shaped link delivers, as the simulator and the job invariant count it), and a lossy path
+  holds it to the Mathis et al. rate (:func:`testbed.core.link_model.lossy_rate_bit_s`).
+
+A path is the source's host link, then, between leaves, one uplink up and one down, and the
+destination's host link. The transfers between leaves spread evenly over a leaf's uplinks (as
+vClos places them, and as ECMP's hash would if it never collided: a collision is the
+simulator's to see, not this model's). This is what makes halving-doubling lose to a ring on
+an oversubscribed fabric at large sizes: its far rounds send all of a leaf's hosts over the
+uplinks at once, where a ring sends one flow each way, while its ``2·log2 n`` steps against
+the ring's ``2(n-1)`` win where the delays dominate (``experiments/latency.yaml``).
+
+Times are as emulated (the plan's rates and delays); the model of a chunk schedule on a
+multidim fabric is :mod:`workloads.model`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+
+from testbed.core.formulas import TCP_GOODPUT
+from testbed.core.link_model import lossy_rate_bit_s, path_delay_s, path_loss
+from testbed.core.topology import FabricPlan, Link
+from workloads.collectives import Collective
+
+# A directed link of a path: the link and which way it is crossed (a→b: True).
+Hop = tuple[Link, bool]
+
+
+def leaf_spine_path(plan: FabricPlan, src: str, dst: str) -> list[Hop]:
+    """The hops from host ``src`` to host ``dst`` on a leaf-spine ``plan``: its host link up,
+    the uplinks up and down when the two hosts sit under different leaves (the first of each
+    leaf's: all of a leaf's uplinks stand for one, see :func:`step_time_s`), the destination's
+    host link down."""
+    up, down = _host_link(plan, src), _host_link(plan, dst)
+    hops: list[Hop] = [(up, True)]
+    if up.b != down.b:
+        hops += [(_uplinks(plan, up.b)[0], True), (_uplinks(plan, down.b)[0], False)]
+    return [*hops, (down, False)]
+
+
+def _host_link(plan: FabricPlan, host: str) -> Link:
+    return next(lk for lk in plan.links if lk.kind == "host" and lk.a == host)
+
+
+def _uplinks(plan: FabricPlan, leaf: str) -> list[Link]:
+    return [lk for lk in plan.links if lk.kind == "uplink" and lk.a == leaf]
+
+
+def step_time_s(plan: FabricPlan, hosts: Sequence[str],
+                step: Sequence[tuple[int, int, float]]) -> float:
+    """One synchronous step of ``(src position, dst position, bytes)`` transfers among
+    ``hosts`` (position p runs on ``hosts[p]``): its slowest transfer's path delay plus its
+    bytes over its share of its busiest link (see the module docstring)."""
+    paths = [leaf_spine_path(plan, hosts[s], hosts[d]) for s, d, _ in step]
+    load = Counter((lk.name, way) for path in paths for lk, way in path)
+    worst = 0.0
+    for (_, _, size), path in zip(step, paths, strict=True):
+        share = min(_rate_bit_s(plan, lk) / _sharing(plan, lk, load[(lk.name, way)])
+                    for lk, way in path)
+        delay = path_delay_s(lk.delay_us * 1e-6 for lk, _ in path)
+        rate = lossy_rate_bit_s(share * TCP_GOODPUT, delay, path_loss(lk.loss for lk, _ in path))
+        worst = max(worst, delay + float(size) * 8 / rate)
+    return worst
+
+
+def _rate_bit_s(plan: FabricPlan, lk: Link) -> float:
+    """A link's rate (bit/s): an uplink stands for all of its leaf's, the slowest of them."""
+    if lk.kind != "uplink":
+        return lk.mbit_s * 1e6
+    return min(u.mbit_s for u in _uplinks(plan, lk.a)) * 1e6
+
+
+def _sharing(plan: FabricPlan, lk: Link, transfers: int) -> int:
+    """How many transfers share one link when ``transfers`` cross it (or, for an uplink, its
+    leaf's uplinks, over which they spread evenly)."""
+    return math.ceil(transfers / len(_uplinks(plan, lk.a))) if lk.kind == "uplink" else transfers
+
+
+def flat_allreduce_s(plan: FabricPlan, hosts: Sequence[str], collective: Collective,
+                     size_bytes: int) -> float:
+    """The model's time (s, as emulated) of an All-Reduce of ``size_bytes`` per rank by
+    ``collective`` over ``hosts`` of a leaf-spine ``plan``: the sum of its steps'
+    (:func:`step_time_s`)."""
+    return sum(step_time_s(plan, hosts, step)
+               for step in collective.transfers("AR", len(hosts), size_bytes))
