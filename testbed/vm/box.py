@@ -10,7 +10,9 @@ The box's Vagrantfile holds what makes it work without a bridge on the host: lib
 management network is not attached; the guest's one NIC is QEMU's user-mode network, with
 SSH forwarded to a port on 127.0.0.1; a second user-mode NIC is declared so that
 vagrant-libvirt has a MAC to match, and its agent channel (``qemu-guest-agent``) reports the
-address. The domain type is ``qemu`` (TCG) where there is no hardware virtualisation, ``kvm``
+address. The SSH NIC's user-mode network is 10.0.3.0/24, not QEMU's default 10.0.2.0/24:
+with both NICs at 10.0.2.15 the guest answered SSH through the other one, and vagrant never
+got a banner. The domain type is ``qemu`` (TCG) where there is no hardware virtualisation, ``kvm``
 where there is.
 """
 
@@ -35,6 +37,8 @@ SSH_PORT = int(os.environ.get("FABRICLAB_BOX_SSH_PORT", "2222"))
 SSH_KEEPALIVE = "ClientAliveInterval 30\n"
 # Under TCG a 4-vCPU guest took more than vagrant's default 300 s to reach sshd on a busy host.
 
+SSH_NETDEV = (f"user,id=fabriclab-ssh,net=10.0.3.0/24,"
+              f"hostfwd=tcp:127.0.0.1:{SSH_PORT}-10.0.3.15:22")
 # sshd's host keys made at its first start, then Debian's own check of the configuration
 # (which fails without keys: the drop-in clears the unit's ExecStartPre and puts both back)
 HOST_KEYS = ("[Service]\nExecStartPre=\nExecStartPre=/usr/bin/ssh-keygen -A\n"
@@ -59,7 +63,7 @@ Vagrant.configure("2") do |config|
     l.graphics_type = "none"
     l.video_type = "none"
     l.qemuargs value: "-netdev"
-    l.qemuargs value: "user,id=fabriclab-ssh,hostfwd=tcp:127.0.0.1:{port}-:22"
+    l.qemuargs value: "{netdev}"
     l.qemuargs value: "-device"
     l.qemuargs value: "virtio-net-pci,netdev=fabriclab-ssh,bus=pci.0,addr=0x10"
   end
@@ -69,7 +73,7 @@ end
 
 def box_dir() -> Path:
     """The box's directory, keyed on the image's recipe and on what this module adds."""
-    added = hashlib.sha256((BOX_VAGRANTFILE + SSH_KEEPALIVE + HOST_KEYS).encode())
+    added = hashlib.sha256((BOX_VAGRANTFILE + SSH_NETDEV + SSH_KEEPALIVE + HOST_KEYS).encode())
     return vm_image.CACHE_DIR / f"box-{vm_image.recipe_key()}-{added.hexdigest()[:6]}"
 
 
@@ -108,7 +112,7 @@ def build(say=print) -> Path:
                                         "virtual_size": vm_image.IMAGE_SIZE_BYTES // 1024**3})
     driver = "kvm" if accelerator() == "kvm" else "qemu"
     write_text(dest / "Vagrantfile", BOX_VAGRANTFILE.format(
-        port=SSH_PORT, key=key, driver=driver, kernel=kernel, initrd=initrd,
+        port=SSH_PORT, key=key, driver=driver, kernel=kernel, initrd=initrd, netdev=SSH_NETDEV,
         boot_timeout=300 if driver == "kvm" else 1200))
     partial = box.with_suffix(".partial")
     with tarfile.open(partial, "w") as tar:
