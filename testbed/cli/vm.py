@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _machine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cpus", type=int, default=2, help="vCPUs")
     p.add_argument("--memory-mib", type=int, default=4096, help="memory in MiB")
-    p.add_argument("--timeout-min", type=float, default=40, help="stop the VM after this long")
+    p.add_argument("--timeout-min", type=float, default=90, help="stop the VM after this long")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -119,7 +119,7 @@ def _json(path: Path) -> dict[str, Any]:
 
 
 def run_check(out: Path, say: Say = print, cpus: int = 2, memory_mib: int = 4096,
-              timeout_s: float = 40 * 60) -> dict[str, Any]:
+              timeout_s: float = 90 * 60) -> dict[str, Any]:
     """Build what is missing, boot, run the check, write ``out/vm-check.json``; return it."""
     own_or_new_dir(out.parent)
     times: dict[str, float] = {}
