@@ -130,3 +130,12 @@ def test_run_variants_and_repeats_choose_the_runs():
                 argparse.Namespace(spec=spec, variants=None, repeats=0)):
         with pytest.raises(FabricLabError):
             chosen(exps, "demo", bad)
+
+
+def test_the_box_trusts_only_the_certificates_debian_lacks():
+    from testbed.vm.box import extra_certificates
+
+    a = "-----BEGIN CERTIFICATE-----\nAAA\n-----END CERTIFICATE-----"
+    b = "-----BEGIN CERTIFICATE-----\nBBB\n-----END CERTIFICATE-----"
+    assert extra_certificates(f"{a}\n{b}\n", f"{a}\n") == [b]
+    assert extra_certificates(f"{a}\n", f"# comment\n{a}\n") == []

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -33,6 +34,7 @@ from testbed.vm import image as vm_image
 from testbed.vm.machine import accelerator
 
 BOOT_DIR = Path("/var/lib/libvirt/boot")
+BOX_RECIPE_VERSION = "2"  # bump when build() changes what goes into the box
 SSH_PORT = int(os.environ.get("FABRICLAB_BOX_SSH_PORT", "2222"))
 SSH_KEEPALIVE = "ClientAliveInterval 30\n"
 # Under TCG a 4-vCPU guest took more than vagrant's default 300 s to reach sshd on a busy host.
@@ -73,7 +75,9 @@ end
 
 def box_dir() -> Path:
     """The box's directory, keyed on the image's recipe and on what this module adds."""
-    added = hashlib.sha256((BOX_VAGRANTFILE + SSH_NETDEV + SSH_KEEPALIVE + HOST_KEYS).encode())
+    host_cas = HOST_BUNDLE.read_text() if HOST_BUNDLE.is_file() else ""
+    added = hashlib.sha256((BOX_RECIPE_VERSION + BOX_VAGRANTFILE + SSH_NETDEV + SSH_KEEPALIVE
+                            + HOST_KEYS + host_cas).encode())
     return vm_image.CACHE_DIR / f"box-{vm_image.recipe_key()}-{added.hexdigest()[:6]}"
 
 
@@ -94,6 +98,7 @@ def build(say=print) -> Path:
     say("vm box: copying the image's file system and adding the vagrant user")
     subprocess.run(["cp", "-a", str(image.rootfs), str(root)], check=True)
     _add_vagrant_user(root, (key.with_suffix(".pub")).read_text())
+    _trust_what_the_host_trusts(root)
     own_or_new_dir(BOOT_DIR, 0o711)
     kernel = BOOT_DIR / f"fabriclab-{vm_image.recipe_key()}-vmlinuz"
     initrd = BOOT_DIR / f"fabriclab-{vm_image.recipe_key()}-initrd.img"
@@ -121,6 +126,32 @@ def build(say=print) -> Path:
     (dest / "box.img").unlink()
     os.rename(partial, box)
     return box
+
+
+HOST_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+_PEM = re.compile(r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.S)
+
+
+def extra_certificates(host_bundle: str, guest_bundle: str) -> list[str]:
+    """The certificates of this machine's CA bundle that the guest's lacks (PEM blocks)."""
+    have = {" ".join(c.split()) for c in _PEM.findall(guest_bundle)}
+    return [c for c in _PEM.findall(host_bundle) if " ".join(c.split()) not in have]
+
+
+def _trust_what_the_host_trusts(root: Path) -> None:
+    """The guest reaches the internet through this machine: where this machine trusts a CA
+    Debian does not ship (a TLS-inspecting proxy's), the box trusts it too, or provisioning
+    cannot reach the Python registry (pip saw a self-signed certificate)."""
+    if not HOST_BUNDLE.is_file():
+        return
+    extra = extra_certificates(HOST_BUNDLE.read_text(),
+                               (root / "etc/ssl/certs/ca-certificates.crt").read_text())
+    local = root / "usr/local/share/ca-certificates"
+    local.mkdir(parents=True, exist_ok=True)
+    for i, cert in enumerate(extra):
+        write_text(local / f"fabriclab-host-{i}.crt", cert + "\n")
+    if extra:
+        vm_image._run(["chroot", str(root), "update-ca-certificates"], "update-ca-certificates")
 
 
 def _add_vagrant_user(root: Path, public_key: str) -> None:
