@@ -52,8 +52,10 @@ def test_netem_arguments_hold_the_queue_and_what_the_delay_keeps_in_flight():
 
 
 def test_a_netem_link_puts_netem_under_both_classes():
-    cmds = htb_commands(50, {"delay_us": 5000, "jitter_us": 0, "loss": 0})
+    cmds = htb_commands(50, {"delay_us": 5000, "jitter_us": 0, "loss": 0.01})
     assert sum("netem delay 5000us" in c for c in cmds) == 2
+    # Mininet formats each command with % (tc, interface): the loss's % must survive it
+    assert all("loss 1% limit" in (c % ("tc", "h0-eth0")) for c in cmds if "netem" in c)
     assert not any("fifo" in c for c in cmds)
     assert any("bfifo" in c for c in htb_commands(50))
 

@@ -59,8 +59,11 @@ def htb_commands(mbit_s: float, netem: dict[str, float] | None = None) -> list[s
     if netem:
         from testbed.emulator.impairments import netem_args
 
-        acks = netem_args(**netem, mbit_s=mbit_s * 0.1, queue_bytes=0)
-        data = netem_args(**netem, mbit_s=mbit_s, queue_bytes=queue_bytes(mbit_s))
+        # Mininet fills in "%s %s" (tc, interface) with the % operator: netem's "loss 1%"
+        # must reach it as "1%%"
+        acks = netem_args(**netem, mbit_s=mbit_s * 0.1, queue_bytes=0).replace("%", "%%")
+        data = netem_args(**netem, mbit_s=mbit_s,
+                          queue_bytes=queue_bytes(mbit_s)).replace("%", "%%")
     return [
         f"%s qdisc add dev %s root handle 5:0 htb default 20 r2q {htb_r2q(mbit_s)}",
         *(f"%s class add dev %s {_class_args(mbit_s, *c)}" for c in CLASSES),
