@@ -141,6 +141,9 @@ def run_job(image: Image, run_sh: str, out_dir: Path, shares: Mapping[str, Path]
     proc: subprocess.Popen | None = None
     accel = accelerator()
     t0 = time.monotonic()
+    # SIGTERM ends the job as Ctrl-C does, through the teardown below (a process started in
+    # the background by a shell ignores SIGINT, so SIGTERM is how it is stopped)
+    old_term = signal.signal(signal.SIGTERM, _interrupt) if _main_thread() else None
     try:
         job = make_dir(work / "job", 0o700)
         write_text(job / "run.sh", run_sh, 0o755)
@@ -176,6 +179,18 @@ def run_job(image: Image, run_sh: str, out_dir: Path, shares: Mapping[str, Path]
                 proc.kill()
                 proc.wait()
         shutil.rmtree(work, ignore_errors=True)
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
+
+
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 def _watch(proc: subprocess.Popen, out: Path, accel: str, t0: float, timeout_s: float,
