@@ -56,3 +56,36 @@ def test_a_vm_past_its_time_is_stopped_and_removed(tmp_path):
     assert result.timed_out and result.exit_code is None
     assert _runs() == before
     assert not [c for c in psutil.Process().children(recursive=True) if c.name() == QEMU[:15]]
+
+
+@needs_vm
+def test_sigterm_stops_the_vm_and_removes_its_copy(tmp_path):
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    before = _runs()
+    code = ("from pathlib import Path; from testbed.vm import image; "
+            "from testbed.vm.machine import run_job; "
+            f"run_job(image.cached(), 'sleep 600', Path({str(tmp_path / 'out')!r}), "
+            "timeout_s=600, say=lambda _: None)")
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            new = _runs() - before
+            if new and (image.CACHE_DIR / "runs" / next(iter(new)) / "qemu.json").exists():
+                break
+            time.sleep(0.2)
+        (run,) = _runs() - before
+        qemu = json.loads((image.CACHE_DIR / "runs" / run / "qemu.json").read_text())["pid"]
+        child.send_signal(signal.SIGTERM)
+        child.wait(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert _runs() == before
+    assert not psutil.pid_exists(qemu) or psutil.Process(qemu).status() == "zombie"
