@@ -34,7 +34,7 @@ from testbed.vm import image as vm_image
 from testbed.vm.machine import accelerator
 
 BOOT_DIR = Path("/var/lib/libvirt/boot")
-BOX_RECIPE_VERSION = "2"  # bump when build() changes what goes into the box
+BOX_RECIPE_VERSION = "3"  # bump when build() changes what goes into the box
 SSH_PORT = int(os.environ.get("FABRICLAB_BOX_SSH_PORT", "2222"))
 SSH_KEEPALIVE = "ClientAliveInterval 30\n"
 # Under TCG a 4-vCPU guest took more than vagrant's default 300 s to reach sshd on a busy host.
@@ -99,6 +99,10 @@ def build(say=print) -> Path:
     subprocess.run(["cp", "-a", str(image.rootfs), str(root)], check=True)
     _add_vagrant_user(root, (key.with_suffix(".pub")).read_text())
     _trust_what_the_host_trusts(root)
+    # a name the Vagrantfile's hostname is not a word of: vagrant adds "fabriclab" to
+    # /etc/hosts only if `grep -w fabriclab` finds nothing, and it found "fabriclab-vm"
+    write_text(root / "etc/hostname", "bookworm\n")
+    write_text(root / "etc/hosts", "127.0.0.1 localhost\n127.0.1.1 bookworm\n")
     own_or_new_dir(BOOT_DIR, 0o711)
     kernel = BOOT_DIR / f"fabriclab-{vm_image.recipe_key()}-vmlinuz"
     initrd = BOOT_DIR / f"fabriclab-{vm_image.recipe_key()}-initrd.img"
