@@ -35,12 +35,14 @@ from testbed.vm.machine import Say, run_job
 CHECKOUT = vm_image.CHECKOUT
 LOCK = CHECKOUT / "scripts" / "requirements.lock"
 # Root tests the stock kernel makes possible or different: a routed fabric on the OVS kernel
-# datapath, link delay, jitter and loss through netem (and the verdict on them), shapes and
-# teardown, cleaning a killed run, and the paths ECMP's flows took read from the kernel
-# datapath's counters. (A fabric test under TCG takes minutes: the set is kept short.)
+# datapath, link delay, jitter and loss through netem (and the verdict on them), teardown on
+# SIGTERM, cleaning a killed run, and the paths ECMP's flows took read from the kernel
+# datapath's counters. (A fabric test under TCG takes minutes: the set is kept short. Tests
+# that hold achieved rates to 10% are left out: under TCG beside another VM, the link sampler
+# of test_leaf_spine_reaches_all_shapes_and_tears_down read no sample of a 4 s flow.)
 SMOKE_TESTS = ("tests/test_stock_kernel_root.py",
                "tests/test_link_impairments_root.py",
-               "tests/test_fabric_root.py::test_leaf_spine_reaches_all_shapes_and_tears_down",
+               "tests/test_fabric_root.py::test_sigterm_tears_down",
                "tests/test_fabric_root.py::test_clean_removes_what_a_killed_run_left",
                "tests/test_verdict_paths_root.py::"
                "test_an_ecmp_job_is_judged_on_the_paths_its_flows_took")
