@@ -12,12 +12,16 @@ The rule keeps the busiest links on one machine, so that only one kind of link c
 - **Multidim fabrics**: whole groups of one dimension per server, in contiguous blocks of
   groups: the dimension's switch (or ring, or mesh) with its hosts stays together, so only the
   other dimensions' links cross. The dimension kept whole is dimension 0 (the first of size
-  above 1): by the convention of ASTRA-sim and the Themis paper's systems it is the innermost,
-  fastest one (a node's NVLink domain), the one a hierarchical All-Reduce sends the most bytes
-  on (the whole chunk, the next dimensions only a share of it); and since host ids count
-  dimension 0 fastest, a server holds a contiguous range of hosts (h0…h3, h4…h7). Another
+  above 1). Why: by the convention of ASTRA-sim and the Themis paper's systems it is the
+  innermost, fastest one (a node's NVLink domain), and the one the baseline hierarchical
+  All-Reduce sends the most bytes on (its fixed order starts there with the whole chunk; the
+  next dimensions carry a share of it). And
+  since host ids count dimension 0 fastest, its groups' blocks are contiguous ranges of hosts
+  (h0…h31, h32…h63), which also keep whole every lower dimension a block spans: the cut runs
+  along the last dimensions, usually the slowest, as docs/scale-out.md ("Where to cut")
+  designs it (the 4x4x4 on two servers: only 32 dimension-2 links of 192 cross). Another
   dimension's switch goes to the server holding most of its hosts (a tie: the server with
-  fewer such switches so far, then the first), so its links cross only from the other servers.
+  fewer such switches so far, then the first), so its links cross only from the others.
 
 Blocks are balanced by count: the largest share over a server's weight is as small as it can
 be, a server's weight being its ``cores`` when every server gives them, else 1 (then shares
