@@ -36,7 +36,7 @@ PROGRAMS = ("fabriclab", ".venv/bin/python", ".venv/bin/fabriclab", "make", "bas
 FABRICLAB = ("fabriclab", ".venv/bin/fabriclab")
 PLACEHOLDER = re.compile(r"\b(SPEC|NAME|DIR|FILE|CONFIG|N|POLICY)\b|\||\.\.\.|\[")
 # fabriclab commands that need root (the emulator and the machine's state)
-ROOT_COMMANDS = {"doctor", "clean", "calibrate", "up", "jobs", "images"}
+ROOT_COMMANDS = {"doctor", "clean", "calibrate", "up", "jobs", "images", "servers"}
 RUNS_AS_ROOT = ("fabriclab doctor", "fabriclab clean")  # run for real when the tests are root
 # the pure benchmarks that take seconds (every other one takes minutes or root)
 QUICK_BENCHMARKS = re.compile(r"^\.venv/bin/python benchmarks/(model_shapes|themis_systems|"

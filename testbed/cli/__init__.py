@@ -50,6 +50,8 @@ COMMANDS = {  # command -> (the module that registers it, its line in `fabriclab
     "report": ("testbed.cli.report", "turn run directories into report.html and report.md"),
     "vm": ("testbed.cli.vm", "build and boot the stock-kernel Debian 12 VM: run a command in "
            "it, run the fresh-machine check, build the Vagrant box (root)"),
+    "servers": ("testbed.cli.servers", "start or stop stand-in servers on this machine (for "
+                "--servers), or say how they are (root)"),
     "examples": ("testbed.cli.examples", "write example inputs: the built-in Themis workloads "
                  "as ASTRA-sim text, Chakra traces and the network they replay on"),
 }
