@@ -284,3 +284,15 @@ def test_a_health_line_says_what_is_gone_and_why_ssh_fails():
     bad = standins.Health(Standin(1), ("sshd",), "no sshd")
     assert bad.line() == ("s1  fls1  192.0.2.2  not alive (sshd gone), not reachable over "
                           "ssh (no sshd)")
+
+
+def test_why_ssh_failed_prefers_the_proxys_sentence():
+    def done(code, err):
+        return subprocess.CompletedProcess([], code, "", err)
+
+    proxy = ("ssh_proxy: cannot connect to 192.0.2.2:22 in namespace fls1: Connection refused\n"
+             "proxy dialer did not pass back a connection\n")
+    assert ssh.why_failed(done(255, proxy)).startswith("ssh_proxy: cannot connect")
+    assert ssh.why_failed(done(255, "a\nHost key verification failed.\n")) == (
+        "Host key verification failed.")
+    assert ssh.why_failed(done(3, "")) == "exit status 3"

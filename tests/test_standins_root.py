@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed.core.errors import FabricLabError
 from testbed.core.servers import load_servers
 from testbed.emulator import procs, ssh, standins
 from testbed.emulator.faults import Canaries, wait_until
@@ -140,3 +141,20 @@ def test_stop_cleans_a_start_killed_at(point, tmp_path):
     assert not any(p.alive() for p in daemons)
     assert residue() == []
     assert "nothing to stop" in fabriclab("servers", "stop").stdout
+
+
+def test_a_start_that_fails_removes_what_it_made(tmp_path, monkeypatch):
+    real = standins._start_sshd
+
+    def failing(state, s, base):
+        if s.index == 1:
+            raise FabricLabError("s1's sshd would not start (a test fault)")
+        real(state, s, base)
+
+    monkeypatch.setattr(standins, "_start_sshd", failing)
+    lines: list[str] = []
+    with pytest.raises(FabricLabError, match="a test fault"):
+        standins.start(2, tmp_path / "servers.yaml", lines.append)
+    assert lines[-1] == "could not finish: removing what was made"
+    assert residue() == []
+    assert not (tmp_path / "servers.yaml").exists()

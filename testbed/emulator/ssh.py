@@ -70,3 +70,12 @@ def run(server: ServerSpec, spec: ServersSpec, argv: list[str], input: str | Non
     return subprocess.run([*ssh_command(server, spec), shlex.join(argv)], input=input,
                           stdin=subprocess.DEVNULL if input is None else None,
                           capture_output=True, text=True, timeout=timeout_s)
+
+
+def why_failed(out: subprocess.CompletedProcess[str]) -> str:
+    """One line saying why a :func:`run` failed: the netns proxy's own sentence if it said
+    one (ssh's last line then only says the proxy passed nothing back), else stderr's last
+    line, else the exit status."""
+    lines = out.stderr.strip().splitlines()
+    proxy = [line for line in lines if line.startswith("ssh_proxy: ")]
+    return (proxy or lines or [f"exit status {out.returncode}"])[-1]

@@ -523,8 +523,7 @@ def _wait_ssh(server: ServerSpec, spec: ServersSpec, state: StandinsState, s: St
             raise FabricLabError(f"{s.name}'s sshd ended as it started: see "
                                  f"{s.ssh_dir / 'sshd.log'}")
         if time.monotonic() > deadline:
-            why = (out.stderr.strip().splitlines() or ["no answer"])[-1]
-            raise FabricLabError(f"{s.name} does not answer over ssh: {why}")
+            raise FabricLabError(f"{s.name} does not answer over ssh: {ssh.why_failed(out)}")
         time.sleep(0.1)
 
 
@@ -601,8 +600,7 @@ def health(state: StandinsState, base: Path = BASE) -> list[Health]:
             try:
                 out = ssh.run(server, spec, ["true"], timeout_s=15)
                 if out.returncode != 0:
-                    error = (out.stderr.strip().splitlines() or
-                             [f"exit status {out.returncode}"])[-1]
+                    error = ssh.why_failed(out)
             except subprocess.TimeoutExpired:
                 error = "no answer within 15 s"
         report.append(Health(s, tuple(missing), error))
