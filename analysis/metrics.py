@@ -714,7 +714,7 @@ def summarise(run: Run | str | Path) -> dict[str, Any]:
     return _clean(out)
 
 
-RUN_FACTS = ("controller_restarts", "leftovers", "not_modelled")
+RUN_FACTS = ("controller_restarts", "leftovers", "not_modelled", "servers")
 
 
 def link_impairments(topology: dict[str, Any]) -> dict[str, dict[str, float]]:

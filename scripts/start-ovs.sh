@@ -10,7 +10,14 @@ OVS_CTL=/usr/share/openvswitch/scripts/ovs-ctl
 # The kernel datapath where the module exists; nothing to do otherwise (netdev is used).
 modprobe -q openvswitch 2>/dev/null || true
 
-running() { pgrep -x "$1" >/dev/null; }
+# This machine's own daemons, by the pidfiles in their run directory: never by name, since
+# stand-in servers (`fabriclab servers local`) run daemons of the same names beside them.
+running() {
+    local pidfile=/var/run/openvswitch/$1.pid pid
+    [ -r "$pidfile" ] || return 1
+    pid=$(cat "$pidfile" 2>/dev/null) || return 1
+    [ -n "$pid" ] && [ "$(cat /proc/"$pid"/comm 2>/dev/null)" = "$1" ]
+}
 
 # The daemons outlive this script, so they get none of the files it was handed: started as
 # `flock LOCK bash scripts/start-ovs.sh`, they would otherwise keep LOCK locked while they run.

@@ -42,8 +42,8 @@ from sdn_app.listeners import (
     API_FD_ENV,
     OF_FD_ENV,
     inherited_socket,
-    peer_uid,
     serve_openflow_on,
+    switch_refused,
 )
 from sdn_app.policies import policy_for
 from sdn_app.program import (
@@ -99,9 +99,8 @@ class FabricController(RyuApp):
         if name is None:
             log.warning("ignoring unknown switch dpid %016x", dp.id)
             return
-        if (uid := peer_uid(dp.socket)) != 0:
-            log.warning("refusing %s (dpid %016x) from a process of uid %s: switches are "
-                        "root's", name, dp.id, uid)
+        if (why := switch_refused(dp.socket)) is not None:
+            log.warning("refusing %s (dpid %016x) from %s", name, dp.id, why)
             dp.close()
             return
         if (old := self.datapaths.get(name)) is not None and old is not dp and old.is_active:

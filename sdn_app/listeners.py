@@ -23,6 +23,10 @@ from typing import Any
 API_FD_ENV = "FABRICLAB_API_FD"
 OF_FD_ENV = "FABRICLAB_OF_FD"
 API_HOST = "fabriclab-controller"  # the Host header every API request must carry
+# stand-in servers (issue #43): OpenFlow listens on the first one's LAN address, inside its
+# namespace; the LAN is reachable only from the stand-ins' namespaces, which only root can
+# enter, so a switch is accepted there by its server's address (comma-separated list)
+OF_LAN_PEERS_ENV = "FABRICLAB_OF_LAN_PEERS"
 
 
 def inherited_socket(env_name: str) -> socket.socket | None:
@@ -66,3 +70,17 @@ def peer_uid(sock: socket.socket) -> int | None:
     except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+def switch_refused(sock: socket.socket) -> str | None:
+    """Why a switch connection is refused (None: served): on the loopback, a peer socket not
+    owned by root; on a stand-in LAN, a peer that is not one of the servers."""
+    lan = os.environ.get(OF_LAN_PEERS_ENV)
+    if lan:
+        try:
+            peer = sock.getpeername()[0]
+        except OSError:
+            return "a peer that is gone"
+        return None if peer in lan.split(",") else f"{peer}, not a server's LAN address"
+    uid = peer_uid(sock)
+    return None if uid == 0 else f"a process of uid {uid}: switches are root's"

@@ -109,7 +109,7 @@ def test_topo_reads_the_fabric_block_of_an_experiment(files: Path, capsys) -> No
                    "dask", "distributed")),
     (["sweep", "--help"], ("dask", "distributed", "pandas", "testbed.sim")),
     (["topo", FABRIC], ("pandas", "matplotlib", "networkx", "testbed.sim", "sdn_app")),
-    (["topo", FABRIC, "--servers", str(ROOT / "experiments" / "servers-example.yaml")],
+    (["topo", FABRIC, "--servers", str(ROOT / "experiments" / "servers" / "example.yaml")],
      ("pandas", "matplotlib", "networkx", "testbed.sim", "testbed.emulator", "sdn_app")),
     (["report", "--help"], ("pandas", "matplotlib")),
     (["up", "--help"], ("pandas", "mininet", "os_ken", "sdn_app")),

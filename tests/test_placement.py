@@ -16,7 +16,7 @@ from testbed.core.servers import load_servers, parse_servers
 from testbed.core.spec import parse_fabric
 from testbed.core.topology import FabricPlan, build_plan, load_plan
 
-EXAMPLE = "experiments/servers-example.yaml"
+EXAMPLE = "experiments/servers/example.yaml"
 DEMO = "experiments/demo.yaml"
 
 

@@ -74,7 +74,7 @@ def test_run_ids_are_plain_so_they_are_safe_in_shell_commands(state_dir):
 def test_clean_kills_only_recorded_processes_that_still_match(state_dir, child, monkeypatch):
     """A dead run's state names two processes: one still the same (killed), one whose PID
     now belongs to someone else (left alone). The state is kept until both are verified."""
-    monkeypatch.setattr(cleanup, "marked_bridges", lambda state: [])
+    monkeypatch.setattr(cleanup, "marked_bridges", lambda state, rundir=None: [])
     bystander = subprocess.Popen(["sleep", "60"])
     try:
         mine = procs.identify(child.pid)
@@ -96,7 +96,7 @@ def test_clean_kills_only_recorded_processes_that_still_match(state_dir, child, 
 
 
 def test_state_is_kept_while_ovs_cannot_verify_the_bridges(state_dir, monkeypatch):
-    def unreachable(state):
+    def unreachable(state, rundir=None):
         raise cleanup.OvsUnreachable("database connection failed")
 
     monkeypatch.setattr(cleanup, "marked_bridges", unreachable)
@@ -105,13 +105,13 @@ def test_state_is_kept_while_ovs_cannot_verify_the_bridges(state_dir, monkeypatc
     (line,) = cleanup.clean_stale()
     assert "Open vSwitch is not running" in line and "clean` again" in line
     assert state.path.exists(), "state forgotten although its bridges were not verified gone"
-    monkeypatch.setattr(cleanup, "marked_bridges", lambda state: [])
+    monkeypatch.setattr(cleanup, "marked_bridges", lambda state, rundir=None: [])
     assert cleanup.clean_stale() == [f"run {state.run_id}: removed 0 leftovers"]
     assert not state.path.exists()
 
 
 def test_unreadable_state_files_are_reported_not_deleted(state_dir, monkeypatch):
-    monkeypatch.setattr(cleanup, "marked_bridges", lambda state: [])
+    monkeypatch.setattr(cleanup, "marked_bridges", lambda state, rundir=None: [])
     state_dir.mkdir()
     old = state_dir / "20250101-old.json"
     old.write_text(json.dumps({"run_id": "x", "owner_pid": 1, "pids": [1]}))

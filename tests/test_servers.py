@@ -14,7 +14,7 @@ from testbed.core.servers import (
     parse_servers,
 )
 
-EXAMPLE = "experiments/servers-example.yaml"
+EXAMPLE = "experiments/servers/example.yaml"
 S0 = {"name": "s0", "ssh": "root@192.0.2.1", "lan_ip": "192.0.2.1"}
 S1 = {"name": "s1", "ssh": "lab@node-1.example.org", "lan_ip": "192.0.2.2"}
 

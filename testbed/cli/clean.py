@@ -5,10 +5,14 @@ were killed (:mod:`testbed.emulator.up_record`)."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("clean")
+    p.add_argument("--servers", type=Path, metavar="FILE",
+                   help="also the servers this file names: what crashed runs left on them "
+                   "(stand-in servers keep their records on this machine)")
     p.set_defaults(func=run)
 
 
@@ -18,6 +22,11 @@ def run(args: argparse.Namespace) -> int:
     from testbed.emulator.preflight import require_root
 
     require_root("clean up after a run")
+    if args.servers is not None:
+        from testbed.cli.run import servers_of
+        from testbed.emulator.fabric import Fabric
+
+        Fabric.check_servers(servers_of(args))  # stand-ins only, for now
     report = clean_stale() + up_record.forget_stale()
     for line in report:
         print(line)

@@ -14,6 +14,7 @@ from testbed.core.errors import FabricLabError
 from testbed.core.experiment import experiment_name, load_experiments
 from testbed.core.rundir import new_run_dir
 from testbed.core.scaling import UNSCALED
+from testbed.core.servers import ServersSpec, load_servers
 from testbed.core.units import format_decimal, format_size
 
 BACKENDS = ("emulated", "sim")
@@ -40,6 +41,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "default all")
     p.add_argument("--repeats", type=int, metavar="N",
                    help="run each variant N times instead of the spec's repeats")
+    p.add_argument("--servers", type=Path, metavar="FILE",
+                   help="emulated backend: spread the fabric over the servers this file "
+                   "names (made by `fabriclab servers local N --out FILE`); the placement "
+                   "is `fabriclab topo SPEC --servers FILE`'s")
     p.set_defaults(func=run)
 
 
@@ -53,7 +58,17 @@ def backend_of(args: argparse.Namespace, repeat: int = 0) -> Backend:
                           step_latency_s=getattr(args, "step_latency_us", 0.0) / 1e6)
     from testbed.emulator.backend import EmulatedBackend
 
-    return EmulatedBackend()
+    return EmulatedBackend(servers=servers_of(args))
+
+
+def servers_of(args: argparse.Namespace) -> ServersSpec | None:
+    """The servers file ``--servers`` names, read and checked (None without it)."""
+    path = getattr(args, "servers", None)
+    if path is None:
+        return None
+    if getattr(args, "backend", "emulated") == "sim":
+        raise FabricLabError("--servers spreads an emulated fabric; the sim backend has none")
+    return load_servers(path)
 
 
 def summary_table(run_dir: Path) -> tuple[Table, str]:

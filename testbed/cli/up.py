@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from testbed.core.errors import FabricLabError, SpecError
 
 if TYPE_CHECKING:  # imported when a command runs, not when `fabriclab --help` lists it
+    from testbed.core.servers import ServersSpec
     from testbed.core.topology import FabricPlan
     from testbed.emulator.fabric import Fabric
     from testbed.emulator.up_record import UpRecord
@@ -37,6 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the parent directory: up makes a new run directory "
                    "<timestamp>-up inside it; nothing already in it is touched (default "
                    "results/)")
+    p.add_argument("--servers", type=Path, metavar="FILE",
+                   help="spread the fabric over the servers this file names (made by "
+                   "`fabriclab servers local N --out FILE`)")
     p.add_argument("--wait", action="store_true",
                    help="no CLI: keep the fabric up until Ctrl-C or SIGTERM (what happens "
                    "anyway when stdin is not a terminal)")
@@ -78,7 +82,14 @@ def run(args: argparse.Namespace) -> int:
     plan = load_plan(args.spec)
     data = load_yaml(args.spec)
     policy = resolve_policy(plan, args.policy, data, args.spec)
-    preflight.require_fabric_ready()
+    from testbed.cli.run import servers_of
+    from testbed.core.placement import place
+    from testbed.core.servers import server_rundirs
+
+    servers = servers_of(args)
+    if servers is not None:
+        place(plan, servers)  # refused before anything is made
+    preflight.require_fabric_ready(None if servers is None else server_rundirs(servers))
     interactive = not args.wait and sys.stdin is not None and sys.stdin.isatty()
     if isinstance(data, dict) and data.get("jobs"):
         print(f"note: up places none of the jobs in {args.spec}: place jobs with "
@@ -86,10 +97,11 @@ def run(args: argparse.Namespace) -> int:
     if not args.wait and not interactive:
         print("stdin is not a terminal: no CLI; the fabric stays up until Ctrl-C or SIGTERM",
               flush=True)
-    return keep_up(plan, policy, args.spec, args.out, interactive)
+    return keep_up(plan, policy, args.spec, args.out, interactive, servers)
 
 
-def keep_up(plan: FabricPlan, policy: str | None, spec: str, out: Path, interactive: bool) -> int:
+def keep_up(plan: FabricPlan, policy: str | None, spec: str, out: Path, interactive: bool,
+            servers: ServersSpec | None = None) -> int:
     """Hold the machine's fabric, bring it up, serve it, tear it down; the exit code."""
     from testbed.core.rundir import new_run_dir
     from testbed.emulator import runlock, up_record
@@ -102,7 +114,7 @@ def keep_up(plan: FabricPlan, policy: str | None, spec: str, out: Path, interact
         run_dir = new_run_dir(out, "up").resolve()
         print(f"bringing up {plan.kind} ({len(plan.hosts)} hosts) with policy "
               f"{policy or 'static'} in {run_dir}", flush=True)
-        fab = Fabric(plan, run_dir, policy=policy)
+        fab = Fabric(plan, run_dir, policy=policy, servers=servers)
         fab.start()  # tears itself down if bring-up fails or is interrupted
         try:
             return serve(fab, spec, interactive)

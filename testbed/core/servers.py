@@ -196,3 +196,8 @@ def load_servers(path: str | Path) -> ServersSpec:
     """The validated servers file at ``path``; SpecError (one sentence naming the field) if
     it cannot be read or is wrong."""
     return parse_servers(load_yaml(path), source=str(path))
+
+
+def server_rundirs(spec: ServersSpec) -> dict[str, str]:
+    """Server name → the run directory of its Open vSwitch (its ``ovs_rundir`` or the default)."""
+    return {s.name: s.ovs_rundir or DEFAULT_OVS_RUNDIR for s in spec.servers}

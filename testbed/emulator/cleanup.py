@@ -86,6 +86,10 @@ class RunState:
     containers: bool = False  # the run may have made containers (labelled with its mark)
     engine: list[list[int]] = field(default_factory=list)  # [pid, start_ticks] of a Docker
     # engine the run started (daemon first), to be stopped once its containers are gone
+    # stand-in servers the fabric was spread over (issue #43): {name, netns, ovs_rundir} each;
+    # their bridges are in their own OVS, their switch ports and tunnels in their namespace
+    servers: list[dict[str, str]] = field(default_factory=list)
+    server_intfs: dict[str, list[str]] = field(default_factory=dict)  # server -> interfaces
     version: int = 3
 
     def __post_init__(self) -> None:
@@ -176,24 +180,53 @@ def pins(state: RunState) -> dict[Path, NetnsId | None]:
     return {p: pinned_netns(p) for p in sorted(state.pin_dir.iterdir())}
 
 
-def _vsctl(*args: str, timeout_s: int = 10) -> str:
+def _vsctl(*args: str, timeout_s: int = 10, rundir: str | None = None) -> str:
+    env = None if rundir is None else dict(os.environ, OVS_RUNDIR=rundir)
     out = subprocess.run(["ovs-vsctl", f"--timeout={timeout_s}", *args],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env=env)
     if out.returncode != 0:
         raise OvsUnreachable(out.stderr.strip())
     return out.stdout
 
 
-def existing_bridges() -> set[str]:
-    """Every bridge in the OVS database (raises OvsUnreachable if it does not answer)."""
-    return set(_vsctl("list-br", timeout_s=5).split())
+def ovs_rundirs(state: RunState) -> list[str | None]:
+    """The Open vSwitches the run's bridges are in: this machine's (None), or each stand-in
+    server's."""
+    return [s["ovs_rundir"] for s in state.servers] if state.servers else [None]
 
 
-def marked_bridges(state: RunState) -> list[str]:
-    """The bridges that carry this run's mark (raises OvsUnreachable)."""
+def existing_bridges(rundir: str | None = None) -> set[str]:
+    """Every bridge in the OVS database, this machine's or ``rundir``'s (raises
+    OvsUnreachable if it does not answer)."""
+    return set(_vsctl("list-br", timeout_s=5, rundir=rundir).split())
+
+
+def marked_bridges(state: RunState, rundir: str | None = None) -> list[str]:
+    """The bridges that carry this run's mark, in this machine's OVS or the one of
+    ``rundir`` (raises OvsUnreachable)."""
     out = _vsctl("--bare", "--columns=name", "find", "Bridge",
-                 f"external_ids:{state.mark}", timeout_s=5)
+                 f"external_ids:{state.mark}", timeout_s=5, rundir=rundir)
     return sorted(out.split())
+
+
+def server_intf_alias(netns: str, name: str) -> str | None:
+    """The alias of an interface in a stand-in server's namespace (None if it is not there)."""
+    out = subprocess.run(["ip", "-n", netns, "-json", "-details", "link", "show", "dev", name],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        return None
+    try:
+        return json.loads(out.stdout)[0].get("ifalias", "")
+    except (ValueError, IndexError, AttributeError):
+        return None
+
+
+def marked_server_intfs(state: RunState) -> list[tuple[str, str]]:
+    """(namespace, interface) of each stand-in server interface that still carries the mark."""
+    netns = {s["name"]: s["netns"] for s in state.servers}
+    return [(netns[server], name) for server, names in state.server_intfs.items()
+            for name in names if server in netns
+            and server_intf_alias(netns[server], name) == state.mark]
 
 
 def intf_alias(name: str) -> str | None:
@@ -243,11 +276,14 @@ def leftovers(state: RunState) -> list[str]:
     If OVS does not answer, the bridges are unverified and that is a leftover too."""
     left = [f"process {p.pid}" for p in run_processes(state)]
     left += [f"namespace pin {p.name}" for p in pins(state)]
-    try:
-        left += [f"bridge {b}" for b in marked_bridges(state)]
-    except OvsUnreachable:
-        left.append("bridges unverified (Open vSwitch is not running)")
+    for rundir in ovs_rundirs(state):
+        where = "" if rundir is None else f" (Open vSwitch of {rundir})"
+        try:
+            left += [f"bridge {b}{where}" for b in marked_bridges(state, rundir)]
+        except OvsUnreachable:
+            left.append(f"bridges unverified (Open vSwitch{where} is not running)")
     left += [f"interface {i}" for i in marked_intfs(state)]
+    left += [f"interface {i} in {ns}" for ns, i in marked_server_intfs(state)]
     if state.containers:
         try:
             left += [f"container {c.name}" for c in marked_containers(state)]
@@ -276,17 +312,20 @@ def remove(state: RunState, grace_s: float = 2.0) -> list[str]:
             pin.unlink(missing_ok=True)
     if state.pin_dir.is_dir() and not any(state.pin_dir.iterdir()):
         state.pin_dir.rmdir()
-    try:
-        bridges = marked_bridges(state)
-        if bridges:
-            args: list[str] = ["--no-wait"]
-            for b in bridges:
-                args += ["--", "--if-exists", "del-br", b]
-            _vsctl(*args)
-    except OvsUnreachable:
-        pass  # reported by leftovers(); the state file stays for the next clean
+    for rundir in ovs_rundirs(state):
+        try:
+            bridges = marked_bridges(state, rundir)
+            if bridges:
+                args: list[str] = ["--no-wait"]
+                for b in bridges:
+                    args += ["--", "--if-exists", "del-br", b]
+                _vsctl(*args, rundir=rundir)
+        except OvsUnreachable:
+            pass  # reported by leftovers(); the state file stays for the next clean
     for name in marked_intfs(state):
         subprocess.run(["ip", "link", "del", "dev", name], capture_output=True)
+    for netns, name in marked_server_intfs(state):
+        subprocess.run(["ip", "-n", netns, "link", "del", "dev", name], capture_output=True)
     if state.containers and containers_gone:
         state.containers = False  # verified gone: nothing left to ask the engine about
         state.save()

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sdn_app.compat import MANAGER_MODULE
-from sdn_app.listeners import API_FD_ENV, OF_FD_ENV
+from sdn_app.listeners import API_FD_ENV, OF_FD_ENV, OF_LAN_PEERS_ENV
 from testbed.core.safe_paths import open_append
 from testbed.emulator import cleanup
 from testbed.emulator.cleanup import API_SOCKET
@@ -47,20 +47,32 @@ class Controller(ControllerApi):
     ``start()`` launches it; ``wait_ready()`` blocks until every switch of the fabric is
     connected and programmed (barrier confirmed); ``stop()`` ends it and closes the sockets."""
 
-    def __init__(self, run_dir: Path, policy: str | None = None, ocs_delay: float = 0.0) -> None:
+    def __init__(self, run_dir: Path, policy: str | None = None, ocs_delay: float = 0.0,
+                 of_listen: tuple[str, str] | None = None,
+                 lan_peers: list[str] | None = None) -> None:
+        """``of_listen`` (namespace, address): OpenFlow listens there instead of on the
+        loopback, for switches on stand-in servers (:mod:`testbed.emulator.netns_socket`)."""
         self.run_dir = Path(run_dir)
         self.policy = policy
         self.ocs_delay = ocs_delay
         self._socket_dir, self._api_sock = _api_listener()
-        self._of_sock = socket.create_server((HOST, 0), backlog=128)
+        if of_listen is None:
+            self.of_host = HOST
+            self._of_sock = socket.create_server((HOST, 0), backlog=128)
+        else:
+            from testbed.emulator.netns_socket import server_socket_in
+
+            self.of_host = of_listen[1]
+            self._of_sock = server_socket_in(*of_listen)
         self.of_port: int = self._of_sock.getsockname()[1]
+        self.lan_peers = lan_peers or []  # with of_listen: the servers' LAN addresses
         super().__init__(str(self._socket_dir / API_SOCKET))
         self.proc: subprocess.Popen | None = None
         self.log_path = self.run_dir / "controller.log"
 
     @property
     def address(self) -> tuple[str, int]:
-        return HOST, self.of_port
+        return self.of_host, self.of_port
 
     def start(self) -> int:
         """Launch the controller on the listening sockets; return its PID."""
@@ -74,7 +86,9 @@ class Controller(ControllerApi):
                    **{API_FD_ENV: str(fds[0]), OF_FD_ENV: str(fds[1])})
         if self.policy:
             env["FABRICLAB_POLICY"] = self.policy
-        args = [sys.executable, "-m", MANAGER_MODULE, "--ofp-listen-host", HOST,
+        if self.lan_peers:
+            env[OF_LAN_PEERS_ENV] = ",".join(self.lan_peers)
+        args = [sys.executable, "-m", MANAGER_MODULE, "--ofp-listen-host", self.of_host,
                 "--ofp-tcp-listen-port", str(self.of_port), "sdn_app.controller"]
         # appended across restarts; a symlink planted in its place is refused, not followed
         with os.fdopen(open_append(self.log_path), "ab") as log:

@@ -20,28 +20,34 @@ import json
 import re
 import subprocess
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from testbed.emulator import tcp_counters
+from testbed.emulator.preflight import ovs_env
 
 OVS_TIMEOUT_S = 10
 DROP_KEYS = ("rx_dropped", "tx_dropped", "rx_errors", "tx_errors")
 
 
-def port_drops(ports: Iterable[str]) -> dict[str, dict[str, int]] | None:
-    """Per OVS interface of ``ports``: its drop and error counters so far; None if Open
-    vSwitch cannot be read."""
-    try:
-        out = subprocess.run(["ovs-vsctl", f"--timeout={OVS_TIMEOUT_S}", "--format=json",
-                              "--columns=name,statistics", "list", "Interface"],
-                             capture_output=True, text=True, timeout=OVS_TIMEOUT_S + 2)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0:
-        return None
-    return parse_interfaces(out.stdout, set(ports))
+def port_drops(ports: Iterable[str], rundirs: Sequence[str | None] = (None,)
+               ) -> dict[str, dict[str, int]] | None:
+    """Per OVS interface of ``ports``: its drop and error counters so far, from this machine's
+    Open vSwitch or each of ``rundirs`` (stand-in servers'); None if one cannot be read."""
+    wanted, found = set(ports), {}
+    for rundir in rundirs:
+        try:
+            out = subprocess.run(["ovs-vsctl", f"--timeout={OVS_TIMEOUT_S}", "--format=json",
+                                  "--columns=name,statistics", "list", "Interface"],
+                                 capture_output=True, text=True, timeout=OVS_TIMEOUT_S + 2,
+                                 env=ovs_env(rundir))
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if out.returncode != 0:
+            return None
+        found |= parse_interfaces(out.stdout, wanted)
+    return found
 
 
 def parse_interfaces(text: str, ports: set[str]) -> dict[str, dict[str, int]]:
@@ -81,29 +87,34 @@ def softnet_dropped() -> int | None:
     return sum(int(ln.split()[1], 16) for ln in lines if ln.strip())
 
 
-def datapath_lost() -> int | None:
-    """Packets the datapaths lost so far (``lost:`` of ``ovs-appctl dpctl/show``, summed)."""
-    try:
-        out = subprocess.run(["ovs-appctl", f"--timeout={OVS_TIMEOUT_S}", "dpctl/show"],
-                             capture_output=True, text=True, timeout=OVS_TIMEOUT_S + 2)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0:
-        return None
-    return sum(int(n) for n in re.findall(r"\blost:(\d+)", out.stdout))
+def datapath_lost(rundirs: Sequence[str | None] = (None,)) -> int | None:
+    """Packets the datapaths lost so far (``lost:`` of ``ovs-appctl dpctl/show``, summed over
+    this machine's Open vSwitch or each of ``rundirs``)."""
+    total = 0
+    for rundir in rundirs:
+        try:
+            out = subprocess.run(["ovs-appctl", f"--timeout={OVS_TIMEOUT_S}", "dpctl/show"],
+                                 capture_output=True, text=True, timeout=OVS_TIMEOUT_S + 2,
+                                 env=ovs_env(rundir))
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if out.returncode != 0:
+            return None
+        total += sum(int(n) for n in re.findall(r"\blost:(\d+)", out.stdout))
+    return total
 
 
 def reading(ports: Iterable[str] | None, host_pids: Mapping[str, int],
-            hosts: Iterable[str]) -> dict[str, Any]:
+            hosts: Iterable[str], rundirs: Sequence[str | None] = (None,)) -> dict[str, Any]:
     """One reading: time, the ports' counters (None without Open vSwitch), the datapaths'
     lost packets and the hosts' TCP segment counters."""
     ports = list(ports) if ports is not None else None
-    ovs = port_drops(ports) if ports is not None else None
+    ovs = port_drops(ports, rundirs) if ports is not None else None
     if ovs is not None:
         for port, stats in kernel_drops(ports).items():
             ovs.setdefault(port, {}).update(stats)
     return {"time": time.monotonic(), "ports": ovs, "softnet_dropped": softnet_dropped(),
-            "datapath_lost": datapath_lost() if ports is not None else None,
+            "datapath_lost": datapath_lost(rundirs) if ports is not None else None,
             "hosts": tcp_counters.segments(host_pids, hosts)}
 
 

@@ -26,10 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from sdn_app.static_routes import FlowRule, static_rules
+from testbed.core import placement
 from testbed.core.atomic import write_text
 from testbed.core.errors import FabricLabError
 from testbed.core.host_runtime import HostRuntime
 from testbed.core.safe_paths import own_or_new_dir
+from testbed.core.servers import ServersSpec, server_rundirs
 from testbed.core.topology import FabricPlan, dim_peers, fc_side, ring_neighbours
 from testbed.emulator import cleanup, impairments, runlock, switch_kinds
 from testbed.emulator.controller_proc import Controller
@@ -38,6 +40,7 @@ from testbed.emulator.netns_batch import run_batch
 from testbed.emulator.preflight import (
     datapath,
     netem_available,
+    ovs_env,
     ovs_running,
     require_fabric_ready,
 )
@@ -59,7 +62,8 @@ class Fabric:
 
     def __init__(self, plan: FabricPlan, run_dir: Path | str, policy: str | None = None,
                  ocs_delay: float = 0.0, switches: str = "ovs",
-                 hosts: Mapping[str, HostRuntime] | None = None) -> None:
+                 hosts: Mapping[str, HostRuntime] | None = None,
+                 servers: ServersSpec | None = None) -> None:
         self.plan = plan
         self.run_dir = Path(run_dir)
         self.switches = switch_kinds.resolve(switches, plan, policy)
@@ -83,6 +87,11 @@ class Fabric:
         # this kernel cannot (testbed.emulator.impairments)
         self.netem = any(lk.impaired for lk in plan.links) and netem_available()
         self.impairments = impairments.mechanisms(plan, self.netem)
+        # spread over stand-in servers (issue #43): which node runs where, refused here
+        self.servers = servers
+        self.placement = None if servers is None else placement.place(plan, servers)
+        if servers is not None:
+            self.check_servers(servers)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -94,7 +103,7 @@ class Fabric:
         self.stop()
 
     def start(self) -> None:
-        require_fabric_ready()
+        require_fabric_ready(self._ovs_rundirs())
         runlock.acquire(f"fabric of {self.run_dir}")  # released by stop(), after the teardown
         self._locked = True
         try:
@@ -106,6 +115,11 @@ class Fabric:
             self.state = cleanup.RunState.new(
                 self.run_dir, [s.name for s in self.plan.switches] if self._ovs else [],
                 self._root_intfs())
+            if self.servers is not None:
+                self.state.servers = [{"name": s.name, "netns": str(s.netns),
+                                       "ovs_rundir": server_rundirs(self.servers)[s.name]}
+                                      for s in self.servers.servers]
+                self.state.server_intfs = self._server_intfs()
             self.state.save()
         except BaseException:
             self._release_lock()
@@ -113,7 +127,9 @@ class Fabric:
         self._catch_sigterm()
         try:
             if self.policy is not None and self._ovs:
-                self.controller = Controller(self.run_dir, self.policy, self.ocs_delay)
+                self.controller = Controller(self.run_dir, self.policy, self.ocs_delay,
+                                             of_listen=self._of_listen(),
+                                             lan_peers=self._lan_peers())
                 self.state.add_process(self.controller.start())
             if self.containers:
                 t0 = time.monotonic()
@@ -128,6 +144,7 @@ class Fabric:
             self.timings["switches_s"] = time.monotonic() - t0
             t1 = time.monotonic()
             self._configure_hosts()
+            self._set_mtu()
             impairments.no_segmentation_offload(self.plan, self.host_pids())
             impairments.apply_input_rules(
                 self.host_pids(), impairments.input_rules(self.plan, self.impairments))
@@ -169,7 +186,7 @@ class Fabric:
             self.controller.stop()
         failpoint("teardown")
         if self.net is not None:
-            if not self._ovs or ovs_running():
+            if not self._ovs or self._all_ovs_running():
                 try:
                     self.net.stop()
                 except Exception as exc:  # keep going: the state file names the rest
@@ -195,7 +212,8 @@ class Fabric:
         controller that died is restarted (it reinstalls every switch and running job)."""
         # a stopped daemon refuses at once; a busy one (a software-emulated VM's, at 100%
         # CPU) answered only after more than 3 s once: it gets a second, longer chance
-        if self._ovs and not ovs_running() and not ovs_running(timeout_s=20):
+        if (self._ovs and not self._all_ovs_running()
+                and not self._all_ovs_running(timeout_s=20)):
             return ("Open vSwitch stopped during the run (ovs-vswitchd or ovsdb-server no "
                     "longer answers), so the fabric forwards nothing; the traces so far are "
                     "kept; start it again with `bash scripts/start-ovs.sh` as root, then run "
@@ -248,7 +266,8 @@ class Fabric:
     def namespace_pids(self) -> dict[str, int]:
         """{node: a PID in its namespace} for every node not in the root namespace: the hosts
         and, with kernel bridges, the switches (what the link sampler reads)."""
-        kernel = {s.name: s.pid for s in self.net.switches} if not self._ovs else {}
+        apart = not self._ovs or self.servers is not None  # in a namespace of their own
+        kernel = {s.name: s.pid for s in self.net.switches} if apart else {}
         return self.host_pids() | kernel
 
     @property
@@ -271,17 +290,88 @@ class Fabric:
             out = subprocess.run(
                 ["ovs-ofctl", "-O", "OpenFlow13", "add-flows", switch, "-"],
                 input="\n".join(lines) + "\n", capture_output=True, text=True,
+                env=ovs_env(self.ovs_rundir_of(switch)),
             )
             if out.returncode != 0:
                 raise FabricLabError(f"could not program {switch}: {out.stderr.strip()}")
 
     def switch_ports(self) -> list[str] | None:
         """The Open vSwitch interfaces of the fabric's switches (None on kernel bridges)."""
+        if self.servers is not None:
+            return [i for names in self._server_intfs().values() for i in names]
         return self._root_intfs() if self._ovs else None
+
+    def ovs_rundir_list(self) -> list[str | None]:
+        """Every Open vSwitch the fabric's bridges are in (None: this machine's)."""
+        return list((self._ovs_rundirs() or {"": None}).values())
 
     # -- internals ---------------------------------------------------------------------------
 
+    def ovs_rundir_of(self, switch: str) -> str | None:
+        """The OVS run directory of ``switch``'s server (None: this machine's own OVS)."""
+        if self.placement is None or self.servers is None:
+            return None
+        return server_rundirs(self.servers)[self.placement.server_of[switch]]
+
+    def _ovs_rundirs(self) -> dict[str, str] | None:
+        if self.servers is None:
+            return None
+        return server_rundirs(self.servers)
+
+    def _all_ovs_running(self, timeout_s: int = 3) -> bool:
+        rundirs = self._ovs_rundirs()
+        if rundirs is None:
+            return ovs_running(timeout_s)
+        return all(ovs_running(timeout_s, rundir) for rundir in rundirs.values())
+
+    @staticmethod
+    def check_servers(servers: ServersSpec | None) -> None:
+        """Only stand-in servers for now: their records are this machine's (one kernel)."""
+        for s in servers.servers if servers is not None else []:
+            if s.netns is None:
+                raise FabricLabError(
+                    f"servers: {s.name} is not a stand-in (no netns): fabrics over real "
+                    "machines are not built yet (each server would keep its own records); "
+                    "use `fabriclab servers local N --out FILE`")
+
+    def _of_listen(self) -> tuple[str, str] | None:
+        """Where OpenFlow listens with servers: the first server's LAN address, in its
+        namespace, so that every server's switches reach it over the LAN."""
+        if self.servers is None:
+            return None
+        first = self.servers.servers[0]
+        return str(first.netns), first.lan_ip
+
+    def _lan_peers(self) -> list[str] | None:
+        return None if self.servers is None else [s.lan_ip for s in self.servers.servers]
+
+    def _server_intfs(self) -> dict[str, list[str]]:
+        """Per server, the switch-side interfaces made in its namespace (ports and tunnels)."""
+        assert self.placement is not None
+        per: dict[str, list[str]] = defaultdict(list)
+        for lk in self.plan.links:
+            for node, intf in ((lk.a, lk.a_intf), (lk.b, lk.b_intf)):
+                if not self.plan.is_host(node):
+                    per[self.placement.server_of[node]].append(intf)
+        return dict(per)
+
+    def _set_mtu(self) -> None:
+        """With links crossing servers, every emulated interface at the servers file's MTU:
+        a full frame plus VXLAN's 50 bytes must fit the LAN's."""
+        if self.placement is None or not self.placement.crossing:
+            return
+        for node in self.net.hosts + self.net.switches:
+            names = [i.name for i in node.intfList() if i.name != "lo"]
+            if names:
+                out = node.cmd("; ".join(f"ip link set dev {n} mtu {self.placement.mtu}"
+                                         for n in names))
+                if out.strip():
+                    raise FabricLabError(f"could not set the MTU on {node.name}: "
+                                         f"{out.strip()}")
+
     def _root_intfs(self) -> list[str]:
+        if self.servers is not None:
+            return []  # on stand-in servers, switch ports are in the servers' namespaces
         names = []
         for lk in self.plan.links:
             for node, intf in ((lk.a, lk.a_intf), (lk.b, lk.b_intf)):
@@ -320,6 +410,34 @@ class Fabric:
                                   client=self._docker)
             topo.setNodeInfo(name, info)
 
+    def _remote_nodes(self, topo: Any) -> None:
+        """With servers, every node is a Cluster Edition node on its server, and every link
+        that crosses is a VXLAN tunnel (:mod:`testbed.emulator.remote_nodes`); Mininet
+        takes ``cls`` per node and per link from the topology."""
+        if self.placement is None or self.servers is None:
+            return
+        from testbed.emulator.remote_nodes import CrossLink, RemoteOwnedHost, RemoteOwnedSwitch
+
+        assert self.state is not None
+        for name, server in self.placement.server_of.items():
+            where = {"server": self.servers.by_name(server), "servers": self.servers}
+            info = dict(topo.nodeInfo(name))
+            if self.plan.is_host(name):
+                info["cls"] = partial(RemoteOwnedHost, state=self.state, **where)
+            else:
+                info["cls"] = partial(RemoteOwnedSwitch, state=self.state, **where,
+                                      datapath=self.datapath, protocols="OpenFlow13",
+                                      failMode="secure")
+            topo.setNodeInfo(name, info)
+        crossing = {(c.link.a, c.link.a_port): c.vni for c in self.placement.crossing}
+        for a, b, key, info in topo.links(sort=False, withKeys=True, withInfo=True):
+            vni = crossing.get((info["node1"], info["port1"]))
+            if vni is None:
+                vni = crossing.get((info["node2"], info["port2"]))
+            if vni is not None:
+                topo.setlinkInfo(a, b, {**info, "cls": partial(
+                    CrossLink, mark=self.state.mark, vni=vni, mtu=self.placement.mtu)}, key)
+
     def _release_lock(self) -> None:
         if self._locked:
             runlock.release()
@@ -329,7 +447,10 @@ class Fabric:
         """Clean what dead runs left, then refuse to build over names that exist: they are
         not ours (Mininet would delete them), and this run could not tell them apart."""
         cleanup.clean_stale()
-        taken = sorted({s.name for s in self.plan.switches} & cleanup.existing_bridges())
+        existing: set[str] = set()
+        for rundir in (self._ovs_rundirs() or {"": None}).values():
+            existing |= cleanup.existing_bridges(rundir)
+        taken = sorted({s.name for s in self.plan.switches} & existing)
         taken += cleanup.existing_intfs(self._root_intfs())
         if taken:
             raise FabricLabError(
@@ -357,6 +478,7 @@ class Fabric:
         link = partial(ShapedLink, mark=self.state.mark)
         topo = FabricTopo(self.plan, netem=self.netem)
         self._container_hosts(topo)
+        self._remote_nodes(topo)
         self.net = Mininet(topo=topo, switch=switch, host=host, link=link,
                            controller=None, build=False, autoSetMacs=False,
                            autoStaticArp=False, waitConnected=False)

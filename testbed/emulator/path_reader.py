@@ -10,30 +10,36 @@ from __future__ import annotations
 
 import subprocess
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from sdn_app.path_counters import PairBytes, counted, macs, parse_dump
 from testbed.core.topology import FabricPlan
+from testbed.emulator.preflight import ovs_env
 
 OFCTL_TIMEOUT_S = 10
 
 
-def read(plan: FabricPlan) -> dict[tuple[int, str, str], int] | None:
+def read(plan: FabricPlan, rundir_of: Callable[[str], str | None] = lambda _sw: None
+         ) -> dict[tuple[int, str, str], int] | None:
     """(spine, source host, destination host) → bytes counted so far on every spine of
-    ``plan``; None where the fabric has no counters or a switch cannot be read."""
+    ``plan``; None where the fabric has no counters or a switch cannot be read.
+    ``rundir_of``: the Open vSwitch a switch is in (None: this machine's)."""
     if not counted(plan):
         return None
     # OpenFlow's flow counters trail the datapath by a revalidator round (up to a second):
     # wait for one, so that the last packets of a leg are counted in it
-    subprocess.run(["ovs-appctl", f"--timeout={OFCTL_TIMEOUT_S}", "revalidator/wait"],
-                   capture_output=True, timeout=OFCTL_TIMEOUT_S + 2)
+    spines = [f"spine{spine}" for spine in range(plan.spec.spines)]
+    for rundir in dict.fromkeys(rundir_of(s) for s in spines):
+        subprocess.run(["ovs-appctl", f"--timeout={OFCTL_TIMEOUT_S}", "revalidator/wait"],
+                       capture_output=True, timeout=OFCTL_TIMEOUT_S + 2, env=ovs_env(rundir))
     names = macs(plan)
     found: dict[tuple[int, str, str], int] = {}
     for spine in range(plan.spec.spines):
         try:
             out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows",
                                   f"spine{spine}"], capture_output=True, text=True,
-                                 timeout=OFCTL_TIMEOUT_S)
+                                 timeout=OFCTL_TIMEOUT_S, env=ovs_env(rundir_of(f"spine{spine}")))
         except (OSError, subprocess.TimeoutExpired):
             return None
         if out.returncode != 0:

@@ -33,19 +33,27 @@ def require_root(what: str) -> None:
                              "(or with sudo)")
 
 
-def _run(args: list[str], timeout: float = 5) -> subprocess.CompletedProcess | None:
+def _run(args: list[str], timeout: float = 5,
+         env: dict[str, str] | None = None) -> subprocess.CompletedProcess | None:
     try:
-        return subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env)
     except (OSError, subprocess.TimeoutExpired):
         return None
 
 
-def ovs_running(timeout_s: int = 3) -> bool:
+def ovs_env(rundir: str | None) -> dict[str, str] | None:
+    """The environment that points Open vSwitch's tools at the daemons of ``rundir`` (a
+    stand-in server's own, :mod:`testbed.emulator.remote_nodes`); None: this machine's."""
+    return None if rundir is None else dict(os.environ, OVS_RUNDIR=rundir)
+
+
+def ovs_running(timeout_s: int = 3, rundir: str | None = None) -> bool:
     """Both OVS daemons answer within ``timeout_s``: the database (ovsdb-server) and the switch
-    (ovs-vswitchd)."""
-    db = _run(["ovs-vsctl", f"--timeout={timeout_s}", "show"], timeout=timeout_s + 2)
+    (ovs-vswitchd); with ``rundir``, those of that directory."""
+    env = ovs_env(rundir)
+    db = _run(["ovs-vsctl", f"--timeout={timeout_s}", "show"], timeout=timeout_s + 2, env=env)
     sw = _run(["ovs-appctl", f"--timeout={timeout_s}", "-t", "ovs-vswitchd", "version"],
-              timeout=timeout_s + 2)
+              timeout=timeout_s + 2, env=env)
     return all(out is not None and out.returncode == 0 for out in (db, sw))
 
 
@@ -141,12 +149,22 @@ def forwarding_problem() -> str | None:
     return None
 
 
-def require_fabric_ready() -> None:
-    """Everything a fabric bring-up needs, or a PrivilegeError naming the fix."""
+def require_fabric_ready(ovs_rundirs: dict[str, str] | None = None) -> None:
+    """Everything a fabric bring-up needs, or a PrivilegeError naming the fix. With
+    ``ovs_rundirs`` (server name → its OVS run directory: stand-in servers), each of those
+    Open vSwitches must answer instead of this machine's."""
     require_root("build the emulated network")
     for tool in ("mnexec", "ovs-vsctl", "ovs-ofctl", "tc"):
         if shutil.which(tool) is None:
             raise PrivilegeError(f"{tool} is missing: run `make install` as root")
+    if ovs_rundirs is not None:
+        for server, rundir in ovs_rundirs.items():
+            if not ovs_running(rundir=rundir):
+                raise PrivilegeError(
+                    f"the Open vSwitch of server {server} ({rundir}) does not answer: "
+                    "restart the stand-ins (`fabriclab servers stop`, then `fabriclab "
+                    "servers local N --out FILE`)")
+        return
     if not ovs_running():
         raise PrivilegeError(
             "Open vSwitch is not running: run `bash scripts/start-ovs.sh` as root "

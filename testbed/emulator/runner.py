@@ -24,8 +24,10 @@ from testbed.core.errors import FabricLabError
 from testbed.core.experiment import Experiment
 from testbed.core.jobs import JobRun, check_against_fabric, resolve
 from testbed.core.load_limit import load_warning, offered_load_link_mbit_s
+from testbed.core.placement import place
 from testbed.core.rundir import RunRecorder, base_environment
 from testbed.core.samples import SCHED_SAMPLE_SCHEMA
+from testbed.core.servers import ServersSpec, server_rundirs
 from testbed.core.topology import build_plan
 from testbed.emulator import (
     drop_counters,
@@ -64,9 +66,13 @@ def environment() -> dict[str, Any]:
 
 
 class Runner:
-    def __init__(self, exp: Experiment, out_root: Path, console: Console | None = None) -> None:
+    def __init__(self, exp: Experiment, out_root: Path, console: Console | None = None,
+                 servers: ServersSpec | None = None) -> None:
         self.exp = exp
         self.plan = build_plan(exp.fabric, exp.rate_scale)
+        # the stand-in servers the fabric is spread over (issue #43), placed (or refused) now
+        self.servers = servers
+        self.placement = None if servers is None else place(self.plan, servers)
         check_against_fabric(exp, self.plan)
         check_training(exp, self.plan)
         self.policy = controller_policy(self.plan, exp.policy)  # None: no controller
@@ -90,6 +96,12 @@ class Runner:
         # impairments.json: each impaired link's mechanism and counters, the delay probes
         self.impairment: dict[str, Any] = {"links": []}
         self.probes: list[dict[str, Any]] = []
+        # run.json's "servers": where each node ran, each server's clock offset
+        self.server_facts: dict[str, Any] = {} if self.placement is None else {
+            "servers": self.servers.to_json() if self.servers else None,
+            "placement": self.placement.to_json(),
+            "host_server": {h.name: self.placement.server_of[h.name] for h in self.plan.hosts},
+            "clock_offsets": {}}
 
     # -- the run -------------------------------------------------------------------------------
 
@@ -111,7 +123,9 @@ class Runner:
         self.run_dir = recorder.run_dir
         calibration = None
         sampler: LinkSampler | None = None
-        self.sched = SchedSampler(switch=self.switches != "kernel")
+        self.sched = SchedSampler(switch=self.switches != "kernel", server_rundirs=(
+            None if self.servers is None else
+            server_rundirs(self.servers)))
         fab: Fabric | None = None
         solos: list[JobRun] = []
         try:
@@ -130,8 +144,10 @@ class Runner:
             if self.switches != "kernel" and (problem := forwarding_problem()):
                 self.console.print(f"[yellow]warning:[/] {problem}", highlight=False)
             fab = Fabric(self.plan, self.run_dir, policy=policy, ocs_delay=self.exp.ocs_delay_s,
-                         switches=self.switches, hosts=self.host_runtimes)
+                         switches=self.switches, hosts=self.host_runtimes,
+                         servers=self.servers)
             with fab:
+                self._clocks("start")
                 self._place(fab)
                 if any(lk.impaired for lk in self.plan.links):
                     self.console.print(f"[bold]{self.exp.name}[/]: pinging host pairs to "
@@ -154,6 +170,7 @@ class Runner:
                     sampler.stop()  # before the teardown: its readers are in the hosts'
                     # namespaces, and a namespace someone is in outlives its pin
                     self.impairment = fab.impairment_record()
+                    self._clocks("end")
         except KeyboardInterrupt:
             recorder.fail("incomplete", "interrupted")
             self.console.print("[yellow]interrupted: tearing down, keeping what was captured")
@@ -179,6 +196,21 @@ class Runner:
                 self.console.print(f"[red]teardown left {', '.join(self.leftovers)}: run "
                                    "`fabriclab clean` (once Open vSwitch runs)")
         return self.run_dir
+
+    def _clocks(self, when: str) -> None:
+        """Each server's clock offset at the run's ``when`` (start or end), as measured
+        (:mod:`testbed.emulator.server_clocks`)."""
+        if self.servers is None:
+            return
+        from testbed.emulator import server_clocks
+
+        offsets = server_clocks.measure(self.servers)
+        self.server_facts["clock_offsets"][when] = offsets
+        worst = max((abs(o["offset_s"]) for o in offsets.values() if "offset_s" in o),
+                    default=None)
+        if worst is not None:
+            self.console.print(f"  server clocks at the {when}: largest offset "
+                               f"{worst * 1e3:.2f} ms")
 
     def _place(self, fab: Fabric) -> None:
         """Allocate every job through the controller (or take its listed hosts)."""
@@ -211,10 +243,11 @@ class Runner:
         switch ports, the datapath and the hosts' TCP counted as lost (``drops.json``)."""
         t0 = time.monotonic()
         if fab.controller is not None and self._counted is None:
-            self._counted = path_reader.read(self.plan)
+            self._counted = path_reader.read(self.plan, fab.ovs_rundir_of)
         pids, ports = fab.host_pids(), fab.switch_ports()
         hosts = [h.name for h in self.plan.hosts]
-        before = drop_counters.reading(ports, pids, hosts)
+        rundirs = fab.ovs_rundir_list()
+        before = drop_counters.reading(ports, pids, hosts, rundirs)
         members = {j.name: list(j.hosts) for j in jobs}
         self.counters_read_s += time.monotonic() - t0
         try:
@@ -222,9 +255,9 @@ class Runner:
         finally:
             t0 = time.monotonic()
             self.drops["legs"][key] = drop_counters.leg_drops(
-                before, drop_counters.reading(ports, pids, hosts)) | {"jobs": members}
+                before, drop_counters.reading(ports, pids, hosts, rundirs)) | {"jobs": members}
             if fab.controller is not None and self._counted is not None:
-                after = path_reader.read(self.plan)
+                after = path_reader.read(self.plan, fab.ovs_rundir_of)
                 legs = path_reader.leg_paths(self._counted, after, members)
                 if legs is not None:
                     self.paths["source"] = "spine counters"
@@ -336,7 +369,8 @@ class Runner:
         self.recorder.finish(self.jobs + solos, self._fidelity(calibration, solos),
                              self._summary,
                              backend="emulator", controller_restarts=self.controller_restarts,
-                             leftovers=self.leftovers)
+                             leftovers=self.leftovers,
+                             **({"servers": self.server_facts} if self.server_facts else {}))
 
     def _fidelity(self, calibration, solos: list[JobRun]) -> dict[str, Any]:
         """Whether the links kept their promise (:func:`fidelity_record`), with CPU headroom

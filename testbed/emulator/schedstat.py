@@ -116,10 +116,17 @@ class SchedSampler:
     """Samples the scheduler statistics of every watched process and of ovs-vswitchd (if it
     runs); ``watch`` adds a process (a job's worker) at any time."""
 
-    def __init__(self, hz: float = SCHED_HZ, switch: bool = True) -> None:
+    def __init__(self, hz: float = SCHED_HZ, switch: bool = True,
+                 server_rundirs: dict[str, str] | None = None) -> None:
+        """``server_rundirs`` (server → OVS run directory, stand-in servers): watch each
+        server's ovs-vswitchd, named ``ovs-vswitchd on SERVER``, instead of this machine's."""
         self.period = 1.0 / hz
         self._watched: dict[int, tuple[str, str]] = {}  # pid -> (job, process)
-        if switch and (pid := switch_pid()) is not None:
+        if switch and server_rundirs is not None:
+            for server, rundir in server_rundirs.items():
+                if (pid := switch_pid(Path(rundir) / "ovs-vswitchd.pid")) is not None:
+                    self._watched[pid] = ("", f"{SWITCH_PROCESS} on {server}")
+        elif switch and (pid := switch_pid()) is not None:
             self._watched[pid] = ("", SWITCH_PROCESS)
         self._rows: list[tuple] = []
         self._lock = threading.Lock()
@@ -173,7 +180,7 @@ class SchedSampler:
         worker runs as the child of the process the run started (its confinement wrapper)."""
         found = {}
         for pid, label in watched:
-            if label[1] == SWITCH_PROCESS:
+            if label[1].startswith(SWITCH_PROCESS):
                 continue
             for child in children(pid):
                 found.setdefault(child, label)
