@@ -26,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--switches", choices=("auto", "ovs", "kernel"), default="auto",
                    help="the switches to calibrate: kernel bridges where the fabric's default "
                         "routing allows (auto), Open vSwitch, or kernel bridges")
+    p.add_argument("--servers", type=Path, metavar="FILE",
+                   help="spread the fabric over the servers this file names (made by "
+                   "`fabriclab servers local N --out FILE`); Open vSwitch only")
     p.set_defaults(func=run)
 
 
@@ -53,13 +56,21 @@ def run(args: argparse.Namespace) -> int:
     else:
         out = new_run_dir(Path("results"), "calibrate")
     console = out_console()
-    switches = switch_kinds.resolve(args.switches, plan, controller_policy(plan, None))
+    from testbed.cli.run import servers_of
+    from testbed.core.placement import place
+
+    servers = servers_of(args)
+    if servers is not None:
+        place(plan, servers)  # refused before anything is made
+    switches = switch_kinds.resolve("ovs" if servers else args.switches, plan,
+                                    controller_policy(plan, None))
 
     def progress(done: int, total: int) -> None:
         console.print(f"  round {done}/{total} done", highlight=False)
 
     cal = calibrate(plan, out, seconds=args.seconds, budget=args.budget,
-                    max_flows=args.max_flows, progress=progress, switches=switches)
+                    max_flows=args.max_flows, progress=progress, switches=switches,
+                    servers=servers)
     path = out / "calibration.json"
     write_json(path, cal.to_dict())
     print_calibration(cal, console)

@@ -23,6 +23,7 @@ from rich.table import Table
 from analysis.sched_invariant import WAIT_SHARE_MAX, forwarding, worst_share
 from sdn_app.static_routes import FlowRule, Unreachable, static_rules, trace
 from testbed.core.formulas import RATE_TOLERANCE, TCP_GOODPUT
+from testbed.core.servers import ServersSpec
 from testbed.core.topology import FabricPlan, Link
 from testbed.emulator.sampler import LinkSampler, cpu_mean, window_rates
 from testbed.emulator.schedstat import SchedSampler
@@ -208,7 +209,7 @@ def run_rounds(fab, rounds: list[list[ProbeFlow]], seconds: float, warmup: float
     windows: list[tuple[float, float]] = []
     sampler = LinkSampler(fab.plan, fab.namespace_pids(), hz=10,
                           record=fab.state.add_process if fab.state else None)
-    sched = SchedSampler(switch=fab.switches != "kernel")
+    sched = SchedSampler(switch=fab.switches != "kernel", server_rundirs=fab.server_rundirs())
     with sampler, sched:
         for i, flows in enumerate(rounds):
             mark = sampler.mark()
@@ -239,16 +240,16 @@ def _run_round(fab, flows: list[ProbeFlow], seconds: float,
 
 def calibrate(plan: FabricPlan, run_dir: Path, seconds: float = 4.0, warmup: float = 1.0,
               budget: float = 800.0, max_flows: int = 4, progress=None,
-              switches: str = "ovs") -> Calibration:
-    """Bring the fabric up (its switches of kind ``switches``), run every probe round, tear
-    it down."""
+              switches: str = "ovs", servers: ServersSpec | None = None) -> Calibration:
+    """Bring the fabric up (its switches of kind ``switches``; over ``servers`` if given),
+    run every probe round, tear it down."""
     from testbed.emulator.fabric import Fabric
     from testbed.emulator.preflight import datapath
 
     rules = static_rules(plan)
     rounds = plan_rounds(candidate_flows(plan, rules), budget, max_flows)
     t0 = time.monotonic()
-    with Fabric(plan, run_dir, switches=switches) as fab:
+    with Fabric(plan, run_dir, switches=switches, servers=servers) as fab:
         bring_up = time.monotonic() - t0
         links, idles, cpu, goodput, waits = run_rounds(fab, rounds, seconds, warmup,
                                                        progress)

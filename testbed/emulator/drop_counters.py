@@ -31,23 +31,33 @@ OVS_TIMEOUT_S = 10
 DROP_KEYS = ("rx_dropped", "tx_dropped", "rx_errors", "tx_errors")
 
 
-def port_drops(ports: Iterable[str], rundirs: Sequence[str | None] = (None,)
-               ) -> dict[str, dict[str, int]] | None:
-    """Per OVS interface of ``ports``: its drop and error counters so far, from this machine's
-    Open vSwitch or each of ``rundirs`` (stand-in servers'); None if one cannot be read."""
-    wanted, found = set(ports), {}
+def _ask_each(args: list[str], rundirs: Sequence[str | None]) -> list[str] | None:
+    """The output of one Open vSwitch tool run against this machine's daemons (None in
+    ``rundirs``) or each stand-in server's; None if any of them does not answer."""
+    outs = []
     for rundir in rundirs:
         try:
-            out = subprocess.run(["ovs-vsctl", f"--timeout={OVS_TIMEOUT_S}", "--format=json",
-                                  "--columns=name,statistics", "list", "Interface"],
+            out = subprocess.run([args[0], f"--timeout={OVS_TIMEOUT_S}", *args[1:]],
                                  capture_output=True, text=True, timeout=OVS_TIMEOUT_S + 2,
                                  env=ovs_env(rundir))
         except (OSError, subprocess.TimeoutExpired):
             return None
         if out.returncode != 0:
             return None
-        found |= parse_interfaces(out.stdout, wanted)
-    return found
+        outs.append(out.stdout)
+    return outs
+
+
+def port_drops(ports: Iterable[str], rundirs: Sequence[str | None] = (None,)
+               ) -> dict[str, dict[str, int]] | None:
+    """Per OVS interface of ``ports``: its drop and error counters so far, from this machine's
+    Open vSwitch or each of ``rundirs`` (stand-in servers'); None if one cannot be read."""
+    outs = _ask_each(["ovs-vsctl", "--format=json", "--columns=name,statistics", "list",
+                      "Interface"], rundirs)
+    if outs is None:
+        return None
+    wanted: set[str] = set(ports)
+    return {k: v for out in outs for k, v in parse_interfaces(out, wanted).items()}
 
 
 def parse_interfaces(text: str, ports: set[str]) -> dict[str, dict[str, int]]:
@@ -90,18 +100,10 @@ def softnet_dropped() -> int | None:
 def datapath_lost(rundirs: Sequence[str | None] = (None,)) -> int | None:
     """Packets the datapaths lost so far (``lost:`` of ``ovs-appctl dpctl/show``, summed over
     this machine's Open vSwitch or each of ``rundirs``)."""
-    total = 0
-    for rundir in rundirs:
-        try:
-            out = subprocess.run(["ovs-appctl", f"--timeout={OVS_TIMEOUT_S}", "dpctl/show"],
-                                 capture_output=True, text=True, timeout=OVS_TIMEOUT_S + 2,
-                                 env=ovs_env(rundir))
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        if out.returncode != 0:
-            return None
-        total += sum(int(n) for n in re.findall(r"\blost:(\d+)", out.stdout))
-    return total
+    outs = _ask_each(["ovs-appctl", "dpctl/show"], rundirs)
+    if outs is None:
+        return None
+    return sum(int(n) for out in outs for n in re.findall(r"\blost:(\d+)", out))
 
 
 def reading(ports: Iterable[str] | None, host_pids: Mapping[str, int],

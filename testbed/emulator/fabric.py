@@ -103,7 +103,7 @@ class Fabric:
         self.stop()
 
     def start(self) -> None:
-        require_fabric_ready(self._ovs_rundirs())
+        require_fabric_ready(self.server_rundirs())
         runlock.acquire(f"fabric of {self.run_dir}")  # released by stop(), after the teardown
         self._locked = True
         try:
@@ -303,7 +303,7 @@ class Fabric:
 
     def ovs_rundir_list(self) -> list[str | None]:
         """Every Open vSwitch the fabric's bridges are in (None: this machine's)."""
-        return list((self._ovs_rundirs() or {"": None}).values())
+        return list((self.server_rundirs() or {"": None}).values())
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -313,13 +313,14 @@ class Fabric:
             return None
         return server_rundirs(self.servers)[self.placement.server_of[switch]]
 
-    def _ovs_rundirs(self) -> dict[str, str] | None:
+    def server_rundirs(self) -> dict[str, str] | None:
+        """Server → the run directory of its Open vSwitch (None: one machine, its own)."""
         if self.servers is None:
             return None
         return server_rundirs(self.servers)
 
     def _all_ovs_running(self, timeout_s: int = 3) -> bool:
-        rundirs = self._ovs_rundirs()
+        rundirs = self.server_rundirs()
         if rundirs is None:
             return ovs_running(timeout_s)
         return all(ovs_running(timeout_s, rundir) for rundir in rundirs.values())
@@ -448,7 +449,7 @@ class Fabric:
         not ours (Mininet would delete them), and this run could not tell them apart."""
         cleanup.clean_stale()
         existing: set[str] = set()
-        for rundir in (self._ovs_rundirs() or {"": None}).values():
+        for rundir in (self.server_rundirs() or {"": None}).values():
             existing |= cleanup.existing_bridges(rundir)
         taken = sorted({s.name for s in self.plan.switches} & existing)
         taken += cleanup.existing_intfs(self._root_intfs())

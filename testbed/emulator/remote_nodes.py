@@ -25,8 +25,11 @@ is changed here, and why:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import signal
+import subprocess
 from typing import Any
 
 from mininet.examples.cluster import RemoteMixin, RemoteOVSSwitch
@@ -38,6 +41,7 @@ from testbed.emulator.shaping import ShapedLink
 from testbed.emulator.ssh import ssh_command
 
 VXLAN_PORT = 4789  # IANA's VXLAN port
+SSH_EXIT_S = 5.0  # how long a node's ssh gets to end after the hangup
 
 
 class _OverSsh(RemoteMixin):
@@ -66,8 +70,30 @@ class _OverSsh(RemoteMixin):
         if self.server_spec.ovs_rundir:
             cmd = ["env", f"OVS_RUNDIR={self.server_spec.ovs_rundir}", *cmd]
         full = [*ssh_command(self.server_spec, self.servers, tty=tt), shlex.join(cmd)]
-        params.update(preexec_fn=os.setpgrp)  # as the Cluster Edition: no terminal signals
+        params.update(preexec_fn=_own_group)
         return super(RemoteMixin, self)._popen(full, **params)
+
+    def terminate(self) -> None:
+        """End the node's ssh as Mininet does (SIGHUP), and for certain: Mininet then waits
+        for it, and an ssh that outlives the hangup would hold the teardown forever."""
+        shell = self.shell
+        if shell is not None and shell.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(shell.pid, signal.SIGHUP)
+            try:
+                shell.wait(timeout=SSH_EXIT_S)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(shell.pid, signal.SIGKILL)
+        super().terminate()
+
+
+def _own_group() -> None:
+    """In the child before ssh runs: a process group of its own (as the Cluster Edition: no
+    terminal signals), and the hangup at its default, whatever the runner inherited (under
+    ``nohup`` it is ignored, and an ssh started so would ignore Mininet's hangup)."""
+    os.setpgrp()
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 class _RecordsSsh:
