@@ -46,6 +46,7 @@ from testbed.emulator.preflight import (
 )
 
 log = logging.getLogger(__name__)
+MTU_BATCH = 32  # interfaces per command line typed into a node's shell
 
 
 class Fabric:
@@ -363,9 +364,9 @@ class Fabric:
             return
         for node in self.net.hosts + self.net.switches:
             names = [i.name for i in node.intfList() if i.name != "lo"]
-            if names:
+            for k in range(0, len(names), MTU_BATCH):  # a terminal line holds 4095 bytes
                 out = node.cmd("; ".join(f"ip link set dev {n} mtu {self.placement.mtu}"
-                                         for n in names))
+                                         for n in names[k:k + MTU_BATCH]))
                 if out.strip():
                     raise FabricLabError(f"could not set the MTU on {node.name}: "
                                          f"{out.strip()}")
