@@ -143,8 +143,8 @@ class RemoteOwnedSwitch(_RecordsSsh, _Owned, _OverSsh, RemoteOVSSwitch):
             first = group[0]
 
             def run(cmd: str, shell: bool = False, node: Any = first) -> None:
-                out = _server_cmd(node, cmd)
-                if out.strip():
+                code, out = _server_run(node, cmd)  # ovs-vsctl prints what it creates
+                if code != 0:
                     raise RuntimeError(f"could not start the bridges on {node.server}: "
                                        f"{out.strip()[:300]}")
 
@@ -182,8 +182,14 @@ class CrossLink(ShapedLink):
         return None
 
 
-def _server_cmd(node: Any, script: str) -> str:
-    """Run ``script`` in the server's own namespace (not the host's) and return its output."""
+def _server_run(node: Any, script: str) -> tuple[int, str]:
+    """Run ``script`` in the server's own namespace (not the host's): its exit status and
+    its output."""
     proc = node.rpopen(["sh", "-c", script], tt=False)
     out, _ = proc.communicate()
-    return out.decode() if isinstance(out, bytes) else out
+    return proc.returncode, out.decode() if isinstance(out, bytes) else out
+
+
+def _server_cmd(node: Any, script: str) -> str:
+    """Run ``script`` in the server's own namespace and return its output (empty: done)."""
+    return _server_run(node, script)[1]
