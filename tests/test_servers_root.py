@@ -169,3 +169,20 @@ def test_clean_servers_removes_what_a_killed_run_left_on_every_server(servers, t
     assert not (cleanup.STATE_DIR / f"{run_id}.json").exists()
     status = fabriclab("servers", "status")
     assert status.stdout.count("alive, reachable over ssh") == 2, status.stdout
+
+
+def test_a_server_with_more_ports_than_a_terminal_line_holds_gets_all_its_bridges(
+        servers, tmp_path):
+    """4 leaves of 8 hosts and 8 spines: 48 ports on each server, whose bridge batch is longer
+    than the 4095 bytes a terminal line holds (it once went through a shell's terminal, and
+    the bridges were silently never made)."""
+    _, spec = servers
+    plan = plan_of({"kind": "leaf_spine", "leaves": 4, "spines": 8, "hosts_per_leaf": 8,
+                    "host_link_mbit_s": 10, "uplink_mbit_s": 10})
+    with Fabric(plan, tmp_path / "run", policy="ecmp", servers=spec) as fab:
+        assert fab.controller is not None
+        health = fab.controller.get("/health")
+        assert health["ready"] == health["switches"] == len(plan.switches)
+        last = plan.hosts[-1]
+        assert " 0% packet loss" in fab.host("h0").cmd(f"ping -c1 -W2 {last.ip()}")
+    assert on_servers(spec) == []
