@@ -38,6 +38,7 @@ from analysis.impairments import run_note
 from analysis.limits import host_rate_mbit_s, rate_flag
 from analysis.load import Run, load_run
 from analysis.papers import paper_sections
+from analysis.servers import server_note
 from analysis.training import e2e_section, emulated_vs_simulated
 from testbed.core.atomic import write_text
 from testbed.core.errors import FabricLabError
@@ -410,6 +411,7 @@ def _run_context(run: Run, out: Path, prefix: str, recompute: bool = False) -> d
         "size_rows": size_rows,
         "run": run, "label": run.label, "name": run.name, "path": str(run.path),
         "scale_note": _scale_note(run), "link_note": run_note(summary),
+        "server_note": server_note(summary),
         "summary": summary, "fabric": spec_fabric, "status": summary["status"],
         "fidelity": fidelity, "jobs": job_rows, "calibration": _calibration(run),
         "job_columns": _job_columns(job_rows),
@@ -664,6 +666,7 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path | None = No
         "simulated": [c["label"] for c in ctxs if c["fidelity"]["state"] == "simulated"],
         "scale_notes": _scale_notes(ctxs),
         "link_notes": _notes_by_text(ctxs, "link_note"),
+        "server_notes": _notes_by_text(ctxs, "server_note"),
     }
     env = _env()
     html = out / "report.html"
