@@ -52,7 +52,8 @@ class ReplaySystem:
     localbw: bool = True  # collective-optimization: localBWAware (else baseline)
     endpoint_delay_ns: float = 0.0
     # local-mem-bw (GB/s of 1e9 bytes): ASTRA-sim 2.x charges each reducing ring message three
-    # passes over local memory at this rate (Chakra replays only; None: not charged, as 1.0)
+    # passes over local memory at this rate (Chakra replays only; None: not charged; 1.0's
+    # fixed memory is charged by workloads.training.collectives.astra1_reduction_ns)
     local_mem_gbyte_s: float | None = None
     implementations: Mapping[str, tuple[str, ...]] | None = None  # kind -> collective per dim
     # the schedule object itself when the job configured it (testbed.core.jobs.ResolvedJob

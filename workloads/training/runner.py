@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -20,6 +21,8 @@ from fractions import Fraction
 from workloads.schedule_engine import ASTRA_SIM_1_0, ChunkEngine, Phase
 from workloads.training.collectives import (
     ChunkOrderer,
+    astra1_reduction_ns,
+    astra1_transfer_ns,
     chunk_specs,
     local_reduction_ns,
     phase_rate,
@@ -57,8 +60,10 @@ class ScheduleLog:
 
 
 class CollectiveRunner:
-    """Collectives on ``dims`` under ``system``, and the event clock. A subclass that sets
-    :attr:`charges_local_memory` adds ASTRA-sim 2.x's local reduction time to ring phases
+    """Collectives on ``dims`` under ``system``, and the event clock. Reducing phases take
+    ASTRA-sim 1.0's local reduction time
+    (:func:`~workloads.training.collectives.astra1_reduction_ns`); a subclass that sets
+    :attr:`charges_local_memory` takes ASTRA-sim 2.x's instead
     (:func:`~workloads.training.collectives.local_reduction_ns`)."""
 
     charges_local_memory = False
@@ -160,9 +165,15 @@ class CollectiveRunner:
                                                 self.system)
         dim = self.dims[phase.dim]
         latency = dim.message_latency_ns(self.system.endpoint_delay_ns)
-        reduction = local_reduction_ns(phase.op, phase.size, kind, dim, self.system) \
-            if self.charges_local_memory else 0
-        return phase.sent / rate + phase.steps * Fraction(latency) + reduction
+        if self.charges_local_memory:  # ASTRA-sim 2.x
+            return phase.sent / rate + phase.steps * Fraction(latency) + local_reduction_ns(
+                phase.op, phase.size, kind, dim, self.system)
+        if phase.op == "A2A":  # ``steps`` messages of equal time, one after another
+            wire = phase.steps * math.floor(phase.sent / phase.steps / rate) + 1
+        else:
+            wire = astra1_transfer_ns(phase.op, phase.size, kind, dim, self.system, rate)
+        return wire + phase.steps * Fraction(latency) + astra1_reduction_ns(
+            phase.op, phase.size, kind, dim, self.system)
 
     def _start(self, started: list[tuple[Phase, int]]) -> None:
         for phase, slot in started:
