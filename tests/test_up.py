@@ -108,7 +108,8 @@ def test_static_policy_and_the_files_own(tmp_path):
 class StandIn:
     """What `up` uses of a Fabric, with no network behind it."""
 
-    def __init__(self, plan, run_dir: Path, policy: str | None = "vclos", ocs_delay=0.0):
+    def __init__(self, plan, run_dir: Path, policy: str | None = "vclos", ocs_delay=0.0,
+                 servers=None):
         self.plan, self.run_dir, self.policy = plan, Path(run_dir), policy
         self.state = SimpleNamespace(run_id=RUN_ID)
         self.controller = SimpleNamespace(api_socket=API, of_port=40002) if policy else None
