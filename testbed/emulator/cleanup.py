@@ -43,6 +43,7 @@ from typing import Any
 from testbed.core.atomic import write_json
 from testbed.core.safe_paths import own_or_new_dir
 from testbed.emulator import procs
+from testbed.emulator.preflight import ovs_env
 from testbed.emulator.procs import NetnsId, ProcessId
 
 STATE_DIR = Path(os.environ.get("FABRICLAB_STATE_DIR", "/run/fabriclab"))
@@ -181,9 +182,8 @@ def pins(state: RunState) -> dict[Path, NetnsId | None]:
 
 
 def _vsctl(*args: str, timeout_s: int = 10, rundir: str | None = None) -> str:
-    env = None if rundir is None else dict(os.environ, OVS_RUNDIR=rundir)
     out = subprocess.run(["ovs-vsctl", f"--timeout={timeout_s}", *args],
-                         capture_output=True, text=True, env=env)
+                         capture_output=True, text=True, env=ovs_env(rundir))
     if out.returncode != 0:
         raise OvsUnreachable(out.stderr.strip())
     return out.stdout

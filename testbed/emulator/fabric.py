@@ -321,10 +321,7 @@ class Fabric:
         return server_rundirs(self.servers)
 
     def _all_ovs_running(self, timeout_s: int = 3) -> bool:
-        rundirs = self.server_rundirs()
-        if rundirs is None:
-            return ovs_running(timeout_s)
-        return all(ovs_running(timeout_s, rundir) for rundir in rundirs.values())
+        return all(ovs_running(timeout_s, rundir) for rundir in self.ovs_rundir_list())
 
     @staticmethod
     def check_servers(servers: ServersSpec | None) -> None:
@@ -450,7 +447,7 @@ class Fabric:
         not ours (Mininet would delete them), and this run could not tell them apart."""
         cleanup.clean_stale()
         existing: set[str] = set()
-        for rundir in (self.server_rundirs() or {"": None}).values():
+        for rundir in self.ovs_rundir_list():
             existing |= cleanup.existing_bridges(rundir)
         taken = sorted({s.name for s in self.plan.switches} & existing)
         taken += cleanup.existing_intfs(self._root_intfs())

@@ -173,7 +173,7 @@ class CrossLink(ShapedLink):
                     f"nolearning && ip link set dev {name} alias {q(self.mark or '')}")
             if node.inNamespace:
                 make += f" && ip link set dev {name} netns {node.pid}"
-                out = _server_cmd(node, make)
+                out = _server_run(node, make)[1]
             else:
                 out = node.cmd(make)
             if out.strip():
@@ -188,8 +188,3 @@ def _server_run(node: Any, script: str) -> tuple[int, str]:
     proc = node.rpopen(["sh", "-c", script], tt=False)
     out, _ = proc.communicate()
     return proc.returncode, out.decode() if isinstance(out, bytes) else out
-
-
-def _server_cmd(node: Any, script: str) -> str:
-    """Run ``script`` in the server's own namespace and return its output (empty: done)."""
-    return _server_run(node, script)[1]
