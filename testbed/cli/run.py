@@ -62,13 +62,18 @@ def backend_of(args: argparse.Namespace, repeat: int = 0) -> Backend:
 
 
 def servers_of(args: argparse.Namespace) -> ServersSpec | None:
-    """The servers file ``--servers`` names, read and checked (None without it)."""
+    """The servers file ``--servers`` names, read and checked, stand-ins only for now
+    (None without it); refused before anything is made."""
     path = getattr(args, "servers", None)
     if path is None:
         return None
     if getattr(args, "backend", "emulated") == "sim":
         raise FabricLabError("--servers spreads an emulated fabric; the sim backend has none")
-    return load_servers(path)
+    from testbed.emulator.fabric import Fabric
+
+    servers = load_servers(path)
+    Fabric.check_servers(servers)
+    return servers
 
 
 def summary_table(run_dir: Path) -> tuple[Table, str]:
