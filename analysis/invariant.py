@@ -42,17 +42,20 @@ class Violation:
 
 @dataclass
 class Judgement:
-    """What an invariant found: ``judged`` (or ``why_not``), its violations, and ``measured``:
-    the figures it judged, kept in fidelity.json."""
+    """What an invariant found: ``judged`` (or ``why_not``), its violations, ``measured``:
+    the figures it judged, kept in fidelity.json, and ``notes``: what it saw and did not hold
+    against the run, each with why (the report prints them beside the verdict)."""
 
     judged: bool
     violations: list[Violation] = field(default_factory=list)
     measured: dict[str, Any] = field(default_factory=dict)
     why_not: str | None = None
+    notes: list[str] = field(default_factory=list)
 
     def record(self, name: str, checks: str) -> dict[str, Any]:
         return {"checks": checks, "judged": self.judged, "why_not": self.why_not,
-                "violations": [asdict(v) for v in self.violations], "measured": self.measured}
+                "violations": [asdict(v) for v in self.violations], "measured": self.measured,
+                "notes": self.notes}
 
 
 @dataclass
@@ -100,7 +103,7 @@ MAX_SENTENCES = 6  # an invariant's violations named one by one in the reasons; 
 def judge_all(run_dir: Path, extra: dict[str, Any] | None = None
               ) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Every registered invariant on ``run_dir``: (``registered`` for fidelity.json, the
-    reasons their violations give)."""
+    reasons their violations give). Their notes are in each record (:func:`notes_of`)."""
     evidence = Evidence(Path(run_dir), extra or {})
     records: dict[str, dict[str, Any]] = {}
     reasons: list[str] = []
@@ -116,3 +119,9 @@ def judge_all(run_dir: Path, extra: dict[str, Any] | None = None
             reasons.append(f"{name} invariant: ... and "
                            f"{len(result.violations) - MAX_SENTENCES} more")
     return records, reasons
+
+
+def notes_of(records: dict[str, dict[str, Any]]) -> list[str]:
+    """The notes of :func:`judge_all`'s records, each led by its invariant's name."""
+    return [f"{name} invariant: {n}" for name, rec in records.items()
+            for n in rec.get("notes") or []]

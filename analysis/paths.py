@@ -17,14 +17,15 @@ def read_paths(run_dir: Path) -> dict[str, Any] | None:
 MIN_SHARE = 0.1  # a pair's spine carrying less of its bytes (a handshake, a control message)
 
 
-def jobs_on_links(paths: dict[str, Any] | None, topology: dict[str, Any],
-                  leg: str = "together") -> dict[str, list[str]]:
-    """Link direction (``leaf0→spine1``, ``spine1→leaf1``) → the jobs whose host pairs sent
-    :data:`MIN_SHARE` of their bytes or more across it in ``leg``, sorted."""
+def bytes_on_links(paths: dict[str, Any] | None, topology: dict[str, Any],
+                   leg: str = "together") -> dict[str, dict[str, int]]:
+    """Link direction (``leaf0→spine1``, ``spine1→leaf1``) → job → the bytes its host pairs
+    sent across it in ``leg``, counting a pair's spine only where it carried
+    :data:`MIN_SHARE` of the pair's bytes or more."""
     if not paths or leg not in (paths.get("legs") or {}):
         return {}
     leaf_of = {h["name"]: h.get("leaf") for h in topology.get("hosts") or []}
-    found: dict[str, set[str]] = {}
+    found: dict[str, dict[str, int]] = {}
     for job, pairs in paths["legs"][leg].items():
         total: dict[tuple[str, str], int] = {}
         for p in pairs:
@@ -34,5 +35,12 @@ def jobs_on_links(paths: dict[str, Any] | None, topology: dict[str, Any],
             if a is None or b is None or p["bytes"] < MIN_SHARE * total[(p["src"], p["dst"])]:
                 continue
             for key in (f"leaf{a}→spine{p['spine']}", f"spine{p['spine']}→leaf{b}"):
-                found.setdefault(key, set()).add(job)
-    return {k: sorted(v) for k, v in found.items()}
+                on = found.setdefault(key, {})
+                on[job] = on.get(job, 0) + int(p["bytes"])
+    return found
+
+
+def jobs_on_links(paths: dict[str, Any] | None, topology: dict[str, Any],
+                  leg: str = "together") -> dict[str, list[str]]:
+    """Link direction → the jobs that crossed it in ``leg`` (:func:`bytes_on_links`), sorted."""
+    return {k: sorted(v) for k, v in bytes_on_links(paths, topology, leg).items()}

@@ -236,7 +236,11 @@ def _pipeline_judged(f: dict[str, Any]) -> str:
         against = ("against the simulator on the paths their flows took"
                    if any(j.get("against") == "prediction" for j in jobs) else
                    "on isolated paths")
+        held = sorted(j["job"] for j in jobs if (j.get("shared") or {}).get("held"))
         parts.append(f"the job invariant ({len(judged)} of {len(jobs)} jobs, {against}"
+                     + (f"; {', '.join(held)} outside {fmt_pct(f['job'].get('tolerance'))} "
+                        "alone but held with the jobs sharing their links, which finished "
+                        "together within it" if held else "")
                      + (f"; not judged: {'; '.join(sorted(w for w in why if w))}" if why else "")
                      + ")")
     for name, rec in (f.get("registered") or {}).items():  # analysis.invariant.judge_all

@@ -17,7 +17,7 @@ MB = 1_000_000
 
 
 def _run(tmp_path: Path, *, leaf_out: float, fast_retrans: int = 0, drops: int = 0,
-         ports: dict | None = None) -> Path:
+         ports: dict | None = None, timeouts: int = 0) -> Path:
     """h0 -> leaf0 -> h1 for 10 s: h0's queue hands leaf0 10 MB, leaf0's queue sends
     ``leaf_out`` and drops ``drops`` packets; h0 fast-retransmits ``fast_retrans`` segments."""
     rows = []
@@ -32,7 +32,7 @@ def _run(tmp_path: Path, *, leaf_out: float, fast_retrans: int = 0, drops: int =
     pd.DataFrame(rows).to_parquet(tmp_path / "qdisc_samples.parquet")
     (tmp_path / "topology.json").write_text(json.dumps(
         {"hosts": [{"name": "h0"}, {"name": "h1"}]}))
-    tcp = {"h0": {"TCPFastRetrans": fast_retrans, "TCPDSACKRecv": 0, "TCPTimeouts": 0},
+    tcp = {"h0": {"TCPFastRetrans": fast_retrans, "TCPDSACKRecv": 0, "TCPTimeouts": timeouts},
            "h1": {"TCPFastRetrans": 0, "TCPDSACKRecv": 0, "TCPTimeouts": 0}}
     (tmp_path / "drops.json").write_text(json.dumps({"legs": {"together": {
         "start": 99.0, "end": 111.0, "ports": ports or {}, "datapath_lost": 0,
@@ -68,10 +68,27 @@ def test_resends_no_queue_explains_name_the_hosts(tmp_path):
 
 
 def test_a_port_drop_counter_names_the_port(tmp_path):
-    records, _ = judge_all(_run(tmp_path, leaf_out=10 * MB,
+    # a flow stalled for a retransmission timeout: the drop was not recovered in a round trip
+    records, _ = judge_all(_run(tmp_path, leaf_out=10 * MB, timeouts=1,
                                 ports={"leaf0-eth2": {"tx_dropped": 7, "rx_dropped": 0}}))
     (v,) = records["loss"]["violations"]
     assert v["place"] == "leaf0-eth2" and "7 tx_dropped" in v["sentence"]
+
+
+def test_a_port_drop_recovered_by_fast_retransmit_is_a_note(tmp_path):
+    # the demo's rpc run: Open vSwitch counted one tx_dropped, the hosts resent one TSO packet
+    ports = {"leaf0-eth3": {"tx_dropped": 1, "kernel_tx_dropped": 1}}
+    records, reasons = judge_all(_run(tmp_path, leaf_out=10 * MB, ports=ports,
+                                      fast_retrans=SEGMENTS_PER_DROP))
+    assert reasons == [] and records["loss"]["violations"] == []
+    (note,) = records["loss"]["notes"]
+    assert note.startswith("switch port leaf0-eth3 counted 1 kernel_tx_dropped, 1 tx_dropped")
+    assert "no timeout" in note
+    # twice the segments one dropped packet holds: more was lost than the port counted
+    records, reasons = judge_all(_run(tmp_path, leaf_out=10 * MB, ports=ports,
+                                      fast_retrans=2 * SEGMENTS_PER_DROP + UNEXPLAINED_SEGMENTS))
+    assert {v["place"] for v in records["loss"]["violations"]} == {"leaf0-eth3", "h0,h1"}
+    assert records["loss"]["notes"] == []
 
 
 def test_a_run_without_drop_records_is_not_judged(tmp_path):

@@ -134,7 +134,10 @@ def links_kept(queues, jobs: list[dict[str, Any]]):
 def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
                     jobs: list[dict[str, Any]], plan, switches: str | None,
                     busiest: Callable[[float, float], str], queues=None,
-                    predicted: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+                    predicted: dict[str, dict[str, Any]] | None = None,
+                    on_links: dict[str, dict[str, int]] | None = None,
+                    predicted_windows: dict[str, list[tuple[float, float]]] | None = None
+                    ) -> dict[str, Any]:
     """The pipeline side of ``fidelity.json``: the scheduler invariant on the workers' threads
     and the switch invariant on ovs-vswitchd's (:mod:`analysis.sched_invariant`, from
     ``sched_samples.parquet``; ``communicating``: job → its measured collectives), and the job
@@ -146,7 +149,9 @@ def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
     within its tolerance at every size (``excused_by: job``, with that job's worst
     ``job_ratio``): the job's own measured figure bounds what the wait cost it. With
     ``predicted`` (:func:`testbed.emulator.prediction.predict`) the job invariant judges every
-    job against the simulator on the paths its flows took, under any policy; a worker of a job
+    job against the simulator on the paths its flows took, under any policy, and jobs sharing
+    a link together (``on_links``: :func:`analysis.paths.bytes_on_links`; their spans in
+    ``communicating`` against ``predicted_windows``, the replay's); a worker of a job
     it cannot judge has only its links to excuse it, and the switch is never excused."""
     from analysis import job_invariant, sched_invariant
 
@@ -156,7 +161,9 @@ def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
     found, judged_s = (sched_invariant.judge(sched, communicating,
                                              links=links_kept(queues, jobs)) if judged
                        else (None, 0.0))
-    verdicts = job_invariant.judge(jobs, plan, switches, predicted=predicted)
+    verdicts = job_invariant.judge(
+        jobs, plan, switches, predicted=predicted, on_links=on_links,
+        windows=(communicating, predicted_windows) if predicted_windows else None)
     held = job_invariant.held(verdicts)
     t0 = float(sched["time"].min()) if judged else 0.0
     asleep = sched_invariant.asleep_waits(sched) if judged else None

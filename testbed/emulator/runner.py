@@ -406,12 +406,14 @@ class Runner:
                                    self.plan, self.switches,
                                    lambda a, b: (self._busiest([(a, b)]) or _idle_then(cpu, a, b))
                                    + _stolen_then(cpu, a, b),
-                                   queues, predicted)
+                                   queues, predicted, self._on_links(),
+                                   self._predicted_windows(predicted))
         record["reasons"] += pipeline.pop("reasons")
-        from analysis.invariant import judge_all
+        from analysis.invariant import judge_all, notes_of
 
         record["registered"], more = judge_all(self.run_dir)
         record["reasons"] += more
+        record["notes"] += notes_of(record["registered"])
         record.update(pipeline, sched_cost=self.sched.cost(),
                       paths={"source": self.paths.get("source"),
                              "prediction_s": round(self.prediction_s, 3),
@@ -435,6 +437,22 @@ class Runner:
                       containers={h: rt.model_dump(exclude_none=True)
                                   for h, rt in self.host_runtimes.items() if rt.is_container})
         return record
+
+    def _on_links(self) -> dict[str, dict[str, int]]:
+        """Link direction → job → bytes, for the leg where all jobs ran together
+        (:func:`analysis.paths.bytes_on_links` of the spines' counts)."""
+        from analysis.paths import bytes_on_links
+
+        topology = self.run_dir / "topology.json"
+        if not topology.exists():
+            return {}
+        return bytes_on_links(self.paths, json.loads(topology.read_text()))
+
+    def _predicted_windows(self, predicted: dict[str, dict[str, Any]] | None
+                           ) -> dict[str, list[tuple[float, float]]]:
+        """Job → its measured collectives' (start, end) in the simulator's replay."""
+        runs = {p["run"] for p in (predicted or {}).values() if p.get("run")}
+        return collective_windows(self.run_dir / runs.pop()) if len(runs) == 1 else {}
 
     def _predicted(self, solos: list[JobRun]) -> dict[str, dict[str, Any]] | None:
         """The simulator's times for every job on the paths its flows took
