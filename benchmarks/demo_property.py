@@ -48,6 +48,28 @@ def slowdowns(run_dir: Path) -> list[float]:
     return [j["slowdown"] for j in jobs.values() if j.get("slowdown") is not None]
 
 
+def job_verdicts(run_dir: Path) -> dict[str, dict]:
+    """Job → its job-invariant verdict in ``run_dir`` (tenant jobs: no solo baselines): the
+    worst size's ratio, whether it was violated, and, where it shared links, whether it was
+    held with its group and the group's span ratio."""
+    with contextlib.suppress(OSError, ValueError):
+        fid = json.loads((run_dir / "fidelity.json").read_text())
+        return {v["job"]: {"ratio": max((s["ratio"] for s in v["sizes"]),
+                                        key=lambda r: abs(1 - r)),
+                           "violated": v["violated"],
+                           "held": bool((v.get("shared") or {}).get("held")),
+                           "span_ratio": (v.get("shared") or {}).get("span_ratio")}
+                for v in (fid.get("job") or {}).get("jobs") or []
+                if v.get("sizes") and not v["job"].endswith("-solo")}
+    return {}
+
+
+def reasons(run_dir: Path) -> list[str]:
+    with contextlib.suppress(OSError, ValueError):
+        return list(json.loads((run_dir / "fidelity.json").read_text()).get("reasons") or [])
+    return []
+
+
 def verdict(run_dir: Path) -> str:
     with contextlib.suppress(OSError, ValueError):
         return str(json.loads((run_dir / "fidelity.json").read_text()).get("verdict"))
@@ -67,6 +89,8 @@ def one_run(spec: Path, out: Path) -> dict:
               for e, v in zip(ecmp, vclos, strict=False) if slowdowns(e) and slowdowns(v)]
     headline = proc.stdout[proc.stdout.find("report:"):].splitlines()[1:2]
     return {"exit": proc.returncode, "ratios": ratios,
+            "ecmp_jobs": [job_verdicts(e) for e in ecmp],
+            "reasons": {d.name: reasons(d) for d in runs if reasons(d)},
             "vclos_worst": max((max(slowdowns(v)) for v in vclos if slowdowns(v)), default=None),
             "verdicts": {k: [verdict(d) for d in ds] for k, ds in by_variant.items()},
             "says_not_faithful": bool(headline) and headline[0].startswith("not faithful")}
@@ -99,7 +123,25 @@ def main() -> int:
                   f"verdicts {res['verdicts']}, first line says not faithful: "
                   f"{res['says_not_faithful']}, exit {res['exit']}, meets the bounds: {ok}",
                   flush=True)
+            for e, jobs in enumerate(res["ecmp_jobs"]):
+                print(f"  ecmp repeat {e + 1}: " + ", ".join(
+                    f"{j} {v['ratio']:.2f}" + (" held" if v["held"] else "")
+                    + (" VIOLATED" if v["violated"] else "") for j, v in sorted(jobs.items()))
+                    + (f"; group span {next(iter(jobs.values()))['span_ratio']}"
+                       if jobs else ""), flush=True)
+            for name, why in res["reasons"].items():
+                print(f"  {name}: " + " | ".join(w[:240] for w in why), flush=True)
     every = all(r["meets"] for r in results)
+    ecmp = [v for r in results for jobs in r["ecmp_jobs"] for v in jobs.values()]
+    within = [v for v in ecmp if abs(1 - v["ratio"]) <= 0.10]
+    spans = [v["span_ratio"] for v in ecmp if v["span_ratio"] is not None]
+    print(f"ECMP tenant jobs: {len(within)} of {len(ecmp)} within 10% of their prediction "
+          f"alone, {sum(v['held'] for v in ecmp)} held with their group, "
+          f"{sum(v['violated'] for v in ecmp)} violated; group span ratio "
+          + (format_spread(spans, ".3f") if spans else "n/a"))
+    unfaithful = {k: sum(v != "faithful" for r in results for v in r["verdicts"].get(k, []))
+                  for k in sorted({k for r in results for k in r["verdicts"]})}
+    print(f"variant runs not faithful, per variant: {unfaithful}")
     told = all(r["says_not_faithful"] for r in results if not r["faithful"])
     print(f"every run met ratio > {RATIO_MIN}, vClos worst ≤ {VCLOS_WORST_MAX}, all faithful: "
           f"{every}; every faithful run met the bounds: "

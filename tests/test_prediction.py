@@ -52,3 +52,13 @@ def test_first_starts_read_the_traces(tmp_path):
     run = _run(tmp_path)
     starts = first_starts(run, ["a", "b", "missing"])
     assert set(starts) == {"a", "b"} and starts["a"] == pytest.approx(starts["b"])
+
+
+def test_a_run_of_a_preset_is_predicted_again(tmp_path):
+    # spec.yaml keeps the preset's name beside the fabric it expanded to
+    (exp,) = expand({"name": "p", "preset": "2d-switch", "policy": "shortest",
+                     "jobs": [{"name": "a", "hosts_wanted": 16, "algorithm": "baseline",
+                               "workload": {"kind": "allreduce", "sizes": ["1MiB"],
+                                            "iterations": 1}}]})
+    run = SimRunner(exp, tmp_path / "runs").run()
+    assert "a" in repredict(run)

@@ -139,6 +139,12 @@ class _Links(_Strict):
     :func:`testbed.core.topology.build_plan`)."""
 
     links: Annotated[list[LinkOverride], Field(max_length=4096)] = []
+    # Hosts hand their interfaces 64 KiB TSO/GSO segments (true: the kernel's default) or
+    # wire-sized packets (false). A shaped queue sends a whole segment on credit, so with
+    # offload a transfer of one or two segments onto an idle link arrives at 0.55-0.66 of the
+    # time its rate allows (BENCHMARKS.md, "Training on the emulator ... per dimension");
+    # without it every packet waits for its rate, at some 45x the packets through the switch.
+    segmentation_offload: bool = True
 
     def _check_links(self) -> None:
         """One sentence for the first override that names no link of this fabric (once its

@@ -144,9 +144,10 @@ def apply_input_rules(host_pids: dict[str, int], rules: dict[str, list[Rule]]) -
 
 def no_segmentation_offload(plan: FabricPlan, host_pids: dict[str, int]) -> None:
     """Hosts send wire-sized packets (TSO and GSO off on their interfaces) when any link loses
-    packets: netem and netfilter judge each packet they see, and a 64 KiB TSO packet lost
-    whole would be some forty segments lost at once."""
-    if not any(lk.loss for lk in plan.links):
+    packets (netem and netfilter judge each packet they see, and a 64 KiB TSO packet lost
+    whole would be some forty segments lost at once) or the fabric asks for it
+    (``segmentation_offload: false``)."""
+    if plan.spec.segmentation_offload and not any(lk.loss for lk in plan.links):
         return
     for h in plan.hosts:
         for nic in h.nics:

@@ -117,6 +117,8 @@ def repredict(run_dir: Path) -> dict[str, dict[str, Any]]:
     data = given(yaml.safe_load((run_dir / "spec.yaml").read_text()))
     if (data.get("hosts") or {}).get("runtime") == "namespace":
         del data["hosts"]  # the container fields' defaults, which namespace hosts refuse
+    if data.get("preset") and data.get("fabric"):
+        del data["preset"]  # its name, kept beside the fabric and rate_scale it expanded to
     (exp,) = expand(data, str(run_dir))
     plan = build_plan(exp.fabric, exp.rate_scale)
     specs = {j.name: j for j in exp.jobs}
