@@ -35,6 +35,13 @@ from testbed.core.errors import FabricLabError
 HEADER = struct.Struct("!IIIIIIIIQ")
 
 
+# The factors a rung of the transport ladder is made of, one step changing one of them:
+# ``copies`` (staging buffers on each side or none), ``message`` (the tensor's raw bytes or a
+# protobuf message), ``calls`` (a one-way stream, or a reply per call with so many in
+# flight), ``framework`` (fabriclab's own sockets or grpc).
+LADDER_FACTORS = ("copies", "message", "calls", "framework")
+
+
 class CollectiveError(FabricLabError):
     """A collective or its set-up failed.
 
@@ -236,10 +243,13 @@ class Transport(ABC):
     # simulator gives every transport.
     wire_speed: ClassVar[bool] = False
     binds_source_port: ClassVar[bool] = False  # it connects from ``LinkSpec.sport``
-    # Its place on the transport ladder (0: zerocopy; each rung adds one cost to the one
-    # below, named by ``adds``), or None: comparisons say which rung's cost dominates.
+    # Its place on the transport ladder (0: zerocopy), or None: comparisons say which rung's
+    # cost dominates. ``factors`` is what it is made of, one value per factor (see
+    # LADDER_FACTORS); each rung differs from the one below in exactly one factor, and
+    # ``adds`` names it first ("calls: ...").
     rung: ClassVar[int | None] = None
     adds: ClassVar[str] = ""
+    factors: ClassVar[dict[str, str]] = {}
 
     def __init__(self, me: int, timeout: float) -> None:
         self.me = me
