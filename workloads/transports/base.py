@@ -18,6 +18,7 @@ timeout; failures raise :class:`CollectiveError` subclasses with a one-sentence 
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import struct
 import threading
@@ -228,7 +229,17 @@ class PeerLink(ABC):
         """Bytes this link copied in user space so far, sending and receiving."""
         return self.copied_on_send_bytes + self.copied_on_receive_bytes
 
+    def settle(self) -> None:
+        """Wait for the replies the peer still owes this link's calls (none here: only
+        pipelined request/response links have any); may raise :class:`CollectiveError`."""
+        return None
+
     def close(self) -> None:
+        # Settle first: a socket closed with unread data resets its connection, and a grpc
+        # channel closed with calls in flight cancels them; either could lose the end of this
+        # rank's last transfer.
+        with contextlib.suppress(CollectiveError):
+            self.settle()
         self._jobs.put(None)
 
 

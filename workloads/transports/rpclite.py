@@ -11,7 +11,6 @@ system calls. :mod:`.rpclitesw` is the same with one call in flight (stop-and-wa
 
 from __future__ import annotations
 
-import contextlib
 import struct
 from typing import ClassVar
 
@@ -61,13 +60,9 @@ class RpcLiteLink(SerialisedLink):
         with self.receiving(tag):
             self.in_sock.sendall(RESPONSE.pack(0, self._received))
 
-    def close(self) -> None:
-        # Read the last responses first: a socket closed with unread data resets the
-        # connection, and the peer could lose the end of this rank's last request.
-        with contextlib.suppress(CollectiveError):
-            while self._answered < self._calls:
-                self._await_response(Tag(0, 0, 0, 0))
-        super().close()
+    def settle(self) -> None:
+        while self._answered < self._calls:
+            self._await_response(Tag(0, 0, 0, 0))
 
 
 class RpcLiteTransport(SerialisedTransport):

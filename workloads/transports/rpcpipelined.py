@@ -8,13 +8,12 @@ for the oldest. Everything else is ``rpc``'s (raw bytes, grpc's channels), so th
 
 from __future__ import annotations
 
-import contextlib
 from collections import deque
 from typing import ClassVar
 
 import numpy as np
 
-from workloads.transports.base import CollectiveError, Tag
+from workloads.transports.base import Tag
 from workloads.transports.rpc import HELLO_TAG, RpcLink, RpcTransport
 from workloads.transports.rpclite import WINDOW
 
@@ -46,13 +45,9 @@ class RpcPipelinedLink(RpcLink):
         except grpc.RpcError as exc:
             raise self.call_failed(exc, tag, nbytes) from None
 
-    def close(self) -> None:
-        # Wait for the last replies first: closing the channel cancels calls still in flight,
-        # and the peer could lose this rank's last requests.
-        with contextlib.suppress(CollectiveError):
-            while self._in_flight:
-                self._await_oldest()
-        super().close()
+    def settle(self) -> None:
+        while self._in_flight:
+            self._await_oldest()
 
 
 class RpcPipelinedTransport(RpcTransport):
