@@ -1,7 +1,9 @@
 """Each rung's cost; BENCHMARKS.md "The transport ladder: copies, serialisation, per-call cost".
 
-The transport ladder, rung against rung: what copies, serialisation and per-call costs each
-add to a tensor transfer (2 ranks, flat ring All-Reduce, which sends S per rank).
+The transport ladder, rung against rung: what each factor (copies, message, calls, framework;
+each step up the ladder changes one) costs a tensor transfer (2 ranks, flat ring All-Reduce,
+which sends S per rank). The rungs are the registered transports that declare one
+(``workloads.transports.ladder``).
 
     python benchmarks/transport_ladder.py [--sizes 4KiB:64MiB] [--rounds 5]
     sudo flock /tmp/fabriclab-roottests.lock .venv/bin/python benchmarks/transport_ladder.py \\
@@ -13,13 +15,15 @@ iteration (an iteration takes its slower rank's time), its CPU and copies those 
 iterations. Prints per size and rung the median [min, max] over the
 rounds of the time, the workers' CPU seconds per GB sent, and the copies a byte as the
 transport counted them; then each rung's time over zerocopy's (ratios taken within a round),
-the share of the gap between L0 and L5 each rung adds (in time, and in CPU), and the CPU check
-of the copy counts.
+each one-factor step's cost and its share of the gap between the first and the last rung (in
+time, and in CPU; the steps add up to the gap, and a step that takes a cost away is negative),
+and the CPU check of the copy counts.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
@@ -31,11 +35,13 @@ from pathlib import Path
 from analysis.transport_costs import size_costs
 from testbed.core.topology import one_switch_plan
 from testbed.core.units import format_size, format_spread, parse_size_range
+from workloads.transports.ladder import ladder as ladder_classes
+from workloads.transports.ladder import step_label
 
-RUNGS = ["zerocopy", "staged", "serialised", "rpc-lite", "rpc", "rpc-proto"]
-WHAT = ["raw memory", "+ a staging copy each side", "+ protobuf serialisation",
-        "+ request/response, pipelined", "grpc, raw bytes, stop-and-wait",
-        "grpc + protobuf messages"]
+CLASSES = ladder_classes()
+RUNGS = [c.name for c in CLASSES]
+# What each step changes (step i: from rung i - 1 to rung i).
+STEPS = [step_label(lo, hi) for lo, hi in itertools.pairwise(CLASSES)]
 
 
 def ladder(run: Callable[[str, list[int], Path], None], sizes: list[int], rounds: int,
@@ -54,32 +60,39 @@ def ladder(run: Callable[[str, list[int], Path], None], sizes: list[int], rounds
 
 
 def gap_shares(got: dict, sizes: list[int], where: str, col: int, what: str) -> None:
-    """Per size, the share of the L5 - L0 gap (of the medians of column ``col``) each rung
-    adds; the CPU's is the steadier on a busy machine (waiting costs no CPU)."""
-    print(f"\n## {where}: share of the L5 - L0 gap in {what} each rung adds (medians); "
-          "largest marked *")
-    print(f"{'size':>7} {'gap':>8} " + " ".join(f"{f'L{i}-L{i - 1}':>8}"
-                                                for i in range(1, len(RUNGS))))
+    """Per size, what each one-factor step costs in column ``col`` (the difference of the
+    rungs' medians) and its share of the gap between the first and the last rung; the CPU's
+    is the steadier on a busy machine (waiting costs no CPU)."""
+    last = len(RUNGS) - 1
+    scale, unit = (1e3, "ms") if col == 0 else (1.0, "s/GB")
+    print(f"\n## {where}: each one-factor step's cost in {what} ({unit}, from the medians), "
+          f"then its share of the L{last} - L0 gap; largest share marked *")
+    for i, label in enumerate(STEPS, start=1):
+        print(f"L{i - 1}→L{i} ({RUNGS[i - 1]} → {RUNGS[i]}) changes {label}")
+    head = " ".join(f"{f'L{i - 1}→L{i}':>8}" for i in range(1, len(RUNGS)))
+    print(f"{'size':>7} {'gap':>8} {head}   |  shares {head}")
     for s in sizes:
         med = [statistics.median(r[col] for r in got[t][s]) for t in RUNGS]
         gap = med[-1] - med[0]
-        steps = [(med[i] - med[i - 1]) / gap for i in range(1, len(RUNGS))]
-        top = max(range(len(steps)), key=lambda i: steps[i])
-        scale = 1e3 if col == 0 else 1.0
-        print(f"{format_size(s):>7} {gap * scale:8.3g} " + " ".join(
-            f"{f'{x:.0%}' + ('*' if i == top else ''):>8}" for i, x in enumerate(steps)))
+        steps = [med[i] - med[i - 1] for i in range(1, len(RUNGS))]
+        top = max(range(len(steps)), key=lambda i: steps[i] / gap if gap else 0.0)
+        print(f"{format_size(s):>7} {gap * scale:8.3g} "
+              + " ".join(f"{x * scale:8.3g}" for x in steps) + "   |         "
+              + " ".join(f"{f'{x / gap:.0%}' + ('*' if i == top else ''):>8}" if gap else
+                         f"{'-':>8}" for i, x in enumerate(steps)))
 
 
 def report(got: dict, sizes: list[int], where: str) -> None:
     print(f"## {where}: time ms, CPU s/GB sent, copies/B (median [min, max] of "
           f"{len(got['zerocopy'][sizes[0]])} rounds)")
-    for i, (t, what) in enumerate(zip(RUNGS, WHAT, strict=True)):
-        print(f"L{i} {t}: {what}")
-    print(f"{'size':>7} {'rung':>10} {'time ms':>26} {'CPU s/GB':>24} {'copies/B':>8}")
+    for i, c in enumerate(CLASSES):
+        print(f"L{i} {c.name}: " + ("; ".join(f"{k}: {v}" for k, v in c.factors.items())
+                                    if i == 0 else f"changes {STEPS[i - 1]}"))
+    print(f"{'size':>7} {'rung':>13} {'time ms':>26} {'CPU s/GB':>24} {'copies/B':>8}")
     for s in sizes:
         for t in RUNGS:
             rows = got[t][s]
-            print(f"{format_size(s):>7} {t:>10} {format_spread([r[0] * 1e3 for r in rows]):>26} "
+            print(f"{format_size(s):>7} {t:>13} {format_spread([r[0] * 1e3 for r in rows]):>26} "
                   f"{format_spread([r[1] for r in rows]):>24} "
                   f"{statistics.median(r[2] for r in rows):8.2f}")
     print(f"\n## {where}: time ÷ zerocopy's, within a round (median [min, max])")
@@ -99,7 +112,7 @@ def report(got: dict, sizes: list[int], where: str) -> None:
     print(f"one copy of a byte sent costs {per_copy:.3g} CPU s/GB (from L1 - L0)")
     for t in RUNGS:
         want = cpu["zerocopy"] + copies[t] * per_copy
-        print(f"{t:>10}: {copies[t]:.2f} copies/B predict {want:.3g} CPU s/GB, measured "
+        print(f"{t:>13}: {copies[t]:.2f} copies/B predict {want:.3g} CPU s/GB, measured "
               f"{cpu[t]:.3g} (uncounted: {cpu[t] - want:+.3g})")
 
 

@@ -115,17 +115,19 @@ def test_runs_differing_only_by_transport_on_the_ladder_lead_with_its_headline()
     """Per size, the rung whose cost adds most to the gap between the lowest and highest rung
     is named by what it adds (the transports' registry attributes)."""
     ladder = {"zerocopy": (1.0, 10.0), "staged": (1.1, 12.0), "serialised": (1.2, 40.0),
-              "rpc-lite": (1.3, 41.0), "rpc": (9.0, 45.0), "rpc-proto": (9.5, 50.0)}
+              "rpc-lite": (1.3, 41.0), "rpc-lite-sw": (1.6, 44.0), "rpc-proto": (9.5, 50.0),
+              "rpc": (9.0, 45.0)}
     runs = [facts(t, transport=t, times={4 * KIB: a, 64 * MIB: b}) for t, (a, b) in ladder.items()]
     heads = headlines(runs)
     lead = heads[0]
-    assert lead.title == "Transport ladder: zerocopy to rpc-proto (6 rungs)"
-    assert (lead.ref, lead.other) == ("rpc-proto", "zerocopy")
-    assert "4KiB: grpc in place of rpc-lite" in lead.sentence and "(rpc, 91% of the gap)" in (
+    assert lead.title == "Transport ladder: zerocopy to rpc (7 rungs)"
+    assert (lead.ref, lead.other) == ("rpc", "zerocopy")
+    assert "4KiB: framework: grpc" in lead.sentence and "(rpc-proto, 99% of the gap)" in (
         lead.sentence)
-    assert "64MiB: protobuf serialisation (serialised, 70% of the gap)" in lead.sentence
-    assert lead.number == pytest.approx(5.0)  # at the headline size: 50 ÷ 10
-    assert len(heads) == 6  # then every rung against rpc, as before
+    assert ("64MiB: message: the tensor as a protobuf message, not raw bytes (serialised, 80% "
+            "of the gap)") in lead.sentence
+    assert lead.number == pytest.approx(4.5)  # at the headline size: 45 ÷ 10
+    assert len(heads) == 7  # then every rung against rpc, as before
 
 
 def test_two_transports_make_no_ladder_headline():

@@ -165,8 +165,10 @@ TRANSPORTS: Registry[Any] = Registry("fabriclab.transports", "transport", {
     "staged": "workloads.transports.staged:StagedTransport",
     "serialised": "workloads.transports.serialised:SerialisedTransport",
     "rpc-lite": "workloads.transports.rpclite:RpcLiteTransport",
-    "rpc": "workloads.transports.rpc:RpcTransport",
+    "rpc-lite-sw": "workloads.transports.rpclitesw:RpcLiteStopAndWaitTransport",
     "rpc-proto": "workloads.transports.rpcproto:RpcProtoTransport",
+    "rpc": "workloads.transports.rpc:RpcTransport",
+    "rpc-pipelined": "workloads.transports.rpcpipelined:RpcPipelinedTransport",
 })
 
 # Hierarchical All-Reduce schedules: the per-chunk order of dimensions (Themis and its

@@ -18,6 +18,7 @@ timeout; failures raise :class:`CollectiveError` subclasses with a one-sentence 
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import struct
 import threading
@@ -33,6 +34,13 @@ from testbed.core.errors import FabricLabError
 # Header of every transfer: sender, channel, slot, collective, chunk, phase, step, slice,
 # nbytes.
 HEADER = struct.Struct("!IIIIIIIIQ")
+
+
+# The factors a rung of the transport ladder is made of, one step changing one of them:
+# ``copies`` (staging buffers on each side or none), ``message`` (the tensor's raw bytes or a
+# protobuf message), ``calls`` (a one-way stream, or a reply per call with so many in
+# flight), ``framework`` (fabriclab's own sockets or grpc).
+LADDER_FACTORS = ("copies", "message", "calls", "framework")
 
 
 class CollectiveError(FabricLabError):
@@ -221,7 +229,17 @@ class PeerLink(ABC):
         """Bytes this link copied in user space so far, sending and receiving."""
         return self.copied_on_send_bytes + self.copied_on_receive_bytes
 
+    def settle(self) -> None:
+        """Wait for the replies the peer still owes this link's calls (none here: only
+        pipelined request/response links have any); may raise :class:`CollectiveError`."""
+        return None
+
     def close(self) -> None:
+        # Settle first: a socket closed with unread data resets its connection, and a grpc
+        # channel closed with calls in flight cancels them; either could lose the end of this
+        # rank's last transfer.
+        with contextlib.suppress(CollectiveError):
+            self.settle()
         self._jobs.put(None)
 
 
@@ -236,10 +254,13 @@ class Transport(ABC):
     # simulator gives every transport.
     wire_speed: ClassVar[bool] = False
     binds_source_port: ClassVar[bool] = False  # it connects from ``LinkSpec.sport``
-    # Its place on the transport ladder (0: zerocopy; each rung adds one cost to the one
-    # below, named by ``adds``), or None: comparisons say which rung's cost dominates.
+    # Its place on the transport ladder (0: zerocopy), or None: comparisons say which rung's
+    # cost dominates. ``factors`` is what it is made of, one value per factor (see
+    # LADDER_FACTORS); each rung differs from the one below in exactly one factor, and
+    # ``adds`` names it first ("calls: ...").
     rung: ClassVar[int | None] = None
     adds: ClassVar[str] = ""
+    factors: ClassVar[dict[str, str]] = {}
 
     def __init__(self, me: int, timeout: float) -> None:
         self.me = me

@@ -1,4 +1,4 @@
-"""``rpc``: an RPC framework's transfers.
+"""``rpc`` (ladder rung L6): an RPC framework's transfers.
 
 Every transfer is a grpc unary request carrying the serialized tensor, which the receiver
 deserializes into a new array and copies into place (grpc is imported only when used). The
@@ -8,7 +8,8 @@ sender waits for each call's (empty) reply before sending the next. Copies a byt
 
 A subclass changes what a call carries by overriding :meth:`RpcLink.encode` and
 :meth:`RpcLink.decode`, and the transport's :meth:`RpcTransport.codec` (how grpc serialises
-requests and replies, and the mailbox key of a request), as :mod:`.rpcproto` does.
+requests and replies, and the mailbox key of a request), as :mod:`.rpcproto` does;
+:mod:`.rpcpipelined` keeps several calls in flight instead of one.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -122,19 +123,25 @@ class RpcLink(PeerLink):
             self._call(payload, timeout=self.allowance(arr.nbytes),
                        wait_for_ready=tag == HELLO_TAG)
         except grpc.RpcError as exc:
-            code = exc.code() if hasattr(exc, "code") else None
-            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-                cls = RendezvousError if tag == HELLO_TAG else CollectiveTimeout
-                raise cls(
-                    f"rank {self.me} could not reach rank {self.next_rank} at "
-                    f"{self.spec.next_addr} within {self.allowance(arr.nbytes):.3g} s on "
-                    f"{self.where(tag)}; is that worker running?",
-                    peer=self.next_rank,
-                ) from None
-            raise PeerLostError(
-                f"rank {self.me} lost rank {self.next_rank} on {self.where(tag)} ({code})",
+            raise self.call_failed(exc, tag, arr.nbytes) from None
+
+    def call_failed(self, exc, tag: Tag, nbytes: int) -> CollectiveTimeout | PeerLostError:
+        """The error to raise for the grpc error ``exc`` of the call carrying ``tag``."""
+        import grpc
+
+        code = exc.code() if hasattr(exc, "code") else None
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            cls = RendezvousError if tag == HELLO_TAG else CollectiveTimeout
+            return cls(
+                f"rank {self.me} could not reach rank {self.next_rank} at "
+                f"{self.spec.next_addr} within {self.allowance(nbytes):.3g} s on "
+                f"{self.where(tag)}; is that worker running?",
                 peer=self.next_rank,
-            ) from None
+            )
+        return PeerLostError(
+            f"rank {self.me} lost rank {self.next_rank} on {self.where(tag)} ({code})",
+            peer=self.next_rank,
+        )
 
     def receive(self, tag: Tag, out: np.ndarray) -> None:
         key = (self.spec.channel, self.spec.slot, *tag)
@@ -160,8 +167,11 @@ class RpcTransport(Transport):
     """A grpc server per dimension address; a client channel per link."""
 
     name = "rpc"
-    rung = 4
-    adds = "grpc in place of rpc-lite (HTTP/2, its threads, a reply awaited per call; raw bytes)"
+    rung = 6
+    adds = "message: raw bytes, not a protobuf message (through grpc)"
+    factors: ClassVar[dict[str, str]] = {
+        "copies": "a staging buffer on each side", "message": "raw bytes",
+        "calls": "a reply per call, stop-and-wait", "framework": "grpc"}
     reference = True
     link_class: type[RpcLink] = RpcLink
 

@@ -3,15 +3,16 @@
 Every transfer is a request (zerocopy's header, the length, the serialised tensor) on the same
 TCP connection as the rungs below, and the receiver answers each with a small response (status
 and call number) on that connection's reverse direction. The sender does not wait for a call's
-response before sending the next request: up to :data:`WINDOW` calls are in flight, and it
-reads the oldest response when it has more. This is the analogue of an RPC optimised for the
-network; what it adds to ``serialised`` is the per-call response and its system calls.
+response before sending the next request: up to :attr:`RpcLiteLink.window` calls (8) are in
+flight, and it reads the oldest response before it would have more. This is the analogue of an
+RPC optimised for the network; what it adds to ``serialised`` is the per-call response and its
+system calls. :mod:`.rpclitesw` is the same with one call in flight (stop-and-wait).
 """
 
 from __future__ import annotations
 
-import contextlib
 import struct
+from typing import ClassVar
 
 import numpy as np
 
@@ -20,11 +21,13 @@ from workloads.transports.serialised import SerialisedLink, SerialisedTransport
 from workloads.transports.zerocopy import recv_exact
 
 RESPONSE = struct.Struct("!IQ")  # status (0: ok), call number (from 1, per link)
-WINDOW = 8  # calls in flight per link
+WINDOW = 8  # calls in flight per link, at most
 
 
 class RpcLiteLink(SerialisedLink):
     """A serialised link whose every transfer is a call answered by a response."""
+
+    window = WINDOW  # calls in flight at most: a call is sent only once fewer are unanswered
 
     def __init__(self, *args, **kwargs) -> None:
         self._calls = self._answered = self._received = 0
@@ -34,7 +37,7 @@ class RpcLiteLink(SerialisedLink):
     def send(self, tag: Tag, arr: np.ndarray) -> None:
         super().send(tag, arr)
         self._calls += 1
-        while self._calls - self._answered > WINDOW:
+        while self._calls - self._answered >= self.window:
             self._await_response(tag)
 
     def _await_response(self, tag: Tag) -> None:
@@ -57,17 +60,15 @@ class RpcLiteLink(SerialisedLink):
         with self.receiving(tag):
             self.in_sock.sendall(RESPONSE.pack(0, self._received))
 
-    def close(self) -> None:
-        # Read the last responses first: a socket closed with unread data resets the
-        # connection, and the peer could lose the end of this rank's last request.
-        with contextlib.suppress(CollectiveError):
-            while self._answered < self._calls:
-                self._await_response(Tag(0, 0, 0, 0))
-        super().close()
+    def settle(self) -> None:
+        while self._answered < self._calls:
+            self._await_response(Tag(0, 0, 0, 0))
 
 
 class RpcLiteTransport(SerialisedTransport):
     name = "rpc-lite"
     rung = 3
-    adds = "a response per call"
+    adds = "calls: a response per call, 8 in flight, not a one-way stream"
+    factors: ClassVar[dict[str, str]] = {
+        **SerialisedTransport.factors, "calls": "a reply per call, 8 in flight"}
     link_class = RpcLiteLink

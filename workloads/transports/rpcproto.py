@@ -1,4 +1,5 @@
-"""``rpc-proto`` (ladder rung L5): ``rpc`` with protobuf messages, as TensorFlow sends tensors.
+"""``rpc-proto`` (ladder rung L5): ``rpc`` with protobuf messages, as TensorFlow sends tensors;
+on the ladder, ``rpc-lite-sw`` over grpc in place of fabriclab's sockets.
 
 Every call's request is a ``Transfer`` message (:mod:`.tensorproto`: the transfer's tag and a
 ``TensorProto``-like tensor) that grpc serialises and parses with protobuf; the reply is an
@@ -8,6 +9,8 @@ assignment).
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 import numpy as np
 
@@ -40,7 +43,9 @@ class RpcProtoLink(RpcLink):
 class RpcProtoTransport(RpcTransport):
     name = "rpc-proto"
     rung = 5
-    adds = "protobuf messages through grpc"
+    adds = "framework: grpc (HTTP/2, its threads and buffers), not fabriclab's sockets"
+    factors: ClassVar[dict[str, str]] = {
+        **RpcTransport.factors, "message": "protobuf"}
     reference = False
     link_class = RpcProtoLink
 

@@ -9,6 +9,8 @@ bytes handed to the parser, the parse, the field, the assignment).
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from workloads.transports.base import Tag
@@ -35,5 +37,7 @@ class SerialisedLink(StagedLink):
 class SerialisedTransport(StagedTransport):
     name = "serialised"
     rung = 2
-    adds = "protobuf serialisation"
+    adds = "message: the tensor as a protobuf message, not raw bytes"
+    factors: ClassVar[dict[str, str]] = {
+        **StagedTransport.factors, "message": "protobuf"}
     link_class = SerialisedLink

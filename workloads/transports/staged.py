@@ -10,6 +10,7 @@ the payload and how :meth:`StagedLink.decode` reads it back.
 from __future__ import annotations
 
 import struct
+from typing import ClassVar
 
 import numpy as np
 
@@ -78,6 +79,8 @@ class StagedTransport(ZeroCopyTransport):
 
     name = "staged"
     rung = 1
-    adds = "a staging copy on each side"
+    adds = "copies: a staging copy on each side"
+    factors: ClassVar[dict[str, str]] = {
+        **ZeroCopyTransport.factors, "copies": "a staging buffer on each side"}
     wire_speed = False  # the copies cost time the simulator does not model
     link_class = StagedLink

@@ -163,6 +163,9 @@ class ZeroCopyTransport(Transport):
 
     name = "zerocopy"
     rung = 0
+    factors: ClassVar[dict[str, str]] = {
+        "copies": "none", "message": "raw bytes", "calls": "a one-way stream",
+        "framework": "fabriclab's sockets"}
     wire_speed = True
     binds_source_port = True
     link_class: ClassVar[type[ZeroCopyLink]] = ZeroCopyLink  # a subclass may send otherwise
