@@ -267,10 +267,10 @@ class Incidence:
             return label
         by_link = np.argsort(self.link, kind="stable")
         link_sorted = self.link[by_link]
-        link_starts = np.flatnonzero(np.r_[True, link_sorted[1:] != link_sorted[:-1]])
+        link_starts = _run_starts(link_sorted)
         links = link_sorted[link_starts]
         flow_by_link = self.flow[by_link]
-        flow_starts = np.flatnonzero(np.r_[True, self.flow[1:] != self.flow[:-1]])
+        flow_starts = _run_starts(self.flow)
         flows = self.flow[flow_starts]  # the flows with entries (``flow`` ascends)
         on_link = np.empty(len(self.link_cap), dtype=label.dtype)
         while True:
@@ -279,7 +279,7 @@ class Incidence:
             new[flows] = np.minimum(label[flows],
                                     np.minimum.reduceat(on_link[self.link], flow_starts))
             new = new[new]  # jump to the label's own label
-            if np.array_equal(new, label):
+            if (new == label).all():
                 return label
             label = new
 
@@ -294,6 +294,15 @@ class Incidence:
         local = np.cumsum(used) - 1
         return Incidence(position[self.flow[entries]], local[links], self.mult[entries],
                          self.link_cap[used])
+
+
+def _run_starts(values: np.ndarray) -> np.ndarray:
+    """Where each run of equal values begins in ``values`` (not empty)."""
+    starts = np.empty(len(values), dtype=np.intp)
+    starts[0] = 0
+    n = np.flatnonzero(values[1:] != values[:-1])
+    starts[1:len(n) + 1] = n + 1
+    return starts[:len(n) + 1]
 
 
 _by_id = operator.attrgetter("id")
