@@ -260,26 +260,15 @@ class Incidence:
     link_cap: np.ndarray
 
     def labels(self, n_flows: int) -> np.ndarray:
-        """Each flow's component: its smallest member's position (min-label propagation,
-        the minima taken over runs of sorted entries)."""
+        """Each flow's component: its smallest member's position (min-label propagation)."""
         label = np.arange(n_flows)
-        if not len(self.flow):
-            return label
-        by_link = np.argsort(self.link, kind="stable")
-        link_sorted = self.link[by_link]
-        link_starts = _run_starts(link_sorted)
-        links = link_sorted[link_starts]
-        flow_by_link = self.flow[by_link]
-        flow_starts = _run_starts(self.flow)
-        flows = self.flow[flow_starts]  # the flows with entries (``flow`` ascends)
-        on_link = np.empty(len(self.link_cap), dtype=label.dtype)
         while True:
-            on_link[links] = np.minimum.reduceat(label[flow_by_link], link_starts)
+            on_link = np.full(len(self.link_cap), n_flows)
+            np.minimum.at(on_link, self.link, label[self.flow])
             new = label.copy()
-            new[flows] = np.minimum(label[flows],
-                                    np.minimum.reduceat(on_link[self.link], flow_starts))
+            np.minimum.at(new, self.flow, on_link[self.link])
             new = new[new]  # jump to the label's own label
-            if (new == label).all():
+            if np.array_equal(new, label):
                 return label
             label = new
 
@@ -294,15 +283,6 @@ class Incidence:
         local = np.cumsum(used) - 1
         return Incidence(position[self.flow[entries]], local[links], self.mult[entries],
                          self.link_cap[used])
-
-
-def _run_starts(values: np.ndarray) -> np.ndarray:
-    """Where each run of equal values begins in ``values`` (not empty)."""
-    starts = np.empty(len(values), dtype=np.intp)
-    starts[0] = 0
-    n = np.flatnonzero(values[1:] != values[:-1])
-    starts[1:len(n) + 1] = n + 1
-    return starts[:len(n) + 1]
 
 
 _by_id = operator.attrgetter("id")
