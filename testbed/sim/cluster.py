@@ -93,6 +93,7 @@ from testbed.core.registry import QUEUES, RegistryError
 from testbed.sim.flows import Flow, Network
 from testbed.sim.job_plans import (
     ALIASES,
+    IsolatedTimes,
     LinkDelays,
     cluster_collective,
     cluster_policy,
@@ -277,6 +278,7 @@ class ClusterSimulation:
                                gpus_per_server=config.gpus_per_server)
         self.net = Network(default_capacity=config.link_bps, sharing=config.sharing)
         self.rng = random.Random(config.seed)
+        self.isolated_times = IsolatedTimes()  # a hashed policy's jobs' isolated reference
         self.discipline = QUEUES.get(config.queue)
         self.queue: list[WaitingJob] = []  # arrival order
         self.waiting: dict[str, JobRecord] = {}
@@ -373,11 +375,13 @@ class ClusterSimulation:
         collective = spec.collective or c.collective
         plan = job_plan(alloc, spec.grad_bytes, c.link_bps, c.spines, self.rng,
                         collective=collective, delays=c.delays)
-        ideal = plan if not get_policy(alloc.policy).hashed else job_plan(
-            alloc, spec.grad_bytes, c.link_bps, c.spines, None, ideal=True,
-            collective=collective, delays=c.delays)
-        record.isolated = spec.iterations * (
-            spec.compute_s + ideal.intra_s + ideal.latency_s + rails_time(ideal, c.link_bps))
+        if get_policy(alloc.policy).hashed:
+            intra_s, latency_s, rails_s = self.isolated_times(
+                alloc, spec.grad_bytes, c.link_bps, c.spines, collective, c.delays)
+        else:
+            intra_s, latency_s, rails_s = plan.intra_s, plan.latency_s, rails_time(
+                plan, c.link_bps)
+        record.isolated = spec.iterations * (spec.compute_s + intra_s + latency_s + rails_s)
         record.flows = plan.flows
         rounds = _split(spec.iterations, min(spec.iterations, c.rounds))
         routes = [self.net.route(rail, plan.rail_weights(j))  # every round takes them

@@ -439,3 +439,34 @@ def rails_time(plan: JobPlan, link_bps: float) -> float:
              for j, (r, b) in enumerate(zip(plan.rails, plan.rail_bytes, strict=True))]
     net.run()
     return max(f.end or 0.0 for f in flows)
+
+
+def placement_shape(alloc: Allocation) -> tuple[int, ...]:
+    """How many hosts the job has on each of its leaves, leaf by leaf in order."""
+    by_leaf = Counter(leaf for leaf, _slot in alloc.hosts)
+    return tuple(by_leaf[leaf] for leaf in sorted(by_leaf))
+
+
+class IsolatedTimes:
+    """The isolated reference's time per iteration of placed jobs, in parts (s): intra-leaf,
+    latency and rails (``job_plan(..., ideal=True)`` and :func:`rails_time`), worked out once
+    per :func:`placement_shape`.
+
+    The ideal routing reads a job's hosts only through which leaf each is on (leaves compared,
+    never ordered but by sorting) and its rank among its leaf's hosts, so placements of one
+    shape are the same network up to names: same flows, same link crossings, same times."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[Any, ...], tuple[float, float, float]] = {}
+
+    def __call__(self, alloc: Allocation, grad_bytes: float, link_bps: float, spines: int,
+                 collective: str, delays: LinkDelays) -> tuple[float, float, float]:
+        key = (placement_shape(alloc), alloc.policy, grad_bytes, link_bps, spines, collective,
+               delays)
+        times = self._known.get(key)
+        if times is None:
+            ideal = job_plan(alloc, grad_bytes, link_bps, spines, None, ideal=True,
+                             collective=collective, delays=delays)
+            times = self._known[key] = (ideal.intra_s, ideal.latency_s,
+                                        rails_time(ideal, link_bps))
+        return times

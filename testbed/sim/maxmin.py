@@ -18,6 +18,7 @@ components.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Protocol
@@ -147,12 +148,16 @@ def fill_rates_rounds(
     e_flow = np.asarray(entry_flow, dtype=np.intp)
     e_link = np.asarray(entry_link, dtype=np.intp)
     mult = np.asarray(entry_mult, dtype=float)
-    n_flows, n_links = len(flow_cap), len(link_cap)
-    weight = np.bincount(e_link, weights=mult, minlength=n_links)  # integer-valued, exact
+    n_flows = len(flow_cap)
+    weight = np.bincount(e_link, weights=mult, minlength=len(link_cap))  # integer-valued
     tight = link_cap < np.bincount(e_link, weights=mult * flow_cap[e_flow],
-                                   minlength=n_links) * ROOMY
+                                   minlength=len(link_cap)) * ROOMY
+    # Only the tight links, renumbered 0..n_links-1 (the others never bind).
     keep = tight[e_link]
-    e_flow, e_link, mult = e_flow[keep], e_link[keep], mult[keep]
+    renumber = np.cumsum(tight) - 1
+    e_flow, e_link, mult = e_flow[keep], renumber[e_link[keep]], mult[keep]
+    link_cap, weight = link_cap[tight], weight[tight]
+    n_links = len(link_cap)
     if len(e_flow) and not (e_flow[1:] >= e_flow[:-1]).all():
         by_flow = np.argsort(e_flow, kind="stable")
         e_flow, e_link, mult = e_flow[by_flow], e_link[by_flow], mult[by_flow]
@@ -163,9 +168,7 @@ def fill_rates_rounds(
     e_cap = link_cap[e_link]
 
     load = np.zeros(n_links)
-    headroom = np.full(n_links, np.inf)
-    np.divide(link_cap, weight, out=headroom, where=tight)
-    crossings = np.zeros(n_links)  # scratch: a round's frozen crossings per link
+    headroom = link_cap / weight  # every tight link has a crossing
     rates = [0.0] * n_flows
     caps = flow_cap.tolist()
     by_cap = sorted(range(n_flows), key=caps.__getitem__)
@@ -180,7 +183,7 @@ def fill_rates_rounds(
         level = max(min(level, lowest), 0.0)
         limit = level * (1 + RATE_TOL) + 1e-300
         frozen = []
-        for f in by_cap[next_cap:]:
+        for f in itertools.islice(by_cap, next_cap, None):
             if caps[f] > limit:
                 break
             if not is_frozen[f]:
@@ -193,29 +196,38 @@ def fill_rates_rounds(
             frozen = sorted(set(frozen))
         if level == 0.0:
             level = STALL_RATE_BIT_S
+        rate, below = level, False  # below: a cap under a stalled level
         for f in frozen:
             is_frozen[f] = True
-            rates[f] = min(level, caps[f])
+            if caps[f] < level:
+                rates[f] = caps[f]
+                below = True
+            else:
+                rates[f] = level
+        mixed = False
+        if below:
+            distinct = {rates[f] for f in frozen}
+            mixed = len(distinct) > 1
+            rate = distinct.pop()
         left -= len(frozen)
         if len(frozen) == 1:
             lo, hi = bounds[frozen[0]], bounds[frozen[0] + 1]
             if lo == hi:
                 continue
             links, count, cap = e_link[lo:hi], mult[lo:hi], e_cap[lo:hi]
-        else:  # a link may be crossed by several: count them all (a link may repeat)
+        else:  # a link may be crossed by several: count them all per link
             entries = [slice(bounds[f], bounds[f + 1]) for f in frozen]
-            links = np.concatenate([e_link[e] for e in entries])
-            if not len(links):
+            crossed = np.concatenate([e_link[e] for e in entries])
+            if not len(crossed):
                 continue
-            np.add.at(crossings, links, np.concatenate([mult[e] for e in entries]))
-            count = crossings[links]
-            crossings[links] = 0.0
-            cap = link_cap[links]
-        rate = {rates[f] for f in frozen}
-        if len(rate) == 1:
-            now = load[links] + rate.pop() * count
+            crossings = np.bincount(crossed, weights=np.concatenate([mult[e] for e in entries]),
+                                    minlength=n_links)  # integer-valued, exact
+            links = np.flatnonzero(crossings)
+            count, cap = crossings[links], link_cap[links]
+        if not mixed:
+            now = load[links] + rate * count
             load[links] = now
-        else:  # a cap below the stall rate: add each flow's load in turn
+        else:  # a cap below the level, within the slack: add each flow's load in turn
             for f in frozen:
                 lo, hi = bounds[f], bounds[f + 1]
                 load[e_link[lo:hi]] += rates[f] * mult[lo:hi]

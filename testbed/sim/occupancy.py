@@ -14,6 +14,7 @@ into its true components only when its rates are next recomputed.
 from __future__ import annotations
 
 import itertools
+import operator
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
@@ -197,8 +198,8 @@ class Occupancy:
         """The true components of ``comp`` (itself if it is not stale), each flow relinked:
         each with its flows by id and, when they share more than ``arrays_over`` (flow,
         link) pairs, their :class:`Incidence` (else None)."""
-        flows = sorted(comp.flows, key=lambda f: f.id)
-        entries = sum(len(f._busy) for f in flows)
+        flows = sorted(comp.flows, key=_by_id)
+        entries = sum(map(len, map(_busy_of, flows)))
         incidence = self.incidence(flows) if entries > arrays_over else None
         if not comp.stale or len(flows) == 1:
             comp.stale = False
@@ -206,7 +207,8 @@ class Occupancy:
         if incidence is None:
             labels = _labels_python(flows, self.on_link)
         else:
-            labels = incidence.labels(len(flows)).tolist()
+            label_array = incidence.labels(len(flows))
+            labels = label_array.tolist()
         groups: dict[int, list[Any]] = {}
         for flow, label in zip(flows, labels, strict=True):
             groups.setdefault(label, []).append(flow)
@@ -218,8 +220,7 @@ class Occupancy:
             part = Component(set(members))
             for flow in members:
                 flow._component = part
-            sub = None if incidence is None else incidence.subset(
-                np.asarray(labels) == label)
+            sub = None if incidence is None else incidence.subset(label_array == label)
             out.append((part, members, sub))
         return out
 
@@ -230,9 +231,11 @@ class Occupancy:
             if f._busy_idx is None:
                 shared = count[f.route.idx] >= 2
                 f._busy_idx, f._busy_mult = f.route.idx[shared], f.route.mult[shared]
-        idx = np.concatenate([f._busy_idx for f in flows])
+        busy = [f._busy_idx for f in flows]
+        idx = np.concatenate(busy)
         mult = np.concatenate([f._busy_mult for f in flows])
-        owner = np.repeat(np.arange(len(flows)), [len(f._busy_idx) for f in flows])
+        owner = np.repeat(np.arange(len(flows)),
+                          np.fromiter(map(len, busy), dtype=np.intp, count=len(busy)))
         links, local = self._localize(idx)
         return Incidence(owner, local, mult, self.cap[links])
 
@@ -280,6 +283,10 @@ class Incidence:
         local = np.cumsum(used) - 1
         return Incidence(position[self.flow[entries]], local[links], self.mult[entries],
                          self.link_cap[used])
+
+
+_by_id = operator.attrgetter("id")
+_busy_of = operator.attrgetter("_busy")
 
 
 def _merge(a: Component, b: Component) -> Component:
