@@ -13,9 +13,9 @@ Jobs that share a link are also judged together (:func:`judge_shared`). The simu
 a shared link max-min fairly; TCP on a drop-tail queue does not, and the split moves from one
 iteration to the next (BENCHMARKS.md, "`make demo` judged by the new verdict"), so one job
 may beat its share while another falls behind it. What no split changes is the work the
-shared links do: jobs coupled through shared links finish their measured collectives, all
-together, when the links allow. So a job outside the tolerance is held when its group's
-span (the first measured collective's start to the last one's end, over the group) is
+shared links do: jobs coupled through shared links finish their collectives, all together,
+when the links allow. So a job outside the tolerance is held when its group's span (the
+first collective's start, warm-up included, to the last one's end, over the group) is
 within the tolerance of the simulator's span for the same jobs, and, if it was faster, when
 it was no faster than its solo baseline's prediction allows (the job alone). Anything else
 stays a violation.
@@ -109,8 +109,8 @@ def judge(jobs: list[dict[str, Any]], plan: FabricPlan, switches: str | None = N
     under any policy, at every size the model predicts to take :data:`MIN_JUDGED_S` or more;
     without it (an older run), only jobs on isolated paths, against their links. With
     ``on_links`` (:func:`analysis.paths.bytes_on_links` of the leg the jobs ran together)
-    and ``windows`` (job → its measured collectives' (start, end), in the run and in the
-    simulator's replay), jobs that share a link are then judged together
+    and ``windows`` (job → its collectives' (start, end), warm-up included, in the run and in
+    the simulator's replay), jobs that share a link are then judged together
     (:func:`judge_shared`)."""
     out = []
     for job in jobs:
@@ -182,8 +182,10 @@ def judge_shared(verdicts: list[dict[str, Any]], on_links: dict[str, dict[str, i
     """Hold a violated job that shares links with other judged jobs when the split of the
     links, not the emulation, explains it (the module docstring): its group's measured span
     is within ``tolerance`` of the simulator's (``measured`` and ``predicted``: job → its
-    measured collectives' (start, end)), and, if it was faster than predicted, its solo
-    baseline's prediction (``alone``) is no more than ``tolerance`` slower than it ran. A held
+    collectives' (start, end), warm-up included: the replay starts each job's first one when
+    the run did, and a split moves the warm-up's end too), and, if it was faster than
+    predicted, its solo baseline's prediction (``alone``) is no more than ``tolerance``
+    slower than it ran. A held
     job gets ``violated`` False; every job in a group of two or more gets ``shared``: the
     group, the span's ratio (predicted ÷ measured) and, for a held faster job, its ratio to
     the job alone."""

@@ -136,7 +136,8 @@ def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
                     busiest: Callable[[float, float], str], queues=None,
                     predicted: dict[str, dict[str, Any]] | None = None,
                     on_links: dict[str, dict[str, int]] | None = None,
-                    predicted_windows: dict[str, list[tuple[float, float]]] | None = None
+                    spans: tuple[dict[str, list[tuple[float, float]]],
+                                 dict[str, list[tuple[float, float]]]] | None = None
                     ) -> dict[str, Any]:
     """The pipeline side of ``fidelity.json``: the scheduler invariant on the workers' threads
     and the switch invariant on ovs-vswitchd's (:mod:`analysis.sched_invariant`, from
@@ -151,7 +152,8 @@ def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
     ``predicted`` (:func:`testbed.emulator.prediction.predict`) the job invariant judges every
     job against the simulator on the paths its flows took, under any policy, and jobs sharing
     a link together (``on_links``: :func:`analysis.paths.bytes_on_links`; their spans in
-    ``communicating`` against ``predicted_windows``, the replay's); a worker of a job
+    ``spans``: job → its collectives' (start, end), warm-up included, in the run and in the
+    replay); a worker of a job
     it cannot judge has only its links to excuse it, and the switch is never excused."""
     from analysis import job_invariant, sched_invariant
 
@@ -163,7 +165,7 @@ def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
                        else (None, 0.0))
     verdicts = job_invariant.judge(
         jobs, plan, switches, predicted=predicted, on_links=on_links,
-        windows=(communicating, predicted_windows) if predicted_windows else None)
+        windows=spans)
     held = job_invariant.held(verdicts)
     t0 = float(sched["time"].min()) if judged else 0.0
     asleep = sched_invariant.asleep_waits(sched) if judged else None

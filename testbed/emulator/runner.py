@@ -407,7 +407,7 @@ class Runner:
                                    lambda a, b: (self._busiest([(a, b)]) or _idle_then(cpu, a, b))
                                    + _stolen_then(cpu, a, b),
                                    queues, predicted, self._on_links(),
-                                   self._predicted_windows(predicted))
+                                   self._spans(predicted))
         record["reasons"] += pipeline.pop("reasons")
         from analysis.invariant import judge_all, notes_of
 
@@ -448,11 +448,16 @@ class Runner:
             return {}
         return bytes_on_links(self.paths, json.loads(topology.read_text()))
 
-    def _predicted_windows(self, predicted: dict[str, dict[str, Any]] | None
-                           ) -> dict[str, list[tuple[float, float]]]:
-        """Job → its measured collectives' (start, end) in the simulator's replay."""
+    def _spans(self, predicted: dict[str, dict[str, Any]] | None
+               ) -> tuple[dict[str, list[tuple[float, float]]],
+                          dict[str, list[tuple[float, float]]]] | None:
+        """Job → its collectives' (start, end), warm-up included, in this run and in the
+        simulator's replay of it; None without a replay."""
         runs = {p["run"] for p in (predicted or {}).values() if p.get("run")}
-        return collective_windows(self.run_dir / runs.pop()) if len(runs) == 1 else {}
+        if len(runs) != 1:
+            return None
+        return (collective_windows(self.run_dir, warmup=True),
+                collective_windows(self.run_dir / runs.pop(), warmup=True))
 
     def _predicted(self, solos: list[JobRun]) -> dict[str, dict[str, Any]] | None:
         """The simulator's times for every job on the paths its flows took
@@ -530,15 +535,17 @@ def _stolen_then(cpu, start: float, end: float) -> str:
             else f"; the hypervisor took {steal:.0%} of the CPU time then (steal)")
 
 
-def collective_windows(run_dir: Path) -> dict[str, list[tuple[float, float]]]:
-    """Per job of a run directory, (start, end) of every measured (not warm-up) collective of
-    every rank."""
+def collective_windows(run_dir: Path, warmup: bool = False
+                       ) -> dict[str, list[tuple[float, float]]]:
+    """Per job of a run directory, (start, end) of every measured collective of every rank
+    (and with ``warmup``, of every warm-up one too)."""
     from testbed.core.traces import read_table
 
     windows = {}
     for job_dir in sorted((run_dir / "jobs").glob("*")):
         t = read_table(job_dir, "collectives").to_pandas()
-        t = t[~t["warmup"]]
+        if not warmup:
+            t = t[~t["warmup"]]
         windows[job_dir.name] = list(zip(t["start"], t["start"] + t["time"], strict=True))
     return windows
 
