@@ -30,3 +30,13 @@ def test_a_namespace_s_counters_are_read_through_a_pid_in_it():
 def test_a_host_that_cannot_be_read_gives_none_not_a_wrong_sum():
     assert timeouts({}, ["h0"]) is None
     assert timeouts({"h0": 2 ** 22 + 1}, ["h0"]) is None  # above pid_max: no such process
+
+
+def test_a_hosts_reading_has_what_it_dropped_on_input():
+    import os
+
+    from testbed.emulator.tcp_counters import IP_DISCARDS, RECEIVER_DROPS, segments
+
+    (mine,) = segments({"me": os.getpid()}, ["me"]).values()
+    assert {*RECEIVER_DROPS, *IP_DISCARDS} <= set(mine)
+    assert all(isinstance(mine[k], int) for k in (*RECEIVER_DROPS, *IP_DISCARDS))

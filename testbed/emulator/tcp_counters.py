@@ -20,6 +20,12 @@ DUPLICATES = ("TCPDSACKOldSent", "TCPDSACKOfoSent", "TCPDSACKRecv", "TCPSpurious
 # TcpExt: recoveries from a hole the receiver SACKed (a segment lost, not late), and the
 # segments resent by fast retransmit
 RECOVERIES = ("TCPSackRecovery", "TCPFastRetrans")
+# TcpExt: segments a receiver's own TCP dropped (its receive queue full, its out-of-order
+# queue pruned or full, its socket backlog full, a zero window); Ip: datagrams its IP layer
+# discarded on input. Losses at the receiving host, not on the wire.
+RECEIVER_DROPS = ("TCPRcvQDrop", "TCPOFODrop", "TCPBacklogDrop", "TCPRcvPruned",
+                  "TCPZeroWindowDrop")
+IP_DISCARDS = ("InDiscards",)
 
 
 def group_counters(text: str, group: str) -> dict[str, int]:
@@ -58,18 +64,22 @@ def timeouts(host_pids: Mapping[str, int], hosts: Iterable[str]) -> int | None:
 def segments(host_pids: Mapping[str, int], hosts: Iterable[str]
              ) -> dict[str, dict[str, int]] | None:
     """Per host of ``hosts``: segments its TCP sent (``OutSegs``) and resent
-    (``RetransSegs``) so far, its retransmission timeouts, and the D-SACK counters that tell
-    a needless retransmission from a lost segment; None if one cannot be read."""
+    (``RetransSegs``) so far, its retransmission timeouts, the D-SACK counters that tell
+    a needless retransmission from a lost segment, and what the host itself dropped on input
+    (:data:`RECEIVER_DROPS`, :data:`IP_DISCARDS`); None if one cannot be read."""
     out = {}
     for host in hosts:
         pid = host_pids.get(host)
         if pid is None:
             return None
         try:
-            snmp = group_counters(Path(f"/proc/{pid}/net/snmp").read_text(), "Tcp")
+            snmp_text = Path(f"/proc/{pid}/net/snmp").read_text()
             ext = tcp_ext(Path(f"/proc/{pid}/net/netstat").read_text())
         except OSError:
             return None
+        snmp, ip = group_counters(snmp_text, "Tcp"), group_counters(snmp_text, "Ip")
         out[host] = ({k: snmp.get(k, 0) for k in SEGMENTS}
-                     | {k: ext.get(k, 0) for k in (TIMEOUTS, *DUPLICATES, *RECOVERIES)})
+                     | {k: ext.get(k, 0) for k in (TIMEOUTS, *DUPLICATES, *RECOVERIES,
+                                                   *RECEIVER_DROPS)}
+                     | {k: ip.get(k, 0) for k in IP_DISCARDS})
     return out
