@@ -143,7 +143,8 @@ class _Links(_Strict):
     # wire-sized packets (false). A shaped queue sends a whole segment on credit, so with
     # offload a transfer of one or two segments onto an idle link arrives at 0.55-0.66 of the
     # time its rate allows (BENCHMARKS.md, "Training on the emulator ... per dimension");
-    # without it every packet waits for its rate, at some 45x the packets through the switch.
+    # without it every packet waits for its rate, at some 45x the packets through the switch
+    # (16 hosts at 100 Mbit/s then starved a 2-core machine's workers of CPU: BENCHMARKS.md).
     segmentation_offload: bool = True
 
     def _check_links(self) -> None:
