@@ -147,8 +147,9 @@ def _alone_times(jobs: list[dict[str, Any]], predicted: dict[str, dict[str, Any]
             for job in jobs if job.get("solo_of")}
 
 
-def _worst(rec: dict[str, Any]) -> dict[str, Any]:
-    """A job verdict's size furthest from its prediction."""
+def worst_size(rec: dict[str, Any]) -> dict[str, Any]:
+    """A job verdict's size furthest from what was expected of it (the one its reason
+    names)."""
     return max(rec["sizes"], key=lambda s: abs(1 - s["ratio"]))
 
 
@@ -185,10 +186,9 @@ def judge_shared(verdicts: list[dict[str, Any]], on_links: dict[str, dict[str, i
     collectives' (start, end), warm-up included: the replay starts each job's first one when
     the run did, and a split moves the warm-up's end too), and, if it was faster than
     predicted, its solo baseline's prediction (``alone``) is no more than ``tolerance``
-    slower than it ran. A held
-    job gets ``violated`` False; every job in a group of two or more gets ``shared``: the
-    group, the span's ratio (predicted ÷ measured) and, for a held faster job, its ratio to
-    the job alone."""
+    slower than it ran. A held job gets ``violated`` False; every job in a group of two or
+    more gets ``shared``: the group, the span's ratio (predicted ÷ measured) and, for a held
+    faster job, its ratio to the job alone."""
     by_job = {v["job"]: v for v in verdicts if v["judged"] and v["sizes"]}
     for group in coupled(on_links, set(by_job)):
         if len(group) < 2:
@@ -200,7 +200,7 @@ def judge_shared(verdicts: list[dict[str, Any]], on_links: dict[str, dict[str, i
             v["shared"] = {"jobs": sorted(group), "span_ratio": span_ratio}
             if not v["violated"] or span_ratio is None or abs(1 - span_ratio) > tolerance:
                 continue
-            worst = _worst(v)
+            worst = worst_size(v)
             if worst["ratio"] > 1:
                 bound = alone.get(name, {}).get((worst["size"], worst["in_place"]))
                 if not bound or not worst.get("measured"):

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import yaml
 
+from analysis.job_invariant import worst_size
 from testbed.core.units import format_spread
 from testbed.emulator.stress import busy_loops
 
@@ -54,8 +55,7 @@ def job_verdicts(run_dir: Path) -> dict[str, dict]:
     held with its group and the group's span ratio."""
     with contextlib.suppress(OSError, ValueError):
         fid = json.loads((run_dir / "fidelity.json").read_text())
-        return {v["job"]: {"ratio": max((s["ratio"] for s in v["sizes"]),
-                                        key=lambda r: abs(1 - r)),
+        return {v["job"]: {"ratio": worst_size(v)["ratio"],
                            "violated": v["violated"],
                            "held": bool((v.get("shared") or {}).get("held")),
                            "span_ratio": (v.get("shared") or {}).get("span_ratio")}
@@ -90,7 +90,7 @@ def one_run(spec: Path, out: Path) -> dict:
     headline = proc.stdout[proc.stdout.find("report:"):].splitlines()[1:2]
     return {"exit": proc.returncode, "ratios": ratios,
             "ecmp_jobs": [job_verdicts(e) for e in ecmp],
-            "reasons": {d.name: reasons(d) for d in runs if reasons(d)},
+            "reasons": {d.name: why for d in runs if (why := reasons(d))},
             "vclos_worst": max((max(slowdowns(v)) for v in vclos if slowdowns(v)), default=None),
             "verdicts": {k: [verdict(d) for d in ds] for k, ds in by_variant.items()},
             "says_not_faithful": bool(headline) and headline[0].startswith("not faithful")}

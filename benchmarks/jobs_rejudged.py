@@ -53,11 +53,11 @@ def main() -> None:
         every += verdicts
         spans = {(v.get("shared") or {}).get("span_ratio") for v in verdicts} - {None}
         print(f"{run.name}: " + ", ".join(
-            f"{v['job']} {job_invariant._worst(v)['ratio']:.3f}"
+            f"{v['job']} {job_invariant.worst_size(v)['ratio']:.3f}"
             + (" held" if (v.get("shared") or {}).get("held") else "")
             + (" VIOLATED" if v["violated"] else "") for v in verdicts)
             + (f"; group span {', '.join(f'{s:.3f}' for s in sorted(spans))}" if spans else ""))
-    ratios = [job_invariant._worst(v)["ratio"] for v in every]
+    ratios = [job_invariant.worst_size(v)["ratio"] for v in every]
     spans = [v["shared"]["span_ratio"] for v in every
              if (v.get("shared") or {}).get("span_ratio") is not None]
     print(f"{len(every)} jobs in {len(args.runs)} runs: ratio {format_spread(ratios, '.3f')}; "

@@ -44,6 +44,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from analysis.job_invariant import worst_size
 from testbed.core.experiment import expand
 from testbed.core.units import format_spread
 from testbed.emulator.runner import Runner
@@ -167,7 +168,7 @@ def one_try(policy: str, setting: str, args, out: Path) -> dict:
     if runner.status == "incomplete":  # Ctrl-C or SIGTERM: the Runner tore down; stop here
         raise SystemExit(f"{policy} {setting}: interrupted; no further tries")
     fid = json.loads((run_dir / "fidelity.json").read_text())
-    ratios = {v["job"]: max((s["ratio"] for s in v["sizes"]), key=lambda r: abs(1 - r))
+    ratios = {v["job"]: worst_size(v)["ratio"]
               for v in fid["job"]["jobs"] if v["sizes"]}
     tripped = sorted({r.split(" invariant:")[0] if " invariant:" in r else "link"
                       for r in fid["reasons"]})

@@ -209,7 +209,8 @@ def pipeline_record(sched, communicating: dict[str, list[tuple[float, float]]],
 def job_reason(v: dict[str, Any]) -> str:
     """The job invariant's sentence for a violated job verdict: its worst size."""
     from analysis.job_invariant import TOLERANCE as tol
-    worst = max(v["sizes"], key=lambda s: abs(1 - s["ratio"]))
+    from analysis.job_invariant import worst_size
+    worst = worst_size(v)
     size = format_size(worst["size"])
     if worst["unit"] == "time_s" and "measured" in worst:
         how = ("slower than" if worst["ratio"] < 1 else "faster than")
