@@ -6,7 +6,7 @@ tenant job's ratio (the simulator's time on its counted paths ÷ its measured ti
 worst size), whether the rule alone (within 10 %) or the group rule held it, its group's
 span ratio, and at the end the counts over all runs. The rule is
 :func:`analysis.job_invariant.judge`'s, with the jobs' groups and spans as the runner gives
-them (:meth:`testbed.emulator.runner.Runner._spans`).
+them (:func:`testbed.emulator.runner.on_links` and :func:`~testbed.emulator.runner.spans`).
 
     .venv/bin/python benchmarks/jobs_rejudged.py RUN_DIR [RUN_DIR ...]
 """
@@ -18,28 +18,20 @@ import json
 from pathlib import Path
 
 from analysis import job_invariant
-from analysis.paths import bytes_on_links
 from testbed.core.units import format_spread
-from testbed.emulator.runner import collective_windows
-
-
-def predicted_of(run: Path) -> tuple[dict, Path]:
-    """The replay's times per job, and its run directory."""
-    (sim,) = (run / "prediction").glob("*/jobs.json")
-    out = {rec["name"]: {"times_s": {(int(r["size"]), bool(r.get("in_place", True))):
-                                     r["time_us"] / 1e6 for r in rec.get("results") or []}}
-           for rec in json.loads(sim.read_text())}
-    return out, sim.parent
+from testbed.emulator.prediction import replay_times
+from testbed.emulator.runner import on_links, spans
 
 
 def rejudge(run: Path) -> list[dict]:
+    """The run's tenant jobs' verdicts, judged as the runner judges them."""
     jobs = json.loads((run / "jobs.json").read_text())
-    predicted, sim = predicted_of(run)
-    on_links = bytes_on_links(json.loads((run / "paths.json").read_text()),
-                              json.loads((run / "topology.json").read_text()))
-    spans = (collective_windows(run, warmup=True), collective_windows(sim, warmup=True))
-    return [v for v in job_invariant.judge(jobs, None, None, predicted=predicted,
-                                           on_links=on_links, windows=spans)
+    (replay,) = (run / "prediction").glob("*/jobs.json")
+    predicted = replay_times(json.loads(replay.read_text()), replay.parent)
+    return [v for v in job_invariant.judge(
+                jobs, None, None, predicted=predicted,
+                on_links=on_links(run, json.loads((run / "paths.json").read_text())),
+                windows=spans(run, replay.parent))
             if v["sizes"] and not v["job"].endswith("-solo")]
 
 
@@ -48,25 +40,28 @@ def main() -> None:
     ap.add_argument("runs", nargs="+", type=Path)
     args = ap.parse_args()
     every: list[dict] = []
+    violated_runs = 0
     for run in args.runs:
         verdicts = rejudge(run)
         every += verdicts
-        spans = {(v.get("shared") or {}).get("span_ratio") for v in verdicts} - {None}
+        violated_runs += any(v["violated"] for v in verdicts)
+        ratios_of_run = {(v.get("shared") or {}).get("span_ratio") for v in verdicts} - {None}
         print(f"{run.name}: " + ", ".join(
             f"{v['job']} {job_invariant.worst_size(v)['ratio']:.3f}"
             + (" held" if (v.get("shared") or {}).get("held") else "")
             + (" VIOLATED" if v["violated"] else "") for v in verdicts)
-            + (f"; group span {', '.join(f'{s:.3f}' for s in sorted(spans))}" if spans else ""))
+            + (f"; group span {', '.join(f'{s:.3f}' for s in sorted(ratios_of_run))}"
+               if ratios_of_run else ""))
     ratios = [job_invariant.worst_size(v)["ratio"] for v in every]
-    spans = [v["shared"]["span_ratio"] for v in every
-             if (v.get("shared") or {}).get("span_ratio") is not None]
+    span_ratios = [v["shared"]["span_ratio"] for v in every
+                   if (v.get("shared") or {}).get("span_ratio") is not None]
     print(f"{len(every)} jobs in {len(args.runs)} runs: ratio {format_spread(ratios, '.3f')}; "
           f"{sum(abs(1 - r) <= job_invariant.TOLERANCE for r in ratios)} within "
           f"{job_invariant.TOLERANCE:.0%} alone, "
           f"{sum(bool((v.get('shared') or {}).get('held')) for v in every)} held with their "
           f"group, {sum(v['violated'] for v in every)} violated; runs with a violation: "
-          f"{sum(any(v['violated'] for v in rejudge(r)) for r in args.runs)}; group span ratio "
-          + (format_spread(spans, ".3f") if spans else "n/a"))
+          f"{violated_runs}; group span ratio "
+          + (format_spread(span_ratios, ".3f") if span_ratios else "n/a"))
 
 
 if __name__ == "__main__":

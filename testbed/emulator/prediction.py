@@ -92,12 +92,17 @@ def predict(exp: Experiment, jobs: list[JobRun], paths: dict[str, Any], run_dir:
     except (FabricLabError, OSError, ValueError) as exc:
         return out | {j.name: {"why_not": f"the simulator could not replay the run: {exc}"}
                       for j in jobs if j.name not in out}
-    for rec in records:
-        times = {(int(r["size"]), bool(r.get("in_place", True))): r["time_us"] / 1e6
-                 for r in rec.get("results") or []}
-        out.setdefault(rec["name"], {"times_s": times,
-                                     "run": str(sim_dir.relative_to(run_dir))})
+    for name, rec in replay_times(records, sim_dir.relative_to(run_dir)).items():
+        out.setdefault(name, rec)
     return out
+
+
+def replay_times(records: list[dict[str, Any]], run: Path) -> dict[str, dict[str, Any]]:
+    """Per job of a replay's ``jobs.json`` records: ``times_s`` ({(size, in_place): s}) and
+    ``run``, the replay's directory as given."""
+    return {rec["name"]: {"times_s": {(int(r["size"]), bool(r.get("in_place", True))):
+                                      r["time_us"] / 1e6 for r in rec.get("results") or []},
+                          "run": str(run)} for rec in records}
 
 
 def repredict(run_dir: Path) -> dict[str, dict[str, Any]]:

@@ -439,25 +439,16 @@ class Runner:
         return record
 
     def _on_links(self) -> dict[str, dict[str, int]]:
-        """Link direction → job → bytes, for the leg where all jobs ran together
-        (:func:`analysis.paths.bytes_on_links` of the spines' counts)."""
-        from analysis.paths import bytes_on_links
-
-        topology = self.run_dir / "topology.json"
-        if not topology.exists():
-            return {}
-        return bytes_on_links(self.paths, json.loads(topology.read_text()))
+        """Link direction → job → bytes where all jobs ran together (:func:`on_links`)."""
+        return on_links(self.run_dir, self.paths)
 
     def _spans(self, predicted: dict[str, dict[str, Any]] | None
                ) -> tuple[dict[str, list[tuple[float, float]]],
                           dict[str, list[tuple[float, float]]]] | None:
-        """Job → its collectives' (start, end), warm-up included, in this run and in the
-        simulator's replay of it; None without a replay."""
+        """The jobs' spans here and in the simulator's replay (:func:`spans`); None without
+        one replay."""
         runs = {p["run"] for p in (predicted or {}).values() if p.get("run")}
-        if len(runs) != 1:
-            return None
-        return (collective_windows(self.run_dir, warmup=True),
-                collective_windows(self.run_dir / runs.pop(), warmup=True))
+        return spans(self.run_dir, self.run_dir / runs.pop()) if len(runs) == 1 else None
 
     def _predicted(self, solos: list[JobRun]) -> dict[str, dict[str, Any]] | None:
         """The simulator's times for every job on the paths its flows took
@@ -533,6 +524,26 @@ def _stolen_then(cpu, start: float, end: float) -> str:
     steal = _cpu_then(cpu, start, end, "steal")
     return ("" if math.isnan(steal) or steal < STEAL_NOTED
             else f"; the hypervisor took {steal:.0%} of the CPU time then (steal)")
+
+
+def on_links(run_dir: Path, paths: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Link direction → job → bytes, for the leg where all jobs ran together
+    (:func:`analysis.paths.bytes_on_links` of the spines' counts ``paths`` on the run's
+    ``topology.json``); empty without it."""
+    from analysis.paths import bytes_on_links
+
+    topology = run_dir / "topology.json"
+    if not topology.exists():
+        return {}
+    return bytes_on_links(paths, json.loads(topology.read_text()))
+
+
+def spans(run_dir: Path, replay_dir: Path
+          ) -> tuple[dict[str, list[tuple[float, float]]], dict[str, list[tuple[float, float]]]]:
+    """Job → its collectives' (start, end), warm-up included, in the run and in the
+    simulator's replay of it (what the job invariant's group rule compares)."""
+    return (collective_windows(run_dir, warmup=True),
+            collective_windows(replay_dir, warmup=True))
 
 
 def collective_windows(run_dir: Path, warmup: bool = False
