@@ -28,13 +28,46 @@ def test_perfect_wires_need_no_mechanism():
     assert imp.mechanisms(plan_of(), netem=False) == []
 
 
-def test_without_netem_only_host_link_loss_is_emulated():
+def test_without_netem_delay_goes_to_the_delay_line_and_loss_on_host_links_to_input():
     got = imp.mechanisms(plan_of(links=[{"between": ["h0", "leaf0"], "loss": 0.01}]), False)
     assert [(i.a, i.b, i.mechanism) for i in got] == [("h0", "leaf0", imp.HOST_INPUT)]
-    with pytest.raises(FabricLabError, match=r"^link h0-leaf0: delay needs the netem qdisc"):
-        imp.mechanisms(plan_of(host_link_delay_us=5000), False)
+    both = imp.mechanisms(plan_of(host_link_delay_us=5000, host_link_loss=0.01), False)
+    assert {i.mechanism for i in both} == {"delay-line+host-input"}
+    assert all(i.uses(imp.DELAY_LINE) and i.uses(imp.HOST_INPUT) for i in both)
+    uplinks = imp.mechanisms(plan_of(uplink_delay_us=2000), False)
+    assert {(i.kind, i.mechanism) for i in uplinks} == {("uplink", imp.DELAY_LINE)}
     with pytest.raises(FabricLabError, match=r"loss between switches needs the netem qdisc"):
         imp.mechanisms(plan_of(uplink_loss=0.01), False)
+
+
+def test_the_delay_line_holds_each_path_end_for_the_path_s_one_way_delay():
+    plan = plan_of(host_link_delay_us=1000, uplink_delay_us=3000, uplink_jitter_us=500)
+    queues = imp.delay_queues(plan)
+    ip = {h.name: h.ip() for h in plan.hosts}
+    # into h0: from h1 (same leaf) two host links; from h2, h3 two host links and two uplinks
+    assert queues["h0"] == [
+        {"queue": 0, "delay_us": 2000, "jitters_us": [], "sources": [ip["h1"]]},
+        {"queue": 1, "delay_us": 8000, "jitters_us": [500, 500],
+         "sources": [ip["h2"], ip["h3"]]}]
+    assert set(queues) == set(ip)
+    assert imp.delay_queues(plan_of()) == {}
+
+
+def test_equal_cost_paths_of_different_delay_are_refused_without_netem():
+    plan = plan_of(links=[{"between": ["leaf0", "spine0"], "delay_us": 2000}])
+    with pytest.raises(FabricLabError, match=r"^the equal-cost paths from h2 to h0 differ in "
+                       r"delay \(0 and 2000 µs one way\)"):
+        imp.mechanisms(plan, False)
+    assert imp.mechanisms(plan, True)  # netem delays each link where it is
+
+
+def test_the_delay_line_refuses_hosts_with_an_address_per_dimension():
+    plan = build_plan(parse_fabric({"fabric": {
+        "kind": "multidim", "dims": [{"kind": "switch", "size": 2, "mbit_s": 50,
+                                      "delay_us": 2000},
+                                     {"kind": "switch", "size": 2, "mbit_s": 50}]}}))
+    with pytest.raises(FabricLabError, match=r"one address each \(leaf-spine\)"):
+        imp.delay_queues(plan)
 
 
 def test_with_netem_every_link_class_is_emulated():

@@ -88,6 +88,9 @@ class Fabric:
         # this kernel cannot (testbed.emulator.impairments)
         self.netem = any(lk.impaired for lk in plan.links) and netem_available()
         self.impairments = impairments.mechanisms(plan, self.netem)
+        self.delay_queues = impairments.delay_queues(plan) if any(
+            i.uses(impairments.DELAY_LINE) for i in self.impairments) else {}
+        self.delay_lines: dict[str, subprocess.Popen] = {}
         # spread over stand-in servers (issue #43): which node runs where, refused here
         self.servers = servers
         self.placement = None if servers is None else placement.place(plan, servers)
@@ -149,6 +152,9 @@ class Fabric:
             impairments.no_segmentation_offload(self.plan, self.host_pids())
             impairments.apply_input_rules(
                 self.host_pids(), impairments.input_rules(self.plan, self.impairments))
+            self.delay_lines = impairments.start_delay_lines(
+                self.host_pids(), self.delay_queues, self.run_dir / "delay-lines",
+                self.state.add_process)
             self.timings["hosts_s"] = time.monotonic() - t1
             t1 = time.monotonic()
             if self.controller is not None:
@@ -219,6 +225,8 @@ class Fabric:
                     "longer answers), so the fabric forwards nothing; the traces so far are "
                     "kept; start it again with `bash scripts/start-ovs.sh` as root, then run "
                     "`fabriclab clean`")
+        if problem := impairments.delay_line_problem(self.delay_lines):
+            return problem
         if self.controller is None:
             return None
         self._restart_exited_controller()
@@ -251,6 +259,7 @@ class Fabric:
         with the packets its loss judged and dropped so far, per direction."""
         if not self.impairments:
             return {"links": []}
+        lines = impairments.read_delay_lines(self.run_dir / "delay-lines")
         counters = impairments.read_input_counters(self.host_pids())
         for imp in self.impairments:
             if imp.mechanism != impairments.NETEM:
@@ -259,7 +268,8 @@ class Fabric:
             for end, node, intf in (("a", lk.a, lk.a_intf), ("b", lk.b, lk.b_intf)):
                 out = self.net.get(node).cmd(f"tc -s qdisc show dev {intf}")
                 counters[f"{lk.a}-{lk.b}:{end}"] = impairments.parse_netem_counters(out)
-        return impairments.record(self.impairments, counters)
+        return impairments.record(self.impairments, counters) | (
+            {"delay_lines": lines} if lines else {})
 
     def host_pids(self) -> dict[str, int]:
         return {h.name: h.pid for h in self.net.hosts}

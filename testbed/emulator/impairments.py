@@ -4,26 +4,36 @@
   both ends of the link get a netem qdisc under each of their HTB leaf classes
   (:func:`testbed.emulator.shaping.htb_commands`), so a packet is delayed and maybe dropped
   after it was shaped, as on a wire after its port. Every link class, both directions.
-- **host-input**, on a kernel without netem (as on these machines): loss on *host* links
-  only, by netfilter's ``statistic`` match on INPUT inside host namespaces. The direction into
-  host H is dropped where it arrives, in H's namespace; the direction out of H at every other
-  host's INPUT, for packets from H's address, so each path through H's link loses that
-  fraction (a drop on H's OUTPUT would not do: H's TCP would see it and resend at once,
-  nothing lost on the wire). A counting rule before each dropping rule records how many
-  packets it judged, so the achieved loss is known per link and direction.
+- **delay-line**, for delay and jitter on a kernel without netem (as on these machines): the
+  userspace delay line of :mod:`testbed.emulator.delay_line` in every host's namespace holds
+  what arrives there for its path's whole one-way delay (the delays of the links it crossed,
+  added up; :func:`delay_queues`), each link's jitter drawn as netem draws it. Any link class;
+  a fabric whose equal-cost paths between two hosts differ in delay is refused (one delay per
+  path end cannot tell them apart).
+- **host-input**, for loss on a kernel without netem: netfilter's ``statistic`` match on
+  INPUT inside host namespaces, on host links only. The direction into host H is dropped
+  where it arrives, in H's namespace; the direction out of H at every other host's INPUT, for
+  packets from H's address, so each path through H's link loses that fraction (a drop on H's
+  OUTPUT would not do: H's TCP would see it and resend at once, nothing lost on the wire). A
+  counting rule before each dropping rule records how many packets it judged, so the achieved
+  loss is known per link and direction.
 
-Delay or jitter without netem, and loss on links between switches without netem, are refused
-before anything is built, in one sentence naming the link. (The userspace delay line the
-issue sketches would carry them; it is not built yet.)
+Loss on links between switches without netem is refused before anything is built, in one
+sentence naming the link.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import re
+import select
 import subprocess
+import sys
+import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from testbed.core.errors import FabricLabError
@@ -32,6 +42,7 @@ from testbed.core.topology import FabricPlan, Link
 
 NETEM = "netem"
 HOST_INPUT = "host-input"
+DELAY_LINE = "delay-line"
 NO_NETEM = ("a stock Debian kernel has it: `make vm-check` boots one, or run the experiment "
             "with --backend sim")
 # netem's own delay floor: its timers run at the kernel's high-resolution clock; 1 µs.
@@ -49,7 +60,10 @@ class LinkImpairment:
     delay_us: float
     jitter_us: float
     loss: float
-    mechanism: str  # NETEM or HOST_INPUT
+    mechanism: str  # NETEM, or DELAY_LINE and/or HOST_INPUT joined by "+"
+
+    def uses(self, mechanism: str) -> bool:
+        return mechanism in self.mechanism.split("+")
 
 
 def mechanisms(plan: FabricPlan, netem: bool) -> list[LinkImpairment]:
@@ -62,19 +76,20 @@ def mechanisms(plan: FabricPlan, netem: bool) -> list[LinkImpairment]:
     for lk in plan.links:
         if not lk.impaired:
             continue
-        if not netem:
-            if lk.delay_us or lk.jitter_us:
-                what = "delay" if lk.delay_us else "jitter"
-                raise FabricLabError(
-                    f"link {lk.a}-{lk.b}: {what} needs the netem qdisc, which this kernel "
-                    f"does not have ({NO_NETEM}); here only loss on host links is emulated")
-            if lk.kind != "host":
+        if netem:
+            kinds = [NETEM]
+        else:
+            if lk.loss and lk.kind != "host":
                 raise FabricLabError(
                     f"link {lk.a}-{lk.b} ({lk.kind}): loss between switches needs the netem "
-                    f"qdisc, which this kernel does not have ({NO_NETEM}); here only loss on "
-                    "host links is emulated")
+                    f"qdisc, which this kernel does not have ({NO_NETEM}); here loss is "
+                    "emulated on host links only")
+            kinds = ([DELAY_LINE] if lk.delay_us or lk.jitter_us else []) + \
+                ([HOST_INPUT] if lk.loss else [])
         out.append(LinkImpairment(lk.a, lk.b, lk.kind, lk.delay_us, lk.jitter_us, lk.loss,
-                                  NETEM if netem else HOST_INPUT))
+                                  "+".join(kinds)))
+    if any(i.uses(DELAY_LINE) for i in out):
+        delay_queues(plan)  # refuses paths it cannot give one delay, before anything is made
     return out
 
 
@@ -113,7 +128,7 @@ def input_rules(plan: FabricPlan, impaired: Iterable[LinkImpairment]) -> dict[st
     direction (``h0-leaf0:in`` is what arrives at h0, ``h0-leaf0:out`` what left it)."""
     rules: dict[str, list[Rule]] = {h.name: [] for h in plan.hosts}
     for imp in impaired:
-        if imp.mechanism != HOST_INPUT or not imp.loss:
+        if not imp.uses(HOST_INPUT) or not imp.loss:
             continue
         host = imp.a if plan.is_host(imp.a) else imp.b
         lk = next(x for x in plan.links if (x.a, x.b) == (imp.a, imp.b))
@@ -140,6 +155,73 @@ def apply_input_rules(host_pids: dict[str, int], rules: dict[str, list[Rule]]) -
                 if out.returncode != 0:
                     raise FabricLabError(f"could not add the loss rule {label} in {host}: "
                                          f"{out.stderr.strip()}")
+
+
+DELAY_LINE_SCRIPT = Path(__file__).with_name("delay_line.py")  # standard library only
+READY_TIMEOUT_S = 20.0
+
+
+def start_delay_lines(host_pids: dict[str, int], queues: dict[str, list[dict[str, Any]]],
+                      stats_dir: Path, record: Any) -> dict[str, subprocess.Popen]:
+    """Start a delay line in each host of ``queues`` (:func:`delay_queues`), each process
+    passed to ``record`` at once (the run's state: teardown and ``fabriclab clean`` end it),
+    wait until every one has bound its queues, then steer what arrives from each source into
+    its queue (``mangle PREROUTING``, the last rule there: a released packet goes on to the
+    next hook). Each line writes its statistics to ``stats_dir/HOST.json``."""
+    procs: dict[str, subprocess.Popen] = {}
+    if not queues:
+        return procs
+    stats_dir.mkdir(mode=0o755, exist_ok=True)
+    for host, qs in queues.items():
+        config = {"queues": [{k: q[k] for k in ("queue", "delay_us", "jitters_us")}
+                             for q in qs], "stats_path": str(stats_dir / f"{host}.json")}
+        proc = subprocess.Popen(
+            ["nsenter", "-t", str(host_pids[host]), "-n", sys.executable,
+             str(DELAY_LINE_SCRIPT), json.dumps(config)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        record(proc.pid)
+        procs[host] = proc
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    for host, proc in procs.items():
+        ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        line = proc.stdout.readline() if ready else ""
+        if line.strip() != "ready":
+            proc.terminate()
+            err = (proc.communicate(timeout=5)[1] or "").strip().splitlines()
+            raise FabricLabError(f"the delay line in {host} did not start"
+                                 + (f": {err[-1]}" if err else f" within {READY_TIMEOUT_S:g} s"))
+    for host, qs in queues.items():
+        lines = ["*mangle"] + [
+            f"-A PREROUTING -s {ip}/32 -m comment --comment \"fabriclab delay\" -j NFQUEUE "
+            f"--queue-num {q['queue']}" for q in qs for ip in q["sources"]] + ["COMMIT", ""]
+        out = subprocess.run(["nsenter", "-t", str(host_pids[host]), "-n",
+                              "iptables-legacy-restore", "-w", "--noflush"],
+                             input="\n".join(lines), capture_output=True, text=True)
+        if out.returncode != 0:
+            raise FabricLabError(f"could not steer {host}'s arrivals into its delay line: "
+                                 f"{out.stderr.strip()}")
+    return procs
+
+
+def delay_line_problem(procs: dict[str, subprocess.Popen]) -> str | None:
+    """One sentence if a delay line has exited (its queues then hold what arrives there)."""
+    for host, proc in procs.items():
+        if proc.poll() is not None:
+            return (f"the delay line in {host} exited (status {proc.returncode}), so packets "
+                    f"arriving at {host} from delayed paths are held there for good")
+    return None
+
+
+def read_delay_lines(stats_dir: Path) -> dict[str, Any]:
+    """Each host's delay line's latest statistics (:class:`testbed.emulator.delay_line.Stats`
+    plus ``kernel_dropped``), written every second."""
+    out = {}
+    for path in sorted(stats_dir.glob("*.json")) if stats_dir.is_dir() else []:
+        try:
+            out[path.stem] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+    return out
 
 
 def no_segmentation_offload(plan: FabricPlan, host_pids: dict[str, int]) -> None:
@@ -211,29 +293,76 @@ def record(impaired: list[LinkImpairment], counters: dict[str, dict[str, int]]
         if counters.get(f"{i.a}-{i.b}:{d}") is not None}} for i in impaired]}
 
 
-def path_spec(plan: FabricPlan, src: str, dst: str) -> dict[str, list[float]]:
-    """What the spec gives a ping from ``src`` to ``dst``, as [smallest, largest] over the
-    shortest paths: the round trip (ms; twice the links' one-way delays, jitter averaging
-    out) and the fraction of pings lost (each link crossed once each way); and the impaired
-    links on those paths."""
+def _graph(plan: FabricPlan) -> Any:
     import networkx as nx
 
     g = nx.Graph()
     for lk in plan.links:
-        g.add_edge(lk.a, lk.b, delay_us=lk.delay_us, loss=lk.loss)
+        g.add_edge(lk.a, lk.b, delay_us=lk.delay_us, jitter_us=lk.jitter_us, loss=lk.loss)
+    return g
+
+
+def _paths(g: Any, src: str, dst: str) -> list[list[tuple[tuple[str, str], dict[str, float]]]]:
+    """Each shortest path from ``src`` to ``dst``: its links, as (ends, attributes)."""
+    import networkx as nx
+
+    return [[(p, g.edges[p]) for p in itertools.pairwise(path)]
+            for path in nx.all_shortest_paths(g, src, dst)]
+
+
+def path_spec(plan: FabricPlan, src: str, dst: str, g: Any = None) -> dict[str, list[float]]:
+    """What the spec gives a ping from ``src`` to ``dst``, as [smallest, largest] over the
+    shortest paths: the round trip (ms; twice the links' one-way delays, jitter averaging
+    out) and the fraction of pings lost (each link crossed once each way); and the impaired
+    links on those paths."""
     rtts, losses, impaired = [], [], set()
-    for path in nx.all_shortest_paths(g, src, dst):
-        pairs = list(itertools.pairwise(path))
-        edges = [g.edges[u, v] for u, v in pairs]
-        impaired |= {"-".join(sorted(p)) for p, e in zip(pairs, edges, strict=True)
-                     if e["delay_us"] or e["loss"]}
-        rtts.append(2 * sum(e["delay_us"] for e in edges) / 1e3)
+    for path in _paths(_graph(plan) if g is None else g, src, dst):
+        impaired |= {"-".join(sorted(p)) for p, e in path if e["delay_us"] or e["loss"]}
+        rtts.append(2 * sum(e["delay_us"] for _p, e in path) / 1e3)
         kept = 1.0
-        for e in edges:
+        for _p, e in path:
             kept *= (1 - e["loss"]) ** 2
         losses.append(1 - kept)
     return {"rtt_ms": [min(rtts), max(rtts)], "loss": [min(losses), max(losses)],
             "links": sorted(impaired)}
+
+
+def delay_queues(plan: FabricPlan) -> dict[str, list[dict[str, Any]]]:
+    """Per host, the queues of its delay line (:mod:`testbed.emulator.delay_line`): one per
+    one-way delay and set of link jitters that paths ending there have, with the addresses of
+    the hosts whose paths they are. FabricLabError (one sentence naming the hosts and links)
+    where equal-cost paths between two hosts differ in delay or jitter: held at the path's
+    end, every path of a pair gets one delay."""
+    if len({n.ip for h in plan.hosts for n in h.nics}) != len(plan.hosts):
+        raise FabricLabError(
+            f"without netem the delay line holds delays on fabrics whose hosts have one "
+            f"address each (leaf-spine); this {plan.kind} fabric's hosts have one per "
+            f"dimension ({NO_NETEM})")
+    g = _graph(plan)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for dst in plan.hosts:
+        groups: dict[tuple[float, tuple[float, ...]], list[str]] = {}
+        for src in plan.hosts:
+            if src.name == dst.name:
+                continue
+            kinds = set()
+            for path in _paths(g, src.name, dst.name):
+                kinds.add((sum(e["delay_us"] for _p, e in path),
+                           tuple(sorted(e["jitter_us"] for _p, e in path if e["jitter_us"]))))
+            if len(kinds) > 1:
+                (d1, j1), (d2, j2) = sorted(kinds)[:2]
+                what = (f"delay ({d1:g} and {d2:g} µs one way)" if d1 != d2 else
+                        f"jitter ({list(j1)} and {list(j2)} µs per link)")
+                raise FabricLabError(
+                    f"the equal-cost paths from {src.name} to {dst.name} differ in {what}: "
+                    f"without netem the delay line gives every path between two hosts one "
+                    f"delay ({NO_NETEM}), so give those links equal delays")
+            key = kinds.pop()
+            if key[0] or key[1]:
+                groups.setdefault(key, []).append(src.ip())
+        out[dst.name] = [{"queue": n, "delay_us": d, "jitters_us": list(j), "sources": ips}
+                         for n, ((d, j), ips) in enumerate(sorted(groups.items()))]
+    return {h: qs for h, qs in out.items() if qs}
 
 
 def probe_pairs(plan: FabricPlan, most: int = 16) -> list[tuple[str, str]]:
@@ -260,14 +389,15 @@ def probe_paths(plan: FabricPlan, popen: Any) -> list[dict[str, Any]]:
     pings 0.2 s apart, or :data:`LOSS_PROBE_PINGS` 2 ms apart where the path loses packets;
     per pair the measured round trips and loss beside the spec's."""
     procs = []
+    g = _graph(plan)
     for src, dst in probe_pairs(plan):
-        spec = path_spec(plan, src, dst)
+        spec = path_spec(plan, src, dst, g)
         if not (spec["rtt_ms"][1] or spec["loss"][1]):
             continue
         count, gap = (LOSS_PROBE_PINGS, "0.002") if spec["loss"][1] else (10, "0.2")
         ip = plan.node(dst).ip()
         procs.append((src, dst, spec, popen(src, [
-            "ping", "-n", "-c", str(count), "-i", gap, "-W", "2", ip],
+            "ping", "-n", "-U", "-c", str(count), "-i", gap, "-W", "2", ip],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)))
     out = []
     for src, dst, spec, proc in procs:

@@ -1,0 +1,290 @@
+"""A userspace delay line for kernels without netem: packets held in the kernel, released late.
+
+Inside a host's network namespace, netfilter's ``NFQUEUE`` target hands each arriving packet
+to this process (``mangle PREROUTING``, one queue per group of sources that share a path
+delay). The packet stays in the kernel; this process only learns its queue and number, and
+tells the kernel when to let it go on (a *batch verdict*: every packet of the queue up to that
+number). So no payload is copied and one message releases a whole burst.
+
+Each queue's packets leave in the order they came: the release time is
+``max(arrival + delay + jitter draw, previous release)``, as on a wire, which does not reorder.
+The jitter draw is netem's: uniform within ± each link's jitter, summed over the path.
+
+Why at the receiver, for the whole path: a packet held on the *sender's* way out still counts
+against its socket (TCP small queues), which would throttle TCP to a fraction of the rate. A
+packet that arrives has no socket yet. So each path's one-way delay (its links' delays added
+up) is applied where the path ends; round trips come out as the spec's.
+
+Speaks nfnetlink_queue over a raw netlink socket (the standard library's ``socket``); the
+library bindings (python-netfilterqueue, libnetfilter_queue) give one verdict per packet and
+copy payloads, which this does not need. Run as
+``python -m testbed.emulator.delay_line CONFIG_JSON`` inside the namespace (``nsenter -n``);
+it prints ``ready`` once every queue is bound, writes its statistics to the config's
+``stats_path`` every second and at SIGTERM, and exits 0 on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import random
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+NETLINK_NETFILTER = 12
+NFNL_SUBSYS_QUEUE = 3
+NFQNL_MSG_PACKET, NFQNL_MSG_VERDICT, NFQNL_MSG_CONFIG, NFQNL_MSG_VERDICT_BATCH = 0, 1, 2, 3
+NFQA_PACKET_HDR, NFQA_VERDICT_HDR, NFQA_TIMESTAMP = 1, 2, 4
+NFQA_CFG_CMD, NFQA_CFG_PARAMS, NFQA_CFG_QUEUE_MAXLEN, NFQA_CFG_MASK, NFQA_CFG_FLAGS = 1, 2, 3, 4, 5
+NFQNL_CFG_CMD_BIND = 1
+NFQNL_COPY_META = 1
+NFQA_CFG_F_GSO = 1 << 2  # hand over GSO packets whole, not segmented first
+NLM_F_REQUEST, NLM_F_ACK = 1, 4
+NLMSG_ERROR = 2
+NF_ACCEPT = 1
+SO_RCVBUFFORCE, SO_TIMESTAMP = 33, 29
+QUEUE_MAXLEN = 65536  # packets a queue holds (the kernel drops past it, and counts them)
+RCVBUF_BYTES = 16 * 1024**2
+STATS_EVERY_S = 1.0
+LATENESS_SAMPLES = 20_000  # a reservoir of how late releases were
+
+
+# -- pure: the schedule ------------------------------------------------------------------------
+
+@dataclass
+class InOrderDelay:
+    """Release times for one queue: a constant delay plus a jitter draw per link, never before
+    the previous packet's release (a wire keeps order)."""
+
+    delay_s: float
+    jitters_s: tuple[float, ...] = ()
+    rng: random.Random = field(default_factory=random.Random)
+    last_s: float = float("-inf")
+
+    def release(self, arrival_s: float) -> float:
+        draw = sum(self.rng.uniform(-j, j) for j in self.jitters_s)
+        self.last_s = max(arrival_s + max(0.0, self.delay_s + draw), self.last_s)
+        return self.last_s
+
+
+# -- pure: netlink messages --------------------------------------------------------------------
+
+def _attr(kind: int, payload: bytes) -> bytes:
+    length = 4 + len(payload)
+    return struct.pack("=HH", length, kind) + payload + b"\0" * (-length % 4)
+
+
+def _message(msg_type: int, queue: int, attrs: bytes, flags: int = NLM_F_REQUEST,
+             seq: int = 0) -> bytes:
+    body = struct.pack("=BBH", socket.AF_UNSPEC, 0, socket.htons(queue)) + attrs
+    return struct.pack("=IHHII", 16 + len(body), (NFNL_SUBSYS_QUEUE << 8) | msg_type, flags,
+                       seq, 0) + body
+
+
+def bind_messages(queue: int, maxlen: int = QUEUE_MAXLEN, seq: int = 1) -> list[bytes]:
+    """Bind ``queue``, copy metadata only, hold up to ``maxlen`` packets, take GSO whole."""
+    ack = NLM_F_REQUEST | NLM_F_ACK
+    return [
+        _message(NFQNL_MSG_CONFIG, queue, _attr(NFQA_CFG_CMD, struct.pack(
+            "!BBH", NFQNL_CFG_CMD_BIND, 0, socket.AF_INET)), ack, seq),
+        _message(NFQNL_MSG_CONFIG, queue, _attr(NFQA_CFG_PARAMS, struct.pack(
+            "!IB", 0, NFQNL_COPY_META)) + _attr(NFQA_CFG_QUEUE_MAXLEN, struct.pack(
+                "!I", maxlen)), ack, seq + 1),
+        _message(NFQNL_MSG_CONFIG, queue, _attr(NFQA_CFG_MASK, struct.pack(
+            "!I", NFQA_CFG_F_GSO)) + _attr(NFQA_CFG_FLAGS, struct.pack("!I", NFQA_CFG_F_GSO)),
+            ack, seq + 2),
+    ]
+
+
+def verdict_batch(queue: int, packet_id: int) -> bytes:
+    """Accept every packet of ``queue`` numbered up to ``packet_id``."""
+    return _message(NFQNL_MSG_VERDICT_BATCH, queue,
+                    _attr(NFQA_VERDICT_HDR, struct.pack("!II", NF_ACCEPT, packet_id)))
+
+
+def parse(buf: bytes) -> tuple[list[tuple[int, int, float | None]], list[int]]:
+    """The packets (queue, packet id, arrival on the wall clock in seconds where the kernel
+    stamped it) and the acknowledgement error codes in ``buf``."""
+    packets, errors = [], []
+    off = 0
+    while off + 16 <= len(buf):
+        length, msg_type, _flags, _seq, _pid = struct.unpack_from("=IHHII", buf, off)
+        if length < 16:
+            break
+        if msg_type == NLMSG_ERROR:
+            errors.append(-struct.unpack_from("=i", buf, off + 16)[0])
+        elif msg_type == (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET:
+            queue = struct.unpack_from("!H", buf, off + 18)[0]
+            a = off + 20
+            packet_id, stamp = None, None
+            while a + 4 <= off + length:
+                alen, kind = struct.unpack_from("=HH", buf, a)
+                if alen < 4:
+                    break
+                if kind & 0x7FFF == NFQA_PACKET_HDR:
+                    packet_id = struct.unpack_from("!I", buf, a + 4)[0]
+                elif kind & 0x7FFF == NFQA_TIMESTAMP:
+                    sec, usec = struct.unpack_from("!QQ", buf, a + 4)
+                    stamp = sec + usec / 1e6
+                a += (alen + 3) & ~3
+            if packet_id is not None:
+                packets.append((queue, packet_id, stamp))
+        off += (length + 3) & ~3
+    return packets, errors
+
+
+# -- the process -------------------------------------------------------------------------------
+
+class Stop(Exception):
+    """SIGTERM arrived."""
+
+
+@dataclass
+class Stats:
+    """What the line did: packets released, how late (µs) against their release time, and
+    the deepest queue."""
+
+    packets: int = 0
+    verdicts: int = 0
+    deepest: int = 0
+    late_us: list[float] = field(default_factory=list)
+    rng: random.Random = field(default_factory=lambda: random.Random(1))
+
+    def released(self, late_s: float) -> None:
+        self.packets += 1
+        if len(self.late_us) < LATENESS_SAMPLES:
+            self.late_us.append(late_s * 1e6)
+        elif (k := self.rng.randrange(self.packets)) < LATENESS_SAMPLES:
+            self.late_us[k] = late_s * 1e6
+
+    def to_json(self) -> dict[str, Any]:
+        late = sorted(self.late_us)
+
+        def q(p: float) -> float | None:
+            return round(late[min(len(late) - 1, int(p * len(late)))], 1) if late else None
+
+        return {"packets": self.packets, "verdicts": self.verdicts, "deepest": self.deepest,
+                "late_us": {"p50": q(0.5), "p99": q(0.99), "max": q(1.0)}}
+
+
+def kernel_drops() -> dict[str, int]:
+    """Per queue, the packets the kernel dropped: queue full (``queue_dropped``) or not
+    delivered to this process (``user_dropped``), from this namespace's proc file."""
+    out = {}
+    try:
+        text = Path("/proc/net/netfilter/nfnetlink_queue").read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) >= 7:
+            out[f[0]] = int(f[5]) + int(f[6])
+    return out
+
+
+def _write_stats(path: Path, stats: Stats) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(stats.to_json() | {"kernel_dropped": kernel_drops()}))
+    os.replace(tmp, path)
+
+
+def _fine_timers() -> None:
+    """Wake on time: a 1 µs timer slack for this process (the default 50 µs batches wakeups)."""
+    import ctypes
+
+    pr_set_timerslack = 29
+    with_errno = ctypes.CDLL(None, use_errno=True)
+    with_errno.prctl(pr_set_timerslack, 1, 0, 0, 0)
+
+
+def serve(queues: list[dict[str, Any]], stats_path: Path | None = None) -> None:
+    """Delay each of ``queues`` (``queue``, ``delay_us``, ``jitters_us``) until SIGTERM."""
+    def stop(_sig: int, _frame: Any) -> None:
+        raise Stop
+
+    signal.signal(signal.SIGTERM, stop)
+    sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
+    sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF_BYTES)
+    sock.bind((0, 0))
+    schedule = {}
+    for n, q in enumerate(queues):
+        for msg in bind_messages(q["queue"], seq=1 + 3 * n):
+            sock.send(msg)
+            _packets, errors = parse(sock.recv(65536))
+            if any(errors):
+                raise OSError(errors[0], f"binding netfilter queue {q['queue']}: "
+                              f"{os.strerror(errors[0])}")
+        schedule[q["queue"]] = InOrderDelay(q["delay_us"] / 1e6,
+                                            tuple(j / 1e6 for j in q.get("jitters_us", ())))
+    sock.setblocking(False)
+    # any socket asking for receive timestamps makes the kernel stamp every packet as it
+    # arrives, and the queue then hands the stamp over: the delay counts from the wire, not
+    # from when this process got round to reading
+    stamper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    stamper.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMP, 1)
+    _fine_timers()
+    wall_offset = time.time() - time.monotonic()
+    pending: dict[int, collections.deque] = {q: collections.deque() for q in schedule}
+    stats = Stats()
+    print("ready", flush=True)
+    next_stats = time.monotonic() + STATS_EVERY_S
+    try:
+        while True:
+            now = time.monotonic()
+            heads = [d[0][0] for d in pending.values() if d]
+            wait = max(0.0, min([*heads, next_stats]) - now)
+            readable, _, _ = select.select([sock], [], [], wait)
+            if readable:
+                now = time.monotonic()
+                while True:
+                    try:
+                        buf = sock.recv(65536)
+                    except BlockingIOError:
+                        break
+                    for queue, pid, stamp in parse(buf)[0]:
+                        if queue in pending:
+                            # the kernel's arrival stamp, on the monotonic clock; else now
+                            arrived = now if stamp is None else min(now, stamp - wall_offset)
+                            pending[queue].append((schedule[queue].release(arrived), pid))
+                depth = sum(len(d) for d in pending.values())
+                stats.deepest = max(stats.deepest, depth)
+            now = time.monotonic()
+            for queue, due in pending.items():
+                last = None
+                while due and due[0][0] <= now:
+                    at, last = due.popleft()
+                    stats.released(now - at)
+                if last is not None:
+                    sock.send(verdict_batch(queue, last))
+                    stats.verdicts += 1
+            if now >= next_stats:
+                wall_offset = time.time() - time.monotonic()  # follows clock adjustments
+                if stats_path is not None:
+                    _write_stats(stats_path, stats)
+                next_stats = now + STATS_EVERY_S
+    except Stop:
+        pass
+    finally:
+        if stats_path is not None:
+            _write_stats(stats_path, stats)
+        sock.close()
+        stamper.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = json.loads((argv or sys.argv[1:])[0])
+    stats = Path(config["stats_path"]) if config.get("stats_path") else None
+    serve(config["queues"], stats)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
