@@ -6,24 +6,31 @@ Three measurements on a 2-host leaf-spine (h0, h1 on leaf0), each repeated (root
   bytes at 10 Mbit/s each way (iperf3, 2 MB socket buffers): the fraction lost, against the
   1% specified. (At 20 Mbit/s with iperf3's default buffers, beside a busy VM, one direction
   of five runs lost 2.66%; where, was not measured.)
-- **delay** (netem only): 5 ms one way on every host link, 1 ms jitter; 40 pings h0 -> h1:
-  the median round trip against 20 ms, and its standard deviation against the 1.15 ms that
-  four crossings of uniform ±1 ms jitter give.
-- **tcp** (netem only): 100 Mbit/s host links, 2.5 ms one way each (a 10 ms round trip),
-  0.5% loss on h0's link; one TCP flow h1 -> h0 for ``--seconds`` (iperf3, the kernel's
-  default congestion control): its goodput against the Mathis et al. rate
-  (``testbed.core.link_model.mathis_rate_bit_s``) for that round trip and loss.
+- **delay**: 5 ms one way on every host link, 1 ms jitter; 40 pings h0 -> h1 (``ping -U``,
+  user to user): the median round trip against 20 ms, and its standard deviation against
+  the 1.15 ms that four crossings of uniform ±1 ms jitter give.
+- **tcp**: 100 Mbit/s host links, 2.5 ms one way each (a 10 ms round trip), 0.5% loss on
+  h0's link; one TCP flow h1 -> h0 for ``--seconds`` (iperf3) with each of reno, cubic and
+  the kernel's default congestion control (bbr here, which does not back off on random
+  loss): its goodput against the Mathis et al. rate
+  (``testbed.core.link_model.mathis_rate_bit_s``, Reno's) for that round trip and loss.
+- **rates** (``--rates``, Mbit/s): host links at each rate with 2.5 ms one way, no loss; one
+  TCP flow h1 -> h0 for ``--seconds``: goodput ÷ rate, and where the delay line carries the
+  delay (kernels without netem), how late it released packets (p99, max), the packets it
+  held and the CPU it took. These are the fallback's limits.
 
 Prints one line per repeat, then medians [min, max] with the mechanism that ran and whether
 the machine is a software-emulated VM (its timing is not a real machine's).
 
-    .venv/bin/python benchmarks/link_impairments.py [--repeats 5] [--seconds 10]   (as root)
+    .venv/bin/python benchmarks/link_impairments.py [--repeats 5] [--seconds 10]
+        [--rates 100,400,1000]   (as root)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import tempfile
@@ -73,58 +80,123 @@ def delay_once(tmp: Path) -> tuple[float, float]:
     fab = fabric(tmp, host_link_delay_us=5000, host_link_jitter_us=1000)
     fab.start()
     try:
-        out = fab.host("h0").cmd(f"ping -n -c 40 -i 0.05 {fab.plan.node('h1').ip()}")
+        out = fab.host("h0").cmd(f"ping -n -U -c 40 -i 0.05 {fab.plan.node('h1').ip()}")
     finally:
         fab.stop()
     rtts = [float(x.split("time=")[1].split()[0]) for x in out.splitlines() if "time=" in x]
     return statistics.median(rtts), statistics.stdev(rtts)
 
 
-def tcp_once(tmp: Path, seconds: int) -> float:
+CONGESTION_CONTROLS = ("reno", "cubic", "default")  # Mathis models reno's halving
+
+
+def default_congestion_control() -> str:
+    return Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
+
+
+def tcp_once(tmp: Path, seconds: int) -> dict[str, float]:
+    """Goodput (Mbit/s) of one flow per congestion control, one after another on one fabric."""
     fab = fabric(tmp, host_link_mbit_s=100, uplink_mbit_s=100, host_link_delay_us=2500,
                  links=[{"between": ["h0", "leaf0"], "loss": 0.005}])
     fab.start()
+    got = {}
     try:
-        end = iperf(fab, "h1", "h0", ["-t", str(seconds)])
+        for cc in CONGESTION_CONTROLS:
+            end = iperf(fab, "h1", "h0", ["-t", str(seconds)]
+                        + ([] if cc == "default" else ["-C", cc]))
+            got[cc] = end["sum_received"]["bits_per_second"] / 1e6
     finally:
         fab.stop()
-    return end["sum_received"]["bits_per_second"] / 1e6
+    return got
+
+
+def cpu_s(pids: list[int]) -> float:
+    """User plus system CPU seconds of ``pids`` so far."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def rate_once(tmp: Path, mbit_s: int, seconds: int) -> dict:
+    """One TCP flow at ``mbit_s`` with a 10 ms round trip: goodput ÷ rate, and the delay
+    lines' lateness, packets and CPU."""
+    fab = fabric(tmp, host_link_mbit_s=mbit_s, uplink_mbit_s=mbit_s, host_link_delay_us=2500)
+    fab.start()
+    try:
+        pids = [p.pid for p in fab.delay_lines.values()]
+        cpu0 = cpu_s(pids)
+        end = iperf(fab, "h1", "h0", ["-t", str(seconds)])
+        cpu = cpu_s(pids) - cpu0
+        time.sleep(1.2)  # the lines write their statistics every second
+        lines = fab.impairment_record().get("delay_lines", {})
+    finally:
+        fab.stop()
+    into = lines.get("h0", {})
+    return {"ratio": end["sum_received"]["bits_per_second"] / 1e6 / mbit_s,
+            "p99_us": (into.get("late_us") or {}).get("p99"),
+            "max_us": (into.get("late_us") or {}).get("max"),
+            "packets": sum(v.get("packets", 0) for v in lines.values()),
+            "cpu_s": cpu, "dropped": sum(sum((v.get("kernel_dropped") or {}).values())
+                                         for v in lines.values())}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--rates", default="", help="host link rates (Mbit/s) for the limits")
     args = ap.parse_args()
     netem = netem_available()
     print(f"machine: {virtualization()}; netem {'present' if netem else 'absent'}")
-    into, out, rtt, sd, tcp = [], [], [], [], []
+    into, out, rtt, sd = [], [], [], []
+    tcp: dict[str, list[float]] = {cc: [] for cc in CONGESTION_CONTROLS}
+    rates = [int(r) for r in args.rates.split(",") if r]
+    limits: dict[int, list[dict]] = {r: [] for r in rates}
     mechanism = "?"
     for k in range(args.repeats):
         with tempfile.TemporaryDirectory() as tmp:
             a, b, mechanism = loss_once(Path(tmp))
+        with tempfile.TemporaryDirectory() as tmp:
+            m, s = delay_once(Path(tmp))
+        with tempfile.TemporaryDirectory() as tmp:
+            g = tcp_once(Path(tmp), args.seconds)
         into.append(a * 100)
         out.append(b * 100)
-        line = f"repeat {k + 1}: loss into h0 {a:.2%}, out of h0 {b:.2%} ({mechanism})"
-        if netem:
+        rtt.append(m)
+        sd.append(s)
+        for cc, mbit_s in g.items():
+            tcp[cc].append(mbit_s)
+        flows = ", ".join(f"{cc} {v:.1f}" for cc, v in g.items())
+        print(f"repeat {k + 1}: loss into h0 {a:.2%}, out of h0 {b:.2%} ({mechanism}); "
+              f"RTT median {m:.2f} ms, sd {s:.2f} ms; TCP Mbit/s {flows}", flush=True)
+        for r in rates:
             with tempfile.TemporaryDirectory() as tmp:
-                m, s = delay_once(Path(tmp))
-            with tempfile.TemporaryDirectory() as tmp:
-                g = tcp_once(Path(tmp), args.seconds)
-            rtt.append(m)
-            sd.append(s)
-            tcp.append(g)
-            line += f"; RTT median {m:.2f} ms, sd {s:.2f} ms; TCP {g:.1f} Mbit/s"
-        print(line, flush=True)
+                got = rate_once(Path(tmp), r, args.seconds)
+            limits[r].append(got)
+            print(f"  {r} Mbit/s, 10 ms RTT: goodput {got['ratio']:.3f} of the rate; delay "
+                  f"line late p99 {got['p99_us']} µs, max {got['max_us']} µs; "
+                  f"{got['packets']} packets, {got['cpu_s']:.1f} CPU s, "
+                  f"{got['dropped']} dropped", flush=True)
     print(f"loss % (spec 1%, {mechanism}): into h0 {format_spread(into, '.2f')}, "
           f"out of h0 {format_spread(out, '.2f')}")
-    if netem:
-        model = mathis_rate_bit_s(0.010, 0.005) / 1e6
-        print(f"RTT ms (spec 20): {format_spread(rtt, '.2f')}; sd ms (spec 1.15): "
-              f"{format_spread(sd, '.2f')}")
-        print(f"TCP Mbit/s at 100 Mbit/s, 10 ms, 0.5% loss: {format_spread(tcp, '.1f')}; "
-              f"Mathis {model:.1f}; ratio {format_spread([g / model for g in tcp], '.2f')}")
-
+    delay = "netem" if netem else "delay-line"
+    print(f"RTT ms (spec 20, {delay}): {format_spread(rtt, '.2f')}; sd ms (spec 1.15): "
+          f"{format_spread(sd, '.2f')}")
+    model = mathis_rate_bit_s(0.010, 0.005) / 1e6
+    for cc, runs in tcp.items():
+        name = f"default ({default_congestion_control()})" if cc == "default" else cc
+        print(f"TCP {name} Mbit/s at 100 Mbit/s, 10 ms, 0.5% loss: "
+              f"{format_spread(runs, '.1f')}; Mathis {model:.1f}; ratio "
+              f"{format_spread([g / model for g in runs], '.2f')}")
+    for r, runs in limits.items():
+        late = [x["p99_us"] for x in runs if x["p99_us"] is not None]
+        print(f"{r} Mbit/s with 10 ms RTT ({delay}): goodput ÷ rate "
+              f"{format_spread([x['ratio'] for x in runs], '.3f')}"
+              + (f"; late p99 µs {format_spread(late, '.0f')}; CPU s per s "
+                 f"{format_spread([x['cpu_s'] / args.seconds for x in runs], '.2f')}"
+                 if late else ""))
 
 if __name__ == "__main__":
     main()
