@@ -17,7 +17,8 @@ Three measurements on a 2-host leaf-spine (h0, h1 on leaf0), each repeated (root
 - **rates** (``--rates``, Mbit/s): host links at each rate with 2.5 ms one way, no loss; one
   TCP flow h1 -> h0 for ``--seconds``: goodput ÷ rate, and where the delay line carries the
   delay (kernels without netem), how late it released packets (p99, max), the packets it
-  held and the CPU it took. These are the fallback's limits.
+  held and the CPU it took; with segmentation offload on, and off (wire-sized packets, as
+  on any fabric with loss). These are the fallback's limits.
 
 Prints one line per repeat, then medians [min, max] with the mechanism that ran and whether
 the machine is a software-emulated VM (its timing is not a real machine's).
@@ -87,6 +88,7 @@ def delay_once(tmp: Path) -> tuple[float, float]:
     return statistics.median(rtts), statistics.stdev(rtts)
 
 
+OFFLOAD = {True: "segmentation offload on", False: "wire-sized packets"}
 CONGESTION_CONTROLS = ("reno", "cubic", "default")  # Mathis models reno's halving
 
 
@@ -119,10 +121,12 @@ def cpu_s(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def rate_once(tmp: Path, mbit_s: int, seconds: int) -> dict:
+def rate_once(tmp: Path, mbit_s: int, seconds: int, offload: bool) -> dict:
     """One TCP flow at ``mbit_s`` with a 10 ms round trip: goodput ÷ rate, and the delay
-    lines' lateness, packets and CPU."""
-    fab = fabric(tmp, host_link_mbit_s=mbit_s, uplink_mbit_s=mbit_s, host_link_delay_us=2500)
+    lines' lateness, packets and CPU. Without ``offload`` hosts send wire-sized packets (as
+    on any fabric with loss), which the line handles one by one."""
+    fab = fabric(tmp, host_link_mbit_s=mbit_s, uplink_mbit_s=mbit_s, host_link_delay_us=2500,
+                 segmentation_offload=offload)
     fab.start()
     try:
         pids = [p.pid for p in fab.delay_lines.values()]
@@ -153,7 +157,8 @@ def main() -> None:
     into, out, rtt, sd = [], [], [], []
     tcp: dict[str, list[float]] = {cc: [] for cc in CONGESTION_CONTROLS}
     rates = [int(r) for r in args.rates.split(",") if r]
-    limits: dict[int, list[dict]] = {r: [] for r in rates}
+    limits: dict[tuple[int, bool], list[dict]] = {
+        (r, o): [] for r in rates for o in (True, False)}
     mechanism = "?"
     for k in range(args.repeats):
         with tempfile.TemporaryDirectory() as tmp:
@@ -171,12 +176,13 @@ def main() -> None:
         flows = ", ".join(f"{cc} {v:.1f}" for cc, v in g.items())
         print(f"repeat {k + 1}: loss into h0 {a:.2%}, out of h0 {b:.2%} ({mechanism}); "
               f"RTT median {m:.2f} ms, sd {s:.2f} ms; TCP Mbit/s {flows}", flush=True)
-        for r in rates:
+        for r, offload in limits:
             with tempfile.TemporaryDirectory() as tmp:
-                got = rate_once(Path(tmp), r, args.seconds)
-            limits[r].append(got)
-            print(f"  {r} Mbit/s, 10 ms RTT: goodput {got['ratio']:.3f} of the rate; delay "
-                  f"line late p99 {got['p99_us']} µs, max {got['max_us']} µs; "
+                got = rate_once(Path(tmp), r, args.seconds, offload)
+            limits[r, offload].append(got)
+            print(f"  {r} Mbit/s, {OFFLOAD[offload]}, 10 ms RTT: goodput "
+                  f"{got['ratio']:.3f} of the rate; delay line late p99 {got['p99_us']} µs, "
+                  f"max {got['max_us']} µs; "
                   f"{got['packets']} packets, {got['cpu_s']:.1f} CPU s, "
                   f"{got['dropped']} dropped", flush=True)
     print(f"loss % (spec 1%, {mechanism}): into h0 {format_spread(into, '.2f')}, "
@@ -190,9 +196,9 @@ def main() -> None:
         print(f"TCP {name} Mbit/s at 100 Mbit/s, 10 ms, 0.5% loss: "
               f"{format_spread(runs, '.1f')}; Mathis {model:.1f}; ratio "
               f"{format_spread([g / model for g in runs], '.2f')}")
-    for r, runs in limits.items():
+    for (r, offload), runs in limits.items():
         late = [x["p99_us"] for x in runs if x["p99_us"] is not None]
-        print(f"{r} Mbit/s with 10 ms RTT ({delay}): goodput ÷ rate "
+        print(f"{r} Mbit/s, {OFFLOAD[offload]}, 10 ms RTT ({delay}): goodput ÷ rate "
               f"{format_spread([x['ratio'] for x in runs], '.3f')}"
               + (f"; late p99 µs {format_spread(late, '.0f')}; CPU s per s "
                  f"{format_spread([x['cpu_s'] / args.seconds for x in runs], '.2f')}"
