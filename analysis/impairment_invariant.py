@@ -64,6 +64,25 @@ def delay_violation(src: str, dst: str, expected_ms: list[float], median_ms: flo
                      f"{median_ms:.2f} ms (median), specified {spec} by its links' delays")
 
 
+def delay_line_violation(host: str, stats: dict[str, Any]) -> Violation | None:
+    """A violation when ``host``'s delay line dropped packets or released them late beyond
+    the tolerance of its shortest delay (``stats``: the line's record, with ``delays_us``)."""
+    dropped = sum((stats.get("kernel_dropped") or {}).values())
+    if dropped:
+        return Violation(host, f"the delay line in {host} dropped {dropped} packets (its "
+                         "queue was full or it did not keep up)")
+    p99 = (stats.get("late_us") or {}).get("p99")
+    delays = [d for d in stats.get("delays_us") or [] if d]
+    if p99 is None or not delays:
+        return None
+    allowed_us = max(DELAY_TOLERANCE * min(delays), DELAY_FLOOR_MS * 1e3)
+    if p99 <= allowed_us:
+        return None
+    return Violation(host, f"the delay line in {host} released 1% of {stats.get('packets', 0)} "
+                     f"packets more than {p99 / 1e3:.2f} ms late (allowed "
+                     f"{allowed_us / 1e3:.2f} ms): it fell behind")
+
+
 def ping_loss_violation(src: str, dst: str, expected: list[float], sent: int, received: int,
                         links: list[str] | None = None) -> Violation | None:
     """A violation when the pings lost between two hosts are off what their links' losses
@@ -85,7 +104,8 @@ class ImpairmentInvariant(Invariant):
     checks = ("each impaired link, and pings across impaired paths, lost the fraction of "
               f"packets the spec gives (within {SIGMAS:g} binomial standard deviations), and "
               "round trips took twice the links' one-way delays (within "
-              f"{DELAY_TOLERANCE:.0%} or {DELAY_FLOOR_MS:g} ms)")
+              f"{DELAY_TOLERANCE:.0%} or {DELAY_FLOOR_MS:g} ms), and each delay line kept "
+              "up")
 
     def judge(self, evidence: Evidence) -> Judgement:
         record: dict[str, Any] = evidence.json("impairments.json") or {}
@@ -113,6 +133,10 @@ class ImpairmentInvariant(Invariant):
             if probe["sent"] and (v := ping_loss_violation(
                     src, dst, probe["expected_loss"], probe["sent"], probe["received"],
                     links)):
+                violations.append(v)
+        for host, stats in (record.get("delay_lines") or {}).items():
+            measured.setdefault("delay_lines", {})[host] = stats
+            if v := delay_line_violation(host, stats):
                 violations.append(v)
         return Judgement(True, violations, measured)
 

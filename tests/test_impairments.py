@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from analysis.impairment_invariant import (
+    delay_line_violation,
     delay_violation,
     loss_violation,
     ping_loss_violation,
@@ -51,6 +52,18 @@ def test_the_delay_line_holds_each_path_end_for_the_path_s_one_way_delay():
          "sources": [ip["h2"], ip["h3"]]}]
     assert set(queues) == set(ip)
     assert imp.delay_queues(plan_of()) == {}
+
+
+def test_the_delay_line_refuses_wire_sized_packets_faster_than_it_keeps_up_with():
+    lossy = {"host_link_delay_us": 2000, "host_link_loss": 0.01}
+    assert imp.mechanisms(plan_of(**lossy, host_link_mbit_s=100, uplink_mbit_s=100), False)
+    with pytest.raises(FabricLabError, match=r"^link h0-leaf0 would run at 400 Mbit/s of "
+                       r"wire-sized packets.*MAX_DELAY_LINE_WIRE_MBIT_S"):
+        imp.mechanisms(plan_of(**lossy, host_link_mbit_s=400, uplink_mbit_s=400), False)
+    # segmentation offload on: the line keeps up at the emulator's own link limit
+    assert imp.mechanisms(plan_of(host_link_delay_us=2000, host_link_mbit_s=1000,
+                                  uplink_mbit_s=1000), False)
+    assert imp.mechanisms(plan_of(**lossy, host_link_mbit_s=400, uplink_mbit_s=400), True)
 
 
 def test_equal_cost_paths_of_different_delay_are_refused_without_netem():
@@ -145,3 +158,17 @@ def test_the_invariant_allows_chance_and_names_what_is_off():
     assert ping_loss_violation("h0", "h1", [0.0199, 0.0199], 2000, 1960) is None
     lost = ping_loss_violation("h0", "h1", [0.0199, 0.0199], 2000, 1867, ["h0-leaf0"])
     assert lost is not None and "across h0-leaf0" in lost.sentence
+
+
+def test_a_delay_line_that_drops_or_falls_behind_is_named():
+    kept_up = {"packets": 9000, "late_us": {"p99": 150.0}, "kernel_dropped": {"0": 0},
+               "delays_us": [5000.0, 10000.0]}
+    assert delay_line_violation("h2", kept_up) is None
+    behind = delay_line_violation("h2", kept_up | {"late_us": {"p99": 2500.0}})
+    assert behind is not None and behind.place == "h2"
+    assert "2.50 ms late (allowed 1.00 ms)" in behind.sentence
+    # a long delay allows 10% of itself
+    assert delay_line_violation("h2", kept_up | {"late_us": {"p99": 2500.0},
+                                                 "delays_us": [30000.0]}) is None
+    dropped = delay_line_violation("h2", kept_up | {"kernel_dropped": {"0": 3, "1": 2}})
+    assert dropped is not None and "dropped 5 packets" in dropped.sentence

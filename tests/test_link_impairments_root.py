@@ -89,12 +89,62 @@ def test_delay_and_jitter_on_host_links_are_the_specified_round_trip(tmp_path):
     assert 0.6 <= statistics.stdev(rtts) <= 2.0, rtts
 
 
-@pytest.mark.skipif(netem_available(), reason="this kernel has netem: delay is emulated")
-def test_delay_without_netem_is_refused_before_anything_is_made(tmp_path):
-    plan = plan_of(host_link_delay_us=5000)
-    with pytest.raises(FabricLabError, match=r"link h0-leaf0: delay needs the netem qdisc"):
+def test_uplink_loss_without_netem_is_refused_before_anything_is_made(tmp_path):
+    if netem_available():
+        pytest.skip("this kernel has netem: loss between switches is emulated")
+    plan = build_plan(parse_fabric({"fabric": TWO_HOSTS | {"leaves": 2, "hosts_per_leaf": 1,
+                                                           "uplink_loss": 0.01}}))
+    with pytest.raises(FabricLabError, match=r"loss between switches needs the netem qdisc"):
         Fabric(plan, tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def run_delayed(tmp_path, monkeypatch, extra_ms: float | None) -> dict:
+    """A 2-host job on a fabric whose host links delay 2 ms each way; with ``extra_ms``, what
+    arrives at h0 waits that much longer, where no spec says so (a delay line of the test's
+    own, ahead of the fabric's)."""
+    from testbed.core.experiment import expand
+    from testbed.emulator import impairments
+    from testbed.emulator.runner import Runner
+
+    if extra_ms is not None:
+        start = Fabric.start
+
+        def start_then_delay(self):
+            start(self)
+            impairments.start_delay_lines(
+                self.host_pids(), {"h0": [{"queue": 9, "delay_us": extra_ms * 1e3,
+                                           "jitters_us": [], "sources": [
+                                               self.plan.node("h1").ip()]}]},
+                self.run_dir / "injected", self.state.add_process, table="raw")
+
+        monkeypatch.setattr(Fabric, "start", start_then_delay)
+    (exp,) = expand({
+        "name": "delayed", "policy": "ecmp", "timeout_s": 240,
+        "fabric": TWO_HOSTS | {"host_link_delay_us": 2000},
+        "jobs": [{"name": "a", "hosts": ["h0", "h1"],
+                  "workload": {"kind": "allreduce", "sizes": ["1MiB"], "iterations": 3}}]})
+    runner = Runner(exp, tmp_path)
+    run_dir = runner.run()
+    assert runner.status == "ok", runner.error
+    return json.loads((run_dir / "fidelity.json").read_text())
+
+
+def test_the_verdict_holds_a_delayed_path_to_its_spec(tmp_path, monkeypatch):
+    fid = run_delayed(tmp_path, monkeypatch, None)
+    judged = fid["registered"]["impairments"]
+    assert judged["judged"] and judged["violations"] == [], judged
+    probes = judged["measured"]["probes"]
+    assert probes and all(abs(p["median_ms"] - 8.0) <= 0.8 for p in probes), probes
+
+
+def test_delay_the_spec_does_not_give_makes_the_run_not_faithful_naming_the_path(
+        tmp_path, monkeypatch):
+    fid = run_delayed(tmp_path, monkeypatch, 6.0)
+    assert fid["verdict"] == "not faithful"
+    named = [r for r in fid["reasons"] if r.startswith("impairments invariant")]
+    assert named and all("h0-leaf0" in r and "specified 8.00 ms" in r for r in named), \
+        fid["reasons"]
 
 
 def run_lossy(tmp_path, monkeypatch, extra_loss: float | None) -> dict:

@@ -14,7 +14,7 @@ from testbed.core.placement import place
 from testbed.core.servers import ServersSpec, server_rundirs
 from testbed.core.topology import build_plan
 from testbed.emulator import impairments
-from testbed.emulator.preflight import memory_error, netem_available, require_fabric_ready
+from testbed.emulator.preflight import memory_error, require_fabric_ready
 from testbed.emulator.runner import Runner
 from testbed.emulator.workers import check_training
 
@@ -36,8 +36,7 @@ class EmulatedBackend:
         controller_policy(plan, experiment.policy)
         require_fabric_ready(None if self.servers is None else server_rundirs(self.servers))
         # what this kernel cannot emulate (delay without netem, ...) is refused before any run
-        impaired = any(lk.impaired for lk in plan.links)
-        impairments.mechanisms(plan, impaired and netem_available())
+        impairments.on_this_kernel(plan)
         need = run_buffer_bytes(experiment.jobs)
         if problem := memory_error(need, f"experiment {experiment.name}"):
             raise FabricLabError(problem)

@@ -39,7 +39,6 @@ from testbed.emulator.failpoints import failpoint
 from testbed.emulator.netns_batch import run_batch
 from testbed.emulator.preflight import (
     datapath,
-    netem_available,
     ovs_env,
     ovs_running,
     require_fabric_ready,
@@ -86,8 +85,7 @@ class Fabric:
         self._docker: Any = None  # the Docker SDK client, with container hosts
         # how each impaired link is emulated, refused here (before anything is made) when
         # this kernel cannot (testbed.emulator.impairments)
-        self.netem = any(lk.impaired for lk in plan.links) and netem_available()
-        self.impairments = impairments.mechanisms(plan, self.netem)
+        self.netem, self.impairments = impairments.on_this_kernel(plan)
         self.delay_queues = impairments.delay_queues(plan) if any(
             i.uses(impairments.DELAY_LINE) for i in self.impairments) else {}
         self.delay_lines: dict[str, subprocess.Popen] = {}
@@ -259,7 +257,10 @@ class Fabric:
         with the packets its loss judged and dropped so far, per direction."""
         if not self.impairments:
             return {"links": []}
-        lines = impairments.read_delay_lines(self.run_dir / "delay-lines")
+        lines = {host: stats | {"delays_us": sorted(q["delay_us"] for q in
+                                                   self.delay_queues.get(host, []))}
+                 for host, stats in impairments.read_delay_lines(
+                     self.run_dir / "delay-lines").items()}
         counters = impairments.read_input_counters(self.host_pids())
         for imp in self.impairments:
             if imp.mechanism != impairments.NETEM:

@@ -37,8 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from testbed.core.errors import FabricLabError
-from testbed.core.limits import emulated_links_error
+from testbed.core.limits import MAX_DELAY_LINE_WIRE_MBIT_S, emulated_links_error
 from testbed.core.topology import FabricPlan, Link
+from testbed.emulator.preflight import delay_line_available, netem_available
 
 NETEM = "netem"
 HOST_INPUT = "host-input"
@@ -66,9 +67,11 @@ class LinkImpairment:
         return mechanism in self.mechanism.split("+")
 
 
-def mechanisms(plan: FabricPlan, netem: bool) -> list[LinkImpairment]:
-    """How each impaired link of ``plan`` is emulated on a kernel with or without netem;
-    FabricLabError (one sentence naming the link) for what this kernel cannot emulate."""
+def mechanisms(plan: FabricPlan, netem: bool, delay_line: bool = True
+               ) -> list[LinkImpairment]:
+    """How each impaired link of ``plan`` is emulated on a kernel with or without netem (and
+    with or without what the delay line needs); FabricLabError (one sentence naming the link)
+    for what this kernel cannot emulate."""
     if problem := emulated_links_error(plan, **({"min_delay_us": NETEM_MIN_DELAY_US}
                                                 if netem else {})):
         raise FabricLabError(problem)
@@ -84,13 +87,46 @@ def mechanisms(plan: FabricPlan, netem: bool) -> list[LinkImpairment]:
                     f"link {lk.a}-{lk.b} ({lk.kind}): loss between switches needs the netem "
                     f"qdisc, which this kernel does not have ({NO_NETEM}); here loss is "
                     "emulated on host links only")
+            if (lk.delay_us or lk.jitter_us) and not delay_line:
+                raise FabricLabError(
+                    f"link {lk.a}-{lk.b}: delay needs the netem qdisc or netfilter's NFQUEUE "
+                    f"target (the delay line), and this kernel has neither ({NO_NETEM})")
             kinds = ([DELAY_LINE] if lk.delay_us or lk.jitter_us else []) + \
                 ([HOST_INPUT] if lk.loss else [])
         out.append(LinkImpairment(lk.a, lk.b, lk.kind, lk.delay_us, lk.jitter_us, lk.loss,
                                   "+".join(kinds)))
     if any(i.uses(DELAY_LINE) for i in out):
         delay_queues(plan)  # refuses paths it cannot give one delay, before anything is made
+        if wire_sized(plan):
+            fast = next((lk for lk in plan.links if lk.kind == "host"
+                         and lk.mbit_s > MAX_DELAY_LINE_WIRE_MBIT_S), None)
+            if fast is not None:
+                raise FabricLabError(
+                    f"link {fast.a}-{fast.b} would run at {fast.mbit_s:g} Mbit/s of "
+                    f"wire-sized packets (loss on a fabric, or segmentation_offload: false, "
+                    f"turns segmentation offload off), faster than the delay line keeps up "
+                    f"with ({MAX_DELAY_LINE_WIRE_MBIT_S:g} Mbit/s, "
+                    f"MAX_DELAY_LINE_WIRE_MBIT_S); lower the rate (rate_scale), drop the "
+                    f"loss, or use a kernel with netem ({NO_NETEM})")
     return out
+
+
+def wire_sized(plan: FabricPlan) -> bool:
+    """Whether hosts send wire-sized packets: any link loses packets (netem and netfilter
+    judge each packet they see, and a 64 KiB TSO packet lost whole would be some forty
+    segments lost at once), or the fabric asks for it (``segmentation_offload: false``)."""
+    return not plan.spec.segmentation_offload or any(lk.loss for lk in plan.links)
+
+
+def on_this_kernel(plan: FabricPlan) -> tuple[bool, list[LinkImpairment]]:
+    """Whether netem carries ``plan``'s impaired links on this machine's kernel, and
+    :func:`mechanisms` for it (refused in one sentence where the kernel cannot). Probes the
+    kernel (root) only where a link is impaired."""
+    if not any(lk.impaired for lk in plan.links):
+        return False, []
+    netem = netem_available()
+    delayed = any(lk.delay_us or lk.jitter_us for lk in plan.links)
+    return netem, mechanisms(plan, netem, netem or not delayed or delay_line_available())
 
 
 def netem_args(delay_us: float, jitter_us: float, loss: float, mbit_s: float,
@@ -162,12 +198,14 @@ READY_TIMEOUT_S = 20.0
 
 
 def start_delay_lines(host_pids: dict[str, int], queues: dict[str, list[dict[str, Any]]],
-                      stats_dir: Path, record: Any) -> dict[str, subprocess.Popen]:
+                      stats_dir: Path, record: Any, table: str = "mangle"
+                      ) -> dict[str, subprocess.Popen]:
     """Start a delay line in each host of ``queues`` (:func:`delay_queues`), each process
     passed to ``record`` at once (the run's state: teardown and ``fabriclab clean`` end it),
     wait until every one has bound its queues, then steer what arrives from each source into
-    its queue (``mangle PREROUTING``, the last rule there: a released packet goes on to the
-    next hook). Each line writes its statistics to ``stats_dir/HOST.json``."""
+    its queue (``table``'s PREROUTING, ``mangle`` by default, the last rule there: a
+    released packet goes on to the next hook). Each line writes its statistics to
+    ``stats_dir/HOST.json``."""
     procs: dict[str, subprocess.Popen] = {}
     if not queues:
         return procs
@@ -191,7 +229,7 @@ def start_delay_lines(host_pids: dict[str, int], queues: dict[str, list[dict[str
             raise FabricLabError(f"the delay line in {host} did not start"
                                  + (f": {err[-1]}" if err else f" within {READY_TIMEOUT_S:g} s"))
     for host, qs in queues.items():
-        lines = ["*mangle"] + [
+        lines = [f"*{table}"] + [
             f"-A PREROUTING -s {ip}/32 -m comment --comment \"fabriclab delay\" -j NFQUEUE "
             f"--queue-num {q['queue']}" for q in qs for ip in q["sources"]] + ["COMMIT", ""]
         out = subprocess.run(["nsenter", "-t", str(host_pids[host]), "-n",
@@ -225,11 +263,9 @@ def read_delay_lines(stats_dir: Path) -> dict[str, Any]:
 
 
 def no_segmentation_offload(plan: FabricPlan, host_pids: dict[str, int]) -> None:
-    """Hosts send wire-sized packets (TSO and GSO off on their interfaces) when any link loses
-    packets (netem and netfilter judge each packet they see, and a 64 KiB TSO packet lost
-    whole would be some forty segments lost at once) or the fabric asks for it
-    (``segmentation_offload: false``)."""
-    if plan.spec.segmentation_offload and not any(lk.loss for lk in plan.links):
+    """TSO and GSO off on every host interface where hosts send wire-sized packets
+    (:func:`wire_sized`)."""
+    if not wire_sized(plan):
         return
     for h in plan.hosts:
         for nic in h.nics:

@@ -71,6 +71,16 @@ def netem_available() -> bool:
     return out is not None and out.returncode == 0
 
 
+@functools.cache
+def delay_line_available() -> bool:
+    """Whether the userspace delay line can run (root): netfilter's NFQUEUE target and the
+    nfnetlink_queue interface, tried in a network namespace made for the probe."""
+    out = _run(["unshare", "--net", "sh", "-c",
+                "test -e /proc/net/netfilter/nfnetlink_queue && iptables-legacy -w -t mangle "
+                "-A PREROUTING -j NFQUEUE --queue-num 0"])
+    return out is not None and out.returncode == 0
+
+
 def virtualization() -> str:
     """What the machine runs on (``systemd-detect-virt --vm``): ``none`` for bare metal,
     ``kvm``, ``qemu`` (QEMU's software emulation, TCG), ...; ``unknown`` without the tool."""
@@ -218,9 +228,16 @@ def checks() -> list[Check]:
         netem = netem_available()
         out.append(Check("netem qdisc", netem,
                          "present: link delay, jitter and loss on every link" if netem else
-                         "absent: link loss on host links only (iptables), no delay",
+                         "absent: link loss on host links only (iptables)",
                          "a stock Debian kernel has it (make vm-check boots one)",
                          required=False))
+        if not netem:
+            line = delay_line_available()
+            out.append(Check("delay line", line,
+                             "NFQUEUE works: link delay and jitter by the userspace delay line"
+                             if line else "no NFQUEUE: no link delay without netem",
+                             "a kernel with CONFIG_NETFILTER_XT_TARGET_NFQUEUE, or with netem",
+                             required=False))
     else:
         out.append(_unknown("netem qdisc", "cannot tell without root"))
     tun = Path("/dev/net/tun").exists()
