@@ -89,6 +89,23 @@ def test_delay_and_jitter_on_host_links_are_the_specified_round_trip(tmp_path):
     assert 0.6 <= statistics.stdev(rtts) <= 2.0, rtts
 
 
+def test_a_delay_line_that_exits_is_named_and_its_fabric_still_comes_down(tmp_path):
+    if netem_available():
+        pytest.skip("this kernel has netem: no delay line")
+    fab = Fabric(plan_of(host_link_delay_us=2000), tmp_path / "run")
+    fab.start()
+    try:
+        assert fab.health() is None
+        line = fab.delay_lines["h1"]
+        line.terminate()
+        line.wait(timeout=10)
+        assert "the delay line in h1 exited" in (fab.health() or "")
+    finally:
+        assert fab.stop() == []
+    stats = json.loads((tmp_path / "run" / "delay-lines" / "h1.json").read_text())
+    assert stats["kernel_dropped"] == {"0": 0}  # written at SIGTERM
+
+
 def test_uplink_loss_without_netem_is_refused_before_anything_is_made(tmp_path):
     if netem_available():
         pytest.skip("this kernel has netem: loss between switches is emulated")
