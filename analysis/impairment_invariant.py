@@ -79,8 +79,9 @@ def delay_line_violation(host: str, stats: dict[str, Any]) -> Violation | None:
     if p99 <= allowed_us:
         return None
     return Violation(host, f"the delay line in {host} released 1% of {stats.get('packets', 0)} "
-                     f"packets more than {p99 / 1e3:.2f} ms late (allowed "
-                     f"{allowed_us / 1e3:.2f} ms): it fell behind")
+                     f"packets more than {p99 / 1e3:.2f} ms after they were due (allowed "
+                     f"{allowed_us / 1e3:.2f} ms): it fell behind, or something held them "
+                     "before it")
 
 
 def ping_loss_violation(src: str, dst: str, expected: list[float], sent: int, received: int,

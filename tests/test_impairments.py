@@ -166,7 +166,7 @@ def test_a_delay_line_that_drops_or_falls_behind_is_named():
     assert delay_line_violation("h2", kept_up) is None
     behind = delay_line_violation("h2", kept_up | {"late_us": {"p99": 2500.0}})
     assert behind is not None and behind.place == "h2"
-    assert "2.50 ms late (allowed 1.00 ms)" in behind.sentence
+    assert "2.50 ms after they were due (allowed 1.00 ms)" in behind.sentence
     # a long delay allows 10% of itself
     assert delay_line_violation("h2", kept_up | {"late_us": {"p99": 2500.0},
                                                  "delays_us": [30000.0]}) is None
