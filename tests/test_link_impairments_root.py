@@ -152,7 +152,9 @@ def test_the_verdict_holds_a_delayed_path_to_its_spec(tmp_path, monkeypatch):
     judged = fid["registered"]["impairments"]
     assert judged["judged"] and judged["violations"] == [], judged
     probes = judged["measured"]["probes"]
-    assert probes and all(abs(p["median_ms"] - 8.0) <= 0.8 for p in probes), probes
+    # the spec's 8 ms, plus the fabric's own round trip (about 0.4 ms through Open vSwitch's
+    # userspace datapath) and the lines' wakeups: within the invariant's 1 ms, never below
+    assert probes and all(8.0 <= p["median_ms"] <= 9.0 for p in probes), probes
 
 
 def test_delay_the_spec_does_not_give_makes_the_run_not_faithful_naming_the_path(
