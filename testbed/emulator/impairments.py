@@ -212,7 +212,8 @@ def start_delay_lines(host_pids: dict[str, int], queues: dict[str, list[dict[str
     stats_dir.mkdir(mode=0o755, exist_ok=True)
     for host, qs in queues.items():
         config = {"queues": [{k: q[k] for k in ("queue", "delay_us", "jitters_us")}
-                             for q in qs], "stats_path": str(stats_dir / f"{host}.json")}
+                             for q in qs], "stats_path": str(stats_dir / f"{host}.json"),
+                  "realtime": True}
         proc = subprocess.Popen(
             ["nsenter", "-t", str(host_pids[host]), "-n", sys.executable,
              str(DELAY_LINE_SCRIPT), json.dumps(config)],

@@ -1,0 +1,73 @@
+"""``experiments/latency.yaml`` on the emulator, size by size, beside the simulator and the model.
+
+For each run directory given (emulated runs of ``fabriclab run experiments/latency.yaml``):
+its verdict, and per size the emulator's mean collective time, the simulator's replay of the
+same job on the paths it took (``prediction/``), emulator ÷ simulator and the model's time;
+then the latency headlines (where halving-doubling stops beating a ring, per backend) that
+``fabriclab report`` prints. With ``--real-sim DIR``, a simulated run of the same experiment
+at its real rates (``rate_scale: 1``) beside each emulated run's real-rate figures
+(``collective_real_s``): what rate scaling keeps.
+
+    .venv/bin/python benchmarks/latency_emulated.py RUN_DIR... [--real-sim SIM_RUN_DIR...]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from analysis import metrics
+from analysis.latency import backend_times, headlines
+from analysis.load import load_run
+from testbed.core.units import format_size
+
+
+def real_times(run_dir: Path) -> dict[str, dict[int, float]]:
+    """Per job, per size: the run's ``collective_real_s`` (a simulated run's own times)."""
+    summary = load_run(run_dir).summary or {}
+    return {job: {int(s): t for s, v in (rec.get("sizes") or {}).items()
+                  if (t := metrics._num(v.get("collective_real_s"))) is not None}
+            for job, rec in (summary.get("jobs") or {}).items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("runs", nargs="+", type=Path)
+    ap.add_argument("--real-sim", nargs="*", type=Path, default=[],
+                    help="simulated runs of the same variants at rate_scale 1")
+    args = ap.parse_args()
+    runs = [load_run(d) for d in args.runs]
+    real_sim = {load_run(d).spec.get("name"): d for d in args.real_sim}
+    worst = 0.0
+    for run in runs:
+        times = backend_times(run)
+        verdict = (run.fidelity or {}).get("verdict")
+        print(f"{run.label}: {verdict}")
+        emu, sim, model = (times.get(k) or {} for k in ("emulator", "simulator", "model"))
+        sim_real = {}
+        if (name := run.spec.get("name")) in real_sim:
+            sim_real = next(iter(real_times(real_sim[name]).values()), {})
+        emu_real = next(iter(real_times(run.path).values()), {})
+        for size in sorted(emu):
+            ratio = emu[size] / sim[size] if sim.get(size) else None
+            if ratio is not None and verdict == "faithful":
+                worst = max(worst, abs(ratio - 1))
+            line = (f"  {format_size(size, sep=' '):>8}: emulator {emu[size] * 1e3:9.2f} ms, "
+                    f"simulator {sim.get(size, float('nan')) * 1e3:9.2f} ms, ratio "
+                    f"{ratio:.3f}" if ratio is not None else "")
+            if size in model:
+                line += f", model {model[size] * 1e3:9.2f} ms"
+            if size in sim_real and size in emu_real:
+                line += (f"; real: emulator {emu_real[size] * 1e6:8.1f} µs, unscaled "
+                         f"simulator {sim_real[size] * 1e6:8.1f} µs, ratio "
+                         f"{emu_real[size] / sim_real[size]:.3f}")
+            print(line)
+    print(f"largest |emulator ÷ simulator − 1| on faithful runs: {worst:.3f}")
+    for h in headlines(runs):
+        print(f"{h.title}: {h.sentence}")
+        for caveat in h.caveats:
+            print(f"  caveat: {caveat}")
+
+
+if __name__ == "__main__":
+    main()
