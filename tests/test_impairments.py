@@ -56,14 +56,14 @@ def test_the_delay_line_holds_each_path_end_for_the_path_s_one_way_delay():
 
 def test_the_delay_line_refuses_wire_sized_packets_faster_than_it_keeps_up_with():
     lossy = {"host_link_delay_us": 2000, "host_link_loss": 0.01}
-    assert imp.mechanisms(plan_of(**lossy, host_link_mbit_s=100, uplink_mbit_s=100), False)
-    with pytest.raises(FabricLabError, match=r"^link h0-leaf0 would run at 400 Mbit/s of "
+    assert imp.mechanisms(plan_of(**lossy, host_link_mbit_s=400, uplink_mbit_s=400), False)
+    with pytest.raises(FabricLabError, match=r"^link h0-leaf0 would run at 1000 Mbit/s of "
                        r"wire-sized packets.*MAX_DELAY_LINE_WIRE_MBIT_S"):
-        imp.mechanisms(plan_of(**lossy, host_link_mbit_s=400, uplink_mbit_s=400), False)
+        imp.mechanisms(plan_of(**lossy, host_link_mbit_s=1000, uplink_mbit_s=1000), False)
     # segmentation offload on: the line keeps up at the emulator's own link limit
     assert imp.mechanisms(plan_of(host_link_delay_us=2000, host_link_mbit_s=1000,
                                   uplink_mbit_s=1000), False)
-    assert imp.mechanisms(plan_of(**lossy, host_link_mbit_s=400, uplink_mbit_s=400), True)
+    assert imp.mechanisms(plan_of(**lossy, host_link_mbit_s=1000, uplink_mbit_s=1000), True)
 
 
 def test_equal_cost_paths_of_different_delay_are_refused_without_netem():
