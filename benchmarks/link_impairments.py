@@ -57,7 +57,7 @@ def fabric(tmp: Path, **extra) -> Fabric:
 
 def iperf(fab: Fabric, src: str, dst: str, args: list[str]) -> dict:
     server = fab.popen(dst, ["iperf3", "-s", "-1", "-p", "5303"], stdout=subprocess.DEVNULL)
-    time.sleep(0.5)
+    fab.wait_listening(dst, 5303)
     client = fab.popen(src, ["iperf3", "-c", fab.plan.node(dst).ip(), "-p", "5303", "-J",
                              *args], stdout=subprocess.PIPE, text=True)
     out, _ = client.communicate(timeout=300)

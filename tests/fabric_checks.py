@@ -14,7 +14,7 @@ def iperf_rates(fab, src: str, dst: str, leaf: str, seconds: int = 4) -> tuple[f
     """(wire-equivalent Mbit/s of ``src``'s link into ``leaf``, iperf3 goodput Mbit/s) while
     one TCP flow from ``src`` to ``dst`` saturates it (middle of the flow, by the counters)."""
     server = fab.popen(dst, ["iperf3", "-s", "-1", "-p", "5301"], stdout=subprocess.DEVNULL)
-    time.sleep(0.5)
+    fab.wait_listening(dst, 5301)
     with LinkSampler(fab.plan, fab.host_pids()) as sampler:
         client = fab.popen(src, ["iperf3", "-c", fab.plan.node(dst).ip(), "-p", "5301",
                                  "-t", str(seconds), "-J"], stdout=subprocess.PIPE, text=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import statistics
 import subprocess
-import time
 
 import pytest
 
@@ -37,13 +36,15 @@ def plan_of(**extra):
 def udp_loss(fab: Fabric, src: str, dst: str, packets: int = UDP_PACKETS) -> float:
     """The fraction of ``packets`` UDP datagrams from ``src`` that ``dst``'s iperf3 missed."""
     server = fab.popen(dst, ["iperf3", "-s", "-1", "-p", "5302"], stdout=subprocess.DEVNULL)
-    time.sleep(0.5)
+    fab.wait_listening(dst, 5302)
     client = fab.popen(src, ["iperf3", "-c", fab.plan.node(dst).ip(), "-p", "5302", "-u",
                              "-b", "10M", "-w", "2M", "-l", "1000", "-k", str(packets), "-J"],
                        stdout=subprocess.PIPE, text=True)
     out, _ = client.communicate(timeout=120)
     server.wait(timeout=30)
-    end = json.loads(out)["end"]["sum"]
+    end = json.loads(out)["end"]
+    assert "sum" in end, out  # iperf3 says why it measured nothing
+    end = end["sum"]
     return end["lost_packets"] / end["packets"]
 
 

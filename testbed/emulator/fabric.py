@@ -293,6 +293,16 @@ class Fabric:
             self.state.add_process(proc.pid)
         return proc
 
+    def wait_listening(self, host: str, port: int, timeout_s: float = 10.0) -> None:
+        """Return once a TCP socket in ``host`` listens on ``port`` (a server just started
+        there, e.g. iperf3 -s); FabricLabError after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.host(host).cmd(f"ss -Hltn sport = :{int(port)}").strip():
+                return
+            time.sleep(0.05)
+        raise FabricLabError(f"nothing listened on port {port} in {host} within {timeout_s:g} s")
+
     def install_rules(self, rules: list[FlowRule]) -> None:
         """Add proactive rules with ovs-ofctl (one call per switch)."""
         per_switch: dict[str, list[str]] = defaultdict(list)
