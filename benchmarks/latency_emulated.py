@@ -37,7 +37,9 @@ def main() -> None:
                     help="simulated runs of the same variants at rate_scale 1")
     args = ap.parse_args()
     runs = [load_run(d) for d in args.runs]
-    real_sim = {load_run(d).spec.get("name"): d for d in args.real_sim}
+    # a simulated run pairs with the emulated run whose name ends its own (latency-real-hd-2us
+    # with latency-hd-2us: same variant)
+    sims = {str(load_run(d).spec.get("name")): d for d in args.real_sim}
     worst = 0.0
     for run in runs:
         times = backend_times(run)
@@ -45,8 +47,9 @@ def main() -> None:
         print(f"{run.label}: {verdict}")
         emu, sim, model = (times.get(k) or {} for k in ("emulator", "simulator", "model"))
         sim_real = {}
-        if (name := run.spec.get("name")) in real_sim:
-            sim_real = next(iter(real_times(real_sim[name]).values()), {})
+        variant = str(run.spec.get("name")).split("-", 1)[-1]
+        if match := [d for name, d in sims.items() if name.endswith("-" + variant)]:
+            sim_real = next(iter(real_times(match[0]).values()), {})
         emu_real = next(iter(real_times(run.path).values()), {})
         for size in sorted(emu):
             ratio = emu[size] / sim[size] if sim.get(size) else None
