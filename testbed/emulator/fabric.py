@@ -85,9 +85,7 @@ class Fabric:
         self._docker: Any = None  # the Docker SDK client, with container hosts
         # how each impaired link is emulated, refused here (before anything is made) when
         # this kernel cannot (testbed.emulator.impairments)
-        self.netem, self.impairments = impairments.on_this_kernel(plan)
-        self.delay_queues = impairments.delay_queues(plan) if any(
-            i.uses(impairments.DELAY_LINE) for i in self.impairments) else {}
+        self.netem, self.impairments, self.delay_queues = impairments.on_this_kernel(plan)
         self.delay_lines: dict[str, subprocess.Popen] = {}
         # spread over stand-in servers (issue #43): which node runs where, refused here
         self.servers = servers

@@ -67,11 +67,21 @@ class LinkImpairment:
         return mechanism in self.mechanism.split("+")
 
 
+Queues = dict[str, list[dict[str, Any]]]  # per host, its delay line's queues
+
+
 def mechanisms(plan: FabricPlan, netem: bool, delay_line: bool = True
                ) -> list[LinkImpairment]:
     """How each impaired link of ``plan`` is emulated on a kernel with or without netem (and
     with or without what the delay line needs); FabricLabError (one sentence naming the link)
     for what this kernel cannot emulate."""
+    return emulation(plan, netem, delay_line)[0]
+
+
+def emulation(plan: FabricPlan, netem: bool, delay_line: bool = True
+              ) -> tuple[list[LinkImpairment], Queues]:
+    """:func:`mechanisms`, and the delay lines' queues (:func:`delay_queues`, computed once;
+    empty where no link uses the delay line)."""
     if problem := emulated_links_error(plan, **({"min_delay_us": NETEM_MIN_DELAY_US}
                                                 if netem else {})):
         raise FabricLabError(problem)
@@ -95,8 +105,9 @@ def mechanisms(plan: FabricPlan, netem: bool, delay_line: bool = True
                 ([HOST_INPUT] if lk.loss else [])
         out.append(LinkImpairment(lk.a, lk.b, lk.kind, lk.delay_us, lk.jitter_us, lk.loss,
                                   "+".join(kinds)))
+    queues: Queues = {}
     if any(i.uses(DELAY_LINE) for i in out):
-        delay_queues(plan)  # refuses paths it cannot give one delay, before anything is made
+        queues = delay_queues(plan)  # refuses paths it cannot give one delay
         if wire_sized(plan):
             fast = next((lk for lk in plan.links if lk.kind == "host"
                          and lk.mbit_s > MAX_DELAY_LINE_WIRE_MBIT_S), None)
@@ -108,7 +119,7 @@ def mechanisms(plan: FabricPlan, netem: bool, delay_line: bool = True
                     f"with ({MAX_DELAY_LINE_WIRE_MBIT_S:g} Mbit/s, "
                     f"MAX_DELAY_LINE_WIRE_MBIT_S); lower the rate (rate_scale), drop the "
                     f"loss, or use a kernel with netem ({NO_NETEM})")
-    return out
+    return out, queues
 
 
 def wire_sized(plan: FabricPlan) -> bool:
@@ -118,15 +129,15 @@ def wire_sized(plan: FabricPlan) -> bool:
     return not plan.spec.segmentation_offload or any(lk.loss for lk in plan.links)
 
 
-def on_this_kernel(plan: FabricPlan) -> tuple[bool, list[LinkImpairment]]:
+def on_this_kernel(plan: FabricPlan) -> tuple[bool, list[LinkImpairment], Queues]:
     """Whether netem carries ``plan``'s impaired links on this machine's kernel, and
-    :func:`mechanisms` for it (refused in one sentence where the kernel cannot). Probes the
+    :func:`emulation` for it (refused in one sentence where the kernel cannot). Probes the
     kernel (root) only where a link is impaired."""
     if not any(lk.impaired for lk in plan.links):
-        return False, []
+        return False, [], {}
     netem = netem_available()
     delayed = any(lk.delay_us or lk.jitter_us for lk in plan.links)
-    return netem, mechanisms(plan, netem, netem or not delayed or delay_line_available())
+    return netem, *emulation(plan, netem, netem or not delayed or delay_line_available())
 
 
 def netem_args(delay_us: float, jitter_us: float, loss: float, mbit_s: float,
@@ -197,7 +208,7 @@ DELAY_LINE_SCRIPT = Path(__file__).with_name("delay_line.py")  # standard librar
 READY_TIMEOUT_S = 20.0
 
 
-def start_delay_lines(host_pids: dict[str, int], queues: dict[str, list[dict[str, Any]]],
+def start_delay_lines(host_pids: dict[str, int], queues: Queues,
                       stats_dir: Path, record: Any, table: str = "mangle"
                       ) -> dict[str, subprocess.Popen]:
     """Start a delay line in each host of ``queues`` (:func:`delay_queues`), each process
@@ -364,7 +375,7 @@ def path_spec(plan: FabricPlan, src: str, dst: str, g: Any = None) -> dict[str, 
             "links": sorted(impaired)}
 
 
-def delay_queues(plan: FabricPlan) -> dict[str, list[dict[str, Any]]]:
+def delay_queues(plan: FabricPlan) -> Queues:
     """Per host, the queues of its delay line (:mod:`testbed.emulator.delay_line`): one per
     one-way delay and set of link jitters that paths ending there have, with the addresses of
     the hosts whose paths they are. FabricLabError (one sentence naming the hosts and links)
