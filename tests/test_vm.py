@@ -32,7 +32,7 @@ def test_qemu_boots_the_overlay_with_user_networking_and_read_only_shares(tmp_pa
                                                   "src": (tmp_path / "src", True)},
                        tmp_path / "console.log", "tcg", 2, 4096)
     line = " ".join(cmd)
-    assert "-accel tcg" in line and "-cpu max" in line
+    assert "-accel tcg" in line and "-cpu Nehalem" in line
     assert "user,id=net0" in line and "bridge" not in line and "tap" not in line
     assert f"path={tmp_path / 'job'},mount_tag=job,security_model=passthrough,id=job " in \
         line + " "
@@ -139,3 +139,19 @@ def test_the_box_trusts_only_the_certificates_debian_lacks():
     b = "-----BEGIN CERTIFICATE-----\nBBB\n-----END CERTIFICATE-----"
     assert extra_certificates(f"{a}\n{b}\n", f"{a}\n") == [b]
     assert extra_certificates(f"{a}\n", f"# comment\n{a}\n") == []
+
+
+def test_the_numerics_check_finds_nothing_wrong_on_a_correct_cpu():
+    from testbed.vm import numerics
+
+    assert numerics.wrong_rounds(rounds=5) == dict.fromkeys(numerics.CHECKS, 0)
+    assert numerics.main(["--rounds", "2"]) == 0
+
+
+def test_the_box_pins_the_tcg_cpu_model_and_leaves_kvm_alone():
+    from testbed.vm.box import cpu_lines
+    from testbed.vm.machine import TCG_CPU_MODEL
+
+    assert f'l.cpu_model = "{TCG_CPU_MODEL}"' in cpu_lines("qemu")
+    assert 'l.cpu_mode = "custom"' in cpu_lines("qemu")
+    assert cpu_lines("kvm") == ""

@@ -31,7 +31,7 @@ from testbed.core.atomic import write_json, write_text
 from testbed.core.errors import FabricLabError
 from testbed.core.safe_paths import own_or_new_dir
 from testbed.vm import image as vm_image
-from testbed.vm.machine import accelerator
+from testbed.vm.machine import TCG_CPU_MODEL, accelerator
 
 BOOT_DIR = Path("/var/lib/libvirt/boot")
 BOX_RECIPE_VERSION = "3"  # bump when build() changes what goes into the box
@@ -57,7 +57,7 @@ Vagrant.configure("2") do |config|
   config.vm.network :public_network, libvirt__type: "user", auto_config: false
   config.vm.provider :libvirt do |l|
     l.driver = "{driver}"
-    l.kernel = "{kernel}"
+{cpu}    l.kernel = "{kernel}"
     l.initrd = "{initrd}"
     l.cmd_line = "root=/dev/vda rw console=ttyS0"
     l.mgmt_attach = false
@@ -73,11 +73,20 @@ end
 """
 
 
+def cpu_lines(driver: str) -> str:
+    """The box's CPU under TCG: the model :data:`machine.TCG_CPU_MODEL` names, as ``vm run`` and
+    ``vm check`` boot (vagrant-libvirt's default, host-model, follows this machine's CPU, AVX2
+    included); under KVM, the default."""
+    if driver == "kvm":
+        return ""
+    return f'    l.cpu_mode = "custom"\n    l.cpu_model = "{TCG_CPU_MODEL}"\n'
+
+
 def box_dir() -> Path:
     """The box's directory, keyed on the image's recipe and on what this module adds."""
     host_cas = HOST_BUNDLE.read_text() if HOST_BUNDLE.is_file() else ""
-    added = hashlib.sha256((BOX_RECIPE_VERSION + BOX_VAGRANTFILE + SSH_NETDEV + SSH_KEEPALIVE
-                            + HOST_KEYS + host_cas).encode())
+    added = hashlib.sha256((BOX_RECIPE_VERSION + BOX_VAGRANTFILE + TCG_CPU_MODEL + SSH_NETDEV
+                            + SSH_KEEPALIVE + HOST_KEYS + host_cas).encode())
     return vm_image.CACHE_DIR / f"box-{vm_image.recipe_key()}-{added.hexdigest()[:6]}"
 
 
@@ -122,6 +131,7 @@ def build(say=print) -> Path:
     driver = "kvm" if accelerator() == "kvm" else "qemu"
     write_text(dest / "Vagrantfile", BOX_VAGRANTFILE.format(
         port=SSH_PORT, key=key, driver=driver, kernel=kernel, initrd=initrd, netdev=SSH_NETDEV,
+        cpu=cpu_lines(driver),
         boot_timeout=300 if driver == "kvm" else 1200))
     partial = box.with_suffix(".partial")
     with tarfile.open(partial, "w") as tar:

@@ -8,9 +8,10 @@ Python wheels come from the host (downloaded once per lock, hashes checked on bo
 the guest reaches the Debian archive through QEMU's user-mode network, but not necessarily
 the Python registry this machine uses.
 
-``vm-check.json`` records the kernel, the accelerator, whether netem is present, the datapath
-the routing runs used, the smoke tests passed and failed, the demo's headline and verdicts,
-and each stage's wall time.
+``vm-check.json`` records the kernel, the accelerator, the guest CPU and whether numpy and
+pandas compute correctly on it (:mod:`testbed.vm.numerics`), whether netem is present, the
+datapath the routing runs used, the smoke tests passed and failed, the demo's headline and
+verdicts, and each stage's wall time.
 """
 
 from __future__ import annotations
@@ -151,6 +152,8 @@ def run_check(out: Path, say: Say = print, cpus: int = 2, memory_mib: int = 4096
         "accel": result.accel,
         "virtualization": facts.get("virt"),
         "netem": facts.get("netem"),
+        "cpu": facts.get("cpu"),
+        "numerics": facts.get("numerics"),
         "openvswitch_module": facts.get("openvswitch_module"),
         "datapath": datapaths[0] if len(datapaths) == 1 else datapaths or None,
         "smoke": smoke,
@@ -162,7 +165,7 @@ def run_check(out: Path, say: Say = print, cpus: int = 2, memory_mib: int = 4096
     }
     record["passed"] = bool(
         result.exit_code == 0 and record["kernel"] and record["kernel"] != record["host_kernel"]
-        and record["netem"] and record["datapath"] == "kernel" and smoke["ran"]
-        and not smoke["failed"] and smoke["passed"] > 0 and routing["headline"])
+        and record["netem"] and record["numerics"] and record["datapath"] == "kernel"
+        and smoke["ran"] and not smoke["failed"] and smoke["passed"] > 0 and routing["headline"])
     write_json(out / "vm-check.json", record)
     return record

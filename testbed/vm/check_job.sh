@@ -30,13 +30,18 @@ copy_checkout() {  # the checkout as `git archive` would give it: no venv, resul
 install() { cd "$SRC" && PIP_NO_INDEX=1 PIP_FIND_LINKS=/mnt/wheels bash scripts/install.sh --test; }
 
 facts() {
-    local netem=false ovs_module=false virt
+    local netem=false ovs_module=false numerics=false virt
     modprobe sch_netem 2>/dev/null && tc qdisc add dev lo root netem delay 1ms 2>/dev/null \
         && tc qdisc del dev lo root && netem=true
     modprobe openvswitch 2>/dev/null && [ -d /sys/module/openvswitch ] && ovs_module=true
+    # the guest CPU sorts and groups as numpy and pandas expect (testbed/vm/numerics.py)
+    (cd "$SRC" && .venv/bin/python -m testbed.vm.numerics --rounds 50) && numerics=true
     virt=$(systemd-detect-virt 2>/dev/null || echo none)
-    printf '{"kernel": "%s", "netem": %s, "openvswitch_module": %s, "virt": "%s", "cpus": %d}\n' \
-        "$(uname -r)" "$netem" "$ovs_module" "$virt" "$(nproc)" > "$OUT/facts.json"
+    printf '{"kernel": "%s", "netem": %s, "openvswitch_module": %s, "numerics": %s, ' \
+        "$(uname -r)" "$netem" "$ovs_module" "$numerics" > "$OUT/facts.json"
+    printf '"virt": "%s", "cpu": "%s", "cpus": %d}\n' "$virt" \
+        "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)" "$(nproc)" \
+        >> "$OUT/facts.json"
     cat "$OUT/facts.json"
     "$SRC/.venv/bin/fabriclab" doctor
 }

@@ -35,6 +35,13 @@ from testbed.core.safe_paths import make_dir, own_or_new_dir
 from testbed.vm.image import CACHE_DIR, Image
 
 QEMU = "qemu-system-x86_64"
+# The guest CPU under TCG: a named model without AVX. QEMU 7.2's TCG (Debian 12's) emulates
+# AVX2 since 7.2, and numpy's AVX2 argsort of float64 returns wrong orders on it (`-cpu max`:
+# 171-182 of 200 stress rounds wrong; pandas then segfaulted in a groupby of the smoke set).
+# Nehalem (SSE4.2, POPCNT: numpy's baseline) gave 0 wrong, and ran 1.5x faster. Measured by
+# `benchmarks/tcg_cpu_models.py`. A named model also keeps the guest's CPU the same across
+# QEMU versions, which `max` does not.
+TCG_CPU_MODEL = "Nehalem"
 PR_SET_PDEATHSIG = 1
 Say = Callable[[str], None]
 
@@ -65,7 +72,7 @@ def qemu_command(image: Image, overlay: Path, shares: Mapping[str, tuple[Path, b
                  console: Path, accel: str, cpus: int, memory_mib: int) -> list[str]:
     """QEMU's command line: the image's kernel booting the overlay, user-mode networking,
     one 9p share per tag (read-only where asked), the serial console to a file."""
-    cmd = [QEMU, "-accel", accel, "-cpu", "host" if accel == "kvm" else "max",
+    cmd = [QEMU, "-accel", accel, "-cpu", "host" if accel == "kvm" else TCG_CPU_MODEL,
            "-smp", str(cpus), "-m", str(memory_mib),
            "-kernel", str(image.kernel), "-initrd", str(image.initrd),
            "-append", "root=/dev/vda rw console=ttyS0 fabriclab.job",
