@@ -37,10 +37,10 @@ from testbed.vm.image import CACHE_DIR, Image
 QEMU = "qemu-system-x86_64"
 # The guest CPU under TCG: a named model without AVX. QEMU 7.2's TCG (Debian 12's) emulates
 # AVX2 since 7.2, and numpy's AVX2 argsort of float64 returns wrong orders on it (`-cpu max`:
-# 171-182 of 200 stress rounds wrong; pandas then segfaulted in a groupby of the smoke set).
-# Nehalem (SSE4.2, POPCNT: numpy's baseline) gave 0 wrong, and ran 1.5x faster. Measured by
-# `benchmarks/tcg_cpu_models.py`. A named model also keeps the guest's CPU the same across
-# QEMU versions, which `max` does not.
+# 169-182 of 200 rounds wrong in 5 repeats; pandas then segfaulted in a groupby of the smoke
+# set). Nehalem (SSE4.2 and POPCNT, numpy's baseline) gave none wrong, in 0.66x the time.
+# Measured by `benchmarks/tcg_cpu_models.py`. A named model also keeps the guest's CPU the same
+# across QEMU versions, which `max` does not.
 TCG_CPU_MODEL = "Nehalem"
 PR_SET_PDEATHSIG = 1
 Say = Callable[[str], None]
