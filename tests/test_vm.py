@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -78,8 +79,12 @@ def test_configure_writes_the_job_runner_and_masks_docker(tmp_path):
 
 def test_the_job_script_names_the_smoke_set():
     text = check.job_script(("tests/a_root.py", "tests/b_root.py"))
-    assert text.startswith("#!/bin/bash\nSMOKE_TESTS='tests/a_root.py tests/b_root.py'\n")
+    assert text.startswith("#!/bin/bash\n")
+    assert "\nSMOKE_TESTS='tests/a_root.py tests/b_root.py'\n" in text
     assert "install.sh --test" in text
+    # one copy of the checkout, defined once and run as the first stage
+    assert text.count("copy_checkout() {") == 1 and "stage copy copy_checkout" in text
+    assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
     with pytest.raises(ValueError):
         check.job_script(("tests/x.py; rm -rf /",))
     for test in check.SMOKE_TESTS:

@@ -69,19 +69,17 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_command(args: argparse.Namespace) -> int:
     from testbed.vm import image
-    from testbed.vm.check import wheelhouse
+    from testbed.vm.check import guest_script, wheelhouse
     from testbed.vm.machine import run_job
 
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
         raise FabricLabError("give the command to run after --, e.g. "
                              "`fabriclab vm run --out DIR -- uname -r`")
-    script = ("#!/bin/bash\nmkdir -p /root/fabriclab && tar -C /mnt/src --exclude=./.venv "
-              "--exclude=./results --exclude=./.git -cf - . | tar -C /root/fabriclab -xf -\n"
-              "cd /root/fabriclab && export FABRICLAB_VM_OUT=/mnt/job/out\n"
-              # scripts/install.sh takes the lock's wheels from the host (hashes checked)
-              "export PIP_NO_INDEX=1 PIP_FIND_LINKS=/mnt/wheels\n"
-              + shlex.join(cmd) + "\n")
+    script = guest_script(
+        'copy_checkout && cd "$SRC" && export FABRICLAB_VM_OUT=/mnt/job/out\n'
+        # scripts/install.sh takes the lock's wheels from the host (hashes checked)
+        "export PIP_NO_INDEX=1 PIP_FIND_LINKS=/mnt/wheels\n" + shlex.join(cmd) + "\n")
     built = image.ensure()
     shares = {"src": image.CHECKOUT, "wheels": wheelhouse(print)}
     result = run_job(built, script, args.out, shares,

@@ -98,7 +98,7 @@ def build(say=print) -> Path:
     if box.is_file():
         return box
     if dest.exists():
-        vm_image._remove(dest)
+        vm_image.remove_build_dir(dest)
     own_or_new_dir(dest, 0o700)
     key = dest / "vagrant_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "fabriclab-box",
@@ -118,13 +118,7 @@ def build(say=print) -> Path:
     shutil.copy(image.kernel, kernel)
     shutil.copy(image.initrd, initrd)
     say("vm box: file system, qcow2 and box")
-    raw = dest / "box.raw"
-    with open(raw, "wb") as f:
-        f.truncate(vm_image.IMAGE_SIZE_BYTES)
-    vm_image._run(["mkfs.ext4", "-q", "-F", "-d", str(root), str(raw)], "mkfs.ext4")
-    vm_image._run(["qemu-img", "convert", "-O", "qcow2", str(raw), str(dest / "box.img")],
-                  "qemu-img convert")
-    raw.unlink()
+    vm_image.qcow2_from_tree(root, dest / "box.img")
     shutil.rmtree(root)
     write_json(dest / "metadata.json", {"provider": "libvirt", "format": "qcow2",
                                         "virtual_size": vm_image.IMAGE_SIZE_BYTES // 1024**3})
@@ -165,12 +159,12 @@ def _trust_what_the_host_trusts(root: Path) -> None:
     for i, cert in enumerate(extra):
         write_text(local / f"fabriclab-host-{i}.crt", cert + "\n")
     if extra:
-        vm_image._run(["chroot", str(root), "update-ca-certificates"], "update-ca-certificates")
+        vm_image.run_tool(["chroot", str(root), "update-ca-certificates"], "update-ca-certificates")
 
 
 def _add_vagrant_user(root: Path, public_key: str) -> None:
     """A ``vagrant`` user with passwordless sudo and ``public_key``; sshd keys at first boot."""
-    vm_image._run(["chroot", str(root), "useradd", "-m", "-s", "/bin/bash", "vagrant"],
+    vm_image.run_tool(["chroot", str(root), "useradd", "-m", "-s", "/bin/bash", "vagrant"],
                   "useradd vagrant")
     write_text(root / "etc/sudoers.d/vagrant", "vagrant ALL=(ALL) NOPASSWD:ALL\n", 0o440)
     ssh = root / "home/vagrant/.ssh"

@@ -67,13 +67,20 @@ def wheelhouse(say: Say) -> Path:
     return dest
 
 
+def guest_script(body: str) -> str:
+    """A guest run.sh: bash, ``copy_checkout.sh`` (the one way a job copies this checkout into
+    the guest), then ``body``."""
+    return ("#!/bin/bash\n" + (Path(__file__).parent / "copy_checkout.sh").read_text()
+            + body)
+
+
 def job_script(smoke: tuple[str, ...] = SMOKE_TESTS) -> str:
     """The guest's run.sh: the smoke set, then ``check_job.sh``."""
     tests = " ".join(smoke)
     if not re.fullmatch(r"[\w./: -]*", tests):
         raise ValueError(f"smoke test paths must be plain paths: {tests!r}")
-    return (f"#!/bin/bash\nSMOKE_TESTS='{tests}'\n"
-            + (Path(__file__).parent / "check_job.sh").read_text())
+    return guest_script(f"SMOKE_TESTS='{tests}'\n"
+                        + (Path(__file__).parent / "check_job.sh").read_text())
 
 
 def smoke_results(xml_path: Path) -> dict[str, Any]:

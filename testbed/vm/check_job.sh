@@ -1,8 +1,8 @@
 # The fresh-machine check, run as root inside the stock-kernel VM (testbed/vm/check.py boots
 # it). Each stage's exit code and wall time go to out/stages.jsonl; facts to out/facts.json.
 set -u
+# (copy_checkout and SRC come from copy_checkout.sh, which job_script puts before this file)
 OUT=/mnt/job/out
-SRC=/root/fabriclab
 say() { echo "$(date -u +%H:%M:%S) $*" >> "$OUT/progress.log"; }
 stage() {  # stage NAME COMMAND...: run it, log it to out/NAME.log, record rc and seconds
     local name=$1 t0 rc
@@ -16,13 +16,6 @@ stage() {  # stage NAME COMMAND...: run it, log it to out/NAME.log, record rc an
         >> "$OUT/stages.jsonl"
     say "stage $name: exit code $rc"
     return $rc
-}
-
-copy_checkout() {  # the checkout as `git archive` would give it: no venv, results or .git
-    mkdir -p "$SRC"
-    tar -C /mnt/src --exclude=./.venv --exclude=./results --exclude=./.git \
-        --exclude=./.install-stamp --exclude='*/__pycache__' -cf - . | tar -C "$SRC" -xf -
-    chown -R root:root "$SRC" && chmod -R go-w "$SRC"
 }
 
 # The wheels of scripts/requirements.lock, downloaded by the host (this VM reaches the Debian

@@ -160,7 +160,7 @@ def ensure(say: Say = print, rebuild: bool = False) -> Image:
     final, partial = CACHE_DIR / key, CACHE_DIR / f"{key}.partial"
     for stale in (partial, final):
         if os.path.lexists(stale):
-            _remove(stale)
+            remove_build_dir(stale)
     os.mkdir(partial, 0o700)
     times: dict[str, float] = {}
     try:
@@ -172,13 +172,14 @@ def ensure(say: Say = print, rebuild: bool = False) -> Image:
             "stage_s": times})
         os.rename(partial, final)
     except BaseException:
-        _remove(partial)
+        remove_build_dir(partial)
         raise
     return Image(final)
 
 
-def _remove(path: Path) -> None:
-    """Remove a build directory; refuse while anything is mounted inside it."""
+def remove_build_dir(path: Path) -> None:
+    """Remove a build directory (the image's, the box's); refuse while anything is mounted
+    inside it."""
     for point in sorted(_mounted_under(path), reverse=True):
         subprocess.run(["umount", point], capture_output=True, check=False)
     if still := _mounted_under(path):
@@ -189,7 +190,8 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
 
 
-def _run(args: list[str], what: str, **kwargs: object) -> None:
+def run_tool(args: list[str], what: str, **kwargs: object) -> None:
+    """Run a build tool; if it fails, one sentence: ``what`` failed, and its last words."""
     out = subprocess.run(args, capture_output=True, text=True, **kwargs)  # type: ignore[call-overload]
     if out.returncode != 0:
         tail = " ".join((out.stderr or out.stdout).strip().splitlines()[-2:])
@@ -201,7 +203,7 @@ def _build(dest: Path, say: Say, times: dict[str, float]) -> None:
     debs = own_or_new_dir(CACHE_DIR / "debs", 0o700)
     t0 = time.monotonic()
     say(f"vm image: debootstrap {SUITE} with Debian's kernel (a minute or two)")
-    _run(["debootstrap", "--variant=minbase", f"--cache-dir={debs}",
+    run_tool(["debootstrap", "--variant=minbase", f"--cache-dir={debs}",
           "--include=" + ",".join(BOOT_PACKAGES), SUITE, str(rootfs), MIRROR],
          f"debootstrap from {MIRROR}")
     rest = [p for p in packages() if p not in BOOT_PACKAGES]
@@ -219,14 +221,23 @@ def _build(dest: Path, say: Say, times: dict[str, float]) -> None:
     shutil.copy(kernels[-1], dest / "vmlinuz")
     shutil.copy(boot / f"initrd.img-{version}", dest / "initrd.img")
     say("vm image: file system and qcow2")
-    raw = dest / "root.raw"
+    qcow2_from_tree(rootfs, dest / "base.qcow2")
+    times["image_s"] = round(time.monotonic() - t0, 1)
+
+
+def qcow2_from_tree(rootfs: Path, qcow2: Path) -> None:
+    """An ext4 file system of :data:`IMAGE_SIZE_BYTES` holding ``rootfs``, as a qcow2 disk
+    (a raw file beside ``qcow2`` while it is made)."""
+    raw = qcow2.with_suffix(".raw")
     with open(raw, "wb") as f:
         f.truncate(IMAGE_SIZE_BYTES)
-    _run(["mkfs.ext4", "-q", "-F", "-L", "fabriclab", "-d", str(rootfs), str(raw)], "mkfs.ext4")
-    _run(["qemu-img", "convert", "-O", "qcow2", str(raw), str(dest / "base.qcow2")],
-         "qemu-img convert")
-    raw.unlink()
-    times["image_s"] = round(time.monotonic() - t0, 1)
+    try:
+        run_tool(["mkfs.ext4", "-q", "-F", "-L", "fabriclab", "-d", str(rootfs), str(raw)],
+                 "mkfs.ext4")
+        run_tool(["qemu-img", "convert", "-O", "qcow2", str(raw), str(qcow2)],
+                 "qemu-img convert")
+    finally:
+        raw.unlink()
 
 
 def _apt_install(rootfs: Path, debs: Path, names: list[str]) -> None:
@@ -242,19 +253,19 @@ def _apt_install(rootfs: Path, debs: Path, names: list[str]) -> None:
     archives = rootfs / "var/cache/apt/archives"
     mounts = [rootfs / "proc", archives]
     try:
-        _run(["mount", "-t", "proc", "proc", str(mounts[0])], "mount proc in the chroot")
-        _run(["mount", "--bind", str(debs), str(archives)], "bind the package cache")
+        run_tool(["mount", "-t", "proc", "proc", str(mounts[0])], "mount proc in the chroot")
+        run_tool(["mount", "--bind", str(debs), str(archives)], "bind the package cache")
         env = {"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
                "LC_ALL": "C"}
-        _run(["chroot", str(rootfs), "apt-get", "update", "-q"], "apt-get update (chroot)",
+        run_tool(["chroot", str(rootfs), "apt-get", "update", "-q"], "apt-get update (chroot)",
              env=env)
-        _run(["chroot", str(rootfs), "apt-get", "install", "-y", "-q",
+        run_tool(["chroot", str(rootfs), "apt-get", "install", "-y", "-q",
               "--no-install-recommends", *names], "apt-get install (chroot)", env=env)
     finally:
         for m in reversed(mounts):
             subprocess.run(["umount", str(m)], capture_output=True, check=False)
         policy.unlink(missing_ok=True)
-    _run(["chroot", str(rootfs), "apt-get", "clean"], "apt-get clean (chroot)")
+    run_tool(["chroot", str(rootfs), "apt-get", "clean"], "apt-get clean (chroot)")
 
 
 def _mounted_under(path: Path) -> list[str]:
