@@ -160,3 +160,15 @@ def test_the_box_pins_the_tcg_cpu_model_and_leaves_kvm_alone():
     assert f'l.cpu_model = "{TCG_CPU_MODEL}"' in cpu_lines("qemu")
     assert 'l.cpu_mode = "custom"' in cpu_lines("qemu")
     assert cpu_lines("kvm") == ""
+
+
+def test_the_check_fails_a_guest_that_computes_wrongly():
+    good = {"guest_exit_code": 0, "kernel": "6.1.0-50-amd64", "host_kernel": "6.18.44",
+            "netem": True, "numerics": True, "datapath": "kernel",
+            "smoke": {"ran": True, "failed": [], "passed": 7, "skipped": 0},
+            "routing": {"headline": "Routing: vclos vs ecmp ... slowdown ratio 1.9x"}}
+    assert check.passed(good)
+    for field, bad in (("numerics", False), ("numerics", None), ("kernel", "6.18.44"),
+                       ("datapath", "userspace"), ("guest_exit_code", None)):
+        assert not check.passed(good | {field: bad}), field
+    assert not check.passed(good | {"smoke": {"ran": False, "failed": [], "passed": 0}})

@@ -128,6 +128,18 @@ def _json(path: Path) -> dict[str, Any]:
         return {}
 
 
+def passed(record: dict[str, Any]) -> bool:
+    """The check passes when the guest ran to its end on a kernel other than the host's, with
+    netem, computing correctly (:mod:`testbed.vm.numerics`), the routing runs on the kernel
+    datapath with a headline, and the smoke set ran and passed."""
+    smoke = record["smoke"]
+    return bool(
+        record["guest_exit_code"] == 0 and record["kernel"]
+        and record["kernel"] != record["host_kernel"] and record["netem"]
+        and record["numerics"] and record["datapath"] == "kernel" and smoke["ran"]
+        and not smoke["failed"] and smoke["passed"] > 0 and record["routing"]["headline"])
+
+
 def run_check(out: Path, say: Say = print, cpus: int = 2, memory_mib: int = 4096,
               timeout_s: float = 90 * 60) -> dict[str, Any]:
     """Build what is missing, boot, run the check, write ``out/vm-check.json``; return it."""
@@ -170,9 +182,6 @@ def run_check(out: Path, say: Say = print, cpus: int = 2, memory_mib: int = 4096
         "timed_out": result.timed_out,
         "guest_exit_code": result.exit_code,
     }
-    record["passed"] = bool(
-        result.exit_code == 0 and record["kernel"] and record["kernel"] != record["host_kernel"]
-        and record["netem"] and record["numerics"] and record["datapath"] == "kernel"
-        and smoke["ran"] and not smoke["failed"] and smoke["passed"] > 0 and routing["headline"])
+    record["passed"] = passed(record)
     write_json(out / "vm-check.json", record)
     return record
