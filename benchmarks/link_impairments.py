@@ -30,11 +30,9 @@ the machine is a software-emulated VM (its timing is not a real machine's).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import statistics
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -46,6 +44,7 @@ from testbed.core.units import format_spread
 from testbed.emulator import impairments
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.preflight import netem_available, virtualization
+from testbed.emulator.traffic import iperf_end
 
 TWO_HOSTS = {"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 2,
              "host_link_mbit_s": 50, "uplink_mbit_s": 50}
@@ -56,13 +55,7 @@ def fabric(tmp: Path, **extra) -> Fabric:
 
 
 def iperf(fab: Fabric, src: str, dst: str, args: list[str]) -> dict:
-    server = fab.popen(dst, ["iperf3", "-s", "-1", "-p", "5303"], stdout=subprocess.DEVNULL)
-    fab.wait_listening(dst, 5303)
-    client = fab.popen(src, ["iperf3", "-c", fab.plan.node(dst).ip(), "-p", "5303", "-J",
-                             *args], stdout=subprocess.PIPE, text=True)
-    out, _ = client.communicate(timeout=300)
-    server.wait(timeout=30)
-    return json.loads(out)["end"]
+    return iperf_end(fab, src, dst, args, port=5303)
 
 
 def loss_once(tmp: Path) -> tuple[float, float, str]:
