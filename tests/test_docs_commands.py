@@ -36,7 +36,8 @@ PROGRAMS = ("fabriclab", ".venv/bin/python", ".venv/bin/fabriclab", "make", "bas
 FABRICLAB = ("fabriclab", ".venv/bin/fabriclab")
 PLACEHOLDER = re.compile(r"\b(SPEC|NAME|DIR|FILE|CONFIG|N|POLICY)\b|\||\.\.\.|\[")
 # fabriclab commands that need root (the emulator and the machine's state)
-ROOT_COMMANDS = {"doctor", "clean", "calibrate", "up", "jobs", "images", "servers"}
+ROOT_COMMANDS = {"doctor", "clean", "calibrate", "up", "jobs", "images", "servers",
+                 "vm"}  # vm: builds an image or a box, or boots a VM, for minutes
 RUNS_AS_ROOT = ("fabriclab doctor", "fabriclab clean")  # run for real when the tests are root
 # the pure benchmarks that take seconds (every other one takes minutes or root)
 QUICK_BENCHMARKS = re.compile(r"^\.venv/bin/python benchmarks/(model_shapes|themis_systems|"
@@ -213,3 +214,9 @@ def test_lines_run_for_real(where: str, lines: list[str], tmp_path: Path) -> Non
         assert "Traceback" not in proc.stderr
     if len(skipped) == len(lines):
         pytest.skip("; ".join(skipped))
+
+
+def test_vm_lines_are_not_run_by_the_suite() -> None:
+    # `fabriclab vm box` once ran here as root: it built a 1.3 GB box and re-added it to vagrant
+    for line in ("fabriclab vm box", "fabriclab vm build", "fabriclab vm check"):
+        assert needs_root(line), line
