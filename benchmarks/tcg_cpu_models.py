@@ -51,19 +51,18 @@ def main(argv: list[str] | None = None) -> int:
         print("qemu-x86_64 is not installed: apt-get install qemu-user", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the child dies with its run()
-    models = args.models
-    wrong: dict[str, dict[str, list[int]]] = {m: {} for m in models}
-    seconds: dict[str, list[float]] = {m: [] for m in models}
+    wrong: dict[str, dict[str, list[int]]] = {m: {} for m in args.models}
+    seconds: dict[str, list[float]] = {m: [] for m in args.models}
     for seed in range(args.repeats):
-        for model in models if seed % 2 == 0 else models[::-1]:
+        for model in args.models if seed % 2 == 0 else args.models[::-1]:
             counts, s = one(model, args.rounds, seed)
             for check, n in counts.items():
                 wrong[model].setdefault(check, []).append(n)
             seconds[model].append(s)
             print(f"# seed {seed} {model}: {counts} in {s:.1f} s", flush=True)
-    first = models[0]
+    first = args.models[0]
     print(f"\n{args.repeats} repeats of {args.rounds} rounds; wrong rounds median [min, max]")
-    for model in models:
+    for model in args.models:
         checks = ", ".join(f"{c} {format_spread(v, '.0f')}" for c, v in wrong[model].items())
         ratios = [s / f for s, f in zip(seconds[model], seconds[first], strict=True)]
         print(f"{model:>10}: {checks}; {format_spread(seconds[model])} s, "

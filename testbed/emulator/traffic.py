@@ -63,7 +63,7 @@ def _goodput(iperf_json: str, f: IperfFlow) -> float:
 
 # iperf3's UDP test opens its stream with one datagram each way and no retransmission: where
 # either is lost, the client stops with this error and measures nothing (esnet/iperf#862). On
-# a lossy link that happens to about one test in fifty.
+# a link that loses 1%, two datagrams crossing it make that about one test in fifty.
 UDP_SETUP_LOST = "unable to read from stream socket"
 
 

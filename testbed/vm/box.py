@@ -165,7 +165,7 @@ def _trust_what_the_host_trusts(root: Path) -> None:
 def _add_vagrant_user(root: Path, public_key: str) -> None:
     """A ``vagrant`` user with passwordless sudo and ``public_key``; sshd keys at first boot."""
     vm_image.run_tool(["chroot", str(root), "useradd", "-m", "-s", "/bin/bash", "vagrant"],
-                  "useradd vagrant")
+                      "useradd vagrant")
     write_text(root / "etc/sudoers.d/vagrant", "vagrant ALL=(ALL) NOPASSWD:ALL\n", 0o440)
     ssh = root / "home/vagrant/.ssh"
     ssh.mkdir(mode=0o700)

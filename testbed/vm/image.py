@@ -204,8 +204,8 @@ def _build(dest: Path, say: Say, times: dict[str, float]) -> None:
     t0 = time.monotonic()
     say(f"vm image: debootstrap {SUITE} with Debian's kernel (a minute or two)")
     run_tool(["debootstrap", "--variant=minbase", f"--cache-dir={debs}",
-          "--include=" + ",".join(BOOT_PACKAGES), SUITE, str(rootfs), MIRROR],
-         f"debootstrap from {MIRROR}")
+              "--include=" + ",".join(BOOT_PACKAGES), SUITE, str(rootfs), MIRROR],
+             f"debootstrap from {MIRROR}")
     rest = [p for p in packages() if p not in BOOT_PACKAGES]
     say(f"vm image: apt-get install {len(rest)} packages and their dependencies (a few "
         "minutes from a cold cache)")
@@ -258,9 +258,9 @@ def _apt_install(rootfs: Path, debs: Path, names: list[str]) -> None:
         env = {"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
                "LC_ALL": "C"}
         run_tool(["chroot", str(rootfs), "apt-get", "update", "-q"], "apt-get update (chroot)",
-             env=env)
+                 env=env)
         run_tool(["chroot", str(rootfs), "apt-get", "install", "-y", "-q",
-              "--no-install-recommends", *names], "apt-get install (chroot)", env=env)
+                  "--no-install-recommends", *names], "apt-get install (chroot)", env=env)
     finally:
         for m in reversed(mounts):
             subprocess.run(["umount", str(m)], capture_output=True, check=False)
