@@ -35,8 +35,11 @@ import numpy as np
 
 from testbed.core.errors import FabricLabError
 from testbed.core.topology import coords_of, index_of
+from workloads.astra1_clock import tie_ns
 from workloads.collectives import Collective, Group, shard_bounds
+from workloads.collectives.ring import COLLECTIVE as RING
 from workloads.schedule_engine import (
+    ASTRA_SIM_1_0,
     DEFAULT_SEMANTICS,
     ORDERS,
     ChunkEngine,
@@ -106,7 +109,9 @@ def schedule(
     chunks = tuple(tuple(chunk_phases(p, dims, collective)) for p in plans)
     engine = ChunkEngine(chunks, len(dims), order, max_active, semantics=semantics)
     sequences: dict[tuple[int, int], list[Phase]] = defaultdict(list)
-    for run in run_analytic(engine, lambda ph: ph.sent / bw[ph.dim]):
+    tie = (tie_ns([collective or RING] * len(dims), dims, [b / 8 for b in bw])
+           if semantics == ASTRA_SIM_1_0 else None)  # the model's tie order (bit/s to bytes/s)
+    for run in run_analytic(engine, lambda ph: ph.sent / bw[ph.dim], tie):
         sequences[(run.phase.dim, run.slot)].append(run.phase)
     return Schedule(chunks, {k: tuple(v) for k, v in sequences.items()})
 

@@ -63,9 +63,11 @@ from testbed.core.link_model import hop_delay_us, hop_loss, lossy_rate_bit_s
 from testbed.core.presets import DIM_ALGORITHM_OF_KIND
 from testbed.core.registry import COLLECTIVES
 from testbed.core.topology import FabricPlan
+from workloads.astra1_clock import tie_ns
 from workloads.collectives import Collective
 from workloads.flat_model import flat_allreduce_s
 from workloads.schedule_engine import (
+    ASTRA_SIM_1_0,
     DEFAULT_SEMANTICS,
     ORDERS,
     SEMANTICS,
@@ -214,8 +216,9 @@ def simulate(
 
     chunks = [_phases(p, sizes, collectives) for p in plans]
     engine = ChunkEngine(chunks, len(sizes), order, max_active, semantics=semantics)
+    tie = tie_ns(collectives, sizes, bytes_per_s) if semantics == ASTRA_SIM_1_0 else None
     runs = run_analytic(engine,
-                        lambda ph: ph.sent / bytes_per_s[ph.dim] + ph.steps * alpha[ph.dim])
+                        lambda ph: ph.sent / bytes_per_s[ph.dim] + ph.steps * alpha[ph.dim], tie)
     busy = [Fraction(0)] * len(sizes)
     sent = [Fraction(0)] * len(sizes)
     for r in runs:

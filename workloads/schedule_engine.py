@@ -13,10 +13,10 @@ depends on the *semantics* (:data:`SEMANTICS`, see ``docs/themis-semantics.md``)
     each dimension keeps one ordered queue. A phase that becomes ready is *inserted*:
 
     * ``fifo``: at the back;
-    * ``scf``: in front of the first waiting phase whose input (bytes per host entering the
-      phase: ``Phase.size``) is at least its own, so the smallest input is served first and a
-      newcomer goes ahead of equal ones; but a phase with exactly one phase of its chunk after
-      it, and every All-Reduce phase, goes to the back.
+    * ``scf``: in front of the first waiting phase whose size (the larger of the bytes per
+      host entering and leaving the phase) is at least its own, so the smallest is served
+      first and a newcomer goes ahead of equal ones; but a phase with exactly one phase of its
+      chunk after it, and every All-Reduce phase, goes to the back.
 
     A slot that frees is refilled at once from the head of its queue, before any other event
     of the same instant is handled (:attr:`ChunkEngine.eager`): a phase that becomes ready at
@@ -154,9 +154,9 @@ def insert_position(waiting: Sequence[Phase], phase: Phase, order: str, remainin
 class ChunkEngine:
     """Per-dimension dispatch of chunk phases (see the module docstring).
 
-    ``scf_size``: the size ``scf`` compares, ``input`` (the phase's input; the model's
-    default) or ``larger`` (the larger of input and output, as ASTRA-sim 1.0's code does; the
-    training replay's choice, see ``docs/workload-replay.md``).
+    ``scf_size``: the size ``scf`` compares under ``astra-sim-1.0``: ``larger`` (the default:
+    the larger of input and output, as ASTRA-sim 1.0's code does) or ``input`` (the phase's
+    input; the model's rule until 2026-11-29, kept to compare against).
     ``tolerance`` = ``(relative, absolute)`` makes keys floats that tie when that close (for
     a float clock such as the simulator's); None compares them exactly (``fabriclab`` only:
     ``astra-sim-1.0`` queues by insertion and keeps no keys).
@@ -164,7 +164,7 @@ class ChunkEngine:
 
     def __init__(self, chunks: Sequence[Sequence[Phase]], n_dims: int, order: str = "fifo",
                  max_active: int = 1, tolerance: tuple[float, float] | None = None,
-                 semantics: str = DEFAULT_SEMANTICS, scf_size: str = "input") -> None:
+                 semantics: str = DEFAULT_SEMANTICS, scf_size: str = "larger") -> None:
         check_order(order)
         if scf_size not in SCF_SIZES:
             raise FabricLabError(f"scf_size {scf_size!r} is unknown; use one of "
@@ -283,37 +283,42 @@ class EngineRun:
     end: Fraction
 
 
-def run_analytic(engine: ChunkEngine, duration: Callable[[Phase], Fraction]) -> list[EngineRun]:
+def run_analytic(engine: ChunkEngine, duration: Callable[[Phase], Fraction],
+                 tie: Callable[[Phase], Fraction] | None = None) -> list[EngineRun]:
     """Drive ``engine`` from time 0 with a known ``duration`` per phase (exact for
     Fractions); return every phase run in the order they started.
 
-    An eager engine (``astra-sim-1.0``) handles simultaneous completions one at a time, lower
-    dimension first, then in start order; completions within :data:`TIE_REL` (relative) of
-    the earliest count as simultaneous, so a bandwidth given as a rounded float decides
-    nothing. Otherwise all completions of an instant are handled before the free slots are
-    filled."""
-    now = Fraction(0)
-    engine.begin(now)
-    running: list[tuple[Fraction, int, int, Phase, int]] = []
+    An eager engine (``astra-sim-1.0``) handles simultaneous completions one at a time;
+    completions within :data:`TIE_REL` (relative) of the earliest count as simultaneous, so a
+    bandwidth given as a rounded float decides nothing. Of those it takes first the one whose
+    ``tie`` clock is earliest, then the lowest dimension, then the earliest started. ``tie``
+    gives each phase a second duration, summed along the schedule as the times are: what the
+    reference simulator adds to ``duration`` (:func:`workloads.astra1_clock.tie_ns`), small
+    enough to decide only ties. Otherwise all completions of an instant are handled before the
+    free slots are filled."""
+    now = (Fraction(0), Fraction(0))  # (time, tie clock)
+    engine.begin(now[0])
+    running: list[tuple[tuple[Fraction, Fraction], int, int, Phase, int]] = []
     seq = itertools.count()
     runs = []
     while True:
         for phase, slot in engine.dispatch():
-            end = now + duration(phase)
-            runs.append(EngineRun(phase, slot, now, end))
+            end = (now[0] + duration(phase), now[1] + (tie(phase) if tie else 0))
+            runs.append(EngineRun(phase, slot, now[0], end[0]))
             heapq.heappush(running, (end, phase.dim if engine.eager else 0, next(seq), phase,
                                      slot))
         if not running:
             return runs
-        if engine.eager:  # one completion: the lowest dimension among those (almost) now
-            horizon = running[0][0] * (1 + TIE_REL)
-            pick = min((e for e in running if e[0] <= horizon), key=lambda e: (e[1], e[2]))
+        if engine.eager:  # one completion: the earliest tie clock among those (almost) now
+            horizon = running[0][0][0] * (1 + TIE_REL)
+            pick = min((e for e in running if e[0][0] <= horizon),
+                       key=lambda e: (e[0][1], e[1], e[2]))
             running.remove(pick)
             heapq.heapify(running)
             now = max(now, pick[0])
-            engine.finish(pick[3], pick[4], now)
+            engine.finish(pick[3], pick[4], now[0])
             continue
         now = running[0][0]
         while running and running[0][0] == now:
             _, _, _, phase, slot = heapq.heappop(running)
-            engine.finish(phase, slot, now)
+            engine.finish(phase, slot, now[0])

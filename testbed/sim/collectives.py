@@ -24,12 +24,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from testbed.core.errors import FabricLabError
 from testbed.core.formulas import link_share
 from testbed.core.registry import COLLECTIVES
 from testbed.core.topology import coords_of, dim_peers
 from testbed.sim.flows import LinkId, Network
+from workloads.astra1_clock import tie_ns
 from workloads.collectives import Collective
 from workloads.schedule_engine import (
     DEFAULT_SEMANTICS,
@@ -219,9 +221,14 @@ class HierarchicalRun:
                                   semantics=semantics)
         self.runs: list[tuple[Phase, float, float]] = []
         # eager (astra-sim-1.0) engine: the phases that ended this instant, handled together
-        # in the model's order (lower dimension first, then start order)
-        self._ended: list[tuple[int, int, Phase, int, float]] = []
+        # in the model's order (earliest tie clock, then lower dimension, then start order:
+        # workloads.schedule_engine.run_analytic), each phase's tie clock summed as the model's
+        self._ended: list[tuple[Fraction, int, int, Phase, int, float]] = []
         self._started = 0
+        self._tie_now = Fraction(0)
+        rates = [Fraction(b) / 8 * link_share(k, n, c) for b, k, n, c in
+                 zip(fabric.bandwidths, fabric.kinds, fabric.sizes, per_dim, strict=True)]
+        self._tie = tie_ns(per_dim, fabric.sizes, rates) if self.engine.eager else None
 
     def start(self) -> None:
         self.engine.begin(self.net.now)
@@ -234,13 +241,14 @@ class HierarchicalRun:
         for phase, slot in self.engine.dispatch():
             began = self.net.now
             self._started += 1
+            tie_end = self._tie_now + self._tie(phase) if self._tie else Fraction(0)
 
-            def end(_t: float, phase: Phase = phase, slot: int = slot,
-                    began: float = began, seq: int = self._started) -> None:
+            def end(_t: float, phase: Phase = phase, slot: int = slot, began: float = began,
+                    seq: int = self._started, tie_end: Fraction = tie_end) -> None:
                 if self.engine.eager:
                     if not self._ended:
                         self.net.defer(self._finish_ended)
-                    self._ended.append((phase.dim, seq, phase, slot, began))
+                    self._ended.append((tie_end, phase.dim, seq, phase, slot, began))
                     return
                 self.runs.append((phase, began, self.net.now))
                 self.engine.finish(phase, slot, self.net.now)
@@ -254,13 +262,14 @@ class HierarchicalRun:
                       latency=self.latency)
 
     def _finish_ended(self) -> None:
-        ended, self._ended = sorted(self._ended, key=lambda e: (e[0], e[1])), []
-        for _dim, _seq, phase, slot, began in ended:
+        ended, self._ended = sorted(self._ended, key=lambda e: e[:3]), []
+        for tie_end, _dim, _seq, phase, slot, began in ended:
             self.runs.append((phase, began, self.net.now))
+            self._tie_now = tie_end
             self.engine.finish(phase, slot, self.net.now)  # refills the freed slot at once
+            self._dispatch()  # what it started begins on this completion's tie clock
         if self.engine.done:
             self.on_end(self.runs)
-        self._dispatch()
 
 
 def hierarchical_allreduce(

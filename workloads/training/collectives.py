@@ -20,7 +20,6 @@ ASTRA-sim 1.0's arithmetic (sizes in whole bytes, divided down as ASTRA-sim divi
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -30,6 +29,7 @@ from testbed.core.algorithms import replay_error
 from testbed.core.astra_units import ASTRA_GBYTE_BYTES
 from testbed.core.errors import FabricLabError
 from testbed.core.registry import COLLECTIVES
+from workloads import astra1_clock
 from workloads.schedule_engine import Phase
 from workloads.training.model import ALLGATHER, ALLREDUCE, ALLTOALL, REDUCESCATTER
 from workloads.training.platform import LogicalDim, ReplaySystem
@@ -155,43 +155,22 @@ def _all_to_all(implementation: str, dim: LogicalDim, size: int) -> tuple[Fracti
     return message, 1
 
 
-#: bytes per ns of the memory ASTRA-sim 1.0's analytical backend gives every NPU (its
-#: ``main.cc`` builds a ``SimpleMemory`` with an NPU access bandwidth of 500000)
-ASTRA1_MEMORY_BYTES_PER_NS = 500_000
-
-
 def astra1_reduction_ns(op: str, size: Fraction, kind: str, dim: LogicalDim,
                         system: ReplaySystem) -> int:
     """ASTRA-sim 1.0's local reduction time of one Reduce-Scatter or All-Reduce phase of
-    ``size`` bytes per NPU: each reducing message is written once and read twice at
-    :data:`ASTRA1_MEMORY_BYTES_PER_NS`, each pass rounded down to whole ns. The messages on
-    the phase's critical path (measured on AnalyticalAstra, docs/themis-semantics.md): a ring's
-    ``n-1`` of ``size/n``; direct's one of ``size/n``; halving-doubling's ``size/4``,
-    ``size/8``, ..., ``size/n`` (its first step's is not). 0 for other phases."""
-    n = dim.size
-    if op not in ("RS", "AR") or n < 2:
-        return 0
+    ``size`` bytes per NPU (:func:`workloads.astra1_clock.reduction_ns`)."""
     impl = (system.implementations or {}).get(kind, ("ring",) * 99)[dim.physical]
-    whole = int(size)
-    if impl == "ring":
-        messages = [whole // n] * (n - 1)
-    elif impl == "direct":
-        messages = [whole // n]
-    else:  # halving-doubling
-        messages = [whole >> k for k in range(2, n.bit_length())]
-    return sum(3 * (m // ASTRA1_MEMORY_BYTES_PER_NS) for m in messages)
+    return astra1_clock.reduction_ns(op, size, dim.size, impl)
 
 
 def astra1_transfer_ns(op: str, size: Fraction, kind: str, dim: LogicalDim,
-                       system: ReplaySystem, rate: Fraction) -> Fraction:
+                       system: ReplaySystem, rate: Fraction) -> int:
     """ASTRA-sim 1.0's time on the wire of one Reduce-Scatter, All-Gather or All-Reduce phase
-    at ``rate`` bytes per ns, latencies and reduction left out: its event clock keeps whole
-    ns, so every step's message time is rounded down, and the phase takes one ns more (each
-    measured on AnalyticalAstra, docs/themis-semantics.md)."""
+    at ``rate`` bytes per ns, latencies and reduction left out
+    (:func:`workloads.astra1_clock.wire_ns`)."""
     impl = (system.implementations or {}).get(kind, ("ring",) * 99)[dim.physical]
-    steps = COLLECTIVES.get(impl).transfers(op, dim.size, size)
-    return sum(math.floor(Fraction(sum(b for a, _, b in step if a == 0)) / rate)
-               for step in steps) + 1
+    steps = astra1_clock.step_bytes(COLLECTIVES.get(impl), op, dim.size, size)
+    return astra1_clock.wire_ns(steps, rate)
 
 
 def local_reduction_ns(op: str, size: Fraction, kind: str, dim: LogicalDim,

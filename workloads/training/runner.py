@@ -72,7 +72,7 @@ class CollectiveRunner:
         self.dims = tuple(dims)
         self.system = system
         self.engine = ChunkEngine([], len(self.dims), order=system.intra,
-                                  semantics=ASTRA_SIM_1_0, scf_size="larger")
+                                  semantics=ASTRA_SIM_1_0)
         self.schedule = system.chunk_schedule()
         # the schedule's orderer for the collectives made at ``orderer_made_at`` (a fresh one
         # for every later time, as ASTRA-sim resets its greedy's loads)
