@@ -9,10 +9,10 @@ the three schedulers (baseline, Themis FIFO, Themis SCF).
 
 Suites:
 
-* ``development``: the cases the model's SCF rule was debugged on (2026-11-28 and 29): the
-  4x4 switch system at 40/20 GB/s (16 and 256 MiB) and the artifact's 2d_switch,
-  3d_fc_ring_switch and 4d_ring_fc_ring_switch at 4 and 96 MiB (``--inputs``: the
-  ``themis/inputs`` folder of jared-ni/astrasim-archgym-public at 786291289945).
+* ``development``: the cases the model's SCF rule was debugged on or checked against while
+  it was chosen (2026-11-28 and 29): the 4x4 switch system at 40/20 GB/s (16 and 256 MiB) and
+  the artifact's six systems at 4 and 96 MiB (``--inputs``: the ``themis/inputs`` folder of
+  jared-ni/astrasim-archgym-public at 786291289945).
 * ``fresh``: systems written here that no fix was looked at on, every link 1 ns and an
   endpoint delay of 1 ns as in the artifact: 4 and 64 MiB.
 
@@ -45,7 +45,8 @@ SCHEDULERS = {"baseline": ("baseline", "fifo"), "themis_fifo": ("themis", "fifo"
               "themis_scf": ("themis", "scf")}
 CHUNKS = 64
 ENDPOINT_DELAY_NS = 1
-ARTIFACT = ("2d_switch", "3d_fc_ring_switch", "4d_ring_fc_ring_switch")
+ARTIFACT = ("2d_switch", "3d_switch_homo", "3d_switch_hetero", "3d_fc_ring_switch",
+            "4d_ring_switch_switch_switch", "4d_ring_fc_ring_switch")
 
 
 def dims(spec: str) -> tuple[af.AstraDim, ...]:
