@@ -132,3 +132,29 @@ def test_the_heatmap_names_the_jobs_whose_flows_crossed_each_link():
     found = jobs_on_links(paths, topology)
     assert found == {"leaf0→spine3": ["j0", "j1"], "spine3→leaf1": ["j0", "j1"]}
     assert jobs_on_links(None, topology) == {}
+
+
+SS_OUTPUT = "\n".join([
+    "Netid Recv-Q Send-Q Local Address:Port Peer Address:PortProcess",
+    'p_raw 0 0 [0]:* * users:(("ovs-vswitchd",pid=7,fd=44)) '
+    "skmem:(r0,rb212992,t0,tb67108864,f0,w0,o0,bl0,d0)",
+    'p_raw 0 0 *:leaf0-eth1 * users:(("ovs-vswitchd",pid=7,fd=42)) '
+    "skmem:(r0,rb212992,t0,tb212992,f0,w0,o176,bl0,d12)",
+    'p_raw 0 0 *:leaf0-eth2 * users:(("ovs-vswitchd",pid=7,fd=43)) '
+    "skmem:(r0,rb212992,t0,tb212992,f0,w0,o0,bl0,d0)",
+    'p_raw 0 0 *:eth0 * users:(("tcpdump",pid=9,fd=3)) '
+    "skmem:(r0,rb212992,t0,tb212992,f0,w0,o0,bl0,d5)",
+])
+
+
+def test_the_switchs_receiving_sockets_drops_are_read_per_port():
+    from testbed.emulator.drop_counters import socket_drops
+
+    assert socket_drops(SS_OUTPUT) == {"leaf0-eth1": 12, "leaf0-eth2": 0}
+
+
+def test_a_receiving_socket_that_dropped_names_its_port(tmp_path):
+    ports = {"leaf0-eth1": {"socket_rx_dropped": 12}}
+    records, _ = judge_all(_run(tmp_path, leaf_out=10 * MB, timeouts=1, ports=ports))
+    (v,) = records["loss"]["violations"]
+    assert v["place"] == "leaf0-eth1" and "12 socket_rx_dropped" in v["sentence"]

@@ -7,6 +7,8 @@ cumulative, so a leg's figures are differences:
   ``tx_dropped``, errors): a packet a switch could not hand to a port (on the userspace
   datapath, a full socket buffer in front of the port's qdisc) or could not take in;
 - the datapath's ``lost`` packets (``ovs-appctl dpctl/show``: upcalls it could not queue);
+- on the userspace datapath, what the kernel dropped in front of ovs-vswitchd's receiving
+  socket of each port (``ss -0 -m -p``: the socket's buffer full), on this machine;
 - each host's TCP: segments sent and resent, and retransmission timeouts
   (:func:`testbed.emulator.tcp_counters.segments`).
 
@@ -87,6 +89,35 @@ def kernel_drops(ports: Iterable[str]) -> dict[str, dict[str, int]]:
     return found
 
 
+def socket_drops(ss_output: str) -> dict[str, int]:
+    """Per port: packets the kernel dropped in front of ovs-vswitchd's receiving socket for it
+    (its buffer full: ``d`` of ``skmem`` in ``ss -0 -m -p`` output, for the packet sockets
+    the userspace datapath binds to each port, ``*:PORT``). Nothing else counts these."""
+    found = {}
+    for line in ss_output.splitlines():
+        if "ovs-vswitchd" not in line:
+            continue
+        port = re.search(r"\s\*:(\S+)\s", line)
+        drops = re.search(r"skmem:\([^)]*\bd(\d+)", line)
+        if port and drops:
+            found[port.group(1)] = found.get(port.group(1), 0) + int(drops.group(1))
+    return found
+
+
+def switch_socket_drops(ports: Iterable[str]) -> dict[str, int] | None:
+    """:func:`socket_drops` of this machine's ovs-vswitchd for ``ports`` (None without
+    ``ss``); a port without a receiving socket (kernel datapath) is left out."""
+    try:
+        out = subprocess.run(["ss", "-0", "-m", "-p"], capture_output=True, text=True,
+                             timeout=OVS_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    wanted = set(ports)
+    return {p: n for p, n in socket_drops(out.stdout).items() if p in wanted}
+
+
 def softnet_dropped() -> int | None:
     """Packets this machine's CPUs dropped from full input backlogs (``/proc/net/softnet_stat``,
     second column, summed): a veth hands every packet to its peer through that backlog."""
@@ -115,6 +146,9 @@ def reading(ports: Iterable[str] | None, host_pids: Mapping[str, int],
     if ovs is not None:
         for port, stats in kernel_drops(ports).items():
             ovs.setdefault(port, {}).update(stats)
+        if list(rundirs) == [None]:  # a stand-in's sockets are in its own namespace: not read
+            for port, n in (switch_socket_drops(ports) or {}).items():
+                ovs.setdefault(port, {})["socket_rx_dropped"] = n
     return {"time": time.monotonic(), "ports": ovs, "softnet_dropped": softnet_dropped(),
             "datapath_lost": datapath_lost(rundirs) if ports is not None else None,
             "hosts": tcp_counters.segments(host_pids, hosts)}
