@@ -28,13 +28,11 @@ it is the system's, and another sshd may need it.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import ipaddress
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -48,7 +46,7 @@ from testbed.core.atomic import check_writable, write_json, write_text
 from testbed.core.errors import FabricLabError
 from testbed.core.safe_paths import NEW_FILE_FLAGS, check_ancestors, make_dir, own_or_new_dir
 from testbed.core.servers import ServerSpec, ServersSpec
-from testbed.emulator import cleanup, procs, ssh
+from testbed.emulator import cleanup, procs, socket_buffers, ssh
 from testbed.emulator.procs import NetnsId, ProcessId
 
 BASE = Path("/var/lib/fabriclab/standins")
@@ -68,8 +66,6 @@ STOP_FIRST = "run `fabriclab servers stop` first"
 START_TIMEOUT_S = 10.0
 SEND_BUFFER_BYTES = 64 * 1024 * 1024  # as scripts/start-ovs.sh gives the machine's own OVS
 WARM_BRIDGE, WARM_PORT = "flwarm", "flwarm0"
-SYS_PIDFD_GETFD = 438  # x86_64 and every architecture with the generic syscall table
-SO_SNDBUFFORCE = 32
 
 Progress = Callable[[str], None]
 
@@ -430,48 +426,14 @@ def _enlarge_send_buffer(s: Standin, pid: int) -> None:
         subprocess.run(["ip", "-n", s.netns, "link", "del", WARM_PORT], capture_output=True)
     if inode is None:
         raise FabricLabError(f"{s.name}'s ovs-vswitchd made no packet socket for sending")
-    set_send_buffer(pid, inode, SEND_BUFFER_BYTES)
+    socket_buffers.set_buffer(pid, inode, SEND_BUFFER_BYTES, socket_buffers.SO_SNDBUFFORCE)
 
 
 def _unbound_packet_socket(pid: int) -> int | None:
     """The inode of the process's packet socket bound to no interface (ovs-vswitchd sends
-    through it), from ``/proc/PID/net/packet`` (its namespace's); None if none yet."""
-    mine = _socket_fds(pid)
-    for line in Path(f"/proc/{pid}/net/packet").read_text().splitlines()[1:]:
-        cols = line.split()
-        if cols[4] == "0" and int(cols[8]) in mine:
-            return int(cols[8])
-    return None
-
-
-def _socket_fds(pid: int) -> dict[int, int]:
-    """The process's sockets: inode -> descriptor."""
-    fds = {}
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        with contextlib.suppress(OSError):
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-            if target.startswith("socket:["):
-                fds[int(target[8:-1])] = int(fd)
-    return fds
-
-
-def set_send_buffer(pid: int, inode: int, size_bytes: int) -> None:
-    """Set the send buffer of process ``pid``'s socket ``inode`` to ``size_bytes``."""
-    fd = _socket_fds(pid).get(inode)
-    if fd is None:
-        raise FabricLabError(f"process {pid} no longer holds socket {inode}")
-    libc = ctypes.CDLL(None, use_errno=True)
-    pidfd = os.pidfd_open(pid)
-    try:
-        copy = libc.syscall(SYS_PIDFD_GETFD, pidfd, fd, 0)
-        if copy < 0:
-            err = ctypes.get_errno()
-            raise FabricLabError(f"cannot reach process {pid}'s socket: {os.strerror(err)}")
-    finally:
-        os.close(pidfd)
-    with socket.socket(fileno=copy) as sock:
-        # the kernel doubles what it is given (room for its own bookkeeping)
-        sock.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, size_bytes // 2)
+    through it), in its namespace; None if none yet."""
+    return next((inode for inode, ifindex in socket_buffers.packet_sockets(pid).items()
+                 if ifindex == 0), None)
 
 
 def _start_sshd(state: StandinsState, s: Standin, base: Path) -> None:
