@@ -40,7 +40,7 @@ def _fill_rounds(flow_cap: np.ndarray, e_flow: np.ndarray, e_link: np.ndarray,
     """Progressive filling a round at a time: ``fill_rates_rounds`` step for step.
 
     ``slack`` is ``1 + RATE_TOL``; the other arguments as ``fill_rates_rounds`` takes them
-    (entries' flows ascending)."""
+    (entries in any order)."""
     n_flows = flow_cap.shape[0]
     n_all = link_cap.shape[0]
     n_entries = e_flow.shape[0]
