@@ -25,6 +25,8 @@ from typing import Protocol
 
 import numpy as np
 
+from testbed.sim import compiled
+
 LinkId = Hashable
 
 # Relative slack when deciding which links saturate at the current water level.
@@ -111,13 +113,18 @@ def fill_rates(
     link ``entry_link[e]`` (of capacity ``link_cap[link]``) ``entry_mult[e]`` times. Indices
     are 0-based and dense; a (flow, link) pair appears at most once. Same rounds, slack and
     rates as :func:`max_min_rates_reference` (to float rounding in the link loads): through
-    :func:`fill_rates_rounds`, or :func:`fill_rates_sparse` when a flows x links matrix
-    would pass ``DENSE_CELLS_MAX``.
+    :func:`fill_rates_rounds` (or its compiled twin when ``COMPILED``), or
+    :func:`fill_rates_sparse` when a flows x links matrix would pass ``DENSE_CELLS_MAX``.
     """
     if len(flow_cap) * len(link_cap) <= DENSE_CELLS_MAX:
+        if COMPILED:
+            return fill_rates_compiled(flow_cap, entry_flow, entry_link, entry_mult, link_cap)
         return fill_rates_rounds(flow_cap, entry_flow, entry_link, entry_mult, link_cap)
     return fill_rates_sparse(flow_cap, entry_flow, entry_link, entry_mult, link_cap)
 
+
+# Whether :func:`fill_rates` uses the compiled filler (numba installed; tests turn it off).
+COMPILED = compiled.AVAILABLE
 
 # Components up to this many flows x links cells are filled by rounds (the bound of the dense
 # matrix filler those rounds replaced), larger ones by the sparse filler.
@@ -238,6 +245,25 @@ def fill_rates_rounds(
         np.divide(cap - now, w, out=room, where=w > 0)
         headroom[links] = room
     return np.asarray(rates)
+
+
+def fill_rates_compiled(
+    flow_cap: np.ndarray,
+    entry_flow: np.ndarray,
+    entry_link: np.ndarray,
+    entry_mult: np.ndarray,
+    link_cap: np.ndarray,
+) -> np.ndarray:
+    """:func:`fill_rates_rounds` compiled by numba (:mod:`testbed.sim.compiled`): the same
+    rounds and the same floating-point operations in the same order, so the same rates to the
+    last bit, without a numpy call per step. Needs numba (``compiled.AVAILABLE``)."""
+    if not compiled.AVAILABLE:
+        raise RuntimeError("the compiled filler needs numba: pip install -e '.[sim-fast]'")
+    as_float = np.ascontiguousarray
+    return compiled.fill_rounds(
+        as_float(flow_cap, dtype=np.float64), as_float(entry_flow, dtype=np.int64),
+        as_float(entry_link, dtype=np.int64), as_float(entry_mult, dtype=np.float64),
+        as_float(link_cap, dtype=np.float64), ROOMY, 1 + RATE_TOL, STALL_RATE_BIT_S)
 
 
 # A link whose capacity is at least this times what its flows would send at their caps is

@@ -22,6 +22,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from testbed.sim import compiled
+
 LinkId = Hashable
 
 class Occupant(Protocol):
@@ -228,12 +230,18 @@ class Occupancy:
         """The busy links of ``flows`` (in that order) as arrays."""
         count = self.count
         for f in flows:
-            if f._busy_idx is None:
+            if f._busy_idx is None and COMPILED:
+                f._busy_idx, f._busy_mult = compiled.busy_links(f.route.idx, f.route.mult, count)
+            elif f._busy_idx is None:
                 shared = count[f.route.idx] >= 2
                 f._busy_idx, f._busy_mult = f.route.idx[shared], f.route.mult[shared]
         busy = [f._busy_idx for f in flows]
         idx = np.concatenate(busy)
         mult = np.concatenate([f._busy_mult for f in flows])
+        if COMPILED:
+            owner, local, links = compiled.incidence_arrays(
+                idx, np.fromiter(map(len, busy), dtype=np.int64, count=len(busy)), self._slot)
+            return Incidence(owner, local, mult, self.cap[links])
         owner = np.repeat(np.arange(len(flows)),
                           np.fromiter(map(len, busy), dtype=np.intp, count=len(busy)))
         links, local = self._localize(idx)
@@ -260,7 +268,10 @@ class Incidence:
     link_cap: np.ndarray
 
     def labels(self, n_flows: int) -> np.ndarray:
-        """Each flow's component: its smallest member's position (min-label propagation)."""
+        """Each flow's component: its smallest member's position (min-label propagation, or
+        union-find compiled when ``COMPILED``: the same labels)."""
+        if COMPILED:
+            return compiled.component_labels(self.flow, self.link, n_flows, len(self.link_cap))
         label = np.arange(n_flows)
         while True:
             on_link = np.full(len(self.link_cap), n_flows)
@@ -285,6 +296,9 @@ class Incidence:
                          self.link_cap[used])
 
 
+# Whether components' labels are found by the compiled kernel (numba installed; tests turn
+# it off).
+COMPILED = compiled.AVAILABLE
 _by_id = operator.attrgetter("id")
 _busy_of = operator.attrgetter("_busy")
 

@@ -1,0 +1,356 @@
+"""Compiled (numba) kernels of the simulator's hot loops, when numba is installed.
+
+Pure functions, no I/O but numba's cache. Each kernel does the same floating-point operations,
+in the same order, as the numpy code it stands in for (:func:`testbed.sim.maxmin.fill_rates_rounds`,
+:meth:`testbed.sim.occupancy.Incidence.labels`, :meth:`testbed.sim.occupancy.Occupancy.incidence`),
+so results are identical to the last bit; ``tests/test_sim_compiled.py`` checks both ways on
+the same inputs. Without numba (``pip install -e '.[sim-fast]'`` adds it) ``AVAILABLE`` is
+False and callers keep the numpy code; ``FABRICLAB_NO_NUMBA=1`` turns the kernels off.
+
+Compiling takes seconds (at a kernel's first call in a process), so the machine code is cached
+in ``~/.cache/fabriclab/numba`` of the effective user (made 0700), and only if that directory
+and its parents up to ``~/.cache`` are the user's own and writable by nobody else: a cache is
+loaded code, so root must not read one that another user could write. Otherwise nothing is
+cached.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import stat
+
+import numpy as np
+
+try:
+    if os.environ.get("FABRICLAB_NO_NUMBA"):
+        raise ImportError("turned off by FABRICLAB_NO_NUMBA")
+    import numba
+except ImportError:  # the numpy code stands in
+    AVAILABLE = False
+else:
+    AVAILABLE = True
+
+__all__ = ["AVAILABLE", "busy_links", "component_labels", "fill_rounds", "incidence_arrays"]
+
+
+def _fill_rounds(flow_cap: np.ndarray, e_flow: np.ndarray, e_link: np.ndarray,
+                 mult: np.ndarray, link_cap: np.ndarray, roomy: float, slack: float,
+                 stall_bit_s: float) -> np.ndarray:  # pragma: no cover - compiled
+    """Progressive filling a round at a time: ``fill_rates_rounds`` step for step.
+
+    ``slack`` is ``1 + RATE_TOL``; the other arguments as ``fill_rates_rounds`` takes them
+    (entries in any order)."""
+    n_flows = flow_cap.shape[0]
+    n_all = link_cap.shape[0]
+    n_entries = e_flow.shape[0]
+    # Per link: crossings and what its flows send at their caps, summed in entry order.
+    weight_all = np.zeros(n_all)
+    at_caps = np.zeros(n_all)
+    for e in range(n_entries):
+        link = e_link[e]
+        weight_all[link] += mult[e]
+        at_caps[link] += mult[e] * flow_cap[e_flow[e]]
+    # Tight links only, renumbered in their order.
+    renumber = np.full(n_all, -1, dtype=np.int64)
+    n_links = 0
+    for link in range(n_all):
+        if link_cap[link] < at_caps[link] * roomy:
+            renumber[link] = n_links
+            n_links += 1
+    cap = np.empty(n_links)
+    weight = np.empty(n_links)
+    for link in range(n_all):
+        if renumber[link] >= 0:
+            cap[renumber[link]] = link_cap[link]
+            weight[renumber[link]] = weight_all[link]
+    # Each flow's kept entries (entry order) and each link's flows.
+    flow_start = np.zeros(n_flows + 1, dtype=np.int64)
+    link_start = np.zeros(n_links + 1, dtype=np.int64)
+    for e in range(n_entries):
+        link = renumber[e_link[e]]
+        if link >= 0:
+            flow_start[e_flow[e] + 1] += 1
+            link_start[link + 1] += 1
+    for f in range(n_flows):
+        flow_start[f + 1] += flow_start[f]
+    for link in range(n_links):
+        link_start[link + 1] += link_start[link]
+    n_kept = flow_start[n_flows]
+    k_link = np.empty(n_kept, dtype=np.int64)
+    k_mult = np.empty(n_kept)
+    flows_on = np.empty(n_kept, dtype=np.int64)
+    f_fill = flow_start[:n_flows].copy()
+    l_fill = link_start[:n_links].copy()
+    for e in range(n_entries):
+        link = renumber[e_link[e]]
+        if link >= 0:
+            f = e_flow[e]
+            k_link[f_fill[f]] = link
+            k_mult[f_fill[f]] = mult[e]
+            f_fill[f] += 1
+            flows_on[l_fill[link]] = f
+            l_fill[link] += 1
+
+    load = np.zeros(n_links)
+    headroom = cap / weight
+    rates = np.zeros(n_flows)
+    by_cap = _argsort_stable(flow_cap)
+    is_frozen = np.zeros(n_flows, dtype=np.bool_)
+    marked = np.zeros(n_flows, dtype=np.bool_)
+    frozen = np.empty(n_flows, dtype=np.int64)
+    count = np.zeros(n_links)
+    touched = np.empty(n_links, dtype=np.int64)
+    next_cap = 0
+    left = n_flows
+    while left:
+        while is_frozen[by_cap[next_cap]]:
+            next_cap += 1
+        level = flow_cap[by_cap[next_cap]]
+        lowest = np.inf
+        for link in range(n_links):
+            if headroom[link] < lowest:
+                lowest = headroom[link]
+        if lowest < level:
+            level = lowest
+        if level < 0.0:
+            level = 0.0
+        limit = level * slack + 1e-300
+        n_frozen = 0
+        for i in range(next_cap, n_flows):
+            f = by_cap[i]
+            if flow_cap[f] > limit:
+                break
+            if not is_frozen[f] and not marked[f]:
+                marked[f] = True
+                frozen[n_frozen] = f
+                n_frozen += 1
+        if lowest <= limit:
+            for link in range(n_links):
+                if headroom[link] <= limit:
+                    for j in range(link_start[link], link_start[link + 1]):
+                        f = flows_on[j]
+                        if not is_frozen[f] and not marked[f]:
+                            marked[f] = True
+                            frozen[n_frozen] = f
+                            n_frozen += 1
+        these = _ascending(frozen[:n_frozen], marked)
+        if level == 0.0:
+            level = stall_bit_s
+        rate = level
+        below = False
+        for f in these:
+            marked[f] = False
+            is_frozen[f] = True
+            if flow_cap[f] < level:
+                rates[f] = flow_cap[f]
+                below = True
+            else:
+                rates[f] = level
+        mixed = False
+        if below:
+            rate = rates[these[0]]
+            for f in these:
+                if rates[f] != rate:
+                    mixed = True
+        left -= n_frozen
+        # The links the frozen flows cross, with their count of crossings (integer-valued).
+        n_touched = 0
+        for f in these:
+            for j in range(flow_start[f], flow_start[f + 1]):
+                link = k_link[j]
+                if count[link] == 0.0:
+                    touched[n_touched] = link
+                    n_touched += 1
+                count[link] += k_mult[j]
+        if mixed:  # a cap below the level, within the slack: add each flow's load in turn
+            for f in these:
+                for j in range(flow_start[f], flow_start[f + 1]):
+                    load[k_link[j]] += rates[f] * k_mult[j]
+        for i in range(n_touched):
+            link = touched[i]
+            if not mixed:
+                load[link] = load[link] + rate * count[link]
+            w = weight[link] - count[link]
+            weight[link] = w
+            count[link] = 0.0
+            headroom[link] = (cap[link] - load[link]) / w if w > 0 else np.inf
+    return rates
+
+
+def _busy_links(route_idx: np.ndarray, route_mult: np.ndarray, count: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """A route's links with ``count`` >= 2 (busy) and their multiplicities, in route order."""
+    idx = np.empty(route_idx.shape[0], dtype=np.int64)
+    mult = np.empty(route_idx.shape[0])
+    k = 0
+    for j in range(route_idx.shape[0]):
+        if count[route_idx[j]] >= 2:
+            idx[k] = route_idx[j]
+            mult[k] = route_mult[j]
+            k += 1
+    return idx[:k].copy(), mult[:k].copy()
+
+
+def _incidence_arrays(e_link: np.ndarray, lengths: np.ndarray, slot: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
+    """For flows' busy links laid end to end (``lengths`` entries each, global link
+    indices): each entry's flow position and link's local index, and the distinct links.
+    Local indices as ``Occupancy._localize`` numbers them (links in the order of their last
+    entry); ``slot`` is scratch over the global links."""
+    n = e_link.shape[0]
+    owner = np.empty(n, dtype=np.int64)
+    e = 0
+    for f in range(lengths.shape[0]):
+        for _ in range(lengths[f]):
+            owner[e] = f
+            e += 1
+    for e in range(n):
+        slot[e_link[e]] = e
+    links = np.empty(n, dtype=np.int64)
+    n_links = 0
+    for e in range(n):
+        if slot[e_link[e]] == e:
+            links[n_links] = e_link[e]
+            n_links += 1
+    for i in range(n_links):
+        slot[links[i]] = i
+    local = np.empty(n, dtype=np.int64)
+    for e in range(n):
+        local[e] = slot[e_link[e]]
+    return owner, local, links[:n_links]
+
+
+def _argsort_stable(keys: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """Positions of ``keys`` in ascending order, ties in position order (a merge sort;
+    numba's own sorts cost seconds to compile)."""
+    n = keys.shape[0]
+    order = np.arange(n)
+    spare = np.empty(n, dtype=np.int64)
+    width = 1
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid, hi = min(lo + width, n), min(lo + 2 * width, n)
+            i, j, k = lo, mid, lo
+            while i < mid and j < hi:
+                if keys[order[j]] < keys[order[i]]:
+                    spare[k] = order[j]
+                    j += 1
+                else:
+                    spare[k] = order[i]
+                    i += 1
+                k += 1
+            while i < mid:
+                spare[k] = order[i]
+                i += 1
+                k += 1
+            while j < hi:
+                spare[k] = order[j]
+                j += 1
+                k += 1
+        order, spare = spare, order
+        width *= 2
+    return order
+
+
+def _ascending(picked: np.ndarray, marked: np.ndarray) -> np.ndarray:  # pragma: no cover
+    """``picked`` (distinct flows, each ``marked``) in ascending order: an insertion sort
+    when few, else a scan of the marks."""
+    n = picked.shape[0]
+    out = np.empty(n, dtype=np.int64)
+    if n <= 32:
+        for i in range(n):
+            value = picked[i]
+            j = i
+            while j > 0 and out[j - 1] > value:
+                out[j] = out[j - 1]
+                j -= 1
+            out[j] = value
+        return out
+    k = 0
+    for f in range(marked.shape[0]):
+        if marked[f]:
+            out[k] = f
+            k += 1
+    return out
+
+
+def _component_labels(e_flow: np.ndarray, e_link: np.ndarray, n_flows: int,
+                      n_links: int) -> np.ndarray:  # pragma: no cover - compiled
+    """Each flow's component as its smallest member's position (union-find, the smaller
+    root kept): what ``Incidence.labels`` returns."""
+    parent = np.arange(n_flows)
+    first = np.full(n_links, -1, dtype=np.int64)
+    for e in range(e_flow.shape[0]):
+        f, link = e_flow[e], e_link[e]
+        if first[link] < 0:
+            first[link] = f
+            continue
+        a, b = f, first[link]
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        while parent[b] != b:
+            parent[b] = parent[parent[b]]
+            b = parent[b]
+        if a < b:
+            parent[b] = a
+        elif b < a:
+            parent[a] = b
+    for f in range(n_flows):
+        parent[f] = parent[parent[f]]  # roots come first, so one step reaches the root
+    return parent
+
+
+def private_cache_dir() -> str | None:
+    """``~/.cache/fabriclab/numba`` of the effective user, made if missing; None unless it
+    and its parents up to ``~/.cache`` are directories owned by that user that no one else
+    may write."""
+    uid = os.geteuid()
+    try:
+        cache = os.path.join(pwd.getpwuid(uid).pw_dir, ".cache")
+        path = os.path.join(cache, "fabriclab", "numba")
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        for directory in (cache, os.path.dirname(path), path):
+            st = os.lstat(directory)
+            if (not stat.S_ISDIR(st.st_mode) or st.st_uid != uid
+                    or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
+                return None
+    except (OSError, KeyError):
+        return None
+    return path
+
+
+def _compile_all() -> None:
+    """Wrap the kernels with numba, cached in :func:`private_cache_dir` if there is one (the
+    cache's place is fixed when a kernel is wrapped; numba's setting is restored after)."""
+    global _argsort_stable, _ascending, fill_rounds, component_labels, incidence_arrays
+    global busy_links
+    where = private_cache_dir()
+    previous = numba.config.CACHE_DIR
+    numba.config.CACHE_DIR = where or ""
+    try:
+        jit = numba.njit(nogil=True, cache=where is not None)
+        _argsort_stable = jit(_argsort_stable)
+        _ascending = jit(_ascending)
+        fill_rounds = jit(_fill_rounds)
+        component_labels = jit(_component_labels)
+        incidence_arrays = jit(_incidence_arrays)
+        busy_links = jit(_busy_links)
+    finally:
+        numba.config.CACHE_DIR = previous
+
+
+fill_rounds = component_labels = incidence_arrays = busy_links = None
+if AVAILABLE:
+    _compile_all()
+
+def compile_now() -> None:
+    """Compile every kernel now (each is otherwise compiled at its first call)."""
+    if not AVAILABLE:
+        return
+    one, at = np.ones(1), np.zeros(1, dtype=np.int64)
+    fill_rounds(one, at, at, one, one, 2.0, 1.0, 1.0)
+    component_labels(at, at, 1, 1)
+    incidence_arrays(at, np.ones(1, dtype=np.int64), at.copy())
+    busy_links(at, one, at)
