@@ -202,6 +202,34 @@ def _links(cfg: WorkerConfig) -> tuple[dict[int, Endpoint], list[LinkSpec]]:
     return listen, specs
 
 
+# A barrier's start time travels as float32 elements that every rank but rank 0 leaves at 0,
+# so their sum is exact: whole seconds in 65536-second parts, then microseconds (each part
+# below 2**24, which float32 holds exactly).
+START_PARTS = ("seconds_high", "seconds_low", "microseconds")
+BARRIER_SLACK_S = 0.001
+MAX_START_WAIT_S = 10.0  # a start further ahead than this is not waited for
+
+
+def start_time_parts(t_s: float) -> np.ndarray:
+    """``t_s`` (seconds on the monotonic clock) as :data:`START_PARTS`."""
+    seconds, micro = divmod(round(t_s * 1e6), 1_000_000)
+    return np.array([seconds // 65536, seconds % 65536, micro], dtype=np.float32)
+
+
+def start_time_of(parts: np.ndarray) -> float:
+    """The time :func:`start_time_parts` encoded (0.0 from all zeros: no start set)."""
+    high, low, micro = (int(x) for x in parts)
+    return high * 65536 + low + micro / 1e6
+
+
+def wait_until(t_s: float) -> None:
+    """Sleep until ``t_s`` on the monotonic clock (at once if it is past or implausibly far)."""
+    if t_s - time.monotonic() > MAX_START_WAIT_S:
+        return
+    while (left := t_s - time.monotonic()) > 0:
+        time.sleep(left)
+
+
 def fill(buf: np.ndarray, rank: int, base: np.ndarray) -> None:
     """Rank ``rank``'s input: ``(rank+1)·base``."""
     np.multiply(base[: buf.size], rank + 1, out=buf)
@@ -233,6 +261,7 @@ class Worker:
         self.coll = 0
         self._listening = False
         self._schedules: dict[int, tuple[list, Schedule]] = {}
+        self._barrier_s: float | None = None  # rank 0: how long its last barrier took
 
     def listen(self) -> None:
         """Listen on this rank's address of every dimension it uses."""
@@ -306,13 +335,26 @@ class Worker:
         return coll
 
     def barrier(self) -> None:
-        """A one-element All-Reduce (an all-to-all worker: one element per rank, all to all):
-        no rank leaves before every rank has entered."""
+        """No rank leaves before every rank has entered, and every rank leaves at one moment.
+
+        An All-Reduce worker's barrier is a small All-Reduce that carries rank 0's start time
+        (:func:`start_time_parts`); every rank then waits for that time on the monotonic clock,
+        which every emulated host shares (one kernel). Without it the ranks would start when
+        the barrier's own collective let each go: on a ring with 40 ms a hop, up to 50 ms
+        apart, all of it counted in the next collective's time. Rank 0 sets the start at its
+        entry plus twice its previous barrier's time (its first barrier sets none). An
+        all-to-all worker's barrier is a one-element-per-rank all-to-all."""
         if self.cfg.job.collective_kind == ALLTOALL:
             n = self.cfg.job.world
             self.alltoall(np.zeros(n, dtype=np.float32), np.empty(n, dtype=np.float32))
             return
-        self.allreduce(np.zeros(1, dtype=np.float32), chunks=1)
+        entered = time.monotonic()
+        parts = np.zeros(len(START_PARTS), dtype=np.float32)
+        if self.cfg.rank == 0 and self._barrier_s is not None:
+            parts[:] = start_time_parts(entered + 2 * self._barrier_s + BARRIER_SLACK_S)
+        self.allreduce(parts, chunks=1)
+        self._barrier_s = time.monotonic() - entered
+        wait_until(start_time_of(parts))
 
     def run_workload(self, trace: TraceWriter) -> None:
         """Run every size of the workload, recording phases and collectives in ``trace``."""
