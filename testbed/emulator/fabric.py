@@ -33,7 +33,7 @@ from testbed.core.host_runtime import HostRuntime
 from testbed.core.safe_paths import own_or_new_dir
 from testbed.core.servers import ServersSpec, server_rundirs
 from testbed.core.topology import FabricPlan, dim_peers, fc_side, ring_neighbours
-from testbed.emulator import cleanup, impairments, runlock, socket_buffers, switch_kinds
+from testbed.emulator import cleanup, impairments, runlock, switch_kinds
 from testbed.emulator.controller_proc import Controller
 from testbed.emulator.failpoints import failpoint
 from testbed.emulator.netns_batch import run_batch
@@ -43,7 +43,6 @@ from testbed.emulator.preflight import (
     ovs_running,
     require_fabric_ready,
 )
-from testbed.emulator.schedstat import switch_pid
 
 log = logging.getLogger(__name__)
 MTU_BATCH = 32  # interfaces per command line typed into a node's shell
@@ -142,8 +141,6 @@ class Fabric:
             failpoint("bring-up")
             t0 = time.monotonic()
             self.net.start()
-            if self._ovs:
-                self._enlarge_switch_buffers()
             self.timings["switches_s"] = time.monotonic() - t0
             t1 = time.monotonic()
             self._configure_hosts()
@@ -329,15 +326,6 @@ class Fabric:
         return list((self.server_rundirs() or {"": None}).values())
 
     # -- internals ---------------------------------------------------------------------------
-
-    def _enlarge_switch_buffers(self) -> None:
-        """Give every port's receiving socket of the fabric's ovs-vswitchd(s)
-        :func:`socket_buffers.receive_buffer_bytes` (why: :mod:`socket_buffers`)."""
-        size = socket_buffers.receive_buffer_bytes()
-        for rundir in self.ovs_rundir_list():
-            pid = switch_pid(Path(rundir) / "ovs-vswitchd.pid") if rundir else switch_pid()
-            if pid is not None:
-                socket_buffers.enlarge_receive_buffers(pid, size)
 
     def ovs_rundir_of(self, switch: str) -> str | None:
         """The OVS run directory of ``switch``'s server (None: this machine's own OVS)."""

@@ -51,7 +51,6 @@ from testbed.emulator.preflight import (
 )
 from testbed.emulator.sampler import LinkSampler, cpu_mean, write_parquet
 from testbed.emulator.schedstat import SchedSampler, switch_sched
-from testbed.emulator.socket_buffers import receive_buffer_bytes
 from testbed.emulator.workers import check_training, run_job
 from workloads.model import job_model_s
 
@@ -63,7 +62,6 @@ def environment() -> dict[str, Any]:
 
     return base_environment() | {"controller": FRAMEWORK, "datapath": datapath(),
                                  "switch_sched": switch_sched(),
-                                 "switch_receive_buffer_bytes": receive_buffer_bytes(),
                                  "virtualization": virtualization()}
 
 

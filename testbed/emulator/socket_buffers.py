@@ -1,12 +1,12 @@
-"""The buffers of ovs-vswitchd's packet sockets, set from outside the daemon.
+"""The buffers of another process's sockets (ovs-vswitchd's packet sockets), set from outside.
 
 The userspace datapath moves every packet through ``AF_PACKET`` sockets: one per port that it
-reads the port's packets from, and one it sends every packet through. Each is made with the
-machine's default buffer (``net.core.rmem_default`` / ``wmem_default``, 208 KiB on Debian),
-which holds three 64 KiB segments. A full receiving socket drops what arrives, and nothing
-but the socket's own drop counter (``ss -0 -m``: ``d``) sees it. The buffers are set through a
-copy of the daemon's descriptor (``pidfd_getfd``), with ``SO_RCVBUFFORCE`` /
-``SO_SNDBUFFORCE``, which root may use past ``rmem_max``.
+reads the port's packets from, and one it sends every packet through, each made with the
+machine's default buffer (208 KiB on Debian). The sending socket needs far more
+(``scripts/start-ovs.sh``; a stand-in's is set here). A full receiving socket drops what
+arrives, counted only by the socket (``ss -0 -m``: ``d``; ``drops.json`` records it per
+port). A buffer is set through a copy of the daemon's descriptor (``pidfd_getfd``), with
+``SO_SNDBUFFORCE`` or ``SO_RCVBUFFORCE``, which root may use past ``wmem_max``/``rmem_max``.
 """
 
 from __future__ import annotations
@@ -21,10 +21,6 @@ from testbed.core.errors import FabricLabError
 
 SYS_PIDFD_GETFD = 438  # x86_64 and every architecture with the generic syscall table
 SO_SNDBUFFORCE, SO_RCVBUFFORCE = 32, 33
-#: what each port's receiving socket gets: 33 ms of packets at 1 Gbit/s, the fastest link the
-#: emulator runs (the kernel charges a segment's truesize, a little above its bytes);
-#: ``FABRICLAB_OVS_RCVBUF`` (bytes, 0: leave the default) overrides it, to compare
-RECEIVE_BUFFER_BYTES = 4 * 1024 * 1024
 
 
 def socket_fds(pid: int) -> dict[int, int]:
@@ -68,27 +64,3 @@ def set_buffer(pid: int, inode: int, size_bytes: int, option: int) -> None:
     with socket.socket(fileno=copy) as sock:
         # the kernel doubles what it is given (room for its own bookkeeping)
         sock.setsockopt(socket.SOL_SOCKET, option, size_bytes // 2)
-
-
-def receive_buffer_bytes() -> int:
-    """:data:`RECEIVE_BUFFER_BYTES`, or ``FABRICLAB_OVS_RCVBUF`` when set (0: the default)."""
-    text = os.environ.get("FABRICLAB_OVS_RCVBUF", "")
-    try:
-        return int(text) if text else RECEIVE_BUFFER_BYTES
-    except ValueError:
-        raise FabricLabError(f"FABRICLAB_OVS_RCVBUF is {text!r}: give a size in bytes "
-                             "(0 leaves the machine's default)") from None
-
-
-def enlarge_receive_buffers(pid: int, size_bytes: int) -> int:
-    """Give every port's receiving socket of ovs-vswitchd ``pid`` ``size_bytes``; return how
-    many sockets were set (0 on the kernel datapath, which has none)."""
-    done = 0
-    if size_bytes <= 0:
-        return 0
-    for inode, ifindex in packet_sockets(pid).items():
-        if ifindex:
-            with contextlib.suppress(FabricLabError):  # a port removed meanwhile
-                set_buffer(pid, inode, size_bytes, SO_RCVBUFFORCE)
-                done += 1
-    return done
