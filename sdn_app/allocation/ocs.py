@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import sys
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 from itertools import combinations, islice
-
-import networkx as nx
 
 from sdn_app.allocation.ledger import (
     Allocation,
@@ -294,8 +293,8 @@ def wire_spines(
 
     Assigning an OCS to every (leaf, spine) pair at once is a 3-index
     assignment problem (NP-hard in general), so this goes spine by spine: for
-    each candidate spine, a maximum bipartite matching (networkx
-    Hopcroft-Karp) between the leaves and the spine's idle ports, where leaf
+    each candidate spine, a maximum bipartite matching (Hopcroft-Karp:
+    :func:`hopcroft_karp`) between the leaves and the spine's idle ports, where leaf
     ``l`` may take port ``(o, p)`` when its own port on OCS ``o`` is idle and
     not yet used by this job. A spine that cannot serve every leaf is skipped.
     With ``exclusive_ocs_links`` a (leaf, spine) pair held by another job is skipped.
@@ -369,20 +368,78 @@ def match_leaves_to_spine(
     other leaf could use by default (see :func:`orphaned`), so rewiring never takes a port
     that a later job needs for a default circuit; without it, it may.
 
-    Nodes are the leaf ints (left) and (ocs, port) tuples (right): no strings, so the
-    result does not depend on PYTHONHASHSEED and the same state gives the same answer.
+    The matching is :func:`hopcroft_karp`'s, the one networkx's ``hopcroft_karp_matching``
+    returns on the graph this function used to build (leaf ints left, ``(ocs, port)`` right,
+    edges port by port): ints throughout, so the same state gives the same answer whatever
+    PYTHONHASHSEED is.
     """
-    graph = nx.Graph()
-    graph.add_nodes_from(leaves)
     idle = {leaf: ledger.idle_ocs_mask(leaf) for leaf in leaves}
-    graph.add_edges_from(  # one call, in the order edge by edge would add them
-        (leaf, (ocs, port))
-        for ocs, port in (ledger.idle_spine_ports(spine) if candidates is None else candidates)
-        for leaf in leaves
-        if idle[leaf] >> ocs & 1 and (ocs, leaf) not in used_leaf_ports
-        and (not orphans_only or orphaned(ledger, ocs, spine, port, leaf, used_leaf_ports)))
-    matching = nx.bipartite.hopcroft_karp_matching(graph, top_nodes=leaves)
+    index = {leaf: i for i, leaf in enumerate(leaves)}
+    adjacency: list[list[int]] = [[] for _ in leaves]  # per leaf, its ports' indices
+    ports = ledger.idle_spine_ports(spine) if candidates is None else candidates
+    for right, (ocs, port) in enumerate(ports):
+        for leaf in leaves:
+            if idle[leaf] >> ocs & 1 and (ocs, leaf) not in used_leaf_ports and (
+                    not orphans_only or orphaned(ledger, ocs, spine, port, leaf,
+                                                 used_leaf_ports)):
+                adjacency[index[leaf]].append(right)
+    # The leaves in the order networkx's bipartite matching visits them (a set of them).
+    order = [index[leaf] for leaf in set(leaves)]
+    found = hopcroft_karp(order, adjacency, len(ports))
+    matching = {leaf: ports[found[index[leaf]]] for leaf in leaves if found[index[leaf]] >= 0}
     return {leaf: matching[leaf] for leaf in leaves if leaf in matching}
+
+
+def hopcroft_karp(order: list[int], adjacency: list[list[int]], right_count: int) -> list[int]:
+    """A maximum bipartite matching by Hopcroft and Karp: per left node, its right node or -1.
+
+    Left nodes are ``0 .. len(adjacency) - 1``, visited in ``order`` (every one once);
+    ``adjacency[v]``: v's right nodes (``0 .. right_count - 1``) in the order tried. The
+    steps (breadth-first layers, then depth-first augmenting paths, both in these orders)
+    are networkx 3's ``hopcroft_karp_matching``'s, so on the same orders it returns the same
+    matching, without a graph of Python objects."""
+    inf = float("inf")
+    nil = len(adjacency)  # the "unmatched" node: dist[nil] is the shortest augmenting path
+    left_match = [-1] * nil
+    right_match = [nil] * right_count
+    dist: list[float] = [inf] * (nil + 1)
+
+    def layers() -> bool:
+        queue: deque[int] = deque()
+        for v in order:
+            if left_match[v] < 0:
+                dist[v] = 0
+                queue.append(v)
+            else:
+                dist[v] = inf
+        dist[nil] = inf
+        while queue:
+            v = queue.popleft()
+            if dist[v] < dist[nil]:
+                for u in adjacency[v]:
+                    w = right_match[u]
+                    if dist[w] == inf:
+                        dist[w] = dist[v] + 1
+                        queue.append(w)
+        return dist[nil] != inf
+
+    def path(v: int) -> bool:
+        if v == nil:
+            return True
+        for u in adjacency[v]:
+            w = right_match[u]
+            if dist[w] == dist[v] + 1 and path(w):
+                right_match[u] = v
+                left_match[v] = u
+                return True
+        dist[v] = inf
+        return False
+
+    while layers():
+        for v in order:
+            if left_match[v] < 0:
+                path(v)
+    return left_match
 
 
 def try_augment(
@@ -391,13 +448,16 @@ def try_augment(
     """Circuits for m leaves x n spines, rewired where the default wiring falls short.
 
     Leaf sets are tried best fit first (at most MAX_OCS_LEAF_SETS), or only those of
-    ``leaf_sets``; see :func:`augment_wiring` for the wiring of one set.
+    ``leaf_sets``; see :func:`augment_wiring` for the wiring of one set. What every set
+    reads of the ledger (which does not change between them) is read once
+    (:class:`_AugmentView`).
     """
     if leaf_sets is None:
         leaf_sets = islice(combinations(ocs_leaves_with(ledger, n), m), MAX_OCS_LEAF_SETS)
+    view = _AugmentView(ledger)
     for leaf_set in leaf_sets:
         leaves = sorted(leaf_set)
-        wiring = augment_wiring(ledger, leaves, n)
+        wiring = augment_wiring(ledger, leaves, n, view)
         if wiring is not None:
             spines, ports = wiring
             return clos_allocation(
@@ -406,49 +466,93 @@ def try_augment(
 
 
 def augment_wiring(
-    ledger: Ledger, leaves: list[int], n: int
+    ledger: Ledger, leaves: list[int], n: int, view: _AugmentView | None = None
 ) -> tuple[list[int], dict[tuple[int, int], tuple[int, int]]] | None:
     """n spines for ``leaves`` and, per leaf, one circuit to each on a distinct OCS.
 
     The spines are the n that most of the leaves reach by their default circuit (then
     those with the most idle ports). Each leaf in turn gets a perfect matching of those
     spines to OCSes where its own port and a spine port are idle
-    (:func:`match_from_default`): its default circuits where possible, rewired along
+    (:func:`match_from_default_masks`): its default circuits where possible, rewired along
     augmenting paths where not. Spine ports are shared by the leaves of the job, so a
     leaf only takes what the leaves before it left. Returns ``(spines, {(leaf, j):
-    (ocs, port)})`` or None.
+    (ocs, port)})`` or None. ``view``: the ledger as read for this admission (the ledger
+    must not have changed since it was made).
     """
-    idle = _IdlePorts(ledger)  # (ocs, spine) -> its idle ports, lowest first, when first read
-    total = list(map(sum, ledger.idle_spine_counts()))
-    defaults = {leaf: default_spine_mask(ledger, leaf) for leaf in leaves}
+    view = _AugmentView(ledger) if view is None else view
+    total = view.total
+    m = len(leaves)
+    defaults = [view.default_mask(leaf) for leaf in leaves]
     candidates = [
         s for s in range(ledger.spines)
-        if total[s] >= len(leaves) and all(ledger.link_free(lf, s) for lf in leaves)
+        if total[s] >= m and all(ledger.link_free(lf, s) for lf in leaves)
     ]
     if len(candidates) < n:
         return None
     candidates.sort(
-        key=lambda s: (-sum(mask >> s & 1 for mask in defaults.values()), -total[s], s))
+        key=lambda s: (-sum(mask >> s & 1 for mask in defaults), -total[s], s))
     spines = sorted(candidates[:n])
+    idle = _IdlePorts(ledger)  # (ocs, spine) -> its idle ports, lowest first, when first read
+    usable = view.usable[:]  # [spine]: bit o when idle[(o, spine)] is not empty
     ports: dict[tuple[int, int], tuple[int, int]] = {}
     for leaf in leaves:
-        match = match_from_default(
-            spines, ledger.idle_ocses(leaf),
-            lambda s, lf=leaf: (default_circuit(ledger, lf, s) or (-1, -1))[0],
-            lambda o, s: bool(idle[(o, s)]))
+        row = _default_row(leaf, ledger.spines, ledger.ocs_count, ledger.spine_ports_per_ocs)
+        match = match_from_default_masks(
+            spines, ledger.idle_ocs_mask(leaf), [row[s][0] for s in spines], usable)
         if match is None:
             return None
         for j, spine in enumerate(spines):
             ocs = match[spine]
             free = idle[(ocs, spine)]
-            default_ocs, default_port = default_circuit(ledger, leaf, spine) or (-1, -1)
+            default_ocs, default_port = row[spine]
             own = default_port if ocs == default_ocs else None
             # The leaf's own default port, else the port fewest idle leaves need by default.
             port = own if own in free else min(free, key=lambda p, o=ocs, s=spine: (
-                len(idle_default_owners(ledger, o, s, p)), p))
+                view.owner_count(o, s, p), p))
             free.remove(port)
+            if not free:
+                usable[spine] &= ~(1 << ocs)
             ports[(leaf, j)] = (ocs, port)
     return spines, ports
+
+
+class _AugmentView:
+    """What :func:`augment_wiring` reads of the ledger, read once per admission and shared
+    by the leaf sets it tries: idle ports per spine, the OCSes where each spine has one,
+    each leaf's :func:`default_spine_mask` and each spine port's idle default owners (the
+    last two when first asked for)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        counts = ledger.idle_spine_counts()
+        self.total = list(map(sum, counts))
+        self.usable = [sum(1 << o for o, c in enumerate(row) if c) for row in counts]
+        self._defaults: dict[int, int] = {}
+        self._owners: dict[tuple[int, int, int], int] = {}
+
+    def default_mask(self, leaf: int) -> int:
+        """:func:`default_spine_mask` of ``leaf``."""
+        mask = self._defaults.get(leaf)
+        if mask is None:
+            mask = self._defaults[leaf] = default_spine_mask(self.ledger, leaf)
+        return mask
+
+    def owner_count(self, ocs: int, spine: int, port: int) -> int:
+        """``len(idle_default_owners(ledger, ocs, spine, port))``."""
+        key = (ocs, spine, port)
+        count = self._owners.get(key)
+        if count is None:
+            count = self._owners[key] = len(idle_default_owners(self.ledger, ocs, spine, port))
+        return count
+
+
+@lru_cache(maxsize=4096)
+def _default_row(leaf: int, spines: int, ocs_count: int, ports: int
+                 ) -> tuple[tuple[int, int], ...]:
+    """Per spine, the ``(ocs, spine port)`` of ``leaf``'s default circuit to it, ``(-1, -1)``
+    where there is none (:func:`testbed.core.topology.default_circuit`): geometry only."""
+    return tuple(topology.default_circuit(leaf, s, ocs_count, ports, spines) or (-1, -1)
+                 for s in range(spines))
 
 
 class _IdlePorts(dict):
@@ -500,6 +604,50 @@ def match_from_default(
     for spine in spines:
         if spine not in ocs_of and not augment(spine, set()):
             return None
+    return ocs_of
+
+
+def match_from_default_masks(
+    spines: list[int], ocs_mask: int, default_ocses: list[int], usable: list[int]
+) -> dict[int, int] | None:
+    """:func:`match_from_default` on bit masks, with the same answer: ``ocs_mask``, bit o
+    when the leaf's port on OCS o is idle; ``default_ocses[j]``, the OCS of the default
+    circuit to ``spines[j]`` (-1: none); ``usable[spine]``, bit o when the spine has an idle
+    port on OCS o. OCSes are tried lowest first, unmatched ones before matched ones."""
+    spine_of: dict[int, int] = {}  # ocs -> spine
+    ocs_of: dict[int, int] = {}  # spine -> ocs
+    matched = 0
+    for spine, ocs in zip(spines, default_ocses, strict=True):
+        if ocs >= 0 and (ocs_mask & usable[spine] & ~matched) >> ocs & 1:
+            spine_of[ocs], ocs_of[spine] = spine, ocs
+            matched |= 1 << ocs
+    seen = 0
+
+    def augment(spine: int) -> bool:
+        nonlocal seen, matched
+        options = ocs_mask & usable[spine] & ~seen
+        free = options & ~matched
+        if free:
+            low = free & -free
+            seen |= low
+            matched |= low
+            ocs = low.bit_length() - 1
+            spine_of[ocs], ocs_of[spine] = spine, ocs
+            return True
+        for ocs in bits(options):
+            if seen >> ocs & 1:
+                continue
+            seen |= 1 << ocs
+            if augment(spine_of[ocs]):
+                spine_of[ocs], ocs_of[spine] = spine, ocs
+                return True
+        return False
+
+    for spine in spines:
+        if spine not in ocs_of:
+            seen = 0
+            if not augment(spine):
+                return None
     return ocs_of
 
 
