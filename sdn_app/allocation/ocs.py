@@ -201,7 +201,7 @@ def try_default(
     """The exact search static vClos does, over the links the default wiring offers."""
     if leaf_sets is None:
         biclique = find_free_biclique(
-            ledger, m, n, lambda leaf: default_spine_mask(ledger, leaf))
+            ledger, m, n, DefaultMasks(ledger).__getitem__)
         leaf_sets = [] if biclique is None else [biclique[0]]
     return try_ocs_spines(ledger, job_id, m, n, leaf_sets, passes=("default",))
 
@@ -265,8 +265,10 @@ def try_ocs_spines(
     if leaf_sets is None:
         leaf_sets = islice(combinations(ocs_leaves_with(ledger, n), m), MAX_OCS_LEAF_SETS)
     index = rewire_index(ledger) if "match" in passes and orphans_only else None
+    masks = DefaultMasks(ledger)  # the ledger does not change while leaf sets are tried
     for leaves in leaf_sets:
-        wiring = wire_spines(ledger, sorted(leaves), n, spines, passes, index, orphans_only)
+        wiring = wire_spines(ledger, sorted(leaves), n, spines, passes, index, orphans_only,
+                             masks)
         if wiring is not None:
             spines = sorted(wiring)
             ports = {
@@ -286,6 +288,7 @@ def wire_spines(
     passes: tuple[str, ...] = ("match",),
     index: RewireIndex | None = None,
     orphans_only: bool = False,
+    masks: DefaultMasks | None = None,
 ) -> dict[int, dict[int, tuple[int, int]]] | None:
     """Pick n of ``spines`` (in order) and, for each, one circuit from every leaf.
 
@@ -304,16 +307,27 @@ def wire_spines(
     ``"match"`` uses the matching above (with ``orphans_only``, on orphaned spine ports
     only: see :func:`match_leaves_to_spine`). ``index`` (conservative rewiring): only the
     spine ports it leaves open to these leaves are matched (see :func:`rewire_index`).
+    ``masks``: :func:`default_spine_mask` of the leaves, if already read of this ledger.
     """
     m = len(leaves)
     candidates = None if index is None else index.ports_for(leaves)
+    held = ledger.spines_with_held_links()  # only these need their links checked
+    # Spines every leaf reaches by an idle default circuit: default_ports serves no other.
+    by_default = -1
+    if "default" in passes:
+        masks = DefaultMasks(ledger) if masks is None else masks
+        for leaf in leaves:
+            by_default &= masks[leaf]
     used_leaf_ports: set[LeafPort] = set()
     used_ocses: dict[int, int] = {}  # leaf -> bit o: its port on OCS o is this job's already
     wiring: dict[int, dict[int, tuple[int, int]]] = {}
     for kind in passes:
         for spine in spines:
-            if spine in wiring or any(not ledger.link_free(leaf, spine) for leaf in leaves):
+            if spine in wiring or (spine in held and any(
+                    not ledger.link_free(leaf, spine) for leaf in leaves)):
                 continue
+            if kind == "default" and not by_default >> spine & 1:
+                continue  # a leaf's default circuit to it cannot be set up: {} below
             if kind == "match" and candidates is not None and len(
                     candidates.get(spine, ())) < m:
                 continue  # fewer open ports than leaves: no matching can serve them all
@@ -482,15 +496,20 @@ def augment_wiring(
     view = _AugmentView(ledger) if view is None else view
     total = view.total
     m = len(leaves)
-    defaults = [view.default_mask(leaf) for leaf in leaves]
     candidates = [
         s for s in range(ledger.spines)
-        if total[s] >= m and all(ledger.link_free(lf, s) for lf in leaves)
+        if total[s] >= m and (s not in view.held or all(ledger.link_free(lf, s) for lf in leaves))
     ]
     if len(candidates) < n:
         return None
-    candidates.sort(
-        key=lambda s: (-sum(mask >> s & 1 for mask in defaults), -total[s], s))
+    reach = [0] * ledger.spines  # [spine]: how many of the leaves reach it by default
+    for leaf in leaves:
+        mask = view.default_masks[leaf]
+        while mask:
+            low = mask & -mask
+            reach[low.bit_length() - 1] += 1
+            mask ^= low
+    candidates.sort(key=lambda s: (-reach[s], -total[s], s))
     spines = sorted(candidates[:n])
     idle = _IdlePorts(ledger)  # (ocs, spine) -> its idle ports, lowest first, when first read
     usable = view.usable[:]  # [spine]: bit o when idle[(o, spine)] is not empty
@@ -507,8 +526,8 @@ def augment_wiring(
             default_ocs, default_port = row[spine]
             own = default_port if ocs == default_ocs else None
             # The leaf's own default port, else the port fewest idle leaves need by default.
-            port = own if own in free else min(free, key=lambda p, o=ocs, s=spine: (
-                view.owner_count(o, s, p), p))
+            port = own if own in free else free[0] if len(free) == 1 else min(
+                free, key=lambda p, o=ocs, s=spine: (view.owner_count(o, s, p), p))
             free.remove(port)
             if not free:
                 usable[spine] &= ~(1 << ocs)
@@ -519,23 +538,17 @@ def augment_wiring(
 class _AugmentView:
     """What :func:`augment_wiring` reads of the ledger, read once per admission and shared
     by the leaf sets it tries: idle ports per spine, the OCSes where each spine has one,
-    each leaf's :func:`default_spine_mask` and each spine port's idle default owners (the
-    last two when first asked for)."""
+    the spines with links held exclusively, each leaf's :func:`default_spine_mask` and each
+    spine port's idle default owners (the last two when first asked for)."""
 
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
         counts = ledger.idle_spine_counts()
         self.total = list(map(sum, counts))
         self.usable = [sum(1 << o for o, c in enumerate(row) if c) for row in counts]
-        self._defaults: dict[int, int] = {}
+        self.held = ledger.spines_with_held_links()
+        self.default_masks = DefaultMasks(ledger)
         self._owners: dict[tuple[int, int, int], int] = {}
-
-    def default_mask(self, leaf: int) -> int:
-        """:func:`default_spine_mask` of ``leaf``."""
-        mask = self._defaults.get(leaf)
-        if mask is None:
-            mask = self._defaults[leaf] = default_spine_mask(self.ledger, leaf)
-        return mask
 
     def owner_count(self, ocs: int, spine: int, port: int) -> int:
         """``len(idle_default_owners(ledger, ocs, spine, port))``."""
@@ -674,6 +687,19 @@ def default_spine_mask(ledger: Ledger, leaf: int) -> int:
     return mask
 
 
+class DefaultMasks(dict):
+    """``leaf`` -> :func:`default_spine_mask` of ``leaf``, read from the ledger when first asked
+    for: valid while the ledger does not change (one admission's leaf sets)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        super().__init__()
+        self.ledger = ledger
+
+    def __missing__(self, leaf: int) -> int:
+        mask = self[leaf] = default_spine_mask(self.ledger, leaf)
+        return mask
+
+
 @lru_cache(maxsize=16)
 def _default_ocses(spines: int, ocs_count: int, ports: int) -> _LeafTable:
     """Per leaf, the ``(spine, ocs)`` of its default circuits (:func:`default_circuit`),
@@ -705,22 +731,22 @@ def default_ports(
     """Each leaf's default circuit to ``spine`` (:func:`default_circuit`; another port of
     the spine on the same OCS if that one is busy), or {} when one of them is busy."""
     out: dict[int, tuple[int, int]] = {}
+    taken: set[tuple[int, int]] = set()  # out's values
     for leaf in leaves:
-        found = default_circuit(ledger, leaf, spine)
-        if found is None:
+        ocs, first = _default_row(
+            leaf, ledger.spines, ledger.ocs_count, ledger.spine_ports_per_ocs)[spine]
+        if ocs < 0:
             return {}
-        ocs, first = found
-        if not ledger.leaf_port_idle(ocs, leaf) or (ocs, leaf) in used_leaf_ports:
+        if not ledger.idle_ocs_mask(leaf) >> ocs & 1 or (ocs, leaf) in used_leaf_ports:
             return {}
-        ports = [first, *(p for p in range(ledger.spine_ports_per_ocs) if p != first)]
-        port = next(
-            (p for p in ports
-             if ledger.spine_port_idle(ocs, spine, p) and (ocs, p) not in out.values()),
-            None,
-        )
+        idle = ledger.idle_port_mask(ocs, spine)
+        # The default port, else the lowest other idle one not yet this job's.
+        ports = [first, *(p for p in bits(idle) if p != first)]
+        port = next((p for p in ports if idle >> p & 1 and (ocs, p) not in taken), None)
         if port is None:
             return {}
         out[leaf] = (ocs, port)
+        taken.add((ocs, port))
     return out
 
 
