@@ -764,10 +764,17 @@ def orphaned(
 def idle_default_owners(ledger: Ledger, ocs: int, spine: int, port: int) -> list[int]:
     """Leaves whose default circuit to ``spine`` ends on its port ``(ocs, port)`` and whose
     own port on ``ocs`` is idle (see :func:`default_circuit`)."""
-    owners = topology.default_circuit_leaves(
-        ocs, spine, port, ledger.leaves, ledger.ocs_count, ledger.spine_ports_per_ocs,
-        ledger.spines)
+    owners = _default_owners(ocs, spine, port, ledger.leaves, ledger.ocs_count,
+                             ledger.spine_ports_per_ocs, ledger.spines)
     return [owner for owner in owners if ledger.leaf_port_idle(ocs, owner)]
+
+
+@lru_cache(maxsize=1 << 16)
+def _default_owners(ocs: int, spine: int, port: int, leaves: int, ocs_count: int,
+                    ports: int, spines: int) -> tuple[int, ...]:
+    """:func:`testbed.core.topology.default_circuit_leaves`, remembered: geometry only."""
+    return tuple(topology.default_circuit_leaves(ocs, spine, port, leaves, ocs_count, ports,
+                                                 spines))
 
 
 def rewire_index(ledger: Ledger) -> RewireIndex:
@@ -777,9 +784,12 @@ def rewire_index(ledger: Ledger) -> RewireIndex:
     leaf; one that an idle owner still needs is open only to a job holding that owner.
     """
     index = RewireIndex()
+    idle = ledger.idle_ocs_masks()
+    geometry = (ledger.leaves, ledger.ocs_count, ledger.spine_ports_per_ocs, ledger.spines)
     for spine in range(ledger.spines):
         for ocs, port in ledger.idle_spine_ports(spine):
-            blockers = frozenset(idle_default_owners(ledger, ocs, spine, port))
+            blockers = frozenset(owner for owner in _default_owners(ocs, spine, port, *geometry)
+                                 if idle[owner] >> ocs & 1)
             index.add((ocs, spine, port), blockers)
     return index
 
@@ -803,11 +813,12 @@ class RewireIndex:
     def ports_for(self, leaves: Iterable[int]) -> dict[int, list[tuple[int, int]]]:
         """spine -> the (ocs, port)s a job on ``leaves`` may take (blockers all its own)."""
         leaf_set = set(leaves)
-        out = {spine: list(ports) for spine, ports in self.open.items()}
         found = [p for leaf in leaf_set for p in self.by_blocker.get(leaf, [])]
         found += [p for p, blockers in self.shared if blockers <= leaf_set]
-        for ocs, spine, port in sorted(found):
-            out.setdefault(spine, []).append((ocs, port))
-        for ports in out.values():
-            ports.sort()
+        out = dict(self.open)  # its lists are sorted and shared: only read by the caller
+        extra: dict[int, list[tuple[int, int]]] = {}
+        for ocs, spine, port in found:
+            extra.setdefault(spine, []).append((ocs, port))
+        for spine, ports in extra.items():
+            out[spine] = sorted([*self.open.get(spine, ()), *ports])
         return out
