@@ -328,8 +328,7 @@ def wire_spines(
                 continue
             if kind == "default" and not by_default >> spine & 1:
                 continue  # a leaf's default circuit to it cannot be set up: {} below
-            if kind == "match" and candidates is not None and len(
-                    candidates.get(spine, ())) < m:
+            if kind == "match" and candidates is not None and candidates.count(spine) < m:
                 continue  # fewer open ports than leaves: no matching can serve them all
             if kind == "match" and candidates is None and not orphans_only and not can_match(
                     ledger, leaves, spine, used_ocses):
@@ -337,7 +336,7 @@ def wire_spines(
             if kind == "match":
                 match = match_leaves_to_spine(
                     ledger, leaves, spine, used_leaf_ports,
-                    None if candidates is None else candidates.get(spine, []), orphans_only)
+                    None if candidates is None else candidates.ports(spine), orphans_only)
             else:
                 match = default_ports(ledger, leaves, spine, used_leaf_ports)
             if len(match) < m:
@@ -785,40 +784,76 @@ def rewire_index(ledger: Ledger) -> RewireIndex:
     """
     index = RewireIndex()
     idle = ledger.idle_ocs_masks()
-    geometry = (ledger.leaves, ledger.ocs_count, ledger.spine_ports_per_ocs, ledger.spines)
+    table = _owner_table(ledger.leaves, ledger.ocs_count, ledger.spine_ports_per_ocs,
+                         ledger.spines)
+    by_blocker, shared = index.by_blocker, index.shared
     for spine in range(ledger.spines):
+        open_ports = []
         for ocs, port in ledger.idle_spine_ports(spine):
-            blockers = frozenset(owner for owner in _default_owners(ocs, spine, port, *geometry)
-                                 if idle[owner] >> ocs & 1)
-            index.add((ocs, spine, port), blockers)
+            blockers = [owner for owner in table[spine][ocs][port] if idle[owner] >> ocs & 1]
+            if not blockers:
+                open_ports.append((ocs, port))
+            elif len(blockers) == 1:
+                by_blocker.setdefault(blockers[0], {}).setdefault(spine, []).append((ocs, port))
+            else:
+                shared.append(((ocs, spine, port), frozenset(blockers)))
+        if open_ports:
+            index.open[spine] = open_ports
     return index
+
+
+@lru_cache(maxsize=16)
+def _owner_table(leaves: int, ocs_count: int, ports: int, spines: int
+                 ) -> list[list[list[tuple[int, ...]]]]:
+    """``[spine][ocs][port]``: the leaves whose default circuit to the spine ends on that port
+    (:func:`_default_owners`): a fabric's geometry, worked out once."""
+    return [[[_default_owners(ocs, spine, port, leaves, ocs_count, ports, spines)
+              for port in range(ports)] for ocs in range(ocs_count)] for spine in range(spines)]
 
 
 class RewireIndex:
     """Idle spine ports grouped by the set of idle default owners ("blockers") they have."""
 
     def __init__(self) -> None:
-        self.open: dict[int, list[tuple[int, int]]] = {}  # spine -> ports nobody needs
-        self.by_blocker: dict[int, list[SpinePort]] = {}  # leaf -> ports only it needs
+        # spine -> ports nobody needs, lowest first
+        self.open: dict[int, list[tuple[int, int]]] = {}
+        # leaf -> spine -> ports only that leaf needs, lowest first
+        self.by_blocker: dict[int, dict[int, list[tuple[int, int]]]] = {}
         self.shared: list[tuple[SpinePort, frozenset[int]]] = []  # needed by several
 
-    def add(self, port: SpinePort, blockers: frozenset[int]) -> None:
-        if not blockers:
-            self.open.setdefault(port[1], []).append((port[0], port[2]))
-        elif len(blockers) == 1:
-            self.by_blocker.setdefault(next(iter(blockers)), []).append(port)
-        else:
-            self.shared.append((port, blockers))
-
-    def ports_for(self, leaves: Iterable[int]) -> dict[int, list[tuple[int, int]]]:
-        """spine -> the (ocs, port)s a job on ``leaves`` may take (blockers all its own)."""
+    def ports_for(self, leaves: Iterable[int]) -> LeafSetPorts:
+        """The (ocs, port)s of each spine a job on ``leaves`` may take (blockers all its
+        own)."""
         leaf_set = set(leaves)
-        found = [p for leaf in leaf_set for p in self.by_blocker.get(leaf, [])]
-        found += [p for p, blockers in self.shared if blockers <= leaf_set]
-        out = dict(self.open)  # its lists are sorted and shared: only read by the caller
         extra: dict[int, list[tuple[int, int]]] = {}
-        for ocs, spine, port in found:
-            extra.setdefault(spine, []).append((ocs, port))
-        for spine, ports in extra.items():
-            out[spine] = sorted([*self.open.get(spine, ()), *ports])
-        return out
+        for leaf in leaf_set:
+            for spine, ports in self.by_blocker.get(leaf, {}).items():
+                extra.setdefault(spine, []).extend(ports)
+        for (ocs, spine, port), blockers in self.shared:
+            if blockers <= leaf_set:
+                extra.setdefault(spine, []).append((ocs, port))
+        return LeafSetPorts(self.open, extra)
+
+
+class LeafSetPorts:
+    """Per spine, the ports a job on some leaves may take (:meth:`RewireIndex.ports_for`):
+    the ports open to any leaf and those only its leaves need, merged when first read."""
+
+    def __init__(self, open_ports: dict[int, list[tuple[int, int]]],
+                 extra: dict[int, list[tuple[int, int]]]) -> None:
+        self.open, self.extra = open_ports, extra
+        self.merged: dict[int, list[tuple[int, int]]] = {}
+
+    def count(self, spine: int) -> int:
+        """How many ports of ``spine`` the job may take."""
+        return len(self.open.get(spine, ())) + len(self.extra.get(spine, ()))
+
+    def ports(self, spine: int) -> list[tuple[int, int]]:
+        """Those ports, ``(ocs, port)`` lowest first (not to be changed by the caller)."""
+        more = self.extra.get(spine)
+        if more is None:
+            return self.open.get(spine, [])
+        ports = self.merged.get(spine)
+        if ports is None:
+            ports = self.merged[spine] = sorted([*self.open.get(spine, ()), *more])
+        return ports
