@@ -510,15 +510,28 @@ def augment_wiring(
             mask ^= low
     candidates.sort(key=lambda s: (-reach[s], -total[s], s))
     spines = sorted(candidates[:n])
-    idle = _IdlePorts(ledger)  # (ocs, spine) -> its idle ports, lowest first, when first read
-    usable = view.usable[:]  # [spine]: bit o when idle[(o, spine)] is not empty
-    ports: dict[tuple[int, int], tuple[int, int]] = {}
+    # First every leaf's matching, counting the ports it takes (which ports does not change
+    # what the next leaves can use), so that a set that fails picks no port.
+    usable = view.usable[:]  # [spine]: bit o when the spine has a port on o left
+    left: dict[tuple[int, int], int] = {}  # (ocs, spine) -> its idle ports not yet taken
+    matches = []
     for leaf in leaves:
         row = _default_row(leaf, ledger.spines, ledger.ocs_count, ledger.spine_ports_per_ocs)
         match = match_from_default_masks(
             spines, ledger.idle_ocs_mask(leaf), [row[s][0] for s in spines], usable)
         if match is None:
             return None
+        matches.append((leaf, row, match))
+        for spine in spines:
+            ocs = match[spine]
+            count = left.get((ocs, spine))
+            count = left[(ocs, spine)] = (
+                ledger.idle_port_count(ocs, spine) if count is None else count) - 1
+            if not count:
+                usable[spine] &= ~(1 << ocs)
+    idle = _IdlePorts(ledger)  # (ocs, spine) -> its idle ports, lowest first, when first read
+    ports: dict[tuple[int, int], tuple[int, int]] = {}
+    for leaf, row, match in matches:
         for j, spine in enumerate(spines):
             ocs = match[spine]
             free = idle[(ocs, spine)]
@@ -528,8 +541,6 @@ def augment_wiring(
             port = own if own in free else free[0] if len(free) == 1 else min(
                 free, key=lambda p, o=ocs, s=spine: (view.owner_count(o, s, p), p))
             free.remove(port)
-            if not free:
-                usable[spine] &= ~(1 << ocs)
             ports[(leaf, j)] = (ocs, port)
     return spines, ports
 
