@@ -32,7 +32,7 @@ Policies
   m leaves x n spines where every (leaf, spine) pair gets a circuit on some OCS
   on which the leaf's port and one of the spine's ports are idle. The
   circuit assignment is solved spine by spine with a bipartite matching
-  (networkx); see :func:`.ocs.wire_spines` for why this part is a heuristic.
+  (Hopcroft-Karp); see :func:`.ocs.wire_spines` for why this part is a heuristic.
   Needs ``ocs_count >= 1``. Circuits of running jobs are never moved. The
   exclusive resources are OCS ports: two jobs may both hold a (leaf, spine)
   pair through circuits on different OCSes, unless the cluster is built with

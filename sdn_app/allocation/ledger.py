@@ -389,6 +389,10 @@ class Ledger:
         """No job holds the (leaf, spine) pair exclusively."""
         return (leaf, spine) not in self._link_owner
 
+    def spines_with_held_links(self) -> set[int]:
+        """Spines s for which some job holds a (leaf, s) pair exclusively."""
+        return {spine for _leaf, spine in self._link_owner}
+
     def free_spine_mask(self, leaf: int) -> int:
         """Bit s is set when link (leaf, s) is unreserved."""
         mask = 0
@@ -429,6 +433,10 @@ class Ledger:
     def idle_port_count(self, ocs: int, spine: int) -> int:
         """How many of ``spine``'s ports on ``ocs`` are idle."""
         return self._spine_idle[spine][ocs]
+
+    def idle_port_mask(self, ocs: int, spine: int) -> int:
+        """Bit p is set when ``spine``'s port p on ``ocs`` is idle."""
+        return self._spine_port_mask[spine][ocs]
 
     def idle_ports_of(self, ocs: int, spine: int) -> list[int]:
         """The idle ports of ``spine`` on ``ocs``, lowest first."""

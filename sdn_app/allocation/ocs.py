@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import sys
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 from itertools import combinations, islice
-
-import networkx as nx
 
 from sdn_app.allocation.ledger import (
     Allocation,
@@ -202,7 +201,7 @@ def try_default(
     """The exact search static vClos does, over the links the default wiring offers."""
     if leaf_sets is None:
         biclique = find_free_biclique(
-            ledger, m, n, lambda leaf: default_spine_mask(ledger, leaf))
+            ledger, m, n, DefaultMasks(ledger).__getitem__)
         leaf_sets = [] if biclique is None else [biclique[0]]
     return try_ocs_spines(ledger, job_id, m, n, leaf_sets, passes=("default",))
 
@@ -266,8 +265,10 @@ def try_ocs_spines(
     if leaf_sets is None:
         leaf_sets = islice(combinations(ocs_leaves_with(ledger, n), m), MAX_OCS_LEAF_SETS)
     index = rewire_index(ledger) if "match" in passes and orphans_only else None
+    masks = DefaultMasks(ledger)  # the ledger does not change while leaf sets are tried
     for leaves in leaf_sets:
-        wiring = wire_spines(ledger, sorted(leaves), n, spines, passes, index, orphans_only)
+        wiring = wire_spines(ledger, sorted(leaves), n, spines, passes, index, orphans_only,
+                             masks)
         if wiring is not None:
             spines = sorted(wiring)
             ports = {
@@ -287,6 +288,7 @@ def wire_spines(
     passes: tuple[str, ...] = ("match",),
     index: RewireIndex | None = None,
     orphans_only: bool = False,
+    masks: DefaultMasks | None = None,
 ) -> dict[int, dict[int, tuple[int, int]]] | None:
     """Pick n of ``spines`` (in order) and, for each, one circuit from every leaf.
 
@@ -294,8 +296,8 @@ def wire_spines(
 
     Assigning an OCS to every (leaf, spine) pair at once is a 3-index
     assignment problem (NP-hard in general), so this goes spine by spine: for
-    each candidate spine, a maximum bipartite matching (networkx
-    Hopcroft-Karp) between the leaves and the spine's idle ports, where leaf
+    each candidate spine, a maximum bipartite matching (Hopcroft-Karp:
+    :func:`hopcroft_karp`) between the leaves and the spine's idle ports, where leaf
     ``l`` may take port ``(o, p)`` when its own port on OCS ``o`` is idle and
     not yet used by this job. A spine that cannot serve every leaf is skipped.
     With ``exclusive_ocs_links`` a (leaf, spine) pair held by another job is skipped.
@@ -305,18 +307,28 @@ def wire_spines(
     ``"match"`` uses the matching above (with ``orphans_only``, on orphaned spine ports
     only: see :func:`match_leaves_to_spine`). ``index`` (conservative rewiring): only the
     spine ports it leaves open to these leaves are matched (see :func:`rewire_index`).
+    ``masks``: :func:`default_spine_mask` of the leaves, if already read of this ledger.
     """
     m = len(leaves)
     candidates = None if index is None else index.ports_for(leaves)
+    held = ledger.spines_with_held_links()  # only these need their links checked
+    # Spines every leaf reaches by an idle default circuit: default_ports serves no other.
+    by_default = -1
+    if "default" in passes:
+        masks = DefaultMasks(ledger) if masks is None else masks
+        for leaf in leaves:
+            by_default &= masks[leaf]
     used_leaf_ports: set[LeafPort] = set()
     used_ocses: dict[int, int] = {}  # leaf -> bit o: its port on OCS o is this job's already
     wiring: dict[int, dict[int, tuple[int, int]]] = {}
     for kind in passes:
         for spine in spines:
-            if spine in wiring or any(not ledger.link_free(leaf, spine) for leaf in leaves):
+            if spine in wiring or (spine in held and any(
+                    not ledger.link_free(leaf, spine) for leaf in leaves)):
                 continue
-            if kind == "match" and candidates is not None and len(
-                    candidates.get(spine, ())) < m:
+            if kind == "default" and not by_default >> spine & 1:
+                continue  # a leaf's default circuit to it cannot be set up: {} below
+            if kind == "match" and candidates is not None and candidates.count(spine) < m:
                 continue  # fewer open ports than leaves: no matching can serve them all
             if kind == "match" and candidates is None and not orphans_only and not can_match(
                     ledger, leaves, spine, used_ocses):
@@ -324,7 +336,7 @@ def wire_spines(
             if kind == "match":
                 match = match_leaves_to_spine(
                     ledger, leaves, spine, used_leaf_ports,
-                    None if candidates is None else candidates.get(spine, []), orphans_only)
+                    None if candidates is None else candidates.ports(spine), orphans_only)
             else:
                 match = default_ports(ledger, leaves, spine, used_leaf_ports)
             if len(match) < m:
@@ -369,20 +381,78 @@ def match_leaves_to_spine(
     other leaf could use by default (see :func:`orphaned`), so rewiring never takes a port
     that a later job needs for a default circuit; without it, it may.
 
-    Nodes are the leaf ints (left) and (ocs, port) tuples (right): no strings, so the
-    result does not depend on PYTHONHASHSEED and the same state gives the same answer.
+    The matching is :func:`hopcroft_karp`'s, the one networkx's ``hopcroft_karp_matching``
+    returns on the graph this function used to build (leaf ints left, ``(ocs, port)`` right,
+    edges port by port): ints throughout, so the same state gives the same answer whatever
+    PYTHONHASHSEED is.
     """
-    graph = nx.Graph()
-    graph.add_nodes_from(leaves)
     idle = {leaf: ledger.idle_ocs_mask(leaf) for leaf in leaves}
-    graph.add_edges_from(  # one call, in the order edge by edge would add them
-        (leaf, (ocs, port))
-        for ocs, port in (ledger.idle_spine_ports(spine) if candidates is None else candidates)
-        for leaf in leaves
-        if idle[leaf] >> ocs & 1 and (ocs, leaf) not in used_leaf_ports
-        and (not orphans_only or orphaned(ledger, ocs, spine, port, leaf, used_leaf_ports)))
-    matching = nx.bipartite.hopcroft_karp_matching(graph, top_nodes=leaves)
+    index = {leaf: i for i, leaf in enumerate(leaves)}
+    adjacency: list[list[int]] = [[] for _ in leaves]  # per leaf, its ports' indices
+    ports = ledger.idle_spine_ports(spine) if candidates is None else candidates
+    for right, (ocs, port) in enumerate(ports):
+        for leaf in leaves:
+            if idle[leaf] >> ocs & 1 and (ocs, leaf) not in used_leaf_ports and (
+                    not orphans_only or orphaned(ledger, ocs, spine, port, leaf,
+                                                 used_leaf_ports)):
+                adjacency[index[leaf]].append(right)
+    # The leaves in the order networkx's bipartite matching visits them (a set of them).
+    order = [index[leaf] for leaf in set(leaves)]
+    found = hopcroft_karp(order, adjacency, len(ports))
+    matching = {leaf: ports[found[index[leaf]]] for leaf in leaves if found[index[leaf]] >= 0}
     return {leaf: matching[leaf] for leaf in leaves if leaf in matching}
+
+
+def hopcroft_karp(order: list[int], adjacency: list[list[int]], right_count: int) -> list[int]:
+    """A maximum bipartite matching by Hopcroft and Karp: per left node, its right node or -1.
+
+    Left nodes are ``0 .. len(adjacency) - 1``, visited in ``order`` (every one once);
+    ``adjacency[v]``: v's right nodes (``0 .. right_count - 1``) in the order tried. The
+    steps (breadth-first layers, then depth-first augmenting paths, both in these orders)
+    are networkx 3's ``hopcroft_karp_matching``'s, so on the same orders it returns the same
+    matching, without a graph of Python objects."""
+    inf = float("inf")
+    nil = len(adjacency)  # the "unmatched" node: dist[nil] is the shortest augmenting path
+    left_match = [-1] * nil
+    right_match = [nil] * right_count
+    dist: list[float] = [inf] * (nil + 1)
+
+    def layers() -> bool:
+        queue: deque[int] = deque()
+        for v in order:
+            if left_match[v] < 0:
+                dist[v] = 0
+                queue.append(v)
+            else:
+                dist[v] = inf
+        dist[nil] = inf
+        while queue:
+            v = queue.popleft()
+            if dist[v] < dist[nil]:
+                for u in adjacency[v]:
+                    w = right_match[u]
+                    if dist[w] == inf:
+                        dist[w] = dist[v] + 1
+                        queue.append(w)
+        return dist[nil] != inf
+
+    def path(v: int) -> bool:
+        if v == nil:
+            return True
+        for u in adjacency[v]:
+            w = right_match[u]
+            if dist[w] == dist[v] + 1 and path(w):
+                right_match[u] = v
+                left_match[v] = u
+                return True
+        dist[v] = inf
+        return False
+
+    while layers():
+        for v in order:
+            if left_match[v] < 0:
+                path(v)
+    return left_match
 
 
 def try_augment(
@@ -391,13 +461,16 @@ def try_augment(
     """Circuits for m leaves x n spines, rewired where the default wiring falls short.
 
     Leaf sets are tried best fit first (at most MAX_OCS_LEAF_SETS), or only those of
-    ``leaf_sets``; see :func:`augment_wiring` for the wiring of one set.
+    ``leaf_sets``; see :func:`augment_wiring` for the wiring of one set. What every set
+    reads of the ledger (which does not change between them) is read once
+    (:class:`_AugmentView`).
     """
     if leaf_sets is None:
         leaf_sets = islice(combinations(ocs_leaves_with(ledger, n), m), MAX_OCS_LEAF_SETS)
+    view = _AugmentView(ledger)
     for leaf_set in leaf_sets:
         leaves = sorted(leaf_set)
-        wiring = augment_wiring(ledger, leaves, n)
+        wiring = augment_wiring(ledger, leaves, n, view)
         if wiring is not None:
             spines, ports = wiring
             return clos_allocation(
@@ -406,49 +479,103 @@ def try_augment(
 
 
 def augment_wiring(
-    ledger: Ledger, leaves: list[int], n: int
+    ledger: Ledger, leaves: list[int], n: int, view: _AugmentView | None = None
 ) -> tuple[list[int], dict[tuple[int, int], tuple[int, int]]] | None:
     """n spines for ``leaves`` and, per leaf, one circuit to each on a distinct OCS.
 
     The spines are the n that most of the leaves reach by their default circuit (then
     those with the most idle ports). Each leaf in turn gets a perfect matching of those
     spines to OCSes where its own port and a spine port are idle
-    (:func:`match_from_default`): its default circuits where possible, rewired along
+    (:func:`match_from_default_masks`): its default circuits where possible, rewired along
     augmenting paths where not. Spine ports are shared by the leaves of the job, so a
     leaf only takes what the leaves before it left. Returns ``(spines, {(leaf, j):
-    (ocs, port)})`` or None.
+    (ocs, port)})`` or None. ``view``: the ledger as read for this admission (the ledger
+    must not have changed since it was made).
     """
-    idle = _IdlePorts(ledger)  # (ocs, spine) -> its idle ports, lowest first, when first read
-    total = list(map(sum, ledger.idle_spine_counts()))
-    defaults = {leaf: default_spine_mask(ledger, leaf) for leaf in leaves}
+    view = _AugmentView(ledger) if view is None else view
+    total = view.total
+    m = len(leaves)
     candidates = [
         s for s in range(ledger.spines)
-        if total[s] >= len(leaves) and all(ledger.link_free(lf, s) for lf in leaves)
+        if total[s] >= m and (s not in view.held or all(ledger.link_free(lf, s) for lf in leaves))
     ]
     if len(candidates) < n:
         return None
-    candidates.sort(
-        key=lambda s: (-sum(mask >> s & 1 for mask in defaults.values()), -total[s], s))
-    spines = sorted(candidates[:n])
-    ports: dict[tuple[int, int], tuple[int, int]] = {}
+    reach = [0] * ledger.spines  # [spine]: how many of the leaves reach it by default
     for leaf in leaves:
-        match = match_from_default(
-            spines, ledger.idle_ocses(leaf),
-            lambda s, lf=leaf: (default_circuit(ledger, lf, s) or (-1, -1))[0],
-            lambda o, s: bool(idle[(o, s)]))
+        mask = view.default_masks[leaf]
+        while mask:
+            low = mask & -mask
+            reach[low.bit_length() - 1] += 1
+            mask ^= low
+    candidates.sort(key=lambda s: (-reach[s], -total[s], s))
+    spines = sorted(candidates[:n])
+    # First every leaf's matching, counting the ports it takes (which ports does not change
+    # what the next leaves can use), so that a set that fails picks no port.
+    usable = view.usable[:]  # [spine]: bit o when the spine has a port on o left
+    left: dict[tuple[int, int], int] = {}  # (ocs, spine) -> its idle ports not yet taken
+    matches = []
+    for leaf in leaves:
+        row = _default_row(leaf, ledger.spines, ledger.ocs_count, ledger.spine_ports_per_ocs)
+        match = match_from_default_masks(
+            spines, ledger.idle_ocs_mask(leaf), [row[s][0] for s in spines], usable)
         if match is None:
             return None
+        matches.append((leaf, row, match))
+        for spine in spines:
+            ocs = match[spine]
+            count = left.get((ocs, spine))
+            count = left[(ocs, spine)] = (
+                ledger.idle_port_count(ocs, spine) if count is None else count) - 1
+            if not count:
+                usable[spine] &= ~(1 << ocs)
+    idle = _IdlePorts(ledger)  # (ocs, spine) -> its idle ports, lowest first, when first read
+    ports: dict[tuple[int, int], tuple[int, int]] = {}
+    for leaf, row, match in matches:
         for j, spine in enumerate(spines):
             ocs = match[spine]
             free = idle[(ocs, spine)]
-            default_ocs, default_port = default_circuit(ledger, leaf, spine) or (-1, -1)
+            default_ocs, default_port = row[spine]
             own = default_port if ocs == default_ocs else None
             # The leaf's own default port, else the port fewest idle leaves need by default.
-            port = own if own in free else min(free, key=lambda p, o=ocs, s=spine: (
-                len(idle_default_owners(ledger, o, s, p)), p))
+            port = own if own in free else free[0] if len(free) == 1 else min(
+                free, key=lambda p, o=ocs, s=spine: (view.owner_count(o, s, p), p))
             free.remove(port)
             ports[(leaf, j)] = (ocs, port)
     return spines, ports
+
+
+class _AugmentView:
+    """What :func:`augment_wiring` reads of the ledger, read once per admission and shared
+    by the leaf sets it tries: idle ports per spine, the OCSes where each spine has one,
+    the spines with links held exclusively, each leaf's :func:`default_spine_mask` and each
+    spine port's idle default owners (the last two when first asked for)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        counts = ledger.idle_spine_counts()
+        self.total = list(map(sum, counts))
+        self.usable = [sum(1 << o for o, c in enumerate(row) if c) for row in counts]
+        self.held = ledger.spines_with_held_links()
+        self.default_masks = DefaultMasks(ledger)
+        self._owners: dict[tuple[int, int, int], int] = {}
+
+    def owner_count(self, ocs: int, spine: int, port: int) -> int:
+        """``len(idle_default_owners(ledger, ocs, spine, port))``."""
+        key = (ocs, spine, port)
+        count = self._owners.get(key)
+        if count is None:
+            count = self._owners[key] = len(idle_default_owners(self.ledger, ocs, spine, port))
+        return count
+
+
+@lru_cache(maxsize=4096)
+def _default_row(leaf: int, spines: int, ocs_count: int, ports: int
+                 ) -> tuple[tuple[int, int], ...]:
+    """Per spine, the ``(ocs, spine port)`` of ``leaf``'s default circuit to it, ``(-1, -1)``
+    where there is none (:func:`testbed.core.topology.default_circuit`): geometry only."""
+    return tuple(topology.default_circuit(leaf, s, ocs_count, ports, spines) or (-1, -1)
+                 for s in range(spines))
 
 
 class _IdlePorts(dict):
@@ -503,6 +630,50 @@ def match_from_default(
     return ocs_of
 
 
+def match_from_default_masks(
+    spines: list[int], ocs_mask: int, default_ocses: list[int], usable: list[int]
+) -> dict[int, int] | None:
+    """:func:`match_from_default` on bit masks, with the same answer: ``ocs_mask``, bit o
+    when the leaf's port on OCS o is idle; ``default_ocses[j]``, the OCS of the default
+    circuit to ``spines[j]`` (-1: none); ``usable[spine]``, bit o when the spine has an idle
+    port on OCS o. OCSes are tried lowest first, unmatched ones before matched ones."""
+    spine_of: dict[int, int] = {}  # ocs -> spine
+    ocs_of: dict[int, int] = {}  # spine -> ocs
+    matched = 0
+    for spine, ocs in zip(spines, default_ocses, strict=True):
+        if ocs >= 0 and (ocs_mask & usable[spine] & ~matched) >> ocs & 1:
+            spine_of[ocs], ocs_of[spine] = spine, ocs
+            matched |= 1 << ocs
+    seen = 0
+
+    def augment(spine: int) -> bool:
+        nonlocal seen, matched
+        options = ocs_mask & usable[spine] & ~seen
+        free = options & ~matched
+        if free:
+            low = free & -free
+            seen |= low
+            matched |= low
+            ocs = low.bit_length() - 1
+            spine_of[ocs], ocs_of[spine] = spine, ocs
+            return True
+        for ocs in bits(options):
+            if seen >> ocs & 1:
+                continue
+            seen |= 1 << ocs
+            if augment(spine_of[ocs]):
+                spine_of[ocs], ocs_of[spine] = spine, ocs
+                return True
+        return False
+
+    for spine in spines:
+        if spine not in ocs_of:
+            seen = 0
+            if not augment(spine):
+                return None
+    return ocs_of
+
+
 # ------------------------------------------------------------ the default wiring
 
 
@@ -524,6 +695,19 @@ def default_spine_mask(ledger: Ledger, leaf: int) -> int:
         if idle >> ocs & 1 and ledger.idle_port_count(ocs, spine):
             mask |= 1 << spine
     return mask
+
+
+class DefaultMasks(dict):
+    """``leaf`` -> :func:`default_spine_mask` of ``leaf``, read from the ledger when first asked
+    for: valid while the ledger does not change (one admission's leaf sets)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        super().__init__()
+        self.ledger = ledger
+
+    def __missing__(self, leaf: int) -> int:
+        mask = self[leaf] = default_spine_mask(self.ledger, leaf)
+        return mask
 
 
 @lru_cache(maxsize=16)
@@ -557,22 +741,22 @@ def default_ports(
     """Each leaf's default circuit to ``spine`` (:func:`default_circuit`; another port of
     the spine on the same OCS if that one is busy), or {} when one of them is busy."""
     out: dict[int, tuple[int, int]] = {}
+    taken: set[tuple[int, int]] = set()  # out's values
     for leaf in leaves:
-        found = default_circuit(ledger, leaf, spine)
-        if found is None:
+        ocs, first = _default_row(
+            leaf, ledger.spines, ledger.ocs_count, ledger.spine_ports_per_ocs)[spine]
+        if ocs < 0:
             return {}
-        ocs, first = found
-        if not ledger.leaf_port_idle(ocs, leaf) or (ocs, leaf) in used_leaf_ports:
+        if not ledger.idle_ocs_mask(leaf) >> ocs & 1 or (ocs, leaf) in used_leaf_ports:
             return {}
-        ports = [first, *(p for p in range(ledger.spine_ports_per_ocs) if p != first)]
-        port = next(
-            (p for p in ports
-             if ledger.spine_port_idle(ocs, spine, p) and (ocs, p) not in out.values()),
-            None,
-        )
+        idle = ledger.idle_port_mask(ocs, spine)
+        # The default port, else the lowest other idle one not yet this job's.
+        ports = [first, *(p for p in bits(idle) if p != first)]
+        port = next((p for p in ports if idle >> p & 1 and (ocs, p) not in taken), None)
         if port is None:
             return {}
         out[leaf] = (ocs, port)
+        taken.add((ocs, port))
     return out
 
 
@@ -590,10 +774,17 @@ def orphaned(
 def idle_default_owners(ledger: Ledger, ocs: int, spine: int, port: int) -> list[int]:
     """Leaves whose default circuit to ``spine`` ends on its port ``(ocs, port)`` and whose
     own port on ``ocs`` is idle (see :func:`default_circuit`)."""
-    owners = topology.default_circuit_leaves(
-        ocs, spine, port, ledger.leaves, ledger.ocs_count, ledger.spine_ports_per_ocs,
-        ledger.spines)
+    owners = _default_owners(ocs, spine, port, ledger.leaves, ledger.ocs_count,
+                             ledger.spine_ports_per_ocs, ledger.spines)
     return [owner for owner in owners if ledger.leaf_port_idle(ocs, owner)]
+
+
+@lru_cache(maxsize=1 << 16)
+def _default_owners(ocs: int, spine: int, port: int, leaves: int, ocs_count: int,
+                    ports: int, spines: int) -> tuple[int, ...]:
+    """:func:`testbed.core.topology.default_circuit_leaves`, remembered: geometry only."""
+    return tuple(topology.default_circuit_leaves(ocs, spine, port, leaves, ocs_count, ports,
+                                                 spines))
 
 
 def rewire_index(ledger: Ledger) -> RewireIndex:
@@ -603,37 +794,77 @@ def rewire_index(ledger: Ledger) -> RewireIndex:
     leaf; one that an idle owner still needs is open only to a job holding that owner.
     """
     index = RewireIndex()
+    idle = ledger.idle_ocs_masks()
+    table = _owner_table(ledger.leaves, ledger.ocs_count, ledger.spine_ports_per_ocs,
+                         ledger.spines)
+    by_blocker, shared = index.by_blocker, index.shared
     for spine in range(ledger.spines):
+        open_ports = []
         for ocs, port in ledger.idle_spine_ports(spine):
-            blockers = frozenset(idle_default_owners(ledger, ocs, spine, port))
-            index.add((ocs, spine, port), blockers)
+            blockers = [owner for owner in table[spine][ocs][port] if idle[owner] >> ocs & 1]
+            if not blockers:
+                open_ports.append((ocs, port))
+            elif len(blockers) == 1:
+                by_blocker.setdefault(blockers[0], {}).setdefault(spine, []).append((ocs, port))
+            else:
+                shared.append(((ocs, spine, port), frozenset(blockers)))
+        if open_ports:
+            index.open[spine] = open_ports
     return index
+
+
+@lru_cache(maxsize=16)
+def _owner_table(leaves: int, ocs_count: int, ports: int, spines: int
+                 ) -> list[list[list[tuple[int, ...]]]]:
+    """``[spine][ocs][port]``: the leaves whose default circuit to the spine ends on that port
+    (:func:`_default_owners`): a fabric's geometry, worked out once."""
+    return [[[_default_owners(ocs, spine, port, leaves, ocs_count, ports, spines)
+              for port in range(ports)] for ocs in range(ocs_count)] for spine in range(spines)]
 
 
 class RewireIndex:
     """Idle spine ports grouped by the set of idle default owners ("blockers") they have."""
 
     def __init__(self) -> None:
-        self.open: dict[int, list[tuple[int, int]]] = {}  # spine -> ports nobody needs
-        self.by_blocker: dict[int, list[SpinePort]] = {}  # leaf -> ports only it needs
+        # spine -> ports nobody needs, lowest first
+        self.open: dict[int, list[tuple[int, int]]] = {}
+        # leaf -> spine -> ports only that leaf needs, lowest first
+        self.by_blocker: dict[int, dict[int, list[tuple[int, int]]]] = {}
         self.shared: list[tuple[SpinePort, frozenset[int]]] = []  # needed by several
 
-    def add(self, port: SpinePort, blockers: frozenset[int]) -> None:
-        if not blockers:
-            self.open.setdefault(port[1], []).append((port[0], port[2]))
-        elif len(blockers) == 1:
-            self.by_blocker.setdefault(next(iter(blockers)), []).append(port)
-        else:
-            self.shared.append((port, blockers))
-
-    def ports_for(self, leaves: Iterable[int]) -> dict[int, list[tuple[int, int]]]:
-        """spine -> the (ocs, port)s a job on ``leaves`` may take (blockers all its own)."""
+    def ports_for(self, leaves: Iterable[int]) -> LeafSetPorts:
+        """The (ocs, port)s of each spine a job on ``leaves`` may take (blockers all its
+        own)."""
         leaf_set = set(leaves)
-        out = {spine: list(ports) for spine, ports in self.open.items()}
-        found = [p for leaf in leaf_set for p in self.by_blocker.get(leaf, [])]
-        found += [p for p, blockers in self.shared if blockers <= leaf_set]
-        for ocs, spine, port in sorted(found):
-            out.setdefault(spine, []).append((ocs, port))
-        for ports in out.values():
-            ports.sort()
-        return out
+        extra: dict[int, list[tuple[int, int]]] = {}
+        for leaf in leaf_set:
+            for spine, ports in self.by_blocker.get(leaf, {}).items():
+                extra.setdefault(spine, []).extend(ports)
+        for (ocs, spine, port), blockers in self.shared:
+            if blockers <= leaf_set:
+                extra.setdefault(spine, []).append((ocs, port))
+        return LeafSetPorts(self.open, extra)
+
+
+class LeafSetPorts:
+    """Per spine, the ports a job on some leaves may take (:meth:`RewireIndex.ports_for`):
+    the ports open to any leaf and those only its leaves need, merged when first read."""
+
+    def __init__(self, open_ports: dict[int, list[tuple[int, int]]],
+                 extra: dict[int, list[tuple[int, int]]]) -> None:
+        self.open, self.extra = open_ports, extra
+        self.merged: dict[int, list[tuple[int, int]]] = {}
+
+    def count(self, spine: int) -> int:
+        """How many ports of ``spine`` the job may take."""
+        return len(self.open.get(spine, ())) + len(self.extra.get(spine, ()))
+
+    def ports(self, spine: int) -> list[tuple[int, int]]:
+        """Those ports, ``(ocs, port)`` lowest first (not to be changed by the caller)."""
+        more = self.extra.get(spine)
+        if more is None:
+            return self.open.get(spine, [])
+        ports = self.merged.get(spine)
+        if ports is None:
+            ports = self.merged[spine] = sorted([*self.open.get(spine, ()), *more])
+        return ports
