@@ -28,6 +28,7 @@ from typing import Any
 
 from testbed.emulator import tcp_counters
 from testbed.emulator.preflight import ovs_env
+from testbed.emulator.socket_buffers import packet_socket_table
 
 OVS_TIMEOUT_S = 10
 DROP_KEYS = ("rx_dropped", "tx_dropped", "rx_errors", "tx_errors")
@@ -107,15 +108,11 @@ def socket_drops(ss_output: str) -> dict[str, int]:
 def switch_socket_drops(ports: Iterable[str]) -> dict[str, int] | None:
     """:func:`socket_drops` of this machine's ovs-vswitchd for ``ports`` (None without
     ``ss``); a port without a receiving socket (kernel datapath) is left out."""
-    try:
-        out = subprocess.run(["ss", "-0", "-m", "-p"], capture_output=True, text=True,
-                             timeout=OVS_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0:
+    table = packet_socket_table()
+    if table is None:
         return None
     wanted = set(ports)
-    return {p: n for p, n in socket_drops(out.stdout).items() if p in wanted}
+    return {p: n for p, n in socket_drops(table).items() if p in wanted}
 
 
 def softnet_dropped() -> int | None:

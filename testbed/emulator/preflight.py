@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from testbed.core.errors import PrivilegeError
+from testbed.emulator.socket_buffers import packet_socket_table
 
 
 @dataclass(frozen=True)
@@ -124,12 +125,8 @@ def send_buffer_of(ss_output: str) -> int | None:
 def switch_send_buffer_bytes() -> int | None:
     """:func:`send_buffer_of` the running ovs-vswitchd (None before its first send, or
     without ``ss``)."""
-    try:
-        out = subprocess.run(["ss", "-0", "-m", "-p"], capture_output=True, text=True,
-                             timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return send_buffer_of(out.stdout)
+    table = packet_socket_table()
+    return None if table is None else send_buffer_of(table)
 
 
 def forwarding_problem() -> str | None:

@@ -1,4 +1,4 @@
-"""The buffers of another process's sockets (ovs-vswitchd's packet sockets), set from outside.
+"""The packet sockets of ovs-vswitchd: their table (`ss`), and their buffers, set from outside.
 
 The userspace datapath moves every packet through ``AF_PACKET`` sockets: one per port that it
 reads the port's packets from, and one it sends every packet through, each made with the
@@ -15,12 +15,25 @@ import contextlib
 import ctypes
 import os
 import socket
+import subprocess
 from pathlib import Path
 
 from testbed.core.errors import FabricLabError
 
 SYS_PIDFD_GETFD = 438  # x86_64 and every architecture with the generic syscall table
 SO_SNDBUFFORCE, SO_RCVBUFFORCE = 32, 33
+SS_TIMEOUT_S = 10
+
+
+def packet_socket_table() -> str | None:
+    """``ss -0 -m -p``: every packet socket of this namespace with its owner and its memory
+    (``skmem``: buffers, drops); None without ``ss`` or when it fails."""
+    try:
+        out = subprocess.run(["ss", "-0", "-m", "-p"], capture_output=True, text=True,
+                             timeout=SS_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout if out.returncode == 0 else None
 
 
 def socket_fds(pid: int) -> dict[int, int]:
