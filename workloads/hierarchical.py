@@ -185,8 +185,7 @@ def run_hierarchical(
     executor fails so the others stop at once. ``ready``: per chunk, an event its first
     phase waits for (a chunk of a collective not issued yet; the deadline applies).
     """
-    if collective is None:
-        from workloads.collectives.ring import COLLECTIVE as collective
+    collective = collective or RING
     coords = topo.coords(rank)
     item = buf.itemsize
     segments: dict[int, list[tuple[int, int]]] = {}
