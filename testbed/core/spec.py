@@ -146,6 +146,10 @@ class _Links(_Strict):
     # without it every packet waits for its rate, at some 45x the packets through the switch
     # (16 hosts at 100 Mbit/s then starved a 2-core machine's workers of CPU: BENCHMARKS.md).
     segmentation_offload: bool = True
+    # With offload on: each host segment at most this many ms of the slowest link it may cross
+    # (testbed.emulator.segmentation), which bounds that credit to this much per transfer at
+    # a fraction of wire-sized packets' cost. None: the kernel's 64 KiB.
+    segment_max_ms: Annotated[float, Field(gt=0, le=100)] | None = None
 
     def _check_links(self) -> None:
         """One sentence for the first override that names no link of this fabric (once its

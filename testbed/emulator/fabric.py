@@ -33,7 +33,7 @@ from testbed.core.host_runtime import HostRuntime
 from testbed.core.safe_paths import own_or_new_dir
 from testbed.core.servers import ServersSpec, server_rundirs
 from testbed.core.topology import FabricPlan, dim_peers, fc_side, ring_neighbours
-from testbed.emulator import cleanup, impairments, runlock, switch_kinds
+from testbed.emulator import cleanup, impairments, runlock, segmentation, switch_kinds
 from testbed.emulator.controller_proc import Controller
 from testbed.emulator.failpoints import failpoint
 from testbed.emulator.netns_batch import run_batch
@@ -145,7 +145,7 @@ class Fabric:
             t1 = time.monotonic()
             self._configure_hosts()
             self._set_mtu()
-            impairments.no_segmentation_offload(self.plan, self.host_pids())
+            segmentation.apply(self.plan, self.host_pids())
             impairments.apply_input_rules(
                 self.host_pids(), impairments.input_rules(self.plan, self.impairments))
             self.delay_lines = impairments.start_delay_lines(

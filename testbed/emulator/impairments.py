@@ -40,6 +40,7 @@ from testbed.core.errors import FabricLabError
 from testbed.core.limits import MAX_DELAY_LINE_WIRE_MBIT_S, emulated_links_error
 from testbed.core.topology import FabricPlan, Link
 from testbed.emulator.preflight import delay_line_available, netem_available
+from testbed.emulator.segmentation import wire_sized
 
 NETEM = "netem"
 HOST_INPUT = "host-input"
@@ -120,13 +121,6 @@ def emulation(plan: FabricPlan, netem: bool, delay_line: bool = True
                     f"MAX_DELAY_LINE_WIRE_MBIT_S); lower the rate (rate_scale), drop the "
                     f"loss, or use a kernel with netem ({NO_NETEM})")
     return out, queues
-
-
-def wire_sized(plan: FabricPlan) -> bool:
-    """Whether hosts send wire-sized packets: any link loses packets (netem and netfilter
-    judge each packet they see, and a 64 KiB TSO packet lost whole would be some forty
-    segments lost at once), or the fabric asks for it (``segmentation_offload: false``)."""
-    return not plan.spec.segmentation_offload or any(lk.loss for lk in plan.links)
 
 
 def on_this_kernel(plan: FabricPlan) -> tuple[bool, list[LinkImpairment], Queues]:
@@ -272,21 +266,6 @@ def read_delay_lines(stats_dir: Path) -> dict[str, Any]:
         except (OSError, ValueError):
             continue
     return out
-
-
-def no_segmentation_offload(plan: FabricPlan, host_pids: dict[str, int]) -> None:
-    """TSO and GSO off on every host interface where hosts send wire-sized packets
-    (:func:`wire_sized`)."""
-    if not wire_sized(plan):
-        return
-    for h in plan.hosts:
-        for nic in h.nics:
-            out = subprocess.run(["nsenter", "-t", str(host_pids[h.name]), "-n", "ethtool",
-                                  "-K", nic.intf, "tso", "off", "gso", "off"],
-                                 capture_output=True, text=True)
-            if out.returncode != 0:
-                raise FabricLabError(f"could not turn segmentation offload off on "
-                                     f"{nic.intf}: {out.stderr.strip()}")
 
 
 _RULE = re.compile(r"^\s*(\d+)\s+\d+\s+(\S+)?.*/\* fabriclab (\S+) \*/")
