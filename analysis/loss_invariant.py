@@ -17,10 +17,11 @@ leg of the run (``drops.json``: each solo baseline, then all jobs together) it c
   and ports'). Each such drop cost its flow a round trip and a halved window; the job
   invariant judges whether that moved a job's time;
 - **each job's hosts' TCP**: segments resent by fast retransmit (the receiver reported a hole)
-  less those the receiver later said it had (D-SACK), against the segments the switches'
-  queues dropped in that leg can account for (:data:`SEGMENTS_PER_DROP` each; a host's own
-  queue dropping its packet is no loss on the wire: its TCP sends it again at once). More than
-  :data:`UNEXPLAINED_SEGMENTS` unaccounted: a violation naming the hosts that resent most.
+  less those the receiver later said it had (D-SACK, in segments: :func:`needless_segments`),
+  against the segments the switches' queues dropped in that leg can account for
+  (:data:`SEGMENTS_PER_DROP` each; a host's own queue dropping its packet is no loss on the
+  wire: its TCP sends it again at once). More than :data:`UNEXPLAINED_SEGMENTS` unaccounted:
+  a violation naming the hosts that resent most.
 
 Where the spec makes links lose packets (``impairments.json``), the resend check is left to
 :mod:`analysis.impairment_invariant`, which holds each such link to its specified loss.
@@ -70,6 +71,14 @@ def balances(flows: pd.DataFrame, hosts: set[str]) -> dict[str, dict[str, float]
             b["out"] += r.sent + r.backlog
             b["drops"] += int(r.drops)
     return out
+
+
+def needless_segments(counters: dict[str, int]) -> int:
+    """The segments a host resent that its receiver already had (D-SACKed): the kernel's
+    segment count where the record has it; else its count of D-SACK blocks, which is one per
+    resent TSO packet and so can undercount by up to :data:`SEGMENTS_PER_DROP` a block
+    (records from before 2026-11-29)."""
+    return counters.get("TCPDSACKRecvSegs", counters.get("TCPDSACKRecv", 0))
 
 
 def _seconds(t: float, t0: float) -> float:
@@ -140,7 +149,7 @@ class LossInvariant(Invariant):
             jobs_measured = {}
             for job, job_hosts in (rec.get("jobs") or {}).items():
                 resent = {h: max(0, tcp.get(h, {}).get("TCPFastRetrans", 0)
-                                 - tcp.get(h, {}).get("TCPDSACKRecv", 0)) for h in job_hosts}
+                                 - needless_segments(tcp.get(h, {}))) for h in job_hosts}
                 total = sum(resent.values())
                 jobs_measured[job] = {"fast_retransmits_less_dsack": total,
                                       "timeouts": sum(tcp.get(h, {}).get("TCPTimeouts", 0)

@@ -17,7 +17,7 @@ MB = 1_000_000
 
 
 def _run(tmp_path: Path, *, leaf_out: float, fast_retrans: int = 0, drops: int = 0,
-         ports: dict | None = None, timeouts: int = 0) -> Path:
+         ports: dict | None = None, timeouts: int = 0, dsack: dict | None = None) -> Path:
     """h0 -> leaf0 -> h1 for 10 s: h0's queue hands leaf0 10 MB, leaf0's queue sends
     ``leaf_out`` and drops ``drops`` packets; h0 fast-retransmits ``fast_retrans`` segments."""
     rows = []
@@ -32,7 +32,8 @@ def _run(tmp_path: Path, *, leaf_out: float, fast_retrans: int = 0, drops: int =
     pd.DataFrame(rows).to_parquet(tmp_path / "qdisc_samples.parquet")
     (tmp_path / "topology.json").write_text(json.dumps(
         {"hosts": [{"name": "h0"}, {"name": "h1"}]}))
-    tcp = {"h0": {"TCPFastRetrans": fast_retrans, "TCPDSACKRecv": 0, "TCPTimeouts": timeouts},
+    tcp = {"h0": {"TCPFastRetrans": fast_retrans, "TCPTimeouts": timeouts,
+                  **(dsack or {"TCPDSACKRecv": 0})},
            "h1": {"TCPFastRetrans": 0, "TCPDSACKRecv": 0, "TCPTimeouts": 0}}
     (tmp_path / "drops.json").write_text(json.dumps({"legs": {"together": {
         "start": 99.0, "end": 111.0, "ports": ports or {}, "datapath_lost": 0,
@@ -65,6 +66,18 @@ def test_resends_no_queue_explains_name_the_hosts(tmp_path):
                                       fast_retrans=UNEXPLAINED_SEGMENTS + 50))
     (v,) = records["loss"]["violations"]
     assert v["place"].startswith("h0") and "resent 70 segments" in v["sentence"]
+
+
+@pytest.mark.parametrize(("dsack", "violated"), [
+    ({"TCPDSACKRecv": 1, "TCPDSACKRecvSegs": 45}, False),  # one needless 45-segment resend
+    ({"TCPDSACKRecv": 1}, True),  # a record without the segment count: blocks only
+])
+def test_a_needless_resend_of_a_tso_packet_is_counted_in_segments(tmp_path, dsack, violated):
+    # the receiver D-SACKs a resent TSO packet in one block: the kernel counts 1 D-SACK and
+    # 45 segments, and 45 fast-retransmitted segments less 1 would be 44 unexplained
+    _records, reasons = judge_all(_run(tmp_path, leaf_out=10 * MB, fast_retrans=45,
+                                       dsack=dsack))
+    assert bool(reasons) is violated, reasons
 
 
 def test_a_port_drop_counter_names_the_port(tmp_path):

@@ -15,8 +15,11 @@ from pathlib import Path
 TIMEOUTS = "TCPTimeouts"  # TcpExt: retransmission timeouts
 SEGMENTS = ("OutSegs", "RetransSegs")  # Tcp (/proc/net/snmp): segments sent, resent
 # TcpExt: a receiver's duplicate segments (it answers each with a D-SACK), a sender's D-SACKs
-# received (a retransmission that was not needed) and its RTOs found spurious
-DUPLICATES = ("TCPDSACKOldSent", "TCPDSACKOfoSent", "TCPDSACKRecv", "TCPSpuriousRTOs")
+# received (a retransmission that was not needed: ``TCPDSACKRecv`` counts D-SACK blocks, one
+# per resent TSO packet however many segments it held, ``TCPDSACKRecvSegs`` the segments)
+# and its RTOs found spurious
+DUPLICATES = ("TCPDSACKOldSent", "TCPDSACKOfoSent", "TCPDSACKRecv", "TCPDSACKRecvSegs",
+              "TCPSpuriousRTOs")
 # TcpExt: recoveries from a hole the receiver SACKed (a segment lost, not late), and the
 # segments resent by fast retransmit
 RECOVERIES = ("TCPSackRecovery", "TCPFastRetrans")
