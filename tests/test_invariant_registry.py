@@ -147,3 +147,15 @@ def test_an_invariant_reads_the_judgements_it_declares_and_no_cycle_is_allowed(t
         _Reads.after = ("job",)
         INVARIANTS.unregister("reads-job")
         INVARIANTS.unregister("cycle")
+
+
+def test_the_report_says_what_judged_a_run_in_each_invariant_s_words():
+    from analysis.report import _pipeline_judged
+
+    f = {"switch": {"judged": True}, "job": {"tolerance": 0.1, "jobs": []},
+         "registered": {"loss": {"judged": True, "checks": "packets lost only in queues"},
+                        "gone": {"judged": False, "why_not": "no such file"}}}
+    assert _pipeline_judged(f) == ("; the switch invariant (ovs-vswitchd's threads, likewise)"
+                                   "; the loss invariant (packets lost only in queues)"
+                                   "; not the gone invariant (no such file)")
+    assert _pipeline_judged({}) == ""
