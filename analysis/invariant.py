@@ -19,9 +19,10 @@ reads, and gives fidelity.json's fields, reasons and notes in registration order
 invariant's judgement is kept under ``registered.<name>``, and every violation's sentence is a
 reason the run is not faithful. The invariants older than this interface (link, scheduler,
 switch, job) keep the fields and the wording fidelity.json had before it, through the hooks
-:meth:`Invariant.fields`, :meth:`Invariant.reasons` and :meth:`Invariant.notes`. Run-time
-values no file holds (the simulator's prediction, the fabric's plan, what was busiest) come in
-``Evidence.extra``; files the caller holds in memory in ``Evidence.known``. A new invariant is
+:meth:`Invariant.fields`, :meth:`Invariant.reasons` and :meth:`Invariant.notes`. Invariants read
+the run's files (the simulator's prediction too: ``prediction.json``), so a recorded run can be
+judged again; run-time values no file holds (what was busiest, the fabric's plan) come in
+``Evidence.extra``, and files the caller holds in memory in ``Evidence.known``. A new invariant is
 one module and one registration (docs/extending.md).
 """
 
@@ -83,9 +84,10 @@ class Evidence:
     whose ``jobs.json`` is not yet written; a test) passes it, and everything else is read from
     ``run_dir`` on first use and kept here. ``extra``: run-time values no file holds —
     ``cpu_idle_min`` and ``busiest`` (the link invariant), ``busiest_then(start, end)`` (the
-    scheduler and switch invariants), ``predicted``, ``plan`` and ``switches`` (the job
-    invariant). ``earlier``: the judgements of the invariants this one declares it reads
-    (:attr:`Invariant.after`), set by :func:`judge_run`."""
+    scheduler and switch invariants), ``plan`` and ``switches`` (the job invariant, for a run
+    without ``prediction.json``; ``predicted`` there overrides that file). ``earlier``: the
+    judgements of the invariants this one declares it reads (:attr:`Invariant.after`), set
+    by :func:`judge_run`."""
 
     run_dir: Path
     extra: dict[str, Any] = field(default_factory=dict)

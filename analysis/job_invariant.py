@@ -290,12 +290,44 @@ def replay_spans(evidence: Evidence, predicted: dict[str, dict[str, Any]] | None
     return evidence.windows(warmup=True), evidence.windows(warmup=True, under=replay)
 
 
+PREDICTION_FILE = "prediction.json"  # the simulator's times per job, as the run recorded them
+
+
+def prediction_record(predicted: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``prediction.json`` of :func:`testbed.emulator.prediction.predict`'s result: per job,
+    ``times_s`` (``size`` in bytes, ``in_place``, ``s``) and ``run`` (the replay's directory
+    inside the run), or ``why_not``."""
+    def one(p: dict[str, Any]) -> dict[str, Any]:
+        if "times_s" not in p:
+            return dict(p)
+        return p | {"times_s": [{"size": size, "in_place": in_place, "s": s}
+                                for (size, in_place), s in p["times_s"].items()]}
+
+    return {"jobs": {name: one(p) for name, p in predicted.items()}}
+
+
+def recorded_prediction(record: dict[str, Any] | None) -> dict[str, dict[str, Any]] | None:
+    """The simulator's times as :func:`judge` takes them (``predicted``), from a run's
+    ``prediction.json`` (:func:`prediction_record`); None without one."""
+    if record is None:
+        return None
+
+    def one(p: dict[str, Any]) -> dict[str, Any]:
+        if "times_s" not in p:
+            return dict(p)
+        return p | {"times_s": {(int(t["size"]), bool(t["in_place"])): float(t["s"])
+                                for t in p["times_s"]}}
+
+    return {name: one(p) for name, p in (record.get("jobs") or {}).items()}
+
+
 class JobInvariant(Invariant):
-    """The job invariant (the module docstring) on a run's ``jobs.json`` records, with the
-    run-time ``predicted`` (:func:`testbed.emulator.prediction.predict`), ``plan`` and
-    ``switches`` from ``evidence.extra``, and the jobs' shared links from ``paths.json`` on
-    ``topology.json``. fidelity.json keeps it as ``job``; its reasons name every violated
-    job."""
+    """The job invariant (the module docstring) on a run's ``jobs.json`` records and the
+    simulator's times on its recorded paths (``prediction.json``; ``evidence.extra
+    ["predicted"]`` instead where given), the jobs' shared links from ``paths.json`` on
+    ``topology.json`` and their spans in the run and the replay (the traces). A run from
+    before the prediction needs ``plan`` and ``switches`` in ``evidence.extra``. fidelity.json
+    keeps it as ``job``; its reasons name every violated job."""
 
     name: ClassVar[str] = "job"
     checks: ClassVar[str] = (f"every job within {TOLERANCE:.0%} of the simulator's time on the "
@@ -304,7 +336,8 @@ class JobInvariant(Invariant):
 
     def judge(self, evidence: Evidence) -> Judgement:
         jobs = evidence.json("jobs.json") or []
-        predicted = evidence.extra.get("predicted")
+        predicted = (evidence.extra["predicted"] if "predicted" in evidence.extra else
+                     recorded_prediction(evidence.json(PREDICTION_FILE)))
         plan = evidence.extra.get("plan")
         if predicted is None and plan is None:
             return Judgement(False, why_not="neither the simulator's prediction nor the "

@@ -26,9 +26,12 @@ from testbed.emulator.prediction import replay_times
 
 def rejudge(run: Path) -> list[dict]:
     """The run's tenant jobs' verdicts, judged as the runner judges them."""
-    (replay,) = (run / "prediction").glob("*/jobs.json")
-    predicted = replay_times(json.loads(replay.read_text()), replay.parent.relative_to(run))
-    verdict = judge_run(run, {"predicted": predicted}, only=("job",))
+    extra = {}
+    if not (run / "prediction.json").exists():  # a run from before it was recorded
+        (replay,) = (run / "prediction").glob("*/jobs.json")
+        extra["predicted"] = replay_times(json.loads(replay.read_text()),
+                                          replay.parent.relative_to(run))
+    verdict = judge_run(run, extra, only=("job",))
     return [v for v in verdict.fields["job"]["jobs"]
             if v["sizes"] and not v["job"].endswith("-solo")]
 

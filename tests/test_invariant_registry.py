@@ -159,3 +159,21 @@ def test_the_report_says_what_judged_a_run_in_each_invariant_s_words():
                                    "; the loss invariant (packets lost only in queues)"
                                    "; not the gone invariant (no such file)")
     assert _pipeline_judged({}) == ""
+
+
+def test_the_job_invariant_reads_the_prediction_the_run_recorded(tmp_path):
+    """A recorded run is judged again from its files: prediction.json holds the simulator's
+    times (no plan needed), as predict() wrote them."""
+    from analysis.job_invariant import prediction_record, recorded_prediction
+
+    predicted = {"a": {"times_s": {(8 << 20, True): 0.8}, "run": "prediction/x"},
+                 "b": {"why_not": "it runs a program"}}
+    record = json.loads(json.dumps(prediction_record(predicted)))
+    assert recorded_prediction(record) == predicted
+    run = make_run(tmp_path / "run", 0.85)
+    (run / "prediction.json").write_text(json.dumps(record))
+    verdict = judge_run(run, only=("job",))
+    (v,) = verdict.fields["job"]["jobs"]
+    assert v["against"] == "prediction" and v["sizes"][0]["ratio"] == pytest.approx(0.8)
+    assert verdict.reasons[0].startswith("job invariant: job a took 1 s for its All-Reduce "
+                                         "of 8MiB where the simulator predicts 0.8 s")

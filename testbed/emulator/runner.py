@@ -402,14 +402,14 @@ class Runner:
             if "steal" in cpu:
                 steal_max = float(cpu["steal"][during].rolling(per_second, min_periods=1)
                                   .mean().max())
+        self._predict(solos)  # prediction.json, which the job invariant reads
         # every registered invariant (analysis.invariant.judge_run); jobs.json is written after
         verdict = judge_run(
             self.run_dir,
             {"cpu_idle_min": idle_min, "busiest": self._busiest(windows),
              "busiest_then": lambda a, b: ((self._busiest([(a, b)]) or _idle_then(cpu, a, b))
                                            + _stolen_then(cpu, a, b)),
-             "predicted": self._predicted(solos), "plan": self.plan,
-             "switches": self.switches},
+             "plan": self.plan, "switches": self.switches},
             {"link_samples.parquet": df, "qdisc_samples.parquet": queues,
              "sched_samples.parquet": sched, "windows": per_job,
              "jobs.json": [j.record() for j in self.jobs + solos]})
@@ -439,16 +439,15 @@ class Runner:
                                   for h, rt in self.host_runtimes.items() if rt.is_container})
         return record
 
-    def _predicted(self, solos: list[JobRun]) -> dict[str, dict[str, Any]] | None:
-        """The simulator's times for every job on the paths its flows took
-        (:func:`testbed.emulator.prediction.predict`), None when no job finished."""
-        runs = [j for j in self.jobs + solos if j.status == "ok"]
-        if not runs:
-            return None
+    def _predict(self, solos: list[JobRun]) -> None:
+        """The simulator's times for every job on the paths its flows took, recorded as
+        ``prediction.json`` (:func:`testbed.emulator.prediction.predict`); nothing when no job
+        finished."""
+        if not any(j.status == "ok" for j in self.jobs + solos):
+            return
         t0 = time.monotonic()
-        out = predict(self.exp, self.jobs + solos, self.paths, self.run_dir)
+        predict(self.exp, self.jobs + solos, self.paths, self.run_dir)
         self.prediction_s = time.monotonic() - t0
-        return out
 
     def _busiest(self, windows: list[tuple[float, float]]) -> str:
         """'; busiest then: ...' from the starved seconds the sampler recorded during
