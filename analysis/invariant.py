@@ -253,6 +253,9 @@ def judge_run(run_dir: Path, extra: dict[str, Any] | None = None,
         own = inv.fields(result)
         if own is None:
             registered[name] = result.record(name, inv.checks)
+        elif taken := sorted(set(own) & (set(fields) | {"registered"})):
+            raise RegistryError(f"invariant {name!r} would overwrite fidelity.json's "
+                                f"{', '.join(taken)}, which another invariant fills")
         else:
             fields.update(own)
         reasons += inv.reasons(result)
@@ -264,12 +267,6 @@ def judge_all(run_dir: Path, extra: dict[str, Any] | None = None
               ) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Every registered invariant on ``run_dir`` (:func:`judge_run`): (``registered`` for
     fidelity.json, the reasons every invariant's violations give). Their notes are in each
-    record (:func:`notes_of`)."""
+    record."""
     verdict = judge_run(run_dir, extra)
     return verdict.fields["registered"], verdict.reasons
-
-
-def notes_of(records: dict[str, dict[str, Any]]) -> list[str]:
-    """The notes of :func:`judge_all`'s records, each led by its invariant's name."""
-    return [f"{name} invariant: {n}" for name, rec in records.items()
-            for n in rec.get("notes") or []]

@@ -177,3 +177,24 @@ def test_the_job_invariant_reads_the_prediction_the_run_recorded(tmp_path):
     assert v["against"] == "prediction" and v["sizes"][0]["ratio"] == pytest.approx(0.8)
     assert verdict.reasons[0].startswith("job invariant: job a took 1 s for its All-Reduce "
                                          "of 8MiB where the simulator predicts 0.8 s")
+
+
+class _Overwrites(Invariant):
+    name: ClassVar[str] = "overwrites"
+
+    def judge(self, evidence: Evidence) -> Judgement:
+        return Judgement(True)
+
+    def fields(self, judgement: Judgement) -> dict:
+        return {"job": {}}
+
+
+def test_no_invariant_overwrites_another_s_fields(tmp_path, plan):
+    run = make_run(tmp_path / "run", 0.93)
+    INVARIANTS.register("overwrites", _Overwrites())
+    try:
+        with pytest.raises(RegistryError, match=r"'overwrites' would overwrite fidelity\.json's "
+                                                r"job, which another invariant fills"):
+            judge_run(run, {"plan": plan})
+    finally:
+        INVARIANTS.unregister("overwrites")
