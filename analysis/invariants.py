@@ -1,5 +1,6 @@
-"""Link invariants: did every shaped link send at its configured rate whenever traffic waited
-for it? (The check Mininet-HiFi makes of an emulation, here on sampled qdisc statistics.)
+"""The link invariant: did every shaped link send at its configured rate whenever traffic waited
+for it, and never above it? (The check Mininet-HiFi makes of an emulation, here on sampled
+qdisc statistics.) Registered as ``link`` (:class:`LinkInvariant`).
 
 The sampler reads each link direction's egress qdisc (HTB) many times a second: the bytes it
 has sent and the bytes waiting (``qdisc_samples.parquet``). An interval between two samples is
@@ -21,10 +22,14 @@ What the check cannot see is a link short of its rate while its queue stayed bel
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
 import numpy as np
 import pandas as pd
 
-from testbed.core.formulas import RATE_TOLERANCE
+from analysis.invariant import MAX_SENTENCES, Evidence, Invariant, Judgement, Violation
+from testbed.core.formulas import MIN_CPU_IDLE, RATE_TOLERANCE, TCP_WIRE_FACTOR
 
 MIN_SPAN_S = 0.2
 SLACK_BYTES = 2 * 65536  # packet granularity: a TSO segment in flight at each end
@@ -140,3 +145,157 @@ def violations(samples: pd.DataFrame, **limits: float) -> pd.DataFrame:
 def loaded_seconds(samples: pd.DataFrame, min_span_s: float = MIN_SPAN_S) -> float:
     """The loaded seconds of :func:`judge`."""
     return judge(samples, min_span_s=min_span_s)[1]
+
+
+# -- the verdict: fidelity.json's ``links`` and ``invariants`` -----------------------------------
+
+WINDOW = 10  # sample intervals the peak rate is taken over
+SEGMENT_BYTES = 65536  # the most one TSO segment adds to a counter at once
+
+
+@dataclass(frozen=True)
+class Overrun(Violation):
+    """A link direction above its shaping (from the interface byte counters)."""
+
+
+@dataclass(frozen=True)
+class Shortfall(Violation):
+    """A link direction short of its rate while its queue would have kept it busy."""
+
+
+@dataclass(frozen=True)
+class CpuBound(Violation):
+    """CPU idle too low, with no qdisc samples to show whether the links kept their rates."""
+
+
+def overruns(samples: pd.DataFrame) -> tuple[list[dict[str, Any]], list[Overrun]]:
+    """Per link direction from the byte counters: configured and peak rate (wire-equivalent,
+    over 10 consecutive sample intervals), and an :class:`Overrun` for each direction above
+    its shaping.
+
+    Counters tick a whole TSO segment (up to 64 KiB) at a time and HTB sends a segment on
+    credit, so a window may hold one segment more than the rate allows (13 % of a second at
+    4 Mbit/s, measured on the 2x2x4 fabric); only what exceeds that and the tolerance is an
+    overrun."""
+    links, found = [], []
+    for (src, dst, cap), g in samples.groupby(["src", "dst", "capacity_mbit_s"]):
+        g = g.sort_values("time")
+        window_s = g["time"].diff(WINDOW)
+        wire_bits = g["bytes"].diff(WINDOW) * 8 * TCP_WIRE_FACTOR
+        rate = wire_bits / window_s / 1e6
+        allowed = float(cap) * (1 + RATE_TOLERANCE) + SEGMENT_BYTES * 8 / window_s / 1e6
+        peak = float(rate.max()) if len(g) > WINDOW else 0.0
+        links.append({"src": src, "dst": dst, "configured_mbit_s": float(cap),
+                      "peak_mbit_s": round(peak, 3)})
+        if (rate > allowed).any():
+            found.append(Overrun(f"{src}->{dst}", f"{src}->{dst} ran at {peak:.1f} Mbit/s, "
+                                 f"above its {cap:g} Mbit/s shaping"))
+    return links, found
+
+
+def shortfalls(found: pd.DataFrame, t0: float) -> list[dict[str, Any]]:
+    """Per link direction with violations of the link invariant (:func:`judge`'s rows; times
+    from ``t0``), worst shortfall first."""
+    out = []
+    for (src, dst), g in found.groupby(["src", "dst"], sort=False):
+        worst = g.loc[g["ratio"].idxmin()]
+        out.append({"src": src, "dst": dst, "periods": len(g),
+                    "seconds": float(g["span_s"].sum()),
+                    "worst_ratio": float(worst["ratio"]),
+                    "worst_at_s": float(worst["start"] - t0),
+                    "capacity_mbit_s": float(worst["capacity_mbit_s"]),
+                    "shortfall_bytes": float(g["shortfall_bytes"].sum())})
+    return sorted(out, key=lambda f: -f["shortfall_bytes"])
+
+
+def sample_rate_hz(queues: pd.DataFrame) -> float | None:
+    """The qdisc samples' achieved rate: samples per second of the median link direction."""
+    per = queues.groupby(["src", "dst"])["time"].agg(["count", "min", "max"])
+    span = per["max"] - per["min"]
+    rates = (per["count"] - 1) / span.where(span > 0)
+    return float(rates.median()) if rates.notna().any() else None
+
+
+def link_judgement(samples: pd.DataFrame | None, queues: pd.DataFrame | None,
+                   idle_min: float | None, busiest: str = "") -> Judgement:
+    """The link invariant on a run's ``link_samples.parquet`` and ``qdisc_samples.parquet``
+    (or None): its violations (:class:`Overrun`, :class:`Shortfall`, :class:`CpuBound`), the
+    CPU diagnosis as a note, and fidelity.json's ``links`` (configured and peak rate per
+    direction) and ``invariants`` (whether qdisc samples judged the links, the loaded seconds
+    judged, and every link direction found short of its rate while its queue covered it) as
+    ``measured``. ``idle_min``: the lowest CPU idle during measured collectives; ``busiest``:
+    '; busiest then: ...' over them."""
+    links, found = overruns(samples) if samples is not None else ([], [])
+    violations: list[Violation] = list(found)
+    notes: list[str] = []
+    judged = queues is not None and len(queues) > 0
+    short, loaded_s = [], 0.0
+    if judged:
+        rows, loaded_s = judge(queues)
+        short = shortfalls(rows, float(queues["time"].min()))
+    violations += [Shortfall(
+        f"{f['src']}->{f['dst']}",
+        f"{f['src']}->{f['dst']} sent {f['worst_ratio']:.0%} of its "
+        f"{f['capacity_mbit_s']:g} Mbit/s at {f['worst_at_s']:.1f} s while its queue would "
+        f"have kept it busy ({f['periods']} such period(s), {f['seconds']:.1f} s in all)",
+        f["worst_at_s"]) for f in short]
+    low_cpu = idle_min is not None and idle_min < MIN_CPU_IDLE
+    if low_cpu and not judged:
+        violations.append(CpuBound(
+            "machine", f"CPU idle fell to {idle_min:.0%} (below {MIN_CPU_IDLE:.0%}) during "
+            "measured collectives and no qdisc samples show whether the links kept their "
+            "rates" + busiest))
+    elif low_cpu:
+        if short:
+            then = ": links short of their rate then may owe it to the CPU"
+        elif loaded_s > 0:
+            then = ("; every link still sent at its rate whenever its queue would have kept "
+                    "it busy")
+        else:
+            then = ("; no link was ever loaded long enough to judge, so the machine, not the "
+                    "links, may have set the pace")
+        notes.append(f"CPU idle fell to {idle_min:.0%} during measured collectives{then}"
+                     + busiest)
+    return Judgement(judged or samples is not None or idle_min is not None, violations,
+                     {"links": links,
+                      "invariants": {"judged": judged,
+                                     "sample_hz": sample_rate_hz(queues) if judged else None,
+                                     "loaded_s": loaded_s, "violations": short}},
+                     notes=notes)
+
+
+class LinkInvariant(Invariant):
+    """The link invariant (the module docstring), as fidelity.json has kept it since before
+    the registry: its fields ``links`` and ``invariants``, its reasons unprefixed, every
+    overrun named and the shortfalls after :data:`MAX_SENTENCES` counted."""
+
+    name: ClassVar[str] = "link"
+    checks: ClassVar[str] = ("every shaped link direction at its rate whenever its queue would "
+                             "have kept it busy, and never above it; without qdisc samples, "
+                             f"CPU idle at {MIN_CPU_IDLE:.0%} or more")
+
+    def judge(self, evidence: Evidence) -> Judgement:
+        return link_judgement(evidence.table("link_samples.parquet"),
+                              evidence.table("qdisc_samples.parquet"),
+                              evidence.extra.get("cpu_idle_min"),
+                              evidence.extra.get("busiest", ""))
+
+    def reasons(self, judgement: Judgement) -> list[str]:
+        over = [v.sentence for v in judgement.violations if isinstance(v, Overrun)]
+        short = [v.sentence for v in judgement.violations if isinstance(v, Shortfall)]
+        cpu = [v.sentence for v in judgement.violations if isinstance(v, CpuBound)]
+        more = ([f"... and {len(short) - MAX_SENTENCES} more link directions short of their "
+                 "rate while loaded"] if len(short) > MAX_SENTENCES else [])
+        return over + short[:MAX_SENTENCES] + more + cpu
+
+    def notes(self, judgement: Judgement) -> list[str]:
+        return list(judgement.notes)
+
+    def fields(self, judgement: Judgement) -> dict[str, Any]:
+        return judgement.measured
+
+    def summary(self, fidelity: dict[str, Any]) -> str | None:
+        return None  # the report's own first words (its evidence line) say what this judged
+
+
+INVARIANT = LinkInvariant()

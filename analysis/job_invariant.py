@@ -34,12 +34,15 @@ under every policy", has the runs it was judged on).
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, ClassVar
 
+from analysis.invariant import Evidence, Invariant, Judgement, Spans, Violation, pct
+from analysis.paths import bytes_on_links
 from testbed.core.experiment import STATIC_POLICY
 from testbed.core.formulas import TCP_GOODPUT
 from testbed.core.registry import POLICIES, RegistryError
 from testbed.core.topology import FabricPlan
+from testbed.core.units import format_size
 
 TOLERANCE = 0.10
 # Sizes the model predicts to take less than this are not judged: per-step latency, which the
@@ -246,3 +249,129 @@ def held(verdicts: list[dict[str, Any]]) -> dict[str, float]:
     every size: its own measured figure shows that nothing cost it more than the tolerance."""
     return {v["job"]: min(s["ratio"] for s in v["sizes"]) for v in verdicts
             if v["judged"] and not v["violated"] and v["sizes"]}
+
+
+def job_sentence(v: dict[str, Any]) -> str:
+    """The job invariant's sentence for a violated job verdict: its worst size, and the TCP
+    retransmission timeouts its hosts counted where they were read."""
+    worst = worst_size(v)
+    size = format_size(worst["size"])
+    if worst["unit"] == "time_s" and "measured" in worst:
+        how = ("slower than" if worst["ratio"] < 1 else "faster than")
+        said = (f"job {v['job']} took {worst['measured']:.3g} s for its All-Reduce of {size} "
+                f"where the simulator predicts {worst['expected']:.3g} s on the paths its "
+                f"flows took ({how} it by more than {TOLERANCE:.0%}): "
+                + ("something besides its links set its pace" if worst["ratio"] < 1 else
+                   "the model or the paths recorded do not hold"))
+    else:
+        said = (f"job {v['job']} reached {worst['ratio']:.0%} of what its isolated links allow "
+                f"(All-Reduce of {size}), below {1 - TOLERANCE:.0%}: something besides its "
+                "links set its pace")
+    return said + _timeouts_then(v.get("tcp_timeouts"))
+
+
+def _timeouts_then(count: int | None) -> str:
+    """'; its hosts' TCP counted N retransmission timeouts meanwhile', where they were read."""
+    if count is None:
+        return ""
+    return (f"; its hosts' TCP counted {count} retransmission timeout"
+            f"{'' if count == 1 else 's'} while it ran (each stalls a flow 200 ms or more)")
+
+
+def replay_spans(evidence: Evidence, predicted: dict[str, dict[str, Any]] | None
+                 ) -> tuple[dict[str, Spans], dict[str, Spans]] | None:
+    """Job → its collectives' (start, end), warm-up included, in the run and in the
+    simulator's replay of it (``prediction/<run>``, named by ``predicted``): what the group
+    rule compares (:func:`judge_shared`); None without exactly one replay."""
+    runs = {p["run"] for p in (predicted or {}).values() if p.get("run")}
+    if len(runs) != 1:
+        return None
+    (replay,) = runs
+    return evidence.windows(warmup=True), evidence.windows(warmup=True, under=replay)
+
+
+PREDICTION_FILE = "prediction.json"  # the simulator's times per job, as the run recorded them
+
+
+def prediction_record(predicted: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``prediction.json`` of :func:`testbed.emulator.prediction.predict`'s result: per job,
+    ``times_s`` (``size`` in bytes, ``in_place``, ``s``) and ``run`` (the replay's directory
+    inside the run), or ``why_not``."""
+    def one(p: dict[str, Any]) -> dict[str, Any]:
+        if "times_s" not in p:
+            return dict(p)
+        return p | {"times_s": [{"size": size, "in_place": in_place, "s": s}
+                                for (size, in_place), s in p["times_s"].items()]}
+
+    return {"jobs": {name: one(p) for name, p in predicted.items()}}
+
+
+def recorded_prediction(record: dict[str, Any] | None) -> dict[str, dict[str, Any]] | None:
+    """The simulator's times as :func:`judge` takes them (``predicted``), from a run's
+    ``prediction.json`` (:func:`prediction_record`); None without one."""
+    if record is None:
+        return None
+
+    def one(p: dict[str, Any]) -> dict[str, Any]:
+        if "times_s" not in p:
+            return dict(p)
+        return p | {"times_s": {(int(t["size"]), bool(t["in_place"])): float(t["s"])
+                                for t in p["times_s"]}}
+
+    return {name: one(p) for name, p in (record.get("jobs") or {}).items()}
+
+
+class JobInvariant(Invariant):
+    """The job invariant (the module docstring) on a run's ``jobs.json`` records and the
+    simulator's times on its recorded paths (``prediction.json``; ``evidence.extra
+    ["predicted"]`` instead where given), the jobs' shared links from ``paths.json`` on
+    ``topology.json`` and their spans in the run and the replay (the traces). A run from
+    before the prediction needs ``plan`` and ``switches`` in ``evidence.extra``. fidelity.json
+    keeps it as ``job``; its reasons name every violated job."""
+
+    name: ClassVar[str] = "job"
+    checks: ClassVar[str] = (f"every job within {TOLERANCE:.0%} of the simulator's time on the "
+                             "paths its flows took")
+    max_sentences: ClassVar[int | None] = None
+
+    def judge(self, evidence: Evidence) -> Judgement:
+        jobs = evidence.json("jobs.json") or []
+        predicted = (evidence.extra["predicted"] if "predicted" in evidence.extra else
+                     recorded_prediction(evidence.json(PREDICTION_FILE)))
+        plan = evidence.extra.get("plan")
+        if predicted is None and plan is None:
+            return Judgement(False, why_not="neither the simulator's prediction nor the "
+                             "fabric's plan was given",
+                             measured={"job": {"tolerance": TOLERANCE, "jobs": []}})
+        on_links = evidence.derived("on_links", lambda: bytes_on_links(
+            evidence.json("paths.json"), evidence.json("topology.json") or {}))
+        spans = evidence.derived("spans", lambda: replay_spans(evidence, predicted))
+        verdicts = judge(jobs, plan, evidence.extra.get("switches"), predicted=predicted,
+                         on_links=on_links, windows=spans)
+        return Judgement(True, [Violation(f"job {v['job']}", job_sentence(v))
+                                for v in verdicts if v["violated"]],
+                         {"job": {"tolerance": TOLERANCE, "jobs": verdicts}})
+
+    def fields(self, judgement: Judgement) -> dict[str, Any]:
+        return judgement.measured
+
+    def summary(self, fidelity: dict[str, Any]) -> str | None:
+        jobs = (fidelity.get("job") or {}).get("jobs") or []
+        if not jobs:
+            return None
+        judged = [j for j in jobs if j.get("judged")]
+        why = {j.get("why_not") for j in jobs if not j.get("judged")}
+        against = ("against the simulator on the paths their flows took"
+                   if any(j.get("against") == "prediction" for j in jobs) else
+                   "on isolated paths")
+        held = sorted(j["job"] for j in jobs if (j.get("shared") or {}).get("held"))
+        tolerance = fidelity["job"].get("tolerance")
+        return (f"the job invariant ({len(judged)} of {len(jobs)} jobs, {against}"
+                + (f"; {', '.join(held)} outside {pct(tolerance)} alone but held with the "
+                   "jobs sharing their links, which finished together within it"
+                   if held else "")
+                + (f"; not judged: {'; '.join(sorted(w for w in why if w))}" if why else "")
+                + ")")
+
+
+INVARIANT = JobInvariant()

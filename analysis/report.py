@@ -35,6 +35,7 @@ from analysis.cluster import (
     trace_warning,
 )
 from analysis.impairments import run_note
+from analysis.invariant import record_summary
 from analysis.limits import host_rate_mbit_s, rate_flag
 from analysis.load import Run, load_run
 from analysis.papers import paper_sections
@@ -42,6 +43,7 @@ from analysis.servers import server_note
 from analysis.training import e2e_section, emulated_vs_simulated
 from testbed.core.atomic import write_text
 from testbed.core.errors import FabricLabError
+from testbed.core.registry import INVARIANTS, RegistryError
 from testbed.core.scaling import UNSCALED, real_key, real_rate
 from testbed.core.units import format_size
 
@@ -218,52 +220,21 @@ def _fidelity(run: Run) -> dict[str, Any]:
 
 
 def _pipeline_judged(f: dict[str, Any]) -> str:
-    """'; the scheduler invariant ...' : which pipeline invariants judged the run
-    (fidelity.json from before them has none)."""
-    parts = []
-    sched = f.get("scheduler") or {}
-    if sched.get("judged"):
-        stretch = sched.get("stretch_s") or sched.get("window_s")
-        parts.append(f"the scheduler invariant (workers waiting for a CPU over "
-                     f"{fmt_pct(sched.get('wait_share_max'))} of {stretch} s of their "
-                     "collectives" + _excused(sched.get("excused") or []) + ")")
-    if (f.get("switch") or {}).get("judged"):
-        parts.append("the switch invariant (ovs-vswitchd's threads, likewise)")
-    jobs = (f.get("job") or {}).get("jobs") or []
-    if jobs:
-        judged = [j for j in jobs if j.get("judged")]
-        why = {j.get("why_not") for j in jobs if not j.get("judged")}
-        against = ("against the simulator on the paths their flows took"
-                   if any(j.get("against") == "prediction" for j in jobs) else
-                   "on isolated paths")
-        held = sorted(j["job"] for j in jobs if (j.get("shared") or {}).get("held"))
-        parts.append(f"the job invariant ({len(judged)} of {len(jobs)} jobs, {against}"
-                     + (f"; {', '.join(held)} outside {fmt_pct(f['job'].get('tolerance'))} "
-                        "alone but held with the jobs sharing their links, which finished "
-                        "together within it" if held else "")
-                     + (f"; not judged: {'; '.join(sorted(w for w in why if w))}" if why else "")
-                     + ")")
-    for name, rec in (f.get("registered") or {}).items():  # analysis.invariant.judge_all
-        parts.append(f"the {name} invariant ({rec.get('checks')})" if rec.get("judged") else
-                     f"not the {name} invariant ({rec.get('why_not')})")
+    """'; the scheduler invariant ...' : what else judged the run, in each registered
+    invariant's words (:meth:`analysis.invariant.Invariant.summary`; the link invariant's are
+    this section's first), then any ``registered`` record of an invariant no longer installed
+    (fidelity.json from before an invariant has nothing of it)."""
+    parts, said_by = [], set()
+    for name in INVARIANTS.names():
+        try:
+            said = INVARIANTS.get(name).summary(f)
+        except RegistryError:  # a plug-in that cannot be loaded here: its record below
+            continue
+        said_by.add(name)
+        parts += [said] if said else []
+    parts += [record_summary(name, rec) for name, rec in (f.get("registered") or {}).items()
+              if name not in said_by]
     return "; " + "; ".join(parts) if parts else ""
-
-
-def _excused(excused: list[dict[str, Any]]) -> str:
-    """'; N such stretches excused, ...': the scheduler invariant's excused stretches, by what
-    excused them (fidelity.json from before ``excused_by`` has only the links)."""
-    by_links = [e for e in excused if e.get("excused_by", "links") == "links"]
-    by_job = [e for e in excused if e.get("excused_by") == "job"]
-    out = ""
-    if by_links:
-        out += (f"; {len(by_links)} such stretches excused, their job's host links sending at "
-                f"{fmt_pct(min(e['links_ratio'] for e in by_links))} of their rate or more in "
-                "them and the next")
-    if by_job:
-        out += (f"; {len(by_job)} excused by their job's own result, every such job reaching "
-                f"{fmt_pct(min(e['job_ratio'] for e in by_job))} of what its links allow or "
-                "more")
-    return out
 
 
 def _mbit(mbit_s: float | None, scale: float, form: str = "{:.1f}") -> str:

@@ -20,9 +20,10 @@ its job sent at least 90 % of its rate in it and in the next stretch (:func:`exc
 links kept sending the data it had queued while it waited (measured 2026-11-27: the waiting
 worker's own link had data queued in 76-100 % of the samples of such stretches). Excused
 stretches are kept and shown, never silently dropped; the switch is never excused, as its wait
-holds back every job's packets, not one worker's. The run's verdict
-(:func:`testbed.emulator.fidelity.pipeline_record`) also excuses a worker whose job the job
-invariant judged and found within its tolerance: that job's own measured figure bounds what
+holds back every job's packets, not one worker's. The scheduler invariant
+(:class:`SchedulerInvariant`, registered as ``scheduler``; it reads the ``job`` invariant's
+judgement) also excuses a worker whose job the job invariant judged and found within its
+tolerance: that job's own measured figure bounds what
 the wait cost it (a wait that cost more than the tolerance shows there, as a job invariant
 violation).
 
@@ -40,11 +41,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
-from analysis.invariants import grown_over
+from analysis import job_invariant
+from analysis.invariant import MAX_SENTENCES, Evidence, Invariant, Judgement, Violation, pct
+from analysis.invariants import grown_over, slowest_host_link
 
 WAIT_SHARE_MAX = 0.10  # of communicating time; the job's allowance below its links' goodput
 STRETCH_S = 2.0  # seconds of communication per judged stretch
@@ -260,3 +264,184 @@ def judge(samples: pd.DataFrame, communicating: dict[str, Spans], *,
     out = pd.DataFrame(rows, columns=VIOLATION_COLUMNS)
     out["span_s"] = out["end"] - out["start"]
     return out, judged_s
+
+
+# -- the verdict: fidelity.json's ``scheduler``, ``switch`` and ``sched_judged_s`` ---------------
+
+def links_kept(queues: pd.DataFrame | None, jobs: list[dict[str, Any]]) -> LinksKept | None:
+    """(job, spans) → the slowest of its hosts' links over the spans, achieved ÷ configured
+    (:func:`analysis.invariants.slowest_host_link`), from the qdisc samples; None without
+    them."""
+    if queues is None or not len(queues):
+        return None
+    hosts = {j["name"]: list(j.get("hosts") or []) for j in jobs}
+    return lambda job, spans: slowest_host_link(queues, hosts.get(job, []), spans)
+
+
+def waits(evidence: Evidence) -> tuple[pd.DataFrame, pd.DataFrame, float, pd.DataFrame] | None:
+    """:func:`judge` and :func:`asleep_waits` of the run's ``sched_samples.parquet`` over its
+    jobs' measured collectives, with its jobs' host links (``jobs.json`` on the qdisc samples)
+    to excuse a worker's wait: (samples, stretches, process-seconds judged, removed waits),
+    computed once for the scheduler and the switch invariants; None without samples."""
+    def compute():
+        sched = evidence.table("sched_samples.parquet")
+        if sched is None or not len(sched):
+            return None
+        found, judged_s = judge(sched, evidence.windows(), links=links_kept(
+            evidence.table("qdisc_samples.parquet"), evidence.json("jobs.json") or []))
+        return sched, found, judged_s, asleep_waits(sched)
+    return evidence.derived("waits", compute)
+
+
+class _WaitInvariant(Invariant):
+    """The scheduler invariant on the workers' threads, or on ovs-vswitchd's (``switch``).
+    A reason names the process, its thread, the stretch (s from the first scheduler sample)
+    and what was busiest then (``evidence.extra["busiest_then"](start, end)``)."""
+
+    more: ClassVar[str] = "stretches of CPU wait"
+    switch: ClassVar[bool]
+
+    def mine(self, df: pd.DataFrame) -> pd.Series:
+        return (df["job"] == SWITCH_JOB) if self.switch else (df["job"] != SWITCH_JOB)
+
+    def judge(self, evidence: Evidence) -> Judgement:
+        found = waits(evidence)
+        has = found is not None and bool(self.mine(found[0]).any())
+        rec: dict[str, Any] = {"judged": has, "wait_share_max": WAIT_SHARE_MAX,
+                               "stretch_s": STRETCH_S, "violations": []}
+        violations: list[Violation] = []
+        if not has:
+            rec |= _asleep_record(None)
+            if not self.switch:
+                rec["excused"] = []
+            return self._judgement(False, violations, rec, found)
+        sched, rows, _, asleep = found
+        t0 = float(sched["time"].min())
+        ours = rows[self.mine(rows)]
+        by_links = ours["excused"].astype(bool)
+        held = {} if self.switch else job_invariant.held(
+            (evidence.earlier["job"].measured.get("job") or {}).get("jobs") or []
+            if "job" in evidence.earlier else [])
+        by_job = ~by_links & ours["job"].isin(held.keys())
+        kept = list(ours[~by_links & ~by_job].itertuples())
+        rec["violations"] = [_wait_violation(r, t0) for r in kept]
+        rec |= _asleep_record(asleep[self.mine(asleep)])
+        if not self.switch:
+            rec["excused"] = (
+                [_wait_violation(r, t0) | {"excused_by": "links"}
+                 for r in ours[by_links].itertuples()]
+                + [_wait_violation(r, t0) | {"excused_by": "job", "job_ratio": held[r.job]}
+                   for r in ours[by_job].itertuples()])
+        busiest = evidence.extra.get("busiest_then")
+        for k, (r, v) in enumerate(zip(kept, rec["violations"], strict=True)):
+            whose = f"job {r.job}'s worker {r.process}" if r.job else r.process
+            then = busiest(r.start, r.end) if busiest and k < MAX_SENTENCES else ""
+            violations.append(Violation(
+                whose,
+                f"{whose} (pid {r.pid}, most in thread {r.thread}) waited for a CPU "
+                f"{r.worst_share:.0%} of the time {'its job' if r.job else 'jobs'} "
+                f"communicated at {r.start - t0:.1f}–{r.end - t0:.1f} s (more than "
+                f"{WAIT_SHARE_MAX:.0%} of {STRETCH_S:g} s of collectives)"
+                + _links_then(v["links_ratio"]) + then, v["start_s"], v["end_s"]))
+        return self._judgement(True, violations, rec, found)
+
+    def _judgement(self, judged: bool, violations: list[Violation], rec: dict[str, Any],
+                   found) -> Judgement:
+        return Judgement(judged, violations, {self.name: rec})
+
+    def fields(self, judgement: Judgement) -> dict[str, Any]:
+        return judgement.measured
+
+
+class SchedulerInvariant(_WaitInvariant):
+    """The workers' waits; a stretch is excused by its job's host links (:func:`excused_by`)
+    or by its job's own result (the ``job`` invariant held it: :func:`job_invariant.held`).
+    Its fields add ``sched_judged_s``, the process-seconds judged, the switch's included."""
+
+    name: ClassVar[str] = "scheduler"
+    checks: ClassVar[str] = (f"no worker waits for a CPU more than {WAIT_SHARE_MAX:.0%} of "
+                             f"{STRETCH_S:g} s of its job's collectives")
+    after: ClassVar[tuple[str, ...]] = ("job",)
+    switch: ClassVar[bool] = False
+
+    def _judgement(self, judged: bool, violations: list[Violation], rec: dict[str, Any],
+                   found) -> Judgement:
+        return Judgement(judged, violations, {self.name: rec,
+                                              "sched_judged_s": found[2] if found else 0.0})
+
+    def summary(self, fidelity: dict[str, Any]) -> str | None:
+        sched = fidelity.get("scheduler") or {}
+        if not sched.get("judged"):
+            return None
+        stretch = sched.get("stretch_s") or sched.get("window_s")
+        return (f"the scheduler invariant (workers waiting for a CPU over "
+                f"{pct(sched.get('wait_share_max'))} of {stretch} s of their collectives"
+                + _excused(sched.get("excused") or []) + ")")
+
+
+class SwitchInvariant(_WaitInvariant):
+    """ovs-vswitchd's forwarding threads' waits, while any job communicates; never excused."""
+
+    name: ClassVar[str] = "switch"
+    checks: ClassVar[str] = (f"ovs-vswitchd's forwarding threads wait for a CPU no more than "
+                             f"{WAIT_SHARE_MAX:.0%} of {STRETCH_S:g} s of collectives")
+    switch: ClassVar[bool] = True
+
+    def summary(self, fidelity: dict[str, Any]) -> str | None:
+        if not (fidelity.get("switch") or {}).get("judged"):
+            return None
+        return "the switch invariant (ovs-vswitchd's threads, likewise)"
+
+
+def _excused(excused: list[dict[str, Any]]) -> str:
+    """'; N such stretches excused, ...': the scheduler invariant's excused stretches, by what
+    excused them (fidelity.json from before ``excused_by`` has only the links)."""
+    by_links = [e for e in excused if e.get("excused_by", "links") == "links"]
+    by_job = [e for e in excused if e.get("excused_by") == "job"]
+    out = ""
+    if by_links:
+        out += (f"; {len(by_links)} such stretches excused, their job's host links sending at "
+                f"{pct(min(e['links_ratio'] for e in by_links))} of their rate or more in "
+                "them and the next")
+    if by_job:
+        out += (f"; {len(by_job)} excused by their job's own result, every such job reaching "
+                f"{pct(min(e['job_ratio'] for e in by_job))} of what its links allow or "
+                "more")
+    return out
+
+
+def _asleep_record(removed: pd.DataFrame | None) -> dict[str, Any]:
+    """What the invariant did not count as waiting for a CPU because the thread was seen
+    asleep meanwhile (:func:`runnable_wait`): the seconds in all, and the threads that lost
+    the most."""
+    if removed is None or removed.empty:
+        return {"asleep_wait_removed_s": 0.0, "asleep_wait_removed": []}
+    top = removed.head(MAX_SENTENCES)
+    return {"asleep_wait_removed_s": round(float(removed["removed_s"].sum()), 4),
+            "asleep_wait_removed": [
+                {"job": r.job, "process": r.process, "pid": r.pid, "tid": r.tid,
+                 "thread": r.thread, "counted_s": round(r.counted_s, 4),
+                 "removed_s": round(r.removed_s, 4)} for r in top.itertuples()]}
+
+
+def _links_then(ratio: float | None) -> str:
+    """'; its job's host links ran at N% of their rate then', when they were read."""
+    if ratio is None:
+        return ""
+    return f"; its job's host links ran at {ratio:.0%} of their rate then and in the next stretch"
+
+
+def _wait_violation(r: Any, t0: float) -> dict[str, Any]:
+    """A scheduler or switch violation, or an excused stretch (a row of :func:`judge`) as
+    fidelity.json keeps it, times in seconds from ``t0``; ``links_ratio`` where the job's host
+    links were read."""
+    ratio = r.links_ratio if r.links_ratio == r.links_ratio else None  # NaN: not read
+    return {"job": r.job or None, "process": r.process, "pid": int(r.pid), "tid": int(r.tid),
+            "thread": r.thread, "start_s": round(r.start - t0, 2),
+            "end_s": round(r.end - t0, 2), "worst_wait_share": round(r.worst_share, 3),
+            "wait_s": round(r.wait_s, 3), "comm_s": round(r.comm_s, 3),
+            "links_ratio": None if ratio is None else round(ratio, 3)}
+
+
+SCHEDULER = SchedulerInvariant()
+SWITCH = SwitchInvariant()

@@ -4,9 +4,10 @@ BENCHMARKS.md "Jobs that share a link, judged together".
 For each run directory (an emulated run with ``paths.json`` and its ``prediction/``): every
 tenant job's ratio (the simulator's time on its counted paths ÷ its measured time, at its
 worst size), whether the rule alone (within 10 %) or the group rule held it, its group's
-span ratio, and at the end the counts over all runs. The rule is
-:func:`analysis.job_invariant.judge`'s, with the jobs' groups and spans as the runner gives
-them (:func:`testbed.emulator.runner.on_links` and :func:`~testbed.emulator.runner.spans`).
+span ratio, and at the end the counts over all runs. The rule is the
+registered job invariant's (:class:`analysis.job_invariant.JobInvariant`, through
+:func:`analysis.invariant.judge_run`), with the jobs' groups and spans read from the run's
+files as the runner's verdict reads them.
 
     .venv/bin/python benchmarks/jobs_rejudged.py RUN_DIR [RUN_DIR ...]
 """
@@ -18,20 +19,20 @@ import json
 from pathlib import Path
 
 from analysis import job_invariant
+from analysis.invariant import judge_run
 from testbed.core.units import format_spread
 from testbed.emulator.prediction import replay_times
-from testbed.emulator.runner import on_links, spans
 
 
 def rejudge(run: Path) -> list[dict]:
     """The run's tenant jobs' verdicts, judged as the runner judges them."""
-    jobs = json.loads((run / "jobs.json").read_text())
-    (replay,) = (run / "prediction").glob("*/jobs.json")
-    predicted = replay_times(json.loads(replay.read_text()), replay.parent)
-    return [v for v in job_invariant.judge(
-                jobs, None, None, predicted=predicted,
-                on_links=on_links(run, json.loads((run / "paths.json").read_text())),
-                windows=spans(run, replay.parent))
+    extra = {}
+    if not (run / "prediction.json").exists():  # a run from before it was recorded
+        (replay,) = (run / "prediction").glob("*/jobs.json")
+        extra["predicted"] = replay_times(json.loads(replay.read_text()),
+                                          replay.parent.relative_to(run))
+    verdict = judge_run(run, extra, only=("job",))
+    return [v for v in verdict.fields["job"]["jobs"]
             if v["sizes"] and not v["job"].endswith("-solo")]
 
 

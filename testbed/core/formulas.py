@@ -13,6 +13,12 @@ TCP_GOODPUT = 1448 / 1514
 # A shaped link is faithful when what it achieved lies within 1 ± this of what it was configured
 # to carry (the calibration's check, the run's fidelity and the link invariant alike).
 RATE_TOLERANCE = 0.10
+# Interface counters see a TSO packet (up to 64 KiB of payload) with one set of headers, while
+# HTB charges the link for every segment's headers (the kernel's qdisc_pkt_len), as a wire
+# would. For bulk TCP with 1448-byte segments (1514-byte frames) a full link therefore shows
+# 1448/1514 of its rate in the counters; scaling by the inverse gives wire-equivalent bytes.
+TCP_WIRE_FACTOR = 1 / TCP_GOODPUT
+MIN_CPU_IDLE = 0.20  # below this the emulation is CPU bound and cannot be trusted
 
 
 # What a collective row of a trace is (its ``collective`` column); a trace without the column

@@ -193,8 +193,13 @@ TRAINING_WORKLOADS: Registry[Any] = Registry("fabriclab.training_workloads", "tr
 })
 
 # Fidelity invariants every emulated run is judged by (analysis.invariant.Invariant: a name,
-# the run files it needs, a pure judge from them to violations with place and time).
+# the run files it needs, a pure judge from them to violations with place and time), in the
+# order fidelity.json gives their reasons; one reading another's judgement says so (``after``).
 INVARIANTS: Registry[Any] = Registry("fabriclab.invariants", "invariant", {
+    "link": "analysis.invariants:INVARIANT",
+    "scheduler": "analysis.sched_invariant:SCHEDULER",
+    "switch": "analysis.sched_invariant:SWITCH",
+    "job": "analysis.job_invariant:INVARIANT",
     "loss": "analysis.loss_invariant:INVARIANT",
     "impairments": "analysis.impairment_invariant:INVARIANT",
 })

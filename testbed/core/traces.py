@@ -126,6 +126,19 @@ def read_table(out_dir: Path, kind: str) -> pa.Table:
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
+def collective_windows(run_dir: Path, warmup: bool = False
+                       ) -> dict[str, list[tuple[float, float]]]:
+    """Per job of a run directory (its ``jobs/<name>/`` traces), (start, end) of every measured
+    collective of every rank (and with ``warmup``, of every warm-up one too)."""
+    windows = {}
+    for job_dir in sorted((Path(run_dir) / "jobs").glob("*")):
+        t = read_table(job_dir, "collectives").to_pandas()
+        if not warmup:
+            t = t[~t["warmup"]]
+        windows[job_dir.name] = list(zip(t["start"], t["start"] + t["time"], strict=True))
+    return windows
+
+
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """``table`` in ``schema``; a column older traces lack (``in_place``, ``collective``) is
     added as nulls."""

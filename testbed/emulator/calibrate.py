@@ -22,19 +22,12 @@ from rich.table import Table
 
 from analysis.sched_invariant import WAIT_SHARE_MAX, forwarding, worst_share
 from sdn_app.static_routes import FlowRule, Unreachable, static_rules, trace
-from testbed.core.formulas import RATE_TOLERANCE, TCP_GOODPUT
+from testbed.core.formulas import MIN_CPU_IDLE, RATE_TOLERANCE, TCP_WIRE_FACTOR
 from testbed.core.servers import ServersSpec
 from testbed.core.topology import FabricPlan, Link
 from testbed.emulator.sampler import LinkSampler, cpu_mean, window_rates
 from testbed.emulator.schedstat import SchedSampler
 from testbed.emulator.traffic import IperfFlow, run_flows
-
-# Interface counters see a TSO packet (up to 64 KiB of payload) with one set of headers, while
-# HTB charges the link for every segment's headers (the kernel's qdisc_pkt_len), as a wire
-# would. For bulk TCP with 1448-byte segments (1514-byte frames) a full link therefore shows
-# 1448/1514 of its rate in the counters; scaling by the inverse gives wire-equivalent bytes.
-TCP_WIRE_FACTOR = 1 / TCP_GOODPUT
-MIN_CPU_IDLE = 0.20  # below this the emulation is CPU bound and cannot be trusted
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ jobs together), each job starting as late after the first as it did in the run (
 take a moment to start) — with its max-min rate engine, and every connection of a host pair
 the spines counted (``paths.json``, :mod:`testbed.emulator.path_reader`) takes the spine that
 carried the pair's bytes, not the one the policy or a hash would pick. Its run directory is
-kept as ``prediction/`` inside the emulated run, so the prediction can be read and re-made.
+kept as ``prediction/`` inside the emulated run, and the times per job as ``prediction.json``,
+so the prediction can be read, judged again and re-made.
 
 A job the model does not cover is listed with why: a program (``command``), a transport whose
 own cost the simulator does not model, or a fabric without a routing policy (``static``).
@@ -20,6 +21,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from analysis.job_invariant import PREDICTION_FILE, prediction_record
+from testbed.core.atomic import write_json
 from testbed.core.errors import FabricLabError
 from testbed.core.experiment import STATIC_POLICY, Experiment
 from testbed.core.jobs import JobRun
@@ -62,7 +65,16 @@ def first_starts(run_dir: Path, jobs: list[str]) -> dict[str, float]:
 def predict(exp: Experiment, jobs: list[JobRun], paths: dict[str, Any], run_dir: Path
             ) -> dict[str, dict[str, Any]]:
     """Per job that ran (solo baselines included): ``{"times_s": {(size, in_place): s}}``
-    from the simulator on the run's observed paths, or ``{"why_not": sentence}``."""
+    from the simulator on the run's observed paths, or ``{"why_not": sentence}``; recorded as
+    the run's ``prediction.json`` (:func:`analysis.job_invariant.prediction_record`), which
+    the job invariant reads."""
+    out = _predict(exp, jobs, paths, run_dir)
+    write_json(run_dir / PREDICTION_FILE, prediction_record(out))
+    return out
+
+
+def _predict(exp: Experiment, jobs: list[JobRun], paths: dict[str, Any], run_dir: Path
+             ) -> dict[str, dict[str, Any]]:
     from testbed.sim.backend import SimRunner
 
     base = [j for j in jobs if j.solo_of is None]

@@ -2,7 +2,8 @@
 invariant's excuses; with the excuse for a wait its job's host links did not feel
 (:func:`analysis.sched_invariant.excused_by`); and with that and the excuse for a wait whose
 job still reached what its links allow (:func:`analysis.job_invariant.held`), as
-``fidelity.json`` judges now (:func:`testbed.emulator.fidelity.pipeline_record`).
+``fidelity.json`` judges now (the registered ``scheduler`` invariant,
+:class:`analysis.sched_invariant.SchedulerInvariant`).
 
 Reads a run's output directory: ``fidelity.json``, ``sched_samples.parquet``,
 ``qdisc_samples.parquet``, ``jobs.json`` and the jobs' collective traces.
@@ -17,9 +18,9 @@ from typing import Any
 import pandas as pd
 
 from analysis import job_invariant, sched_invariant
+from analysis.sched_invariant import links_kept
 from testbed.core.errors import FabricLabError
-from testbed.emulator.fidelity import links_kept
-from testbed.emulator.runner import collective_windows
+from testbed.core.traces import collective_windows
 
 SCHED = "scheduler invariant: "  # how fidelity.json's reasons of that invariant begin
 RUN_FILES = ("fidelity.json", "sched_samples.parquet", "qdisc_samples.parquet", "jobs.json")

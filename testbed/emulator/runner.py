@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from analysis.invariant import judge_run
 from sdn_app.policies import controller_policy
 from testbed.core.atomic import write_json
 from testbed.core.errors import FabricLabError
@@ -29,6 +30,7 @@ from testbed.core.rundir import RunRecorder, base_environment
 from testbed.core.samples import SCHED_SAMPLE_SCHEMA
 from testbed.core.servers import ServersSpec, server_rundirs
 from testbed.core.topology import build_plan
+from testbed.core.traces import collective_windows
 from testbed.emulator import (
     drop_counters,
     impairments,
@@ -41,7 +43,6 @@ from testbed.emulator.calibrate import calibrate
 from testbed.emulator.commands import run_command_on_fabric
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.failpoints import failpoint
-from testbed.emulator.fidelity import fidelity_record, pipeline_record
 from testbed.emulator.prediction import predict
 from testbed.emulator.preflight import (
     datapath,
@@ -373,8 +374,9 @@ class Runner:
                              **({"servers": self.server_facts} if self.server_facts else {}))
 
     def _fidelity(self, calibration, solos: list[JobRun]) -> dict[str, Any]:
-        """Whether the links kept their promise (:func:`fidelity_record`), with CPU headroom
-        during the measured collectives as a diagnosis beside it."""
+        """fidelity.json: every registered invariant's judgement, reasons and notes
+        (:func:`analysis.invariant.judge_run`), with CPU headroom during the measured
+        collectives as a diagnosis beside them, the calibration and the run's status."""
         import pandas as pd
 
         def table(name: str):
@@ -400,21 +402,20 @@ class Runner:
             if "steal" in cpu:
                 steal_max = float(cpu["steal"][during].rolling(per_second, min_periods=1)
                                   .mean().max())
-        record = fidelity_record(df, queues, idle_min, self._busiest(windows))
-        predicted = self._predicted(solos)
-        pipeline = pipeline_record(sched, per_job, [j.record() for j in self.jobs + solos],
-                                   self.plan, self.switches,
-                                   lambda a, b: (self._busiest([(a, b)]) or _idle_then(cpu, a, b))
-                                   + _stolen_then(cpu, a, b),
-                                   queues, predicted, self._on_links(),
-                                   self._spans(predicted))
-        record["reasons"] += pipeline.pop("reasons")
-        from analysis.invariant import judge_all, notes_of
-
-        record["registered"], more = judge_all(self.run_dir)
-        record["reasons"] += more
-        record["notes"] += notes_of(record["registered"])
-        record.update(pipeline, sched_cost=self.sched.cost(),
+        self._predict(solos)  # prediction.json, which the job invariant reads
+        # every registered invariant (analysis.invariant.judge_run); jobs.json is written after
+        verdict = judge_run(
+            self.run_dir,
+            {"cpu_idle_min": idle_min, "busiest": self._busiest(windows),
+             "busiest_then": lambda a, b: ((self._busiest([(a, b)]) or _idle_then(cpu, a, b))
+                                           + _stolen_then(cpu, a, b)),
+             "plan": self.plan, "switches": self.switches},
+            {"link_samples.parquet": df, "qdisc_samples.parquet": queues,
+             "sched_samples.parquet": sched, "windows": per_job,
+             "jobs.json": [j.record() for j in self.jobs + solos]})
+        record: dict[str, Any] = {"reasons": verdict.reasons, "notes": verdict.notes,
+                                  **verdict.fields}
+        record.update(sched_cost=self.sched.cost(),
                       paths={"source": self.paths.get("source"),
                              "prediction_s": round(self.prediction_s, 3),
                              "counters_read_s": round(self.counters_read_s, 3)})
@@ -438,28 +439,15 @@ class Runner:
                                   for h, rt in self.host_runtimes.items() if rt.is_container})
         return record
 
-    def _on_links(self) -> dict[str, dict[str, int]]:
-        """Link direction → job → bytes where all jobs ran together (:func:`on_links`)."""
-        return on_links(self.run_dir, self.paths)
-
-    def _spans(self, predicted: dict[str, dict[str, Any]] | None
-               ) -> tuple[dict[str, list[tuple[float, float]]],
-                          dict[str, list[tuple[float, float]]]] | None:
-        """The jobs' spans here and in the simulator's replay (:func:`spans`); None without
-        one replay."""
-        runs = {p["run"] for p in (predicted or {}).values() if p.get("run")}
-        return spans(self.run_dir, self.run_dir / runs.pop()) if len(runs) == 1 else None
-
-    def _predicted(self, solos: list[JobRun]) -> dict[str, dict[str, Any]] | None:
-        """The simulator's times for every job on the paths its flows took
-        (:func:`testbed.emulator.prediction.predict`), None when no job finished."""
-        runs = [j for j in self.jobs + solos if j.status == "ok"]
-        if not runs:
-            return None
+    def _predict(self, solos: list[JobRun]) -> None:
+        """The simulator's times for every job on the paths its flows took, recorded as
+        ``prediction.json`` (:func:`testbed.emulator.prediction.predict`); nothing when no job
+        finished."""
+        if not any(j.status == "ok" for j in self.jobs + solos):
+            return
         t0 = time.monotonic()
-        out = predict(self.exp, self.jobs + solos, self.paths, self.run_dir)
+        predict(self.exp, self.jobs + solos, self.paths, self.run_dir)
         self.prediction_s = time.monotonic() - t0
-        return out
 
     def _busiest(self, windows: list[tuple[float, float]]) -> str:
         """'; busiest then: ...' from the starved seconds the sampler recorded during
@@ -524,41 +512,6 @@ def _stolen_then(cpu, start: float, end: float) -> str:
     steal = _cpu_then(cpu, start, end, "steal")
     return ("" if math.isnan(steal) or steal < STEAL_NOTED
             else f"; the hypervisor took {steal:.0%} of the CPU time then (steal)")
-
-
-def on_links(run_dir: Path, paths: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """Link direction → job → bytes, for the leg where all jobs ran together
-    (:func:`analysis.paths.bytes_on_links` of the spines' counts ``paths`` on the run's
-    ``topology.json``); empty without it."""
-    from analysis.paths import bytes_on_links
-
-    topology = run_dir / "topology.json"
-    if not topology.exists():
-        return {}
-    return bytes_on_links(paths, json.loads(topology.read_text()))
-
-
-def spans(run_dir: Path, replay_dir: Path
-          ) -> tuple[dict[str, list[tuple[float, float]]], dict[str, list[tuple[float, float]]]]:
-    """Job → its collectives' (start, end), warm-up included, in the run and in the
-    simulator's replay of it (what the job invariant's group rule compares)."""
-    return (collective_windows(run_dir, warmup=True),
-            collective_windows(replay_dir, warmup=True))
-
-
-def collective_windows(run_dir: Path, warmup: bool = False
-                       ) -> dict[str, list[tuple[float, float]]]:
-    """Per job of a run directory, (start, end) of every measured collective of every rank
-    (and with ``warmup``, of every warm-up one too)."""
-    from testbed.core.traces import read_table
-
-    windows = {}
-    for job_dir in sorted((run_dir / "jobs").glob("*")):
-        t = read_table(job_dir, "collectives").to_pandas()
-        if not warmup:
-            t = t[~t["warmup"]]
-        windows[job_dir.name] = list(zip(t["start"], t["start"] + t["time"], strict=True))
-    return windows
 
 
 def measuring(times, windows: list[tuple[float, float]], period: float):
