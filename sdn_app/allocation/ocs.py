@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 from itertools import combinations, islice
 
+import numpy as np
+
 from sdn_app.allocation.ledger import (
     Allocation,
     Circuit,
@@ -367,6 +369,7 @@ def wire_spines(
     """
     m = len(leaves)
     candidates = None if index is None else index.ports_for(leaves)
+    counts = None if candidates is None else candidates.counts
     held = ledger.spines_with_held_links()  # only these need their links checked
     # Spines every leaf reaches by an idle default circuit: default_ports serves no other.
     by_default = -1
@@ -384,7 +387,7 @@ def wire_spines(
                 continue
             if kind == "default" and not by_default >> spine & 1:
                 continue  # a leaf's default circuit to it cannot be set up: {} below
-            if kind == "match" and candidates is not None and candidates.count(spine) < m:
+            if kind == "match" and counts is not None and counts[spine] < m:
                 continue  # fewer open ports than leaves: no matching can serve them all
             if kind == "match" and candidates is None and not orphans_only and not can_match(
                     ledger, leaves, spine, used_ocses):
@@ -850,7 +853,7 @@ def rewire_index(ledger: Ledger) -> RewireIndex:
     A port whose default owners all have their own port on that OCS busy is open to any
     leaf; one that an idle owner still needs is open only to a job holding that owner.
     """
-    index = RewireIndex()
+    index = RewireIndex(ledger.leaves, ledger.spines)
     idle = ledger.idle_ocs_masks()
     table = _owner_table(ledger.leaves, ledger.ocs_count, ledger.spine_ports_per_ocs,
                          ledger.spines)
@@ -863,12 +866,14 @@ def rewire_index(ledger: Ledger) -> RewireIndex:
                 open_ports.append((ocs, port))
             elif len(blockers) == 1:
                 by_blocker.setdefault(blockers[0], {}).setdefault(spine, []).append((ocs, port))
+                index.blocker_count[blockers[0], spine] += 1
             else:
                 entry = ((ocs, spine, port), frozenset(blockers))
                 shared.append(entry)
                 by_least.setdefault(min(blockers), []).append(entry)
         if open_ports:
             index.open[spine] = open_ports
+            index.open_count[spine] = len(open_ports)
     return index
 
 
@@ -884,48 +889,53 @@ def _owner_table(leaves: int, ocs_count: int, ports: int, spines: int
 class RewireIndex:
     """Idle spine ports grouped by the set of idle default owners ("blockers") they have."""
 
-    def __init__(self) -> None:
+    def __init__(self, leaves: int, spines: int) -> None:
         # spine -> ports nobody needs, lowest first
         self.open: dict[int, list[tuple[int, int]]] = {}
+        self.open_count = np.zeros(spines, dtype=np.int64)  # [spine]: len(open[spine])
         # leaf -> spine -> ports only that leaf needs, lowest first
         self.by_blocker: dict[int, dict[int, list[tuple[int, int]]]] = {}
+        # [leaf, spine]: len(by_blocker[leaf][spine])
+        self.blocker_count = np.zeros((leaves, spines), dtype=np.int64)
         self.shared: list[tuple[SpinePort, frozenset[int]]] = []  # needed by several
         # the same, by their lowest blocker (a job holds them all only if it holds that one)
         self.shared_by_least: dict[int, list[tuple[SpinePort, frozenset[int]]]] = {}
 
     def ports_for(self, leaves: Iterable[int]) -> LeafSetPorts:
         """The (ocs, port)s of each spine a job on ``leaves`` may take (blockers all its
-        own), in no particular order (:class:`LeafSetPorts` sorts what it merges)."""
+        own): counted per spine at once, listed per spine when first asked for."""
         leaf_set = set(leaves)
-        extra: dict[int, list[tuple[int, int]]] = {}
+        counts = self.open_count + self.blocker_count[sorted(leaf_set)].sum(axis=0)
+        shared: dict[int, list[tuple[int, int]]] = {}
         for leaf in leaf_set:
-            for spine, ports in self.by_blocker.get(leaf, {}).items():
-                extra.setdefault(spine, []).extend(ports)
             for (ocs, spine, port), blockers in self.shared_by_least.get(leaf, ()):
                 if blockers <= leaf_set:
-                    extra.setdefault(spine, []).append((ocs, port))
-        return LeafSetPorts(self.open, extra)
+                    shared.setdefault(spine, []).append((ocs, port))
+                    counts[spine] += 1
+        return LeafSetPorts(self, leaf_set, shared, counts.tolist())
 
 
 class LeafSetPorts:
     """Per spine, the ports a job on some leaves may take (:meth:`RewireIndex.ports_for`):
     the ports open to any leaf and those only its leaves need, merged when first read."""
 
-    def __init__(self, open_ports: dict[int, list[tuple[int, int]]],
-                 extra: dict[int, list[tuple[int, int]]]) -> None:
-        self.open, self.extra = open_ports, extra
+    def __init__(self, index: RewireIndex, leaves: set[int],
+                 shared: dict[int, list[tuple[int, int]]], counts: list[int]) -> None:
+        self.index, self.leaves, self.shared = index, leaves, shared
+        self.counts = counts  # [spine]: how many ports of it the job may take
         self.merged: dict[int, list[tuple[int, int]]] = {}
 
     def count(self, spine: int) -> int:
         """How many ports of ``spine`` the job may take."""
-        return len(self.open.get(spine, ())) + len(self.extra.get(spine, ()))
+        return self.counts[spine]
 
     def ports(self, spine: int) -> list[tuple[int, int]]:
         """Those ports, ``(ocs, port)`` lowest first (not to be changed by the caller)."""
-        more = self.extra.get(spine)
-        if more is None:
-            return self.open.get(spine, [])
         ports = self.merged.get(spine)
         if ports is None:
-            ports = self.merged[spine] = sorted([*self.open.get(spine, ()), *more])
+            by_blocker = self.index.by_blocker
+            more = [p for leaf in self.leaves
+                    for p in by_blocker.get(leaf, {}).get(spine, ())]
+            more += self.shared.get(spine, ())
+            ports = self.merged[spine] = sorted([*self.index.open.get(spine, ()), *more])
         return ports
