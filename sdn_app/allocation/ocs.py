@@ -395,7 +395,8 @@ def wire_spines(
             if kind == "match":
                 match = match_leaves_to_spine(
                     ledger, leaves, spine, used_leaf_ports,
-                    None if candidates is None else candidates.ports(spine), orphans_only)
+                    None if candidates is None else candidates.ports(spine), orphans_only,
+                    used_ocses)
             else:
                 match = default_ports(ledger, leaves, spine, used_leaf_ports)
             if len(match) < m:
@@ -433,6 +434,7 @@ def match_leaves_to_spine(
     used_leaf_ports: set[LeafPort],
     candidates: list[tuple[int, int]] | None = None,
     orphans_only: bool = False,
+    used_ocses: dict[int, int] | None = None,
 ) -> dict[int, tuple[int, int]]:
     """Maximum matching leaf -> idle spine port (ocs, port) on an OCS the leaf can use.
 
@@ -443,18 +445,27 @@ def match_leaves_to_spine(
     The matching is :func:`hopcroft_karp`'s, the one networkx's ``hopcroft_karp_matching``
     returns on the graph this function used to build (leaf ints left, ``(ocs, port)`` right,
     edges port by port): ints throughout, so the same state gives the same answer whatever
-    PYTHONHASHSEED is.
+    PYTHONHASHSEED is. ``used_ocses``: leaf -> bit o when ``(o, leaf)`` is in
+    ``used_leaf_ports`` (the same, as masks), if the caller keeps it.
     """
     idle = {leaf: ledger.idle_ocs_mask(leaf) for leaf in leaves}
     index = {leaf: i for i, leaf in enumerate(leaves)}
-    adjacency: list[list[int]] = [[] for _ in leaves]  # per leaf, its ports' indices
     ports = ledger.idle_spine_ports(spine) if candidates is None else candidates
-    for right, (ocs, port) in enumerate(ports):
+    adjacency: list[list[int]]  # per leaf, its ports' indices, lowest first
+    if used_ocses is not None and not orphans_only:
+        port_ocs = [ocs for ocs, _port in ports]
+        adjacency = []
         for leaf in leaves:
-            if idle[leaf] >> ocs & 1 and (ocs, leaf) not in used_leaf_ports and (
-                    not orphans_only or orphaned(ledger, ocs, spine, port, leaf,
-                                                 used_leaf_ports)):
-                adjacency[index[leaf]].append(right)
+            usable = idle[leaf] & ~used_ocses.get(leaf, 0)
+            adjacency.append([right for right, ocs in enumerate(port_ocs) if usable >> ocs & 1])
+    else:
+        adjacency = [[] for _ in leaves]
+        for right, (ocs, port) in enumerate(ports):
+            for leaf in leaves:
+                if idle[leaf] >> ocs & 1 and (ocs, leaf) not in used_leaf_ports and (
+                        not orphans_only or orphaned(ledger, ocs, spine, port, leaf,
+                                                     used_leaf_ports)):
+                    adjacency[index[leaf]].append(right)
     # The leaves in the order networkx's bipartite matching visits them (a set of them).
     order = [index[leaf] for leaf in set(leaves)]
     found = hopcroft_karp(order, adjacency, len(ports))
