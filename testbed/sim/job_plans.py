@@ -364,9 +364,9 @@ class _Router:
             path, alloc, spines = self.policy.path, self.alloc, self.spines
             for i, j, c in groups:
                 links = path(alloc, order[i], order[first[i * width + j]], spines, 0)
-                crossing = tuple(link for link in links if link[0] not in HOST_LINKS)
+                crossing = tuple([link for link in links if link[0] not in HOST_LINKS])
                 if crossing:  # a policy that routes over host links alone (gpu-count) has none
-                    fabric[crossing] += c
+                    fabric[crossing] = fabric.get(crossing, 0) + c
         paths.extend(list(p) for p in fabric)
         weights.extend(fabric.values())
         return paths, weights
@@ -460,12 +460,15 @@ def rails_time(plan: JobPlan, link_bps: float) -> float:
         size = plan.rail_bytes[0]
         if not size:
             return 0.0
-        weights = plan.rail_weights(0) or [1] * len(plan.rails[0])
-        crossings: Counter[LinkId] = Counter()
+        weights = plan.rail_weights(0)
+        if weights is None:
+            crossings: Counter[LinkId] = Counter(itertools.chain.from_iterable(plan.rails[0]))
+            return size * 8 / (link_bps / max(crossings.values()))
+        crossed: dict[LinkId, int] = {}
         for path, w in zip(plan.rails[0], weights, strict=True):
             for link in path:
-                crossings[link] += w
-        return size * 8 / (link_bps / max(crossings.values()))
+                crossed[link] = crossed.get(link, 0) + w
+        return size * 8 / (link_bps / max(crossed.values()))
     net = Network(default_capacity=link_bps)
     flows = [net.add_bundle(net.route(r, plan.rail_weights(j)), b)
              for j, (r, b) in enumerate(zip(plan.rails, plan.rail_bytes, strict=True))]
