@@ -4,8 +4,8 @@ A run holds a large heap that lives long (the trace, the running jobs' flow path
 allocator's tables) and makes many short-lived containers. CPython's collector scans the
 whole heap in a full collection, by default after every 10 collections of the middle
 generation: at the vClos paper's scale those scans took about a third of a run's CPU
-(500 jobs of OCS-vClos ``any``: 9.9 s with the default thresholds, 6.1 s with one full
-collection in 100 times fewer). Young generations are still collected as before, so cycles
+(500 jobs of OCS-vClos ``any``: 9.9 s with the default thresholds, 6.1 s with full
+collections 100 times rarer). Young generations are still collected as before, so cycles
 that die young are freed as soon; a cycle that outlives them waits longer for a full
 collection, which costs memory, not results: nothing a run computes reads the collector
 (no weak references, no finalisers), so every result is the same.
