@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 from itertools import combinations, islice
 
+import numpy as np
+
 from sdn_app.allocation.ledger import (
     Allocation,
     Circuit,
@@ -103,19 +105,39 @@ class _DefaultFirst(Rewiring):
     def place(
         self, ledger: Ledger, job_id: str, m: int, n: int, leaves: list[int] | None
     ) -> Allocation | None:
+        return self._place(ledger, job_id, m, n, leaves, AdmissionView(ledger))
+
+    def place_job(
+        self, ledger: Ledger, job_id: str, k: int, shapes: list[tuple[int, int]]
+    ) -> Allocation | None:
+        """:meth:`Rewiring.place_job`, the ledger read once for all the shapes (a shape that
+        fails changes nothing)."""
+        view = AdmissionView(ledger)
+        for m, n in shapes:
+            found = self._place(ledger, job_id, m, n, None, view)
+            if found is not None:
+                return found
+        return None
+
+    def _place(
+        self, ledger: Ledger, job_id: str, m: int, n: int, leaves: list[int] | None,
+        view: AdmissionView,
+    ) -> Allocation | None:
         leaf_sets = None if leaves is None else [leaves]
-        found = try_default(ledger, job_id, m, n, leaf_sets)
+        found = try_default(ledger, job_id, m, n, leaf_sets, view.masks)
         if found is None and m == 2:
             found = try_direct_pair(ledger, job_id, n, None if leaves is None else [tuple(leaves)])
         if found is None:
-            found = self.rewire(ledger, job_id, m, n, leaf_sets)
+            found = self.rewire(ledger, job_id, m, n, leaf_sets, view)
         return found
 
     @abstractmethod
     def rewire(
-        self, ledger: Ledger, job_id: str, m: int, n: int, leaf_sets: LeafSets | None
+        self, ledger: Ledger, job_id: str, m: int, n: int, leaf_sets: LeafSets | None,
+        view: AdmissionView | None = None,
     ) -> Allocation | None:
-        """Circuits beyond the default wiring, when it could not serve the job."""
+        """Circuits beyond the default wiring, when it could not serve the job; ``view``:
+        the ledger as read for this admission."""
 
 
 class ConservativeRewiring(_DefaultFirst):
@@ -124,11 +146,13 @@ class ConservativeRewiring(_DefaultFirst):
     name = "conservative"
 
     def rewire(
-        self, ledger: Ledger, job_id: str, m: int, n: int, leaf_sets: LeafSets | None
+        self, ledger: Ledger, job_id: str, m: int, n: int, leaf_sets: LeafSets | None,
+        view: AdmissionView | None = None,
     ) -> Allocation | None:
+        view = AdmissionView(ledger) if view is None else view
         return try_ocs_spines(
-            ledger, job_id, m, n, leaf_sets, passes=("default", "match"), orphans_only=True
-        )
+            ledger, job_id, m, n, leaf_sets, passes=("default", "match"), orphans_only=True,
+            index=view.rewire_index(), masks=view.masks)
 
 
 class AugmentRewiring(_DefaultFirst):
@@ -137,9 +161,11 @@ class AugmentRewiring(_DefaultFirst):
     name = "augment"
 
     def rewire(
-        self, ledger: Ledger, job_id: str, m: int, n: int, leaf_sets: LeafSets | None
+        self, ledger: Ledger, job_id: str, m: int, n: int, leaf_sets: LeafSets | None,
+        view: AdmissionView | None = None,
     ) -> Allocation | None:
-        return try_augment(ledger, job_id, m, n, leaf_sets)
+        return try_augment(ledger, job_id, m, n, leaf_sets,
+                           None if view is None else view.augment())
 
 
 class MilpRewiring(Rewiring):
@@ -195,15 +221,40 @@ def rewiring_name(name: str) -> str:
 # ------------------------------------------------------------ placement steps
 
 
+class AdmissionView:
+    """What the shapes of one admission read of the ledger, read when first asked for and
+    kept while they are tried (the ledger must not change meanwhile: a shape that fails
+    changes nothing): :class:`DefaultMasks`, the conservative :func:`rewire_index`, augment's
+    :class:`_AugmentView`."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.masks = DefaultMasks(ledger)
+        self._index: RewireIndex | None = None
+        self._augment: _AugmentView | None = None
+
+    def rewire_index(self) -> RewireIndex:
+        if self._index is None:
+            self._index = rewire_index(self.ledger)
+        return self._index
+
+    def augment(self) -> _AugmentView:
+        if self._augment is None:
+            self._augment = _AugmentView(self.ledger, self.masks)
+        return self._augment
+
+
 def try_default(
-    ledger: Ledger, job_id: str, m: int, n: int, leaf_sets: LeafSets | None
+    ledger: Ledger, job_id: str, m: int, n: int, leaf_sets: LeafSets | None,
+    masks: DefaultMasks | None = None,
 ) -> Allocation | None:
-    """The exact search static vClos does, over the links the default wiring offers."""
+    """The exact search static vClos does, over the links the default wiring offers.
+    ``masks``: :class:`DefaultMasks` of this ledger, if already made."""
+    masks = DefaultMasks(ledger) if masks is None else masks
     if leaf_sets is None:
-        biclique = find_free_biclique(
-            ledger, m, n, DefaultMasks(ledger).__getitem__)
+        biclique = find_free_biclique(ledger, m, n, masks.__getitem__)
         leaf_sets = [] if biclique is None else [biclique[0]]
-    return try_ocs_spines(ledger, job_id, m, n, leaf_sets, passes=("default",))
+    return try_ocs_spines(ledger, job_id, m, n, leaf_sets, passes=("default",), masks=masks)
 
 
 def ocs_leaves_with(ledger: Ledger, n: int) -> list[int]:
@@ -246,13 +297,16 @@ def try_ocs_spines(
     *,
     passes: tuple[str, ...] = ("match",),
     orphans_only: bool = False,
+    index: RewireIndex | None = None,
+    masks: DefaultMasks | None = None,
 ) -> Allocation | None:
     """m leaves x n spines; each (leaf, spine) pair realised by one new circuit.
 
     Leaf sets are tried best fit first (at most MAX_OCS_LEAF_SETS of them), or
     only those of ``leaf_sets``. ``passes`` and ``orphans_only``: see :func:`wire_spines`.
     Only spines with >= m idle ports can serve m leaves; they are tried with
-    the fewest idle ports first (keep idle spines for big jobs).
+    the fewest idle ports first (keep idle spines for big jobs). ``index`` and ``masks``:
+    :func:`rewire_index` and :class:`DefaultMasks` of this ledger, if already made.
     """
     busy = ledger.busy_spine_ports()
     total = ledger.ocs_count * ledger.spine_ports_per_ocs
@@ -264,8 +318,12 @@ def try_ocs_spines(
         return None
     if leaf_sets is None:
         leaf_sets = islice(combinations(ocs_leaves_with(ledger, n), m), MAX_OCS_LEAF_SETS)
-    index = rewire_index(ledger) if "match" in passes and orphans_only else None
-    masks = DefaultMasks(ledger)  # the ledger does not change while leaf sets are tried
+    if "match" in passes and orphans_only:
+        index = rewire_index(ledger) if index is None else index
+    else:
+        index = None
+    # the ledger does not change while leaf sets are tried
+    masks = DefaultMasks(ledger) if masks is None else masks
     for leaves in leaf_sets:
         wiring = wire_spines(ledger, sorted(leaves), n, spines, passes, index, orphans_only,
                              masks)
@@ -311,6 +369,7 @@ def wire_spines(
     """
     m = len(leaves)
     candidates = None if index is None else index.ports_for(leaves)
+    counts = None if candidates is None else candidates.counts
     held = ledger.spines_with_held_links()  # only these need their links checked
     # Spines every leaf reaches by an idle default circuit: default_ports serves no other.
     by_default = -1
@@ -328,7 +387,7 @@ def wire_spines(
                 continue
             if kind == "default" and not by_default >> spine & 1:
                 continue  # a leaf's default circuit to it cannot be set up: {} below
-            if kind == "match" and candidates is not None and candidates.count(spine) < m:
+            if kind == "match" and counts is not None and counts[spine] < m:
                 continue  # fewer open ports than leaves: no matching can serve them all
             if kind == "match" and candidates is None and not orphans_only and not can_match(
                     ledger, leaves, spine, used_ocses):
@@ -336,7 +395,8 @@ def wire_spines(
             if kind == "match":
                 match = match_leaves_to_spine(
                     ledger, leaves, spine, used_leaf_ports,
-                    None if candidates is None else candidates.ports(spine), orphans_only)
+                    None if candidates is None else candidates.ports(spine), orphans_only,
+                    used_ocses)
             else:
                 match = default_ports(ledger, leaves, spine, used_leaf_ports)
             if len(match) < m:
@@ -374,6 +434,7 @@ def match_leaves_to_spine(
     used_leaf_ports: set[LeafPort],
     candidates: list[tuple[int, int]] | None = None,
     orphans_only: bool = False,
+    used_ocses: dict[int, int] | None = None,
 ) -> dict[int, tuple[int, int]]:
     """Maximum matching leaf -> idle spine port (ocs, port) on an OCS the leaf can use.
 
@@ -384,18 +445,27 @@ def match_leaves_to_spine(
     The matching is :func:`hopcroft_karp`'s, the one networkx's ``hopcroft_karp_matching``
     returns on the graph this function used to build (leaf ints left, ``(ocs, port)`` right,
     edges port by port): ints throughout, so the same state gives the same answer whatever
-    PYTHONHASHSEED is.
+    PYTHONHASHSEED is. ``used_ocses``: leaf -> bit o when ``(o, leaf)`` is in
+    ``used_leaf_ports`` (the same, as masks), if the caller keeps it.
     """
     idle = {leaf: ledger.idle_ocs_mask(leaf) for leaf in leaves}
     index = {leaf: i for i, leaf in enumerate(leaves)}
-    adjacency: list[list[int]] = [[] for _ in leaves]  # per leaf, its ports' indices
     ports = ledger.idle_spine_ports(spine) if candidates is None else candidates
-    for right, (ocs, port) in enumerate(ports):
+    adjacency: list[list[int]]  # per leaf, its ports' indices, lowest first
+    if used_ocses is not None and not orphans_only:
+        port_ocs = [ocs for ocs, _port in ports]
+        adjacency = []
         for leaf in leaves:
-            if idle[leaf] >> ocs & 1 and (ocs, leaf) not in used_leaf_ports and (
-                    not orphans_only or orphaned(ledger, ocs, spine, port, leaf,
-                                                 used_leaf_ports)):
-                adjacency[index[leaf]].append(right)
+            usable = idle[leaf] & ~used_ocses.get(leaf, 0)
+            adjacency.append([right for right, ocs in enumerate(port_ocs) if usable >> ocs & 1])
+    else:
+        adjacency = [[] for _ in leaves]
+        for right, (ocs, port) in enumerate(ports):
+            for leaf in leaves:
+                if idle[leaf] >> ocs & 1 and (ocs, leaf) not in used_leaf_ports and (
+                        not orphans_only or orphaned(ledger, ocs, spine, port, leaf,
+                                                     used_leaf_ports)):
+                    adjacency[index[leaf]].append(right)
     # The leaves in the order networkx's bipartite matching visits them (a set of them).
     order = [index[leaf] for leaf in set(leaves)]
     found = hopcroft_karp(order, adjacency, len(ports))
@@ -456,18 +526,19 @@ def hopcroft_karp(order: list[int], adjacency: list[list[int]], right_count: int
 
 
 def try_augment(
-    ledger: Ledger, job_id: str, m: int, n: int, leaf_sets: LeafSets | None
+    ledger: Ledger, job_id: str, m: int, n: int, leaf_sets: LeafSets | None,
+    view: _AugmentView | None = None,
 ) -> Allocation | None:
     """Circuits for m leaves x n spines, rewired where the default wiring falls short.
 
     Leaf sets are tried best fit first (at most MAX_OCS_LEAF_SETS), or only those of
     ``leaf_sets``; see :func:`augment_wiring` for the wiring of one set. What every set
     reads of the ledger (which does not change between them) is read once
-    (:class:`_AugmentView`).
+    (:class:`_AugmentView`; ``view``, if already made of this ledger).
     """
     if leaf_sets is None:
         leaf_sets = islice(combinations(ocs_leaves_with(ledger, n), m), MAX_OCS_LEAF_SETS)
-    view = _AugmentView(ledger)
+    view = _AugmentView(ledger) if view is None else view
     for leaf_set in leaf_sets:
         leaves = sorted(leaf_set)
         wiring = augment_wiring(ledger, leaves, n, view)
@@ -551,13 +622,13 @@ class _AugmentView:
     the spines with links held exclusively, each leaf's :func:`default_spine_mask` and each
     spine port's idle default owners (the last two when first asked for)."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: Ledger, masks: DefaultMasks | None = None) -> None:
         self.ledger = ledger
         counts = ledger.idle_spine_counts()
         self.total = list(map(sum, counts))
         self.usable = [sum(1 << o for o, c in enumerate(row) if c) for row in counts]
         self.held = ledger.spines_with_held_links()
-        self.default_masks = DefaultMasks(ledger)
+        self.default_masks = DefaultMasks(ledger) if masks is None else masks
         self._owners: dict[tuple[int, int, int], int] = {}
 
     def owner_count(self, ocs: int, spine: int, port: int) -> int:
@@ -793,11 +864,11 @@ def rewire_index(ledger: Ledger) -> RewireIndex:
     A port whose default owners all have their own port on that OCS busy is open to any
     leaf; one that an idle owner still needs is open only to a job holding that owner.
     """
-    index = RewireIndex()
+    index = RewireIndex(ledger.leaves, ledger.spines)
     idle = ledger.idle_ocs_masks()
     table = _owner_table(ledger.leaves, ledger.ocs_count, ledger.spine_ports_per_ocs,
                          ledger.spines)
-    by_blocker, shared = index.by_blocker, index.shared
+    by_blocker, shared, by_least = index.by_blocker, index.shared, index.shared_by_least
     for spine in range(ledger.spines):
         open_ports = []
         for ocs, port in ledger.idle_spine_ports(spine):
@@ -806,10 +877,14 @@ def rewire_index(ledger: Ledger) -> RewireIndex:
                 open_ports.append((ocs, port))
             elif len(blockers) == 1:
                 by_blocker.setdefault(blockers[0], {}).setdefault(spine, []).append((ocs, port))
+                index.blocker_count[blockers[0], spine] += 1
             else:
-                shared.append(((ocs, spine, port), frozenset(blockers)))
+                entry = ((ocs, spine, port), frozenset(blockers))
+                shared.append(entry)
+                by_least.setdefault(min(blockers), []).append(entry)
         if open_ports:
             index.open[spine] = open_ports
+            index.open_count[spine] = len(open_ports)
     return index
 
 
@@ -825,46 +900,53 @@ def _owner_table(leaves: int, ocs_count: int, ports: int, spines: int
 class RewireIndex:
     """Idle spine ports grouped by the set of idle default owners ("blockers") they have."""
 
-    def __init__(self) -> None:
+    def __init__(self, leaves: int, spines: int) -> None:
         # spine -> ports nobody needs, lowest first
         self.open: dict[int, list[tuple[int, int]]] = {}
+        self.open_count = np.zeros(spines, dtype=np.int64)  # [spine]: len(open[spine])
         # leaf -> spine -> ports only that leaf needs, lowest first
         self.by_blocker: dict[int, dict[int, list[tuple[int, int]]]] = {}
+        # [leaf, spine]: len(by_blocker[leaf][spine])
+        self.blocker_count = np.zeros((leaves, spines), dtype=np.int64)
         self.shared: list[tuple[SpinePort, frozenset[int]]] = []  # needed by several
+        # the same, by their lowest blocker (a job holds them all only if it holds that one)
+        self.shared_by_least: dict[int, list[tuple[SpinePort, frozenset[int]]]] = {}
 
     def ports_for(self, leaves: Iterable[int]) -> LeafSetPorts:
         """The (ocs, port)s of each spine a job on ``leaves`` may take (blockers all its
-        own)."""
+        own): counted per spine at once, listed per spine when first asked for."""
         leaf_set = set(leaves)
-        extra: dict[int, list[tuple[int, int]]] = {}
+        counts = self.open_count + self.blocker_count[sorted(leaf_set)].sum(axis=0)
+        shared: dict[int, list[tuple[int, int]]] = {}
         for leaf in leaf_set:
-            for spine, ports in self.by_blocker.get(leaf, {}).items():
-                extra.setdefault(spine, []).extend(ports)
-        for (ocs, spine, port), blockers in self.shared:
-            if blockers <= leaf_set:
-                extra.setdefault(spine, []).append((ocs, port))
-        return LeafSetPorts(self.open, extra)
+            for (ocs, spine, port), blockers in self.shared_by_least.get(leaf, ()):
+                if blockers <= leaf_set:
+                    shared.setdefault(spine, []).append((ocs, port))
+                    counts[spine] += 1
+        return LeafSetPorts(self, leaf_set, shared, counts.tolist())
 
 
 class LeafSetPorts:
     """Per spine, the ports a job on some leaves may take (:meth:`RewireIndex.ports_for`):
     the ports open to any leaf and those only its leaves need, merged when first read."""
 
-    def __init__(self, open_ports: dict[int, list[tuple[int, int]]],
-                 extra: dict[int, list[tuple[int, int]]]) -> None:
-        self.open, self.extra = open_ports, extra
+    def __init__(self, index: RewireIndex, leaves: set[int],
+                 shared: dict[int, list[tuple[int, int]]], counts: list[int]) -> None:
+        self.index, self.leaves, self.shared = index, leaves, shared
+        self.counts = counts  # [spine]: how many ports of it the job may take
         self.merged: dict[int, list[tuple[int, int]]] = {}
 
     def count(self, spine: int) -> int:
         """How many ports of ``spine`` the job may take."""
-        return len(self.open.get(spine, ())) + len(self.extra.get(spine, ()))
+        return self.counts[spine]
 
     def ports(self, spine: int) -> list[tuple[int, int]]:
         """Those ports, ``(ocs, port)`` lowest first (not to be changed by the caller)."""
-        more = self.extra.get(spine)
-        if more is None:
-            return self.open.get(spine, [])
         ports = self.merged.get(spine)
         if ports is None:
-            ports = self.merged[spine] = sorted([*self.open.get(spine, ()), *more])
+            by_blocker = self.index.by_blocker
+            more = [p for leaf in self.leaves
+                    for p in by_blocker.get(leaf, {}).get(spine, ())]
+            more += self.shared.get(spine, ())
+            ports = self.merged[spine] = sorted([*self.index.open.get(spine, ()), *more])
         return ports

@@ -260,6 +260,21 @@ def rank_order(alloc: Allocation) -> list[LeafSlot]:
     return [h for rail in rails_of(alloc, wrap=False) for h in rail]
 
 
+def skip_sports(rng: random.Random, count: int) -> None:
+    """Advance ``rng`` exactly as ``count`` calls of ``rng.randrange(*SPORTS)`` would, without
+    making them: each call takes 32-bit words of the generator until one's top bits fall in
+    the range (``random.Random._randbelow``), and ``getrandbits(32 * w)`` takes ``w`` words,
+    lowest first. Words are taken ``count`` minus the accepted ones at a time, so the last
+    batch ends on the ``count``-th accepted word (``tests/test_job_plans.py`` compares the
+    generator's state with the calls')."""
+    width = SPORTS[1] - SPORTS[0]
+    shift = 32 - width.bit_length()
+    while count > 0:
+        words = np.frombuffer(rng.getrandbits(32 * count).to_bytes(4 * count, "little"),
+                              dtype="<u4")
+        count -= int(np.count_nonzero((words >> shift) < width))
+
+
 class _Router:
     """Paths for one job's flows: its policy's (ECMP source ports drawn from ``rng``), or,
     ``ideal``, the flow leaving host j of a leaf through spine j mod spines, or the least used
@@ -272,6 +287,9 @@ class _Router:
         self.index = index  # host -> its rail
         self.up: dict[int, list[int]] = {}  # per leaf: flows each spine carries up / down
         self.down: dict[int, list[int]] = {}
+        # A policy without per-flow paths ignores the source port: its flows are routed with
+        # port 0 and the ports they would draw are skipped at once (skip_sports).
+        self.ports_ignored = not ideal and not self.policy.per_flow_paths
 
     def _ideal_spine(self, src: LeafSlot, dst: LeafSlot) -> int:
         """Spine j for host j when its links are still unused, else the least used spine
@@ -292,6 +310,16 @@ class _Router:
         sport = self.rng.randrange(*SPORTS) if self.rng is not None else 0
         return self.policy.path(self.alloc, src, dst, self.spines, sport)
 
+    def paths(self, order: list[LeafSlot], pairs: list[Pair]) -> list[list[LinkId]]:
+        """The paths of the flows ``order[a] -> order[b]`` of ``pairs``, in order, as
+        :meth:`path` routes them one by one, leaving ``rng`` where those calls leave it."""
+        if not self.ports_ignored:
+            return [self.path(order[a], order[b]) for a, b in pairs]
+        if self.rng is not None:
+            skip_sports(self.rng, len(pairs))
+        path, alloc, spines = self.policy.path, self.alloc, self.spines
+        return [path(alloc, order[a], order[b], spines, 0) for a, b in pairs]
+
     def aggregated(self, order: list[LeafSlot], bundle: Bundle
                    ) -> tuple[list[list[LinkId]], list[int]]:
         """The flows of ``bundle`` (many per host) over the hosts of ``order`` as weighted
@@ -302,19 +330,22 @@ class _Router:
         leaf_of = np.array([h[0] for h in order], dtype=np.int64)
         out = np.bincount(bundle.src, minlength=n)
         into = np.bincount(bundle.dst, minlength=n)
-        srcs, dsts = np.flatnonzero(out), np.flatnonzero(into)
+        srcs, dsts = np.flatnonzero(out).tolist(), np.flatnonzero(into).tolist()
         paths: list[list[LinkId]] = ([[("hu", *order[i])] for i in srcs]
                                      + [[("hd", *order[i])] for i in dsts])
-        weights = [int(out[i]) for i in srcs] + [int(into[i]) for i in dsts]
-        leaves = list(dict.fromkeys(int(leaf_of[i]) for i in dsts))  # in rank order
+        weights = out[srcs].tolist() + into[dsts].tolist()
+        leaves = list(dict.fromkeys(leaf_of[dsts].tolist()))  # in rank order
         cross = leaf_of[bundle.src] != leaf_of[bundle.dst]
         a, b = bundle.src[cross], bundle.dst[cross]
         col = np.zeros(int(leaf_of.max()) + 1, dtype=np.int64)
         col[leaves] = np.arange(len(leaves))
         key = a * len(leaves) + col[leaf_of[b]]
         count = np.bincount(key, minlength=n * len(leaves)).reshape(n, len(leaves))
-        groups = [(int(i), j, int(count[i, j])) for i in srcs for j in range(len(leaves))
-                  if count[i, j]]
+        # (source position, destination leaf's column, flows), sources in order, then columns
+        # (a source with cross-leaf flows is one of srcs)
+        rows, cols = np.nonzero(count)
+        groups = list(zip(rows.tolist(), cols.tolist(), count[rows, cols].tolist(),
+                          strict=True))
         fabric: Counter[tuple[LinkId, ...]] = Counter()  # fabric path -> flows on it
         if self.policy.hashed:
             gen = np.random.default_rng(self.rng.getrandbits(64) if self.rng is not None else 0)
@@ -327,14 +358,15 @@ class _Router:
                 for s in np.flatnonzero(row):
                     fabric[(("ls", la, int(s)), ("sl", int(s), lb))] += int(row[s])
         else:
-            first = np.full(n * len(leaves), n, dtype=np.int64)
-            np.minimum.at(first, key, b)
+            first_of = np.full(n * len(leaves), n, dtype=np.int64)
+            np.minimum.at(first_of, key, b)
+            first, width = first_of.tolist(), len(leaves)
+            path, alloc, spines = self.policy.path, self.alloc, self.spines
             for i, j, c in groups:
-                dst = order[int(first[i * len(leaves) + j])]
-                links = self.policy.path(self.alloc, order[i], dst, self.spines, 0)
-                crossing = tuple(link for link in links if link[0] not in HOST_LINKS)
+                links = path(alloc, order[i], order[first[i * width + j]], spines, 0)
+                crossing = tuple([link for link in links if link[0] not in HOST_LINKS])
                 if crossing:  # a policy that routes over host links alone (gpu-count) has none
-                    fabric[crossing] += c
+                    fabric[crossing] = fabric.get(crossing, 0) + c
         paths.extend(list(p) for p in fabric)
         weights.extend(fabric.values())
         return paths, weights
@@ -376,7 +408,7 @@ def job_plan(
             if bundle.fans_out:
                 paths, w = router.aggregated(order, bundle)
             else:
-                paths, w = [router.path(order[a], order[b]) for a, b in bundle.pairs], None
+                paths, w = router.paths(order, bundle.pairs), None
             rails.append(paths)
             weights.append(w)
     sizes = [float(b.share) * grad_bytes for p in shape.phases for b in p]
@@ -408,7 +440,7 @@ def _rail_ring(alloc: Allocation, grad_bytes: float, link_bps: float, spines: in
     paths, sizes = [], []
     for members in rails:
         ((bundle,),) = collective_shape("ring", len(members)).phases
-        paths.append([router.path(members[a], members[b]) for a, b in bundle.pairs])
+        paths.append(router.paths(members, bundle.pairs))
         sizes.append(float(bundle.share) * shard)
     latency += 2 * (len(by_leaf) - 1) * delays.path_s(True)
     return JobPlan(intra_s, paths, sizes, latency_s=latency)
@@ -428,12 +460,15 @@ def rails_time(plan: JobPlan, link_bps: float) -> float:
         size = plan.rail_bytes[0]
         if not size:
             return 0.0
-        weights = plan.rail_weights(0) or [1] * len(plan.rails[0])
-        crossings: Counter[LinkId] = Counter()
+        weights = plan.rail_weights(0)
+        if weights is None:
+            crossings: Counter[LinkId] = Counter(itertools.chain.from_iterable(plan.rails[0]))
+            return size * 8 / (link_bps / max(crossings.values()))
+        crossed: dict[LinkId, int] = {}
         for path, w in zip(plan.rails[0], weights, strict=True):
             for link in path:
-                crossings[link] += w
-        return size * 8 / (link_bps / max(crossings.values()))
+                crossed[link] = crossed.get(link, 0) + w
+        return size * 8 / (link_bps / max(crossed.values()))
     net = Network(default_capacity=link_bps)
     flows = [net.add_bundle(net.route(r, plan.rail_weights(j)), b)
              for j, (r, b) in enumerate(zip(plan.rails, plan.rail_bytes, strict=True))]
