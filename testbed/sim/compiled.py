@@ -31,7 +31,7 @@ except ImportError:  # the numpy code stands in
 else:
     AVAILABLE = True
 
-__all__ = ["AVAILABLE", "busy_links", "component_labels", "fill_rounds", "incidence_arrays"]
+__all__ = ["AVAILABLE", "component_labels", "fill_rounds", "pooled_incidence"]
 
 
 def _fill_rounds(flow_cap: np.ndarray, e_flow: np.ndarray, e_link: np.ndarray,
@@ -178,32 +178,43 @@ def _fill_rounds(flow_cap: np.ndarray, e_flow: np.ndarray, e_link: np.ndarray,
     return rates
 
 
-def _busy_links(route_idx: np.ndarray, route_mult: np.ndarray, count: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """A route's links with ``count`` >= 2 (busy) and their multiplicities, in route order."""
-    idx = np.empty(route_idx.shape[0], dtype=np.int64)
-    mult = np.empty(route_idx.shape[0])
-    k = 0
-    for j in range(route_idx.shape[0]):
-        if count[route_idx[j]] >= 2:
-            idx[k] = route_idx[j]
-            mult[k] = route_mult[j]
-            k += 1
-    return idx[:k].copy(), mult[:k].copy()
-
-
-def _incidence_arrays(e_link: np.ndarray, lengths: np.ndarray, slot: np.ndarray
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
-    """For flows' busy links laid end to end (``lengths`` entries each, global link
-    indices): each entry's flow position and link's local index, and the distinct links.
-    Local indices as ``Occupancy._localize`` numbers them (links in the order of their last
-    entry); ``slot`` is scratch over the global links."""
-    n = e_link.shape[0]
+def _pooled_incidence(slots: np.ndarray, start: np.ndarray, length: np.ndarray,
+                      busy: np.ndarray, pool_idx: np.ndarray, pool_mult: np.ndarray,
+                      count: np.ndarray, cap: np.ndarray, slot: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
+                                 ]:  # pragma: no cover - compiled
+    """``Occupancy.incidence`` of the flows in ``slots`` (that order) from the pool: each
+    flow's route is ``pool_idx`` / ``pool_mult`` at ``start[s]`` (``length[s]`` links), its
+    busy links kept right after it, ``busy[s]`` of them (-1: out of date, rebuilt here from
+    ``count`` as the numpy code does). Returns each entry's flow position, its link's
+    local index (``Occupancy._localize``'s numbering: links in the order of their last
+    entry), its multiplicity, and each local link's capacity; ``slot`` is scratch over the
+    global links."""
+    n_flows = slots.shape[0]
+    n = 0
+    for i in range(n_flows):
+        s = slots[i]
+        if busy[s] < 0:
+            at, m = start[s], length[s]
+            k = 0
+            for j in range(at, at + m):
+                if count[pool_idx[j]] >= 2:
+                    pool_idx[at + m + k] = pool_idx[j]
+                    pool_mult[at + m + k] = pool_mult[j]
+                    k += 1
+            busy[s] = k
+        n += busy[s]
     owner = np.empty(n, dtype=np.int64)
+    e_link = np.empty(n, dtype=np.int64)
+    mult = np.empty(n)
     e = 0
-    for f in range(lengths.shape[0]):
-        for _ in range(lengths[f]):
-            owner[e] = f
+    for i in range(n_flows):
+        s = slots[i]
+        at = start[s] + length[s]
+        for j in range(at, at + busy[s]):
+            owner[e] = i
+            e_link[e] = pool_idx[j]
+            mult[e] = pool_mult[j]
             e += 1
     for e in range(n):
         slot[e_link[e]] = e
@@ -213,12 +224,14 @@ def _incidence_arrays(e_link: np.ndarray, lengths: np.ndarray, slot: np.ndarray
         if slot[e_link[e]] == e:
             links[n_links] = e_link[e]
             n_links += 1
+    link_cap = np.empty(n_links)
     for i in range(n_links):
         slot[links[i]] = i
+        link_cap[i] = cap[links[i]]
     local = np.empty(n, dtype=np.int64)
     for e in range(n):
         local[e] = slot[e_link[e]]
-    return owner, local, links[:n_links]
+    return owner, local, mult, link_cap
 
 
 def _argsort_stable(keys: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
@@ -324,8 +337,7 @@ def private_cache_dir() -> str | None:
 def _compile_all() -> None:
     """Wrap the kernels with numba, cached in :func:`private_cache_dir` if there is one (the
     cache's place is fixed when a kernel is wrapped; numba's setting is restored after)."""
-    global _argsort_stable, _ascending, fill_rounds, component_labels, incidence_arrays
-    global busy_links
+    global _argsort_stable, _ascending, fill_rounds, component_labels, pooled_incidence
     where = private_cache_dir()
     previous = numba.config.CACHE_DIR
     numba.config.CACHE_DIR = where or ""
@@ -335,13 +347,12 @@ def _compile_all() -> None:
         _ascending = jit(_ascending)
         fill_rounds = jit(_fill_rounds)
         component_labels = jit(_component_labels)
-        incidence_arrays = jit(_incidence_arrays)
-        busy_links = jit(_busy_links)
+        pooled_incidence = jit(_pooled_incidence)
     finally:
         numba.config.CACHE_DIR = previous
 
 
-fill_rounds = component_labels = incidence_arrays = busy_links = None
+fill_rounds = component_labels = pooled_incidence = None
 if AVAILABLE:
     _compile_all()
 
@@ -352,5 +363,5 @@ def compile_now() -> None:
     one, at = np.ones(1), np.zeros(1, dtype=np.int64)
     fill_rounds(one, at, at, one, one, 2.0, 1.0, 1.0)
     component_labels(at, at, 1, 1)
-    incidence_arrays(at, np.ones(1, dtype=np.int64), at.copy())
-    busy_links(at, one, at)
+    pooled_incidence(at, at, at.copy(), np.full(1, -1, dtype=np.int64),
+                     np.zeros(2, dtype=np.int64), np.ones(2), at, one, at.copy())

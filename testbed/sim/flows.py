@@ -96,6 +96,7 @@ class Flow:
     _busy_idx: np.ndarray | None = field(default=None, repr=False)
     _busy_mult: np.ndarray | None = field(default=None, repr=False)
     _component: Component | None = field(default=None, repr=False)
+    _row: int = field(default=-1, repr=False)  # its row in the occupancy's pool
     _updated: float = 0.0
     _version: int = 0
     _queued: bool = False  # its current version has a completion event in the heap

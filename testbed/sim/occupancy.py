@@ -37,6 +37,7 @@ class Occupant(Protocol):
     _busy_idx: np.ndarray | None  # its busy links as (idx, mult) arrays; None: out of date
     _busy_mult: np.ndarray | None
     _component: Component | None
+    _row: int  # its row in the occupancy's pool while active
 
 
 @dataclass(eq=False, frozen=True)
@@ -78,6 +79,16 @@ class Occupancy:
         self._slot = np.zeros(0, dtype=np.intp)  # scratch: a link's local index
         self.on_link: dict[int, set[Any]] = {}  # busy link -> its flows
         self.by_id: dict[int, Any] = {}  # active flows
+        # The pool: each active flow's route (links, multiplicities) at ``_row_start[row]``
+        # (``_row_length[row]`` entries), then room for as many busy links,
+        # ``_row_busy[row]`` of them filled (-1: out of date). The compiled incidence reads it.
+        self._pool_idx = np.zeros(1 << 12, dtype=np.int64)
+        self._pool_mult = np.zeros(1 << 12)
+        self._pool_used = 0
+        self._row_start = np.zeros(64, dtype=np.int64)
+        self._row_length = np.zeros(64, dtype=np.int64)
+        self._row_busy = np.full(64, -1, dtype=np.int64)
+        self._free_rows: list[int] = list(range(63, -1, -1))
 
     # ------------------------------------------------------------------ links
 
@@ -129,6 +140,7 @@ class Occupancy:
         before = self.count[idx]
         self.count[idx] = before + 1
         comp = flow._component = Component({flow})
+        self._pool_in(flow, idx, flow.route.mult)
         self.by_id[flow.id] = flow
         met = before > 0
         if not met.any():
@@ -137,6 +149,7 @@ class Occupancy:
         self.sole[idx[~met]] = flow.id
         links = idx[met]
         party, on_link, link_ids, by_id = flow._party, self.on_link, self.link_ids, self.by_id
+        stale = self._row_busy
         flow._busy_idx = None
         met_links = links.tolist()
         flow._busy.update(met_links)
@@ -159,6 +172,7 @@ class Occupancy:
                 on_link[link] = {other, flow}
                 other._busy.add(link)
                 other._busy_idx = None
+                stale[other._row] = -1
                 meet(other, link)
                 continue
             members = on_link[link]
@@ -171,6 +185,7 @@ class Occupancy:
         """Uncount ``flow``; return the flows it shared links with (their rates may rise)."""
         self.count[flow.route.idx] -= 1
         del self.by_id[flow.id]
+        self._free_rows.append(flow._row)
         comp = flow._component
         flow._component = None
         comp.flows.discard(flow)
@@ -188,10 +203,45 @@ class Occupancy:
                 (last,) = members
                 last._busy.discard(link)
                 last._busy_idx = None
+                self._row_busy[last._row] = -1
                 self.sole[link] = last.id
                 del on_link[link]
         flow._busy.clear()
         return neighbours
+
+    def _pool_in(self, flow: Occupant, idx: np.ndarray, mult: np.ndarray) -> None:
+        """Give ``flow`` a row and room in the pool for its route and busy links."""
+        if not self._free_rows:
+            n = len(self._row_start)
+            self._row_start = np.concatenate([self._row_start, np.zeros(n, dtype=np.int64)])
+            self._row_length = np.concatenate([self._row_length, np.zeros(n, dtype=np.int64)])
+            self._row_busy = np.concatenate([self._row_busy, np.full(n, -1, dtype=np.int64)])
+            self._free_rows = list(range(2 * n - 1, n - 1, -1))
+        row = flow._row = self._free_rows.pop()
+        n = len(idx)
+        if self._pool_used + 2 * n > len(self._pool_idx):
+            self._compact(2 * n)
+        at = self._pool_used
+        self._pool_idx[at:at + n] = idx
+        self._pool_mult[at:at + n] = mult
+        self._pool_used = at + 2 * n
+        self._row_start[row], self._row_length[row], self._row_busy[row] = at, n, -1
+
+    def _compact(self, room: int) -> None:
+        """Move the active flows' rows to the front of a pool with ``room`` to spare (and as
+        much again as they hold, so that compactions stay rare)."""
+        live = [f._row for f in self.by_id.values()]
+        held = 2 * int(self._row_length[live].sum()) if live else 0
+        size = max(len(self._pool_idx), 2 * (held + room))
+        idx, mult = np.zeros(size, dtype=np.int64), np.zeros(size)
+        at = 0
+        for row in live:
+            old, n = int(self._row_start[row]), 2 * int(self._row_length[row])
+            idx[at:at + n] = self._pool_idx[old:old + n]
+            mult[at:at + n] = self._pool_mult[old:old + n]
+            self._row_start[row] = at
+            at += n
+        self._pool_idx, self._pool_mult, self._pool_used = idx, mult, at
 
     # ------------------------------------------------------------------ components
 
@@ -228,20 +278,19 @@ class Occupancy:
 
     def incidence(self, flows: Sequence[Occupant]) -> Incidence:
         """The busy links of ``flows`` (in that order) as arrays."""
+        if COMPILED:
+            rows = np.fromiter(map(_row_of, flows), dtype=np.int64, count=len(flows))
+            return Incidence(*compiled.pooled_incidence(
+                rows, self._row_start, self._row_length, self._row_busy, self._pool_idx,
+                self._pool_mult, self.count, self.cap, self._slot))
         count = self.count
         for f in flows:
-            if f._busy_idx is None and COMPILED:
-                f._busy_idx, f._busy_mult = compiled.busy_links(f.route.idx, f.route.mult, count)
-            elif f._busy_idx is None:
+            if f._busy_idx is None:
                 shared = count[f.route.idx] >= 2
                 f._busy_idx, f._busy_mult = f.route.idx[shared], f.route.mult[shared]
         busy = [f._busy_idx for f in flows]
         idx = np.concatenate(busy)
         mult = np.concatenate([f._busy_mult for f in flows])
-        if COMPILED:
-            owner, local, links = compiled.incidence_arrays(
-                idx, np.fromiter(map(len, busy), dtype=np.int64, count=len(busy)), self._slot)
-            return Incidence(owner, local, mult, self.cap[links])
         owner = np.repeat(np.arange(len(flows)),
                           np.fromiter(map(len, busy), dtype=np.intp, count=len(busy)))
         links, local = self._localize(idx)
@@ -301,6 +350,7 @@ class Incidence:
 COMPILED = compiled.AVAILABLE
 _by_id = operator.attrgetter("id")
 _busy_of = operator.attrgetter("_busy")
+_row_of = operator.attrgetter("_row")
 
 
 def _merge(a: Component, b: Component) -> Component:
