@@ -154,17 +154,8 @@ class Occupancy:
         met_links = links.tolist()
         flow._busy.update(met_links)
         shared: list[LinkId] = []
-
-        def meet(other: Occupant, link: Any) -> None:
-            """``flow`` and ``other`` now share ``link``: note it, join their components."""
-            nonlocal comp
-            if other._party != party:
-                lid = link_ids[link]
-                other.shared.add(lid)
-                shared.append(lid)
-            if other._component is not comp:
-                comp = _merge(comp, other._component)
-
+        # Where ``flow`` meets another flow on a link: the link is noted as shared between
+        # different parties, and their components are joined (inline: this loop is hot).
         for link, n, sole in zip(met_links, before[met].tolist(), self.sole[links].tolist(),
                                  strict=True):
             if n == 1:
@@ -173,11 +164,21 @@ class Occupancy:
                 other._busy.add(link)
                 other._busy_idx = None
                 stale[other._row] = -1
-                meet(other, link)
+                if other._party != party:
+                    lid = link_ids[link]
+                    other.shared.add(lid)
+                    shared.append(lid)
+                if other._component is not comp:
+                    comp = _merge(comp, other._component)
                 continue
             members = on_link[link]
             for other in members:
-                meet(other, link)
+                if other._party != party:
+                    lid = link_ids[link]
+                    other.shared.add(lid)
+                    shared.append(lid)
+                if other._component is not comp:
+                    comp = _merge(comp, other._component)
             members.add(flow)
         flow.shared.update(shared)
 
