@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import operator
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -366,7 +367,7 @@ class Network:
             shared = {link: caps[link] for shim in shims for link in shim.links}
             rates = max_min_rates_reference(shims, shared)
             return [rates[shim] for shim in shims]
-        caps = np.fromiter((f.cap for f in flows), dtype=float, count=len(flows))
+        caps = np.fromiter(map(_cap_of, flows), dtype=float, count=len(flows))
         return fill_rates(caps, incidence.flow, incidence.link, incidence.mult,
                           incidence.link_cap).tolist()
 
@@ -382,5 +383,6 @@ class _Shim:
 
 
 SHARING = ("fast", "numpy", "reference")
+_cap_of = operator.attrgetter("cap")
 # Components with at most this many (flow, shared link) pairs are filled in plain Python.
 SMALL_ENTRIES = 64
