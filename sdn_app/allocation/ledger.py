@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache, partial
-from itertools import repeat
+from itertools import compress, repeat
 from typing import Any, NamedTuple, overload
 
 from testbed.core.errors import FabricLabError
@@ -302,6 +302,7 @@ class Ledger:
         self.jobs: dict[str, Allocation] = {}
         self._host_owner: dict[LeafSlot, str] = {}
         self._free_count = [hosts_per_leaf] * leaves  # free hosts per leaf
+        self._slot_free = [bytearray(b"\x01") * hosts_per_leaf for _ in range(leaves)]  # 1: free
         # Busy hosts per server ([leaf][server]), idle OCS ports per leaf (bit o), idle ports
         # per spine and OCS (a count, and bit p of a mask), kept as jobs come and go.
         self._server_busy = [[0] * (hosts_per_leaf // gpus_per_server) for _ in range(leaves)]
@@ -323,7 +324,7 @@ class Ledger:
 
     def free_slots(self, leaf: int) -> list[int]:
         """Free slots under ``leaf``, lowest first."""
-        return [s for s in range(self.hosts_per_leaf) if (leaf, s) not in self._host_owner]
+        return list(compress(range(self.hosts_per_leaf), self._slot_free[leaf]))
 
     def free_count(self, leaf: int) -> int:
         """How many hosts under ``leaf`` are free."""
@@ -331,10 +332,11 @@ class Ledger:
 
     def best_fit_leaf(self, k: int, among: Iterable[int] | None = None) -> int | None:
         """The leaf with the fewest free hosts that still has k free (lowest index on ties)."""
+        counts = self._free_count
         fitting = [
-            (self.free_count(leaf), leaf)
+            (counts[leaf], leaf)
             for leaf in (range(self.leaves) if among is None else among)
-            if self.free_count(leaf) >= k
+            if counts[leaf] >= k
         ]
         return min(fitting)[1] if fitting else None
 
@@ -512,6 +514,7 @@ class Ledger:
         """Give ``hosts`` to ``job_id`` (``step`` +1) or free them (-1)."""
         owner, free, busy, g = (self._host_owner, self._free_count, self._server_busy,
                                 self.gpus_per_server)
+        slot_free = self._slot_free
         for host in hosts:
             if step > 0:
                 assert host not in owner, host
@@ -519,6 +522,7 @@ class Ledger:
             else:
                 del owner[host]
             free[host[0]] -= step
+            slot_free[host[0]][host[1]] = step < 0
             busy[host[0]][host[1] // g] += step
 
     def _book_ports(self, ports: PortUse, step: int) -> None:

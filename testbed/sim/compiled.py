@@ -2,10 +2,16 @@
 
 Pure functions, no I/O but numba's cache. Each kernel does the same floating-point operations,
 in the same order, as the numpy code it stands in for (:func:`testbed.sim.maxmin.fill_rates_rounds`,
-:meth:`testbed.sim.occupancy.Incidence.labels`, :meth:`testbed.sim.occupancy.Occupancy.incidence`),
-so results are identical to the last bit; ``tests/test_sim_compiled.py`` checks both ways on
-the same inputs. Without numba (``pip install -e '.[sim-fast]'`` adds it) ``AVAILABLE`` is
-False and callers keep the numpy code; ``FABRICLAB_NO_NUMBA=1`` turns the kernels off.
+:meth:`testbed.sim.occupancy.Incidence.labels`), so results are identical to the last bit;
+``tests/test_sim_compiled.py`` checks both ways on the same inputs. The incidence read from
+the occupancy's pool (:func:`pooled_incidence`, with :func:`busy_add` and :func:`busy_remove`
+keeping each flow's busy links as links become busy or free) holds the entries
+:meth:`testbed.sim.occupancy.Occupancy.incidence` rebuilds from the routes, flows in the same
+order but a flow's links in another order and so numbered otherwise; the filler and the labels
+give the same results to the bit for any such order (a link's load and its flows' sums run over
+its flows by position, whatever the link's number), which the tests check too.
+Without numba (``pip install -e '.[sim-fast]'`` adds it) ``AVAILABLE`` is False and callers
+keep the numpy code; ``FABRICLAB_NO_NUMBA=1`` turns the kernels off.
 
 Compiling takes seconds (at a kernel's first call in a process), so the machine code is cached
 in ``~/.cache/fabriclab/numba`` of the effective user (made 0700), and only if that directory
@@ -31,7 +37,8 @@ except ImportError:  # the numpy code stands in
 else:
     AVAILABLE = True
 
-__all__ = ["AVAILABLE", "busy_links", "component_labels", "fill_rounds", "incidence_arrays"]
+__all__ = ["AVAILABLE", "busy_add", "busy_remove", "component_labels", "fill_rounds",
+           "pooled_incidence"]
 
 
 def _fill_rounds(flow_cap: np.ndarray, e_flow: np.ndarray, e_link: np.ndarray,
@@ -178,32 +185,32 @@ def _fill_rounds(flow_cap: np.ndarray, e_flow: np.ndarray, e_link: np.ndarray,
     return rates
 
 
-def _busy_links(route_idx: np.ndarray, route_mult: np.ndarray, count: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """A route's links with ``count`` >= 2 (busy) and their multiplicities, in route order."""
-    idx = np.empty(route_idx.shape[0], dtype=np.int64)
-    mult = np.empty(route_idx.shape[0])
-    k = 0
-    for j in range(route_idx.shape[0]):
-        if count[route_idx[j]] >= 2:
-            idx[k] = route_idx[j]
-            mult[k] = route_mult[j]
-            k += 1
-    return idx[:k].copy(), mult[:k].copy()
-
-
-def _incidence_arrays(e_link: np.ndarray, lengths: np.ndarray, slot: np.ndarray
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
-    """For flows' busy links laid end to end (``lengths`` entries each, global link
-    indices): each entry's flow position and link's local index, and the distinct links.
-    Local indices as ``Occupancy._localize`` numbers them (links in the order of their last
-    entry); ``slot`` is scratch over the global links."""
-    n = e_link.shape[0]
+def _pooled_incidence(rows: np.ndarray, start: np.ndarray, length: np.ndarray,
+                      busy: np.ndarray, pool_idx: np.ndarray, pool_mult: np.ndarray,
+                      cap: np.ndarray, slot: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
+                                 ]:  # pragma: no cover - compiled
+    """``Occupancy.incidence`` of the flows of ``rows`` (that order) from the pool: row
+    ``r``'s busy links and their multiplicities are ``pool_idx`` / ``pool_mult`` from
+    ``start[r] + length[r]`` on, ``busy[r]`` of them. Returns each entry's flow position,
+    its link's local index (links in the order of their last entry, as
+    ``Occupancy._localize`` numbers them), its multiplicity, and each local link's capacity;
+    ``slot`` is scratch over the global links."""
+    n_flows = rows.shape[0]
+    n = 0
+    for i in range(n_flows):
+        n += busy[rows[i]]
     owner = np.empty(n, dtype=np.int64)
+    e_link = np.empty(n, dtype=np.int64)
+    mult = np.empty(n)
     e = 0
-    for f in range(lengths.shape[0]):
-        for _ in range(lengths[f]):
-            owner[e] = f
+    for i in range(n_flows):
+        r = rows[i]
+        at = start[r] + length[r]
+        for j in range(at, at + busy[r]):
+            owner[e] = i
+            e_link[e] = pool_idx[j]
+            mult[e] = pool_mult[j]
             e += 1
     for e in range(n):
         slot[e_link[e]] = e
@@ -213,12 +220,47 @@ def _incidence_arrays(e_link: np.ndarray, lengths: np.ndarray, slot: np.ndarray
         if slot[e_link[e]] == e:
             links[n_links] = e_link[e]
             n_links += 1
+    link_cap = np.empty(n_links)
     for i in range(n_links):
         slot[links[i]] = i
+        link_cap[i] = cap[links[i]]
     local = np.empty(n, dtype=np.int64)
     for e in range(n):
         local[e] = slot[e_link[e]]
-    return owner, local, links[:n_links]
+    return owner, local, mult, link_cap
+
+
+def _busy_add(rows: np.ndarray, links: np.ndarray, mults: np.ndarray, start: np.ndarray,
+              length: np.ndarray, busy: np.ndarray, pool_idx: np.ndarray,
+              pool_mult: np.ndarray) -> None:  # pragma: no cover - compiled
+    """Row ``rows[i]`` of the pool gains busy link ``links[i]`` (multiplicity ``mults[i]``),
+    at the end of its busy links."""
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        at = start[r] + length[r] + busy[r]
+        pool_idx[at] = links[i]
+        pool_mult[at] = mults[i]
+        busy[r] += 1
+
+
+def _busy_remove(rows: np.ndarray, links: np.ndarray, start: np.ndarray, length: np.ndarray,
+                 busy: np.ndarray, pool_idx: np.ndarray, pool_mult: np.ndarray,
+                 sole_row: np.ndarray, sole_mult: np.ndarray
+                 ) -> None:  # pragma: no cover - compiled
+    """Row ``rows[i]`` of the pool loses busy link ``links[i]`` (its last busy link takes
+    its place), on which it is now alone: ``sole_row`` / ``sole_mult`` of the link say so."""
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        lo = start[r] + length[r]
+        last = lo + busy[r] - 1
+        for j in range(lo, last + 1):
+            if pool_idx[j] == links[i]:
+                sole_row[links[i]] = r
+                sole_mult[links[i]] = pool_mult[j]
+                pool_idx[j] = pool_idx[last]
+                pool_mult[j] = pool_mult[last]
+                busy[r] -= 1
+                break
 
 
 def _argsort_stable(keys: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
@@ -324,8 +366,8 @@ def private_cache_dir() -> str | None:
 def _compile_all() -> None:
     """Wrap the kernels with numba, cached in :func:`private_cache_dir` if there is one (the
     cache's place is fixed when a kernel is wrapped; numba's setting is restored after)."""
-    global _argsort_stable, _ascending, fill_rounds, component_labels, incidence_arrays
-    global busy_links
+    global _argsort_stable, _ascending, fill_rounds, component_labels, pooled_incidence
+    global busy_add, busy_remove
     where = private_cache_dir()
     previous = numba.config.CACHE_DIR
     numba.config.CACHE_DIR = where or ""
@@ -335,13 +377,14 @@ def _compile_all() -> None:
         _ascending = jit(_ascending)
         fill_rounds = jit(_fill_rounds)
         component_labels = jit(_component_labels)
-        incidence_arrays = jit(_incidence_arrays)
-        busy_links = jit(_busy_links)
+        pooled_incidence = jit(_pooled_incidence)
+        busy_add = jit(_busy_add)
+        busy_remove = jit(_busy_remove)
     finally:
         numba.config.CACHE_DIR = previous
 
 
-fill_rounds = component_labels = incidence_arrays = busy_links = None
+fill_rounds = component_labels = pooled_incidence = busy_add = busy_remove = None
 if AVAILABLE:
     _compile_all()
 
@@ -352,5 +395,7 @@ def compile_now() -> None:
     one, at = np.ones(1), np.zeros(1, dtype=np.int64)
     fill_rounds(one, at, at, one, one, 2.0, 1.0, 1.0)
     component_labels(at, at, 1, 1)
-    incidence_arrays(at, np.ones(1, dtype=np.int64), at.copy())
-    busy_links(at, one, at)
+    pool_idx, pool_mult, busy = np.zeros(2, dtype=np.int64), np.ones(2), at.copy()
+    pooled_incidence(at, at, at, busy, pool_idx, pool_mult, one, at.copy())
+    busy_add(at, at, one, at, at, busy, pool_idx, pool_mult)
+    busy_remove(at, at, at, at, busy, pool_idx, pool_mult, at.copy(), one.copy())

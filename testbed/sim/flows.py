@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import operator
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,6 +97,7 @@ class Flow:
     _busy_idx: np.ndarray | None = field(default=None, repr=False)
     _busy_mult: np.ndarray | None = field(default=None, repr=False)
     _component: Component | None = field(default=None, repr=False)
+    _row: int = field(default=-1, repr=False)  # its row in the occupancy's pool
     _updated: float = 0.0
     _version: int = 0
     _queued: bool = False  # its current version has a completion event in the heap
@@ -365,7 +367,7 @@ class Network:
             shared = {link: caps[link] for shim in shims for link in shim.links}
             rates = max_min_rates_reference(shims, shared)
             return [rates[shim] for shim in shims]
-        caps = np.fromiter((f.cap for f in flows), dtype=float, count=len(flows))
+        caps = np.fromiter(map(_cap_of, flows), dtype=float, count=len(flows))
         return fill_rates(caps, incidence.flow, incidence.link, incidence.mult,
                           incidence.link_cap).tolist()
 
@@ -381,5 +383,6 @@ class _Shim:
 
 
 SHARING = ("fast", "numpy", "reference")
+_cap_of = operator.attrgetter("cap")
 # Components with at most this many (flow, shared link) pairs are filled in plain Python.
 SMALL_ENTRIES = 64

@@ -37,6 +37,7 @@ class Occupant(Protocol):
     _busy_idx: np.ndarray | None  # its busy links as (idx, mult) arrays; None: out of date
     _busy_mult: np.ndarray | None
     _component: Component | None
+    _row: int  # its row in the occupancy's pool while active
 
 
 @dataclass(eq=False, frozen=True)
@@ -75,9 +76,25 @@ class Occupancy:
         self.cap = np.zeros(0)
         self.count = np.zeros(0, dtype=np.int64)
         self.sole = np.zeros(0, dtype=np.int64)  # the flow id on a link with count 1
+        # and that flow's row in the pool and its multiplicity there (when pooled)
+        self._sole_row = np.zeros(0, dtype=np.int64)
+        self._sole_mult = np.zeros(0)
         self._slot = np.zeros(0, dtype=np.intp)  # scratch: a link's local index
         self.on_link: dict[int, set[Any]] = {}  # busy link -> its flows
         self.by_id: dict[int, Any] = {}  # active flows
+        # The pool (kept only when the kernels are there): each active flow's route (links,
+        # multiplicities) at ``_row_start[row]`` (``_row_length[row]`` entries), then room
+        # for as many busy links, the first ``_row_busy[row]`` of them its busy links now (in
+        # no particular order: patched as links become busy or free). The compiled incidence
+        # reads it.
+        self._pooled = compiled.AVAILABLE
+        self._pool_idx = np.zeros(1 << 12, dtype=np.int64)
+        self._pool_mult = np.zeros(1 << 12)
+        self._pool_used = 0
+        self._row_start = np.zeros(64, dtype=np.int64)
+        self._row_length = np.zeros(64, dtype=np.int64)
+        self._row_busy = np.zeros(64, dtype=np.int64)
+        self._free_rows: list[int] = list(range(63, -1, -1))
 
     # ------------------------------------------------------------------ links
 
@@ -116,6 +133,8 @@ class Occupancy:
             self.cap = np.concatenate([self.cap, np.zeros(pad)])
             self.count = np.concatenate([self.count, np.zeros(pad, dtype=np.int64)])
             self.sole = np.concatenate([self.sole, np.zeros(pad, dtype=np.int64)])
+            self._sole_row = np.concatenate([self._sole_row, np.zeros(pad, dtype=np.int64)])
+            self._sole_mult = np.concatenate([self._sole_mult, np.zeros(pad)])
             self._slot = np.concatenate([self._slot, np.zeros(pad, dtype=np.intp)])
         self.cap[synced:n] = self.caps[synced:]
         self._synced = n
@@ -129,41 +148,58 @@ class Occupancy:
         before = self.count[idx]
         self.count[idx] = before + 1
         comp = flow._component = Component({flow})
-        self.by_id[flow.id] = flow
         met = before > 0
+        pooled = self._pooled
+        if pooled:
+            self._pool_in(flow, idx, flow.route.mult, met)
+        self.by_id[flow.id] = flow
         if not met.any():
             self.sole[idx] = flow.id
+            if pooled:
+                self._sole_row[idx], self._sole_mult[idx] = flow._row, flow.route.mult
             return
-        self.sole[idx[~met]] = flow.id
+        alone = ~met
+        self.sole[idx[alone]] = flow.id
         links = idx[met]
+        n_before = before[met]
+        if pooled:
+            self._sole_row[idx[alone]], self._sole_mult[idx[alone]] = (flow._row,
+                                                                       flow.route.mult[alone])
+            # The flows alone on links until now: each gains that link as a busy one.
+            pairs = links[n_before == 1]
+            if len(pairs):
+                compiled.busy_add(self._sole_row[pairs], pairs, self._sole_mult[pairs],
+                                  self._row_start, self._row_length, self._row_busy,
+                                  self._pool_idx, self._pool_mult)
         party, on_link, link_ids, by_id = flow._party, self.on_link, self.link_ids, self.by_id
         flow._busy_idx = None
         met_links = links.tolist()
         flow._busy.update(met_links)
         shared: list[LinkId] = []
-
-        def meet(other: Occupant, link: Any) -> None:
-            """``flow`` and ``other`` now share ``link``: note it, join their components."""
-            nonlocal comp
-            if other._party != party:
-                lid = link_ids[link]
-                other.shared.add(lid)
-                shared.append(lid)
-            if other._component is not comp:
-                comp = _merge(comp, other._component)
-
-        for link, n, sole in zip(met_links, before[met].tolist(), self.sole[links].tolist(),
+        # Where ``flow`` meets another flow on a link: the link is noted as shared between
+        # different parties, and their components are joined (inline: this loop is hot).
+        for link, n, sole in zip(met_links, n_before.tolist(), self.sole[links].tolist(),
                                  strict=True):
             if n == 1:
                 other = by_id[sole]
                 on_link[link] = {other, flow}
                 other._busy.add(link)
                 other._busy_idx = None
-                meet(other, link)
+                if other._party != party:
+                    lid = link_ids[link]
+                    other.shared.add(lid)
+                    shared.append(lid)
+                if other._component is not comp:
+                    comp = _merge(comp, other._component)
                 continue
             members = on_link[link]
             for other in members:
-                meet(other, link)
+                if other._party != party:
+                    lid = link_ids[link]
+                    other.shared.add(lid)
+                    shared.append(lid)
+                if other._component is not comp:
+                    comp = _merge(comp, other._component)
             members.add(flow)
         flow.shared.update(shared)
 
@@ -171,6 +207,8 @@ class Occupancy:
         """Uncount ``flow``; return the flows it shared links with (their rates may rise)."""
         self.count[flow.route.idx] -= 1
         del self.by_id[flow.id]
+        if self._pooled:
+            self._free_rows.append(flow._row)
         comp = flow._component
         flow._component = None
         comp.flows.discard(flow)
@@ -180,6 +218,8 @@ class Occupancy:
             comp.stale = True
         neighbours: list[Any] = []
         on_link = self.on_link
+        shrunk: list[int] = []  # rows of flows that lose a busy link, and the link
+        shrunk_links: list[int] = []
         for link in flow._busy:
             members = on_link[link]
             members.discard(flow)
@@ -188,10 +228,56 @@ class Occupancy:
                 (last,) = members
                 last._busy.discard(link)
                 last._busy_idx = None
+                shrunk.append(last._row)
+                shrunk_links.append(link)
                 self.sole[link] = last.id
                 del on_link[link]
         flow._busy.clear()
+        if shrunk and self._pooled:
+            compiled.busy_remove(np.array(shrunk, dtype=np.int64),
+                                 np.array(shrunk_links, dtype=np.int64), self._row_start,
+                                 self._row_length, self._row_busy, self._pool_idx,
+                                 self._pool_mult, self._sole_row, self._sole_mult)
         return neighbours
+
+    def _pool_in(self, flow: Occupant, idx: np.ndarray, mult: np.ndarray,
+                 busy: np.ndarray) -> None:
+        """Give ``flow`` a row in the pool: its route, and its busy links (where ``busy``)."""
+        if not self._free_rows:
+            n = len(self._row_start)
+            self._row_start = np.concatenate([self._row_start, np.zeros(n, dtype=np.int64)])
+            self._row_length = np.concatenate([self._row_length, np.zeros(n, dtype=np.int64)])
+            self._row_busy = np.concatenate([self._row_busy, np.zeros(n, dtype=np.int64)])
+            self._free_rows = list(range(2 * n - 1, n - 1, -1))
+        row = flow._row = self._free_rows.pop()
+        n = len(idx)
+        if self._pool_used + 2 * n > len(self._pool_idx):
+            self._compact(2 * n)
+        at = self._pool_used
+        self._pool_idx[at:at + n] = idx
+        self._pool_mult[at:at + n] = mult
+        k = int(np.count_nonzero(busy))
+        if k:
+            self._pool_idx[at + n:at + n + k] = idx[busy]
+            self._pool_mult[at + n:at + n + k] = mult[busy]
+        self._pool_used = at + 2 * n
+        self._row_start[row], self._row_length[row], self._row_busy[row] = at, n, k
+
+    def _compact(self, room: int) -> None:
+        """Move the active flows' rows to the front of a pool with ``room`` to spare (and as
+        much again as they hold, so that compactions stay rare)."""
+        live = [f._row for f in self.by_id.values()]
+        held = 2 * int(self._row_length[live].sum()) if live else 0
+        size = max(len(self._pool_idx), 2 * (held + room))
+        idx, mult = np.zeros(size, dtype=np.int64), np.zeros(size)
+        at = 0
+        for row in live:
+            old, n = int(self._row_start[row]), 2 * int(self._row_length[row])
+            idx[at:at + n] = self._pool_idx[old:old + n]
+            mult[at:at + n] = self._pool_mult[old:old + n]
+            self._row_start[row] = at
+            at += n
+        self._pool_idx, self._pool_mult, self._pool_used = idx, mult, at
 
     # ------------------------------------------------------------------ components
 
@@ -228,20 +314,19 @@ class Occupancy:
 
     def incidence(self, flows: Sequence[Occupant]) -> Incidence:
         """The busy links of ``flows`` (in that order) as arrays."""
+        if COMPILED and self._pooled:
+            rows = np.fromiter(map(_row_of, flows), dtype=np.int64, count=len(flows))
+            return Incidence(*compiled.pooled_incidence(
+                rows, self._row_start, self._row_length, self._row_busy, self._pool_idx,
+                self._pool_mult, self.cap, self._slot))
         count = self.count
         for f in flows:
-            if f._busy_idx is None and COMPILED:
-                f._busy_idx, f._busy_mult = compiled.busy_links(f.route.idx, f.route.mult, count)
-            elif f._busy_idx is None:
+            if f._busy_idx is None:
                 shared = count[f.route.idx] >= 2
                 f._busy_idx, f._busy_mult = f.route.idx[shared], f.route.mult[shared]
         busy = [f._busy_idx for f in flows]
         idx = np.concatenate(busy)
         mult = np.concatenate([f._busy_mult for f in flows])
-        if COMPILED:
-            owner, local, links = compiled.incidence_arrays(
-                idx, np.fromiter(map(len, busy), dtype=np.int64, count=len(busy)), self._slot)
-            return Incidence(owner, local, mult, self.cap[links])
         owner = np.repeat(np.arange(len(flows)),
                           np.fromiter(map(len, busy), dtype=np.intp, count=len(busy)))
         links, local = self._localize(idx)
@@ -301,6 +386,7 @@ class Incidence:
 COMPILED = compiled.AVAILABLE
 _by_id = operator.attrgetter("id")
 _busy_of = operator.attrgetter("_busy")
+_row_of = operator.attrgetter("_row")
 
 
 def _merge(a: Component, b: Component) -> Component:
