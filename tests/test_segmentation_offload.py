@@ -23,9 +23,11 @@ def _plan(**fabric):
 
 
 def _commands(monkeypatch, plan) -> list[list[str]]:
+    """The commands :func:`segmentation.apply` runs, each followed by the lines it was fed."""
     calls: list[list[str]] = []
-    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: calls.append(cmd) or
-                        subprocess.CompletedProcess(cmd, 0, "", ""))
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: calls.append(
+        cmd + (kw.get("input") or "").splitlines()) or subprocess.CompletedProcess(cmd, 0, "",
+                                                                                   ""))
     segmentation.apply(plan, {"h0": 1, "h1": 2})
     return calls
 
@@ -44,8 +46,9 @@ def test_hosts_send_wire_sized_packets_when_asked_or_when_links_lose(monkeypatch
 def test_segments_are_capped_at_their_time_on_the_slowest_link_they_may_cross(monkeypatch):
     # 1 ms of the 40 Mbit/s uplinks (slower than the 100 Mbit/s host links) is 5000 bytes.
     calls = _commands(monkeypatch, _plan(segment_max_ms=1))
-    assert [c[-7:] for c in calls] == [
-        ["ip", "link", "set", "dev", f"{h}-eth0", "gso_max_size", "5000"] for h in ("h0", "h1")]
+    assert calls == [["nsenter", f"--net=/proc/{pid}/ns/net", "ip", "-batch", "-",
+                      f"link set dev {h}-eth0 gso_max_size 5000"]
+                     for h, pid in (("h0", 1), ("h1", 2))]
 
 
 @pytest.mark.parametrize(("mbit_s", "ms", "cap"), [

@@ -16,7 +16,8 @@ from __future__ import annotations
 import subprocess
 
 from testbed.core.errors import FabricLabError
-from testbed.core.topology import FabricPlan, Host, Nic
+from testbed.core.topology import FabricPlan, Nic
+from testbed.emulator.netns_batch import run_batch
 
 KERNEL_SEGMENT_BYTES = 65536  # the kernel's default gso_max_size
 # The smallest cap set: two full frames (TCP sends at least tcp_min_tso_segs = 2 MSS per
@@ -59,13 +60,6 @@ def segment_caps(plan: FabricPlan) -> dict[tuple[str, str], int]:
     return caps
 
 
-def _in_host(host: Host, pid: int, args: list[str], what: str) -> None:
-    out = subprocess.run(["nsenter", "-t", str(pid), "-n", *args], capture_output=True,
-                         text=True)
-    if out.returncode != 0:
-        raise FabricLabError(f"could not {what} on {host.name}: {out.stderr.strip()}")
-
-
 def apply(plan: FabricPlan, host_pids: dict[str, int]) -> None:
     """TSO and GSO off on every host interface where hosts send wire-sized packets
     (:func:`wire_sized`), else each capped interface's gso_max_size set
@@ -74,12 +68,16 @@ def apply(plan: FabricPlan, host_pids: dict[str, int]) -> None:
     if wire_sized(plan):
         for h in plan.hosts:
             for nic in h.nics:
-                _in_host(h, host_pids[h.name], ["ethtool", "-K", nic.intf, "tso", "off",
-                                                 "gso", "off"],
-                         f"turn segmentation offload off on {nic.intf}")
+                out = subprocess.run(["nsenter", "-t", str(host_pids[h.name]), "-n", "ethtool",
+                                      "-K", nic.intf, "tso", "off", "gso", "off"],
+                                     capture_output=True, text=True)
+                if out.returncode != 0:
+                    raise FabricLabError(f"could not turn segmentation offload off on "
+                                         f"{nic.intf}: {out.stderr.strip()}")
         return
-    by_name = {h.name: h for h in plan.hosts}
+    lines: dict[str, list[str]] = {}
     for (host, intf), cap in segment_caps(plan).items():
-        _in_host(by_name[host], host_pids[host],
-                 ["ip", "link", "set", "dev", intf, "gso_max_size", str(cap)],
-                 f"cap {intf}'s segments at {cap} bytes")
+        lines.setdefault(host, []).append(f"link set dev {intf} gso_max_size {cap}")
+    for host, batch in lines.items():  # one ip -batch per host, not one process per NIC
+        if problem := run_batch(host_pids[host], ["ip", "-batch", "-"], batch):
+            raise FabricLabError(f"could not cap the segments on {host}: {problem}")
