@@ -180,27 +180,23 @@ class Occupancy:
         # different parties, and their components are joined (inline: this loop is hot).
         for link, n, sole in zip(met_links, n_before.tolist(), self.sole[links].tolist(),
                                  strict=True):
-            if n == 1:
+            if n == 1:  # the link's sole flow until now gains it as a busy link
                 other = by_id[sole]
                 on_link[link] = {other, flow}
                 other._busy.add(link)
                 other._busy_idx = None
+                others = (other,)
+            else:
+                others = on_link[link]
+            for other in others:
                 if other._party != party:
                     lid = link_ids[link]
                     other.shared.add(lid)
                     shared.append(lid)
                 if other._component is not comp:
                     comp = _merge(comp, other._component)
-                continue
-            members = on_link[link]
-            for other in members:
-                if other._party != party:
-                    lid = link_ids[link]
-                    other.shared.add(lid)
-                    shared.append(lid)
-                if other._component is not comp:
-                    comp = _merge(comp, other._component)
-            members.add(flow)
+            if n != 1:
+                others.add(flow)
         flow.shared.update(shared)
 
     def leave(self, flow: Occupant) -> list[Any]:
