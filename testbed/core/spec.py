@@ -150,6 +150,10 @@ class _Links(_Strict):
     # (testbed.emulator.segmentation), which bounds that credit to this much per transfer at
     # a fraction of wire-sized packets' cost. None: the kernel's 64 KiB.
     segment_max_ms: Annotated[float, Field(gt=0, le=100)] | None = None
+    # Each shaped link's data queue: one drop-tail FIFO ("fifo"), or per-flow fair queueing
+    # ("fair": flows hashed into buckets served in turn, testbed.emulator.fair_queue), the
+    # split of a link between its flows that the simulator's max-min rates assume.
+    link_queue: Literal["fifo", "fair"] = "fifo"
 
     def _check_links(self) -> None:
         """One sentence for the first override that names no link of this fabric (once its

@@ -2,7 +2,8 @@
 
 Every link is shaped with ``bw``; Mininet's own delay, loss, jitter and queue options are never
 set (they would put netem at the root, before the shaping). A link's delay, jitter and loss go
-in as ``netem`` (:mod:`testbed.emulator.impairments`), on kernels that have netem.
+in as ``netem`` (:mod:`testbed.emulator.impairments`), on kernels that have netem, and
+``link_queue: fair`` as ``fair`` (:mod:`testbed.emulator.fair_queue`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ class FabricTopo(Topo):
             macs = {k: mac for k, mac in (("addr1", self._mac(lk.a, lk.a_port)),
                                           ("addr2", self._mac(lk.b, lk.b_port))) if mac}
             impair = {"netem": link_netem(lk)} if netem and lk.impaired else {}
+            if plan.spec.link_queue == "fair":
+                impair["fair"] = True
             self.addLink(
                 lk.a, lk.b, port1=lk.a_port, port2=lk.b_port, bw=lk.mbit_s,
                 params1=self._ip(lk.a, lk.a_port), params2=self._ip(lk.b, lk.b_port), **macs,

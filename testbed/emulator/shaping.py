@@ -23,6 +23,8 @@ import shlex
 
 from mininet.link import TCIntf, TCLink
 
+from testbed.emulator import fair_queue
+
 QUEUE_MS = 20.0
 MIN_QUEUE_BYTES = 4 * 65536
 ACK_BYTES = 128  # IP packets shorter than this take the priority class
@@ -50,10 +52,13 @@ def _class_args(mbit_s: float, parent: str, classid: str, share: float,
             f"burst 15k{tail}")
 
 
-def htb_commands(mbit_s: float, netem: dict[str, float] | None = None) -> list[str]:
+def htb_commands(mbit_s: float, netem: dict[str, float] | None = None,
+                 fair: bool = False) -> list[str]:
     """tc commands (Mininet's ``%s %s`` = tc binary, interface) for one shaped interface.
     With ``netem`` (delay_us, jitter_us, loss), each leaf class's queue is a netem qdisc
-    instead (:mod:`testbed.emulator.impairments`): shaped first, then delayed or dropped."""
+    instead (:mod:`testbed.emulator.impairments`): shaped first, then delayed or dropped.
+    With ``fair``, the data class is split into per-flow buckets, each behind its own such
+    queue (:mod:`testbed.emulator.fair_queue`)."""
     mask = 0xFFFF & ~(ACK_BYTES - 1)  # IP total length < ACK_BYTES
     acks, data = "pfifo limit 1000", f"bfifo limit {queue_bytes(mbit_s)}"
     if netem:
@@ -64,11 +69,16 @@ def htb_commands(mbit_s: float, netem: dict[str, float] | None = None) -> list[s
         acks = netem_args(**netem, mbit_s=mbit_s * 0.1, queue_bytes=0).replace("%", "%%")
         data = netem_args(**netem, mbit_s=mbit_s,
                           queue_bytes=queue_bytes(mbit_s)).replace("%", "%%")
+    if fair:
+        default = f"{fair_queue.FIRST_MINOR:x}"
+        data_queues = fair_queue.bucket_commands(mbit_s, CLASSES[2][2], data)
+    else:
+        default, data_queues = "20", [f"%s qdisc add dev %s parent 5:20 handle 20: {data}"]
     return [
-        f"%s qdisc add dev %s root handle 5:0 htb default 20 r2q {htb_r2q(mbit_s)}",
+        f"%s qdisc add dev %s root handle 5:0 htb default {default} r2q {htb_r2q(mbit_s)}",
         *(f"%s class add dev %s {_class_args(mbit_s, *c)}" for c in CLASSES),
         f"%s qdisc add dev %s parent 5:10 handle 10: {acks}",
-        f"%s qdisc add dev %s parent 5:20 handle 20: {data}",
+        *data_queues,
         f"%s filter add dev %s parent 5: protocol ip prio 1 u32 "
         f"match u16 0x0000 {mask:#06x} at 2 flowid 5:10",
     ]
@@ -86,9 +96,10 @@ class ShapedIntf(TCIntf):
     refused (they would put netem at the wrong place); ``netem`` puts it under the classes."""
 
     netem: dict[str, float] | None = None
+    fair: bool = False
 
-    def config(self, netem: dict[str, float] | None = None, **params):
-        self.netem = netem
+    def config(self, netem: dict[str, float] | None = None, fair: bool = False, **params):
+        self.netem, self.fair = netem, fair
         return super().config(**params)
 
     def bwCmds(self, bw=None, **_ignored):
@@ -96,7 +107,7 @@ class ShapedIntf(TCIntf):
             if self.netem:
                 raise ValueError(f"{self.name}: link delay and loss need a shaped link")
             return [], " root "
-        return htb_commands(bw, self.netem), " parent 20: "
+        return htb_commands(bw, self.netem, self.fair), " parent 20: "
 
 
 class ShapedLink(TCLink):
