@@ -186,8 +186,8 @@ def judge_shared(verdicts: list[dict[str, Any]], on_links: dict[str, dict[str, i
     """Hold a violated job that shares links with other judged jobs when the split of the
     links, not the emulation, explains it (the module docstring): its group's measured span
     is within ``tolerance`` of the simulator's (``measured`` and ``predicted``: job → its
-    collectives' (start, end), warm-up included: the replay starts each job's first one when
-    the run did, and a split moves the warm-up's end too), and, if it was faster than
+    collectives' (start, end), warm-up included: the replay starts each of them no earlier
+    than the run did, and a split moves the warm-up's end too), and, if it was faster than
     predicted, its solo baseline's prediction (``alone``) is no more than ``tolerance``
     slower than it ran. A held job gets ``violated`` False; every job in a group of two or
     more gets ``shared``: the group, the span's ratio (predicted ÷ measured) and, for a held

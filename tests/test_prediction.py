@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from testbed.core.experiment import expand
-from testbed.emulator.prediction import first_starts, repredict
+from testbed.core.traces import read_table
+from testbed.emulator.prediction import issue_times, repredict
 from testbed.sim.backend import SimRunner
 
 SPEC = {"name": "two", "policy": "ecmp",
@@ -48,10 +49,34 @@ def test_jobs_counted_on_one_spine_are_predicted_to_share_it(tmp_path):
     assert any((run / "prediction").glob("*/jobs.json"))
 
 
-def test_first_starts_read_the_traces(tmp_path):
+def test_issue_times_read_the_traces(tmp_path):
     run = _run(tmp_path)
-    starts = first_starts(run, ["a", "b", "missing"])
-    assert set(starts) == {"a", "b"} and starts["a"] == pytest.approx(starts["b"])
+    starts = issue_times(run, ["a", "b", "missing"])
+    assert set(starts) == {"a", "b"} and len(starts["a"]) == 3  # the warm-up and 2 iterations
+    assert starts["a"][0] == pytest.approx(starts["b"][0])
+    assert starts["a"] == sorted(starts["a"])
+
+
+def _times_s(run: Path, job: str) -> list[float]:
+    t = read_table(run / "jobs" / job, "collectives").to_pandas()
+    return [float(x) for x in t.groupby("coll")["time"].max().sort_index()]
+
+
+def test_a_replay_starts_each_collective_no_earlier_than_it_was_issued(tmp_path):
+    # one spine: the two jobs share it whenever both run
+    spec = {**SPEC, "fabric": {**SPEC["fabric"], "spines": 1}}
+    (exp,) = expand(spec)
+    lockstep = SimRunner(exp, tmp_path / "a").run()
+    # b issues its second and third collectives long after a has finished all of its own
+    late = SimRunner(exp, tmp_path / "b", issued={"b": [0.0, 100.0, 200.0]}).run()
+    shared, alone = _times_s(lockstep, "a"), _times_s(late, "a")
+    assert alone[0] == pytest.approx(shared[0], rel=0.01)  # both ran their first together
+    for k in (1, 2):  # then a ran alone: its own links' rate, twice the shared one
+        assert alone[k] == pytest.approx(shared[k] / 2, rel=0.01)
+    b = read_table(late / "jobs" / "b", "collectives").to_pandas()
+    starts = b.groupby("coll")["start"].min().sort_index().tolist()
+    assert starts[1] - starts[0] == pytest.approx(100.0) and starts[2] - starts[0] == \
+        pytest.approx(200.0)
 
 
 def test_a_run_of_a_preset_is_predicted_again(tmp_path):

@@ -3,8 +3,10 @@ its flows actually took.
 
 The simulator (:class:`testbed.sim.backend.SimRunner`) replays the same experiment — the
 same jobs on the hosts the controller gave them, the same legs (each solo baseline, then all
-jobs together), each job starting as late after the first as it did in the run (its workers
-take a moment to start) — with its max-min rate engine, and every connection of a host pair
+jobs together), each collective of the jobs together starting no earlier after the first job's
+first one than it did in the run (workers take a moment to start, and a job's barrier between
+collectives takes its own time, so jobs that share a link drift apart and one may have it
+alone for a while) — with its max-min rate engine, and every connection of a host pair
 the spines counted (``paths.json``, :mod:`testbed.emulator.path_reader`) takes the spine that
 carried the pair's bytes, not the one the policy or a hash would pick. Its run directory is
 kept as ``prediction/`` inside the emulated run, and the times per job as ``prediction.json``,
@@ -46,9 +48,9 @@ def not_modelled(job: JobRun) -> str | None:
     return None
 
 
-def first_starts(run_dir: Path, jobs: list[str]) -> dict[str, float]:
-    """Per job of ``jobs`` that left traces: when its first collective (warm-up included)
-    began on its earliest rank (``time.monotonic()`` s)."""
+def issue_times(run_dir: Path, jobs: list[str]) -> dict[str, list[float]]:
+    """Per job of ``jobs`` that left traces: when each of its collectives (warm-up included,
+    in the order it ran them) began on its earliest rank (``time.monotonic()`` s)."""
     from testbed.core.traces import read_table
 
     found = {}
@@ -58,7 +60,7 @@ def first_starts(run_dir: Path, jobs: list[str]) -> dict[str, float]:
         except (OSError, ValueError):
             continue
         if len(t):
-            found[name] = float(t["start"].min())
+            found[name] = [float(s) for s in t.groupby("coll")["start"].min().sort_index()]
     return found
 
 
@@ -90,16 +92,17 @@ def _predict(exp: Experiment, jobs: list[JobRun], paths: dict[str, Any], run_dir
                                "has no paths to replay it on"} for j in jobs if j.name not in out}
     if not placed:
         return out
-    began = first_starts(run_dir, [j.name for j in placed])
-    t0 = min(began.values(), default=0.0)
+    began = issue_times(run_dir, [j.name for j in placed])
+    t0 = min((starts[0] for starts in began.values()), default=0.0)
+    issued = {name: [round(s - t0, 6) for s in starts] for name, starts in began.items()}
     specs = [j.spec.model_copy(update={"hosts": list(j.hosts), "hosts_wanted": None,
-                                       "start_offset_s": round(began.get(j.name, t0) - t0, 6)})
+                                       "start_offset_s": issued.get(j.name, [0.0])[0]})
              for j in placed]
     model = exp.model_copy(update={"jobs": specs, "calibrate": False})
     target = run_dir / PREDICTION_DIR
     shutil.rmtree(target, ignore_errors=True)
     try:
-        sim_dir = SimRunner(model, target, paths=paths.get("legs") or {}).run()
+        sim_dir = SimRunner(model, target, paths=paths.get("legs") or {}, issued=issued).run()
         records = json.loads((sim_dir / "jobs.json").read_text())
     except (FabricLabError, OSError, ValueError) as exc:
         return out | {j.name: {"why_not": f"the simulator could not replay the run: {exc}"}

@@ -50,7 +50,8 @@ Collectives
     job's ``dim_algorithm`` in every group of its dimension. On leaf-spine a hierarchical job
     uses ``dims`` (default: the worker's 2-D split) over its hosts' single NICs. Every flow of
     every running job shares links max-min (:class:`testbed.sim.flows.Network`). A job runs
-    ``warmup + iterations`` collectives of each size back to back (no barrier cost); jobs run
+    ``warmup + iterations`` collectives of each size back to back (no barrier cost), or, in a
+    replay of an emulated run, each no earlier than it began there (``issued``); jobs run
     together, each from its ``start_offset_s``; with ``solo_baselines`` every job first runs
     alone as ``<name>-solo``, one after the other, each on an idle fabric, before the jobs run
     together.
@@ -184,7 +185,8 @@ class SimRunner:
 
     def __init__(self, exp: Experiment, out_root: Path, seed: int = 1, console=None,
                  step_latency_s: float = 0.0,
-                 paths: dict[str, dict[str, list[dict[str, Any]]]] | None = None) -> None:
+                 paths: dict[str, dict[str, list[dict[str, Any]]]] | None = None,
+                 issued: dict[str, list[float]] | None = None) -> None:
         if not 0 <= step_latency_s < 10:
             raise FabricLabError(
                 f"--step-latency-us gives {step_latency_s} s; it must be in [0, 10) s")
@@ -219,6 +221,10 @@ class SimRunner:
         # The spine each host pair's bytes crossed in an emulated run, per leg and job
         # (its paths.json): a connection of such a pair takes that spine, not the policy's.
         self.observed = _spine_of_pairs(paths or {})
+        # When each collective of a job began in an emulated run, in the together leg's
+        # seconds (the base of start_offset_s): a replay starts each one no earlier
+        # (:class:`_JobDriver`), so gaps between a job's collectives are the run's.
+        self.issued = issued or {}
         self._leg_now = ""
 
     # -- placement ------------------------------------------------------------------------------
@@ -295,6 +301,8 @@ class SimRunner:
             else:
                 launch = self._launcher(net, p, self.routes[what].setdefault(p.run.name, []))
                 driver = (_DnnDriver if kind == "dnn" else _JobDriver)(net, p, launch, origin)
+                if offsets and isinstance(driver, _JobDriver):
+                    driver.issued = self.issued.get(p.run.name, [])
             net.at(p.run.spec.start_offset_s if offsets else 0.0, driver.begin)
         end = net.run()
         for p in jobs:
@@ -519,7 +527,8 @@ class _Driver:
 
 
 class _JobDriver(_Driver):
-    """Runs a job's collectives back to back, recording each one."""
+    """Runs a job's collectives back to back, recording each one; a collective with an issue
+    time (``issued``, a replay of an emulated run) starts no earlier than it."""
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -527,10 +536,14 @@ class _JobDriver(_Driver):
         self.work = [(size, it - w.warmup) for size in w.sizes
                      for it in range(w.warmup + w.iterations)]
         self.next = 0
+        self.issued: list[float] = []
 
     def _next(self) -> None:
         if self.next == len(self.work):
             self._ended()
+            return
+        if self.next < len(self.issued) and self.issued[self.next] > self.net.now:
+            self.net.at(self.issued[self.next], self._next)
             return
         size, iteration = self.work[self.next]
         t0 = self.net.now
