@@ -246,9 +246,12 @@ def _against_prediction(rec: dict[str, Any], job: dict[str, Any],
 
 def held(verdicts: list[dict[str, Any]]) -> dict[str, float]:
     """Job → its worst ratio, for every job :func:`judge` judged and found within tolerance at
-    every size: its own measured figure shows that nothing cost it more than the tolerance."""
+    every size: its own measured figure shows that nothing cost it more than the tolerance.
+    A job outside it that its group held (:func:`judge_shared`) is not one: the group's span
+    says the links did their work, not what a wait cost that job."""
     return {v["job"]: min(s["ratio"] for s in v["sizes"]) for v in verdicts
-            if v["judged"] and not v["violated"] and v["sizes"]}
+            if v["judged"] and not v["violated"] and v["sizes"]
+            and not (v.get("shared") or {}).get("held")}
 
 
 def job_sentence(v: dict[str, Any]) -> str:

@@ -1,7 +1,7 @@
 """Jobs that share a link are judged together: TCP may split a shared link unequally, but the
 group finishes when the links allow (analysis.job_invariant.judge_shared)."""
 
-from analysis.job_invariant import coupled, judge, span_s
+from analysis.job_invariant import coupled, held, judge, span_s
 
 SIZE = 1 << 20
 
@@ -83,3 +83,13 @@ def test_the_report_names_the_jobs_held_with_their_group():
              "shared": {"jobs": ["j0", "j1"], "span_ratio": 0.97}}]
     line = _pipeline_judged({"job": {"tolerance": 0.1, "jobs": jobs}})
     assert "j0 outside 10% alone but held with the jobs sharing their links" in line
+
+
+def test_a_job_its_group_held_does_not_excuse_its_workers_waits():
+    # what the scheduler invariant excuses by the job's result (held): only jobs within the
+    # tolerance on their own; a job held by its group was outside it
+    v = verdicts({"j0": 1.50, "j1": 1.80, "j2": 1.75},
+                 {"j0": (100.0, 104.6), "j1": (100.1, 105.4), "j2": (100.0, 105.2)},
+                 {"j0": (0.0, 5.25), "j1": (0.1, 5.35), "j2": (0.0, 5.25)})
+    assert v["j0"]["shared"]["held"] and not v["j0"]["violated"]
+    assert {"j1", "j2"} <= set(held(list(v.values()))) and "j0" not in held(list(v.values()))
