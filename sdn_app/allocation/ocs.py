@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 from itertools import combinations, islice
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
@@ -47,7 +48,7 @@ from sdn_app.allocation.ocs_exact import (
     place_exact,
     wire_blocks,
 )
-from sdn_app.allocation.vclos import find_free_biclique
+from sdn_app.allocation.vclos import find_free_leaves
 from testbed.core import topology
 
 # How many leaf sets ocs-vclos tries (best fit first) before calling a job fragmented.
@@ -235,7 +236,7 @@ class AdmissionView:
 
     def rewire_index(self) -> RewireIndex:
         if self._index is None:
-            self._index = rewire_index(self.ledger)
+            self._index = kept_rewire_index(self.ledger)
         return self._index
 
     def augment(self) -> _AugmentView:
@@ -252,8 +253,9 @@ def try_default(
     ``masks``: :class:`DefaultMasks` of this ledger, if already made."""
     masks = DefaultMasks(ledger) if masks is None else masks
     if leaf_sets is None:
-        biclique = find_free_biclique(ledger, m, n, masks.__getitem__)
-        leaf_sets = [] if biclique is None else [biclique[0]]
+        # the leaves only: the default pass below picks its own spines
+        leaves = find_free_leaves(ledger, m, n, masks.__getitem__)
+        leaf_sets = [] if leaves is None else [leaves]
     return try_ocs_spines(ledger, job_id, m, n, leaf_sets, passes=("default",), masks=masks)
 
 
@@ -865,27 +867,22 @@ def rewire_index(ledger: Ledger) -> RewireIndex:
     leaf; one that an idle owner still needs is open only to a job holding that owner.
     """
     index = RewireIndex(ledger.leaves, ledger.spines)
-    idle = ledger.idle_ocs_masks()
-    table = _owner_table(ledger.leaves, ledger.ocs_count, ledger.spine_ports_per_ocs,
-                         ledger.spines)
-    by_blocker, shared, by_least = index.by_blocker, index.shared, index.shared_by_least
-    for spine in range(ledger.spines):
-        open_ports = []
-        for ocs, port in ledger.idle_spine_ports(spine):
-            blockers = [owner for owner in table[spine][ocs][port] if idle[owner] >> ocs & 1]
-            if not blockers:
-                open_ports.append((ocs, port))
-            elif len(blockers) == 1:
-                by_blocker.setdefault(blockers[0], {}).setdefault(spine, []).append((ocs, port))
-                index.blocker_count[blockers[0], spine] += 1
-            else:
-                entry = ((ocs, spine, port), frozenset(blockers))
-                shared.append(entry)
-                by_least.setdefault(min(blockers), []).append(entry)
-        if open_ports:
-            index.open[spine] = open_ports
-            index.open_count[spine] = len(open_ports)
+    index.refresh(ledger)
     return index
+
+
+def kept_rewire_index(ledger: Ledger) -> RewireIndex:
+    """:func:`rewire_index` of ``ledger`` as it is now: one index per ledger, kept between
+    admissions and brought up to date (:meth:`RewireIndex.refresh`) rather than built anew:
+    a queue's head refused for links is searched again after every job's end."""
+    index = _KEPT_INDEXES.get(ledger)
+    if index is None:
+        index = _KEPT_INDEXES[ledger] = RewireIndex(ledger.leaves, ledger.spines)
+    index.refresh(ledger)
+    return index
+
+
+_KEPT_INDEXES: WeakKeyDictionary[Ledger, RewireIndex] = WeakKeyDictionary()
 
 
 @lru_cache(maxsize=16)
@@ -897,20 +894,98 @@ def _owner_table(leaves: int, ocs_count: int, ports: int, spines: int
               for port in range(ports)] for ocs in range(ocs_count)] for spine in range(spines)]
 
 
+@lru_cache(maxsize=16)
+def _owned_ports(leaves: int, ocs_count: int, ports: int, spines: int
+                 ) -> list[dict[int, list[tuple[int, int]]]]:
+    """``[leaf]``: ``ocs`` -> the ``(spine, port)`` s of which the leaf is a default owner on
+    that OCS (:func:`_owner_table` read the other way): the ports whose blockers change when
+    the leaf's own port on the OCS turns busy or idle."""
+    found: list[dict[int, list[tuple[int, int]]]] = [{} for _ in range(leaves)]
+    for spine, row in enumerate(_owner_table(leaves, ocs_count, ports, spines)):
+        for ocs, owners_by_port in enumerate(row):
+            for port, owners in enumerate(owners_by_port):
+                for owner in owners:
+                    found[owner].setdefault(ocs, []).append((spine, port))
+    return found
+
+
 class RewireIndex:
-    """Idle spine ports grouped by the set of idle default owners ("blockers") they have."""
+    """Idle spine ports grouped by the set of idle default owners ("blockers") they have, as
+    of the ledger state it was last :meth:`refresh` ed with. Its port collections are sets:
+    every reader counts them or sorts them."""
 
     def __init__(self, leaves: int, spines: int) -> None:
-        # spine -> ports nobody needs, lowest first
-        self.open: dict[int, list[tuple[int, int]]] = {}
+        # spine -> ports nobody needs
+        self.open: dict[int, set[tuple[int, int]]] = {}
         self.open_count = np.zeros(spines, dtype=np.int64)  # [spine]: len(open[spine])
-        # leaf -> spine -> ports only that leaf needs, lowest first
-        self.by_blocker: dict[int, dict[int, list[tuple[int, int]]]] = {}
+        # leaf -> spine -> ports only that leaf needs
+        self.by_blocker: dict[int, dict[int, set[tuple[int, int]]]] = {}
         # [leaf, spine]: len(by_blocker[leaf][spine])
         self.blocker_count = np.zeros((leaves, spines), dtype=np.int64)
-        self.shared: list[tuple[SpinePort, frozenset[int]]] = []  # needed by several
-        # the same, by their lowest blocker (a job holds them all only if it holds that one)
-        self.shared_by_least: dict[int, list[tuple[SpinePort, frozenset[int]]]] = {}
+        # ports several leaves need, by their lowest blocker (a job holds them all only if it
+        # holds that one): leaf -> port -> its blockers
+        self.shared_by_least: dict[int, dict[SpinePort, frozenset[int]]] = {}
+        self.filed: dict[SpinePort, tuple[int, ...]] = {}  # idle port -> its blockers
+        # the ledger as last read: idle OCS ports per leaf, idle ports per spine and OCS
+        self.leaf_masks = [0] * leaves
+        self.port_masks = [[] for _ in range(spines)]
+
+    def refresh(self, ledger: Ledger) -> None:
+        """Bring the index up to ``ledger``'s state: only the spine ports that turned idle
+        or busy, and those of which a leaf whose own port on that OCS turned idle or busy is
+        a default owner, are filed again (a new index reads every port)."""
+        idle, rows = ledger.idle_ocs_masks(), ledger.idle_port_masks()
+        geometry = (ledger.leaves, ledger.ocs_count, ledger.spine_ports_per_ocs,
+                    ledger.spines)
+        touched: set[SpinePort] = set()
+        owned_by_leaf = _owned_ports(*geometry)
+        for leaf, (old, new) in enumerate(zip(self.leaf_masks, idle, strict=True)):
+            if old != new:
+                owned = owned_by_leaf[leaf]
+                for ocs in bits(old ^ new):
+                    touched.update((ocs, spine, port) for spine, port in owned.get(ocs, ()))
+        for spine, (old_row, new_row) in enumerate(zip(self.port_masks, rows, strict=True)):
+            if old_row != new_row:
+                if not old_row:
+                    old_row = [0] * len(new_row)
+                for ocs, (a, b) in enumerate(zip(old_row, new_row, strict=True)):
+                    if a != b:
+                        touched.update((ocs, spine, port) for port in bits(a ^ b))
+        self.leaf_masks, self.port_masks = idle, rows
+        table = _owner_table(*geometry)
+        for key in touched:
+            ocs, spine, port = key
+            if key in self.filed:
+                self._unfile(key)
+            if rows[spine][ocs] >> port & 1:
+                self._file(key, tuple(owner for owner in table[spine][ocs][port]
+                                      if idle[owner] >> ocs & 1))
+
+    def _file(self, key: SpinePort, blockers: tuple[int, ...]) -> None:
+        """File the idle port ``key`` under its ``blockers``."""
+        ocs, spine, port = key
+        self.filed[key] = blockers
+        if not blockers:
+            self.open.setdefault(spine, set()).add((ocs, port))
+            self.open_count[spine] += 1
+        elif len(blockers) == 1:
+            self.by_blocker.setdefault(blockers[0], {}).setdefault(spine, set()).add((ocs, port))
+            self.blocker_count[blockers[0], spine] += 1
+        else:
+            self.shared_by_least.setdefault(min(blockers), {})[key] = frozenset(blockers)
+
+    def _unfile(self, key: SpinePort) -> None:
+        """Take the port ``key`` out of the index (it turned busy, or its blockers changed)."""
+        ocs, spine, port = key
+        blockers = self.filed.pop(key)
+        if not blockers:
+            self.open[spine].discard((ocs, port))
+            self.open_count[spine] -= 1
+        elif len(blockers) == 1:
+            self.by_blocker[blockers[0]][spine].discard((ocs, port))
+            self.blocker_count[blockers[0], spine] -= 1
+        else:
+            del self.shared_by_least[min(blockers)][key]
 
     def ports_for(self, leaves: Iterable[int]) -> LeafSetPorts:
         """The (ocs, port)s of each spine a job on ``leaves`` may take (blockers all its
@@ -919,7 +994,7 @@ class RewireIndex:
         counts = self.open_count + self.blocker_count[sorted(leaf_set)].sum(axis=0)
         shared: dict[int, list[tuple[int, int]]] = {}
         for leaf in leaf_set:
-            for (ocs, spine, port), blockers in self.shared_by_least.get(leaf, ()):
+            for (ocs, spine, port), blockers in self.shared_by_least.get(leaf, {}).items():
                 if blockers <= leaf_set:
                     shared.setdefault(spine, []).append((ocs, port))
                     counts[spine] += 1

@@ -46,7 +46,19 @@ def claim_vclos(ledger: Ledger, job_id: str, slots: dict[int, list[int]]) -> All
 def find_free_biclique(
     ledger: Ledger, m: int, n: int, mask_of: Callable[[int], int] | None = None
 ) -> tuple[list[int], list[int]] | None:
-    """Exact search: m leaves (>= n free hosts each) and n spines, all m*n links free.
+    """Exact search: m leaves (>= n free hosts each) and n spines, all m*n links free: the
+    leaves of :func:`find_free_leaves`, and among the spines with a free link to all of them,
+    those with the fewest free links first, keeping idle spines for larger jobs."""
+    leaves = find_free_leaves(ledger, m, n, mask_of)
+    if leaves is None:
+        return None
+    return leaves, sorted(common_spines(ledger, leaves)[:n])
+
+
+def find_free_leaves(
+    ledger: Ledger, m: int, n: int, mask_of: Callable[[int], int] | None = None
+) -> list[int] | None:
+    """Exact search: m leaves (>= n free hosts each) sharing n spines, sorted, or None.
 
     ``mask_of(leaf)``: the spines a leaf can use, as a bitmask (default: its free links).
 
@@ -55,8 +67,7 @@ def find_free_biclique(
     than n common spines remain, or fewer leaves after it still share n spines with
     the chosen ones than are still to choose (those leaves only shrink deeper down, so
     no cut branch holds a hit). The first hit is returned, so best-fit leaves
-    win. Spines: among the common free ones, those with the fewest free links
-    first, keeping idle spines for larger jobs.
+    win.
     """
     mask_of = mask_of or ledger.free_spine_mask
     masks = {leaf: mask_of(leaf) for leaf in ledger.leaves_with(n)}
@@ -81,9 +92,7 @@ def find_free_biclique(
         return None
 
     leaves = extend(list(range(len(candidates))), [], (1 << ledger.spines) - 1)
-    if leaves is None:
-        return None
-    return sorted(leaves), sorted(common_spines(ledger, leaves)[:n])
+    return None if leaves is None else sorted(leaves)
 
 
 def common_spines(ledger: Ledger, leaves: Iterable[int]) -> list[int]:
