@@ -48,7 +48,7 @@ from sdn_app.allocation.ocs_exact import (
     place_exact,
     wire_blocks,
 )
-from sdn_app.allocation.vclos import find_free_leaves
+from sdn_app.allocation.vclos import search_leaves
 from testbed.core import topology
 
 # How many leaf sets ocs-vclos tries (best fit first) before calling a job fragmented.
@@ -230,7 +230,7 @@ class AdmissionView:
 
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
-        self.masks = DefaultMasks(ledger)
+        self.masks = DefaultMasks(ledger, kept_default_masks(ledger))
         self._index: RewireIndex | None = None
         self._augment: _AugmentView | None = None
 
@@ -254,9 +254,39 @@ def try_default(
     masks = DefaultMasks(ledger) if masks is None else masks
     if leaf_sets is None:
         # the leaves only: the default pass below picks its own spines
-        leaves = find_free_leaves(ledger, m, n, masks.__getitem__)
+        leaves = default_leaves(ledger, m, n, masks)
         leaf_sets = [] if leaves is None else [leaves]
     return try_ocs_spines(ledger, job_id, m, n, leaf_sets, passes=("default",), masks=masks)
+
+
+def default_leaves(ledger: Ledger, m: int, n: int, masks: DefaultMasks) -> list[int] | None:
+    """:func:`~sdn_app.allocation.vclos.find_free_leaves` over ``masks`` (this ledger's
+    :class:`DefaultMasks`), the same answer, searching only what changed since the last
+    search of m x n on this ledger that found nothing.
+
+    That search's masks are kept (:data:`_DEFAULT_MISSES`). A set of m leaves sharing n
+    spines now, each of whose leaves was searched then with a mask holding its mask now,
+    would have shared them then: so every such set now holds a leaf that was not searched
+    then or whose mask gained a spine, and the search looks only among sets holding one
+    (the first in the same order, so the same set as a whole search). A refused queue head
+    is searched again after every job's end; most ends change few leaves' masks."""
+    now = {leaf: masks[leaf] for leaf in ledger.leaves_with(n)}
+    misses = _DEFAULT_MISSES.setdefault(ledger, {})
+    before = misses.get((m, n))
+    changed = None if before is None else {
+        leaf for leaf, mask in now.items() if mask & ~before.get(leaf, 0)}
+    leaves = search_leaves(now, m, n, ledger.spines, changed)
+    if leaves is None:
+        misses[(m, n)] = now
+    else:
+        misses.pop((m, n), None)
+    return leaves
+
+
+# ledger -> (m, n) -> the default masks of the leaves with n free hosts when the last search
+# for m x n found nothing
+_DEFAULT_MISSES: WeakKeyDictionary[Ledger, dict[tuple[int, int], dict[int, int]]] = (
+    WeakKeyDictionary())
 
 
 def ocs_leaves_with(ledger: Ledger, n: int) -> list[int]:
@@ -771,15 +801,18 @@ def default_spine_mask(ledger: Ledger, leaf: int) -> int:
 
 
 class DefaultMasks(dict):
-    """``leaf`` -> :func:`default_spine_mask` of ``leaf``, read from the ledger when first asked
-    for: valid while the ledger does not change (one admission's leaf sets)."""
+    """``leaf`` -> :func:`default_spine_mask` of ``leaf``, read from the ledger (or from
+    ``rows``, every leaf's, if given) when first asked for: valid while the ledger does not
+    change (one admission's leaf sets)."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: Ledger, rows: list[int] | None = None) -> None:
         super().__init__()
         self.ledger = ledger
+        self.rows = rows
 
     def __missing__(self, leaf: int) -> int:
-        mask = self[leaf] = default_spine_mask(self.ledger, leaf)
+        mask = self[leaf] = (default_spine_mask(self.ledger, leaf) if self.rows is None
+                             else self.rows[leaf])
         return mask
 
 
@@ -860,6 +893,70 @@ def _default_owners(ocs: int, spine: int, port: int, leaves: int, ocs_count: int
                                                  spines))
 
 
+class PortsSeen:
+    """A ledger's idle OCS ports as last read (none before the first read), to tell what
+    changed since: ``leaf_masks[leaf]``, :meth:`Ledger.idle_ocs_mask`; ``port_masks[spine]
+    [ocs]``, :meth:`Ledger.idle_port_mask`."""
+
+    def __init__(self, leaves: int, spines: int) -> None:
+        self.leaf_masks = [0] * leaves
+        self.port_masks: list[list[int]] = [[] for _ in range(spines)]
+
+    def update(self, ledger: Ledger
+               ) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int, int]]]:
+        """Read ``ledger`` again; returns ``(leaf, old mask, new mask)`` of every leaf whose
+        idle OCS ports changed since, and ``(spine, ocs, old mask, new mask)`` of every spine
+        and OCS whose idle ports did."""
+        idle, rows = ledger.idle_ocs_masks(), ledger.idle_port_masks()
+        leaf_changes = [(leaf, old, new) for leaf, (old, new)
+                        in enumerate(zip(self.leaf_masks, idle, strict=True)) if old != new]
+        port_changes = []
+        for spine, (old_row, new_row) in enumerate(zip(self.port_masks, rows, strict=True)):
+            if old_row != new_row:
+                port_changes += [(spine, ocs, old, new) for ocs, (old, new) in enumerate(
+                    zip(old_row or [0] * len(new_row), new_row, strict=True)) if old != new]
+        self.leaf_masks, self.port_masks = idle, rows
+        return leaf_changes, port_changes
+
+
+class KeptDefaultMasks:
+    """:func:`default_spine_mask` of every leaf, kept for a ledger and brought up to date
+    (:meth:`refresh`) instead of read anew at every admission."""
+
+    def __init__(self, leaves: int, spines: int) -> None:
+        self.masks = [0] * leaves
+        self.seen = PortsSeen(leaves, spines)
+
+    def refresh(self, ledger: Ledger) -> list[int]:
+        """The masks as of ``ledger`` now (the caller must not change them): read again for
+        the leaves whose own idle ports changed and for the default owners of every spine
+        and OCS whose ports turned all busy or no longer all busy (a leaf's mask reads its
+        ports and, per default circuit, whether the spine has an idle port on that OCS)."""
+        leaf_changes, port_changes = self.seen.update(ledger)
+        stale = {leaf for leaf, _old, _new in leaf_changes}
+        table = _owner_table(ledger.leaves, ledger.ocs_count, ledger.spine_ports_per_ocs,
+                             ledger.spines)
+        for spine, ocs, old, new in port_changes:
+            if not old or not new:
+                for owners in table[spine][ocs]:
+                    stale.update(owners)
+        for leaf in stale:
+            self.masks[leaf] = default_spine_mask(ledger, leaf)
+        return self.masks
+
+
+def kept_default_masks(ledger: Ledger) -> list[int]:
+    """:func:`default_spine_mask` of every leaf of ``ledger`` now, from the
+    :class:`KeptDefaultMasks` kept for it."""
+    kept = _KEPT_MASKS.get(ledger)
+    if kept is None:
+        kept = _KEPT_MASKS[ledger] = KeptDefaultMasks(ledger.leaves, ledger.spines)
+    return kept.refresh(ledger)
+
+
+_KEPT_MASKS: WeakKeyDictionary[Ledger, KeptDefaultMasks] = WeakKeyDictionary()
+
+
 def rewire_index(ledger: Ledger) -> RewireIndex:
     """Idle spine ports by the leaves whose idle default circuits would need them.
 
@@ -926,32 +1023,24 @@ class RewireIndex:
         # holds that one): leaf -> port -> its blockers
         self.shared_by_least: dict[int, dict[SpinePort, frozenset[int]]] = {}
         self.filed: dict[SpinePort, tuple[int, ...]] = {}  # idle port -> its blockers
-        # the ledger as last read: idle OCS ports per leaf, idle ports per spine and OCS
-        self.leaf_masks = [0] * leaves
-        self.port_masks = [[] for _ in range(spines)]
+        self.seen = PortsSeen(leaves, spines)  # the ledger as last read
 
     def refresh(self, ledger: Ledger) -> None:
         """Bring the index up to ``ledger``'s state: only the spine ports that turned idle
         or busy, and those of which a leaf whose own port on that OCS turned idle or busy is
         a default owner, are filed again (a new index reads every port)."""
-        idle, rows = ledger.idle_ocs_masks(), ledger.idle_port_masks()
+        leaf_changes, port_changes = self.seen.update(ledger)
         geometry = (ledger.leaves, ledger.ocs_count, ledger.spine_ports_per_ocs,
                     ledger.spines)
         touched: set[SpinePort] = set()
         owned_by_leaf = _owned_ports(*geometry)
-        for leaf, (old, new) in enumerate(zip(self.leaf_masks, idle, strict=True)):
-            if old != new:
-                owned = owned_by_leaf[leaf]
-                for ocs in bits(old ^ new):
-                    touched.update((ocs, spine, port) for spine, port in owned.get(ocs, ()))
-        for spine, (old_row, new_row) in enumerate(zip(self.port_masks, rows, strict=True)):
-            if old_row != new_row:
-                if not old_row:
-                    old_row = [0] * len(new_row)
-                for ocs, (a, b) in enumerate(zip(old_row, new_row, strict=True)):
-                    if a != b:
-                        touched.update((ocs, spine, port) for port in bits(a ^ b))
-        self.leaf_masks, self.port_masks = idle, rows
+        for leaf, old, new in leaf_changes:
+            owned = owned_by_leaf[leaf]
+            for ocs in bits(old ^ new):
+                touched.update((ocs, spine, port) for spine, port in owned.get(ocs, ()))
+        for spine, ocs, old, new in port_changes:
+            touched.update((ocs, spine, port) for port in bits(old ^ new))
+        idle, rows = self.seen.leaf_masks, self.seen.port_masks
         table = _owner_table(*geometry)
         for key in touched:
             ocs, spine, port = key
