@@ -462,6 +462,10 @@ class Ledger:
             taken[(ocs, spine)] = mask
         return taken
 
+    def idle_port_masks(self) -> list[list[int]]:
+        """``[spine][ocs]``: :meth:`idle_port_mask` of every spine and OCS (a copy)."""
+        return [row[:] for row in self._spine_port_mask]
+
     def idle_spine_counts(self) -> list[list[int]]:
         """``[spine][ocs]``: how many of the spine's ports on that OCS are idle (a copy)."""
         return [row[:] for row in self._spine_idle]

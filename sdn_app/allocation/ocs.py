@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 from itertools import combinations, islice
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
@@ -47,7 +48,7 @@ from sdn_app.allocation.ocs_exact import (
     place_exact,
     wire_blocks,
 )
-from sdn_app.allocation.vclos import find_free_biclique
+from sdn_app.allocation.vclos import search_leaves
 from testbed.core import topology
 
 # How many leaf sets ocs-vclos tries (best fit first) before calling a job fragmented.
@@ -229,13 +230,13 @@ class AdmissionView:
 
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
-        self.masks = DefaultMasks(ledger)
+        self.masks = DefaultMasks(ledger, kept_default_masks(ledger))
         self._index: RewireIndex | None = None
         self._augment: _AugmentView | None = None
 
     def rewire_index(self) -> RewireIndex:
         if self._index is None:
-            self._index = rewire_index(self.ledger)
+            self._index = kept_rewire_index(self.ledger)
         return self._index
 
     def augment(self) -> _AugmentView:
@@ -252,9 +253,40 @@ def try_default(
     ``masks``: :class:`DefaultMasks` of this ledger, if already made."""
     masks = DefaultMasks(ledger) if masks is None else masks
     if leaf_sets is None:
-        biclique = find_free_biclique(ledger, m, n, masks.__getitem__)
-        leaf_sets = [] if biclique is None else [biclique[0]]
+        # the leaves only: the default pass below picks its own spines
+        leaves = default_leaves(ledger, m, n, masks)
+        leaf_sets = [] if leaves is None else [leaves]
     return try_ocs_spines(ledger, job_id, m, n, leaf_sets, passes=("default",), masks=masks)
+
+
+def default_leaves(ledger: Ledger, m: int, n: int, masks: DefaultMasks) -> list[int] | None:
+    """:func:`~sdn_app.allocation.vclos.find_free_leaves` over ``masks`` (this ledger's
+    :class:`DefaultMasks`), the same answer, searching only what changed since the last
+    search of m x n on this ledger that found nothing.
+
+    That search's masks are kept (:data:`_DEFAULT_MISSES`). A set of m leaves sharing n
+    spines now, each of whose leaves was searched then with a mask holding its mask now,
+    would have shared them then: so every such set now holds a leaf that was not searched
+    then or whose mask gained a spine, and the search looks only among sets holding one
+    (the first in the same order, so the same set as a whole search). A refused queue head
+    is searched again after every job's end; most ends change few leaves' masks."""
+    now = {leaf: masks[leaf] for leaf in ledger.leaves_with(n)}
+    misses = _DEFAULT_MISSES.setdefault(ledger, {})
+    before = misses.get((m, n))
+    changed = None if before is None else {
+        leaf for leaf, mask in now.items() if mask & ~before.get(leaf, 0)}
+    leaves = search_leaves(now, m, n, ledger.spines, changed)
+    if leaves is None:
+        misses[(m, n)] = now
+    else:
+        misses.pop((m, n), None)
+    return leaves
+
+
+# ledger -> (m, n) -> the default masks of the leaves with n free hosts when the last search
+# for m x n found nothing
+_DEFAULT_MISSES: WeakKeyDictionary[Ledger, dict[tuple[int, int], dict[int, int]]] = (
+    WeakKeyDictionary())
 
 
 def ocs_leaves_with(ledger: Ledger, n: int) -> list[int]:
@@ -769,15 +801,18 @@ def default_spine_mask(ledger: Ledger, leaf: int) -> int:
 
 
 class DefaultMasks(dict):
-    """``leaf`` -> :func:`default_spine_mask` of ``leaf``, read from the ledger when first asked
-    for: valid while the ledger does not change (one admission's leaf sets)."""
+    """``leaf`` -> :func:`default_spine_mask` of ``leaf``, read from the ledger (or from
+    ``rows``, every leaf's, if given) when first asked for: valid while the ledger does not
+    change (one admission's leaf sets)."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: Ledger, rows: list[int] | None = None) -> None:
         super().__init__()
         self.ledger = ledger
+        self.rows = rows
 
     def __missing__(self, leaf: int) -> int:
-        mask = self[leaf] = default_spine_mask(self.ledger, leaf)
+        mask = self[leaf] = (default_spine_mask(self.ledger, leaf) if self.rows is None
+                             else self.rows[leaf])
         return mask
 
 
@@ -858,6 +893,70 @@ def _default_owners(ocs: int, spine: int, port: int, leaves: int, ocs_count: int
                                                  spines))
 
 
+class PortsSeen:
+    """A ledger's idle OCS ports as last read (none before the first read), to tell what
+    changed since: ``leaf_masks[leaf]``, :meth:`Ledger.idle_ocs_mask`; ``port_masks[spine]
+    [ocs]``, :meth:`Ledger.idle_port_mask`."""
+
+    def __init__(self, leaves: int, spines: int) -> None:
+        self.leaf_masks = [0] * leaves
+        self.port_masks: list[list[int]] = [[] for _ in range(spines)]
+
+    def update(self, ledger: Ledger
+               ) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int, int]]]:
+        """Read ``ledger`` again; returns ``(leaf, old mask, new mask)`` of every leaf whose
+        idle OCS ports changed since, and ``(spine, ocs, old mask, new mask)`` of every spine
+        and OCS whose idle ports did."""
+        idle, rows = ledger.idle_ocs_masks(), ledger.idle_port_masks()
+        leaf_changes = [(leaf, old, new) for leaf, (old, new)
+                        in enumerate(zip(self.leaf_masks, idle, strict=True)) if old != new]
+        port_changes = []
+        for spine, (old_row, new_row) in enumerate(zip(self.port_masks, rows, strict=True)):
+            if old_row != new_row:
+                port_changes += [(spine, ocs, old, new) for ocs, (old, new) in enumerate(
+                    zip(old_row or [0] * len(new_row), new_row, strict=True)) if old != new]
+        self.leaf_masks, self.port_masks = idle, rows
+        return leaf_changes, port_changes
+
+
+class KeptDefaultMasks:
+    """:func:`default_spine_mask` of every leaf, kept for a ledger and brought up to date
+    (:meth:`refresh`) instead of read anew at every admission."""
+
+    def __init__(self, leaves: int, spines: int) -> None:
+        self.masks = [0] * leaves
+        self.seen = PortsSeen(leaves, spines)
+
+    def refresh(self, ledger: Ledger) -> list[int]:
+        """The masks as of ``ledger`` now (the caller must not change them): read again for
+        the leaves whose own idle ports changed and for the default owners of every spine
+        and OCS whose ports turned all busy or no longer all busy (a leaf's mask reads its
+        ports and, per default circuit, whether the spine has an idle port on that OCS)."""
+        leaf_changes, port_changes = self.seen.update(ledger)
+        stale = {leaf for leaf, _old, _new in leaf_changes}
+        table = _owner_table(ledger.leaves, ledger.ocs_count, ledger.spine_ports_per_ocs,
+                             ledger.spines)
+        for spine, ocs, old, new in port_changes:
+            if not old or not new:
+                for owners in table[spine][ocs]:
+                    stale.update(owners)
+        for leaf in stale:
+            self.masks[leaf] = default_spine_mask(ledger, leaf)
+        return self.masks
+
+
+def kept_default_masks(ledger: Ledger) -> list[int]:
+    """:func:`default_spine_mask` of every leaf of ``ledger`` now, from the
+    :class:`KeptDefaultMasks` kept for it."""
+    kept = _KEPT_MASKS.get(ledger)
+    if kept is None:
+        kept = _KEPT_MASKS[ledger] = KeptDefaultMasks(ledger.leaves, ledger.spines)
+    return kept.refresh(ledger)
+
+
+_KEPT_MASKS: WeakKeyDictionary[Ledger, KeptDefaultMasks] = WeakKeyDictionary()
+
+
 def rewire_index(ledger: Ledger) -> RewireIndex:
     """Idle spine ports by the leaves whose idle default circuits would need them.
 
@@ -865,27 +964,22 @@ def rewire_index(ledger: Ledger) -> RewireIndex:
     leaf; one that an idle owner still needs is open only to a job holding that owner.
     """
     index = RewireIndex(ledger.leaves, ledger.spines)
-    idle = ledger.idle_ocs_masks()
-    table = _owner_table(ledger.leaves, ledger.ocs_count, ledger.spine_ports_per_ocs,
-                         ledger.spines)
-    by_blocker, shared, by_least = index.by_blocker, index.shared, index.shared_by_least
-    for spine in range(ledger.spines):
-        open_ports = []
-        for ocs, port in ledger.idle_spine_ports(spine):
-            blockers = [owner for owner in table[spine][ocs][port] if idle[owner] >> ocs & 1]
-            if not blockers:
-                open_ports.append((ocs, port))
-            elif len(blockers) == 1:
-                by_blocker.setdefault(blockers[0], {}).setdefault(spine, []).append((ocs, port))
-                index.blocker_count[blockers[0], spine] += 1
-            else:
-                entry = ((ocs, spine, port), frozenset(blockers))
-                shared.append(entry)
-                by_least.setdefault(min(blockers), []).append(entry)
-        if open_ports:
-            index.open[spine] = open_ports
-            index.open_count[spine] = len(open_ports)
+    index.refresh(ledger)
     return index
+
+
+def kept_rewire_index(ledger: Ledger) -> RewireIndex:
+    """:func:`rewire_index` of ``ledger`` as it is now: one index per ledger, kept between
+    admissions and brought up to date (:meth:`RewireIndex.refresh`) rather than built anew:
+    a queue's head refused for links is searched again after every job's end."""
+    index = _KEPT_INDEXES.get(ledger)
+    if index is None:
+        index = _KEPT_INDEXES[ledger] = RewireIndex(ledger.leaves, ledger.spines)
+    index.refresh(ledger)
+    return index
+
+
+_KEPT_INDEXES: WeakKeyDictionary[Ledger, RewireIndex] = WeakKeyDictionary()
 
 
 @lru_cache(maxsize=16)
@@ -897,20 +991,90 @@ def _owner_table(leaves: int, ocs_count: int, ports: int, spines: int
               for port in range(ports)] for ocs in range(ocs_count)] for spine in range(spines)]
 
 
+@lru_cache(maxsize=16)
+def _owned_ports(leaves: int, ocs_count: int, ports: int, spines: int
+                 ) -> list[dict[int, list[tuple[int, int]]]]:
+    """``[leaf]``: ``ocs`` -> the ``(spine, port)`` s of which the leaf is a default owner on
+    that OCS (:func:`_owner_table` read the other way): the ports whose blockers change when
+    the leaf's own port on the OCS turns busy or idle."""
+    found: list[dict[int, list[tuple[int, int]]]] = [{} for _ in range(leaves)]
+    for spine, row in enumerate(_owner_table(leaves, ocs_count, ports, spines)):
+        for ocs, owners_by_port in enumerate(row):
+            for port, owners in enumerate(owners_by_port):
+                for owner in owners:
+                    found[owner].setdefault(ocs, []).append((spine, port))
+    return found
+
+
 class RewireIndex:
-    """Idle spine ports grouped by the set of idle default owners ("blockers") they have."""
+    """Idle spine ports grouped by the set of idle default owners ("blockers") they have, as
+    of the ledger state it was last :meth:`refresh` ed with. Its port collections are sets:
+    every reader counts them or sorts them."""
 
     def __init__(self, leaves: int, spines: int) -> None:
-        # spine -> ports nobody needs, lowest first
-        self.open: dict[int, list[tuple[int, int]]] = {}
+        # spine -> ports nobody needs
+        self.open: dict[int, set[tuple[int, int]]] = {}
         self.open_count = np.zeros(spines, dtype=np.int64)  # [spine]: len(open[spine])
-        # leaf -> spine -> ports only that leaf needs, lowest first
-        self.by_blocker: dict[int, dict[int, list[tuple[int, int]]]] = {}
+        # leaf -> spine -> ports only that leaf needs
+        self.by_blocker: dict[int, dict[int, set[tuple[int, int]]]] = {}
         # [leaf, spine]: len(by_blocker[leaf][spine])
         self.blocker_count = np.zeros((leaves, spines), dtype=np.int64)
-        self.shared: list[tuple[SpinePort, frozenset[int]]] = []  # needed by several
-        # the same, by their lowest blocker (a job holds them all only if it holds that one)
-        self.shared_by_least: dict[int, list[tuple[SpinePort, frozenset[int]]]] = {}
+        # ports several leaves need, by their lowest blocker (a job holds them all only if it
+        # holds that one): leaf -> port -> its blockers
+        self.shared_by_least: dict[int, dict[SpinePort, frozenset[int]]] = {}
+        self.filed: dict[SpinePort, tuple[int, ...]] = {}  # idle port -> its blockers
+        self.seen = PortsSeen(leaves, spines)  # the ledger as last read
+
+    def refresh(self, ledger: Ledger) -> None:
+        """Bring the index up to ``ledger``'s state: only the spine ports that turned idle
+        or busy, and those of which a leaf whose own port on that OCS turned idle or busy is
+        a default owner, are filed again (a new index reads every port)."""
+        leaf_changes, port_changes = self.seen.update(ledger)
+        geometry = (ledger.leaves, ledger.ocs_count, ledger.spine_ports_per_ocs,
+                    ledger.spines)
+        touched: set[SpinePort] = set()
+        owned_by_leaf = _owned_ports(*geometry)
+        for leaf, old, new in leaf_changes:
+            owned = owned_by_leaf[leaf]
+            for ocs in bits(old ^ new):
+                touched.update((ocs, spine, port) for spine, port in owned.get(ocs, ()))
+        for spine, ocs, old, new in port_changes:
+            touched.update((ocs, spine, port) for port in bits(old ^ new))
+        idle, rows = self.seen.leaf_masks, self.seen.port_masks
+        table = _owner_table(*geometry)
+        for key in touched:
+            ocs, spine, port = key
+            if key in self.filed:
+                self._unfile(key)
+            if rows[spine][ocs] >> port & 1:
+                self._file(key, tuple(owner for owner in table[spine][ocs][port]
+                                      if idle[owner] >> ocs & 1))
+
+    def _file(self, key: SpinePort, blockers: tuple[int, ...]) -> None:
+        """File the idle port ``key`` under its ``blockers``."""
+        ocs, spine, port = key
+        self.filed[key] = blockers
+        if not blockers:
+            self.open.setdefault(spine, set()).add((ocs, port))
+            self.open_count[spine] += 1
+        elif len(blockers) == 1:
+            self.by_blocker.setdefault(blockers[0], {}).setdefault(spine, set()).add((ocs, port))
+            self.blocker_count[blockers[0], spine] += 1
+        else:
+            self.shared_by_least.setdefault(min(blockers), {})[key] = frozenset(blockers)
+
+    def _unfile(self, key: SpinePort) -> None:
+        """Take the port ``key`` out of the index (it turned busy, or its blockers changed)."""
+        ocs, spine, port = key
+        blockers = self.filed.pop(key)
+        if not blockers:
+            self.open[spine].discard((ocs, port))
+            self.open_count[spine] -= 1
+        elif len(blockers) == 1:
+            self.by_blocker[blockers[0]][spine].discard((ocs, port))
+            self.blocker_count[blockers[0], spine] -= 1
+        else:
+            del self.shared_by_least[min(blockers)][key]
 
     def ports_for(self, leaves: Iterable[int]) -> LeafSetPorts:
         """The (ocs, port)s of each spine a job on ``leaves`` may take (blockers all its
@@ -919,7 +1083,7 @@ class RewireIndex:
         counts = self.open_count + self.blocker_count[sorted(leaf_set)].sum(axis=0)
         shared: dict[int, list[tuple[int, int]]] = {}
         for leaf in leaf_set:
-            for (ocs, spine, port), blockers in self.shared_by_least.get(leaf, ()):
+            for (ocs, spine, port), blockers in self.shared_by_least.get(leaf, {}).items():
                 if blockers <= leaf_set:
                     shared.setdefault(spine, []).append((ocs, port))
                     counts[spine] += 1

@@ -46,26 +46,51 @@ def claim_vclos(ledger: Ledger, job_id: str, slots: dict[int, list[int]]) -> All
 def find_free_biclique(
     ledger: Ledger, m: int, n: int, mask_of: Callable[[int], int] | None = None
 ) -> tuple[list[int], list[int]] | None:
-    """Exact search: m leaves (>= n free hosts each) and n spines, all m*n links free.
+    """Exact search: m leaves (>= n free hosts each) and n spines, all m*n links free: the
+    leaves of :func:`find_free_leaves`, and among the spines with a free link to all of them,
+    those with the fewest free links first, keeping idle spines for larger jobs."""
+    leaves = find_free_leaves(ledger, m, n, mask_of)
+    if leaves is None:
+        return None
+    return leaves, sorted(common_spines(ledger, leaves)[:n])
+
+
+def find_free_leaves(
+    ledger: Ledger, m: int, n: int, mask_of: Callable[[int], int] | None = None
+) -> list[int] | None:
+    """Exact search: m leaves (>= n free hosts each) sharing n spines, sorted, or None
+    (:func:`search_leaves` over the leaves with n free hosts, best fit first).
 
     ``mask_of(leaf)``: the spines a leaf can use, as a bitmask (default: its free links).
+    """
+    mask_of = mask_of or ledger.free_spine_mask
+    return search_leaves({leaf: mask_of(leaf) for leaf in ledger.leaves_with(n)}, m, n,
+                         ledger.spines)
 
-    Backtracking over leaves in best-fit order, keeping the set (a bitmask) of
+
+def search_leaves(masks: dict[int, int], m: int, n: int, spines: int,
+                  among: set[int] | None = None) -> list[int] | None:
+    """The first m of ``masks``' leaves (in its order) whose masks share n spines, sorted,
+    or None. ``among``: only sets holding at least one of these leaves are looked for (the
+    first such set in the same order; branches without one are cut).
+
+    Backtracking over leaves in order, keeping the set (a bitmask) of
     spines still free to every chosen leaf; a branch is cut as soon as fewer
     than n common spines remain, or fewer leaves after it still share n spines with
     the chosen ones than are still to choose (those leaves only shrink deeper down, so
     no cut branch holds a hit). The first hit is returned, so best-fit leaves
-    win. Spines: among the common free ones, those with the fewest free links
-    first, keeping idle spines for larger jobs.
+    win.
     """
-    mask_of = mask_of or ledger.free_spine_mask
-    masks = {leaf: mask_of(leaf) for leaf in ledger.leaves_with(n)}
     candidates = [mask for mask in masks.values() if mask.bit_count() >= n]
     leaf_at = [leaf for leaf, mask in masks.items() if mask.bit_count() >= n]
+    marked = [among is None or leaf in among for leaf in leaf_at]
+    if not any(marked):
+        return None
 
-    def extend(viable: list[int], chosen: list[int], common: int) -> list[int] | None:
+    def extend(viable: list[int], chosen: list[int], common: int,
+               holds: bool) -> list[int] | None:
         """``viable``: indices of the leaves after the last chosen one that share at least n
-        spines with ``common``, in order."""
+        spines with ``common``, in order; ``holds``: a chosen leaf is marked."""
         left = m - len(chosen)
         if left == 0:
             return chosen
@@ -74,16 +99,18 @@ def find_free_biclique(
             still_common = common & candidates[i]
             # the leaves after i that still share n spines with the chosen ones and i
             after = [j for j in viable[k + 1:] if (still_common & candidates[j]).bit_count() >= n]
-            if len(after) >= left - 1:
-                found = extend(after, [*chosen, leaf_at[i]], still_common)
-                if found is not None:
-                    return found
+            if len(after) < left - 1:
+                continue
+            now_holds = holds or marked[i]
+            if not now_holds and not any(marked[j] for j in after):
+                continue  # no marked leaf left to choose in this branch
+            found = extend(after, [*chosen, leaf_at[i]], still_common, now_holds)
+            if found is not None:
+                return found
         return None
 
-    leaves = extend(list(range(len(candidates))), [], (1 << ledger.spines) - 1)
-    if leaves is None:
-        return None
-    return sorted(leaves), sorted(common_spines(ledger, leaves)[:n])
+    leaves = extend(list(range(len(candidates))), [], (1 << spines) - 1, False)
+    return None if leaves is None else sorted(leaves)
 
 
 def common_spines(ledger: Ledger, leaves: Iterable[int]) -> list[int]:
