@@ -1100,10 +1100,6 @@ class LeafSetPorts:
         self.counts = counts  # [spine]: how many ports of it the job may take
         self.merged: dict[int, list[tuple[int, int]]] = {}
 
-    def count(self, spine: int) -> int:
-        """How many ports of ``spine`` the job may take."""
-        return self.counts[spine]
-
     def ports(self, spine: int) -> list[tuple[int, int]]:
         """Those ports, ``(ocs, port)`` lowest first (not to be changed by the caller)."""
         ports = self.merged.get(spine)

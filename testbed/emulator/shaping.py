@@ -41,7 +41,9 @@ def htb_r2q(mbit_s: float) -> int:
 
 
 # The HTB classes of a shaped interface: (parent, class id, share of the link rate, prio).
-CLASSES = (("5:0", "5:1", 1.0, None), ("5:1", "5:10", 0.1, 0), ("5:1", "5:20", 0.9, 1))
+ACK_SHARE, DATA_SHARE = 0.1, 0.9  # of the link rate, guaranteed to each class
+CLASSES = (("5:0", "5:1", 1.0, None), ("5:1", "5:10", ACK_SHARE, 0),
+           ("5:1", "5:20", DATA_SHARE, 1))
 
 
 def _class_args(mbit_s: float, parent: str, classid: str, share: float,
@@ -66,12 +68,12 @@ def htb_commands(mbit_s: float, netem: dict[str, float] | None = None,
 
         # Mininet fills in "%s %s" (tc, interface) with the % operator: netem's "loss 1%"
         # must reach it as "1%%"
-        acks = netem_args(**netem, mbit_s=mbit_s * 0.1, queue_bytes=0).replace("%", "%%")
+        acks = netem_args(**netem, mbit_s=mbit_s * ACK_SHARE, queue_bytes=0).replace("%", "%%")
         data = netem_args(**netem, mbit_s=mbit_s,
                           queue_bytes=queue_bytes(mbit_s)).replace("%", "%%")
     if fair:
         default = f"{fair_queue.FIRST_MINOR:x}"
-        data_queues = fair_queue.bucket_commands(mbit_s, CLASSES[2][2], data)
+        data_queues = fair_queue.bucket_commands(mbit_s, DATA_SHARE, data)
     else:
         default, data_queues = "20", [f"%s qdisc add dev %s parent 5:20 handle 20: {data}"]
     return [
