@@ -41,15 +41,18 @@ def test_the_flat_model_charges_halving_doubling_its_crowded_uplink() -> None:
         2.75 * size / goodput)
 
 
-def test_the_flat_model_pays_each_step_s_slowest_path_delay() -> None:
-    """2 µs real per link at rate_scale 0.001: 2 ms emulated, 8 ms across the spine. A ring's
-    14 steps each cross it; halving-doubling's 6 cross it twice and stay in a leaf 4 times."""
+def test_the_flat_model_pays_the_delays_of_each_rank_s_chain_of_hops() -> None:
+    """2 µs real per link at rate_scale 0.001: 2 ms emulated, 8 ms across the spine, 4 ms
+    within a leaf. The ring h0..h7 crosses the spine at h3->h4 and h7->h0; each rank waits
+    only for its predecessor, so the last to finish has a chain of 14 hops behind it, 4 of
+    them across (not 14 steps each paying the crossing). Halving-doubling's 6 steps each pair
+    every rank over one kind of path: across twice, within a leaf 4 times."""
     tiny = 4
     ring = flat_allreduce_s(_plan(2), HOSTS, RING, tiny) - flat_allreduce_s(_plan(), HOSTS,
                                                                              RING, tiny)
     hd = (flat_allreduce_s(_plan(2), HOSTS, HALVING_DOUBLING, tiny)
           - flat_allreduce_s(_plan(), HOSTS, HALVING_DOUBLING, tiny))
-    assert ring == pytest.approx(14 * 8e-3)
+    assert ring == pytest.approx(4 * 8e-3 + 10 * 4e-3)
     assert hd == pytest.approx(2 * 8e-3 + 4 * 4e-3)
 
 

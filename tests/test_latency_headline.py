@@ -99,8 +99,8 @@ def test_the_sim_backend_s_headline_puts_its_crossover_at_the_model_s(sim_runs) 
     wires, delayed = heads
     assert "2 µs per link" in delayed.title and "per link" not in wires.title
     assert "simulator below 4 KiB (it wins at no size)" in wires.sentence
-    assert "simulator 933.99 KiB (between 512 KiB and 4 MiB)" in delayed.sentence
-    assert "model (α-β) 933.99 KiB" in delayed.sentence
+    assert "simulator 467.00 KiB (between 4 KiB and 512 KiB)" in delayed.sentence
+    assert "model (α-β) 467.00 KiB" in delayed.sentence
     assert "emulator no times" in delayed.sentence
     assert delayed.number == pytest.approx(1.0, rel=0.05)  # the simulator's ÷ the model's
     assert "4 KiB halving-doubling" in delayed.sentence and "64 MiB ring" in delayed.sentence
@@ -127,7 +127,7 @@ def _as_emulated(sim_dir: Path, out: Path, slower_small_s: float) -> Path:
 def test_an_emulated_run_s_headline_sets_all_three_side_by_side(sim_runs, tmp_path) -> None:
     ring, hd = (_as_emulated(sim_runs[i], tmp_path, 0.01 * (i + 1)) for i in (3, 4))
     (head,) = latency.headlines([load_run(ring), load_run(hd)])
-    assert "; simulator 933.99 KiB (between 512 KiB and 4 MiB); model (α-β) 933.99 KiB" \
+    assert "; simulator 467.00 KiB (between 4 KiB and 512 KiB); model (α-β) 467.00 KiB" \
         in head.sentence
     # halving-doubling paid 10 ms more per collective here: it stops winning sooner
     emu = latency.crossover(latency.backend_times(load_run(hd))["emulator"],

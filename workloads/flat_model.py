@@ -1,9 +1,11 @@
 """The α-β model of a flat All-Reduce (one group of all the job's ranks: ring,
 halving-doubling, ...) on a leaf-spine fabric, with each step's busiest link.
 
-A collective is a list of synchronous steps (:meth:`workloads.collectives.Collective.transfers`:
-each ``(src, dst, bytes)`` between positions). A step lasts as long as its slowest transfer,
-and each transfer
+A collective is a list of steps (:meth:`workloads.collectives.Collective.transfers`: each
+``(src, dst, bytes)`` between positions), run rank by rank as the workers run them: a
+position starts a step once what was sent to it in the step before has arrived, not when the
+slowest transfer anywhere has (so a ring pays the delays of the hops its chain crosses, not
+each step's slowest path). Each transfer
 
 * pays its path's one-way delay once (α: the sum of its links' delays,
   :func:`testbed.core.link_model.path_delay_s`);
@@ -59,21 +61,21 @@ def _uplinks(plan: FabricPlan, leaf: str) -> list[Link]:
     return [lk for lk in plan.links if lk.kind == "uplink" and lk.a == leaf]
 
 
-def step_time_s(plan: FabricPlan, hosts: Sequence[str],
-                step: Sequence[tuple[int, int, float]]) -> float:
-    """One synchronous step of ``(src position, dst position, bytes)`` transfers among
-    ``hosts`` (position p runs on ``hosts[p]``): its slowest transfer's path delay plus its
-    bytes over its share of its busiest link (see the module docstring)."""
+def transfer_times_s(plan: FabricPlan, hosts: Sequence[str],
+                     step: Sequence[tuple[int, int, float]]) -> list[float]:
+    """How long each of one synchronous step's ``(src position, dst position, bytes)``
+    transfers among ``hosts`` takes (position p runs on ``hosts[p]``): its path's delay plus
+    its bytes over its share of its busiest link (see the module docstring)."""
     paths = [leaf_spine_path(plan, hosts[s], hosts[d]) for s, d, _ in step]
     load = Counter((lk.name, way) for path in paths for lk, way in path)
-    worst = 0.0
+    times = []
     for (_, _, size), path in zip(step, paths, strict=True):
         share = min(_rate_bit_s(plan, lk) / _sharing(plan, lk, load[(lk.name, way)])
                     for lk, way in path)
         delay = path_delay_s(lk.delay_us * 1e-6 for lk, _ in path)
         rate = lossy_rate_bit_s(share * TCP_GOODPUT, delay, path_loss(lk.loss for lk, _ in path))
-        worst = max(worst, delay + float(size) * 8 / rate)
-    return worst
+        times.append(delay + float(size) * 8 / rate)
+    return times
 
 
 def _rate_bit_s(plan: FabricPlan, lk: Link) -> float:
@@ -92,7 +94,15 @@ def _sharing(plan: FabricPlan, lk: Link, transfers: int) -> int:
 def flat_allreduce_s(plan: FabricPlan, hosts: Sequence[str], collective: Collective,
                      size_bytes: int) -> float:
     """The model's time (s, as emulated) of an All-Reduce of ``size_bytes`` per rank by
-    ``collective`` over ``hosts`` of a leaf-spine ``plan``: the sum of its steps'
-    (:func:`step_time_s`)."""
-    return sum(step_time_s(plan, hosts, step)
-               for step in collective.transfers("AR", len(hosts), size_bytes))
+    ``collective`` over ``hosts`` of a leaf-spine ``plan``, rank by rank: a position starts a
+    step once every transfer sent to it in the step before has arrived
+    (:func:`transfer_times_s`), and the collective ends with the last position's last step.
+    Where every path is alike this is the sum of the steps' slowest transfers."""
+    ready_s = [0.0] * len(hosts)  # when each position has what its next step needs
+    for step in collective.transfers("AR", len(hosts), size_bytes):
+        arrived_s = list(ready_s)
+        for (src, dst, _), took_s in zip(step, transfer_times_s(plan, hosts, step),
+                                         strict=True):
+            arrived_s[dst] = max(arrived_s[dst], ready_s[src] + took_s)
+        ready_s = arrived_s
+    return max(ready_s)

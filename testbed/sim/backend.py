@@ -33,17 +33,23 @@ Capacities
     most that fraction of the rate as data (the ceiling calibration measures; see
     ``testbed.emulator.calibrate.TCP_WIRE_FACTOR``). The TCP ramp and CPU limits are not modelled.
     Latency: every flow arrives its path's one-way delay after it is sent, the sum of the
-    plan's link delays (as emulated: :mod:`testbed.sim.link_delays`), so each synchronous step
-    pays its slowest path's delay; a lossy path caps a flow at the Mathis et al. TCP rate
-    (:mod:`testbed.core.link_model`); and ``step_latency_s`` is added before every step
-    (per-message software cost; default 0, ``fabriclab run --backend sim
+    plan's link delays (as emulated: :mod:`testbed.sim.link_delays`), so a ring or
+    halving-doubling pays the delays of the hops each rank's chain of steps crosses (and a
+    lock-step collective each step's slowest path's); a lossy path caps a flow at the Mathis
+    et al. TCP rate (:mod:`testbed.core.link_model`); and ``step_latency_s`` is added before
+    every step, or every slice a rank sends (per-message software cost; default 0,
+    ``fabriclab run --backend sim
     --step-latency-us``). With no delay, loss or step latency the simulated times are the
     emulator's best case.
 Collectives
-    A flat collective (``ring``, ``halving-doubling``, any of the registry): its synchronous
-    steps over the job's ranks (:meth:`workloads.collectives.Collective.transfers`; a ring's
-    2(n-1) steps of ``n`` flows of S/n bytes), each step ending with its slowest flow, one
-    connection per ordered pair of ranks; a chunk schedule (``baseline``, ``themis``, any of
+    A flat collective (``ring``, ``halving-doubling``, any of the registry): its steps over
+    the job's ranks (:meth:`workloads.collectives.Collective.transfers`; a ring's 2(n-1)
+    steps of ``n`` flows of S/n bytes), one connection per ordered pair of ranks. Ring and
+    halving-doubling run rank by rank, as their workers do (:mod:`testbed.sim.rank_steps`:
+    a rank sends a step once its own inputs for it have arrived; a ring's shards travel in
+    the workers' slices); an algorithm that does not say how its workers overlap steps
+    (:meth:`~workloads.collectives.Collective.sim_slices`) runs in lock step, each step
+    ending with its slowest flow; a chunk schedule (``baseline``, ``themis``, any of
     :data:`~testbed.core.registry.SCHEDULES`): the chunked hierarchical All-Reduce (its chunk
     plans with the job's ``chunk_count(count)`` chunks aligned to 4 bytes, as the worker plans
     them; ``fifo``/``scf`` dispatch per dimension as in :mod:`workloads.model`), each phase the
@@ -115,6 +121,7 @@ from testbed.sim.collectives import HierarchicalRun, MultidimFabric, run_steps
 from testbed.sim.flows import LinkId, Network
 from testbed.sim.job_plans import host_path
 from testbed.sim.link_delays import impairments_of
+from testbed.sim.rank_steps import Connection, run_rank_steps
 from workloads.dnn import DnnWorkload
 from workloads.hierarchical import trace_sent_bytes
 from workloads.launcher import size_results
@@ -352,11 +359,12 @@ class SimRunner:
         n, owner = job.world, p.run.name
         if job.flat:
             placed_transfers = None
+            rank_by_rank = None  # a collective the workers run rank by rank
             if is_alltoall(job.algorithm):
                 algo = job.plugin(job.algorithm)
                 transfers, op, sent = algo.transfers, "A2A", algo.sent_bytes
             else:
-                collective = job.plugin(job.algorithm)
+                collective = rank_by_rank = job.plugin(job.algorithm)
                 transfers, op = partial(collective.transfers, "AR"), "AR"
                 sent = partial(collective.sent_bytes, "AR")
                 placed_transfers = collective.variable_transfers
@@ -382,7 +390,22 @@ class SimRunner:
                     done([(0, 0, 0, op, size, n, round(sent(n, size)), t0, net.now)]
                          if n > 1 else [])
 
-                run_steps(net, steps, end, owner=owner, latency=self.latency)
+                # a bucket moved as a whole (every algorithm but one that places variables)
+                whole = size if variables is None else sum(nbytes for _, nbytes in variables)
+                slices = None if rank_by_rank is None else rank_by_rank.sim_slices(n, whole)
+                if slices is None:
+                    run_steps(net, steps, end, owner=owner, latency=self.latency)
+                    return
+                pairs: dict[tuple[int, int], Connection] = {}
+
+                def connection(a: int, b: int) -> Connection:
+                    if (a, b) not in pairs:
+                        pairs[(a, b)] = Connection(net, conn(a, b), owner)
+                    return pairs[(a, b)]
+
+                phases = [rank_by_rank.transfers("RS", n, whole),
+                          rank_by_rank.transfers("AG", n, whole / n)]
+                run_rank_steps(net, phases, connection, slices, end, latency_s=self.latency)
 
             return flat
         collective = job.plugin(job.uniform_dim_algorithm())

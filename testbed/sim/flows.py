@@ -91,6 +91,9 @@ class Flow:
     shared: set[LinkId] = field(default_factory=set)
     route: Route | None = None
     delay_s: float = 0.0  # one-way propagation delay of its (slowest) path
+    # called when its last byte has left (``delay_s`` before ``on_done``): a sender's next
+    # message on the same connection may go then
+    on_sent: Callable[[Flow], None] | None = None
     # Owner, or the flow itself: whose flows count as another party's on a shared link.
     _party: Hashable = field(default=None, repr=False)
     _busy: set[int] = field(default_factory=set, repr=False)  # link indices shared now
@@ -178,9 +181,13 @@ class Network:
         tag: Any = None,
         on_done: Callable[[Flow], None] | None = None,
         owner: Hashable = None,
+        on_sent: Callable[[Flow], None] | None = None,
     ) -> Flow:
-        """Start a flow of ``size`` bytes over ``path`` (directed link ids) at ``start``."""
-        return self.add_bundle([path], size, start, tag, on_done, owner)
+        """Start a flow of ``size`` bytes over ``path`` (directed link ids) at ``start``;
+        ``on_sent(flow)`` when its last byte has left, ``on_done(flow)`` when it has arrived."""
+        flow = self.add_bundle([path], size, start, tag, on_done, owner)
+        flow.on_sent = on_sent
+        return flow
 
     def add_bundle(
         self,
@@ -321,6 +328,8 @@ class Network:
             self.active.discard(flow)
             self._dirty.discard(flow)
             self._dirty.update(self.occupancy.leave(flow))
+        if flow.on_sent is not None:
+            flow.on_sent(flow)
         if flow.on_done is not None:
             if flow.delay_s > 0:
                 done = flow.on_done

@@ -115,6 +115,15 @@ class Collective(LinkPattern):
         moves the bucket as a whole."""
         return self.transfers("AR", n, sum(nbytes for _, nbytes in variables))
 
+    def sim_slices(self, n: int, size_bytes: float) -> int | None:
+        """How the simulator runs an All-Reduce of ``size_bytes`` per rank on ``n`` ranks: in
+        this many slices per transfer, rank by rank as the workers do (each rank sends a step
+        once its own inputs have arrived: :mod:`testbed.sim.rank_steps`); None: in lock step
+        (each step starts when the last flow of the one before has arrived). An algorithm
+        whose workers start each step after their own receives of the step before, sending
+        whole transfers, returns 1."""
+        return None
+
     @abstractmethod
     def rs_transfers(self, n: int, size_bytes: float) -> list[list[Transfer]]:
         """Reduce-Scatter of ``size_bytes`` per rank, as synchronous steps of transfers."""

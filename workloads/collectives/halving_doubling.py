@@ -72,6 +72,10 @@ class HalvingDoubling(Collective):
             link.exchange(Tag(coll, chunk, phase, first_step + s), buf[mlo:mhi], buf[olo:ohi])
             lo, hi = min(lo, other[0]), max(hi, other[1])
 
+    def sim_slices(self, n: int, size_bytes: float) -> int | None:
+        """Whole transfers: a round's exchange follows the rank's own receive of the last."""
+        return 1
+
     def rs_transfers(self, n: int, size_bytes: float) -> list[list[Transfer]]:
         return [[(i, i ^ d, size_bytes * d / n) for i in range(n)] for d in _distances(n)]
 

@@ -93,6 +93,11 @@ class Ring(Collective):
         pipelined_steps(link, buf, shard_bounds(buf.size, n), [(p - s) % n for s in range(n)],
                         Tag(coll, chunk, phase, first_step), reduce=False)
 
+    def sim_slices(self, n: int, size_bytes: float) -> int | None:
+        """The slices :func:`pipelined_steps` cuts each shard of a float32 buffer into."""
+        elems = int(size_bytes) // 4
+        return slice_count(-(-elems // n)) if n > 1 else 1
+
     def rs_transfers(self, n: int, size_bytes: float) -> list[list[Transfer]]:
         step = [(i, (i + 1) % n, size_bytes / n) for i in range(n)]
         return [list(step) for _ in range(n - 1)]
