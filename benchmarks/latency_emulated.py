@@ -36,7 +36,11 @@ def main() -> None:
     ap.add_argument("--real-sim", nargs="*", type=Path, default=[],
                     help="simulated runs of the same variants at rate_scale 1")
     args = ap.parse_args()
-    runs = [load_run(d) for d in args.runs]
+    runs = []
+    for d in args.runs:
+        if (d / "report.md").exists() and not (d / "spec.yaml").exists():
+            continue  # the experiment's report directory, which DIR/*-latency-* also matches
+        runs.append(load_run(d))
     # a simulated run pairs with the emulated run whose name ends its own (latency-real-hd-2us
     # with latency-hd-2us: same variant)
     sims = {str(load_run(d).spec.get("name")): d for d in args.real_sim}
