@@ -82,6 +82,16 @@ def delay_line_available() -> bool:
     return out is not None and out.returncode == 0
 
 
+def tcp_congestion() -> str | None:
+    """The kernel's default TCP congestion control (``bbr``, ``cubic``, ...): what every host
+    namespace the run makes inherits, so what its workers' flows share links by (None where
+    unreadable)."""
+    try:
+        return Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip() or None
+    except OSError:
+        return None
+
+
 def virtualization() -> str:
     """What the machine runs on (``systemd-detect-virt --vm``): ``none`` for bare metal,
     ``kvm``, ``qemu`` (QEMU's software emulation, TCG), ...; ``unknown`` without the tool."""

@@ -47,6 +47,7 @@ from testbed.emulator.prediction import predict
 from testbed.emulator.preflight import (
     datapath,
     forwarding_problem,
+    tcp_congestion,
     timing_problem,
     virtualization,
 )
@@ -57,12 +58,13 @@ from workloads.model import job_model_s
 
 
 def environment() -> dict[str, Any]:
-    """env.json of an emulated run: the shared fields plus the controller, the datapath and how
-    the switch's forwarding thread is scheduled."""
+    """env.json of an emulated run: the shared fields plus the controller, the datapath, how
+    the switch's forwarding thread is scheduled and the hosts' TCP congestion control."""
     from sdn_app.compat import FRAMEWORK
 
     return base_environment() | {"controller": FRAMEWORK, "datapath": datapath(),
                                  "switch_sched": switch_sched(),
+                                 "tcp_congestion": tcp_congestion(),
                                  "virtualization": virtualization()}
 
 
