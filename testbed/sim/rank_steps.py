@@ -11,10 +11,11 @@ every slice sent to it in the phase before has arrived. Each ordered pair of ran
 connection that sends its slices one after the other (:class:`Connection`), so a rank that
 gets ahead queues behind its own earlier data, as on a TCP connection.
 
-On paths of equal rate and delay this takes the lock step's time, to the pipeline's fill:
-every link carries the same bytes, back to back. Where paths differ it is what the workers
-see: a ring pays the delay of the hops each slice's chain crosses, not every step's slowest
-path, and a rank on a fast path does not wait for a slow path it does not depend on.
+On paths of equal rate without delay this takes the lock step's time: every link carries the
+same bytes, back to back. Where paths differ it is what the workers see: a ring pays the delay
+of the hops each slice's chain crosses, not every step's slowest path, a ring cut in several
+slices hides delay behind the slices in flight, and a rank on a fast path does not wait for
+a slow path it does not depend on.
 """
 
 from __future__ import annotations
