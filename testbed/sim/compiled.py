@@ -4,7 +4,7 @@ Pure functions, no I/O but numba's cache. Each kernel does the same floating-poi
 in the same order, as the numpy code it stands in for (:func:`testbed.sim.maxmin.fill_rates_rounds`,
 :meth:`testbed.sim.occupancy.Incidence.labels`), so results are identical to the last bit;
 ``tests/test_sim_compiled.py`` checks both ways on the same inputs. The incidence read from
-the occupancy's pool (:func:`pooled_incidence`, with :func:`busy_add` and :func:`busy_remove`
+the occupancy's pool (:func:`pooled_incidence`, with :func:`pooled_enter` and :func:`busy_remove`
 keeping each flow's busy links as links become busy or free) holds the entries
 :meth:`testbed.sim.occupancy.Occupancy.incidence` rebuilds from the routes, flows in the same
 order but a flow's links in another order and so numbered otherwise; the filler and the labels
@@ -37,7 +37,7 @@ except ImportError:  # the numpy code stands in
 else:
     AVAILABLE = True
 
-__all__ = ["AVAILABLE", "busy_add", "busy_remove", "component_labels", "fill_rounds",
+__all__ = ["AVAILABLE", "busy_remove", "component_labels", "fill_rounds", "pooled_enter",
            "pooled_incidence"]
 
 
@@ -230,17 +230,46 @@ def _pooled_incidence(rows: np.ndarray, start: np.ndarray, length: np.ndarray,
     return owner, local, mult, link_cap
 
 
-def _busy_add(rows: np.ndarray, links: np.ndarray, mults: np.ndarray, start: np.ndarray,
-              length: np.ndarray, busy: np.ndarray, pool_idx: np.ndarray,
-              pool_mult: np.ndarray) -> None:  # pragma: no cover - compiled
-    """Row ``rows[i]`` of the pool gains busy link ``links[i]`` (multiplicity ``mults[i]``),
-    at the end of its busy links."""
-    for i in range(rows.shape[0]):
-        r = rows[i]
-        at = start[r] + length[r] + busy[r]
-        pool_idx[at] = links[i]
-        pool_mult[at] = mults[i]
-        busy[r] += 1
+def _pooled_enter(idx: np.ndarray, mult: np.ndarray, flow_id: int, row: int, at: int,
+                  count: np.ndarray, sole: np.ndarray, sole_row: np.ndarray,
+                  sole_mult: np.ndarray, start: np.ndarray, length: np.ndarray,
+                  busy: np.ndarray, pool_idx: np.ndarray, pool_mult: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
+    """A flow over links ``idx`` (multiplicities ``mult``) enters: each link counts it; it
+    gets row ``row`` of the pool at ``at`` (its route, then its busy links: those it finds
+    in use); it is the sole flow of the links it finds free; a link's sole flow until now
+    gains that link as a busy one, at the end of its busy links (in route order). Returns the links
+    it met, how many flows each had, and each one's sole flow (meaningful where that is 1)."""
+    n = idx.shape[0]
+    met = np.empty(n, dtype=np.int64)
+    before = np.empty(n, dtype=np.int64)
+    soles = np.empty(n, dtype=np.int64)
+    k = 0
+    for i in range(n):
+        link = idx[i]
+        c = count[link]
+        count[link] = c + 1
+        pool_idx[at + i] = link
+        pool_mult[at + i] = mult[i]
+        if c == 0:
+            sole[link] = flow_id
+            sole_row[link] = row
+            sole_mult[link] = mult[i]
+            continue
+        pool_idx[at + n + k] = link
+        pool_mult[at + n + k] = mult[i]
+        met[k] = link
+        before[k] = c
+        soles[k] = sole[link]
+        k += 1
+        if c == 1:
+            r = sole_row[link]
+            end = start[r] + length[r] + busy[r]
+            pool_idx[end] = link
+            pool_mult[end] = sole_mult[link]
+            busy[r] += 1
+    start[row], length[row], busy[row] = at, n, k
+    return met[:k], before[:k], soles[:k]
 
 
 def _busy_remove(rows: np.ndarray, links: np.ndarray, start: np.ndarray, length: np.ndarray,
@@ -367,7 +396,7 @@ def _compile_all() -> None:
     """Wrap the kernels with numba, cached in :func:`private_cache_dir` if there is one (the
     cache's place is fixed when a kernel is wrapped; numba's setting is restored after)."""
     global _argsort_stable, _ascending, fill_rounds, component_labels, pooled_incidence
-    global busy_add, busy_remove
+    global pooled_enter, busy_remove
     where = private_cache_dir()
     previous = numba.config.CACHE_DIR
     numba.config.CACHE_DIR = where or ""
@@ -378,13 +407,13 @@ def _compile_all() -> None:
         fill_rounds = jit(_fill_rounds)
         component_labels = jit(_component_labels)
         pooled_incidence = jit(_pooled_incidence)
-        busy_add = jit(_busy_add)
+        pooled_enter = jit(_pooled_enter)
         busy_remove = jit(_busy_remove)
     finally:
         numba.config.CACHE_DIR = previous
 
 
-fill_rounds = component_labels = pooled_incidence = busy_add = busy_remove = None
+fill_rounds = component_labels = pooled_incidence = pooled_enter = busy_remove = None
 if AVAILABLE:
     _compile_all()
 
@@ -397,5 +426,6 @@ def compile_now() -> None:
     component_labels(at, at, 1, 1)
     pool_idx, pool_mult, busy = np.zeros(2, dtype=np.int64), np.ones(2), at.copy()
     pooled_incidence(at, at, at, busy, pool_idx, pool_mult, one, at.copy())
-    busy_add(at, at, one, at, at, busy, pool_idx, pool_mult)
+    pooled_enter(at, one, 0, 0, 0, at.copy(), at.copy(), at.copy(), one.copy(), at.copy(),
+                 at.copy(), busy, pool_idx, pool_mult)
     busy_remove(at, at, at, at, busy, pool_idx, pool_mult, at.copy(), one.copy())
