@@ -534,7 +534,7 @@ class _JobRounds:
                                 owner=(self.spec.job_id, j), tag=j, on_done=self.rail_done)
 
     def rail_done(self, flow: Flow) -> None:
-        self.collisions.note(flow.tag, flow.shared)
+        self.collisions.note(flow.tag, flow.shared_idx)
         self.pending -= 1
         if self.pending == 0:
             self.phase += 1

@@ -31,7 +31,7 @@ class Occupant(Protocol):
 
     id: int
     route: Route | None
-    shared: set[LinkId]
+    shared_idx: set[int]  # links (indices) it shared with another party's flow
     _party: Hashable  # flows of one party never count as sharing with each other
     _busy: set[int]
     _busy_idx: np.ndarray | None  # its busy links as (idx, mult) arrays; None: out of date
@@ -110,15 +110,16 @@ class Occupancy:
                     counts[link] += w
             links = dict(counts)
         index = self.index
-        if not links.keys() <= index.keys():
-            for link in links:
-                if link not in index:
+        ids = list(map(index.get, links))
+        if None in ids:  # links seen for the first time: interned in order
+            for k, link in enumerate(links):
+                if ids[k] is None:
                     cap = self._capacity(link)
-                    index[link] = len(self.link_ids)
+                    ids[k] = index[link] = len(self.link_ids)
                     self.link_ids.append(link)
                     self.caps.append(cap)
         self._sync()  # also after a capacity error left some links interned, unsynced
-        idx = np.fromiter(map(index.__getitem__, links), dtype=np.intp, count=len(links))
+        idx = np.array(ids, dtype=np.intp)
         mult = np.fromiter(links.values(), dtype=float, count=len(links))
         cap = float((self.cap[idx] / mult).min()) if len(links) else float("inf")
         return Route(self, links, idx, mult, cap)
@@ -152,10 +153,10 @@ class Occupancy:
         self.by_id[flow.id] = flow
         if not met_links:
             return
-        party, on_link, link_ids, by_id = flow._party, self.on_link, self.link_ids, self.by_id
+        party, on_link, by_id = flow._party, self.on_link, self.by_id
         flow._busy_idx = None
         flow._busy.update(met_links)
-        shared: list[LinkId] = []
+        shared: list[int] = []
         # Where ``flow`` meets another flow on a link: the link is noted as shared between
         # different parties, and their components are joined (inline: this loop is hot).
         for link, n, sole in zip(met_links, n_before, soles, strict=True):
@@ -169,14 +170,13 @@ class Occupancy:
                 others = on_link[link]
             for other in others:
                 if other._party != party:
-                    lid = link_ids[link]
-                    other.shared.add(lid)
-                    shared.append(lid)
+                    other.shared_idx.add(link)
+                    shared.append(link)
                 if other._component is not comp:
                     comp = _merge(comp, other._component)
             if n != 1:
                 others.add(flow)
-        flow.shared.update(shared)
+        flow.shared_idx.update(shared)
 
     def leave(self, flow: Occupant) -> list[Any]:
         """Uncount ``flow``; return the flows it shared links with (their rates may rise)."""
