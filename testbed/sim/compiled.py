@@ -58,46 +58,50 @@ def _fill_rounds(flow_cap: np.ndarray, e_flow: np.ndarray, e_link: np.ndarray,
         link = e_link[e]
         weight_all[link] += mult[e]
         at_caps[link] += mult[e] * flow_cap[e_flow[e]]
-    # Tight links only, renumbered in their order.
-    renumber = np.full(n_all, -1, dtype=np.int64)
+    # Tight links only, renumbered in their order (without branches: which links are tight
+    # is data the branch predictor cannot learn; each slot past the last is scratch).
+    renumber = np.empty(n_all + 1, dtype=np.int64)
+    cap = np.empty(n_all + 1)
+    weight = np.empty(n_all + 1)
     n_links = 0
     for link in range(n_all):
-        if link_cap[link] < at_caps[link] * roomy:
-            renumber[link] = n_links
-            n_links += 1
-    cap = np.empty(n_links)
-    weight = np.empty(n_links)
-    for link in range(n_all):
-        if renumber[link] >= 0:
-            cap[renumber[link]] = link_cap[link]
-            weight[renumber[link]] = weight_all[link]
-    # Each flow's kept entries (entry order) and each link's flows.
+        tight = link_cap[link] < at_caps[link] * roomy
+        renumber[link] = n_links if tight else -1
+        cap[n_links] = link_cap[link]
+        weight[n_links] = weight_all[link]
+        n_links += tight
+    cap, weight = cap[:n_links], weight[:n_links]
+    # The entries on tight links (kept, entry order), each flow's and each link's count.
+    kept = np.empty(n_entries + 1, dtype=np.int64)
+    n_kept = 0
     flow_start = np.zeros(n_flows + 1, dtype=np.int64)
-    link_start = np.zeros(n_links + 1, dtype=np.int64)
+    link_start = np.zeros(n_links + 2, dtype=np.int64)  # a dropped entry counts 0 at [0]
     for e in range(n_entries):
         link = renumber[e_link[e]]
-        if link >= 0:
-            flow_start[e_flow[e] + 1] += 1
-            link_start[link + 1] += 1
+        keep = link >= 0
+        kept[n_kept] = e
+        n_kept += keep
+        flow_start[e_flow[e] + 1] += keep
+        link_start[link + 1] += keep
     for f in range(n_flows):
         flow_start[f + 1] += flow_start[f]
     for link in range(n_links):
         link_start[link + 1] += link_start[link]
-    n_kept = flow_start[n_flows]
+    # Each flow's kept entries (entry order) and each link's flows.
     k_link = np.empty(n_kept, dtype=np.int64)
     k_mult = np.empty(n_kept)
     flows_on = np.empty(n_kept, dtype=np.int64)
     f_fill = flow_start[:n_flows].copy()
     l_fill = link_start[:n_links].copy()
-    for e in range(n_entries):
+    for q in range(n_kept):
+        e = kept[q]
         link = renumber[e_link[e]]
-        if link >= 0:
-            f = e_flow[e]
-            k_link[f_fill[f]] = link
-            k_mult[f_fill[f]] = mult[e]
-            f_fill[f] += 1
-            flows_on[l_fill[link]] = f
-            l_fill[link] += 1
+        f = e_flow[e]
+        k_link[f_fill[f]] = link
+        k_mult[f_fill[f]] = mult[e]
+        f_fill[f] += 1
+        flows_on[l_fill[link]] = f
+        l_fill[link] += 1
 
     load = np.zeros(n_links)
     headroom = cap / weight
