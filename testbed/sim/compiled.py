@@ -220,10 +220,9 @@ def _pooled_incidence(rows: np.ndarray, start: np.ndarray, length: np.ndarray,
         slot[e_link[e]] = e
     links = np.empty(n, dtype=np.int64)
     n_links = 0
-    for e in range(n):
-        if slot[e_link[e]] == e:
-            links[n_links] = e_link[e]
-            n_links += 1
+    for e in range(n):  # without a branch: about every other entry is its link's last
+        links[n_links] = e_link[e]
+        n_links += slot[e_link[e]] == e
     link_cap = np.empty(n_links)
     for i in range(n_links):
         slot[links[i]] = i
