@@ -4,7 +4,7 @@ Pure functions, no I/O but numba's cache. Each kernel does the same floating-poi
 in the same order, as the numpy code it stands in for (:func:`testbed.sim.maxmin.fill_rates_rounds`,
 :meth:`testbed.sim.occupancy.Incidence.labels`), so results are identical to the last bit;
 ``tests/test_sim_compiled.py`` checks both ways on the same inputs. The incidence read from
-the occupancy's pool (:func:`pooled_incidence`, with :func:`pooled_enter` and :func:`busy_remove`
+the occupancy's pool (:func:`pooled_incidence`, with :func:`pooled_enter` and :func:`pooled_leave`
 keeping each flow's busy links as links become busy or free) holds the entries
 :meth:`testbed.sim.occupancy.Occupancy.incidence` rebuilds from the routes, flows in the same
 order but a flow's links in another order and so numbered otherwise; the filler and the labels
@@ -37,8 +37,8 @@ except ImportError:  # the numpy code stands in
 else:
     AVAILABLE = True
 
-__all__ = ["AVAILABLE", "busy_remove", "component_labels", "fill_rounds", "pooled_enter",
-           "pooled_incidence"]
+__all__ = ["AVAILABLE", "component_labels", "fill_rounds", "pooled_enter", "pooled_incidence",
+           "pooled_leave"]
 
 
 def _fill_rounds(flow_cap: np.ndarray, e_flow: np.ndarray, e_link: np.ndarray,
@@ -275,12 +275,15 @@ def _pooled_enter(idx: np.ndarray, mult: np.ndarray, flow_id: int, row: int, at:
     return met[:k], before[:k], soles[:k]
 
 
-def _busy_remove(rows: np.ndarray, links: np.ndarray, start: np.ndarray, length: np.ndarray,
-                 busy: np.ndarray, pool_idx: np.ndarray, pool_mult: np.ndarray,
-                 sole_row: np.ndarray, sole_mult: np.ndarray
-                 ) -> None:  # pragma: no cover - compiled
-    """Row ``rows[i]`` of the pool loses busy link ``links[i]`` (its last busy link takes
-    its place), on which it is now alone: ``sole_row`` / ``sole_mult`` of the link say so."""
+def _pooled_leave(idx: np.ndarray, count: np.ndarray, rows: np.ndarray, links: np.ndarray,
+                  start: np.ndarray, length: np.ndarray, busy: np.ndarray,
+                  pool_idx: np.ndarray, pool_mult: np.ndarray, sole_row: np.ndarray,
+                  sole_mult: np.ndarray) -> None:  # pragma: no cover - compiled
+    """A flow over links ``idx`` leaves: each link uncounts it; row ``rows[i]`` of the pool
+    loses busy link ``links[i]`` (its last busy link takes its place), on which it is now
+    alone: ``sole_row`` / ``sole_mult`` of the link say so."""
+    for i in range(idx.shape[0]):
+        count[idx[i]] -= 1
     for i in range(rows.shape[0]):
         r = rows[i]
         lo = start[r] + length[r]
@@ -399,7 +402,7 @@ def _compile_all() -> None:
     """Wrap the kernels with numba, cached in :func:`private_cache_dir` if there is one (the
     cache's place is fixed when a kernel is wrapped; numba's setting is restored after)."""
     global _argsort_stable, _ascending, fill_rounds, component_labels, pooled_incidence
-    global pooled_enter, busy_remove
+    global pooled_enter, pooled_leave
     where = private_cache_dir()
     previous = numba.config.CACHE_DIR
     numba.config.CACHE_DIR = where or ""
@@ -411,12 +414,12 @@ def _compile_all() -> None:
         component_labels = jit(_component_labels)
         pooled_incidence = jit(_pooled_incidence)
         pooled_enter = jit(_pooled_enter)
-        busy_remove = jit(_busy_remove)
+        pooled_leave = jit(_pooled_leave)
     finally:
         numba.config.CACHE_DIR = previous
 
 
-fill_rounds = component_labels = pooled_incidence = pooled_enter = busy_remove = None
+fill_rounds = component_labels = pooled_incidence = pooled_enter = pooled_leave = None
 if AVAILABLE:
     _compile_all()
 
@@ -431,4 +434,4 @@ def compile_now() -> None:
     pooled_incidence(at, at, at, busy, pool_idx, pool_mult, one, at.copy())
     pooled_enter(at, one, 0, 0, 0, at.copy(), at.copy(), at.copy(), one.copy(), at.copy(),
                  at.copy(), busy, pool_idx, pool_mult)
-    busy_remove(at, at, at, at, busy, pool_idx, pool_mult, at.copy(), one.copy())
+    pooled_leave(at, at.copy(), at, at, at, at, busy, pool_idx, pool_mult, at.copy(), one.copy())

@@ -180,39 +180,38 @@ class Occupancy:
 
     def leave(self, flow: Occupant) -> list[Any]:
         """Uncount ``flow``; return the flows it shared links with (their rates may rise)."""
-        self.count[flow.route.idx] -= 1
         del self.by_id[flow.id]
-        if self._pooled:
-            self._free_rows.append(flow._row)
         comp = flow._component
         flow._component = None
         comp.flows.discard(flow)
-        if not flow._busy:
-            return []
-        if len(comp.flows) > 1:
-            comp.stale = True
         neighbours: list[Any] = []
-        on_link = self.on_link
         shrunk: list[int] = []  # rows of flows that lose a busy link, and the link
         shrunk_links: list[int] = []
-        for link in flow._busy:
-            members = on_link[link]
-            members.discard(flow)
-            neighbours.extend(members)
-            if len(members) == 1:
-                (last,) = members
-                last._busy.discard(link)
-                last._busy_idx = None
-                shrunk.append(last._row)
-                shrunk_links.append(link)
-                self.sole[link] = last.id
-                del on_link[link]
-        flow._busy.clear()
-        if shrunk and self._pooled:
-            compiled.busy_remove(np.array(shrunk, dtype=np.int64),
-                                 np.array(shrunk_links, dtype=np.int64), self._row_start,
-                                 self._row_length, self._row_busy, self._pool_idx,
-                                 self._pool_mult, self._sole_row, self._sole_mult)
+        if flow._busy:
+            if len(comp.flows) > 1:
+                comp.stale = True
+            on_link = self.on_link
+            for link in flow._busy:
+                members = on_link[link]
+                members.discard(flow)
+                neighbours.extend(members)
+                if len(members) == 1:
+                    (last,) = members
+                    last._busy.discard(link)
+                    last._busy_idx = None
+                    shrunk.append(last._row)
+                    shrunk_links.append(link)
+                    self.sole[link] = last.id
+                    del on_link[link]
+            flow._busy.clear()
+        if self._pooled:
+            self._free_rows.append(flow._row)
+            compiled.pooled_leave(flow.route.idx, self.count, np.array(shrunk, dtype=np.int64),
+                                  np.array(shrunk_links, dtype=np.int64), self._row_start,
+                                  self._row_length, self._row_busy, self._pool_idx,
+                                  self._pool_mult, self._sole_row, self._sole_mult)
+        else:
+            self.count[flow.route.idx] -= 1
         return neighbours
 
     def _enter_counts(self, flow: Occupant) -> tuple[list[int], list[int], list[int]]:
