@@ -293,7 +293,7 @@ class Network:
             return
         dirty, self._dirty = self._dirty, set()
         done: set[Flow] = set()
-        for seed in sorted(dirty, key=lambda f: f.id):
+        for seed in sorted(dirty, key=_id_of):
             if seed in done:
                 continue
             for _part, flows, incidence in self.occupancy.split(seed._component,
@@ -394,5 +394,6 @@ class _Shim:
 
 SHARING = ("fast", "numpy", "reference")
 _cap_of = operator.attrgetter("cap")
+_id_of = operator.attrgetter("id")
 # Components with at most this many (flow, shared link) pairs are filled in plain Python.
 SMALL_ENTRIES = 64
