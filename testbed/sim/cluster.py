@@ -304,7 +304,8 @@ class ClusterSimulation:
         if self.queue:  # cannot happen with finite jobs unless a job can never be placed
             raise FabricLabError(f"{len(self.queue)} jobs were never placed")
         self.records.sort(key=lambda r: (r.spec.arrival, r.spec.job_id))
-        return ClusterResult([r.row() for r in self.records], self._summary(wall))
+        rows = [r.row() for r in self.records]
+        return ClusterResult(rows, self._summary(rows, wall))
 
     # ------------------------------------------------------------------ admission
 
@@ -418,9 +419,9 @@ class ClusterSimulation:
         )
         return busy / (self.config.total_gpus * (t1 - t0))
 
-    def _summary(self, wall_start: float) -> dict[str, Any]:
+    def _summary(self, rows: list[dict[str, Any]], wall_start: float) -> dict[str, Any]:
+        """The run's summary over ``rows`` (the records' rows, in order)."""
         c = self.config
-        rows = [r.row() for r in self.records]
         jcts = sorted(r["jct_s"] for r in rows)
         first = min((j.arrival for j in self.jobs), default=0.0)
         last = max((r["finish_s"] for r in rows), default=first)
@@ -534,7 +535,7 @@ class _JobRounds:
                                 owner=(self.spec.job_id, j), tag=j, on_done=self.rail_done)
 
     def rail_done(self, flow: Flow) -> None:
-        self.collisions.note(flow.tag, flow.shared)
+        self.collisions.note(flow.tag, flow.shared_idx)
         self.pending -= 1
         if self.pending == 0:
             self.phase += 1

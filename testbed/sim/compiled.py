@@ -4,7 +4,7 @@ Pure functions, no I/O but numba's cache. Each kernel does the same floating-poi
 in the same order, as the numpy code it stands in for (:func:`testbed.sim.maxmin.fill_rates_rounds`,
 :meth:`testbed.sim.occupancy.Incidence.labels`), so results are identical to the last bit;
 ``tests/test_sim_compiled.py`` checks both ways on the same inputs. The incidence read from
-the occupancy's pool (:func:`pooled_incidence`, with :func:`busy_add` and :func:`busy_remove`
+the occupancy's pool (:func:`pooled_incidence`, with :func:`pooled_enter` and :func:`pooled_leave`
 keeping each flow's busy links as links become busy or free) holds the entries
 :meth:`testbed.sim.occupancy.Occupancy.incidence` rebuilds from the routes, flows in the same
 order but a flow's links in another order and so numbered otherwise; the filler and the labels
@@ -37,8 +37,8 @@ except ImportError:  # the numpy code stands in
 else:
     AVAILABLE = True
 
-__all__ = ["AVAILABLE", "busy_add", "busy_remove", "component_labels", "fill_rounds",
-           "pooled_incidence"]
+__all__ = ["AVAILABLE", "component_labels", "fill_rounds", "pooled_enter", "pooled_incidence",
+           "pooled_leave"]
 
 
 def _fill_rounds(flow_cap: np.ndarray, e_flow: np.ndarray, e_link: np.ndarray,
@@ -58,46 +58,50 @@ def _fill_rounds(flow_cap: np.ndarray, e_flow: np.ndarray, e_link: np.ndarray,
         link = e_link[e]
         weight_all[link] += mult[e]
         at_caps[link] += mult[e] * flow_cap[e_flow[e]]
-    # Tight links only, renumbered in their order.
-    renumber = np.full(n_all, -1, dtype=np.int64)
+    # Tight links only, renumbered in their order (without branches: which links are tight
+    # is data the branch predictor cannot learn; each slot past the last is scratch).
+    renumber = np.empty(n_all + 1, dtype=np.int64)
+    cap = np.empty(n_all + 1)
+    weight = np.empty(n_all + 1)
     n_links = 0
     for link in range(n_all):
-        if link_cap[link] < at_caps[link] * roomy:
-            renumber[link] = n_links
-            n_links += 1
-    cap = np.empty(n_links)
-    weight = np.empty(n_links)
-    for link in range(n_all):
-        if renumber[link] >= 0:
-            cap[renumber[link]] = link_cap[link]
-            weight[renumber[link]] = weight_all[link]
-    # Each flow's kept entries (entry order) and each link's flows.
+        tight = link_cap[link] < at_caps[link] * roomy
+        renumber[link] = n_links if tight else -1
+        cap[n_links] = link_cap[link]
+        weight[n_links] = weight_all[link]
+        n_links += tight
+    cap, weight = cap[:n_links], weight[:n_links]
+    # The entries on tight links (kept, entry order), each flow's and each link's count.
+    kept = np.empty(n_entries + 1, dtype=np.int64)
+    n_kept = 0
     flow_start = np.zeros(n_flows + 1, dtype=np.int64)
-    link_start = np.zeros(n_links + 1, dtype=np.int64)
+    link_start = np.zeros(n_links + 2, dtype=np.int64)  # a dropped entry counts 0 at [0]
     for e in range(n_entries):
         link = renumber[e_link[e]]
-        if link >= 0:
-            flow_start[e_flow[e] + 1] += 1
-            link_start[link + 1] += 1
+        keep = link >= 0
+        kept[n_kept] = e
+        n_kept += keep
+        flow_start[e_flow[e] + 1] += keep
+        link_start[link + 1] += keep
     for f in range(n_flows):
         flow_start[f + 1] += flow_start[f]
     for link in range(n_links):
         link_start[link + 1] += link_start[link]
-    n_kept = flow_start[n_flows]
+    # Each flow's kept entries (entry order) and each link's flows.
     k_link = np.empty(n_kept, dtype=np.int64)
     k_mult = np.empty(n_kept)
     flows_on = np.empty(n_kept, dtype=np.int64)
     f_fill = flow_start[:n_flows].copy()
     l_fill = link_start[:n_links].copy()
-    for e in range(n_entries):
+    for q in range(n_kept):
+        e = kept[q]
         link = renumber[e_link[e]]
-        if link >= 0:
-            f = e_flow[e]
-            k_link[f_fill[f]] = link
-            k_mult[f_fill[f]] = mult[e]
-            f_fill[f] += 1
-            flows_on[l_fill[link]] = f
-            l_fill[link] += 1
+        f = e_flow[e]
+        k_link[f_fill[f]] = link
+        k_mult[f_fill[f]] = mult[e]
+        f_fill[f] += 1
+        flows_on[l_fill[link]] = f
+        l_fill[link] += 1
 
     load = np.zeros(n_links)
     headroom = cap / weight
@@ -216,10 +220,9 @@ def _pooled_incidence(rows: np.ndarray, start: np.ndarray, length: np.ndarray,
         slot[e_link[e]] = e
     links = np.empty(n, dtype=np.int64)
     n_links = 0
-    for e in range(n):
-        if slot[e_link[e]] == e:
-            links[n_links] = e_link[e]
-            n_links += 1
+    for e in range(n):  # without a branch: about every other entry is its link's last
+        links[n_links] = e_link[e]
+        n_links += slot[e_link[e]] == e
     link_cap = np.empty(n_links)
     for i in range(n_links):
         slot[links[i]] = i
@@ -230,25 +233,57 @@ def _pooled_incidence(rows: np.ndarray, start: np.ndarray, length: np.ndarray,
     return owner, local, mult, link_cap
 
 
-def _busy_add(rows: np.ndarray, links: np.ndarray, mults: np.ndarray, start: np.ndarray,
-              length: np.ndarray, busy: np.ndarray, pool_idx: np.ndarray,
-              pool_mult: np.ndarray) -> None:  # pragma: no cover - compiled
-    """Row ``rows[i]`` of the pool gains busy link ``links[i]`` (multiplicity ``mults[i]``),
-    at the end of its busy links."""
-    for i in range(rows.shape[0]):
-        r = rows[i]
-        at = start[r] + length[r] + busy[r]
-        pool_idx[at] = links[i]
-        pool_mult[at] = mults[i]
-        busy[r] += 1
+def _pooled_enter(idx: np.ndarray, mult: np.ndarray, flow_id: int, row: int, at: int,
+                  count: np.ndarray, sole: np.ndarray, sole_row: np.ndarray,
+                  sole_mult: np.ndarray, start: np.ndarray, length: np.ndarray,
+                  busy: np.ndarray, pool_idx: np.ndarray, pool_mult: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
+    """A flow over links ``idx`` (multiplicities ``mult``) enters: each link counts it; it
+    gets row ``row`` of the pool at ``at`` (its route, then its busy links: those it finds
+    in use); it is the sole flow of the links it finds free; a link's sole flow until now
+    gains that link as a busy one, at the end of its busy links (in route order). Returns the links
+    it met, how many flows each had, and each one's sole flow (meaningful where that is 1)."""
+    n = idx.shape[0]
+    met = np.empty(n, dtype=np.int64)
+    before = np.empty(n, dtype=np.int64)
+    soles = np.empty(n, dtype=np.int64)
+    k = 0
+    for i in range(n):
+        link = idx[i]
+        c = count[link]
+        count[link] = c + 1
+        pool_idx[at + i] = link
+        pool_mult[at + i] = mult[i]
+        if c == 0:
+            sole[link] = flow_id
+            sole_row[link] = row
+            sole_mult[link] = mult[i]
+            continue
+        pool_idx[at + n + k] = link
+        pool_mult[at + n + k] = mult[i]
+        met[k] = link
+        before[k] = c
+        soles[k] = sole[link]
+        k += 1
+        if c == 1:
+            r = sole_row[link]
+            end = start[r] + length[r] + busy[r]
+            pool_idx[end] = link
+            pool_mult[end] = sole_mult[link]
+            busy[r] += 1
+    start[row], length[row], busy[row] = at, n, k
+    return met[:k], before[:k], soles[:k]
 
 
-def _busy_remove(rows: np.ndarray, links: np.ndarray, start: np.ndarray, length: np.ndarray,
-                 busy: np.ndarray, pool_idx: np.ndarray, pool_mult: np.ndarray,
-                 sole_row: np.ndarray, sole_mult: np.ndarray
-                 ) -> None:  # pragma: no cover - compiled
-    """Row ``rows[i]`` of the pool loses busy link ``links[i]`` (its last busy link takes
-    its place), on which it is now alone: ``sole_row`` / ``sole_mult`` of the link say so."""
+def _pooled_leave(idx: np.ndarray, count: np.ndarray, rows: np.ndarray, links: np.ndarray,
+                  start: np.ndarray, length: np.ndarray, busy: np.ndarray,
+                  pool_idx: np.ndarray, pool_mult: np.ndarray, sole_row: np.ndarray,
+                  sole_mult: np.ndarray) -> None:  # pragma: no cover - compiled
+    """A flow over links ``idx`` leaves: each link uncounts it; row ``rows[i]`` of the pool
+    loses busy link ``links[i]`` (its last busy link takes its place), on which it is now
+    alone: ``sole_row`` / ``sole_mult`` of the link say so."""
+    for i in range(idx.shape[0]):
+        count[idx[i]] -= 1
     for i in range(rows.shape[0]):
         r = rows[i]
         lo = start[r] + length[r]
@@ -367,7 +402,7 @@ def _compile_all() -> None:
     """Wrap the kernels with numba, cached in :func:`private_cache_dir` if there is one (the
     cache's place is fixed when a kernel is wrapped; numba's setting is restored after)."""
     global _argsort_stable, _ascending, fill_rounds, component_labels, pooled_incidence
-    global busy_add, busy_remove
+    global pooled_enter, pooled_leave
     where = private_cache_dir()
     previous = numba.config.CACHE_DIR
     numba.config.CACHE_DIR = where or ""
@@ -378,13 +413,13 @@ def _compile_all() -> None:
         fill_rounds = jit(_fill_rounds)
         component_labels = jit(_component_labels)
         pooled_incidence = jit(_pooled_incidence)
-        busy_add = jit(_busy_add)
-        busy_remove = jit(_busy_remove)
+        pooled_enter = jit(_pooled_enter)
+        pooled_leave = jit(_pooled_leave)
     finally:
         numba.config.CACHE_DIR = previous
 
 
-fill_rounds = component_labels = pooled_incidence = busy_add = busy_remove = None
+fill_rounds = component_labels = pooled_incidence = pooled_enter = pooled_leave = None
 if AVAILABLE:
     _compile_all()
 
@@ -397,5 +432,6 @@ def compile_now() -> None:
     component_labels(at, at, 1, 1)
     pool_idx, pool_mult, busy = np.zeros(2, dtype=np.int64), np.ones(2), at.copy()
     pooled_incidence(at, at, at, busy, pool_idx, pool_mult, one, at.copy())
-    busy_add(at, at, one, at, at, busy, pool_idx, pool_mult)
-    busy_remove(at, at, at, at, busy, pool_idx, pool_mult, at.copy(), one.copy())
+    pooled_enter(at, one, 0, 0, 0, at.copy(), at.copy(), at.copy(), one.copy(), at.copy(),
+                 at.copy(), busy, pool_idx, pool_mult)
+    pooled_leave(at, at.copy(), at, at, at, at, busy, pool_idx, pool_mult, at.copy(), one.copy())

@@ -74,7 +74,8 @@ class Flow:
     ``links`` maps each link to how many of the flow's lockstep sub-flows cross it (1 for a
     plain flow; read-only: flows of one :class:`Route` share it). ``rate`` is bit/s per
     sub-flow. ``shared`` collects the links on which the flow was ever active together with a
-    flow of a different ``owner``. ``route`` is its links as the network resolved them.
+    flow of a different ``owner`` (kept as the links' indices, ``shared_idx``). ``route`` is
+    its links as the network resolved them.
     """
 
     id: int
@@ -88,7 +89,8 @@ class Flow:
     remaining: float = 0.0
     rate: float = 0.0
     cap: float = float("inf")
-    shared: set[LinkId] = field(default_factory=set)
+    # the link indices (the network's occupancy's) of ``shared``: what the bookkeeping keeps
+    shared_idx: set[int] = field(default_factory=set, repr=False)
     route: Route | None = None
     delay_s: float = 0.0  # one-way propagation delay of its (slowest) path
     # called when its last byte has left (``delay_s`` before ``on_done``): a sender's next
@@ -107,6 +109,14 @@ class Flow:
 
     def __post_init__(self) -> None:
         self._party = self.owner if self.owner is not None else self
+
+    @property
+    def shared(self) -> set[LinkId]:
+        """The links on which the flow was ever active together with another owner's flow."""
+        if self.route is None:
+            return set()
+        link_ids = self.route.occupancy.link_ids
+        return {link_ids[i] for i in self.shared_idx}
 
     @property
     def done(self) -> bool:
@@ -290,7 +300,7 @@ class Network:
             return
         dirty, self._dirty = self._dirty, set()
         done: set[Flow] = set()
-        for seed in sorted(dirty, key=lambda f: f.id):
+        for seed in sorted(dirty, key=_id_of):
             if seed in done:
                 continue
             for _part, flows, incidence in self.occupancy.split(seed._component,
@@ -393,5 +403,6 @@ class _Shim:
 
 SHARING = ("fast", "numpy", "reference")
 _cap_of = operator.attrgetter("cap")
+_id_of = operator.attrgetter("id")
 # Components with at most this many (flow, shared link) pairs are filled in plain Python.
 SMALL_ENTRIES = 64

@@ -31,7 +31,7 @@ class Occupant(Protocol):
 
     id: int
     route: Route | None
-    shared: set[LinkId]
+    shared_idx: set[int]  # links (indices) it shared with another party's flow
     _party: Hashable  # flows of one party never count as sharing with each other
     _busy: set[int]
     _busy_idx: np.ndarray | None  # its busy links as (idx, mult) arrays; None: out of date
@@ -110,15 +110,16 @@ class Occupancy:
                     counts[link] += w
             links = dict(counts)
         index = self.index
-        if not links.keys() <= index.keys():
-            for link in links:
-                if link not in index:
+        ids = list(map(index.get, links))
+        if None in ids:  # links seen for the first time: interned in order
+            for k, link in enumerate(links):
+                if ids[k] is None:
                     cap = self._capacity(link)
-                    index[link] = len(self.link_ids)
+                    ids[k] = index[link] = len(self.link_ids)
                     self.link_ids.append(link)
                     self.caps.append(cap)
         self._sync()  # also after a capacity error left some links interned, unsynced
-        idx = np.fromiter(map(index.__getitem__, links), dtype=np.intp, count=len(links))
+        idx = np.array(ids, dtype=np.intp)
         mult = np.fromiter(links.values(), dtype=float, count=len(links))
         cap = float((self.cap[idx] / mult).min()) if len(links) else float("inf")
         return Route(self, links, idx, mult, cap)
@@ -144,42 +145,21 @@ class Occupancy:
     def enter(self, flow: Occupant) -> None:
         """Count ``flow`` on its links; mark sharing and merge components where it meets
         other flows."""
-        idx = flow.route.idx
-        before = self.count[idx]
-        self.count[idx] = before + 1
         comp = flow._component = Component({flow})
-        met = before > 0
-        pooled = self._pooled
-        if pooled:
-            self._pool_in(flow, idx, flow.route.mult, met)
+        if self._pooled:
+            met_links, n_before, soles = self._enter_pooled(flow)
+        else:
+            met_links, n_before, soles = self._enter_counts(flow)
         self.by_id[flow.id] = flow
-        if not met.any():
-            self.sole[idx] = flow.id
-            if pooled:
-                self._sole_row[idx], self._sole_mult[idx] = flow._row, flow.route.mult
+        if not met_links:
             return
-        alone = ~met
-        self.sole[idx[alone]] = flow.id
-        links = idx[met]
-        n_before = before[met]
-        if pooled:
-            self._sole_row[idx[alone]], self._sole_mult[idx[alone]] = (flow._row,
-                                                                       flow.route.mult[alone])
-            # The flows alone on links until now: each gains that link as a busy one.
-            pairs = links[n_before == 1]
-            if len(pairs):
-                compiled.busy_add(self._sole_row[pairs], pairs, self._sole_mult[pairs],
-                                  self._row_start, self._row_length, self._row_busy,
-                                  self._pool_idx, self._pool_mult)
-        party, on_link, link_ids, by_id = flow._party, self.on_link, self.link_ids, self.by_id
+        party, on_link, by_id = flow._party, self.on_link, self.by_id
         flow._busy_idx = None
-        met_links = links.tolist()
         flow._busy.update(met_links)
-        shared: list[LinkId] = []
+        shared: list[int] = []
         # Where ``flow`` meets another flow on a link: the link is noted as shared between
         # different parties, and their components are joined (inline: this loop is hot).
-        for link, n, sole in zip(met_links, n_before.tolist(), self.sole[links].tolist(),
-                                 strict=True):
+        for link, n, sole in zip(met_links, n_before, soles, strict=True):
             if n == 1:  # the link's sole flow until now gains it as a busy link
                 other = by_id[sole]
                 on_link[link] = {other, flow}
@@ -190,55 +170,65 @@ class Occupancy:
                 others = on_link[link]
             for other in others:
                 if other._party != party:
-                    lid = link_ids[link]
-                    other.shared.add(lid)
-                    shared.append(lid)
+                    other.shared_idx.add(link)
+                    shared.append(link)
                 if other._component is not comp:
                     comp = _merge(comp, other._component)
             if n != 1:
                 others.add(flow)
-        flow.shared.update(shared)
+        flow.shared_idx.update(shared)
 
     def leave(self, flow: Occupant) -> list[Any]:
         """Uncount ``flow``; return the flows it shared links with (their rates may rise)."""
-        self.count[flow.route.idx] -= 1
         del self.by_id[flow.id]
-        if self._pooled:
-            self._free_rows.append(flow._row)
         comp = flow._component
         flow._component = None
         comp.flows.discard(flow)
-        if not flow._busy:
-            return []
-        if len(comp.flows) > 1:
-            comp.stale = True
         neighbours: list[Any] = []
-        on_link = self.on_link
         shrunk: list[int] = []  # rows of flows that lose a busy link, and the link
         shrunk_links: list[int] = []
-        for link in flow._busy:
-            members = on_link[link]
-            members.discard(flow)
-            neighbours.extend(members)
-            if len(members) == 1:
-                (last,) = members
-                last._busy.discard(link)
-                last._busy_idx = None
-                shrunk.append(last._row)
-                shrunk_links.append(link)
-                self.sole[link] = last.id
-                del on_link[link]
-        flow._busy.clear()
-        if shrunk and self._pooled:
-            compiled.busy_remove(np.array(shrunk, dtype=np.int64),
-                                 np.array(shrunk_links, dtype=np.int64), self._row_start,
-                                 self._row_length, self._row_busy, self._pool_idx,
-                                 self._pool_mult, self._sole_row, self._sole_mult)
+        if flow._busy:
+            if len(comp.flows) > 1:
+                comp.stale = True
+            on_link = self.on_link
+            for link in flow._busy:
+                members = on_link[link]
+                members.discard(flow)
+                neighbours.extend(members)
+                if len(members) == 1:
+                    (last,) = members
+                    last._busy.discard(link)
+                    last._busy_idx = None
+                    shrunk.append(last._row)
+                    shrunk_links.append(link)
+                    self.sole[link] = last.id
+                    del on_link[link]
+            flow._busy.clear()
+        if self._pooled:
+            self._free_rows.append(flow._row)
+            compiled.pooled_leave(flow.route.idx, self.count, np.array(shrunk, dtype=np.int64),
+                                  np.array(shrunk_links, dtype=np.int64), self._row_start,
+                                  self._row_length, self._row_busy, self._pool_idx,
+                                  self._pool_mult, self._sole_row, self._sole_mult)
+        else:
+            self.count[flow.route.idx] -= 1
         return neighbours
 
-    def _pool_in(self, flow: Occupant, idx: np.ndarray, mult: np.ndarray,
-                 busy: np.ndarray) -> None:
-        """Give ``flow`` a row in the pool: its route, and its busy links (where ``busy``)."""
+    def _enter_counts(self, flow: Occupant) -> tuple[list[int], list[int], list[int]]:
+        """Count ``flow`` on its links and make it the sole flow of those it finds free;
+        return the links it met, how many flows each had, and each one's sole flow."""
+        idx = flow.route.idx
+        before = self.count[idx]
+        self.count[idx] = before + 1
+        met = before > 0
+        self.sole[idx[~met]] = flow.id
+        links = idx[met]
+        return links.tolist(), before[met].tolist(), self.sole[links].tolist()
+
+    def _enter_pooled(self, flow: Occupant) -> tuple[list[int], list[int], list[int]]:
+        """:meth:`_enter_counts`, and ``flow`` given a row in the pool: its route, and its
+        busy links; the links' sole flows until now gain them as busy links (one kernel:
+        ``compiled.pooled_enter``)."""
         if not self._free_rows:
             n = len(self._row_start)
             self._row_start = np.concatenate([self._row_start, np.zeros(n, dtype=np.int64)])
@@ -246,18 +236,17 @@ class Occupancy:
             self._row_busy = np.concatenate([self._row_busy, np.zeros(n, dtype=np.int64)])
             self._free_rows = list(range(2 * n - 1, n - 1, -1))
         row = flow._row = self._free_rows.pop()
-        n = len(idx)
+        route = flow.route
+        n = len(route.idx)
         if self._pool_used + 2 * n > len(self._pool_idx):
             self._compact(2 * n)
         at = self._pool_used
-        self._pool_idx[at:at + n] = idx
-        self._pool_mult[at:at + n] = mult
-        k = int(np.count_nonzero(busy))
-        if k:
-            self._pool_idx[at + n:at + n + k] = idx[busy]
-            self._pool_mult[at + n:at + n + k] = mult[busy]
         self._pool_used = at + 2 * n
-        self._row_start[row], self._row_length[row], self._row_busy[row] = at, n, k
+        met, before, soles = compiled.pooled_enter(
+            route.idx, route.mult, flow.id, row, at, self.count, self.sole, self._sole_row,
+            self._sole_mult, self._row_start, self._row_length, self._row_busy,
+            self._pool_idx, self._pool_mult)
+        return met.tolist(), before.tolist(), soles.tolist()
 
     def _compact(self, room: int) -> None:
         """Move the active flows' rows to the front of a pool with ``room`` to spare (and as

@@ -13,7 +13,7 @@ class RailCollisions:
     """Marks a job's collided cross-leaf flows (positions over all its rails) in ``collided``.
 
     A rail's flows collide on the fabric links its bundle shared with another owner's flow
-    (``Flow.shared``) and on those two of its own sub-flows cross. Which flows cross which
+    (``Flow.shared_idx``) and on those two of its own sub-flows cross. Which flows cross which
     fabric link is worked out once per rail, the first time it is needed.
     """
 
@@ -21,20 +21,27 @@ class RailCollisions:
                  collided: set[int]) -> None:
         self.rails, self.routes, self.collided = rails, routes, collided
         self.offsets = list(itertools.accumulate((len(r) for r in rails), initial=0))
-        self._own: dict[int, list[LinkId]] = {}
         self._on_link: dict[int, dict[LinkId, list[int]]] = {}
-        self._noted: dict[int, set[LinkId]] = {}  # per rail: links already counted
+        self._noted: dict[int, set[int]] = {}  # per rail: links (indices) already counted
 
-    def note(self, rail: int, shared: set[LinkId]) -> None:
-        """Rail ``rail``'s bundle ended having shared ``shared`` with other owners."""
+    def note(self, rail: int, shared_idx: set[int]) -> None:
+        """Rail ``rail``'s bundle ended having shared the links ``shared_idx`` (indices of its
+        route's occupancy) with other owners."""
         if len(self.collided) == self.offsets[-1]:
             return  # every flow already counts as collided
-        noted = self._noted.setdefault(rail, set())
-        links = [link for link in shared - noted if link[0] in FABRIC_LINKS]
-        links.extend(link for link in self._self_shared(rail) if link not in noted)
+        noted = self._noted.get(rail)
+        if noted is None:  # its own shared links, the first time: then they stay noted
+            noted = self._noted[rail] = set()
+            new = shared_idx | self._self_shared(rail)
+        else:
+            new = shared_idx - noted
+        if not new:
+            return
+        noted |= new
+        link_ids = self.routes[rail].occupancy.link_ids
+        links = [link for link in map(link_ids.__getitem__, new) if link[0] in FABRIC_LINKS]
         if not links:
             return
-        noted.update(links)
         on_link = self._on_link.get(rail)
         if on_link is None:
             on_link = self._on_link[rail] = {}
@@ -45,11 +52,7 @@ class RailCollisions:
         for link in links:
             self.collided.update(on_link[link])
 
-    def _self_shared(self, rail: int) -> list[LinkId]:
-        own = self._own.get(rail)
-        if own is None:
-            route = self.routes[rail]
-            own = [] if not (route.mult > 1).any() else [
-                link for link, k in route.links.items() if k > 1 and link[0] in FABRIC_LINKS]
-            self._own[rail] = own
-        return own
+    def _self_shared(self, rail: int) -> set[int]:
+        """The links (indices) two or more of rail ``rail``'s own sub-flows cross."""
+        route = self.routes[rail]
+        return set(route.idx[route.mult > 1].tolist())
