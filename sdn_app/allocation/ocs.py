@@ -587,81 +587,98 @@ def augment_wiring(
     """n spines for ``leaves`` and, per leaf, one circuit to each on a distinct OCS.
 
     The spines are the n that most of the leaves reach by their default circuit (then
-    those with the most idle ports). Each leaf in turn gets a perfect matching of those
-    spines to OCSes where its own port and a spine port are idle
+    those with the most idle ports: :meth:`_AugmentView.spines_for`). Each leaf in turn gets
+    a perfect matching of those spines to OCSes where its own port and a spine port are idle
     (:func:`match_from_default_masks`): its default circuits where possible, rewired along
     augmenting paths where not. Spine ports are shared by the leaves of the job, so a
-    leaf only takes what the leaves before it left. Returns ``(spines, {(leaf, j):
-    (ocs, port)})`` or None. ``view``: the ledger as read for this admission (the ledger
-    must not have changed since it was made).
+    leaf only takes what the leaves before it left (:class:`_LeafByLeaf`). Returns
+    ``(spines, {(leaf, j): (ocs, port)})`` or None. ``view``: the ledger as read for this
+    admission (the ledger must not have changed since it was made).
     """
     view = _AugmentView(ledger) if view is None else view
-    total = view.total
-    m = len(leaves)
-    candidates = [
-        s for s in range(ledger.spines)
-        if total[s] >= m and (s not in view.held or all(ledger.link_free(lf, s) for lf in leaves))
-    ]
-    if len(candidates) < n:
+    spines = view.spines_for(leaves, n)
+    if spines is None:
         return None
-    reach = [0] * ledger.spines  # [spine]: how many of the leaves reach it by default
-    for leaf in leaves:
-        mask = view.default_masks[leaf]
-        while mask:
-            low = mask & -mask
-            reach[low.bit_length() - 1] += 1
-            mask ^= low
-    candidates.sort(key=lambda s: (-reach[s], -total[s], s))
-    spines = sorted(candidates[:n])
-    # First every leaf's matching, counting the ports it takes (which ports does not change
-    # what the next leaves can use), so that a set that fails picks no port.
-    usable = view.usable[:]  # [spine]: bit o when the spine has a port on o left
-    left: dict[tuple[int, int], int] = {}  # (ocs, spine) -> its idle ports not yet taken
-    matches = []
-    for leaf in leaves:
-        row = _default_row(leaf, ledger.spines, ledger.ocs_count, ledger.spine_ports_per_ocs)
-        match = match_from_default_masks(
-            spines, ledger.idle_ocs_mask(leaf), [row[s][0] for s in spines], usable)
-        if match is None:
-            return None
-        matches.append((leaf, row, match))
-        for spine in spines:
-            ocs = match[spine]
-            count = left.get((ocs, spine))
-            count = left[(ocs, spine)] = (
-                ledger.idle_port_count(ocs, spine) if count is None else count) - 1
-            if not count:
-                usable[spine] &= ~(1 << ocs)
+    matches = view.leaf_by_leaf.match(leaves, spines)
+    if matches is None:
+        return None
+    return spines, pick_ports(ledger, leaves, spines, matches, view)
+
+
+def pick_ports(
+    ledger: Ledger, leaves: list[int], spines: list[int], matches: list[dict[int, int]],
+    view: _AugmentView,
+) -> dict[tuple[int, int], tuple[int, int]]:
+    """``{(leaf, j): (ocs, port)}``: a spine port for each leaf's circuit to ``spines[j]`` on
+    the OCS its matching (``matches``, per leaf: spine -> OCS) chose: the leaf's own default
+    port if idle, else the one fewest idle leaves need by default, lowest first."""
     idle = _IdlePorts(ledger)  # (ocs, spine) -> its idle ports, lowest first, when first read
     ports: dict[tuple[int, int], tuple[int, int]] = {}
-    for leaf, row, match in matches:
+    for leaf, match in zip(leaves, matches, strict=True):
+        row = _default_row(leaf, ledger.spines, ledger.ocs_count, ledger.spine_ports_per_ocs)
         for j, spine in enumerate(spines):
             ocs = match[spine]
             free = idle[(ocs, spine)]
             default_ocs, default_port = row[spine]
             own = default_port if ocs == default_ocs else None
-            # The leaf's own default port, else the port fewest idle leaves need by default.
             port = own if own in free else free[0] if len(free) == 1 else min(
                 free, key=lambda p, o=ocs, s=spine: (view.owner_count(o, s, p), p))
             free.remove(port)
             ports[(leaf, j)] = (ocs, port)
-    return spines, ports
+    return ports
 
 
 class _AugmentView:
     """What :func:`augment_wiring` reads of the ledger, read once per admission and shared
     by the leaf sets it tries: idle ports per spine, the OCSes where each spine has one,
     the spines with links held exclusively, each leaf's :func:`default_spine_mask` and each
-    spine port's idle default owners (the last two when first asked for)."""
+    spine port's idle default owners (the last two when first asked for); and the last
+    leaf set's matchings (:class:`_LeafByLeaf`)."""
 
     def __init__(self, ledger: Ledger, masks: DefaultMasks | None = None) -> None:
         self.ledger = ledger
         counts = ledger.idle_spine_counts()
-        self.total = list(map(sum, counts))
+        self.total = np.array(list(map(sum, counts)), dtype=np.int64)  # [spine]: idle ports
         self.usable = [sum(1 << o for o, c in enumerate(row) if c) for row in counts]
         self.held = ledger.spines_with_held_links()
         self.default_masks = DefaultMasks(ledger) if masks is None else masks
+        self.leaf_by_leaf = _LeafByLeaf(ledger, self.usable)
         self._owners: dict[tuple[int, int, int], int] = {}
+        self._spines_with: dict[int, np.ndarray] = {}  # m -> spines with >= m idle ports
+        self._reach_rows: dict[int, np.ndarray] = {}  # leaf -> [spine]: 1 if reached
+
+    def spines_for(self, leaves: list[int], n: int) -> list[int] | None:
+        """The n spines for ``leaves``, in order, or None (fewer than n can serve them):
+        among the spines with at least one idle port per leaf and no link of the leaves held,
+        those most leaves reach by default, then those with the most idle ports, then the
+        lowest."""
+        m = len(leaves)
+        candidates = self._spines_with.get(m)
+        if candidates is None:
+            candidates = self._spines_with[m] = np.flatnonzero(self.total >= m)
+        if self.held:
+            link_free = self.ledger.link_free
+            candidates = candidates[[s not in self.held or all(link_free(lf, s) for lf in leaves)
+                                     for s in candidates.tolist()]]
+        if len(candidates) < n:
+            return None
+        reach = np.zeros(self.ledger.spines, dtype=np.int64)  # [spine]: leaves reaching it
+        for leaf in leaves:
+            reach += self._reach_row(leaf)
+        # (reach, idle ports) as one key, highest first; equal keys stay lowest spine first
+        key = reach[candidates] * (int(self.total.max()) + 1) + self.total[candidates]
+        best = candidates[np.argsort(-key, kind="stable")[:n]]
+        return sorted(best.tolist())
+
+    def _reach_row(self, leaf: int) -> np.ndarray:
+        """``[spine]``: 1 where ``leaf`` reaches the spine by its default circuit, else 0."""
+        row = self._reach_rows.get(leaf)
+        if row is None:
+            mask = self.default_masks[leaf]
+            row = np.zeros(self.ledger.spines, dtype=np.int64)
+            row[list(bits(mask))] = 1
+            self._reach_rows[leaf] = row
+        return row
 
     def owner_count(self, ocs: int, spine: int, port: int) -> int:
         """``len(idle_default_owners(ledger, ocs, spine, port))``."""
@@ -670,6 +687,82 @@ class _AugmentView:
         if count is None:
             count = self._owners[key] = len(idle_default_owners(self.ledger, ocs, spine, port))
         return count
+
+
+class _LeafByLeaf:
+    """The leaf-by-leaf matchings (:func:`match_from_default_masks`) of the last leaf set
+    :func:`augment_wiring` tried, kept so that the next set on the same spines resumes after
+    the leaves both sets begin with instead of matching them again (leaf sets come in
+    :func:`itertools.combinations` order, so consecutive sets mostly share their first
+    leaves; a failing set matched about ten leaves before one failed).
+
+    A leaf's matching reads only the spines, the leaf (its idle ports, its default circuits)
+    and the spine ports the leaves before it took; so the matchings of a set's first leaves
+    are those of any set on the same spines that begins with the same leaves, and a set
+    that begins with the leaves of a failed set, the one that failed included, fails too."""
+
+    def __init__(self, ledger: Ledger, usable: list[int]) -> None:
+        self.ledger = ledger
+        self.initial_usable = usable  # [spine]: bit o when it has an idle port on OCS o
+        self.spines: list[int] = []
+        self.leaves: list[int] = []  # matched, in order
+        self.matches: list[dict[int, int]] = []  # per matched leaf: spine -> OCS
+        self.failed: int | None = None  # the leaf after them that found no matching
+        self.usable = usable[:]  # [spine]: bit o when a port on o is left after the leaves
+        self.left: dict[tuple[int, int], int] = {}  # (ocs, spine) -> idle ports left
+
+    def match(self, leaves: list[int], spines: list[int]) -> list[dict[int, int]] | None:
+        """Per leaf of ``leaves`` in order, its matching of ``spines`` to OCSes, each leaf
+        taking a port of each spine that the leaves before it left; None when a leaf has
+        none."""
+        if spines != self.spines:
+            self._restart(spines)
+        same = 0  # how many first leaves the two sets share
+        for old, new in zip(self.leaves, leaves, strict=False):
+            if old != new:
+                break
+            same += 1
+        if (same == len(self.leaves) < len(leaves) and self.failed is not None
+                and leaves[same] == self.failed):
+            return None
+        self._rewind(same)
+        self.failed = None
+        for leaf in leaves[same:]:
+            row = _default_row(leaf, self.ledger.spines, self.ledger.ocs_count,
+                               self.ledger.spine_ports_per_ocs)
+            found = match_from_default_masks(spines, self.ledger.idle_ocs_mask(leaf),
+                                             [row[s][0] for s in spines], self.usable)
+            if found is None:
+                self.failed = leaf
+                return None
+            self._take(leaf, found)
+        return list(self.matches)
+
+    def _restart(self, spines: list[int]) -> None:
+        """Forget every matching: the next set is on other ``spines``."""
+        self.spines, self.leaves, self.matches, self.failed = spines, [], [], None
+        self.usable, self.left = self.initial_usable[:], {}
+
+    def _take(self, leaf: int, match: dict[int, int]) -> None:
+        """Keep ``leaf``'s matching, its ports taken (the last of a spine's on an OCS
+        leaves the OCS unusable for the spine)."""
+        self.leaves.append(leaf)
+        self.matches.append(match)
+        for spine, ocs in match.items():
+            key = (ocs, spine)
+            count = self.left.get(key)
+            count = self.left[key] = (
+                self.ledger.idle_port_count(ocs, spine) if count is None else count) - 1
+            if not count:
+                self.usable[spine] &= ~(1 << ocs)
+
+    def _rewind(self, keep: int) -> None:
+        """Forget the matchings after the first ``keep`` leaves, their ports given back."""
+        while len(self.leaves) > keep:
+            self.leaves.pop()
+            for spine, ocs in self.matches.pop().items():
+                self.left[(ocs, spine)] += 1
+                self.usable[spine] |= 1 << ocs
 
 
 @lru_cache(maxsize=4096)
