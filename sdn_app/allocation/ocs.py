@@ -291,7 +291,7 @@ _DEFAULT_MISSES: WeakKeyDictionary[Ledger, dict[tuple[int, int], dict[int, int]]
 
 def ocs_leaves_with(ledger: Ledger, n: int) -> list[int]:
     """Leaves with >= n free hosts and >= n idle OCS ports, best fit first."""
-    return [leaf for leaf in ledger.leaves_with(n) if len(ledger.idle_ocses(leaf)) >= n]
+    return [leaf for leaf in ledger.leaves_with(n) if ledger.idle_ocs_mask(leaf).bit_count() >= n]
 
 
 def try_direct_pair(
@@ -642,7 +642,7 @@ class _AugmentView:
         self.usable = [sum(1 << o for o, c in enumerate(row) if c) for row in counts]
         self.held = ledger.spines_with_held_links()
         self.default_masks = DefaultMasks(ledger) if masks is None else masks
-        self.leaf_by_leaf = _LeafByLeaf(ledger, self.usable)
+        self.leaf_by_leaf = _LeafByLeaf(ledger, counts, self.usable)
         self._owners: dict[tuple[int, int, int], int] = {}
         self._spines_with: dict[int, np.ndarray] = {}  # m -> spines with >= m idle ports
         self._reach_rows: dict[int, np.ndarray] = {}  # leaf -> [spine]: 1 if reached
@@ -701,15 +701,16 @@ class _LeafByLeaf:
     are those of any set on the same spines that begins with the same leaves, and a set
     that begins with the leaves of a failed set, the one that failed included, fails too."""
 
-    def __init__(self, ledger: Ledger, usable: list[int]) -> None:
+    def __init__(self, ledger: Ledger, counts: list[list[int]], usable: list[int]) -> None:
         self.ledger = ledger
+        self.counts = counts  # [spine][ocs]: idle ports
         self.initial_usable = usable  # [spine]: bit o when it has an idle port on OCS o
         self.spines: list[int] = []
         self.leaves: list[int] = []  # matched, in order
         self.matches: list[dict[int, int]] = []  # per matched leaf: spine -> OCS
         self.failed: int | None = None  # the leaf after them that found no matching
         self.usable = usable[:]  # [spine]: bit o when a port on o is left after the leaves
-        self.left: dict[tuple[int, int], int] = {}  # (ocs, spine) -> idle ports left
+        self.left: dict[int, list[int]] = {}  # spine of the set -> [ocs]: idle ports left
 
     def match(self, leaves: list[int], spines: list[int]) -> list[dict[int, int]] | None:
         """Per leaf of ``leaves`` in order, its matching of ``spines`` to OCSes, each leaf
@@ -741,27 +742,27 @@ class _LeafByLeaf:
     def _restart(self, spines: list[int]) -> None:
         """Forget every matching: the next set is on other ``spines``."""
         self.spines, self.leaves, self.matches, self.failed = spines, [], [], None
-        self.usable, self.left = self.initial_usable[:], {}
+        self.usable = self.initial_usable[:]
+        self.left = {spine: self.counts[spine][:] for spine in spines}
 
     def _take(self, leaf: int, match: dict[int, int]) -> None:
         """Keep ``leaf``'s matching, its ports taken (the last of a spine's on an OCS
         leaves the OCS unusable for the spine)."""
         self.leaves.append(leaf)
         self.matches.append(match)
+        left, usable = self.left, self.usable
         for spine, ocs in match.items():
-            key = (ocs, spine)
-            count = self.left.get(key)
-            count = self.left[key] = (
-                self.ledger.idle_port_count(ocs, spine) if count is None else count) - 1
-            if not count:
-                self.usable[spine] &= ~(1 << ocs)
+            row = left[spine]
+            row[ocs] -= 1
+            if not row[ocs]:
+                usable[spine] &= ~(1 << ocs)
 
     def _rewind(self, keep: int) -> None:
         """Forget the matchings after the first ``keep`` leaves, their ports given back."""
         while len(self.leaves) > keep:
             self.leaves.pop()
             for spine, ocs in self.matches.pop().items():
-                self.left[(ocs, spine)] += 1
+                self.left[spine][ocs] += 1
                 self.usable[spine] |= 1 << ocs
 
 
