@@ -223,25 +223,24 @@ def rewiring_name(name: str) -> str:
 
 
 class AdmissionView:
-    """What the shapes of one admission read of the ledger, read when first asked for and
-    kept while they are tried (the ledger must not change meanwhile: a shape that fails
-    changes nothing): :class:`DefaultMasks`, the conservative :func:`rewire_index`, augment's
-    :class:`_AugmentView`."""
+    """What the shapes of one admission read of the ledger, kept while they are tried (the
+    ledger must not change meanwhile: a shape that fails changes nothing): the ledger's
+    :class:`KeptState`, brought up to date once, its masks as :class:`DefaultMasks`, the
+    conservative :class:`RewireIndex` and augment's :class:`_AugmentView` when first asked
+    for."""
 
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
-        self.masks = DefaultMasks(ledger, kept_default_masks(ledger))
-        self._index: RewireIndex | None = None
+        self.kept = kept_state(ledger)
+        self.masks = DefaultMasks(ledger, self.kept.masks)
         self._augment: _AugmentView | None = None
 
     def rewire_index(self) -> RewireIndex:
-        if self._index is None:
-            self._index = kept_rewire_index(self.ledger)
-        return self._index
+        return self.kept.rewire_index()
 
     def augment(self) -> _AugmentView:
         if self._augment is None:
-            self._augment = _AugmentView(self.ledger, self.masks)
+            self._augment = _AugmentView(self.ledger, self.kept)
         return self._augment
 
 
@@ -264,14 +263,14 @@ def default_leaves(ledger: Ledger, m: int, n: int, masks: DefaultMasks) -> list[
     :class:`DefaultMasks`), the same answer, searching only what changed since the last
     search of m x n on this ledger that found nothing.
 
-    That search's masks are kept (:data:`_DEFAULT_MISSES`). A set of m leaves sharing n
+    That search's masks are kept (``KeptState.misses``). A set of m leaves sharing n
     spines now, each of whose leaves was searched then with a mask holding its mask now,
     would have shared them then: so every such set now holds a leaf that was not searched
     then or whose mask gained a spine, and the search looks only among sets holding one
     (the first in the same order, so the same set as a whole search). A refused queue head
     is searched again after every job's end; most ends change few leaves' masks."""
     now = {leaf: masks[leaf] for leaf in ledger.leaves_with(n)}
-    misses = _DEFAULT_MISSES.setdefault(ledger, {})
+    misses = _kept_of(ledger).misses
     before = misses.get((m, n))
     changed = None if before is None else {
         leaf for leaf, mask in now.items() if mask & ~before.get(leaf, 0)}
@@ -281,12 +280,6 @@ def default_leaves(ledger: Ledger, m: int, n: int, masks: DefaultMasks) -> list[
     else:
         misses.pop((m, n), None)
     return leaves
-
-
-# ledger -> (m, n) -> the default masks of the leaves with n free hosts when the last search
-# for m x n found nothing
-_DEFAULT_MISSES: WeakKeyDictionary[Ledger, dict[tuple[int, int], dict[int, int]]] = (
-    WeakKeyDictionary())
 
 
 def ocs_leaves_with(ledger: Ledger, n: int) -> list[int]:
@@ -629,56 +622,40 @@ def pick_ports(
 
 
 class _AugmentView:
-    """What :func:`augment_wiring` reads of the ledger, read once per admission and shared
-    by the leaf sets it tries: idle ports per spine, the OCSes where each spine has one,
-    the spines with links held exclusively, each leaf's :func:`default_spine_mask` and each
-    spine port's idle default owners (the last two when first asked for); and the last
-    leaf set's matchings (:class:`_LeafByLeaf`)."""
+    """What :func:`augment_wiring` reads of the ledger, shared by the leaf sets one admission
+    tries: its :class:`KeptState` (idle ports per spine and OCS, each leaf's default spines),
+    the spines with links held exclusively, each spine port's idle default owners (when first
+    asked for) and the last leaf set's matchings (:class:`_LeafByLeaf`)."""
 
-    def __init__(self, ledger: Ledger, masks: DefaultMasks | None = None) -> None:
+    def __init__(self, ledger: Ledger, kept: KeptState | None = None) -> None:
         self.ledger = ledger
-        counts = ledger.idle_spine_counts()
-        self.total = np.array(list(map(sum, counts)), dtype=np.int64)  # [spine]: idle ports
-        self.usable = [sum(1 << o for o, c in enumerate(row) if c) for row in counts]
+        self.kept = kept_state(ledger) if kept is None else kept
         self.held = ledger.spines_with_held_links()
-        self.default_masks = DefaultMasks(ledger) if masks is None else masks
-        self.leaf_by_leaf = _LeafByLeaf(ledger, counts, self.usable)
+        self.leaf_by_leaf = _LeafByLeaf(ledger, self.kept.counts, self.kept.usable)
         self._owners: dict[tuple[int, int, int], int] = {}
         self._spines_with: dict[int, np.ndarray] = {}  # m -> spines with >= m idle ports
-        self._reach_rows: dict[int, np.ndarray] = {}  # leaf -> [spine]: 1 if reached
+        self._key_scale = int(self.kept.total.max(initial=0)) + 1  # above any idle ports
 
     def spines_for(self, leaves: list[int], n: int) -> list[int] | None:
         """The n spines for ``leaves``, in order, or None (fewer than n can serve them):
         among the spines with at least one idle port per leaf and no link of the leaves held,
         those most leaves reach by default, then those with the most idle ports, then the
         lowest."""
-        m = len(leaves)
+        m, total = len(leaves), self.kept.total
         candidates = self._spines_with.get(m)
         if candidates is None:
-            candidates = self._spines_with[m] = np.flatnonzero(self.total >= m)
+            candidates = self._spines_with[m] = np.flatnonzero(total >= m)
         if self.held:
             link_free = self.ledger.link_free
             candidates = candidates[[s not in self.held or all(link_free(lf, s) for lf in leaves)
                                      for s in candidates.tolist()]]
         if len(candidates) < n:
             return None
-        reach = np.zeros(self.ledger.spines, dtype=np.int64)  # [spine]: leaves reaching it
-        for leaf in leaves:
-            reach += self._reach_row(leaf)
+        reach = self.kept.reach_rows(leaves).sum(axis=0)  # [spine]: leaves reaching it
         # (reach, idle ports) as one key, highest first; equal keys stay lowest spine first
-        key = reach[candidates] * (int(self.total.max()) + 1) + self.total[candidates]
+        key = reach[candidates] * self._key_scale + total[candidates]
         best = candidates[np.argsort(-key, kind="stable")[:n]]
         return sorted(best.tolist())
-
-    def _reach_row(self, leaf: int) -> np.ndarray:
-        """``[spine]``: 1 where ``leaf`` reaches the spine by its default circuit, else 0."""
-        row = self._reach_rows.get(leaf)
-        if row is None:
-            mask = self.default_masks[leaf]
-            row = np.zeros(self.ledger.spines, dtype=np.int64)
-            row[list(bits(mask))] = 1
-            self._reach_rows[leaf] = row
-        return row
 
     def owner_count(self, ocs: int, spine: int, port: int) -> int:
         """``len(idle_default_owners(ledger, ocs, spine, port))``."""
@@ -1013,67 +990,114 @@ class PortsSeen:
         return leaf_changes, port_changes
 
 
-class KeptDefaultMasks:
-    """:func:`default_spine_mask` of every leaf, kept for a ledger and brought up to date
-    (:meth:`refresh`) instead of read anew at every admission."""
+class KeptState:
+    """What OCS-vClos keeps of one ledger between admissions (a queue's head refused for
+    links is searched again after every job's end), brought up to date by :meth:`refresh`
+    from one read of the ledger (:class:`PortsSeen`) rather than read anew:
 
-    def __init__(self, leaves: int, spines: int) -> None:
-        self.masks = [0] * leaves
+    * ``masks[leaf]``: :func:`default_spine_mask`;
+    * ``counts[spine][ocs]``: idle ports; ``usable[spine]``: bit o when ``counts[spine][o]``;
+      ``total[spine]``: the spine's idle ports (numpy);
+    * the default leaf search's misses (:func:`default_leaves`);
+    * the conservative rewiring's :class:`RewireIndex`, made when first asked for
+      (:meth:`rewire_index`).
+
+    Readers must not change what they are given."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        leaves, spines, ocs_count = ledger.leaves, ledger.spines, ledger.ocs_count
+        self.geometry = (leaves, ocs_count, ledger.spine_ports_per_ocs, spines)
         self.seen = PortsSeen(leaves, spines)
+        self.masks = [0] * leaves
+        self.counts = [[0] * ocs_count for _ in range(spines)]
+        self.usable = [0] * spines
+        self.total = np.zeros(spines, dtype=np.int64)
+        # (m, n) -> the default masks of the leaves with n free hosts when the last search
+        # for m x n found nothing
+        self.misses: dict[tuple[int, int], dict[int, int]] = {}
+        self._reach = np.zeros((leaves, spines), dtype=np.int64)  # masks[leaf] as 0/1 rows
+        self._reach_stale: set[int] = set(range(leaves))  # rows not yet written again
+        self._index: RewireIndex | None = None
 
-    def refresh(self, ledger: Ledger) -> list[int]:
-        """The masks as of ``ledger`` now (the caller must not change them): read again for
-        the leaves whose own idle ports changed and for the default owners of every spine
-        and OCS whose ports turned all busy or no longer all busy (a leaf's mask reads its
-        ports and, per default circuit, whether the spine has an idle port on that OCS)."""
+    def refresh(self, ledger: Ledger) -> KeptState:
+        """Bring everything up to ``ledger`` now; returns self. A leaf's mask is read again
+        only where its own idle ports changed, or where a spine and OCS of one of its
+        default circuits turned all busy or no longer all busy (a default circuit needs the
+        leaf's port and a spine port on that OCS idle)."""
         leaf_changes, port_changes = self.seen.update(ledger)
+        idle, counts, usable, total = self.seen.leaf_masks, self.counts, self.usable, self.total
+        owners = _owner_table(*self.geometry)
         stale = {leaf for leaf, _old, _new in leaf_changes}
-        table = _owner_table(ledger.leaves, ledger.ocs_count, ledger.spine_ports_per_ocs,
-                             ledger.spines)
         for spine, ocs, old, new in port_changes:
+            count = counts[spine][ocs] = new.bit_count()
+            total[spine] += count - old.bit_count()
             if not old or not new:
-                for owners in table[spine][ocs]:
-                    stale.update(owners)
+                usable[spine] ^= 1 << ocs
+                for port_owners in owners[spine][ocs]:
+                    stale.update(port_owners)
+        defaults = _default_ocses(self.geometry[3], self.geometry[1], self.geometry[2])
+        masks = self.masks
         for leaf in stale:
-            self.masks[leaf] = default_spine_mask(ledger, leaf)
-        return self.masks
+            ocses, mask = idle[leaf], 0
+            for spine, ocs in defaults[leaf]:  # default_spine_mask, of the counts kept
+                if ocses >> ocs & 1 and counts[spine][ocs]:
+                    mask |= 1 << spine
+            masks[leaf] = mask
+        self._reach_stale |= stale
+        if self._index is not None:
+            self._index.note(leaf_changes, port_changes)
+        return self
+
+    def reach_rows(self, leaves: list[int]) -> np.ndarray:
+        """``[i, spine]``: 1 where ``leaves[i]`` reaches the spine by its default circuit
+        now (``masks``, as rows)."""
+        for leaf in self._reach_stale.intersection(leaves):
+            row = self._reach[leaf]
+            row[:] = 0
+            row[list(bits(self.masks[leaf]))] = 1
+            self._reach_stale.discard(leaf)
+        return self._reach[leaves]
+
+    def rewire_index(self) -> RewireIndex:
+        """The :class:`RewireIndex` of the ledger as last refreshed."""
+        if self._index is None:
+            self._index = RewireIndex(self.geometry)
+            self._index.note([], [(spine, ocs, 0, mask)
+                                  for spine, row in enumerate(self.seen.port_masks)
+                                  for ocs, mask in enumerate(row) if mask])
+        self._index.catch_up(self.seen)
+        return self._index
 
 
-def kept_default_masks(ledger: Ledger) -> list[int]:
-    """:func:`default_spine_mask` of every leaf of ``ledger`` now, from the
-    :class:`KeptDefaultMasks` kept for it."""
-    kept = _KEPT_MASKS.get(ledger)
+def kept_state(ledger: Ledger) -> KeptState:
+    """The :class:`KeptState` of ``ledger``, brought up to it now (one per ledger)."""
+    return _kept_of(ledger).refresh(ledger)
+
+
+def _kept_of(ledger: Ledger) -> KeptState:
+    """The :class:`KeptState` of ``ledger`` (made if none), as last refreshed."""
+    kept = _KEPT.get(ledger)
     if kept is None:
-        kept = _KEPT_MASKS[ledger] = KeptDefaultMasks(ledger.leaves, ledger.spines)
-    return kept.refresh(ledger)
+        kept = _KEPT[ledger] = KeptState(ledger)
+    return kept
 
 
-_KEPT_MASKS: WeakKeyDictionary[Ledger, KeptDefaultMasks] = WeakKeyDictionary()
+_KEPT: WeakKeyDictionary[Ledger, KeptState] = WeakKeyDictionary()
 
 
 def rewire_index(ledger: Ledger) -> RewireIndex:
-    """Idle spine ports by the leaves whose idle default circuits would need them.
+    """Idle spine ports by the leaves whose idle default circuits would need them, read anew
+    (:meth:`KeptState.rewire_index` keeps one up to date instead).
 
     A port whose default owners all have their own port on that OCS busy is open to any
     leaf; one that an idle owner still needs is open only to a job holding that owner.
     """
-    index = RewireIndex(ledger.leaves, ledger.spines)
-    index.refresh(ledger)
+    index = RewireIndex((ledger.leaves, ledger.ocs_count, ledger.spine_ports_per_ocs,
+                         ledger.spines))
+    seen = PortsSeen(ledger.leaves, ledger.spines)
+    index.note(*seen.update(ledger))
+    index.catch_up(seen)
     return index
-
-
-def kept_rewire_index(ledger: Ledger) -> RewireIndex:
-    """:func:`rewire_index` of ``ledger`` as it is now: one index per ledger, kept between
-    admissions and brought up to date (:meth:`RewireIndex.refresh`) rather than built anew:
-    a queue's head refused for links is searched again after every job's end."""
-    index = _KEPT_INDEXES.get(ledger)
-    if index is None:
-        index = _KEPT_INDEXES[ledger] = RewireIndex(ledger.leaves, ledger.spines)
-    index.refresh(ledger)
-    return index
-
-
-_KEPT_INDEXES: WeakKeyDictionary[Ledger, RewireIndex] = WeakKeyDictionary()
 
 
 @lru_cache(maxsize=16)
@@ -1105,7 +1129,9 @@ class RewireIndex:
     of the ledger state it was last :meth:`refresh` ed with. Its port collections are sets:
     every reader counts them or sorts them."""
 
-    def __init__(self, leaves: int, spines: int) -> None:
+    def __init__(self, geometry: tuple[int, int, int, int]) -> None:
+        leaves, _ocs_count, _ports, spines = geometry
+        self.geometry = geometry  # leaves, OCSes, ports per spine and OCS, spines
         # spine -> ports nobody needs
         self.open: dict[int, set[tuple[int, int]]] = {}
         self.open_count = np.zeros(spines, dtype=np.int64)  # [spine]: len(open[spine])
@@ -1117,32 +1143,33 @@ class RewireIndex:
         # holds that one): leaf -> port -> its blockers
         self.shared_by_least: dict[int, dict[SpinePort, frozenset[int]]] = {}
         self.filed: dict[SpinePort, tuple[int, ...]] = {}  # idle port -> its blockers
-        self.seen = PortsSeen(leaves, spines)  # the ledger as last read
+        self.owed: set[SpinePort] = set()  # ports to file again (:meth:`catch_up`)
 
-    def refresh(self, ledger: Ledger) -> None:
-        """Bring the index up to ``ledger``'s state: only the spine ports that turned idle
-        or busy, and those of which a leaf whose own port on that OCS turned idle or busy is
-        a default owner, are filed again (a new index reads every port)."""
-        leaf_changes, port_changes = self.seen.update(ledger)
-        geometry = (ledger.leaves, ledger.ocs_count, ledger.spine_ports_per_ocs,
-                    ledger.spines)
-        touched: set[SpinePort] = set()
-        owned_by_leaf = _owned_ports(*geometry)
+    def note(self, leaf_changes: list[tuple[int, int, int]],
+             port_changes: list[tuple[int, int, int, int]]) -> None:
+        """Note what changed in the ledger (as :meth:`PortsSeen.update` tells it): the spine
+        ports that turned idle or busy, and those of which a leaf whose own port on that OCS
+        turned idle or busy is a default owner, are to be filed again."""
+        owned_by_leaf = _owned_ports(*self.geometry)
         for leaf, old, new in leaf_changes:
             owned = owned_by_leaf[leaf]
             for ocs in bits(old ^ new):
-                touched.update((ocs, spine, port) for spine, port in owned.get(ocs, ()))
+                self.owed.update((ocs, spine, port) for spine, port in owned.get(ocs, ()))
         for spine, ocs, old, new in port_changes:
-            touched.update((ocs, spine, port) for port in bits(old ^ new))
-        idle, rows = self.seen.leaf_masks, self.seen.port_masks
-        table = _owner_table(*geometry)
-        for key in touched:
+            self.owed.update((ocs, spine, port) for port in bits(old ^ new))
+
+    def catch_up(self, seen: PortsSeen) -> None:
+        """File again every port noted since, as of ``seen`` (the ledger as last read)."""
+        idle, rows = seen.leaf_masks, seen.port_masks
+        table = _owner_table(*self.geometry)
+        for key in self.owed:
             ocs, spine, port = key
             if key in self.filed:
                 self._unfile(key)
             if rows[spine][ocs] >> port & 1:
                 self._file(key, tuple(owner for owner in table[spine][ocs][port]
                                       if idle[owner] >> ocs & 1))
+        self.owed.clear()
 
     def _file(self, key: SpinePort, blockers: tuple[int, ...]) -> None:
         """File the idle port ``key`` under its ``blockers``."""
