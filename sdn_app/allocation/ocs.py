@@ -24,7 +24,7 @@ from __future__ import annotations
 import sys
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from itertools import combinations, islice
 from weakref import WeakKeyDictionary
@@ -705,11 +705,11 @@ class _LeafByLeaf:
             return None
         self._rewind(same)
         self.failed = None
+        geometry = (self.ledger.spines, self.ledger.ocs_count, self.ledger.spine_ports_per_ocs)
+        spines_key, usable = tuple(spines), self.usable
         for leaf in leaves[same:]:
-            row = _default_row(leaf, self.ledger.spines, self.ledger.ocs_count,
-                               self.ledger.spine_ports_per_ocs)
-            found = match_from_default_masks(spines, self.ledger.idle_ocs_mask(leaf),
-                                             [row[s][0] for s in spines], self.usable)
+            found = _leaf_matching(geometry, leaf, spines_key, self.ledger.idle_ocs_mask(leaf),
+                                   tuple([usable[s] for s in spines]))
             if found is None:
                 self.failed = leaf
                 return None
@@ -804,8 +804,22 @@ def match_from_default(
     return ocs_of
 
 
+@lru_cache(maxsize=1 << 14)
+def _leaf_matching(geometry: tuple[int, int, int], leaf: int, spines: tuple[int, ...],
+                   ocs_mask: int, usable: tuple[int, ...]) -> dict[int, int] | None:
+    """:func:`match_from_default_masks` of ``leaf`` (its default circuits of ``geometry``:
+    spines, OCSes, ports per spine and OCS), ``usable[j]`` the OCSes where ``spines[j]`` has
+    a port left. Remembered: a refused queue head's leaf sets are matched again after every
+    job's end, mostly on ports that did not change (the caller must not change the answer).
+    """
+    row = _default_row(leaf, *geometry)
+    return match_from_default_masks(list(spines), ocs_mask, [row[s][0] for s in spines],
+                                    dict(zip(spines, usable, strict=True)))
+
+
 def match_from_default_masks(
-    spines: list[int], ocs_mask: int, default_ocses: list[int], usable: list[int]
+    spines: list[int], ocs_mask: int, default_ocses: list[int],
+    usable: Sequence[int] | Mapping[int, int],
 ) -> dict[int, int] | None:
     """:func:`match_from_default` on bit masks, with the same answer: ``ocs_mask``, bit o
     when the leaf's port on OCS o is idle; ``default_ocses[j]``, the OCS of the default
