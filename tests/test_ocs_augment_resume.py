@@ -1,7 +1,8 @@
 """The augment rewiring's shortcuts must not change a single answer (issue 44):
 :func:`augment_wiring` with one view shared by an admission's leaf sets (each set's matchings
 resumed after the leaves it shares with the set before, a set beginning with a failed set's
-leaves refused at once, the spines chosen with numpy) gives, set by set, what the plain
+leaves refused at once, a set refused when the OCSes cannot carry its circuits, the spines
+chosen with numpy, matchings remembered) gives, set by set, what the plain
 search below gives: the code as it was before the shortcuts, every set searched from its
 first leaf."""
 
@@ -19,6 +20,7 @@ from sdn_app.allocation.ocs import (
     augment_wiring,
     default_spine_mask,
     idle_default_owners,
+    kept_state,
     match_from_default_masks,
 )
 
@@ -131,6 +133,26 @@ def test_an_admissions_leaf_sets_are_wired_as_each_alone(seed: int) -> None:
                 wired += want is not None
                 refused += want is None
     assert wired and refused  # both ways met
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_set_the_ocses_cannot_carry_is_never_wired(seed: int) -> None:
+    """The count that refuses a set before its matchings (:meth:`KeptState.ocs_room`) only
+    refuses sets the plain search refuses; and it does refuse some."""
+    rng = random.Random(200 + seed)
+    counted = 0
+    for _ in range(30):
+        ledger = random_ledger(rng, GEOMETRIES[seed % len(GEOMETRIES)])
+        room = kept_state(ledger).ocs_room
+        for _ in range(20):
+            leaves = sorted(rng.sample(range(ledger.leaves), rng.randint(1, 8)))
+            n = rng.randint(1, ledger.ocs_count)
+            wired = plain_augment_wiring(ledger, leaves, n)
+            if wired is not None:
+                assert room(leaves, wired[0]) >= len(leaves) * n
+            elif (spines := _AugmentView(ledger).spines_for(leaves, n)) is not None:
+                counted += room(leaves, spines) < len(leaves) * n
+    assert counted
 
 
 @pytest.mark.parametrize("seed", range(8))

@@ -85,6 +85,11 @@ def test_kept_masks_and_index_list_what_fresh_ones_and_the_definition_list(seed:
         some = rng.sample(range(leaves), rng.randint(1, leaves))
         assert state.reach_rows(some).tolist() == [
             [state.masks[leaf] >> s & 1 for s in range(spines)] for leaf in some]
+        some_spines = rng.sample(range(spines), rng.randint(1, spines))
+        assert state.ocs_room(some, some_spines) == sum(
+            min(sum(ledger.leaf_port_idle(ocs, leaf) for leaf in some),
+                sum(ledger.idle_port_count(ocs, spine) for spine in some_spines))
+            for ocs in range(ocs_count))
         if rng.random() < 0.5:
             continue  # the index not asked for: it catches up with several changes later
         kept, fresh = state.rewire_index(), rewire_index(ledger)

@@ -631,7 +631,7 @@ class _AugmentView:
         self.ledger = ledger
         self.kept = kept_state(ledger) if kept is None else kept
         self.held = ledger.spines_with_held_links()
-        self.leaf_by_leaf = _LeafByLeaf(ledger, self.kept.counts, self.kept.usable)
+        self.leaf_by_leaf = _LeafByLeaf(ledger, self.kept)
         self._owners: dict[tuple[int, int, int], int] = {}
         self._spines_with: dict[int, np.ndarray] = {}  # m -> spines with >= m idle ports
         self._key_scale = int(self.kept.total.max(initial=0)) + 1  # above any idle ports
@@ -676,12 +676,15 @@ class _LeafByLeaf:
     A leaf's matching reads only the spines, the leaf (its idle ports, its default circuits)
     and the spine ports the leaves before it took; so the matchings of a set's first leaves
     are those of any set on the same spines that begins with the same leaves, and a set
-    that begins with the leaves of a failed set, the one that failed included, fails too."""
+    that begins with the leaves of a failed set, the one that failed included, fails too.
 
-    def __init__(self, ledger: Ledger, counts: list[list[int]], usable: list[int]) -> None:
-        self.ledger = ledger
-        self.counts = counts  # [spine][ocs]: idle ports
-        self.initial_usable = usable  # [spine]: bit o when it has an idle port on OCS o
+    A set that would match leaves anew is first counted (:meth:`KeptState.ocs_room`): when
+    the OCSes cannot carry its m x n circuits, some leaf would find no matching."""
+
+    def __init__(self, ledger: Ledger, kept: KeptState) -> None:
+        self.ledger, self.kept = ledger, kept
+        self.counts = kept.counts  # [spine][ocs]: idle ports
+        usable = self.initial_usable = kept.usable  # [spine]: bit o when it has a port on o
         self.spines: list[int] = []
         self.leaves: list[int] = []  # matched, in order
         self.matches: list[dict[int, int]] = []  # per matched leaf: spine -> OCS
@@ -703,6 +706,9 @@ class _LeafByLeaf:
         if (same == len(self.leaves) < len(leaves) and self.failed is not None
                 and leaves[same] == self.failed):
             return None
+        if len(leaves) - same > 1 and self.kept.ocs_room(leaves, spines) < len(leaves) * len(
+                spines):
+            return None  # no wiring at all: a leaf would find no matching
         self._rewind(same)
         self.failed = None
         geometry = (self.ledger.spines, self.ledger.ocs_count, self.ledger.spine_ports_per_ocs)
@@ -1030,6 +1036,8 @@ class KeptState:
         # for m x n found nothing
         self.misses: dict[tuple[int, int], dict[int, int]] = {}
         self._reach = np.zeros((leaves, spines), dtype=np.int64)  # masks[leaf] as 0/1 rows
+        self._idle_rows = np.zeros((leaves, ocs_count), dtype=np.int64)  # [leaf, ocs]: 0/1
+        self._count_rows = np.zeros((spines, ocs_count), dtype=np.int64)  # counts, as numpy
         self._reach_stale: set[int] = set(range(leaves))  # rows not yet written again
         self._index: RewireIndex | None = None
 
@@ -1042,8 +1050,12 @@ class KeptState:
         idle, counts, usable, total = self.seen.leaf_masks, self.counts, self.usable, self.total
         owners = _owner_table(*self.geometry)
         stale = {leaf for leaf, _old, _new in leaf_changes}
+        count_rows, idle_rows = self._count_rows, self._idle_rows
+        for leaf, _old, new in leaf_changes:
+            idle_rows[leaf] = 0
+            idle_rows[leaf, list(bits(new))] = 1
         for spine, ocs, old, new in port_changes:
-            count = counts[spine][ocs] = new.bit_count()
+            count = counts[spine][ocs] = count_rows[spine, ocs] = new.bit_count()
             total[spine] += count - old.bit_count()
             if not old or not new:
                 usable[spine] ^= 1 << ocs
@@ -1071,6 +1083,14 @@ class KeptState:
             row[list(bits(self.masks[leaf]))] = 1
             self._reach_stale.discard(leaf)
         return self._reach[leaves]
+
+    def ocs_room(self, leaves: list[int], spines: list[int]) -> int:
+        """At most how many circuits ``leaves`` and ``spines`` can have: per OCS, the fewer
+        of the leaves with an idle port there and the spines' idle ports there (a leaf's port
+        carries one circuit, a spine port one), summed over the OCSes."""
+        on_leaves = self._idle_rows[leaves].sum(axis=0)
+        on_spines = self._count_rows[spines].sum(axis=0)
+        return int(np.minimum(on_leaves, on_spines).sum())
 
     def rewire_index(self) -> RewireIndex:
         """The :class:`RewireIndex` of the ledger as last refreshed."""
