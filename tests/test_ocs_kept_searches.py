@@ -81,7 +81,7 @@ def test_kept_masks_and_index_list_what_fresh_ones_and_the_definition_list(seed:
         assert state.counts == ledger.idle_spine_counts()
         assert state.usable == [sum(1 << o for o, c in enumerate(row) if c)
                                 for row in ledger.idle_spine_counts()]
-        assert state.total.tolist() == [sum(row) for row in ledger.idle_spine_counts()]
+        assert state.total().tolist() == [sum(row) for row in ledger.idle_spine_counts()]
         some = rng.sample(range(leaves), rng.randint(1, leaves))
         assert state.reach_rows(some).tolist() == [
             [state.masks[leaf] >> s & 1 for s in range(spines)] for leaf in some]

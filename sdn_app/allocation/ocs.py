@@ -634,14 +634,15 @@ class _AugmentView:
         self.leaf_by_leaf = _LeafByLeaf(ledger, self.kept)
         self._owners: dict[tuple[int, int, int], int] = {}
         self._spines_with: dict[int, np.ndarray] = {}  # m -> spines with >= m idle ports
-        self._key_scale = int(self.kept.total.max(initial=0)) + 1  # above any idle ports
+        self.total = self.kept.total()  # [spine]: idle ports
+        self._key_scale = int(self.total.max(initial=0)) + 1  # above any idle ports
 
     def spines_for(self, leaves: list[int], n: int) -> list[int] | None:
         """The n spines for ``leaves``, in order, or None (fewer than n can serve them):
         among the spines with at least one idle port per leaf and no link of the leaves held,
         those most leaves reach by default, then those with the most idle ports, then the
         lowest."""
-        m, total = len(leaves), self.kept.total
+        m, total = len(leaves), self.total
         candidates = self._spines_with.get(m)
         if candidates is None:
             candidates = self._spines_with[m] = np.flatnonzero(total >= m)
@@ -1016,8 +1017,8 @@ class KeptState:
     from one read of the ledger (:class:`PortsSeen`) rather than read anew:
 
     * ``masks[leaf]``: :func:`default_spine_mask`;
-    * ``counts[spine][ocs]``: idle ports; ``usable[spine]``: bit o when ``counts[spine][o]``;
-      ``total[spine]``: the spine's idle ports (numpy);
+    * ``counts[spine][ocs]``: idle ports (also as numpy rows: :meth:`total`,
+      :meth:`ocs_room`); ``usable[spine]``: bit o when ``counts[spine][o]``;
     * the default leaf search's misses (:func:`default_leaves`);
     * the conservative rewiring's :class:`RewireIndex`, made when first asked for
       (:meth:`rewire_index`).
@@ -1031,7 +1032,6 @@ class KeptState:
         self.masks = [0] * leaves
         self.counts = [[0] * ocs_count for _ in range(spines)]
         self.usable = [0] * spines
-        self.total = np.zeros(spines, dtype=np.int64)
         # (m, n) -> the default masks of the leaves with n free hosts when the last search
         # for m x n found nothing
         self.misses: dict[tuple[int, int], dict[int, int]] = {}
@@ -1047,20 +1047,24 @@ class KeptState:
         default circuits turned all busy or no longer all busy (a default circuit needs the
         leaf's port and a spine port on that OCS idle)."""
         leaf_changes, port_changes = self.seen.update(ledger)
-        idle, counts, usable, total = self.seen.leaf_masks, self.counts, self.usable, self.total
+        idle, counts, usable = self.seen.leaf_masks, self.counts, self.usable
         owners = _owner_table(*self.geometry)
         stale = {leaf for leaf, _old, _new in leaf_changes}
         count_rows, idle_rows = self._count_rows, self._idle_rows
         for leaf, _old, new in leaf_changes:
             idle_rows[leaf] = 0
             idle_rows[leaf, list(bits(new))] = 1
+        new_counts = []
         for spine, ocs, old, new in port_changes:
-            count = counts[spine][ocs] = count_rows[spine, ocs] = new.bit_count()
-            total[spine] += count - old.bit_count()
+            count = counts[spine][ocs] = new.bit_count()
+            new_counts.append(count)
             if not old or not new:
                 usable[spine] ^= 1 << ocs
                 for port_owners in owners[spine][ocs]:
                     stale.update(port_owners)
+        if port_changes:
+            changed_spines, changed_ocses, _old, _new = zip(*port_changes, strict=True)
+            count_rows[changed_spines, changed_ocses] = new_counts
         defaults = _default_ocses(self.geometry[3], self.geometry[1], self.geometry[2])
         masks = self.masks
         for leaf in stale:
@@ -1083,6 +1087,10 @@ class KeptState:
             row[list(bits(self.masks[leaf]))] = 1
             self._reach_stale.discard(leaf)
         return self._reach[leaves]
+
+    def total(self) -> np.ndarray:
+        """``[spine]``: its idle ports (a new array)."""
+        return self._count_rows.sum(axis=1)
 
     def ocs_room(self, leaves: list[int], spines: list[int]) -> int:
         """At most how many circuits ``leaves`` and ``spines`` can have: per OCS, the fewer
