@@ -1037,8 +1037,9 @@ class KeptState:
         self.misses: dict[tuple[int, int], dict[int, int]] = {}
         self._reach = np.zeros((leaves, spines), dtype=np.int64)  # masks[leaf] as 0/1 rows
         self._idle_rows = np.zeros((leaves, ocs_count), dtype=np.int64)  # [leaf, ocs]: 0/1
+        self._spines_on = [0] * ocs_count  # [ocs]: bit s when counts[s][ocs]
         self._count_rows = np.zeros((spines, ocs_count), dtype=np.int64)  # counts, as numpy
-        self._reach_stale: set[int] = set(range(leaves))  # rows not yet written again
+        self._rows_stale: set[int] = set(range(leaves))  # leaves' rows not yet written again
         self._index: RewireIndex | None = None
 
     def refresh(self, ledger: Ledger) -> KeptState:
@@ -1050,30 +1051,26 @@ class KeptState:
         idle, counts, usable = self.seen.leaf_masks, self.counts, self.usable
         owners = _owner_table(*self.geometry)
         stale = {leaf for leaf, _old, _new in leaf_changes}
-        count_rows, idle_rows = self._count_rows, self._idle_rows
-        for leaf, _old, new in leaf_changes:
-            idle_rows[leaf] = 0
-            idle_rows[leaf, list(bits(new))] = 1
-        new_counts = []
+        spines_on, new_counts = self._spines_on, []
         for spine, ocs, old, new in port_changes:
             count = counts[spine][ocs] = new.bit_count()
             new_counts.append(count)
             if not old or not new:
                 usable[spine] ^= 1 << ocs
+                spines_on[ocs] ^= 1 << spine
                 for port_owners in owners[spine][ocs]:
                     stale.update(port_owners)
         if port_changes:
             changed_spines, changed_ocses, _old, _new = zip(*port_changes, strict=True)
-            count_rows[changed_spines, changed_ocses] = new_counts
-        defaults = _default_ocses(self.geometry[3], self.geometry[1], self.geometry[2])
+            self._count_rows[changed_spines, changed_ocses] = new_counts
+        by_ocs = _default_spine_bits(*self.geometry)
         masks = self.masks
-        for leaf in stale:
-            ocses, mask = idle[leaf], 0
-            for spine, ocs in defaults[leaf]:  # default_spine_mask, of the counts kept
-                if ocses >> ocs & 1 and counts[spine][ocs]:
-                    mask |= 1 << spine
+        for leaf in stale:  # default_spine_mask, of the counts kept
+            row, mask = by_ocs[leaf], 0
+            for ocs in bits(idle[leaf]):
+                mask |= row[ocs] & spines_on[ocs]
             masks[leaf] = mask
-        self._reach_stale |= stale
+        self._rows_stale |= stale
         if self._index is not None:
             self._index.note(leaf_changes, port_changes)
         return self
@@ -1081,12 +1078,18 @@ class KeptState:
     def reach_rows(self, leaves: list[int]) -> np.ndarray:
         """``[i, spine]``: 1 where ``leaves[i]`` reaches the spine by its default circuit
         now (``masks``, as rows)."""
-        for leaf in self._reach_stale.intersection(leaves):
-            row = self._reach[leaf]
-            row[:] = 0
-            row[list(bits(self.masks[leaf]))] = 1
-            self._reach_stale.discard(leaf)
+        self._write_rows(leaves)
         return self._reach[leaves]
+
+    def _write_rows(self, leaves: list[int]) -> None:
+        """Write the numpy rows (default masks, idle OCS ports) of those of ``leaves`` whose
+        masks or ports changed since their rows were written."""
+        for leaf in self._rows_stale.intersection(leaves):
+            for rows, mask in ((self._reach, self.masks[leaf]),
+                               (self._idle_rows, self.seen.leaf_masks[leaf])):
+                rows[leaf] = 0
+                rows[leaf, list(bits(mask))] = 1
+            self._rows_stale.discard(leaf)
 
     def total(self) -> np.ndarray:
         """``[spine]``: its idle ports (a new array)."""
@@ -1096,6 +1099,7 @@ class KeptState:
         """At most how many circuits ``leaves`` and ``spines`` can have: per OCS, the fewer
         of the leaves with an idle port there and the spines' idle ports there (a leaf's port
         carries one circuit, a spine port one), summed over the OCSes."""
+        self._write_rows(leaves)
         on_leaves = self._idle_rows[leaves].sum(axis=0)
         on_spines = self._count_rows[spines].sum(axis=0)
         return int(np.minimum(on_leaves, on_spines).sum())
@@ -1109,6 +1113,19 @@ class KeptState:
                                   for ocs, mask in enumerate(row) if mask])
         self._index.catch_up(self.seen)
         return self._index
+
+
+@lru_cache(maxsize=16)
+def _default_spine_bits(leaves: int, ocs_count: int, ports: int, spines: int
+                        ) -> list[list[int]]:
+    """``[leaf][ocs]``: bit s when the leaf's default circuit to spine s is on that OCS
+    (:func:`_default_ocses`): a fabric's geometry, worked out once."""
+    table = _default_ocses(spines, ocs_count, ports)
+    found = [[0] * ocs_count for _ in range(leaves)]
+    for leaf in range(leaves):
+        for spine, ocs in table[leaf]:
+            found[leaf][ocs] |= 1 << spine
+    return found
 
 
 def kept_state(ledger: Ledger) -> KeptState:
