@@ -245,7 +245,7 @@ def clos_allocation(
             if ports:
                 ocs, port = ports[(leaf, j)]
                 circuit_of[(leaf, slots[leaf][j])] = len(circuits)
-                circuits.append(Circuit(ocs, ("leaf", leaf), ("spine", spine, port)))
+                circuits.append(_circuit((ocs, ("leaf", leaf), ("spine", spine, port))))
     return Allocation(
         job_id=job_id,
         policy=policy,
@@ -311,6 +311,8 @@ class Ledger:
         self._spine_port_mask = [[(1 << spine_ports_per_ocs) - 1] * ocs_count
                                  for _ in range(spines)]
         self._link_owner: dict[LeafSpineLink, str] = {}
+        # job -> the OCS ports its circuits hold, worked out once when it is committed
+        self._held_ports: dict[str, PortUse] = {}
 
     # ------------------------------------------------------------------- hosts
 
@@ -501,7 +503,7 @@ class Ledger:
         self._book_hosts(allocation.hosts, job_id, -1)
         for link in self._exclusive_links(allocation):
             del self._link_owner[link]
-        self._book_ports(port_use(allocation.circuits), -1)
+        self._book_ports(self._held_ports.pop(job_id), -1)
         return allocation
 
     def commit(self, allocation: Allocation) -> None:
@@ -511,7 +513,8 @@ class Ledger:
         for link in self._exclusive_links(allocation):
             assert link not in self._link_owner, link
             self._link_owner[link] = job_id
-        self._book_ports(port_use(allocation.circuits), +1)
+        held = self._held_ports[job_id] = port_use(allocation.circuits)
+        self._book_ports(held, +1)
         self.jobs[job_id] = allocation
 
     def _book_hosts(self, hosts: Iterable[LeafSlot], job_id: str, step: int) -> None:

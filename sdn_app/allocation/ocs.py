@@ -24,7 +24,7 @@ from __future__ import annotations
 import sys
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from itertools import combinations, islice
 from weakref import WeakKeyDictionary
@@ -223,25 +223,24 @@ def rewiring_name(name: str) -> str:
 
 
 class AdmissionView:
-    """What the shapes of one admission read of the ledger, read when first asked for and
-    kept while they are tried (the ledger must not change meanwhile: a shape that fails
-    changes nothing): :class:`DefaultMasks`, the conservative :func:`rewire_index`, augment's
-    :class:`_AugmentView`."""
+    """What the shapes of one admission read of the ledger, kept while they are tried (the
+    ledger must not change meanwhile: a shape that fails changes nothing): the ledger's
+    :class:`KeptState`, brought up to date once, its masks as :class:`DefaultMasks`, the
+    conservative :class:`RewireIndex` and augment's :class:`_AugmentView` when first asked
+    for."""
 
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
-        self.masks = DefaultMasks(ledger, kept_default_masks(ledger))
-        self._index: RewireIndex | None = None
+        self.kept = kept_state(ledger)
+        self.masks = DefaultMasks(ledger, self.kept.masks)
         self._augment: _AugmentView | None = None
 
     def rewire_index(self) -> RewireIndex:
-        if self._index is None:
-            self._index = kept_rewire_index(self.ledger)
-        return self._index
+        return self.kept.rewire_index()
 
     def augment(self) -> _AugmentView:
         if self._augment is None:
-            self._augment = _AugmentView(self.ledger, self.masks)
+            self._augment = _AugmentView(self.ledger, self.kept)
         return self._augment
 
 
@@ -264,14 +263,14 @@ def default_leaves(ledger: Ledger, m: int, n: int, masks: DefaultMasks) -> list[
     :class:`DefaultMasks`), the same answer, searching only what changed since the last
     search of m x n on this ledger that found nothing.
 
-    That search's masks are kept (:data:`_DEFAULT_MISSES`). A set of m leaves sharing n
+    That search's masks are kept (``KeptState.misses``). A set of m leaves sharing n
     spines now, each of whose leaves was searched then with a mask holding its mask now,
     would have shared them then: so every such set now holds a leaf that was not searched
     then or whose mask gained a spine, and the search looks only among sets holding one
     (the first in the same order, so the same set as a whole search). A refused queue head
     is searched again after every job's end; most ends change few leaves' masks."""
     now = {leaf: masks[leaf] for leaf in ledger.leaves_with(n)}
-    misses = _DEFAULT_MISSES.setdefault(ledger, {})
+    misses = _kept_of(ledger).misses
     before = misses.get((m, n))
     changed = None if before is None else {
         leaf for leaf, mask in now.items() if mask & ~before.get(leaf, 0)}
@@ -283,15 +282,9 @@ def default_leaves(ledger: Ledger, m: int, n: int, masks: DefaultMasks) -> list[
     return leaves
 
 
-# ledger -> (m, n) -> the default masks of the leaves with n free hosts when the last search
-# for m x n found nothing
-_DEFAULT_MISSES: WeakKeyDictionary[Ledger, dict[tuple[int, int], dict[int, int]]] = (
-    WeakKeyDictionary())
-
-
 def ocs_leaves_with(ledger: Ledger, n: int) -> list[int]:
     """Leaves with >= n free hosts and >= n idle OCS ports, best fit first."""
-    return [leaf for leaf in ledger.leaves_with(n) if len(ledger.idle_ocses(leaf)) >= n]
+    return [leaf for leaf in ledger.leaves_with(n) if ledger.idle_ocs_mask(leaf).bit_count() >= n]
 
 
 def try_direct_pair(
@@ -587,81 +580,83 @@ def augment_wiring(
     """n spines for ``leaves`` and, per leaf, one circuit to each on a distinct OCS.
 
     The spines are the n that most of the leaves reach by their default circuit (then
-    those with the most idle ports). Each leaf in turn gets a perfect matching of those
-    spines to OCSes where its own port and a spine port are idle
+    those with the most idle ports: :meth:`_AugmentView.spines_for`). Each leaf in turn gets
+    a perfect matching of those spines to OCSes where its own port and a spine port are idle
     (:func:`match_from_default_masks`): its default circuits where possible, rewired along
     augmenting paths where not. Spine ports are shared by the leaves of the job, so a
-    leaf only takes what the leaves before it left. Returns ``(spines, {(leaf, j):
-    (ocs, port)})`` or None. ``view``: the ledger as read for this admission (the ledger
-    must not have changed since it was made).
+    leaf only takes what the leaves before it left (:class:`_LeafByLeaf`). Returns
+    ``(spines, {(leaf, j): (ocs, port)})`` or None. ``view``: the ledger as read for this
+    admission (the ledger must not have changed since it was made).
     """
     view = _AugmentView(ledger) if view is None else view
-    total = view.total
-    m = len(leaves)
-    candidates = [
-        s for s in range(ledger.spines)
-        if total[s] >= m and (s not in view.held or all(ledger.link_free(lf, s) for lf in leaves))
-    ]
-    if len(candidates) < n:
+    spines = view.spines_for(leaves, n)
+    if spines is None:
         return None
-    reach = [0] * ledger.spines  # [spine]: how many of the leaves reach it by default
-    for leaf in leaves:
-        mask = view.default_masks[leaf]
-        while mask:
-            low = mask & -mask
-            reach[low.bit_length() - 1] += 1
-            mask ^= low
-    candidates.sort(key=lambda s: (-reach[s], -total[s], s))
-    spines = sorted(candidates[:n])
-    # First every leaf's matching, counting the ports it takes (which ports does not change
-    # what the next leaves can use), so that a set that fails picks no port.
-    usable = view.usable[:]  # [spine]: bit o when the spine has a port on o left
-    left: dict[tuple[int, int], int] = {}  # (ocs, spine) -> its idle ports not yet taken
-    matches = []
-    for leaf in leaves:
-        row = _default_row(leaf, ledger.spines, ledger.ocs_count, ledger.spine_ports_per_ocs)
-        match = match_from_default_masks(
-            spines, ledger.idle_ocs_mask(leaf), [row[s][0] for s in spines], usable)
-        if match is None:
-            return None
-        matches.append((leaf, row, match))
-        for spine in spines:
-            ocs = match[spine]
-            count = left.get((ocs, spine))
-            count = left[(ocs, spine)] = (
-                ledger.idle_port_count(ocs, spine) if count is None else count) - 1
-            if not count:
-                usable[spine] &= ~(1 << ocs)
+    matches = view.leaf_by_leaf.match(leaves, spines)
+    if matches is None:
+        return None
+    return spines, pick_ports(ledger, leaves, spines, matches, view)
+
+
+def pick_ports(
+    ledger: Ledger, leaves: list[int], spines: list[int], matches: list[dict[int, int]],
+    view: _AugmentView,
+) -> dict[tuple[int, int], tuple[int, int]]:
+    """``{(leaf, j): (ocs, port)}``: a spine port for each leaf's circuit to ``spines[j]`` on
+    the OCS its matching (``matches``, per leaf: spine -> OCS) chose: the leaf's own default
+    port if idle, else the one fewest idle leaves need by default, lowest first."""
     idle = _IdlePorts(ledger)  # (ocs, spine) -> its idle ports, lowest first, when first read
     ports: dict[tuple[int, int], tuple[int, int]] = {}
-    for leaf, row, match in matches:
+    for leaf, match in zip(leaves, matches, strict=True):
+        row = _default_row(leaf, ledger.spines, ledger.ocs_count, ledger.spine_ports_per_ocs)
         for j, spine in enumerate(spines):
             ocs = match[spine]
             free = idle[(ocs, spine)]
             default_ocs, default_port = row[spine]
             own = default_port if ocs == default_ocs else None
-            # The leaf's own default port, else the port fewest idle leaves need by default.
             port = own if own in free else free[0] if len(free) == 1 else min(
                 free, key=lambda p, o=ocs, s=spine: (view.owner_count(o, s, p), p))
             free.remove(port)
             ports[(leaf, j)] = (ocs, port)
-    return spines, ports
+    return ports
 
 
 class _AugmentView:
-    """What :func:`augment_wiring` reads of the ledger, read once per admission and shared
-    by the leaf sets it tries: idle ports per spine, the OCSes where each spine has one,
-    the spines with links held exclusively, each leaf's :func:`default_spine_mask` and each
-    spine port's idle default owners (the last two when first asked for)."""
+    """What :func:`augment_wiring` reads of the ledger, shared by the leaf sets one admission
+    tries: its :class:`KeptState` (idle ports per spine and OCS, each leaf's default spines),
+    the spines with links held exclusively, each spine port's idle default owners (when first
+    asked for) and the last leaf set's matchings (:class:`_LeafByLeaf`)."""
 
-    def __init__(self, ledger: Ledger, masks: DefaultMasks | None = None) -> None:
+    def __init__(self, ledger: Ledger, kept: KeptState | None = None) -> None:
         self.ledger = ledger
-        counts = ledger.idle_spine_counts()
-        self.total = list(map(sum, counts))
-        self.usable = [sum(1 << o for o, c in enumerate(row) if c) for row in counts]
+        self.kept = kept_state(ledger) if kept is None else kept
         self.held = ledger.spines_with_held_links()
-        self.default_masks = DefaultMasks(ledger) if masks is None else masks
+        self.leaf_by_leaf = _LeafByLeaf(ledger, self.kept)
         self._owners: dict[tuple[int, int, int], int] = {}
+        self._spines_with: dict[int, np.ndarray] = {}  # m -> spines with >= m idle ports
+        self.total = self.kept.total()  # [spine]: idle ports
+        self._key_scale = int(self.total.max(initial=0)) + 1  # above any idle ports
+
+    def spines_for(self, leaves: list[int], n: int) -> list[int] | None:
+        """The n spines for ``leaves``, in order, or None (fewer than n can serve them):
+        among the spines with at least one idle port per leaf and no link of the leaves held,
+        those most leaves reach by default, then those with the most idle ports, then the
+        lowest."""
+        m, total = len(leaves), self.total
+        candidates = self._spines_with.get(m)
+        if candidates is None:
+            candidates = self._spines_with[m] = np.flatnonzero(total >= m)
+        if self.held:
+            link_free = self.ledger.link_free
+            candidates = candidates[[s not in self.held or all(link_free(lf, s) for lf in leaves)
+                                     for s in candidates.tolist()]]
+        if len(candidates) < n:
+            return None
+        reach = self.kept.reach_rows(leaves).sum(axis=0)  # [spine]: leaves reaching it
+        # (reach, idle ports) as one key, highest first; equal keys stay lowest spine first
+        key = reach[candidates] * self._key_scale + total[candidates]
+        best = candidates[np.argsort(-key, kind="stable")[:n]]
+        return sorted(best.tolist())
 
     def owner_count(self, ocs: int, spine: int, port: int) -> int:
         """``len(idle_default_owners(ledger, ocs, spine, port))``."""
@@ -670,6 +665,89 @@ class _AugmentView:
         if count is None:
             count = self._owners[key] = len(idle_default_owners(self.ledger, ocs, spine, port))
         return count
+
+
+class _LeafByLeaf:
+    """The leaf-by-leaf matchings (:func:`match_from_default_masks`) of the last leaf set
+    :func:`augment_wiring` tried, kept so that the next set on the same spines resumes after
+    the leaves both sets begin with instead of matching them again (leaf sets come in
+    :func:`itertools.combinations` order, so consecutive sets mostly share their first
+    leaves; a failing set matched about ten leaves before one failed).
+
+    A leaf's matching reads only the spines, the leaf (its idle ports, its default circuits)
+    and the spine ports the leaves before it took; so the matchings of a set's first leaves
+    are those of any set on the same spines that begins with the same leaves, and a set
+    that begins with the leaves of a failed set, the one that failed included, fails too.
+
+    A set that would match leaves anew is first counted (:meth:`KeptState.ocs_room`): when
+    the OCSes cannot carry its m x n circuits, some leaf would find no matching."""
+
+    def __init__(self, ledger: Ledger, kept: KeptState) -> None:
+        self.ledger, self.kept = ledger, kept
+        self.counts = kept.counts  # [spine][ocs]: idle ports
+        usable = self.initial_usable = kept.usable  # [spine]: bit o when it has a port on o
+        self.spines: list[int] = []
+        self.leaves: list[int] = []  # matched, in order
+        self.matches: list[dict[int, int]] = []  # per matched leaf: spine -> OCS
+        self.failed: int | None = None  # the leaf after them that found no matching
+        self.usable = usable[:]  # [spine]: bit o when a port on o is left after the leaves
+        self.left: dict[int, list[int]] = {}  # spine of the set -> [ocs]: idle ports left
+
+    def match(self, leaves: list[int], spines: list[int]) -> list[dict[int, int]] | None:
+        """Per leaf of ``leaves`` in order, its matching of ``spines`` to OCSes, each leaf
+        taking a port of each spine that the leaves before it left; None when a leaf has
+        none."""
+        if spines != self.spines:
+            self._restart(spines)
+        same = 0  # how many first leaves the two sets share
+        for old, new in zip(self.leaves, leaves, strict=False):
+            if old != new:
+                break
+            same += 1
+        if (same == len(self.leaves) < len(leaves) and self.failed is not None
+                and leaves[same] == self.failed):
+            return None
+        if len(leaves) - same > 1 and self.kept.ocs_room(leaves, spines) < len(leaves) * len(
+                spines):
+            return None  # no wiring at all: a leaf would find no matching
+        self._rewind(same)
+        self.failed = None
+        geometry = (self.ledger.spines, self.ledger.ocs_count, self.ledger.spine_ports_per_ocs)
+        spines_key, usable = tuple(spines), self.usable
+        for leaf in leaves[same:]:
+            found = _leaf_matching(geometry, leaf, spines_key, self.ledger.idle_ocs_mask(leaf),
+                                   tuple([usable[s] for s in spines]))
+            if found is None:
+                self.failed = leaf
+                return None
+            self._take(leaf, found)
+        return list(self.matches)
+
+    def _restart(self, spines: list[int]) -> None:
+        """Forget every matching: the next set is on other ``spines``."""
+        self.spines, self.leaves, self.matches, self.failed = spines, [], [], None
+        self.usable = self.initial_usable[:]
+        self.left = {spine: self.counts[spine][:] for spine in spines}
+
+    def _take(self, leaf: int, match: dict[int, int]) -> None:
+        """Keep ``leaf``'s matching, its ports taken (the last of a spine's on an OCS
+        leaves the OCS unusable for the spine)."""
+        self.leaves.append(leaf)
+        self.matches.append(match)
+        left, usable = self.left, self.usable
+        for spine, ocs in match.items():
+            row = left[spine]
+            row[ocs] -= 1
+            if not row[ocs]:
+                usable[spine] &= ~(1 << ocs)
+
+    def _rewind(self, keep: int) -> None:
+        """Forget the matchings after the first ``keep`` leaves, their ports given back."""
+        while len(self.leaves) > keep:
+            self.leaves.pop()
+            for spine, ocs in self.matches.pop().items():
+                self.left[spine][ocs] += 1
+                self.usable[spine] |= 1 << ocs
 
 
 @lru_cache(maxsize=4096)
@@ -733,8 +811,22 @@ def match_from_default(
     return ocs_of
 
 
+@lru_cache(maxsize=1 << 14)
+def _leaf_matching(geometry: tuple[int, int, int], leaf: int, spines: tuple[int, ...],
+                   ocs_mask: int, usable: tuple[int, ...]) -> dict[int, int] | None:
+    """:func:`match_from_default_masks` of ``leaf`` (its default circuits of ``geometry``:
+    spines, OCSes, ports per spine and OCS), ``usable[j]`` the OCSes where ``spines[j]`` has
+    a port left. Remembered: a refused queue head's leaf sets are matched again after every
+    job's end, mostly on ports that did not change (the caller must not change the answer).
+    """
+    row = _default_row(leaf, *geometry)
+    return match_from_default_masks(list(spines), ocs_mask, [row[s][0] for s in spines],
+                                    dict(zip(spines, usable, strict=True)))
+
+
 def match_from_default_masks(
-    spines: list[int], ocs_mask: int, default_ocses: list[int], usable: list[int]
+    spines: list[int], ocs_mask: int, default_ocses: list[int],
+    usable: Sequence[int] | Mapping[int, int],
 ) -> dict[int, int] | None:
     """:func:`match_from_default` on bit masks, with the same answer: ``ocs_mask``, bit o
     when the leaf's port on OCS o is idle; ``default_ocses[j]``, the OCS of the default
@@ -919,67 +1011,152 @@ class PortsSeen:
         return leaf_changes, port_changes
 
 
-class KeptDefaultMasks:
-    """:func:`default_spine_mask` of every leaf, kept for a ledger and brought up to date
-    (:meth:`refresh`) instead of read anew at every admission."""
+class KeptState:
+    """What OCS-vClos keeps of one ledger between admissions (a queue's head refused for
+    links is searched again after every job's end), brought up to date by :meth:`refresh`
+    from one read of the ledger (:class:`PortsSeen`) rather than read anew:
 
-    def __init__(self, leaves: int, spines: int) -> None:
-        self.masks = [0] * leaves
+    * ``masks[leaf]``: :func:`default_spine_mask`;
+    * ``counts[spine][ocs]``: idle ports (also as numpy rows: :meth:`total`,
+      :meth:`ocs_room`); ``usable[spine]``: bit o when ``counts[spine][o]``;
+    * the default leaf search's misses (:func:`default_leaves`);
+    * the conservative rewiring's :class:`RewireIndex`, made when first asked for
+      (:meth:`rewire_index`).
+
+    Readers must not change what they are given."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        leaves, spines, ocs_count = ledger.leaves, ledger.spines, ledger.ocs_count
+        self.geometry = (leaves, ocs_count, ledger.spine_ports_per_ocs, spines)
         self.seen = PortsSeen(leaves, spines)
+        self.masks = [0] * leaves
+        self.counts = [[0] * ocs_count for _ in range(spines)]
+        self.usable = [0] * spines
+        # (m, n) -> the default masks of the leaves with n free hosts when the last search
+        # for m x n found nothing
+        self.misses: dict[tuple[int, int], dict[int, int]] = {}
+        self._reach = np.zeros((leaves, spines), dtype=np.int64)  # masks[leaf] as 0/1 rows
+        self._idle_rows = np.zeros((leaves, ocs_count), dtype=np.int64)  # [leaf, ocs]: 0/1
+        self._spines_on = [0] * ocs_count  # [ocs]: bit s when counts[s][ocs]
+        self._count_rows = np.zeros((spines, ocs_count), dtype=np.int64)  # counts, as numpy
+        self._rows_stale: set[int] = set(range(leaves))  # leaves' rows not yet written again
+        self._index: RewireIndex | None = None
 
-    def refresh(self, ledger: Ledger) -> list[int]:
-        """The masks as of ``ledger`` now (the caller must not change them): read again for
-        the leaves whose own idle ports changed and for the default owners of every spine
-        and OCS whose ports turned all busy or no longer all busy (a leaf's mask reads its
-        ports and, per default circuit, whether the spine has an idle port on that OCS)."""
+    def refresh(self, ledger: Ledger) -> KeptState:
+        """Bring everything up to ``ledger`` now; returns self. A leaf's mask is read again
+        only where its own idle ports changed, or where a spine and OCS of one of its
+        default circuits turned all busy or no longer all busy (a default circuit needs the
+        leaf's port and a spine port on that OCS idle)."""
         leaf_changes, port_changes = self.seen.update(ledger)
+        idle, counts, usable = self.seen.leaf_masks, self.counts, self.usable
+        owners = _owner_table(*self.geometry)
         stale = {leaf for leaf, _old, _new in leaf_changes}
-        table = _owner_table(ledger.leaves, ledger.ocs_count, ledger.spine_ports_per_ocs,
-                             ledger.spines)
+        spines_on, new_counts = self._spines_on, []
         for spine, ocs, old, new in port_changes:
+            count = counts[spine][ocs] = new.bit_count()
+            new_counts.append(count)
             if not old or not new:
-                for owners in table[spine][ocs]:
-                    stale.update(owners)
-        for leaf in stale:
-            self.masks[leaf] = default_spine_mask(ledger, leaf)
-        return self.masks
+                usable[spine] ^= 1 << ocs
+                spines_on[ocs] ^= 1 << spine
+                for port_owners in owners[spine][ocs]:
+                    stale.update(port_owners)
+        if port_changes:
+            changed_spines, changed_ocses, _old, _new = zip(*port_changes, strict=True)
+            self._count_rows[changed_spines, changed_ocses] = new_counts
+        by_ocs = _default_spine_bits(*self.geometry)
+        masks = self.masks
+        for leaf in stale:  # default_spine_mask, of the counts kept
+            row, mask = by_ocs[leaf], 0
+            for ocs in bits(idle[leaf]):
+                mask |= row[ocs] & spines_on[ocs]
+            masks[leaf] = mask
+        self._rows_stale |= stale
+        if self._index is not None:
+            self._index.note(leaf_changes, port_changes)
+        return self
+
+    def reach_rows(self, leaves: list[int]) -> np.ndarray:
+        """``[i, spine]``: 1 where ``leaves[i]`` reaches the spine by its default circuit
+        now (``masks``, as rows)."""
+        self._write_rows(leaves)
+        return self._reach[leaves]
+
+    def _write_rows(self, leaves: list[int]) -> None:
+        """Write the numpy rows (default masks, idle OCS ports) of those of ``leaves`` whose
+        masks or ports changed since their rows were written."""
+        for leaf in self._rows_stale.intersection(leaves):
+            for rows, mask in ((self._reach, self.masks[leaf]),
+                               (self._idle_rows, self.seen.leaf_masks[leaf])):
+                rows[leaf] = 0
+                rows[leaf, list(bits(mask))] = 1
+            self._rows_stale.discard(leaf)
+
+    def total(self) -> np.ndarray:
+        """``[spine]``: its idle ports (a new array)."""
+        return self._count_rows.sum(axis=1)
+
+    def ocs_room(self, leaves: list[int], spines: list[int]) -> int:
+        """At most how many circuits ``leaves`` and ``spines`` can have: per OCS, the fewer
+        of the leaves with an idle port there and the spines' idle ports there (a leaf's port
+        carries one circuit, a spine port one), summed over the OCSes."""
+        self._write_rows(leaves)
+        on_leaves = self._idle_rows[leaves].sum(axis=0)
+        on_spines = self._count_rows[spines].sum(axis=0)
+        return int(np.minimum(on_leaves, on_spines).sum())
+
+    def rewire_index(self) -> RewireIndex:
+        """The :class:`RewireIndex` of the ledger as last refreshed."""
+        if self._index is None:
+            self._index = RewireIndex(self.geometry)
+            self._index.note([], [(spine, ocs, 0, mask)
+                                  for spine, row in enumerate(self.seen.port_masks)
+                                  for ocs, mask in enumerate(row) if mask])
+        self._index.catch_up(self.seen)
+        return self._index
 
 
-def kept_default_masks(ledger: Ledger) -> list[int]:
-    """:func:`default_spine_mask` of every leaf of ``ledger`` now, from the
-    :class:`KeptDefaultMasks` kept for it."""
-    kept = _KEPT_MASKS.get(ledger)
+@lru_cache(maxsize=16)
+def _default_spine_bits(leaves: int, ocs_count: int, ports: int, spines: int
+                        ) -> list[list[int]]:
+    """``[leaf][ocs]``: bit s when the leaf's default circuit to spine s is on that OCS
+    (:func:`_default_ocses`): a fabric's geometry, worked out once."""
+    table = _default_ocses(spines, ocs_count, ports)
+    found = [[0] * ocs_count for _ in range(leaves)]
+    for leaf in range(leaves):
+        for spine, ocs in table[leaf]:
+            found[leaf][ocs] |= 1 << spine
+    return found
+
+
+def kept_state(ledger: Ledger) -> KeptState:
+    """The :class:`KeptState` of ``ledger``, brought up to it now (one per ledger)."""
+    return _kept_of(ledger).refresh(ledger)
+
+
+def _kept_of(ledger: Ledger) -> KeptState:
+    """The :class:`KeptState` of ``ledger`` (made if none), as last refreshed."""
+    kept = _KEPT.get(ledger)
     if kept is None:
-        kept = _KEPT_MASKS[ledger] = KeptDefaultMasks(ledger.leaves, ledger.spines)
-    return kept.refresh(ledger)
+        kept = _KEPT[ledger] = KeptState(ledger)
+    return kept
 
 
-_KEPT_MASKS: WeakKeyDictionary[Ledger, KeptDefaultMasks] = WeakKeyDictionary()
+_KEPT: WeakKeyDictionary[Ledger, KeptState] = WeakKeyDictionary()
 
 
 def rewire_index(ledger: Ledger) -> RewireIndex:
-    """Idle spine ports by the leaves whose idle default circuits would need them.
+    """Idle spine ports by the leaves whose idle default circuits would need them, read anew
+    (:meth:`KeptState.rewire_index` keeps one up to date instead).
 
     A port whose default owners all have their own port on that OCS busy is open to any
     leaf; one that an idle owner still needs is open only to a job holding that owner.
     """
-    index = RewireIndex(ledger.leaves, ledger.spines)
-    index.refresh(ledger)
+    index = RewireIndex((ledger.leaves, ledger.ocs_count, ledger.spine_ports_per_ocs,
+                         ledger.spines))
+    seen = PortsSeen(ledger.leaves, ledger.spines)
+    index.note(*seen.update(ledger))
+    index.catch_up(seen)
     return index
-
-
-def kept_rewire_index(ledger: Ledger) -> RewireIndex:
-    """:func:`rewire_index` of ``ledger`` as it is now: one index per ledger, kept between
-    admissions and brought up to date (:meth:`RewireIndex.refresh`) rather than built anew:
-    a queue's head refused for links is searched again after every job's end."""
-    index = _KEPT_INDEXES.get(ledger)
-    if index is None:
-        index = _KEPT_INDEXES[ledger] = RewireIndex(ledger.leaves, ledger.spines)
-    index.refresh(ledger)
-    return index
-
-
-_KEPT_INDEXES: WeakKeyDictionary[Ledger, RewireIndex] = WeakKeyDictionary()
 
 
 @lru_cache(maxsize=16)
@@ -1011,7 +1188,9 @@ class RewireIndex:
     of the ledger state it was last :meth:`refresh` ed with. Its port collections are sets:
     every reader counts them or sorts them."""
 
-    def __init__(self, leaves: int, spines: int) -> None:
+    def __init__(self, geometry: tuple[int, int, int, int]) -> None:
+        leaves, _ocs_count, _ports, spines = geometry
+        self.geometry = geometry  # leaves, OCSes, ports per spine and OCS, spines
         # spine -> ports nobody needs
         self.open: dict[int, set[tuple[int, int]]] = {}
         self.open_count = np.zeros(spines, dtype=np.int64)  # [spine]: len(open[spine])
@@ -1023,32 +1202,33 @@ class RewireIndex:
         # holds that one): leaf -> port -> its blockers
         self.shared_by_least: dict[int, dict[SpinePort, frozenset[int]]] = {}
         self.filed: dict[SpinePort, tuple[int, ...]] = {}  # idle port -> its blockers
-        self.seen = PortsSeen(leaves, spines)  # the ledger as last read
+        self.owed: set[SpinePort] = set()  # ports to file again (:meth:`catch_up`)
 
-    def refresh(self, ledger: Ledger) -> None:
-        """Bring the index up to ``ledger``'s state: only the spine ports that turned idle
-        or busy, and those of which a leaf whose own port on that OCS turned idle or busy is
-        a default owner, are filed again (a new index reads every port)."""
-        leaf_changes, port_changes = self.seen.update(ledger)
-        geometry = (ledger.leaves, ledger.ocs_count, ledger.spine_ports_per_ocs,
-                    ledger.spines)
-        touched: set[SpinePort] = set()
-        owned_by_leaf = _owned_ports(*geometry)
+    def note(self, leaf_changes: list[tuple[int, int, int]],
+             port_changes: list[tuple[int, int, int, int]]) -> None:
+        """Note what changed in the ledger (as :meth:`PortsSeen.update` tells it): the spine
+        ports that turned idle or busy, and those of which a leaf whose own port on that OCS
+        turned idle or busy is a default owner, are to be filed again."""
+        owned_by_leaf = _owned_ports(*self.geometry)
         for leaf, old, new in leaf_changes:
             owned = owned_by_leaf[leaf]
             for ocs in bits(old ^ new):
-                touched.update((ocs, spine, port) for spine, port in owned.get(ocs, ()))
+                self.owed.update((ocs, spine, port) for spine, port in owned.get(ocs, ()))
         for spine, ocs, old, new in port_changes:
-            touched.update((ocs, spine, port) for port in bits(old ^ new))
-        idle, rows = self.seen.leaf_masks, self.seen.port_masks
-        table = _owner_table(*geometry)
-        for key in touched:
+            self.owed.update((ocs, spine, port) for port in bits(old ^ new))
+
+    def catch_up(self, seen: PortsSeen) -> None:
+        """File again every port noted since, as of ``seen`` (the ledger as last read)."""
+        idle, rows = seen.leaf_masks, seen.port_masks
+        table = _owner_table(*self.geometry)
+        for key in self.owed:
             ocs, spine, port = key
             if key in self.filed:
                 self._unfile(key)
             if rows[spine][ocs] >> port & 1:
                 self._file(key, tuple(owner for owner in table[spine][ocs][port]
                                       if idle[owner] >> ocs & 1))
+        self.owed.clear()
 
     def _file(self, key: SpinePort, blockers: tuple[int, ...]) -> None:
         """File the idle port ``key`` under its ``blockers``."""
