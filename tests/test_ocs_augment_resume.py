@@ -12,8 +12,9 @@ import random
 from itertools import combinations, islice
 
 import pytest
+from test_ocs_kept_searches import random_circuits
 
-from sdn_app.allocation.ledger import Allocation, Circuit, Ledger
+from sdn_app.allocation.ledger import Allocation, Ledger
 from sdn_app.allocation.ocs import (
     _AugmentView,
     _default_row,
@@ -74,23 +75,6 @@ def plain_augment_wiring(
             idle.remove(port)
             ports[(leaf, j)] = (ocs, port)
     return spines, ports
-
-
-def random_circuits(ledger: Ledger, rng: random.Random, count: int) -> tuple[Circuit, ...]:
-    """Up to ``count`` leaf-to-spine circuits on idle ports, picked at random."""
-    circuits: list[Circuit] = []
-    leaf_used: set[tuple[int, int]] = set()
-    spine_used: set[tuple[int, int, int]] = set()
-    for _ in range(count):
-        ocs, leaf = rng.randrange(ledger.ocs_count), rng.randrange(ledger.leaves)
-        spine, port = rng.randrange(ledger.spines), rng.randrange(ledger.spine_ports_per_ocs)
-        if (not ledger.leaf_port_idle(ocs, leaf) or not ledger.spine_port_idle(ocs, spine, port)
-                or (ocs, leaf) in leaf_used or (ocs, spine, port) in spine_used):
-            continue
-        leaf_used.add((ocs, leaf))
-        spine_used.add((ocs, spine, port))
-        circuits.append(Circuit(ocs, ("leaf", leaf), ("spine", spine, port)))
-    return tuple(circuits)
 
 
 def random_ledger(rng: random.Random, geometry: tuple[int, int, int, int]) -> Ledger:
