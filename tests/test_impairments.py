@@ -155,6 +155,13 @@ def test_the_invariant_allows_chance_and_names_what_is_off():
     off = delay_violation("h0", "h1", [20.0, 20.0], 25.0, ["h0-leaf0"])
     assert off is not None and "across h0-leaf0" in off.sentence
     assert delay_violation("h0", "h1", [20.0, 20.0], None) is not None
+    # by quartiles: a CI run's pings h0->h1 (median 22.6 ms, the fastest quarter under 21.7)
+    # are on the spec; a delay that moves every round trip, or one short of it, is not
+    assert delay_violation("h0", "h1", [20.0, 20.0], 22.6, quartiles_ms=(21.7, 23.1)) is None
+    slow = delay_violation("h0", "h1", [20.0, 20.0], 45.0, ["h0-leaf0"], (44.0, 46.0))
+    assert slow is not None and "a quarter took under 44.00 ms" in slow.sentence
+    fast = delay_violation("h0", "h1", [20.0, 20.0], 11.0, None, (10.0, 12.0))
+    assert fast is not None and "a quarter took over 12.00 ms" in fast.sentence
     assert ping_loss_violation("h0", "h1", [0.0199, 0.0199], 2000, 1960) is None
     lost = ping_loss_violation("h0", "h1", [0.0199, 0.0199], 2000, 1867, ["h0-leaf0"])
     assert lost is not None and "across h0-leaf0" in lost.sentence

@@ -412,8 +412,8 @@ def parse_ping(output: str) -> dict[str, Any]:
 
 
 def probe_paths(plan: FabricPlan, popen: Any) -> list[dict[str, Any]]:
-    """Ping each :func:`probe_pairs` pair (all at once) through ``popen(host, args)``: 10
-    pings 0.2 s apart, or :data:`LOSS_PROBE_PINGS` 2 ms apart where the path loses packets;
+    """Ping each :func:`probe_pairs` pair (all at once) through ``popen(host, args)``: 20
+    pings 0.1 s apart, or :data:`LOSS_PROBE_PINGS` 2 ms apart where the path loses packets;
     per pair the measured round trips and loss beside the spec's."""
     procs = []
     g = _graph(plan)
@@ -421,7 +421,7 @@ def probe_paths(plan: FabricPlan, popen: Any) -> list[dict[str, Any]]:
         spec = path_spec(plan, src, dst, g)
         if not (spec["rtt_ms"][1] or spec["loss"][1]):
             continue
-        count, gap = (LOSS_PROBE_PINGS, "0.002") if spec["loss"][1] else (10, "0.2")
+        count, gap = (LOSS_PROBE_PINGS, "0.002") if spec["loss"][1] else (20, "0.1")
         ip = plan.node(dst).ip()
         procs.append((src, dst, spec, popen(src, [
             "ping", "-n", "-U", "-c", str(count), "-i", gap, "-W", "2", ip],
@@ -436,5 +436,7 @@ def probe_paths(plan: FabricPlan, popen: Any) -> list[dict[str, Any]]:
                     "expected_loss": spec["loss"], "sent": got["sent"],
                     "received": got["received"],
                     "median_ms": rtts[len(rtts) // 2] if rtts else None,
+                    "quartiles_ms": ([rtts[len(rtts) // 4], rtts[(3 * len(rtts)) // 4]]
+                                     if rtts else None),
                     "rtt_ms": rtts if len(rtts) <= 20 else None})
     return out
