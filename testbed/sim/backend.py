@@ -382,9 +382,6 @@ class SimRunner:
             def flat(size: int, done: Callable[[list], None],
                      variables: list[tuple[int, float]] | None = None) -> None:
                 t0 = net.now
-                plan = (transfers(n, size) if variables is None or placed_transfers is None
-                        else placed_transfers(n, variables))
-                steps = [[(conn(a, b), nbytes) for a, b, nbytes in step] for step in plan]
 
                 def end(_t: float) -> None:
                     done([(0, 0, 0, op, size, n, round(sent(n, size)), t0, net.now)]
@@ -394,6 +391,9 @@ class SimRunner:
                 whole = size if variables is None else sum(nbytes for _, nbytes in variables)
                 slices = None if rank_by_rank is None else rank_by_rank.sim_slices(n, whole)
                 if slices is None:
+                    plan = (transfers(n, size) if variables is None or placed_transfers is None
+                            else placed_transfers(n, variables))
+                    steps = [[(conn(a, b), nbytes) for a, b, nbytes in step] for step in plan]
                     run_steps(net, steps, end, owner=owner, latency=self.latency)
                     return
                 pairs: dict[tuple[int, int], Connection] = {}

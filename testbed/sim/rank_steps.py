@@ -85,6 +85,7 @@ def run_rank_steps(
                 for j in range(slices):
                     key = (p, s, b, j)
                     pending[key] = pending.get(key, 0) + 1
+    started: set[tuple[int, int, int, int]] = set()  # (phase, step, rank, slice) begun
     left = [sum(pending.values())]
     # (phase, rank) -> slices of the phase's last step not yet done at that rank
     phase_left = {(p, r): slices for p in range(len(steps)) for r in ranks}
@@ -98,9 +99,10 @@ def run_rank_steps(
                 connection(src, dst).send(nbytes / slices,
                                           lambda dst=dst: arrived(p, s, dst, j))
 
-    def ready(p: int, s: int, a: int, j: int) -> None:
+    def begin(p: int, s: int, a: int, j: int) -> None:
         """Rank ``a`` has every input for slice ``j`` of step ``s``: it sends, and the slice
         counts as done here once whatever it awaits has arrived."""
+        started.add((p, s, a, j))
         if latency_s > 0:
             net.at(net.now + latency_s, lambda: send(p, s, a, j))
         else:
@@ -117,12 +119,6 @@ def run_rank_steps(
                 complete(p, s, b, j)
         if left[0] == 0:
             on_done(net.now)
-
-    started: set[tuple[int, int, int, int]] = set()
-
-    def begin(p: int, s: int, a: int, j: int) -> None:
-        started.add((p, s, a, j))
-        ready(p, s, a, j)
 
     def complete(p: int, s: int, a: int, j: int) -> None:
         if s + 1 < len(steps[p]):
