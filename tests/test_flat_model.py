@@ -10,6 +10,7 @@ from testbed.core.experiment import expand
 from testbed.core.formulas import TCP_GOODPUT
 from testbed.core.jobs import resolve
 from testbed.core.topology import build_plan
+from workloads.collectives.direct import Direct
 from workloads.collectives.halving_doubling import COLLECTIVE as HALVING_DOUBLING
 from workloads.collectives.ring import COLLECTIVE as RING
 from workloads.flat_model import flat_allreduce_s
@@ -54,6 +55,27 @@ def test_the_flat_model_pays_the_delays_of_each_rank_s_chain_of_hops() -> None:
           - flat_allreduce_s(_plan(), HOSTS, HALVING_DOUBLING, tiny))
     assert ring == pytest.approx(4 * 8e-3 + 10 * 4e-3)
     assert hd == pytest.approx(2 * 8e-3 + 4 * 4e-3)
+
+
+class _Chain(Direct):
+    """A lock-step algorithm (no ``sim_slices``) whose second step's sender had its input
+    early: 0->4 across the spine beside 1->2 within a leaf, then 2->3."""
+
+    def rs_transfers(self, n: int, size_bytes: float) -> list[list[tuple[int, int, float]]]:
+        return [[(0, 4, size_bytes), (1, 2, size_bytes)]]
+
+    def ag_transfers(self, n: int, shard_bytes: float) -> list[list[tuple[int, int, float]]]:
+        return [[(2, 3, shard_bytes)]]
+
+
+def test_an_algorithm_the_simulator_runs_in_lock_step_is_modelled_in_lock_step() -> None:
+    """Rank by rank, 2->3 could start at 4 ms and end at 8; in lock step (as the simulator
+    runs an algorithm without ``sim_slices``) it waits for the 8 ms crossing: 12 ms."""
+    chain, tiny = _Chain(), 4
+    assert chain.sim_slices(len(HOSTS), tiny) is None
+    took = (flat_allreduce_s(_plan(2), HOSTS, chain, tiny)
+            - flat_allreduce_s(_plan(), HOSTS, chain, tiny))
+    assert took == pytest.approx(8e-3 + 4e-3)
 
 
 

@@ -2,10 +2,10 @@
 halving-doubling, ...) on a leaf-spine fabric, with each step's busiest link.
 
 A collective is a list of steps (:meth:`workloads.collectives.Collective.transfers`: each
-``(src, dst, bytes)`` between positions), run rank by rank as the workers run them: a
-position starts a step once what was sent to it in the step before has arrived, not when the
-slowest transfer anywhere has (so a ring pays the delays of the hops its chain crosses, not
-each step's slowest path). Each transfer
+``(src, dst, bytes)`` between positions), run as the simulator runs it: rank by rank where
+the algorithm says its workers do (ring, halving-doubling: a position starts a step once what
+was sent to it in the step before has arrived, so a ring pays the delays of the hops its
+chain crosses, not each step's slowest path), else in lock step. Each transfer
 
 * pays its path's one-way delay once (α: the sum of its links' delays,
   :func:`testbed.core.link_model.path_delay_s`);
@@ -94,12 +94,17 @@ def _sharing(plan: FabricPlan, lk: Link, transfers: int) -> int:
 def flat_allreduce_s(plan: FabricPlan, hosts: Sequence[str], collective: Collective,
                      size_bytes: int) -> float:
     """The model's time (s, as emulated) of an All-Reduce of ``size_bytes`` per rank by
-    ``collective`` over ``hosts`` of a leaf-spine ``plan``, rank by rank: a position starts a
+    ``collective`` over ``hosts`` of a leaf-spine ``plan``, run as the simulator runs it
+    (:meth:`~workloads.collectives.Collective.sim_slices`): rank by rank, a position starts a
     step once every transfer sent to it in the step before has arrived
-    (:func:`transfer_times_s`), and the collective ends with the last position's last step.
-    Where every path is alike this is the sum of the steps' slowest transfers."""
+    (:func:`transfer_times_s`); in lock step, once every transfer of the step before has.
+    The collective ends with the last position's last step. Where every path is alike both
+    are the sum of the steps' slowest transfers."""
+    lock_step = collective.sim_slices(len(hosts), size_bytes) is None
     ready_s = [0.0] * len(hosts)  # when each position has what its next step needs
     for step in collective.transfers("AR", len(hosts), size_bytes):
+        if lock_step:
+            ready_s = [max(ready_s)] * len(hosts)
         arrived_s = list(ready_s)
         for (src, dst, _), took_s in zip(step, transfer_times_s(plan, hosts, step),
                                          strict=True):
