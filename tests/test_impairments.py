@@ -162,6 +162,15 @@ def test_the_invariant_allows_chance_and_names_what_is_off():
     assert slow is not None and "a quarter took under 44.00 ms" in slow.sentence
     fast = delay_violation("h0", "h1", [20.0, 20.0], 11.0, None, (10.0, 12.0))
     assert fast is not None and "a quarter took over 12.00 ms" in fast.sentence
+    # by the fastest: the stop's CI run of 2026-11-29 (h0->h1 median 23.0 ms, lower quartile
+    # 22.3, fastest 21.6) is on the spec; a delay that moves every round trip is not, and
+    # jitter's short round trips are not too fast while the upper quartile holds
+    assert delay_violation("h0", "h1", [20.0, 20.0], 23.0, None, (22.3, 24.2), 21.6) is None
+    late = delay_violation("h0", "h1", [20.0, 20.0], 45.0, ["h0-leaf0"], (44.5, 46.0), 44.0)
+    assert late is not None and "the fastest took 44.00 ms" in late.sentence
+    assert delay_violation("h0", "h1", [20.0, 20.0], 20.1, None, (19.0, 21.2), 17.4) is None
+    short = delay_violation("h0", "h1", [20.0, 20.0], 11.0, None, (10.5, 12.0), 10.0)
+    assert short is not None and "a quarter took over 12.00 ms" in short.sentence
     assert ping_loss_violation("h0", "h1", [0.0199, 0.0199], 2000, 1960) is None
     lost = ping_loss_violation("h0", "h1", [0.0199, 0.0199], 2000, 1867, ["h0-leaf0"])
     assert lost is not None and "across h0-leaf0" in lost.sentence

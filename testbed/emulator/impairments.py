@@ -438,5 +438,6 @@ def probe_paths(plan: FabricPlan, popen: Any) -> list[dict[str, Any]]:
                     "median_ms": rtts[len(rtts) // 2] if rtts else None,
                     "quartiles_ms": ([rtts[len(rtts) // 4], rtts[(3 * len(rtts)) // 4]]
                                      if rtts else None),
+                    "fastest_ms": rtts[0] if rtts else None,
                     "rtt_ms": rtts if len(rtts) <= 20 else None})
     return out
