@@ -92,14 +92,16 @@ def _sharing(plan: FabricPlan, lk: Link, transfers: int) -> int:
 
 
 def flat_allreduce_s(plan: FabricPlan, hosts: Sequence[str], collective: Collective,
-                     size_bytes: int) -> float:
+                     size_bytes: int, step_latency_s: float = 0.0) -> float:
     """The model's time (s, as emulated) of an All-Reduce of ``size_bytes`` per rank by
     ``collective`` over ``hosts`` of a leaf-spine ``plan``, run as the simulator runs it
     (:meth:`~workloads.collectives.Collective.sim_slices`): rank by rank, a position starts a
     step once every transfer sent to it in the step before has arrived
     (:func:`transfer_times_s`); in lock step, once every transfer of the step before has.
     The collective ends with the last position's last step. Where every path is alike both
-    are the sum of the steps' slowest transfers."""
+    are the sum of the steps' slowest transfers. ``step_latency_s`` is added to every
+    transfer: the workers' own latency per step, where a run measured it
+    (:mod:`testbed.emulator.step_latency`)."""
     lock_step = collective.sim_slices(len(hosts), size_bytes) is None
     ready_s = [0.0] * len(hosts)  # when each position has what its next step needs
     for step in collective.transfers("AR", len(hosts), size_bytes):
@@ -108,6 +110,6 @@ def flat_allreduce_s(plan: FabricPlan, hosts: Sequence[str], collective: Collect
         arrived_s = list(ready_s)
         for (src, dst, _), took_s in zip(step, transfer_times_s(plan, hosts, step),
                                          strict=True):
-            arrived_s[dst] = max(arrived_s[dst], ready_s[src] + took_s)
+            arrived_s[dst] = max(arrived_s[dst], ready_s[src] + took_s + step_latency_s)
         ready_s = arrived_s
     return max(ready_s)

@@ -396,14 +396,16 @@ def best_chunks_on_fabric(fabric_dims: Sequence[Mapping[str, Any]], total_bytes:
                                                    **kwargs).time_s, total_bytes)
 
 
-def job_model_s(job: ResolvedJob, plan: FabricPlan) -> dict[str, float] | None:
+def job_model_s(job: ResolvedJob, plan: FabricPlan, step_latency_s: float = 0.0
+                ) -> dict[str, float] | None:
     """The model's time of each All-Reduce size of ``job`` on ``plan``: a chunk-scheduled
     job's as ``fabriclab model`` predicts it (each dimension's per-host rate and kind, as the job
     records them, the job's chunks, order, collective and semantics), keyed by the size in
     bytes as text (the JSON key the summary uses); None for a job the model does not cover
     (DNN and command jobs, and chunk-scheduled jobs on a leaf-spine ``plan``, whose logical
     dimensions share one NIC, which the model does not see). A flat All-Reduce on a
-    leaf-spine ``plan`` gets :func:`workloads.flat_model.flat_allreduce_s`. The backends
+    leaf-spine ``plan`` gets :func:`workloads.flat_model.flat_allreduce_s`, with
+    ``step_latency_s`` added to each transfer (a run's measured latency per step). The backends
     record it in jobs.json (``model_s``) for the analysis."""
     if job.workload.kind != "allreduce" or not (job.flat or plan.kind == "multidim"):
         return None
@@ -411,7 +413,7 @@ def job_model_s(job: ResolvedJob, plan: FabricPlan) -> dict[str, float] | None:
         if plan.kind != "leaf_spine":
             return None
         collective = job.plugin(job.algorithm)
-        return {str(size): flat_allreduce_s(plan, job.hosts, collective, size)
+        return {str(size): flat_allreduce_s(plan, job.hosts, collective, size, step_latency_s)
                 for size in job.workload.sizes}
     return {str(size): predict(job.dims, job.dim_host_rates_bps, size, job.chunks,
                                policy=job.algorithm, order=job.order,

@@ -9,6 +9,8 @@
     policy: ecmp                              # a registered policy (ecmp, ecmp-l3, vclos,
                                               # ocs-vclos, shortest, ...) or static
     solo_baselines: true                      # run every job alone first
+    measure_step_latency: true                # emulator: the workers' latency per step,
+                                              # measured first, added to the prediction
     repeats: 3                                # run it 3 times: headlines give median [min, max]
     hosts: {runtime: docker, cpus: 1}         # optional: every host a container
     jobs:
@@ -339,6 +341,10 @@ class Experiment(_Strict):
     # give the median [min, max] over the repeats.
     repeats: Annotated[int, Field(ge=1, le=20)] = 1
     calibrate: bool = False
+    # Emulator: before the jobs, each flat All-Reduce job runs a tiny one on its hosts; its
+    # time per step beyond the model's is added to every step of the prediction and the model
+    # (testbed.emulator.step_latency). The sim backend takes it as --step-latency-us.
+    measure_step_latency: bool = False
     sample_hz: Annotated[float, Field(ge=1, le=50)] = 10.0
     timeout_s: Annotated[float, Field(gt=0, le=24 * 3600)] = 600.0
     jobs: Annotated[list[JobSpec], Field(min_length=1, max_length=64)]

@@ -64,19 +64,20 @@ def issue_times(run_dir: Path, jobs: list[str]) -> dict[str, list[float]]:
     return found
 
 
-def predict(exp: Experiment, jobs: list[JobRun], paths: dict[str, Any], run_dir: Path
-            ) -> dict[str, dict[str, Any]]:
+def predict(exp: Experiment, jobs: list[JobRun], paths: dict[str, Any], run_dir: Path,
+            step_latency_s: float = 0.0) -> dict[str, dict[str, Any]]:
     """Per job that ran (solo baselines included): ``{"times_s": {(size, in_place): s}}``
-    from the simulator on the run's observed paths, or ``{"why_not": sentence}``; recorded as
-    the run's ``prediction.json`` (:func:`analysis.job_invariant.prediction_record`), which
-    the job invariant reads."""
-    out = _predict(exp, jobs, paths, run_dir)
+    from the simulator on the run's observed paths (each step or slice a rank sends
+    ``step_latency_s`` later: the workers' latency per step, where the run measured it), or
+    ``{"why_not": sentence}``; recorded as the run's ``prediction.json``
+    (:func:`analysis.job_invariant.prediction_record`), which the job invariant reads."""
+    out = _predict(exp, jobs, paths, run_dir, step_latency_s)
     write_json(run_dir / PREDICTION_FILE, prediction_record(out))
     return out
 
 
-def _predict(exp: Experiment, jobs: list[JobRun], paths: dict[str, Any], run_dir: Path
-             ) -> dict[str, dict[str, Any]]:
+def _predict(exp: Experiment, jobs: list[JobRun], paths: dict[str, Any], run_dir: Path,
+             step_latency_s: float) -> dict[str, dict[str, Any]]:
     from testbed.sim.backend import SimRunner
 
     base = [j for j in jobs if j.solo_of is None]
@@ -102,7 +103,8 @@ def _predict(exp: Experiment, jobs: list[JobRun], paths: dict[str, Any], run_dir
     target = run_dir / PREDICTION_DIR
     shutil.rmtree(target, ignore_errors=True)
     try:
-        sim_dir = SimRunner(model, target, paths=paths.get("legs") or {}, issued=issued).run()
+        sim_dir = SimRunner(model, target, step_latency_s=step_latency_s,
+                            paths=paths.get("legs") or {}, issued=issued).run()
         records = json.loads((sim_dir / "jobs.json").read_text())
     except (FabricLabError, OSError, ValueError) as exc:
         return out | {j.name: {"why_not": f"the simulator could not replay the run: {exc}"}
@@ -122,7 +124,8 @@ def replay_times(records: list[dict[str, Any]], run: Path) -> dict[str, dict[str
 
 def repredict(run_dir: Path) -> dict[str, dict[str, Any]]:
     """:func:`predict` again for a recorded emulated run (its ``spec.yaml``, ``jobs.json``,
-    ``paths.json`` and traces), e.g. after the model changed; rewrites its ``prediction/``."""
+    ``paths.json``, traces and the latency per step ``fidelity.json`` records, if measured),
+    e.g. after the model changed; rewrites its ``prediction/``."""
     import yaml
 
     from testbed.core.experiment import expand
@@ -152,4 +155,7 @@ def repredict(run_dir: Path) -> dict[str, dict[str, Any]]:
         runs.append(run)
     paths_file = run_dir / "paths.json"
     paths = json.loads(paths_file.read_text()) if paths_file.exists() else {}
-    return predict(exp, runs, paths, run_dir)
+    fidelity = run_dir / "fidelity.json"
+    measured = (json.loads(fidelity.read_text()).get("step_latency")
+                if fidelity.exists() else None) or {}
+    return predict(exp, runs, paths, run_dir, measured.get("step_latency_s", 0.0))

@@ -23,7 +23,7 @@ from sdn_app.policies import controller_policy
 from testbed.core.atomic import write_json
 from testbed.core.errors import FabricLabError
 from testbed.core.experiment import Experiment
-from testbed.core.jobs import JobRun, check_against_fabric, resolve
+from testbed.core.jobs import JobRun, ResolvedJob, check_against_fabric, resolve
 from testbed.core.load_limit import load_warning, offered_load_link_mbit_s
 from testbed.core.placement import place
 from testbed.core.rundir import RunRecorder, base_environment
@@ -36,6 +36,7 @@ from testbed.emulator import (
     impairments,
     path_reader,
     runlock,
+    step_latency,
     switch_kinds,
     tcp_counters,
 )
@@ -99,6 +100,8 @@ class Runner:
         # impairments.json: each impaired link's mechanism and counters, the delay probes
         self.impairment: dict[str, Any] = {"links": []}
         self.probes: list[dict[str, Any]] = []
+        # the workers' latency per step, when the experiment measures it (fidelity.json)
+        self.step_latency: dict[str, Any] | None = None
         # run.json's "servers": where each node ran, each server's clock offset
         self.server_facts: dict[str, Any] = {} if self.placement is None else {
             "servers": self.servers.to_json() if self.servers else None,
@@ -156,6 +159,8 @@ class Runner:
                     self.console.print(f"[bold]{self.exp.name}[/]: pinging host pairs to "
                                        "check the links' delays and loss")
                     self.probes = impairments.probe_paths(self.plan, fab.popen)
+                if self.exp.measure_step_latency:
+                    self.step_latency = self._measure_step_latency(fab)
                 sampler = LinkSampler(self.plan, fab.namespace_pids(), hz=self.exp.sample_hz,
                                       record=fab.state.add_process if fab.state else None)
                 sampler.start()
@@ -238,6 +243,29 @@ class Runner:
             self.console.print(f"  job {job.name}: {', '.join(job.hosts)}"
                                + (f" (via spine {', '.join(map(str, job.allocation['spines']))})"
                                   if job.allocation.get("spines") else ""))
+
+    def _measure_step_latency(self, fab: Fabric) -> dict[str, Any] | None:
+        """Each flat All-Reduce job's latency per step, from a tiny All-Reduce on its hosts
+        before the jobs (:mod:`testbed.emulator.step_latency`); the jobs' model adds the
+        median over jobs from then on, and so does the prediction."""
+        self.console.print(f"[bold]{self.exp.name}[/]: measuring the workers' latency per "
+                           "step (a tiny All-Reduce on each job's hosts)")
+
+        def run(probe: ResolvedJob) -> float:
+            res = run_job(fab, probe, out_dir=self.run_dir / "step-latency" / probe.name,
+                          wall_timeout=self.exp.timeout_s, run_id=self.run_dir.name)
+            return max(r.time_us for r in res.rows) / 1e6
+
+        found = step_latency.measure(self.plan, self.jobs, run)
+        if found is None:
+            self.console.print("  no flat All-Reduce job: nothing to measure")
+            return None
+        for job in self.jobs:
+            if job.resolved is not None:
+                job.model_s = job_model_s(job.resolved, self.plan, found["step_latency_s"])
+        self.console.print(f"  {found['step_latency_s'] * 1e3:.2f} ms per step, added to the "
+                           "model and the prediction")
+        return found
 
     def _leg(self, fab: Fabric, jobs: list[JobRun], what: str, key: str) -> None:
         """Run one leg (a solo baseline or all jobs together) and record, from the spines'
@@ -417,7 +445,7 @@ class Runner:
              "jobs.json": [j.record() for j in self.jobs + solos]})
         record: dict[str, Any] = {"reasons": verdict.reasons, "notes": verdict.notes,
                                   **verdict.fields}
-        record.update(sched_cost=self.sched.cost(),
+        record.update(sched_cost=self.sched.cost(), step_latency=self.step_latency,
                       paths={"source": self.paths.get("source"),
                              "prediction_s": round(self.prediction_s, 3),
                              "counters_read_s": round(self.counters_read_s, 3)})
@@ -448,7 +476,8 @@ class Runner:
         if not any(j.status == "ok" for j in self.jobs + solos):
             return
         t0 = time.monotonic()
-        predict(self.exp, self.jobs + solos, self.paths, self.run_dir)
+        predict(self.exp, self.jobs + solos, self.paths, self.run_dir,
+                (self.step_latency or {}).get("step_latency_s", 0.0))
         self.prediction_s = time.monotonic() - t0
 
     def _busiest(self, windows: list[tuple[float, float]]) -> str:

@@ -262,7 +262,7 @@ class SimRunner:
             run.resolved = resolve(spec, plan, hosts)
             if spec.workload.kind == "training":
                 job_workload(run.resolved)  # a bad workload file: one sentence, before the run
-            run.model_s = job_model_s(run.resolved, plan)
+            run.model_s = job_model_s(run.resolved, plan, self.latency)
             out.append(_Placed(run, alloc))
         return out
 
