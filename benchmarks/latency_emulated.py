@@ -1,7 +1,8 @@
 """``experiments/latency.yaml`` on the emulator, size by size, beside the simulator and the model.
 
 For each run directory given (emulated runs of ``fabriclab run experiments/latency.yaml``):
-its verdict, and per size the emulator's mean collective time, the simulator's replay of the
+its verdict (and the workers' latency per step, where it measured one), and per size the
+emulator's mean collective time, the simulator's replay of the
 same job on the paths it took (``prediction/``), emulator ÷ simulator and the model's time;
 then the latency headlines (where halving-doubling stops beating a ring, per backend) that
 ``fabriclab report`` prints. With ``--real-sim DIR``, a simulated run of the same experiment
@@ -48,7 +49,10 @@ def main() -> None:
     for run in runs:
         times = backend_times(run)
         verdict = (run.fidelity or {}).get("verdict")
-        print(f"{run.label}: {verdict}")
+        alpha = ((run.fidelity or {}).get("step_latency") or {}).get("step_latency_s")
+        print(f"{run.label}: {verdict}" + ("" if alpha is None else
+                                            f"; latency per step {alpha * 1e3:.2f} ms measured"
+                                            ", in the simulator and the model"))
         emu, sim, model = (times.get(k) or {} for k in ("emulator", "simulator", "model"))
         sim_real = {}
         variant = str(run.spec.get("name")).split("-", 1)[-1]
