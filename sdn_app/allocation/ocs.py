@@ -25,7 +25,7 @@ import sys
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from itertools import combinations, islice
 from weakref import WeakKeyDictionary
 
@@ -395,13 +395,15 @@ def wire_spines(
     m = len(leaves)
     candidates = None if index is None else index.ports_for(leaves)
     counts = None if candidates is None else candidates.counts
-    held = ledger.spines_with_held_links()  # only these need their links checked
     # Spines every leaf reaches by an idle default circuit: default_ports serves no other.
     by_default = -1
     if "default" in passes:
         masks = DefaultMasks(ledger) if masks is None else masks
         for leaf in leaves:
             by_default &= masks[leaf]
+    if _servable(spines, passes, by_default, candidates, m).bit_count() < n:
+        return None  # fewer than n spines any pass could take
+    held = ledger.spines_with_held_links()  # only these need their links checked
     used_leaf_ports: set[LeafPort] = set()
     used_ocses: dict[int, int] = {}  # leaf -> bit o: its port on OCS o is this job's already
     wiring: dict[int, dict[int, tuple[int, int]]] = {}
@@ -433,6 +435,26 @@ def wire_spines(
             if len(wiring) == n:
                 return wiring
     return None
+
+
+def _servable(spines: list[int], passes: tuple[str, ...], by_default: int,
+              candidates: LeafSetPorts | None, m: int) -> int:
+    """Bit s for each of ``spines`` that some pass of :func:`wire_spines` could take: the
+    default pass only spines every leaf reaches by default (``by_default``), the match pass
+    with ``candidates`` only spines with at least m of them (a port per leaf), without any
+    of ``spines``. A necessary condition: the passes check more."""
+    possible = 0
+    if "default" in passes:
+        possible |= by_default
+    if "match" in passes:
+        possible |= -1 if candidates is None else candidates.spines_with(m)
+    return possible & _spine_mask(tuple(spines)) if possible else 0
+
+
+@lru_cache(maxsize=256)
+def _spine_mask(spines: tuple[int, ...]) -> int:
+    """Bit s for each of ``spines`` (remembered: one admission's leaf sets share them)."""
+    return sum(1 << s for s in spines)
 
 
 def can_match(ledger: Ledger, leaves: list[int], spine: int, used_ocses: dict[int, int]) -> bool:
@@ -1267,7 +1289,7 @@ class RewireIndex:
                 if blockers <= leaf_set:
                     shared.setdefault(spine, []).append((ocs, port))
                     counts[spine] += 1
-        return LeafSetPorts(self, leaf_set, shared, counts.tolist())
+        return LeafSetPorts(self, leaf_set, shared, counts)
 
 
 class LeafSetPorts:
@@ -1275,10 +1297,20 @@ class LeafSetPorts:
     the ports open to any leaf and those only its leaves need, merged when first read."""
 
     def __init__(self, index: RewireIndex, leaves: set[int],
-                 shared: dict[int, list[tuple[int, int]]], counts: list[int]) -> None:
+                 shared: dict[int, list[tuple[int, int]]], counts: np.ndarray) -> None:
         self.index, self.leaves, self.shared = index, leaves, shared
-        self.counts = counts  # [spine]: how many ports of it the job may take
+        self._counts = counts  # [spine]: how many ports of it the job may take
         self.merged: dict[int, list[tuple[int, int]]] = {}
+
+    @cached_property
+    def counts(self) -> list[int]:
+        """``[spine]``: how many ports of it the job may take."""
+        return self._counts.tolist()
+
+    def spines_with(self, m: int) -> int:
+        """Bit s when the job may take at least m ports of spine s."""
+        packed = np.packbits(self._counts >= m, bitorder="little")
+        return int.from_bytes(packed.tobytes(), "little")
 
     def ports(self, spine: int) -> list[tuple[int, int]]:
         """Those ports, ``(ocs, port)`` lowest first (not to be changed by the caller)."""
