@@ -48,7 +48,7 @@ from sdn_app.allocation.ocs_exact import (
     place_exact,
     wire_blocks,
 )
-from sdn_app.allocation.vclos import search_leaves
+from sdn_app.allocation.vclos import peel, search_leaves
 from testbed.core import topology
 
 # How many leaf sets ocs-vclos tries (best fit first) before calling a job fragmented.
@@ -274,7 +274,7 @@ def default_leaves(ledger: Ledger, m: int, n: int, masks: DefaultMasks) -> list[
     before = misses.get((m, n))
     changed = None if before is None else {
         leaf for leaf, mask in now.items() if mask & ~before.get(leaf, 0)}
-    leaves = search_leaves(now, m, n, ledger.spines, changed)
+    leaves = search_leaves(peel(now, m, n, ledger.spines), m, n, ledger.spines, changed)
     if leaves is None:
         misses[(m, n)] = now
     else:
