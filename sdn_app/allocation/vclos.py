@@ -128,17 +128,17 @@ def peel(masks: dict[int, int], m: int, n: int, spines: int) -> dict[int, int]:
     leaves = list(masks)
     raw = b"".join(mask.to_bytes(size, "little") for mask in masks.values())
     rows = np.unpackbits(np.frombuffer(raw, dtype=np.uint8).reshape(len(leaves), size),
-                         axis=1, bitorder="little")[:, :spines]
-    alive = rows.sum(axis=1) >= n
-    kept = np.ones(spines, dtype=bool)
-    while True:
-        kept_now = kept & (rows[alive].sum(axis=0) >= m)
-        alive_now = alive & (rows[:, kept_now].sum(axis=1) >= n)
-        if alive_now.sum() < m:
+                         axis=1, bitorder="little")[:, :spines].astype(np.float32)
+    alive = rows @ np.ones(spines, dtype=np.float32) >= n
+    count = int(alive.sum())
+    while True:  # both only shrink: done when no leaf is dropped
+        if count < m:
             return {}
-        if (kept_now == kept).all() and (alive_now == alive).all():
+        kept = alive.astype(np.float32) @ rows >= m
+        alive &= rows @ kept.astype(np.float32) >= n
+        count, before = int(alive.sum()), count
+        if count == before:
             break
-        kept, alive = kept_now, alive_now
     spine_mask = int.from_bytes(np.packbits(kept, bitorder="little").tobytes(), "little")
     return {leaf: masks[leaf] & spine_mask
             for leaf, live in zip(leaves, alive.tolist(), strict=True) if live}
