@@ -349,6 +349,10 @@ def try_ocs_spines(
         index = None
     # the ledger does not change while leaf sets are tried
     masks = DefaultMasks(ledger) if masks is None else masks
+    if index is not None:
+        leaf_sets = [sorted(leaves) for leaves in leaf_sets]
+        if _sets_hopeless(leaf_sets, n, spines, passes, index, masks):
+            return None
     for leaves in leaf_sets:
         wiring = wire_spines(ledger, sorted(leaves), n, spines, passes, index, orphans_only,
                              masks)
@@ -435,6 +439,32 @@ def wire_spines(
             if len(wiring) == n:
                 return wiring
     return None
+
+
+def _sets_hopeless(leaf_sets: list[list[int]], n: int, spines: list[int],
+                   passes: tuple[str, ...], index: RewireIndex, masks: DefaultMasks) -> bool:
+    """True when no set of ``leaf_sets`` (each of m leaves) has n spines that
+    :func:`wire_spines` could take (:func:`_servable`), bounded for all the sets at once
+    from the leaves all of them hold and the others: the default pass can take only spines
+    that the shared leaves all reach by default, the match pass only spines with m ports
+    open to the set, at most those open to any leaf, those only the shared leaves need, the
+    most that m - (shared) other leaves need alone, and those several leaves need, all of
+    them among the sets' leaves."""
+    if not leaf_sets:
+        return True
+    m = len(leaf_sets[0])
+    shared = set(leaf_sets[0]).intersection(*leaf_sets[1:])
+    others = sorted(set().union(*leaf_sets) - shared)
+    possible = 0
+    if "default" in passes:
+        possible = -1
+        for leaf in shared:
+            possible &= masks[leaf]
+    if "match" in passes:
+        bound = index.count_bound(sorted(shared), others, m - len(shared))
+        possible |= int.from_bytes(np.packbits(bound >= m, bitorder="little").tobytes(),
+                                   "little")
+    return (possible & _spine_mask(tuple(spines))).bit_count() < n
 
 
 def _servable(spines: list[int], passes: tuple[str, ...], by_default: int,
@@ -1277,6 +1307,24 @@ class RewireIndex:
             self.blocker_count[blockers[0], spine] -= 1
         else:
             del self.shared_by_least[min(blockers)][key]
+
+    def count_bound(self, shared: list[int], others: list[int], picks: int) -> np.ndarray:
+        """``[spine]``: no fewer than :meth:`ports_for` ``(...).counts`` of any set of the
+        ``shared`` leaves and ``picks`` of ``others``: its ports open to any leaf, those only
+        one leaf of ``shared`` needs, the most that ``picks`` of ``others`` need alone, and
+        those several leaves all among them need."""
+        bound = self.open_count + self.blocker_count[shared].sum(axis=0)
+        if picks > 0 and others:
+            rows = self.blocker_count[others]
+            if picks < len(others):
+                rows = -np.partition(-rows, picks - 1, axis=0)[:picks]
+            bound = bound + rows.sum(axis=0)
+        among = {*shared, *others}
+        for leaf in among:
+            for (_ocs, spine, _port), blockers in self.shared_by_least.get(leaf, {}).items():
+                if blockers <= among:
+                    bound[spine] += 1
+        return bound
 
     def ports_for(self, leaves: Iterable[int]) -> LeafSetPorts:
         """The (ocs, port)s of each spine a job on ``leaves`` may take (blockers all its
