@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import random
 import signal
+from collections.abc import Callable
 from functools import reduce
 from itertools import combinations, islice
 from operator import and_
 
-from sdn_app.allocation.vclos import find_free_biclique
+from sdn_app.allocation.vclos import find_free_biclique, peel, search_leaves
 
 
 class _Ledger:
@@ -75,3 +76,36 @@ def test_a_hopeless_search_over_many_leaves_ends_at_once() -> None:
 
 def _too_slow(*_: object) -> None:
     raise AssertionError("the search walked hopeless branches for 20 s")
+
+
+def _peel_dropping_one_leaf_too_many(masks: dict[int, int], m: int, n: int,
+                                     spines: int) -> dict[int, int]:
+    """A deliberately wrong cut (spines need m + 1 leaves), for the test below."""
+    return peel(masks, m + 1, n, spines) if len(masks) > m else masks
+
+
+def _peel_checked(cut: Callable[[dict[int, int], int, int, int], dict[int, int]]) -> int:
+    """How many random searches over ``cut`` masks miss the first hit (0 for a sound cut)."""
+    rng = random.Random(11)
+    wrong = found = 0
+    for _ in range(500):
+        leaves, spines = rng.randint(2, 14), rng.randint(2, 12)
+        density = rng.choice((0.4, 0.6, 0.8, 0.95))
+        masks = {leaf: sum(1 << s for s in range(spines) if rng.random() < density)
+                 for leaf in rng.sample(range(leaves), leaves)}
+        m, n = rng.randint(1, min(6, leaves)), rng.randint(1, spines)
+        cut_masks = cut(masks, m, n, spines)
+        # the same order, each mask within its own
+        assert list(cut_masks) == [leaf for leaf in masks if leaf in cut_masks]
+        assert all(mask & ~masks[leaf] == 0 for leaf, mask in cut_masks.items())
+        got = search_leaves(cut_masks, m, n, spines)
+        want = first_hit(list(masks), masks, m, n)
+        wrong += got != want
+        found += want is not None
+    assert 50 < found < 450  # both outcomes are exercised
+    return wrong
+
+
+def test_peeled_masks_give_the_first_hit_and_a_wrong_cut_does_not() -> None:
+    assert _peel_checked(peel) == 0
+    assert _peel_checked(_peel_dropping_one_leaf_too_many) > 0

@@ -364,9 +364,10 @@ class Ledger:
     def leaves_with(self, n: int) -> list[int]:
         """Leaves where a job crossing leaves finds >= n hosts (:meth:`spread_slots`), best
         fit first (fewest, then index)."""
-        counts = {leaf: self.spread_count(leaf) for leaf in range(self.leaves)}
-        return sorted((leaf for leaf, c in counts.items() if c >= n),
-                      key=lambda leaf: (counts[leaf], leaf))
+        counts = (self._free_count if self.gpus_per_server == 1
+                  else [self.spread_count(leaf) for leaf in range(self.leaves)])
+        # a stable sort of leaves in index order: ties stay lowest index first
+        return sorted([leaf for leaf, c in enumerate(counts) if c >= n], key=counts.__getitem__)
 
     def take_slots(self, leaves: Iterable[int], n: int) -> dict[int, list[int]]:
         """The n lowest slots a job crossing leaves may take (:meth:`spread_slots`) of each

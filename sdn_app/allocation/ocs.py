@@ -25,7 +25,7 @@ import sys
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from itertools import combinations, islice
 from weakref import WeakKeyDictionary
 
@@ -48,7 +48,7 @@ from sdn_app.allocation.ocs_exact import (
     place_exact,
     wire_blocks,
 )
-from sdn_app.allocation.vclos import search_leaves
+from sdn_app.allocation.vclos import peel, search_leaves
 from testbed.core import topology
 
 # How many leaf sets ocs-vclos tries (best fit first) before calling a job fragmented.
@@ -274,7 +274,7 @@ def default_leaves(ledger: Ledger, m: int, n: int, masks: DefaultMasks) -> list[
     before = misses.get((m, n))
     changed = None if before is None else {
         leaf for leaf, mask in now.items() if mask & ~before.get(leaf, 0)}
-    leaves = search_leaves(now, m, n, ledger.spines, changed)
+    leaves = search_leaves(peel(now, m, n, ledger.spines), m, n, ledger.spines, changed)
     if leaves is None:
         misses[(m, n)] = now
     else:
@@ -349,6 +349,10 @@ def try_ocs_spines(
         index = None
     # the ledger does not change while leaf sets are tried
     masks = DefaultMasks(ledger) if masks is None else masks
+    if index is not None:
+        leaf_sets = [sorted(leaves) for leaves in leaf_sets]
+        if _sets_hopeless(leaf_sets, n, spines, passes, index, masks):
+            return None
     for leaves in leaf_sets:
         wiring = wire_spines(ledger, sorted(leaves), n, spines, passes, index, orphans_only,
                              masks)
@@ -395,13 +399,15 @@ def wire_spines(
     m = len(leaves)
     candidates = None if index is None else index.ports_for(leaves)
     counts = None if candidates is None else candidates.counts
-    held = ledger.spines_with_held_links()  # only these need their links checked
     # Spines every leaf reaches by an idle default circuit: default_ports serves no other.
     by_default = -1
     if "default" in passes:
         masks = DefaultMasks(ledger) if masks is None else masks
         for leaf in leaves:
             by_default &= masks[leaf]
+    if _servable(spines, passes, by_default, candidates, m).bit_count() < n:
+        return None  # fewer than n spines any pass could take
+    held = ledger.spines_with_held_links()  # only these need their links checked
     used_leaf_ports: set[LeafPort] = set()
     used_ocses: dict[int, int] = {}  # leaf -> bit o: its port on OCS o is this job's already
     wiring: dict[int, dict[int, tuple[int, int]]] = {}
@@ -433,6 +439,52 @@ def wire_spines(
             if len(wiring) == n:
                 return wiring
     return None
+
+
+def _sets_hopeless(leaf_sets: list[list[int]], n: int, spines: list[int],
+                   passes: tuple[str, ...], index: RewireIndex, masks: DefaultMasks) -> bool:
+    """True when no set of ``leaf_sets`` (each of m leaves) has n spines that
+    :func:`wire_spines` could take (:func:`_servable`), bounded for all the sets at once
+    from the leaves all of them hold and the others: the default pass can take only spines
+    that the shared leaves all reach by default, the match pass only spines with m ports
+    open to the set, at most those open to any leaf, those only the shared leaves need, the
+    most that m - (shared) other leaves need alone, and those several leaves need, all of
+    them among the sets' leaves."""
+    if not leaf_sets:
+        return True
+    m = len(leaf_sets[0])
+    shared = set(leaf_sets[0]).intersection(*leaf_sets[1:])
+    others = sorted(set().union(*leaf_sets) - shared)
+    possible = 0
+    if "default" in passes:
+        possible = -1
+        for leaf in shared:
+            possible &= masks[leaf]
+    if "match" in passes:
+        bound = index.count_bound(sorted(shared), others, m - len(shared))
+        possible |= int.from_bytes(np.packbits(bound >= m, bitorder="little").tobytes(),
+                                   "little")
+    return (possible & _spine_mask(tuple(spines))).bit_count() < n
+
+
+def _servable(spines: list[int], passes: tuple[str, ...], by_default: int,
+              candidates: LeafSetPorts | None, m: int) -> int:
+    """Bit s for each of ``spines`` that some pass of :func:`wire_spines` could take: the
+    default pass only spines every leaf reaches by default (``by_default``), the match pass
+    with ``candidates`` only spines with at least m of them (a port per leaf), without any
+    of ``spines``. A necessary condition: the passes check more."""
+    possible = 0
+    if "default" in passes:
+        possible |= by_default
+    if "match" in passes:
+        possible |= -1 if candidates is None else candidates.spines_with(m)
+    return possible & _spine_mask(tuple(spines)) if possible else 0
+
+
+@lru_cache(maxsize=256)
+def _spine_mask(spines: tuple[int, ...]) -> int:
+    """Bit s for each of ``spines`` (remembered: one admission's leaf sets share them)."""
+    return sum(1 << s for s in spines)
 
 
 def can_match(ledger: Ledger, leaves: list[int], spine: int, used_ocses: dict[int, int]) -> bool:
@@ -1256,6 +1308,24 @@ class RewireIndex:
         else:
             del self.shared_by_least[min(blockers)][key]
 
+    def count_bound(self, shared: list[int], others: list[int], picks: int) -> np.ndarray:
+        """``[spine]``: no fewer than :meth:`ports_for` ``(...).counts`` of any set of the
+        ``shared`` leaves and ``picks`` of ``others``: its ports open to any leaf, those only
+        one leaf of ``shared`` needs, the most that ``picks`` of ``others`` need alone, and
+        those several leaves all among them need."""
+        bound = self.open_count + self.blocker_count[shared].sum(axis=0)
+        if picks > 0 and others:
+            rows = self.blocker_count[others]
+            if picks < len(others):
+                rows = -np.partition(-rows, picks - 1, axis=0)[:picks]
+            bound = bound + rows.sum(axis=0)
+        among = {*shared, *others}
+        for leaf in among:
+            for (_ocs, spine, _port), blockers in self.shared_by_least.get(leaf, {}).items():
+                if blockers <= among:
+                    bound[spine] += 1
+        return bound
+
     def ports_for(self, leaves: Iterable[int]) -> LeafSetPorts:
         """The (ocs, port)s of each spine a job on ``leaves`` may take (blockers all its
         own): counted per spine at once, listed per spine when first asked for."""
@@ -1267,7 +1337,7 @@ class RewireIndex:
                 if blockers <= leaf_set:
                     shared.setdefault(spine, []).append((ocs, port))
                     counts[spine] += 1
-        return LeafSetPorts(self, leaf_set, shared, counts.tolist())
+        return LeafSetPorts(self, leaf_set, shared, counts)
 
 
 class LeafSetPorts:
@@ -1275,10 +1345,20 @@ class LeafSetPorts:
     the ports open to any leaf and those only its leaves need, merged when first read."""
 
     def __init__(self, index: RewireIndex, leaves: set[int],
-                 shared: dict[int, list[tuple[int, int]]], counts: list[int]) -> None:
+                 shared: dict[int, list[tuple[int, int]]], counts: np.ndarray) -> None:
         self.index, self.leaves, self.shared = index, leaves, shared
-        self.counts = counts  # [spine]: how many ports of it the job may take
+        self._counts = counts  # [spine]: how many ports of it the job may take
         self.merged: dict[int, list[tuple[int, int]]] = {}
+
+    @cached_property
+    def counts(self) -> list[int]:
+        """``[spine]``: how many ports of it the job may take."""
+        return self._counts.tolist()
+
+    def spines_with(self, m: int) -> int:
+        """Bit s when the job may take at least m ports of spine s."""
+        packed = np.packbits(self._counts >= m, bitorder="little")
+        return int.from_bytes(packed.tobytes(), "little")
 
     def ports(self, spine: int) -> list[tuple[int, int]]:
         """Those ports, ``(ocs, port)`` lowest first (not to be changed by the caller)."""

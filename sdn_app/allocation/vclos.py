@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+import numpy as np
+
 from sdn_app.allocation.ledger import Allocation, AllocationRefused, Ledger, clos_allocation
 
 
@@ -111,6 +113,35 @@ def search_leaves(masks: dict[int, int], m: int, n: int, spines: int,
 
     leaves = extend(list(range(len(candidates))), [], (1 << spines) - 1, False)
     return None if leaves is None else sorted(leaves)
+
+
+def peel(masks: dict[int, int], m: int, n: int, spines: int) -> dict[int, int]:
+    """``masks`` cut to what m leaves sharing n spines can use, in the same order: repeatedly,
+    spines that fewer than m leaves have are dropped from every mask, then leaves left with
+    fewer than n spines (a set's leaves and their n shared spines are never dropped: each
+    such spine has the set's m leaves, each such leaf those n spines). So
+    :func:`search_leaves` finds the same first set in the cut masks; empty when fewer than m
+    leaves are left."""
+    if not masks or m < 1:
+        return masks
+    size = (spines + 7) // 8
+    leaves = list(masks)
+    raw = b"".join(mask.to_bytes(size, "little") for mask in masks.values())
+    rows = np.unpackbits(np.frombuffer(raw, dtype=np.uint8).reshape(len(leaves), size),
+                         axis=1, bitorder="little")[:, :spines].astype(np.float32)
+    alive = rows @ np.ones(spines, dtype=np.float32) >= n
+    count = int(alive.sum())
+    while True:  # both only shrink: done when no leaf is dropped
+        if count < m:
+            return {}
+        kept = alive.astype(np.float32) @ rows >= m
+        alive &= rows @ kept.astype(np.float32) >= n
+        count, before = int(alive.sum()), count
+        if count == before:
+            break
+    spine_mask = int.from_bytes(np.packbits(kept, bitorder="little").tobytes(), "little")
+    return {leaf: masks[leaf] & spine_mask
+            for leaf, live in zip(leaves, alive.tolist(), strict=True) if live}
 
 
 def common_spines(ledger: Ledger, leaves: Iterable[int]) -> list[int]:

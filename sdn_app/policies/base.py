@@ -88,6 +88,13 @@ class RoutingPolicy:
         """Directed links of a flow from ``src`` to ``dst`` (``sport``: its source port)."""
         raise NotImplementedError
 
+    def fabric_links(self, alloc: Allocation, src: LeafSlot, dst: LeafSlot,
+                     spines: int) -> tuple[LinkId, ...]:
+        """The links of :meth:`path` (source port 0) that are not host links, in order (a
+        policy may work them out without the host links)."""
+        return tuple([link for link in self.path(alloc, src, dst, spines, 0)
+                      if link[0] not in HOST_LINKS])
+
 
 def via_spine(src: LeafSlot, dst: LeafSlot, spine: int) -> list[LinkId]:
     """The links of a leaf-spine path through ``spine`` (or within one leaf)."""

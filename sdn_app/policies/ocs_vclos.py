@@ -56,5 +56,18 @@ class OcsVclos(RoutingPolicy):
         return [("hu", la, sa), ("cu", up.ocs, la, s, port), ("cd", down.ocs, s, down.end_b[2], lb),
                 ("hd", lb, sb)]
 
+    def fabric_links(self, alloc: Allocation, src: LeafSlot, dst: LeafSlot,
+                     spines: int) -> tuple[LinkId, ...]:
+        """:meth:`path`'s circuit links alone."""
+        la, lb = src[0], dst[0]
+        if la == lb:
+            return ()
+        up = alloc.circuits[alloc.circuit_of[src]]
+        if up.end_b[0] == "leaf":
+            return (("cl", up.ocs, la, lb),)
+        _, s, port = up.end_b
+        down = alloc.spine_circuit(lb, s)
+        return (("cu", up.ocs, la, s, port), ("cd", down.ocs, s, down.end_b[2], lb))
+
 
 POLICY = OcsVclos()

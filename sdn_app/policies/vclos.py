@@ -45,5 +45,14 @@ class Vclos(RoutingPolicy):
              sport: int = 0) -> list[LinkId]:
         return via_spine(src, dst, alloc.spine_of.get(src, 0))
 
+    def fabric_links(self, alloc: Allocation, src: LeafSlot, dst: LeafSlot,
+                     spines: int) -> tuple[LinkId, ...]:
+        """:meth:`path`'s leaf-spine links alone."""
+        la, lb = src[0], dst[0]
+        if la == lb:
+            return ()
+        spine = alloc.spine_of.get(src, 0)
+        return (("ls", la, spine), ("sl", spine, lb))
+
 
 POLICY = Vclos()

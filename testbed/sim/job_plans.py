@@ -361,10 +361,9 @@ class _Router:
             first_of = np.full(n * len(leaves), n, dtype=np.int64)
             np.minimum.at(first_of, key, b)
             first, width = first_of.tolist(), len(leaves)
-            path, alloc, spines = self.policy.path, self.alloc, self.spines
+            fabric_links, alloc, spines = self.policy.fabric_links, self.alloc, self.spines
             for i, j, c in groups:
-                links = path(alloc, order[i], order[first[i * width + j]], spines, 0)
-                crossing = tuple([link for link in links if link[0] not in HOST_LINKS])
+                crossing = fabric_links(alloc, order[i], order[first[i * width + j]], spines)
                 if crossing:  # a policy that routes over host links alone (gpu-count) has none
                     fabric[crossing] = fabric.get(crossing, 0) + c
         paths.extend(list(p) for p in fabric)
