@@ -98,7 +98,10 @@ class RoutingPolicy:
 
 def via_spine(src: LeafSlot, dst: LeafSlot, spine: int) -> list[LinkId]:
     """The links of a leaf-spine path through ``spine`` (or within one leaf)."""
-    (la, sa), (lb, sb) = src, dst
-    if la == lb:
-        return [("hu", la, sa), ("hd", lb, sb)]
-    return [("hu", la, sa), ("ls", la, spine), ("sl", spine, lb), ("hd", lb, sb)]
+    return [("hu", *src), *spine_links(src[0], dst[0], spine), ("hd", *dst)]
+
+
+def spine_links(la: int, lb: int, spine: int) -> tuple[LinkId, ...]:
+    """The leaf-spine links from leaf ``la`` up to ``spine`` and down to leaf ``lb`` (none
+    within one leaf)."""
+    return () if la == lb else (("ls", la, spine), ("sl", spine, lb))

@@ -45,20 +45,12 @@ class OcsVclos(RoutingPolicy):
 
     def path(self, alloc: Allocation, src: LeafSlot, dst: LeafSlot, spines: int,
              sport: int = 0) -> list[LinkId]:
-        (la, sa), (lb, sb) = src, dst
-        if la == lb:
-            return [("hu", la, sa), ("hd", lb, sb)]
-        up = alloc.circuits[alloc.circuit_of[src]]
-        if up.end_b[0] == "leaf":  # direct leaf-leaf circuit
-            return [("hu", la, sa), ("cl", up.ocs, la, lb), ("hd", lb, sb)]
-        _, s, port = up.end_b
-        down = alloc.spine_circuit(lb, s)
-        return [("hu", la, sa), ("cu", up.ocs, la, s, port), ("cd", down.ocs, s, down.end_b[2], lb),
-                ("hd", lb, sb)]
+        return [("hu", *src), *self.fabric_links(alloc, src, dst, spines), ("hd", *dst)]
 
     def fabric_links(self, alloc: Allocation, src: LeafSlot, dst: LeafSlot,
                      spines: int) -> tuple[LinkId, ...]:
-        """:meth:`path`'s circuit links alone."""
+        """The job's circuits between the two leaves: a direct leaf-leaf circuit, or up to
+        a spine and down (none within one leaf)."""
         la, lb = src[0], dst[0]
         if la == lb:
             return ()
@@ -68,6 +60,5 @@ class OcsVclos(RoutingPolicy):
         _, s, port = up.end_b
         down = alloc.spine_circuit(lb, s)
         return (("cu", up.ocs, la, s, port), ("cd", down.ocs, s, down.end_b[2], lb))
-
 
 POLICY = OcsVclos()

@@ -5,7 +5,7 @@ falls back to ECMP."""
 from __future__ import annotations
 
 from sdn_app.allocation.ledger import Allocation
-from sdn_app.policies.base import LeafSlot, LinkId, RoutingPolicy, via_spine
+from sdn_app.policies.base import LeafSlot, LinkId, RoutingPolicy, spine_links, via_spine
 from sdn_app.policies.ecmp import ecmp_program
 from sdn_app.program import Program, Uplink, job_cookie, pinned_rules
 from testbed.core.topology import FabricPlan, leaf_uplink_port
@@ -48,11 +48,7 @@ class Vclos(RoutingPolicy):
     def fabric_links(self, alloc: Allocation, src: LeafSlot, dst: LeafSlot,
                      spines: int) -> tuple[LinkId, ...]:
         """:meth:`path`'s leaf-spine links alone."""
-        la, lb = src[0], dst[0]
-        if la == lb:
-            return ()
-        spine = alloc.spine_of.get(src, 0)
-        return (("ls", la, spine), ("sl", spine, lb))
+        return spine_links(src[0], dst[0], alloc.spine_of.get(src, 0))
 
 
 POLICY = Vclos()
