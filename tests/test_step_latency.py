@@ -69,3 +69,14 @@ def test_the_model_and_the_simulator_add_it_to_every_step_of_a_rank_s_chain(tmp_
         assert rec["model_s"]["4096"] == pytest.approx(
             flat_allreduce_s(plan, HOSTS, ring, 4096, latency_s))
     assert times[1] - times[0] == pytest.approx(14e-3, rel=0.02)
+
+
+def test_a_fabric_the_flat_model_does_not_cover_measures_nothing() -> None:
+    """A ring over one dimension of 4 on a multidim fabric: no α-β model to measure beyond."""
+    (exp,) = expand({"name": "m", "policy": "shortest",
+                     "fabric": {"kind": "multidim", "dims": [{"size": 4, "mbit_s": 12}]},
+                     "jobs": [{"name": "a", "hosts_wanted": 4, "algorithm": "ring",
+                               "workload": {"kind": "allreduce", "sizes": ["4KiB"]}}]})
+    plan = build_plan(exp.fabric, exp.rate_scale)
+    job = JobRun("a", exp.jobs[0], resolve(exp.jobs[0], plan, [h.name for h in plan.hosts]))
+    assert step_latency.measure(plan, [job], lambda p: 1.0) is None

@@ -26,7 +26,7 @@ from typing import Any
 from testbed.core.experiment import AllReduceWorkload
 from testbed.core.jobs import JobRun, ResolvedJob
 from testbed.core.topology import FabricPlan
-from workloads.flat_model import flat_allreduce_s
+from workloads.model import job_model_s
 
 PROBE_BYTES = 1024  # per rank: a step's bytes take microseconds, its delays and software ms
 PROBE_ITERATIONS = 10
@@ -56,15 +56,18 @@ def per_step_s(measured_s: float, model_s: float, steps: int) -> float:
 
 def measure(plan: FabricPlan, jobs: list[JobRun],
             run: Callable[[ResolvedJob], float]) -> dict[str, Any] | None:
-    """Run each job's probe (``run(probe)`` gives its measured time in seconds) and return
+    """Run each job's probe (``run(probe)`` gives its measured time in seconds) where the
+    model covers it (:func:`workloads.model.job_model_s`: a leaf-spine ``plan``) and return
     ``{"per_job_s": {job: s}, "step_latency_s": median}``, or None when no job has one."""
     per_job = {}
     for job in jobs:
         if job.resolved is None or (probe := probe_job(job.resolved)) is None:
             continue
-        collective = probe.plugin(probe.algorithm)
-        model_s = flat_allreduce_s(plan, probe.hosts, collective, PROBE_BYTES)
-        per_job[job.name] = per_step_s(run(probe), model_s, chain_steps(probe))
+        model_s = job_model_s(probe, plan)
+        if model_s is None:  # a fabric the flat model does not cover
+            continue
+        per_job[job.name] = per_step_s(run(probe), model_s[str(PROBE_BYTES)],
+                                       chain_steps(probe))
     if not per_job:
         return None
     return {"per_job_s": {k: round(v, 6) for k, v in per_job.items()},
