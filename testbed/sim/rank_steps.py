@@ -85,6 +85,13 @@ def run_rank_steps(
                 for j in range(slices):
                     key = (p, s, b, j)
                     pending[key] = pending.get(key, 0) + 1
+    # (phase, step) -> rank -> what it sends then: (destination, bytes)
+    sends: list[list[dict[int, list[tuple[int, float]]]]] = [
+        [{} for _ in phase] for phase in steps]
+    for p, phase in enumerate(steps):
+        for s, step in enumerate(phase):
+            for a, b, nbytes in step:
+                sends[p][s].setdefault(a, []).append((b, nbytes))
     started: set[tuple[int, int, int, int]] = set()  # (phase, step, rank, slice) begun
     left = [sum(pending.values())]
     # (phase, rank) -> slices of the phase's last step not yet done at that rank
@@ -94,10 +101,8 @@ def run_rank_steps(
         return
 
     def send(p: int, s: int, a: int, j: int) -> None:
-        for src, dst, nbytes in steps[p][s]:
-            if src == a:
-                connection(src, dst).send(nbytes / slices,
-                                          lambda dst=dst: arrived(p, s, dst, j))
+        for dst, nbytes in sends[p][s].get(a, ()):
+            connection(a, dst).send(nbytes / slices, lambda dst=dst: arrived(p, s, dst, j))
 
     def begin(p: int, s: int, a: int, j: int) -> None:
         """Rank ``a`` has every input for slice ``j`` of step ``s``: it sends, and the slice
