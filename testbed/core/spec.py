@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
 
@@ -106,6 +107,15 @@ def _shapeable(mbit_s: float, info: ValidationInfo) -> float:
 
 # Rates in Mbit/s; real rates when the file sets rate_scale, emulated at rate × rate_scale.
 MbitS = Annotated[float, Field(gt=0), AfterValidator(_shapeable)]
+
+
+def _congestion_name(name: str) -> str:
+    """A name the kernel could know as a TCP congestion control (``cubic``, ``reno``,
+    ``bbr``, ...); whether it does is checked at bring-up (testbed.emulator.host_tcp)."""
+    if not re.fullmatch(r"[a-z][a-z0-9_]{0,15}", name):
+        raise ValueError(f"{name!r} is not a TCP congestion control's name (such as cubic, "
+                         "reno or bbr: up to 16 lowercase letters, digits or '_')")
+    return name
 # A link's one-way propagation delay and its jitter in µs (real, like the rates: emulated at
 # delay ÷ rate_scale, testbed.core.scaling), and the fraction of packets it loses, in [0, 1).
 DelayUs = Annotated[float, Field(ge=0, allow_inf_nan=False)]
@@ -154,6 +164,11 @@ class _Links(_Strict):
     # ("fair": flows hashed into buckets served in turn, testbed.emulator.fair_queue), the
     # split of a link between its flows that the simulator's max-min rates assume.
     link_queue: Literal["fifo", "fair"] = "fifo"
+    # The hosts' TCP congestion control (each host namespace's
+    # net.ipv4.tcp_congestion_control, testbed.emulator.host_tcp): how TCP flows share a
+    # queue. None keeps the kernel's default, which a new namespace inherits (Debian's is
+    # cubic; env.json records the machine's).
+    tcp_congestion: Annotated[str, AfterValidator(_congestion_name)] | None = None
 
     def _check_links(self) -> None:
         """One sentence for the first override that names no link of this fabric (once its

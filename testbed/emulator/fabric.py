@@ -33,7 +33,7 @@ from testbed.core.host_runtime import HostRuntime
 from testbed.core.safe_paths import own_or_new_dir
 from testbed.core.servers import ServersSpec, server_rundirs
 from testbed.core.topology import FabricPlan, dim_peers, fc_side, ring_neighbours
-from testbed.emulator import cleanup, impairments, runlock, segmentation, switch_kinds
+from testbed.emulator import cleanup, host_tcp, impairments, runlock, segmentation, switch_kinds
 from testbed.emulator.controller_proc import Controller
 from testbed.emulator.failpoints import failpoint
 from testbed.emulator.netns_batch import run_batch
@@ -86,6 +86,7 @@ class Fabric:
         # how each impaired link is emulated, refused here (before anything is made) when
         # this kernel cannot (testbed.emulator.impairments)
         self.netem, self.impairments, self.delay_queues = impairments.on_this_kernel(plan)
+        host_tcp.check(plan)
         self.delay_lines: dict[str, subprocess.Popen] = {}
         # spread over stand-in servers (issue #43): which node runs where, refused here
         self.servers = servers
@@ -146,6 +147,7 @@ class Fabric:
             self._configure_hosts()
             self._set_mtu()
             segmentation.apply(self.plan, self.host_pids())
+            host_tcp.apply(self.plan, self.host_pids())
             impairments.apply_input_rules(
                 self.host_pids(), impairments.input_rules(self.plan, self.impairments))
             self.delay_lines = impairments.start_delay_lines(
