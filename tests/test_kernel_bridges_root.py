@@ -70,3 +70,30 @@ def test_a_kernel_bridge_of_many_ports_comes_up(tmp_path):
         state = cleanup.RunState(**vars(fab.state))
         assert pings(fab, "h0", plan.node("h31").ip())
     assert_gone(plan, state)
+
+
+def test_kernel_bridges_carry_a_leaf_spine_tree_across_the_spine(tmp_path):
+    """Two leaves under one spine: every host reaches every other through the bridges' static
+    entries, a frame crosses the spine only for a host of the other leaf, and a flow across
+    it gets its host link's rate."""
+    plan = plan_of({"kind": "leaf_spine", "leaves": 2, "spines": 1, "hosts_per_leaf": 2,
+                    "host_link_mbit_s": 40, "uplink_mbit_s": 40})
+    with Fabric(plan, tmp_path / "run", switches="kernel") as fab:
+        state = cleanup.RunState(**vars(fab.state))
+        assert fab.controller is None and state.bridges == []
+        for src in ("h0", "h3"):
+            for dst in plan.hosts:
+                if dst.name != src:
+                    assert pings(fab, src, dst.ip()), f"{src} -> {dst.name}"
+        # h0 -> h1 stays on leaf0: nothing reaches the spine's port to leaf1
+        down = next(lk for lk in plan.links if {lk.a, lk.b} == {"leaf1", "spine0"})
+        spine_intf = down.a_intf if down.a == "spine0" else down.b_intf
+        sent = f"cat /sys/class/net/{spine_intf}/statistics/tx_packets"
+        before = int(fab.host("spine0").cmd(sent))
+        assert pings(fab, "h0", plan.node("h1").ip())
+        assert int(fab.host("spine0").cmd(sent)) == before
+        h0, h2 = plan.node("h0"), plan.node("h2")
+        res = run_flows(fab, [IperfFlow("h0", "h2", h0.ip(), h2.ip())], 3)
+        assert 0.85 * 40e6 <= res.goodput_bps[0] <= 1.05 * 40e6
+    assert fab.leftovers == []
+    assert_gone(plan, state)

@@ -5,14 +5,17 @@ userspace datapath forwards every packet of every bridge on one thread (BENCHMAR
 "Where the CPU goes").
 
 Kernel bridges can stand in only where no switch needs more than destination forwarding on a
-loop-free fabric: a multidim fabric (each dimension's switch is a star of hosts) or a single
-leaf, routed statically or by a policy that says its rules are just that
+loop-free fabric: a multidim fabric (each dimension's switch is a star of hosts) or a
+leaf-spine fabric whose switches form a tree (one leaf, or any number of leaves under one
+spine), routed statically or by a policy that says its rules are just that
 (``kernel_bridges_ok``). ``auto`` takes them wherever they can stand in.
 """
 
 from __future__ import annotations
 
 from typing import Literal
+
+import networkx as nx
 
 from testbed.core.errors import SpecError
 from testbed.core.registry import POLICIES
@@ -27,11 +30,21 @@ def kernel_bridge_error(plan: FabricPlan, policy: str | None) -> str | None:
     if policy is not None and not getattr(POLICIES.get(policy), "kernel_bridges_ok", False):
         return (f"policy {policy} programs its switches with OpenFlow rules, which kernel "
                 "bridges cannot hold")
-    single_leaf = plan.kind == "leaf_spine" and getattr(plan.spec, "leaves", 0) == 1
-    if plan.kind != "multidim" and not single_leaf:
-        return (f"a {plan.kind} fabric with more than one leaf has loops that only OpenFlow "
-                "rules route")
+    if plan.kind == "multidim":
+        return None
+    if plan.kind != "leaf_spine" or not nx.is_forest(_switch_graph(plan)):
+        return (f"a {plan.kind} fabric of more than one leaf and one spine has loops that only "
+                "OpenFlow rules route")
     return None
+
+
+def _switch_graph(plan: FabricPlan) -> nx.MultiGraph:
+    """The switches and the links between them (a parallel link is a loop too)."""
+    g = nx.MultiGraph()
+    g.add_nodes_from(s.name for s in plan.switches)
+    g.add_edges_from((lk.a, lk.b, {"link": lk}) for lk in plan.links
+                     if not plan.is_host(lk.a) and not plan.is_host(lk.b))
+    return g
 
 
 def resolve(choice: str, plan: FabricPlan, policy: str | None) -> str:
@@ -47,11 +60,22 @@ def resolve(choice: str, plan: FabricPlan, policy: str | None) -> str:
 
 
 def bridge_fdb(plan: FabricPlan, switch: str) -> list[tuple[str, str]]:
-    """(port interface, MAC of the host behind it) for every host port of ``switch``."""
+    """(port interface, MAC) for every host NIC ``switch`` reaches: the NIC's own port where
+    it hangs off ``switch``, else the port of the first link on the way through the other
+    switches to the one it hangs off (the only way, on the loop-free fabrics kernel bridges
+    stand in for)."""
+    g = _switch_graph(plan)
     out = []
     for lk in plan.links:
-        for me, my_intf, other, other_port in ((lk.a, lk.a_intf, lk.b, lk.b_port),
-                                               (lk.b, lk.b_intf, lk.a, lk.a_port)):
-            if me == switch and plan.is_host(other):
-                out.append((my_intf, plan.node(other).nic_on_port(other_port).mac))
+        for host, port, sw, sw_intf in ((lk.a, lk.a_port, lk.b, lk.b_intf),
+                                        (lk.b, lk.b_port, lk.a, lk.a_intf)):
+            if not plan.is_host(host) or plan.is_host(sw):
+                continue
+            mac = plan.node(host).nic_on_port(port).mac
+            if sw == switch:
+                out.append((sw_intf, mac))
+            elif nx.has_path(g, switch, sw):
+                first = nx.shortest_path(g, switch, sw)[1]
+                link = next(iter(g.get_edge_data(switch, first).values()))["link"]
+                out.append((link.a_intf if link.a == switch else link.b_intf, mac))
     return out
