@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed.core.errors import SpecError
 from testbed.core.experiment import expand
 from testbed.core.traces import read_table
 from testbed.emulator.prediction import issue_times, repredict
@@ -87,3 +88,28 @@ def test_a_run_of_a_preset_is_predicted_again(tmp_path):
                                             "iterations": 1}}]})
     run = SimRunner(exp, tmp_path / "runs").run()
     assert "a" in repredict(run)
+
+
+def test_static_routes_are_predicted_where_every_pair_has_one_path(tmp_path):
+    """Static rules on a tree (one spine) route as any policy would: the simulator and the
+    replay take the fabric's default."""
+    spec = {**SPEC, "policy": "static", "fabric": {**SPEC["fabric"], "spines": 1}}
+    (exp,) = expand(spec)
+    got = repredict(SimRunner(exp, tmp_path / "runs").run())
+    (ecmp,) = expand({**spec, "policy": "ecmp"})
+    want = json.loads((SimRunner(ecmp, tmp_path / "ecmp").run() / "jobs.json").read_text())
+    size = (2**20, True)
+    for rec in want:
+        (r,) = [r for r in rec["results"] if int(r["size"]) == 2**20]
+        assert got[rec["name"]]["times_s"][size] == pytest.approx(r["time_us"] / 1e6, rel=1e-6)
+
+
+def test_static_routes_with_several_paths_are_not_guessed(tmp_path):
+    (exp,) = expand({**SPEC, "policy": "static"})  # two spines
+    with pytest.raises(SpecError, match="policy: the sim backend needs a routing policy"):
+        SimRunner(exp, tmp_path / "sim").run()
+    run = _run(tmp_path)  # an emulated run's files, as if its rules had been static
+    spec = run / "spec.yaml"
+    spec.write_text(spec.read_text().replace("policy: ecmp", "policy: static"))
+    got = repredict(run)
+    assert all("hosts have several paths" in got[j]["why_not"] for j in ("a", "b"))

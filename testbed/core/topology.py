@@ -183,6 +183,17 @@ class FabricPlan:
             g.add_edge(lk.a, lk.b, key=lk.name, link=lk)
         return g
 
+    def switch_graph(self) -> nx.MultiGraph:
+        """:meth:`graph` of the switches alone: the links between them."""
+        return self.graph().subgraph(s.name for s in self.switches)
+
+    def loop_free(self) -> bool:
+        """Whether the switches form no loop (parallel links are one), so that every pair of
+        hosts on one fabric has a single path: what destination forwarding can route."""
+        import networkx as nx
+
+        return nx.is_forest(self.switch_graph())
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind,

@@ -29,6 +29,7 @@ from testbed.core.errors import FabricLabError
 from testbed.core.experiment import STATIC_POLICY, Experiment
 from testbed.core.jobs import JobRun
 from testbed.core.registry import TRANSPORTS, RegistryError
+from testbed.core.topology import build_plan
 
 PREDICTION_DIR = "prediction"
 
@@ -88,9 +89,11 @@ def _predict(exp: Experiment, jobs: list[JobRun], paths: dict[str, Any], run_dir
         reason = why.get(j.solo_of or j.name)
         if reason:
             out[j.name] = {"why_not": reason}
-    if exp.policy == STATIC_POLICY and exp.fabric.kind != "multidim":
-        return out | {j.name: {"why_not": "no routing policy runs (static): the simulator "
-                               "has no paths to replay it on"} for j in jobs if j.name not in out}
+    if exp.policy == STATIC_POLICY and exp.fabric.kind != "multidim" and not (
+            exp.fabric.kind == "leaf_spine" and build_plan(exp.fabric, exp.rate_scale).loop_free()):
+        return out | {j.name: {"why_not": "no routing policy runs (static) and its hosts have "
+                               "several paths: the simulator has none to replay it on"}
+                      for j in jobs if j.name not in out}
     if not placed:
         return out
     began = issue_times(run_dir, [j.name for j in placed])
@@ -130,7 +133,6 @@ def repredict(run_dir: Path) -> dict[str, dict[str, Any]]:
 
     from testbed.core.experiment import expand
     from testbed.core.jobs import resolve
-    from testbed.core.topology import build_plan
 
     def given(x: Any) -> Any:  # spec.yaml lists every field, unset ones as null
         if isinstance(x, dict):

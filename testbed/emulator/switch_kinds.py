@@ -32,19 +32,10 @@ def kernel_bridge_error(plan: FabricPlan, policy: str | None) -> str | None:
                 "bridges cannot hold")
     if plan.kind == "multidim":
         return None
-    if plan.kind != "leaf_spine" or not nx.is_forest(_switch_graph(plan)):
+    if plan.kind != "leaf_spine" or not plan.loop_free():
         return (f"a {plan.kind} fabric of more than one leaf and one spine has loops that only "
                 "OpenFlow rules route")
     return None
-
-
-def _switch_graph(plan: FabricPlan) -> nx.MultiGraph:
-    """The switches and the links between them (a parallel link is a loop too)."""
-    g = nx.MultiGraph()
-    g.add_nodes_from(s.name for s in plan.switches)
-    g.add_edges_from((lk.a, lk.b, {"link": lk}) for lk in plan.links
-                     if not plan.is_host(lk.a) and not plan.is_host(lk.b))
-    return g
 
 
 def resolve(choice: str, plan: FabricPlan, policy: str | None) -> str:
@@ -64,7 +55,7 @@ def bridge_fdb(plan: FabricPlan, switch: str) -> list[tuple[str, str]]:
     it hangs off ``switch``, else the port of the first link on the way through the other
     switches to the one it hangs off (the only way, on the loop-free fabrics kernel bridges
     stand in for)."""
-    g = _switch_graph(plan)
+    g = plan.switch_graph()
     out = []
     for lk in plan.links:
         for host, port, sw, sw_intf in ((lk.a, lk.a_port, lk.b, lk.b_intf),

@@ -207,9 +207,13 @@ class SimRunner:
                                 "the emulator can do; run it without --backend sim")
         if self.plan.kind == "multidim":
             self.policy = "shortest"
-        elif exp.policy == STATIC_POLICY:
+        elif exp.policy == STATIC_POLICY and not (self.plan.kind == "leaf_spine"
+                                                  and self.plan.loop_free()):
             raise SpecError("policy: the sim backend needs a routing policy, not static (no "
-                            "controller); name one or leave policy out")
+                            "controller), where hosts have several paths; name one or leave "
+                            "policy out")
+        elif exp.policy == STATIC_POLICY:  # one path per pair: any policy routes it so
+            self.policy = policy_for(self.plan, None)
         else:
             self.policy = policy_for(self.plan, exp.policy)
         self.seed = seed
