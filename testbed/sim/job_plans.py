@@ -26,6 +26,7 @@ import random
 from collections import Counter
 from dataclasses import dataclass
 from fractions import Fraction
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -346,7 +347,7 @@ class _Router:
         rows, cols = np.nonzero(count)
         groups = list(zip(rows.tolist(), cols.tolist(), count[rows, cols].tolist(),
                           strict=True))
-        fabric: Counter[tuple[LinkId, ...]] = Counter()  # fabric path -> flows on it
+        fabric: dict[tuple[LinkId, ...], int] = Counter()  # fabric path -> flows on it
         if self.policy.hashed:
             gen = np.random.default_rng(self.rng.getrandbits(64) if self.rng is not None else 0)
             counts = gen.multinomial([c for _, _, c in groups], [1 / self.spines] * self.spines)
@@ -358,17 +359,53 @@ class _Router:
                 for s in np.flatnonzero(row):
                     fabric[(("ls", la, int(s)), ("sl", int(s), lb))] += int(row[s])
         else:
-            first_of = np.full(n * len(leaves), n, dtype=np.int64)
-            np.minimum.at(first_of, key, b)
-            first, width = first_of.tolist(), len(leaves)
-            fabric_links, alloc, spines = self.policy.fabric_links, self.alloc, self.spines
-            for i, j, c in groups:
-                crossing = fabric_links(alloc, order[i], order[first[i * width + j]], spines)
-                if crossing:  # a policy that routes over host links alone (gpu-count) has none
-                    fabric[crossing] = fabric.get(crossing, 0) + c
-        paths.extend(list(p) for p in fabric)
+            crossings = (self._crossings_by_leaf(order, leaves, groups)
+                         or self._crossings_by_host(order, leaves, groups, key, b))
+            fabric = merged_paths(crossings, [c for _, _, c in groups])
+        paths.extend(map(list, fabric))
         weights.extend(fabric.values())
         return paths, weights
+
+    def _crossings_by_leaf(self, order: list[LeafSlot], leaves: list[int],
+                           groups: list[tuple[int, int, int]]) -> list[tuple[LinkId, ...]]:
+        """Each group's fabric links by the policy's ``fabric_links_to_leaves``, a source's
+        groups at once; empty if the policy may route by the destination host (or no group)."""
+        crossings: list[tuple[LinkId, ...]] = []
+        to_leaves, alloc, spines = self.policy.fabric_links_to_leaves, self.alloc, self.spines
+        for i, row in itertools.groupby(groups, key=itemgetter(0)):
+            links = to_leaves(alloc, order[i], [leaves[j] for _, j, _ in row], spines)
+            if links is None:
+                return []
+            crossings += links
+        return crossings
+
+    def _crossings_by_host(self, order: list[LeafSlot], leaves: list[int],
+                           groups: list[tuple[int, int, int]], key: np.ndarray,
+                           dst: np.ndarray) -> list[tuple[LinkId, ...]]:
+        """Each group's fabric links as the policy routes its first flow (the group of
+        source ``i`` and destination leaf column ``j`` holds the flows of ``key == i * width
+        + j``, to the positions ``dst``)."""
+        n, width = len(order), len(leaves)
+        first_of = np.full(n * width, n, dtype=np.int64)
+        np.minimum.at(first_of, key, dst)
+        first = first_of.tolist()
+        fabric_links, alloc, spines = self.policy.fabric_links, self.alloc, self.spines
+        return [fabric_links(alloc, order[i], order[first[i * width + j]], spines)
+                for i, j, _ in groups]
+
+
+def merged_paths(crossings: list[tuple[LinkId, ...]], flows: list[int]
+                 ) -> dict[tuple[LinkId, ...], int]:
+    """Flows on each distinct fabric path of ``crossings`` (``flows[i]`` take path i), in
+    the order first seen; an empty path (host links alone, as gpu-count routes) left out."""
+    merged = dict(zip(crossings, flows, strict=True))
+    if len(merged) == len(crossings) and () not in merged:
+        return merged  # every path once (as vClos and OCS-vClos route)
+    merged = {}
+    for crossing, c in zip(crossings, flows, strict=True):
+        if crossing:
+            merged[crossing] = merged.get(crossing, 0) + c
+    return merged
 
 
 def job_plan(
