@@ -39,6 +39,7 @@ from testbed.core.errors import FabricLabError
 from testbed.core.ports import SPORTS
 from testbed.core.registry import ALLTOALLS, COLLECTIVES
 from testbed.sim.flows import LinkId, Network
+from testbed.sim.occupancy import link_loads
 from workloads.collectives import Collective
 
 Pair = tuple[int, int]  # (src position, dst position)
@@ -496,15 +497,8 @@ def rails_time(plan: JobPlan, link_bps: float) -> float:
         size = plan.rail_bytes[0]
         if not size:
             return 0.0
-        weights = plan.rail_weights(0)
-        if weights is None:
-            crossings: Counter[LinkId] = Counter(itertools.chain.from_iterable(plan.rails[0]))
-            return size * 8 / (link_bps / max(crossings.values()))
-        crossed: dict[LinkId, int] = {}
-        for path, w in zip(plan.rails[0], weights, strict=True):
-            for link in path:
-                crossed[link] = crossed.get(link, 0) + w
-        return size * 8 / (link_bps / max(crossed.values()))
+        loads = link_loads(plan.rails[0], plan.rail_weights(0))
+        return size * 8 / (link_bps / max(loads.values()))
     net = Network(default_capacity=link_bps)
     flows = [net.add_bundle(net.route(r, plan.rail_weights(j)), b)
              for j, (r, b) in enumerate(zip(plan.rails, plan.rail_bytes, strict=True))]
