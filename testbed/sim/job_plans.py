@@ -24,6 +24,7 @@ import functools
 import itertools
 import random
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from operator import itemgetter
@@ -43,6 +44,7 @@ from testbed.sim.occupancy import link_loads
 from workloads.collectives import Collective
 
 Pair = tuple[int, int]  # (src position, dst position)
+Path = Sequence[LinkId]  # a flow's links in order (a list, or an aggregated step's tuple)
 
 # The rail All-Reduce vClos is built for (see job_plan): the cluster simulator's own collective.
 RAIL_RING = "rail-ring"
@@ -194,7 +196,7 @@ class JobPlan:
     """
 
     intra_s: float
-    rails: list[list[list[LinkId]]]
+    rails: list[list[Path]]
     rail_bytes: list[float]
     phases: list[list[int]] | None = None  # rails run in these groups, one after the other
     weights: list[list[int] | None] | None = None  # per rail: sub-flows on each of its paths
@@ -323,7 +325,7 @@ class _Router:
         return [path(alloc, order[a], order[b], spines, 0) for a, b in pairs]
 
     def aggregated(self, order: list[LeafSlot], bundle: Bundle
-                   ) -> tuple[list[list[LinkId]], list[int]]:
+                   ) -> tuple[list[Path], list[int]]:
         """The flows of ``bundle`` (many per host) over the hosts of ``order`` as weighted
         paths: see the module docstring. A deterministic policy routes the flows from one
         host to one leaf as it routes the first of them (vClos and OCS-vClos choose the spine
@@ -333,7 +335,7 @@ class _Router:
         out = np.bincount(bundle.src, minlength=n)
         into = np.bincount(bundle.dst, minlength=n)
         srcs, dsts = np.flatnonzero(out).tolist(), np.flatnonzero(into).tolist()
-        paths: list[list[LinkId]] = ([[("hu", *order[i])] for i in srcs]
+        paths: list[Path] = ([[("hu", *order[i])] for i in srcs]
                                      + [[("hd", *order[i])] for i in dsts])
         weights = out[srcs].tolist() + into[dsts].tolist()
         leaves = list(dict.fromkeys(leaf_of[dsts].tolist()))  # in rank order
@@ -363,7 +365,7 @@ class _Router:
             crossings = (self._crossings_by_leaf(order, leaves, groups)
                          or self._crossings_by_host(order, leaves, groups, key, b))
             fabric = merged_paths(crossings, [c for _, _, c in groups])
-        paths.extend(map(list, fabric))
+        paths.extend(fabric)
         weights.extend(fabric.values())
         return paths, weights
 
@@ -438,7 +440,7 @@ def job_plan(
         return JobPlan(float(shape.host_share) * grad_bytes * 8 / link_bps, [], [],
                        latency_s=latency)
     router = _Router(alloc, spines, rng, ideal, _rail_index(by_rail))
-    rails: list[list[list[LinkId]]] = []
+    rails: list[list[Path]] = []
     weights: list[list[int] | None] = []
     for phase in shape.phases:
         for bundle in phase:

@@ -4,6 +4,7 @@ active flow (of another job, or of the same job: an ECMP hash collision)."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -19,7 +20,7 @@ class RailCollisions:
     fabric link is worked out once per rail, the first time it is needed.
     """
 
-    def __init__(self, rails: list[list[list[LinkId]]], routes: list[Route],
+    def __init__(self, rails: list[list[Sequence[LinkId]]], routes: list[Route],
                  collided: set[int]) -> None:
         self.rails, self.routes, self.collided = rails, routes, collided
         self.offsets = list(itertools.accumulate((len(r) for r in rails), initial=0))
