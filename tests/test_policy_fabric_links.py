@@ -5,13 +5,18 @@ every allocator (vClos, OCS-vClos with spine and direct leaf-leaf circuits, ECMP
 from __future__ import annotations
 
 import random
+from fractions import Fraction
 
+import numpy as np
 import pytest
 
 from sdn_app.allocation.cluster import Cluster
 from sdn_app.allocation.ledger import AllocationRefused
 from sdn_app.policies import applicable, get
-from sdn_app.policies.base import HOST_LINKS
+from sdn_app.policies.base import HOST_LINKS, RoutingPolicy
+from sdn_app.policies.ocs_vclos import OcsVclos
+from sdn_app.policies.vclos import Vclos
+from testbed.sim.job_plans import Bundle, _Router, rank_order
 
 
 def placed_jobs(allocates_as: str, seed: int) -> list:
@@ -46,3 +51,101 @@ def test_fabric_links_are_the_paths_links_without_host_links(name: str) -> None:
                     assert policy.fabric_links(alloc, src, dst, 4) == want
                     checked += 1
     assert checked > 100
+
+
+# ``fabric_links_to_leaves``: the fabric links to a whole leaf at once (issue 44)
+
+def by_host(policy: RoutingPolicy, alloc, src, leaves: list[int]) -> list[tuple]:
+    """The straightforward answer: ``fabric_links`` to every host of each leaf, which must
+    all agree."""
+    rows = []
+    for leaf in leaves:
+        found = {policy.fabric_links(alloc, src, dst, 4) for dst in alloc.hosts
+                 if dst[0] == leaf}
+        assert len(found) == 1, (src, leaf, found)
+        rows.append(found.pop())
+    return rows
+
+
+def mismatches(policy: RoutingPolicy) -> int:
+    """Sources of placed jobs whose ``fabric_links_to_leaves`` differ from ``by_host``."""
+    wrong = checked = 0
+    for seed in range(6):
+        for alloc in placed_jobs(policy.allocates_as, seed):
+            for src in alloc.hosts:
+                leaves = sorted({leaf for leaf, _ in alloc.hosts} - {src[0]})
+                if leaves:
+                    wrong += policy.fabric_links_to_leaves(alloc, src, leaves, 4) != by_host(
+                        policy, alloc, src, leaves)
+                    checked += 1
+    assert checked > 50
+    return wrong
+
+
+@pytest.mark.parametrize("name", ["vclos", "ocs-vclos"])
+def test_fabric_links_to_leaves_are_each_hosts_fabric_links(name: str) -> None:
+    assert mismatches(get(name)) == 0
+
+
+class DownByUp(OcsVclos):
+    """Wrong on purpose: the way down taken on the source's OCS."""
+
+    def fabric_links_to_leaves(self, alloc, src, leaves, spines):
+        rows = super().fabric_links_to_leaves(alloc, src, leaves, spines)
+        return [(r[0], ("cd", r[0][1], *r[1][2:])) if len(r) == 2 else r for r in rows]
+
+
+def test_a_wrong_way_down_is_caught() -> None:
+    assert mismatches(DownByUp()) > 0
+
+
+def random_bundle(rng: random.Random, n: int) -> Bundle:
+    """All-pairs-like flows among ``n`` positions: each sends to a random few."""
+    pairs = [(a, b) for a in range(n) for b in rng.sample(range(n), rng.randint(1, n))
+             if a != b]
+    src, dst = (np.array(side, dtype=np.int64) for side in zip(*pairs, strict=True))
+    return Bundle(Fraction(1), src, dst, True)
+
+
+def aggregated(policy: RoutingPolicy, alloc, bundle: Bundle) -> tuple:
+    router = _Router(alloc, 4, None, False, {})
+    router.policy = policy
+    return router.aggregated(rank_order(alloc), bundle)
+
+
+class HostsOnly(Vclos):
+    """vClos asked per destination host (the policy default)."""
+
+    def fabric_links_to_leaves(self, alloc, src, leaves, spines):
+        return None
+
+
+class HostsOnlyOcs(OcsVclos):
+    def fabric_links_to_leaves(self, alloc, src, leaves, spines):
+        return None
+
+
+@pytest.mark.parametrize(("fast", "slow"), [(Vclos, HostsOnly), (OcsVclos, HostsOnlyOcs)])
+def test_aggregated_steps_are_the_same_by_leaf_as_by_host(fast, slow) -> None:
+    rng = random.Random(7)
+    compared = 0
+    for seed in range(6):
+        for alloc in placed_jobs(fast.allocates_as, seed):
+            if len(alloc.hosts) < 2 or len(set(alloc.leaves)) < 2:
+                continue
+            bundle = random_bundle(rng, len(alloc.hosts))
+            assert aggregated(fast(), alloc, bundle) == aggregated(slow(), alloc, bundle)
+            compared += 1
+    assert compared > 10
+
+
+def test_aggregated_by_leaf_catches_a_wrong_way_down() -> None:
+    rng = random.Random(7)
+    differ = 0
+    for seed in range(6):
+        for alloc in placed_jobs("ocs-vclos", seed):
+            if len(set(alloc.leaves)) >= 2:
+                bundle = random_bundle(rng, len(alloc.hosts))
+                differ += aggregated(DownByUp(), alloc, bundle) != aggregated(
+                    HostsOnlyOcs(), alloc, bundle)
+    assert differ > 0

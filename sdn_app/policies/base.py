@@ -22,6 +22,7 @@ fabrics ``("cu", ocs, leaf, spine, port)``, ``("cd", ocs, spine, port, leaf)``,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from sdn_app.allocation.cluster import Cluster
@@ -94,6 +95,13 @@ class RoutingPolicy:
         policy may work them out without the host links)."""
         return tuple([link for link in self.path(alloc, src, dst, spines, 0)
                       if link[0] not in HOST_LINKS])
+
+    def fabric_links_to_leaves(self, alloc: Allocation, src: LeafSlot, leaves: Sequence[int],
+                               spines: int) -> list[tuple[LinkId, ...]] | None:
+        """:meth:`fabric_links` from ``src`` to a host of each of ``leaves`` (none of them
+        ``src``'s leaf), for a policy whose fabric links depend on the destination's leaf
+        alone; None (the default) when they may depend on the destination host."""
+        return None
 
 
 def via_spine(src: LeafSlot, dst: LeafSlot, spine: int) -> list[LinkId]:

@@ -4,6 +4,8 @@ leaf to leaf) and the job's hosts are pinned to them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sdn_app.allocation.ledger import Allocation
 from sdn_app.policies.base import LeafSlot, LinkId, RoutingPolicy
 from sdn_app.program import PRIO_JOB, Program, Uplink, job_cookie, ocs_circuits, pinned_rules
@@ -60,5 +62,19 @@ class OcsVclos(RoutingPolicy):
         _, s, port = up.end_b
         down = alloc.spine_circuit(lb, s)
         return (("cu", up.ocs, la, s, port), ("cd", down.ocs, s, down.end_b[2], lb))
+
+    def fabric_links_to_leaves(self, alloc: Allocation, src: LeafSlot, leaves: Sequence[int],
+                               spines: int) -> list[tuple[LinkId, ...]]:
+        """:meth:`fabric_links` to each leaf: ``src``'s circuit (one link for all), then
+        the job's circuit from its spine down to the leaf (or the direct circuit)."""
+        la = src[0]
+        up = alloc.circuits[alloc.circuit_of[src]]
+        if up.end_b[0] == "leaf":
+            return [(("cl", up.ocs, la, lb),) for lb in leaves]
+        _, s, port = up.end_b
+        first = ("cu", up.ocs, la, s, port)
+        downs = [alloc.spine_circuit(lb, s) for lb in leaves]
+        return [(first, ("cd", down.ocs, s, down.end_b[2], lb))
+                for lb, down in zip(leaves, downs, strict=True)]
 
 POLICY = OcsVclos()

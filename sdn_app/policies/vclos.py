@@ -4,6 +4,8 @@ falls back to ECMP."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sdn_app.allocation.ledger import Allocation
 from sdn_app.policies.base import LeafSlot, LinkId, RoutingPolicy, spine_links, via_spine
 from sdn_app.policies.ecmp import ecmp_program
@@ -49,6 +51,13 @@ class Vclos(RoutingPolicy):
                      spines: int) -> tuple[LinkId, ...]:
         """:meth:`path`'s leaf-spine links alone."""
         return spine_links(src[0], dst[0], alloc.spine_of.get(src, 0))
+
+    def fabric_links_to_leaves(self, alloc: Allocation, src: LeafSlot, leaves: Sequence[int],
+                               spines: int) -> list[tuple[LinkId, ...]]:
+        """Up from ``src``'s leaf to its spine (one link for all), down to each leaf."""
+        spine = alloc.spine_of.get(src, 0)
+        up = ("ls", src[0], spine)
+        return [(up, ("sl", spine, leaf)) for leaf in leaves]
 
 
 POLICY = Vclos()

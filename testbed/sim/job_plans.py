@@ -24,8 +24,10 @@ import functools
 import itertools
 import random
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -38,9 +40,11 @@ from testbed.core.errors import FabricLabError
 from testbed.core.ports import SPORTS
 from testbed.core.registry import ALLTOALLS, COLLECTIVES
 from testbed.sim.flows import LinkId, Network
+from testbed.sim.occupancy import link_loads
 from workloads.collectives import Collective
 
 Pair = tuple[int, int]  # (src position, dst position)
+Path = Sequence[LinkId]  # a flow's links in order (a list, or an aggregated step's tuple)
 
 # The rail All-Reduce vClos is built for (see job_plan): the cluster simulator's own collective.
 RAIL_RING = "rail-ring"
@@ -192,7 +196,7 @@ class JobPlan:
     """
 
     intra_s: float
-    rails: list[list[list[LinkId]]]
+    rails: list[list[Path]]
     rail_bytes: list[float]
     phases: list[list[int]] | None = None  # rails run in these groups, one after the other
     weights: list[list[int] | None] | None = None  # per rail: sub-flows on each of its paths
@@ -321,7 +325,7 @@ class _Router:
         return [path(alloc, order[a], order[b], spines, 0) for a, b in pairs]
 
     def aggregated(self, order: list[LeafSlot], bundle: Bundle
-                   ) -> tuple[list[list[LinkId]], list[int]]:
+                   ) -> tuple[list[Path], list[int]]:
         """The flows of ``bundle`` (many per host) over the hosts of ``order`` as weighted
         paths: see the module docstring. A deterministic policy routes the flows from one
         host to one leaf as it routes the first of them (vClos and OCS-vClos choose the spine
@@ -331,7 +335,7 @@ class _Router:
         out = np.bincount(bundle.src, minlength=n)
         into = np.bincount(bundle.dst, minlength=n)
         srcs, dsts = np.flatnonzero(out).tolist(), np.flatnonzero(into).tolist()
-        paths: list[list[LinkId]] = ([[("hu", *order[i])] for i in srcs]
+        paths: list[Path] = ([[("hu", *order[i])] for i in srcs]
                                      + [[("hd", *order[i])] for i in dsts])
         weights = out[srcs].tolist() + into[dsts].tolist()
         leaves = list(dict.fromkeys(leaf_of[dsts].tolist()))  # in rank order
@@ -346,7 +350,7 @@ class _Router:
         rows, cols = np.nonzero(count)
         groups = list(zip(rows.tolist(), cols.tolist(), count[rows, cols].tolist(),
                           strict=True))
-        fabric: Counter[tuple[LinkId, ...]] = Counter()  # fabric path -> flows on it
+        fabric: dict[tuple[LinkId, ...], int] = Counter()  # fabric path -> flows on it
         if self.policy.hashed:
             gen = np.random.default_rng(self.rng.getrandbits(64) if self.rng is not None else 0)
             counts = gen.multinomial([c for _, _, c in groups], [1 / self.spines] * self.spines)
@@ -358,17 +362,53 @@ class _Router:
                 for s in np.flatnonzero(row):
                     fabric[(("ls", la, int(s)), ("sl", int(s), lb))] += int(row[s])
         else:
-            first_of = np.full(n * len(leaves), n, dtype=np.int64)
-            np.minimum.at(first_of, key, b)
-            first, width = first_of.tolist(), len(leaves)
-            fabric_links, alloc, spines = self.policy.fabric_links, self.alloc, self.spines
-            for i, j, c in groups:
-                crossing = fabric_links(alloc, order[i], order[first[i * width + j]], spines)
-                if crossing:  # a policy that routes over host links alone (gpu-count) has none
-                    fabric[crossing] = fabric.get(crossing, 0) + c
-        paths.extend(list(p) for p in fabric)
+            crossings = (self._crossings_by_leaf(order, leaves, groups)
+                         or self._crossings_by_host(order, leaves, groups, key, b))
+            fabric = merged_paths(crossings, [c for _, _, c in groups])
+        paths.extend(fabric)
         weights.extend(fabric.values())
         return paths, weights
+
+    def _crossings_by_leaf(self, order: list[LeafSlot], leaves: list[int],
+                           groups: list[tuple[int, int, int]]) -> list[tuple[LinkId, ...]]:
+        """Each group's fabric links by the policy's ``fabric_links_to_leaves``, a source's
+        groups at once; empty if the policy may route by the destination host (or no group)."""
+        crossings: list[tuple[LinkId, ...]] = []
+        to_leaves, alloc, spines = self.policy.fabric_links_to_leaves, self.alloc, self.spines
+        for i, row in itertools.groupby(groups, key=itemgetter(0)):
+            links = to_leaves(alloc, order[i], [leaves[j] for _, j, _ in row], spines)
+            if links is None:
+                return []
+            crossings += links
+        return crossings
+
+    def _crossings_by_host(self, order: list[LeafSlot], leaves: list[int],
+                           groups: list[tuple[int, int, int]], key: np.ndarray,
+                           dst: np.ndarray) -> list[tuple[LinkId, ...]]:
+        """Each group's fabric links as the policy routes its first flow (the group of
+        source ``i`` and destination leaf column ``j`` holds the flows of ``key == i * width
+        + j``, to the positions ``dst``)."""
+        n, width = len(order), len(leaves)
+        first_of = np.full(n * width, n, dtype=np.int64)
+        np.minimum.at(first_of, key, dst)
+        first = first_of.tolist()
+        fabric_links, alloc, spines = self.policy.fabric_links, self.alloc, self.spines
+        return [fabric_links(alloc, order[i], order[first[i * width + j]], spines)
+                for i, j, _ in groups]
+
+
+def merged_paths(crossings: list[tuple[LinkId, ...]], flows: list[int]
+                 ) -> dict[tuple[LinkId, ...], int]:
+    """Flows on each distinct fabric path of ``crossings`` (``flows[i]`` take path i), in
+    the order first seen; an empty path (host links alone, as gpu-count routes) left out."""
+    merged = dict(zip(crossings, flows, strict=True))
+    if len(merged) == len(crossings) and () not in merged:
+        return merged  # every path once (as vClos and OCS-vClos route)
+    merged = {}
+    for crossing, c in zip(crossings, flows, strict=True):
+        if crossing:
+            merged[crossing] = merged.get(crossing, 0) + c
+    return merged
 
 
 def job_plan(
@@ -400,7 +440,7 @@ def job_plan(
         return JobPlan(float(shape.host_share) * grad_bytes * 8 / link_bps, [], [],
                        latency_s=latency)
     router = _Router(alloc, spines, rng, ideal, _rail_index(by_rail))
-    rails: list[list[list[LinkId]]] = []
+    rails: list[list[Path]] = []
     weights: list[list[int] | None] = []
     for phase in shape.phases:
         for bundle in phase:
@@ -459,15 +499,8 @@ def rails_time(plan: JobPlan, link_bps: float) -> float:
         size = plan.rail_bytes[0]
         if not size:
             return 0.0
-        weights = plan.rail_weights(0)
-        if weights is None:
-            crossings: Counter[LinkId] = Counter(itertools.chain.from_iterable(plan.rails[0]))
-            return size * 8 / (link_bps / max(crossings.values()))
-        crossed: dict[LinkId, int] = {}
-        for path, w in zip(plan.rails[0], weights, strict=True):
-            for link in path:
-                crossed[link] = crossed.get(link, 0) + w
-        return size * 8 / (link_bps / max(crossed.values()))
+        loads = link_loads(plan.rails[0], plan.rail_weights(0))
+        return size * 8 / (link_bps / max(loads.values()))
     net = Network(default_capacity=link_bps)
     flows = [net.add_bundle(net.route(r, plan.rail_weights(j)), b)
              for j, (r, b) in enumerate(zip(plan.rails, plan.rail_bytes, strict=True))]

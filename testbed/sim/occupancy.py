@@ -26,6 +26,25 @@ from testbed.sim import compiled
 
 LinkId = Hashable
 
+def link_loads(paths: Iterable[Sequence[LinkId]],
+               weights: Sequence[int] | None = None) -> dict[LinkId, int]:
+    """Sub-flows on each link of ``paths`` (``weights[i]`` on path i, default one each),
+    links in the order first crossed."""
+    if weights is None:
+        return dict(Counter(itertools.chain.from_iterable(paths)))
+    paths = list(paths)
+    flat = list(itertools.chain.from_iterable(paths))
+    at = dict.fromkeys(flat)  # in the order first crossed, then each one's position
+    for k, link in enumerate(at):
+        at[link] = k
+    lengths = np.fromiter(map(len, paths), dtype=np.intp, count=len(weights))
+    per_link = np.repeat(np.asarray(weights, dtype=np.float64), lengths)
+    pos = np.fromiter(map(at.__getitem__, flat), dtype=np.intp, count=len(flat))
+    # float sums of integers below 2^53: exact
+    loads = np.bincount(pos, weights=per_link, minlength=len(at)).astype(np.int64)
+    return dict(zip(at, loads.tolist(), strict=True))
+
+
 class Occupant(Protocol):
     """What the bookkeeping reads and keeps on a flow."""
 
@@ -101,14 +120,7 @@ class Occupancy:
     def route(self, paths: Iterable[Sequence[LinkId]],
               weights: Sequence[int] | None = None) -> Route:
         """``weights[i]``: how many sub-flows take path i (default one each)."""
-        if weights is None:
-            links = dict(Counter(itertools.chain.from_iterable(paths)))
-        else:
-            counts: Counter[LinkId] = Counter()
-            for path, w in zip(paths, weights, strict=True):
-                for link in path:
-                    counts[link] += w
-            links = dict(counts)
+        links = link_loads(paths, weights)
         index = self.index
         ids = list(map(index.get, links))
         if None in ids:  # links seen for the first time: interned in order

@@ -4,6 +4,9 @@ active flow (of another job, or of the same job: an ECMP hash collision)."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
+
+import numpy as np
 
 from sdn_app.policies.base import FABRIC_LINKS
 from testbed.sim.flows import LinkId, Route
@@ -17,11 +20,11 @@ class RailCollisions:
     fabric link is worked out once per rail, the first time it is needed.
     """
 
-    def __init__(self, rails: list[list[list[LinkId]]], routes: list[Route],
+    def __init__(self, rails: list[list[Sequence[LinkId]]], routes: list[Route],
                  collided: set[int]) -> None:
         self.rails, self.routes, self.collided = rails, routes, collided
         self.offsets = list(itertools.accumulate((len(r) for r in rails), initial=0))
-        self._on_link: dict[int, dict[LinkId, list[int]]] = {}
+        self._crossed: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # see _crossings
         self._noted: dict[int, set[int]] = {}  # per rail: links (indices) already counted
 
     def note(self, rail: int, shared_idx: set[int]) -> None:
@@ -39,18 +42,25 @@ class RailCollisions:
             return
         noted |= new
         link_ids = self.routes[rail].occupancy.link_ids
-        links = [link for link in map(link_ids.__getitem__, new) if link[0] in FABRIC_LINKS]
+        links = [i for i in new if link_ids[i][0] in FABRIC_LINKS]
         if not links:
             return
-        on_link = self._on_link.get(rail)
-        if on_link is None:
-            on_link = self._on_link[rail] = {}
-            for i, path in enumerate(self.rails[rail], start=self.offsets[rail]):
-                for link in path:
-                    if link[0] in FABRIC_LINKS:
-                        on_link.setdefault(link, []).append(i)
-        for link in links:
-            self.collided.update(on_link[link])
+        crossed, flow = self._crossings(rail)
+        self.collided.update(flow[np.isin(crossed, links)].tolist())
+
+    def _crossings(self, rail: int) -> tuple[np.ndarray, np.ndarray]:
+        """Every (path, link) of rail ``rail`` as two arrays: the link (its index in the
+        occupancy) and the path's flow position; worked out once."""
+        found = self._crossed.get(rail)
+        if found is None:
+            paths = self.rails[rail]
+            index = self.routes[rail].occupancy.index
+            crossed = np.fromiter(map(index.__getitem__, itertools.chain.from_iterable(paths)),
+                                  dtype=np.intp)
+            lengths = np.fromiter(map(len, paths), dtype=np.intp, count=len(paths))
+            flow = np.repeat(np.arange(self.offsets[rail], self.offsets[rail + 1]), lengths)
+            found = self._crossed[rail] = (crossed, flow)
+        return found
 
     def _self_shared(self, rail: int) -> set[int]:
         """The links (indices) two or more of rail ``rail``'s own sub-flows cross."""
