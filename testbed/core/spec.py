@@ -116,6 +116,8 @@ def _congestion_name(name: str) -> str:
         raise ValueError(f"{name!r} is not a TCP congestion control's name (such as cubic, "
                          "reno or bbr: up to 16 lowercase letters, digits or '_')")
     return name
+
+
 # A link's one-way propagation delay and its jitter in µs (real, like the rates: emulated at
 # delay ÷ rate_scale, testbed.core.scaling), and the fraction of packets it loses, in [0, 1).
 DelayUs = Annotated[float, Field(ge=0, allow_inf_nan=False)]

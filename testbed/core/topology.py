@@ -188,8 +188,9 @@ class FabricPlan:
         return self.graph().subgraph(s.name for s in self.switches)
 
     def loop_free(self) -> bool:
-        """Whether the switches form no loop (parallel links are one), so that every pair of
-        hosts on one fabric has a single path: what destination forwarding can route."""
+        """Whether the switches form no loop (two links between the same two switches make
+        one), so that every pair of hosts has a single path: what destination forwarding
+        can route."""
         import networkx as nx
 
         return nx.is_forest(self.switch_graph())
