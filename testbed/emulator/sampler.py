@@ -68,6 +68,37 @@ def probes_for(plan: FabricPlan, ns_pids: dict[str, int]) -> list[Probe]:
     return out
 
 
+# A read of one namespace's counters takes well under a millisecond; one held longer (its
+# thread preempted mid-read, e.g. behind real-time delay lines) cannot say when within that
+# time the counters were taken: its midpoint stamp was off by 0.1 s, and a link read 111
+# Mbit/s against 100 (BENCHMARKS.md, "Kernel bridges under `experiments/latency.yaml`").
+# So such a read is done again at once.
+SLOW_READ_S = 0.005
+READ_TRIES = 3
+
+
+def timed_read(read: Callable[[str], dict[str, tuple[int, int]]], path: str,
+               clock: Callable[[], float] = time.monotonic, slow_s: float = SLOW_READ_S,
+               tries: int = READ_TRIES) -> tuple[dict[str, tuple[int, int]], float]:
+    """``read(path)`` and the middle of the time it took; a read that took longer than
+    ``slow_s`` is done again, up to ``tries`` in all, and the quickest is kept. A file that
+    is gone (a host that went away) reads as nothing."""
+    best: tuple[dict[str, tuple[int, int]], float, float] | None = None
+    for _ in range(tries):
+        before = clock()
+        try:
+            value = read(path)
+        except OSError:
+            value = {}
+        took = clock() - before
+        if best is None or took < best[2]:
+            best = (value, before + took / 2, took)
+        if took <= slow_s:
+            break
+    assert best is not None
+    return best[0], best[1]
+
+
 def read_net_dev(path: str) -> dict[str, tuple[int, int]]:
     """{interface: (rx_bytes, tx_bytes)} from a /proc net/dev file."""
     out = {}
@@ -186,19 +217,15 @@ class LinkSampler:
         self.qdiscs.stop()
 
     def sample(self) -> None:
-        """One round of counters. Each namespace's file is stamped with the time it was read:
-        on a loaded machine a round over a hundred namespaces takes long enough that one time
-        for all of them made a 20 Mbit/s link read 27 Mbit/s over a second."""
+        """One round of counters. Each namespace's file is stamped with the time it was read
+        (:func:`timed_read`): on a loaded machine a round over a hundred namespaces takes long
+        enough that one time for all of them made a 20 Mbit/s link read 27 Mbit/s over a
+        second."""
         t = time.monotonic()
         files = {p.proc for p in self.probes}
         counters, read_at = {}, {}
         for f in files:
-            before = time.monotonic()
-            try:
-                counters[f] = read_net_dev(f)
-            except OSError:  # a host went away mid-run
-                counters[f] = {}
-            read_at[f] = (before + time.monotonic()) / 2
+            counters[f], read_at[f] = timed_read(read_net_dev, f)
         for p in self.probes:
             rx, tx = counters[p.proc].get(p.intf, (0, 0))
             ab, ba = (tx, rx) if p.ab_is_tx else (rx, tx)
