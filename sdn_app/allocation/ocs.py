@@ -48,7 +48,7 @@ from sdn_app.allocation.ocs_exact import (
     place_exact,
     wire_blocks,
 )
-from sdn_app.allocation.vclos import peel, search_leaves
+from sdn_app.allocation.vclos import bit_mask, peel, search_leaves
 from testbed.core import topology
 
 # How many leaf sets ocs-vclos tries (best fit first) before calling a job fragmented.
@@ -403,8 +403,7 @@ def wire_spines(
     by_default = -1
     if "default" in passes:
         masks = DefaultMasks(ledger) if masks is None else masks
-        for leaf in leaves:
-            by_default &= masks[leaf]
+        by_default = masks.shared(leaves)
     if _servable(spines, passes, by_default, candidates, m).bit_count() < n:
         return None  # fewer than n spines any pass could take
     held = ledger.spines_with_held_links()  # only these need their links checked
@@ -455,15 +454,10 @@ def _sets_hopeless(leaf_sets: list[list[int]], n: int, spines: list[int],
     m = len(leaf_sets[0])
     shared = set(leaf_sets[0]).intersection(*leaf_sets[1:])
     others = sorted(set().union(*leaf_sets) - shared)
-    possible = 0
-    if "default" in passes:
-        possible = -1
-        for leaf in shared:
-            possible &= masks[leaf]
+    possible = masks.shared(shared) if "default" in passes else 0
     if "match" in passes:
         bound = index.count_bound(sorted(shared), others, m - len(shared))
-        possible |= int.from_bytes(np.packbits(bound >= m, bitorder="little").tobytes(),
-                                   "little")
+        possible |= bit_mask(bound >= m)
     return (possible & _spine_mask(tuple(spines))).bit_count() < n
 
 
@@ -959,6 +953,13 @@ class DefaultMasks(dict):
                              else self.rows[leaf])
         return mask
 
+    def shared(self, leaves: Iterable[int]) -> int:
+        """The spines every one of ``leaves`` reaches by default (all bits for none)."""
+        mask = -1
+        for leaf in leaves:
+            mask &= self[leaf]
+        return mask
+
 
 @lru_cache(maxsize=16)
 def _default_ocses(spines: int, ocs_count: int, ports: int) -> _LeafTable:
@@ -1357,8 +1358,7 @@ class LeafSetPorts:
 
     def spines_with(self, m: int) -> int:
         """Bit s when the job may take at least m ports of spine s."""
-        packed = np.packbits(self._counts >= m, bitorder="little")
-        return int.from_bytes(packed.tobytes(), "little")
+        return bit_mask(self._counts >= m)
 
     def ports(self, spine: int) -> list[tuple[int, int]]:
         """Those ports, ``(ocs, port)`` lowest first (not to be changed by the caller)."""

@@ -115,6 +115,11 @@ def search_leaves(masks: dict[int, int], m: int, n: int, spines: int,
     return None if leaves is None else sorted(leaves)
 
 
+def bit_mask(flags: np.ndarray) -> int:
+    """Bit i set for each true ``flags[i]``."""
+    return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
+
+
 def peel(masks: dict[int, int], m: int, n: int, spines: int) -> dict[int, int]:
     """``masks`` cut to what m leaves sharing n spines can use, in the same order: repeatedly,
     spines that fewer than m leaves have are dropped from every mask, then leaves left with
@@ -139,7 +144,7 @@ def peel(masks: dict[int, int], m: int, n: int, spines: int) -> dict[int, int]:
         count, before = int(alive.sum()), count
         if count == before:
             break
-    spine_mask = int.from_bytes(np.packbits(kept, bitorder="little").tobytes(), "little")
+    spine_mask = bit_mask(kept)
     return {leaf: masks[leaf] & spine_mask
             for leaf, live in zip(leaves, alive.tolist(), strict=True) if live}
 
