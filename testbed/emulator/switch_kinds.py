@@ -56,6 +56,7 @@ def bridge_fdb(plan: FabricPlan, switch: str) -> list[tuple[str, str]]:
     switches to the one it hangs off (the only way, on the loop-free fabrics kernel bridges
     stand in for)."""
     g = plan.switch_graph()
+    ways = nx.single_source_shortest_path(g, switch)  # switch -> the switches on the way
     out = []
     for lk in plan.links:
         for host, port, sw, sw_intf in ((lk.a, lk.a_port, lk.b, lk.b_intf),
@@ -65,8 +66,7 @@ def bridge_fdb(plan: FabricPlan, switch: str) -> list[tuple[str, str]]:
             mac = plan.node(host).nic_on_port(port).mac
             if sw == switch:
                 out.append((sw_intf, mac))
-            elif nx.has_path(g, switch, sw):
-                first = nx.shortest_path(g, switch, sw)[1]
-                link = next(iter(g.get_edge_data(switch, first).values()))["link"]
+            elif sw in ways:
+                link = next(iter(g.get_edge_data(switch, ways[sw][1]).values()))["link"]
                 out.append((link.a_intf if link.a == switch else link.b_intf, mac))
     return out
