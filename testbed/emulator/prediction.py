@@ -13,7 +13,8 @@ kept as ``prediction/`` inside the emulated run, and the times per job as ``pred
 so the prediction can be read, judged again and re-made.
 
 A job the model does not cover is listed with why: a program (``command``), a transport whose
-own cost the simulator does not model, or a fabric without a routing policy (``static``).
+own cost the simulator does not model, or static rules on a fabric where hosts have several
+paths (the simulator refuses to guess which the rules take: :class:`SimRunner`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 from analysis.job_invariant import PREDICTION_FILE, prediction_record
 from testbed.core.atomic import write_json
 from testbed.core.errors import FabricLabError
-from testbed.core.experiment import STATIC_POLICY, Experiment
+from testbed.core.experiment import Experiment
 from testbed.core.jobs import JobRun
 from testbed.core.registry import TRANSPORTS, RegistryError
 from testbed.core.topology import build_plan
@@ -89,11 +90,6 @@ def _predict(exp: Experiment, jobs: list[JobRun], paths: dict[str, Any], run_dir
         reason = why.get(j.solo_of or j.name)
         if reason:
             out[j.name] = {"why_not": reason}
-    if exp.policy == STATIC_POLICY and exp.fabric.kind != "multidim" and not (
-            exp.fabric.kind == "leaf_spine" and build_plan(exp.fabric, exp.rate_scale).loop_free()):
-        return out | {j.name: {"why_not": "no routing policy runs (static) and its hosts have "
-                               "several paths: the simulator has none to replay it on"}
-                      for j in jobs if j.name not in out}
     if not placed:
         return out
     began = issue_times(run_dir, [j.name for j in placed])
