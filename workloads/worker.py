@@ -356,6 +356,23 @@ class Worker:
         self._barrier_s = time.monotonic() - entered
         wait_until(start_time_of(parts))
 
+    def run(self, trace: TraceWriter) -> float:
+        """Run this worker's workload (its DNN, training or collective loop), then meet every
+        rank at a last barrier; return when it left that barrier (monotonic seconds).
+
+        Without the last barrier, a rank done first writes its traces and exits while the
+        others still run the last collective, and on a host with fewer cores than ranks that
+        work is counted in their time: a step-latency probe's last 1 KiB All-Reduce took
+        30-40 ms where the nine before it took 3-8 (8 ranks on 2 cores, BENCHMARKS.md)."""
+        if self.cfg.dnn is not None:
+            self.run_dnn(trace)
+        elif self.cfg.job.workload.kind == "training":
+            self.run_training(trace)
+        else:
+            self.run_workload(trace)
+        self.barrier()
+        return time.monotonic()
+
     def run_workload(self, trace: TraceWriter) -> None:
         """Run every size of the workload, recording phases and collectives in ``trace``."""
         cfg = self.cfg
@@ -715,12 +732,7 @@ def main(argv: list[str] | None = None) -> int:
         if cfg.stall:
             time.sleep(cfg.timeout * 20)
             raise FabricLabError(f"rank {cfg.rank} was told to stall and did")
-        if cfg.dnn is not None:
-            worker.run_dnn(trace)
-        elif cfg.job.workload.kind == "training":
-            worker.run_training(trace)
-        else:
-            worker.run_workload(trace)
+        worker.run(trace)
         trace.finish()
     except FabricLabError as exc:
         kind, message, peer = getattr(exc, "kind", "error"), str(exc), getattr(exc, "peer", None)
