@@ -50,10 +50,11 @@ def main() -> None:
         times = backend_times(run)
         verdict = (run.fidelity or {}).get("verdict")
         alpha = ((run.fidelity or {}).get("step_latency") or {}).get("step_latency_s")
+        emu, sim, model = (times.get(k) or {} for k in ("emulator", "simulator", "model"))
         print(f"{run.label}: {verdict}" + ("" if alpha is None else
                                             f"; latency per step {alpha * 1e3:.2f} ms measured"
-                                            ", in the simulator and the model"))
-        emu, sim, model = (times.get(k) or {} for k in ("emulator", "simulator", "model"))
+                                            ", in the simulator" + (" and the model" if model
+                                                                    else "")))
         sim_real = {}
         variant = str(run.spec.get("name")).split("-", 1)[-1]
         if match := [d for name, d in sims.items() if name.endswith("-" + variant)]:

@@ -10,7 +10,7 @@ import pytest
 from testbed.core.experiment import expand
 from testbed.core.jobs import JobRun, resolve
 from testbed.core.topology import build_plan
-from testbed.emulator import step_latency
+from testbed.emulator import prediction, step_latency
 from testbed.sim.backend import SimRunner
 from workloads.flat_model import flat_allreduce_s
 
@@ -47,11 +47,43 @@ def test_the_figure_is_what_each_step_took_beyond_the_model(algorithm: str, step
     assert step_latency.measure(plan, [job], lambda p: 0.0)["step_latency_s"] == 0.0
 
 
-def test_a_job_that_is_not_a_flat_all_reduce_has_no_probe() -> None:
+def test_a_themis_job_is_measured_against_the_simulator(tmp_path) -> None:
+    """Themis on a leaf-spine has no α-β model: its probe (the same schedule at 1 KiB) gets the
+    latency at which the simulator's time for it is the measured one. A probe measured at the
+    simulator's time with 1.5 ms per step gives 1.5 ms back, and that latency then reproduces
+    the measured time; without the simulator nothing is measured."""
     exp, plan = _experiment("themis", order="scf", dims=[4, 2], chunks=4)
     job = JobRun("a", exp.jobs[0], resolve(exp.jobs[0], plan, HOSTS))
-    assert step_latency.probe_job(job.resolved) is None
+    probe = step_latency.probe_job(job.resolved)
+    assert probe is not None and probe.algorithm == "themis" and probe.chunks == 4
     assert step_latency.measure(plan, [job], lambda p: 1.0) is None
+    runs = iter(range(10))
+
+    def simulate(j: JobRun, p, latency_s: float) -> float:
+        return prediction.probe_s(exp, j, p, latency_s, tmp_path / str(next(runs)))
+
+    took = simulate(job, probe, 1.5e-3)
+    found = step_latency.measure(plan, [job], lambda p: took, simulate)
+    assert found is not None and found["against"] == {"a": "simulator"}
+    assert found["step_latency_s"] == pytest.approx(1.5e-3, rel=0.02)
+    assert simulate(job, probe, found["step_latency_s"]) == pytest.approx(took, rel=0.02)
+    # a chunk goes through 8 steps (3 + 1 Reduce-Scatter, 1 + 3 All-Gather) and the chunks
+    # queue behind each other: the latency is paid a whole number of times, 8 or more
+    paid = (took - simulate(job, probe, 0.0)) / 1.5e-3
+    assert paid >= 8 and paid == pytest.approx(round(paid), abs=0.01)
+
+
+def test_a_job_that_is_not_an_all_reduce_has_no_probe() -> None:
+    (exp,) = expand({"name": "m", "rate_scale": 0.001,
+                     "fabric": {"kind": "leaf_spine", "leaves": 2, "spines": 1,
+                                "hosts_per_leaf": 4, "host_link_mbit_s": 100000,
+                                "uplink_mbit_s": 200000},
+                     "jobs": [{"name": "a", "hosts": HOSTS, "algorithm": "pairwise",
+                               "workload": {"kind": "alltoall", "sizes": ["4KiB"]}}]})
+    plan = build_plan(exp.fabric, exp.rate_scale)
+    job = JobRun("a", exp.jobs[0], resolve(exp.jobs[0], plan, HOSTS))
+    assert step_latency.probe_job(job.resolved) is None
+    assert step_latency.measure(plan, [job], lambda p: 1.0, lambda *a: 1.0) is None
 
 
 def test_the_model_and_the_simulator_add_it_to_every_step_of_a_rank_s_chain(tmp_path) -> None:

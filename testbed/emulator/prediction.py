@@ -28,7 +28,7 @@ from analysis.job_invariant import PREDICTION_FILE, prediction_record
 from testbed.core.atomic import write_json
 from testbed.core.errors import FabricLabError
 from testbed.core.experiment import Experiment
-from testbed.core.jobs import JobRun
+from testbed.core.jobs import JobRun, ResolvedJob
 from testbed.core.registry import TRANSPORTS, RegistryError
 from testbed.core.topology import build_plan
 
@@ -111,6 +111,24 @@ def _predict(exp: Experiment, jobs: list[JobRun], paths: dict[str, Any], run_dir
     for name, rec in replay_times(records, sim_dir.relative_to(run_dir)).items():
         out.setdefault(name, rec)
     return out
+
+
+def probe_s(exp: Experiment, job: JobRun, probe: ResolvedJob, step_latency_s: float,
+            out: Path) -> float:
+    """The simulator's time for ``probe`` (``job``'s step-latency probe: its hosts, algorithm
+    and schedule at another size) alone on ``exp``'s fabric, ``step_latency_s`` before each
+    step a rank sends: its slowest rank's mean, as the emulator's results give it. The
+    simulator's run is kept in ``out``."""
+    from testbed.sim.backend import SimRunner
+
+    spec = job.spec.model_copy(update={
+        "name": probe.name, "workload": probe.workload, "hosts": list(probe.hosts),
+        "hosts_wanted": None, "start_offset_s": 0.0})
+    model = exp.model_copy(update={"jobs": [spec], "calibrate": False, "solo_baselines": False})
+    shutil.rmtree(out, ignore_errors=True)
+    sim_dir = SimRunner(model, out, step_latency_s=step_latency_s).run()
+    (record,) = json.loads((sim_dir / "jobs.json").read_text())
+    return max(r["time_us"] for r in record["results"]) / 1e6
 
 
 def replay_times(records: list[dict[str, Any]], run: Path) -> dict[str, dict[str, Any]]:

@@ -44,7 +44,7 @@ from testbed.emulator.calibrate import calibrate
 from testbed.emulator.commands import run_command_on_fabric
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.failpoints import failpoint
-from testbed.emulator.prediction import predict
+from testbed.emulator.prediction import predict, probe_s
 from testbed.emulator.preflight import (
     datapath,
     forwarding_problem,
@@ -245,7 +245,7 @@ class Runner:
                                   if job.allocation.get("spines") else ""))
 
     def _measure_step_latency(self, fab: Fabric) -> dict[str, Any] | None:
-        """Each flat All-Reduce job's latency per step, from a tiny All-Reduce on its hosts
+        """Each All-Reduce job's latency per step, from a tiny All-Reduce on its hosts
         before the jobs (:mod:`testbed.emulator.step_latency`); the jobs' model adds the
         median over jobs from then on, and so does the prediction."""
         self.console.print(f"[bold]{self.exp.name}[/]: measuring the workers' latency per "
@@ -256,9 +256,14 @@ class Runner:
                           wall_timeout=self.exp.timeout_s, run_id=self.run_dir.name)
             return max(r.time_us for r in res.rows) / 1e6
 
-        found = step_latency.measure(self.plan, self.jobs, run)
+        def simulate(job: JobRun, probe: ResolvedJob, latency_s: float) -> float:
+            out = self.run_dir / "step-latency" / f"{probe.name}-sim" / f"{latency_s * 1e6:.0f}us"
+            return probe_s(self.exp, job, probe, latency_s, out)
+
+        found = step_latency.measure(self.plan, self.jobs, run, simulate)
         if found is None:
-            self.console.print("  no flat All-Reduce job: nothing to measure")
+            self.console.print("  no All-Reduce job the model or the simulator covers: "
+                               "nothing to measure")
             return None
         for job in self.jobs:
             if job.resolved is not None:
