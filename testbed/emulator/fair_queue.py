@@ -81,17 +81,16 @@ def bucket_hash(src_ip: int, dst_ip: int, ports_word: int, buckets: int = BUCKET
 
 
 def bucket_commands(mbit_s: float, share: float, leaf: str,
-                    buckets: int = BUCKETS, burst: str = "burst 15k") -> list[str]:
+                    buckets: int = BUCKETS) -> list[str]:
     """tc commands (Mininet's ``%s %s``: tc binary, interface) for the buckets under HTB
     class 5:20 of a link of ``mbit_s`` whose data class has ``share`` of it, each bucket
-    behind a ``leaf`` qdisc (its FIFO, or netem), and the filter that picks the bucket;
-    ``burst``: the classes' bucket sizes (:func:`testbed.emulator.shaping.burst_args`)."""
+    behind a ``leaf`` qdisc (its FIFO, or netem), and the filter that picks the bucket."""
     rate = mbit_s * share / buckets
     out = []
     for b in range(buckets):
         minor = f"{FIRST_MINOR + b:x}"
         out.append(f"%s class add dev %s parent 5:20 classid 5:{minor} htb rate {rate:f}Mbit "
-                   f"ceil {mbit_s:f}Mbit {burst} quantum {QUANTUM_BYTES} prio 1")
+                   f"ceil {mbit_s:f}Mbit burst 15k quantum {QUANTUM_BYTES} prio 1")
         out.append(f"%s qdisc add dev %s parent 5:{minor} {leaf}")
     out.append(f"%s filter add dev %s parent 5: protocol all prio 2 bpf bytecode "
                f"'{bytecode(classifier_program(5, buckets))}'")

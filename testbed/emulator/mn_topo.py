@@ -13,8 +13,6 @@ from mininet.topo import Topo
 from testbed.core.spec import LeafSpineSpec, MultidimSpec, OcsLeafSpineSpec
 from testbed.core.topology import FabricPlan, build_plan
 from testbed.emulator.impairments import link_netem
-from testbed.emulator.segmentation import wire_sized
-from testbed.emulator.shaping import wire_burst_bytes
 
 
 class FabricTopo(Topo):
@@ -23,7 +21,6 @@ class FabricTopo(Topo):
     def build(self, plan: FabricPlan, netem: bool = False) -> None:  # type: ignore[override]
         """``netem``: give impaired links their delay, jitter and loss through netem."""
         self.plan = plan
-        wire = wire_sized(plan)  # packets of a frame: a wire's credit, not 15 kB of them
         for s in plan.switches:
             self.addSwitch(s.name, dpid=s.dpid_hex)
         for h in plan.hosts:
@@ -36,8 +33,6 @@ class FabricTopo(Topo):
             impair = {"netem": link_netem(lk)} if netem and lk.impaired else {}
             if plan.spec.link_queue == "fair":
                 impair["fair"] = True
-            if wire:
-                impair["burst_bytes"] = wire_burst_bytes(lk.mbit_s)
             self.addLink(
                 lk.a, lk.b, port1=lk.a_port, port2=lk.b_port, bw=lk.mbit_s,
                 params1=self._ip(lk.a, lk.a_port), params2=self._ip(lk.b, lk.b_port), **macs,

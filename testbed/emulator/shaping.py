@@ -46,41 +46,21 @@ CLASSES = (("5:0", "5:1", 1.0, None), ("5:1", "5:10", ACK_SHARE, 0),
            ("5:1", "5:20", DATA_SHARE, 1))
 
 
-WIRE_FRAME_BYTES = 1514
-WIRE_CREDIT_S = 50e-6
-
-
-def wire_burst_bytes(mbit_s: float) -> int:
-    """The credit of a link whose hosts send wire-sized packets: two frames, or 50 µs at its
-    rate where that is more (HTB's timer then wakes no more often than that). The default
-    15 kB would let ten frames onto an idle link at once: a message of a few frames would
-    arrive before its rate allows, and a collective's per-step software latency would hide
-    its bytes' time instead of adding to it, as on a wire."""
-    return max(2 * WIRE_FRAME_BYTES, int(mbit_s * 1e6 / 8 * WIRE_CREDIT_S))
-
-
-def burst_args(burst_bytes: int | None) -> str:
-    """HTB's bucket sizes: ``burst 15k`` (and tc's default cburst), or both at
-    ``burst_bytes``."""
-    return "burst 15k" if burst_bytes is None else f"burst {burst_bytes} cburst {burst_bytes}"
-
-
 def _class_args(mbit_s: float, parent: str, classid: str, share: float,
-                prio: int | None, burst_bytes: int | None = None) -> str:
+                prio: int | None) -> str:
     ceil = "" if prio is None else f" ceil {mbit_s:f}Mbit"
     tail = "" if prio is None else f" prio {prio}"
     return (f"parent {parent} classid {classid} htb rate {mbit_s * share:f}Mbit{ceil} "
-            f"{burst_args(burst_bytes)}{tail}")
+            f"burst 15k{tail}")
 
 
 def htb_commands(mbit_s: float, netem: dict[str, float] | None = None,
-                 fair: bool = False, burst_bytes: int | None = None) -> list[str]:
+                 fair: bool = False) -> list[str]:
     """tc commands (Mininet's ``%s %s`` = tc binary, interface) for one shaped interface.
     With ``netem`` (delay_us, jitter_us, loss), each leaf class's queue is a netem qdisc
     instead (:mod:`testbed.emulator.impairments`): shaped first, then delayed or dropped.
     With ``fair``, the data class is split into per-flow buckets, each behind its own such
-    queue (:mod:`testbed.emulator.fair_queue`). ``burst_bytes``: every class's bucket
-    (:func:`wire_burst_bytes` where hosts send wire-sized packets); None, 15 kB."""
+    queue (:mod:`testbed.emulator.fair_queue`)."""
     mask = 0xFFFF & ~(ACK_BYTES - 1)  # IP total length < ACK_BYTES
     acks, data = "pfifo limit 1000", f"bfifo limit {queue_bytes(mbit_s)}"
     if netem:
@@ -93,13 +73,12 @@ def htb_commands(mbit_s: float, netem: dict[str, float] | None = None,
                           queue_bytes=queue_bytes(mbit_s)).replace("%", "%%")
     if fair:
         default = f"{fair_queue.FIRST_MINOR:x}"
-        data_queues = fair_queue.bucket_commands(mbit_s, DATA_SHARE, data,
-                                                 burst=burst_args(burst_bytes))
+        data_queues = fair_queue.bucket_commands(mbit_s, DATA_SHARE, data)
     else:
         default, data_queues = "20", [f"%s qdisc add dev %s parent 5:20 handle 20: {data}"]
     return [
         f"%s qdisc add dev %s root handle 5:0 htb default {default} r2q {htb_r2q(mbit_s)}",
-        *(f"%s class add dev %s {_class_args(mbit_s, *c, burst_bytes)}" for c in CLASSES),
+        *(f"%s class add dev %s {_class_args(mbit_s, *c)}" for c in CLASSES),
         f"%s qdisc add dev %s parent 5:10 handle 10: {acks}",
         *data_queues,
         f"%s filter add dev %s parent 5: protocol ip prio 1 u32 "
@@ -120,11 +99,9 @@ class ShapedIntf(TCIntf):
 
     netem: dict[str, float] | None = None
     fair: bool = False
-    burst_bytes: int | None = None
 
-    def config(self, netem: dict[str, float] | None = None, fair: bool = False,
-               burst_bytes: int | None = None, **params):
-        self.netem, self.fair, self.burst_bytes = netem, fair, burst_bytes
+    def config(self, netem: dict[str, float] | None = None, fair: bool = False, **params):
+        self.netem, self.fair = netem, fair
         return super().config(**params)
 
     def bwCmds(self, bw=None, **_ignored):
@@ -132,7 +109,7 @@ class ShapedIntf(TCIntf):
             if self.netem:
                 raise ValueError(f"{self.name}: link delay and loss need a shaped link")
             return [], " root "
-        return htb_commands(bw, self.netem, self.fair, self.burst_bytes), " parent 20: "
+        return htb_commands(bw, self.netem, self.fair), " parent 20: "
 
 
 class ShapedLink(TCLink):
