@@ -165,8 +165,7 @@ class Runner:
                 self.sched.start()
                 try:
                     # with the samplers already reading, as they will while the jobs run:
-                    # their CPU is part of what a step costs (measured without them, a
-                    # step came out 0.06-0.11 ms short of the jobs' own on 2 cores)
+                    # their CPU is part of what a step costs on a small machine
                     if self.exp.measure_step_latency:
                         self.step_latency = self._measure_step_latency(fab)
                     if self.exp.solo_baselines:
