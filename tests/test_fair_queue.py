@@ -104,3 +104,71 @@ def test_link_queue_accepts_fifo_and_fair_only():
     assert parse_fabric({"fabric": {**base, "link_queue": "fair"}}).link_queue == "fair"
     with pytest.raises(SpecError, match="link_queue"):
         parse_fabric({"fabric": {**base, "link_queue": "sfq"}})
+
+
+def _latency_jobs(seed: int | None):
+    """experiments/latency.yaml's variants: (name, plan, resolved job), with ``seed`` as the
+    job's source_port_seed (None: the file's own)."""
+    import yaml
+
+    from testbed.core.experiment import expand
+    from testbed.core.jobs import resolve
+    from testbed.core.topology import build_plan
+
+    with open("experiments/latency.yaml") as f:
+        data = yaml.safe_load(f)
+    if seed is not None:
+        data["jobs"] = [dict(data["jobs"][0], source_port_seed=seed)]
+    for exp in expand(data, "x"):
+        plan = build_plan(exp.fabric, exp.rate_scale)
+        spec = exp.jobs[0]
+        yield exp.name, plan, resolve(spec, plan, spec.hosts)
+
+
+def test_latency_yaml_draws_no_shared_bucket_for_any_algorithm():
+    """Its seeded source ports put no two flows of one step on a link into one bucket, so
+    the fair queues split every link as the simulator's max-min rates do."""
+    for name, plan, job in _latency_jobs(None):
+        assert job.source_port_seed is not None
+        assert fair_queue.shared_buckets(plan, job) == [], name
+
+
+def test_a_shared_bucket_is_found_where_two_flows_of_a_step_cross_one_link():
+    """Seed 1: halving-doubling's first round sends h0->h4 and h3->h7 through leaf0's uplink
+    in one bucket (each then gets half the share of the two others). Every flow named crosses
+    the link named."""
+    import itertools
+
+    import networkx as nx
+
+    found = {name: (plan, fair_queue.shared_buckets(plan, job))
+             for name, plan, job in _latency_jobs(1)}
+    plan, shared = found["latency-hd"]
+    assert ("leaf0", "spine0", 4, [("h0", "h4"), ("h3", "h7")]) in shared
+    assert found["latency-ring"][1] == []  # a ring sends one flow each way over any link
+    graph = plan.graph()
+    for a, b, _bucket, flows in shared:
+        assert len(flows) > 1
+        for src, dst in flows:
+            assert (a, b) in itertools.pairwise(nx.shortest_path(graph, src, dst))
+
+
+def test_shared_buckets_need_fixed_ports_and_single_paths():
+    from testbed.core.experiment import expand
+    from testbed.core.jobs import resolve
+    from testbed.core.topology import build_plan
+
+    def job(seed, spines):
+        (exp,) = expand({"name": "q", "fabric": {
+            "kind": "leaf_spine", "leaves": 2, "spines": spines, "hosts_per_leaf": 1,
+            "host_link_mbit_s": 10, "uplink_mbit_s": 10, "link_queue": "fair"},
+            "jobs": [{"name": "a", "hosts": ["h0", "h1"], "source_port_seed": seed,
+                      "workload": {"kind": "allreduce", "sizes": ["4KiB"]}}]})
+        plan = build_plan(exp.fabric, exp.rate_scale)
+        return plan, resolve(exp.jobs[0], plan, ["h0", "h1"])
+
+    with pytest.raises(ValueError, match="source_port_seed"):
+        fair_queue.shared_buckets(*job(None, 1))
+    with pytest.raises(ValueError, match="several paths"):
+        fair_queue.shared_buckets(*job(3, 2))
+    assert fair_queue.shared_buckets(*job(3, 1)) == []

@@ -43,3 +43,22 @@ def test_a_run_measures_the_latency_per_step_and_its_prediction_adds_it(tmp_path
         flat_allreduce_s(plan, HOSTS, ring, 4096, latency_s))
     (replay,) = (run_dir / "prediction").glob("*/env.json")
     assert json.loads(replay.read_text())["sim"]["step_latency_s"] == latency_s
+
+
+def test_a_themis_job_is_measured_against_the_simulator(tmp_path):
+    """Themis on a leaf-spine has no α-β model: its probe's latency is the one at which the
+    simulator's time for the probe is the measured one; the simulator's two runs are kept,
+    and the prediction adds the figure."""
+    spec = {**SPEC, "jobs": [{**SPEC["jobs"][0], "algorithm": "themis", "order": "scf",
+                              "dims": [2, 2], "chunks": 2}]}
+    (exp,) = expand(spec)
+    runner = Runner(exp, tmp_path)
+    run_dir = runner.run()
+    assert runner.status == "ok", runner.error
+    measured = json.loads((run_dir / "fidelity.json").read_text())["step_latency"]
+    latency_s = measured["step_latency_s"]
+    assert measured["against"] == {"a": "simulator"} and 0 < latency_s < 1.0, measured
+    sims = run_dir / "step-latency" / "a-step-latency-sim"
+    assert sorted(p.name for p in sims.iterdir()) == ["0us", "1000us"]
+    (replay,) = (run_dir / "prediction").glob("*/env.json")
+    assert json.loads(replay.read_text())["sim"]["step_latency_s"] == latency_s

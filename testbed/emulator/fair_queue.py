@@ -17,6 +17,14 @@ starts at its Ethernet header.
 
 from __future__ import annotations
 
+import itertools
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from testbed.core.jobs import ResolvedJob
+    from testbed.core.topology import FabricPlan
+
 BUCKETS = 16
 FIRST_MINOR = 0x100  # bucket b is class 5:(0x100 + b)
 # Each bucket's DRR quantum: one 64 KiB TSO segment and its headers, equal for all buckets so
@@ -97,5 +105,44 @@ def bucket_commands(mbit_s: float, share: float, leaf: str,
     return out
 
 
+def shared_buckets(plan: FabricPlan, job: ResolvedJob
+                   ) -> list[tuple[str, str, int, list[tuple[str, str]]]]:
+    """Where two or more of ``job``'s flows that run at once hash to one bucket of a link's
+    fair queue (they then split one flow's share): ``(from node, to node, bucket, [(source
+    host, destination host), ...])`` per such bucket. Flows that run at once: those of one
+    step (one link role of a flat collective: halving-doubling's rounds come one after
+    another) and of every dimension of a chunk-scheduled job together. The hash needs each
+    flow's source port, which only a job with a ``source_port_seed`` fixes, and the links
+    each flow crosses, which only a fabric without loops fixes: otherwise ValueError."""
+    import ipaddress
+
+    import networkx as nx
+
+    from testbed.emulator.workers import fabric_configs
+    from workloads.worker import WorkerConfig, link_plan
+
+    if job.source_port_seed is None:
+        raise ValueError(f"job {job.name} has no source_port_seed: its source ports, and so "
+                         "its flows' buckets, are drawn by the kernel when it runs")
+    if not plan.loop_free():
+        raise ValueError("hosts have several paths on this fabric: which links a flow "
+                         "crosses is the routing's choice")
+    graph = plan.graph()
+    host_of = {nic.ip: h.name for h in plan.hosts for nic in h.nics}
+    on: dict[tuple[str, str, int, int], list[tuple[str, str]]] = {}
+    for cfg in fabric_configs(plan, job, out_dir=Path("/nonexistent")):
+        _, specs = link_plan(WorkerConfig.model_validate(cfg))
+        for spec in specs:
+            src, dst = spec.local.ip, spec.next_addr.ip
+            bucket = bucket_hash(int(ipaddress.ip_address(src)), int(ipaddress.ip_address(dst)),
+                                 (spec.sport << 16) | spec.next_addr.port)
+            step = spec.slot if job.flat else 0
+            path = nx.shortest_path(graph, host_of[src], host_of[dst])
+            for a, b in itertools.pairwise(path):
+                on.setdefault((a, b, step, bucket), []).append((host_of[src], host_of[dst]))
+    return [(a, b, bucket, flows) for (a, b, _, bucket), flows in sorted(on.items())
+            if len(flows) > 1]
+
+
 __all__ = ["BUCKETS", "FIRST_MINOR", "bucket_classid", "bucket_commands", "bucket_hash",
-           "bytecode", "classifier_program"]
+           "bytecode", "classifier_program", "shared_buckets"]
