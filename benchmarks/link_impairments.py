@@ -8,8 +8,9 @@ Three measurements on a 2-host leaf-spine (h0, h1 on leaf0), each repeated (root
   of five runs lost 2.66%; where, was not measured.)
 - **delay**: 5 ms one way on every host link, 1 ms jitter; 40 pings h0 -> h1 (``ping -U``,
   user to user): the median round trip against 20 ms, and its standard deviation against
-  the 1.15 ms that four crossings of uniform ±1 ms jitter give; and 40 pings with no delay,
-  the machine's own round trip (in a software-emulated VM, most of what is not the spec's).
+  the 1.15 ms that four crossings of uniform ±1 ms jitter give; then 40 pings with the delay
+  and no jitter (the spread the machine itself adds: in a software-emulated VM, late timers)
+  and 40 with no delay (the machine's own round trip). ``--delay-only``: these alone.
 - **tcp**: 100 Mbit/s host links, 2.5 ms one way each (a 10 ms round trip), 0.5% loss on
   h0's link; one TCP flow h1 -> h0 for ``--seconds`` (iperf3) with each of reno, cubic and
   the kernel's default congestion control (bbr here, which does not back off on random
@@ -24,7 +25,7 @@ Three measurements on a 2-host leaf-spine (h0, h1 on leaf0), each repeated (root
 Prints one line per repeat, then medians [min, max] with the mechanism that ran and whether
 the machine is a software-emulated VM (its timing is not a real machine's).
 
-    .venv/bin/python benchmarks/link_impairments.py [--repeats 5] [--seconds 10]
+    .venv/bin/python benchmarks/link_impairments.py [--repeats 5] [--seconds 10] [--delay-only]
         [--rates 100,400,1000]   (as root)
 """
 
@@ -73,11 +74,13 @@ def loss_once(tmp: Path) -> tuple[float, float, str]:
             mechanism)
 
 
-def delay_once(tmp: Path, delayed: bool = True) -> tuple[float, float]:
-    """Median and standard deviation of 40 round trips h0 -> h1 (ms); ``delayed``: with 5 ms
-    and 1 ms jitter on each host link, else on perfect wires (the machine's own round trip,
-    which the delayed one includes)."""
-    delays = {"host_link_delay_us": 5000, "host_link_jitter_us": 1000} if delayed else {}
+def delay_once(tmp: Path, delay_us: float = 5000, jitter_us: float = 1000
+               ) -> tuple[float, float]:
+    """Median and standard deviation of 40 round trips h0 -> h1 (ms) with ``delay_us`` and
+    ``jitter_us`` on each host link. With neither: the machine's own round trip, which the
+    delayed one includes; with the delay alone: the spread the machine adds to it."""
+    delays = {k: v for k, v in (("host_link_delay_us", delay_us),
+                                ("host_link_jitter_us", jitter_us)) if v}
     fab = fabric(tmp, **delays)
     fab.start()
     try:
@@ -154,10 +157,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--rates", default="", help="host link rates (Mbit/s) for the limits")
+    ap.add_argument("--delay-only", action="store_true",
+                    help="only the round trips (no loss, no TCP)")
     args = ap.parse_args()
     netem = netem_available()
     print(f"machine: {virtualization()}; netem {'present' if netem else 'absent'}")
-    into, out, rtt, sd, base = [], [], [], [], []
+    into, out, rtt, sd, base, plain_sd = [], [], [], [], [], []
     tcp: dict[str, list[float]] = {cc: [] for cc in CONGESTION_CONTROLS}
     rates = [int(r) for r in args.rates.split(",") if r]
     limits: dict[tuple[int, bool], list[dict]] = {
@@ -165,23 +170,29 @@ def main() -> None:
     mechanism = "?"
     for k in range(args.repeats):
         with tempfile.TemporaryDirectory() as tmp:
-            a, b, mechanism = loss_once(Path(tmp))
-        with tempfile.TemporaryDirectory() as tmp:
             m, s = delay_once(Path(tmp))
         with tempfile.TemporaryDirectory() as tmp:
-            base.append(delay_once(Path(tmp), delayed=False)[0])
+            plain_sd.append(delay_once(Path(tmp), jitter_us=0)[1])
+        with tempfile.TemporaryDirectory() as tmp:
+            base.append(delay_once(Path(tmp), delay_us=0, jitter_us=0)[0])
+        rtt.append(m)
+        sd.append(s)
+        trips = (f"RTT median {m:.2f} ms, sd {s:.2f} ms (no jitter: sd {plain_sd[-1]:.2f} ms; "
+                 f"no delay: {base[-1]:.3f} ms)")
+        if args.delay_only:
+            print(f"repeat {k + 1}: {trips}", flush=True)
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            a, b, mechanism = loss_once(Path(tmp))
         with tempfile.TemporaryDirectory() as tmp:
             g = tcp_once(Path(tmp), args.seconds)
         into.append(a * 100)
         out.append(b * 100)
-        rtt.append(m)
-        sd.append(s)
         for cc, mbit_s in g.items():
             tcp[cc].append(mbit_s)
         flows = ", ".join(f"{cc} {v:.1f}" for cc, v in g.items())
         print(f"repeat {k + 1}: loss into h0 {a:.2%}, out of h0 {b:.2%} ({mechanism}); "
-              f"RTT median {m:.2f} ms, sd {s:.2f} ms (no delay: {base[-1]:.3f} ms); "
-              f"TCP Mbit/s {flows}", flush=True)
+              f"{trips}; TCP Mbit/s {flows}", flush=True)
         for r, offload in limits:
             with tempfile.TemporaryDirectory() as tmp:
                 got = rate_once(Path(tmp), r, args.seconds, offload)
@@ -191,11 +202,14 @@ def main() -> None:
                   f"max {got['max_us']} µs; "
                   f"{got['packets']} packets, {got['cpu_s']:.1f} CPU s, "
                   f"{got['dropped']} dropped", flush=True)
-    print(f"loss % (spec 1%, {mechanism}): into h0 {format_spread(into, '.2f')}, "
-          f"out of h0 {format_spread(out, '.2f')}")
     delay = "netem" if netem else "delay-line"
     print(f"RTT ms (spec 20, {delay}): {format_spread(rtt, '.2f')}; sd ms (spec 1.15): "
-          f"{format_spread(sd, '.2f')}; with no delay {format_spread(base, '.3f')}")
+          f"{format_spread(sd, '.2f')}; sd with no jitter {format_spread(plain_sd, '.2f')}; "
+          f"RTT with no delay {format_spread(base, '.3f')}")
+    if args.delay_only:
+        return
+    print(f"loss % (spec 1%, {mechanism}): into h0 {format_spread(into, '.2f')}, "
+          f"out of h0 {format_spread(out, '.2f')}")
     model = mathis_rate_bit_s(0.010, 0.005) / 1e6
     for cc, runs in tcp.items():
         name = f"default ({default_congestion_control()})" if cc == "default" else cc
