@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from testbed.core.experiment import AllReduceWorkload
@@ -89,13 +90,7 @@ def measure(plan: FabricPlan, jobs: list[JobRun], run: Callable[[ResolvedJob], f
                                            chain_steps(probe))
             against[job.name] = "model"
         elif simulate is not None and plan.kind == "leaf_spine":
-            measured_s = run(probe)
-
-            def simulated_s(latency_s: float, job: JobRun = job, probe: ResolvedJob = probe
-                            ) -> float:
-                return simulate(job, probe, latency_s)
-
-            per_job[job.name] = calibrated_s(measured_s, simulated_s)
+            per_job[job.name] = calibrated_s(run(probe), partial(simulate, job, probe))
             against[job.name] = "simulator"
     if not per_job:
         return None
