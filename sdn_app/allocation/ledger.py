@@ -176,6 +176,10 @@ class Allocation:
         leaf); a KeyError if there is none."""
         return self._circuit_by_ends[(leaf, spine)]
 
+    def spine_circuits(self) -> dict[tuple[int, int], Circuit]:
+        """(leaf, spine) -> :meth:`spine_circuit`, for every pair with a circuit to a spine."""
+        return {ends: c for ends, c in self._circuit_by_ends.items() if c.end_b[0] == "spine"}
+
     @cached_property
     def _circuit_by_ends(self) -> dict[tuple[int, int], Circuit]:
         """(leaf of end a, number of end b) -> the first such circuit, indexed once per job:
@@ -184,6 +188,12 @@ class Allocation:
         for c in self.circuits:
             found.setdefault((c.end_a[1], c.end_b[1]), c)
         return found
+
+    @cached_property
+    def kept(self) -> dict[str, Any]:
+        """What readers work out of this allocation once and keep with it, by name (a routing
+        policy's table of the job's links): the allocation is read-only, so it stays true."""
+        return {}
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able view (lists and string keys only)."""

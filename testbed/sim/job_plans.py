@@ -27,7 +27,6 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -348,8 +347,8 @@ class _Router:
         # (source position, destination leaf's column, flows), sources in order, then columns
         # (a source with cross-leaf flows is one of srcs)
         rows, cols = np.nonzero(count)
-        groups = list(zip(rows.tolist(), cols.tolist(), count[rows, cols].tolist(),
-                          strict=True))
+        flows = count[rows, cols].tolist()
+        groups = list(zip(rows.tolist(), cols.tolist(), flows, strict=True))
         fabric: dict[tuple[LinkId, ...], int] = Counter()  # fabric path -> flows on it
         if self.policy.hashed:
             gen = np.random.default_rng(self.rng.getrandbits(64) if self.rng is not None else 0)
@@ -362,21 +361,28 @@ class _Router:
                 for s in np.flatnonzero(row):
                     fabric[(("ls", la, int(s)), ("sl", int(s), lb))] += int(row[s])
         else:
-            crossings = (self._crossings_by_leaf(order, leaves, groups)
+            crossings = (self._crossings_by_leaf(order, leaves, rows, cols)
                          or self._crossings_by_host(order, leaves, groups, key, b))
-            fabric = merged_paths(crossings, [c for _, _, c in groups])
+            fabric = merged_paths(crossings, flows)
         paths.extend(fabric)
         weights.extend(fabric.values())
         return paths, weights
 
-    def _crossings_by_leaf(self, order: list[LeafSlot], leaves: list[int],
-                           groups: list[tuple[int, int, int]]) -> list[tuple[LinkId, ...]]:
+    def _crossings_by_leaf(self, order: list[LeafSlot], leaves: list[int], rows: np.ndarray,
+                           cols: np.ndarray) -> list[tuple[LinkId, ...]]:
         """Each group's fabric links by the policy's ``fabric_links_to_leaves``, a source's
-        groups at once; empty if the policy may route by the destination host (or no group)."""
+        groups at once (group k: source position ``rows[k]``, destination leaf
+        ``leaves[cols[k]]``, sources in order); empty if the policy may route by the
+        destination host (or no group)."""
+        if not len(rows):
+            return []
         crossings: list[tuple[LinkId, ...]] = []
         to_leaves, alloc, spines = self.policy.fabric_links_to_leaves, self.alloc, self.spines
-        for i, row in itertools.groupby(groups, key=itemgetter(0)):
-            links = to_leaves(alloc, order[i], [leaves[j] for _, j, _ in row], spines)
+        bounds = [0, *(np.flatnonzero(np.diff(rows)) + 1).tolist(), len(rows)]
+        sources = rows[bounds[:-1]].tolist()
+        dst_leaves = np.asarray(leaves, dtype=np.int64)[cols].tolist()
+        for i, start, end in zip(sources, bounds[:-1], bounds[1:], strict=True):
+            links = to_leaves(alloc, order[i], dst_leaves[start:end], spines)
             if links is None:
                 return []
             crossings += links
