@@ -207,3 +207,47 @@ class DownOnAnotherSpine(OcsVclos):
 
 def test_a_wrong_way_down_is_caught_against_the_walk() -> None:
     assert walk_mismatches(DownOnAnotherSpine())[0] > 0
+
+
+def test_ocs_paths_of_pairs_are_each_flows_path() -> None:
+    policy, rng = OcsVclos(), random.Random(3)
+    checked = 0
+    for seed in range(8):
+        for alloc in placed_jobs("ocs-vclos", seed):
+            hosts = list(alloc.hosts)
+            rng.shuffle(hosts)
+            pairs = [(a, b) for a in range(len(hosts)) for b in range(len(hosts))
+                     if a != b and rng.random() < 0.6]
+            assert policy.paths_of_pairs(alloc, hosts, pairs, 4) == [
+                walked_path(alloc, hosts[a], hosts[b]) for a, b in pairs]
+            checked += len(pairs)
+    assert checked > 200
+
+
+def walked_path(alloc, src, dst) -> list:
+    return [("hu", *src), *walked_fabric_links(alloc, src, dst), ("hd", *dst)]
+
+
+class UpByDown(OcsVclos):
+    """Wrong on purpose: a flow between two leaves by the destination's own circuit up."""
+
+    def paths_of_pairs(self, alloc, hosts, pairs, spines):
+        found = super().paths_of_pairs(alloc, hosts, pairs, spines)
+        for k, (a, b) in enumerate(pairs):
+            if hosts[a][0] != hosts[b][0] and hosts[b] in alloc.circuit_of:
+                up = alloc.circuits[alloc.circuit_of[hosts[b]]]
+                if up.end_b[0] == "spine" and up.ocs != found[k][1][1]:
+                    found[k] = [found[k][0], ("cu", up.ocs, *found[k][1][2:]), *found[k][2:]]
+        return found
+
+
+def test_a_wrong_way_up_in_paths_of_pairs_is_caught() -> None:
+    policy = UpByDown()
+    differ = 0
+    for seed in range(8):
+        for alloc in placed_jobs("ocs-vclos", seed):
+            hosts = list(alloc.hosts)
+            pairs = [(a, b) for a in range(len(hosts)) for b in range(len(hosts)) if a != b]
+            differ += policy.paths_of_pairs(alloc, hosts, pairs, 4) != [
+                walked_path(alloc, hosts[a], hosts[b]) for a, b in pairs]
+    assert differ > 0

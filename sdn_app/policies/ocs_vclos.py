@@ -4,7 +4,7 @@ leaf to leaf) and the job's hosts are pinned to them."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from itertools import repeat
 from typing import Any
 
@@ -63,6 +63,26 @@ class OcsVclos(RoutingPolicy):
         if spine is None:
             return (("cl", up, la, lb),)
         return (up, links.down[spine][lb])
+
+    def paths_of_pairs(self, alloc: Allocation, hosts: Sequence[LeafSlot],
+                       pairs: Iterable[tuple[int, int]], spines: int) -> list[list[LinkId]]:
+        """:meth:`path` of each pair's flow, the job's links read from its
+        :class:`CircuitLinks` in one loop."""
+        links = circuit_links(alloc)
+        up, down = links.up, links.down
+        found = []
+        for a, b in pairs:
+            src, dst = hosts[a], hosts[b]
+            la, lb = src[0], dst[0]
+            if la == lb:
+                found.append([("hu", *src), ("hd", *dst)])
+                continue
+            first, spine = up[src]
+            if spine is None:
+                found.append([("hu", *src), ("cl", first, la, lb), ("hd", *dst)])
+            else:
+                found.append([("hu", *src), first, down[spine][lb], ("hd", *dst)])
+        return found
 
     def fabric_links_to_leaves(self, alloc: Allocation, src: LeafSlot, leaves: Sequence[int],
                                spines: int) -> list[tuple[LinkId, ...]]:

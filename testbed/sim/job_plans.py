@@ -321,6 +321,9 @@ class _Router:
         if self.rng is not None:
             skip_sports(self.rng, len(pairs))
         path, alloc, spines = self.policy.path, self.alloc, self.spines
+        found = self.policy.paths_of_pairs(alloc, order, pairs, spines)
+        if found is not None:
+            return found
         return [path(alloc, order[a], order[b], spines, 0) for a, b in pairs]
 
     def aggregated(self, order: list[LeafSlot], bundle: Bundle
@@ -348,9 +351,9 @@ class _Router:
         # (a source with cross-leaf flows is one of srcs)
         rows, cols = np.nonzero(count)
         flows = count[rows, cols].tolist()
-        groups = list(zip(rows.tolist(), cols.tolist(), flows, strict=True))
         fabric: dict[tuple[LinkId, ...], int] = Counter()  # fabric path -> flows on it
         if self.policy.hashed:
+            groups = list(zip(rows.tolist(), cols.tolist(), flows, strict=True))
             gen = np.random.default_rng(self.rng.getrandbits(64) if self.rng is not None else 0)
             counts = gen.multinomial([c for _, _, c in groups], [1 / self.spines] * self.spines)
             leaf_pairs = sorted({(order[i][0], leaves[j]) for i, j, _ in groups})
@@ -362,7 +365,7 @@ class _Router:
                     fabric[(("ls", la, int(s)), ("sl", int(s), lb))] += int(row[s])
         else:
             crossings = (self._crossings_by_leaf(order, leaves, rows, cols)
-                         or self._crossings_by_host(order, leaves, groups, key, b))
+                         or self._crossings_by_host(order, leaves, rows, cols, key, b))
             fabric = merged_paths(crossings, flows)
         paths.extend(fabric)
         weights.extend(fabric.values())
@@ -388,19 +391,19 @@ class _Router:
             crossings += links
         return crossings
 
-    def _crossings_by_host(self, order: list[LeafSlot], leaves: list[int],
-                           groups: list[tuple[int, int, int]], key: np.ndarray,
-                           dst: np.ndarray) -> list[tuple[LinkId, ...]]:
-        """Each group's fabric links as the policy routes its first flow (the group of
-        source ``i`` and destination leaf column ``j`` holds the flows of ``key == i * width
-        + j``, to the positions ``dst``)."""
+    def _crossings_by_host(self, order: list[LeafSlot], leaves: list[int], rows: np.ndarray,
+                           cols: np.ndarray, key: np.ndarray, dst: np.ndarray
+                           ) -> list[tuple[LinkId, ...]]:
+        """Each group's fabric links (as :meth:`_crossings_by_leaf`) as the policy routes its
+        first flow (the group of source ``i`` and destination leaf column ``j`` holds the
+        flows of ``key == i * width + j``, to the positions ``dst``)."""
         n, width = len(order), len(leaves)
         first_of = np.full(n * width, n, dtype=np.int64)
         np.minimum.at(first_of, key, dst)
         first = first_of.tolist()
         fabric_links, alloc, spines = self.policy.fabric_links, self.alloc, self.spines
         return [fabric_links(alloc, order[i], order[first[i * width + j]], spines)
-                for i, j, _ in groups]
+                for i, j in zip(rows.tolist(), cols.tolist(), strict=True)]
 
 
 def merged_paths(crossings: list[tuple[LinkId, ...]], flows: list[int]
