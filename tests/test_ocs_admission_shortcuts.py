@@ -178,3 +178,40 @@ def test_default_ports_are_the_plain_ones(seed: int) -> None:
                 served += bool(want)
                 checked += 1
     assert served > checked // 20
+
+
+def full_read_changes(before: tuple[list[int], list[list[int]]], ledger: Ledger
+                      ) -> tuple[list[tuple], list[tuple]]:
+    """What changed between two whole reads of the ledger's idle ports."""
+    leaves, rows = before
+    idle, now = ledger.idle_ocs_masks(), ledger.idle_port_masks()
+    return ([(leaf, a, b) for leaf, (a, b) in enumerate(zip(leaves, idle, strict=True))
+             if a != b],
+            [(spine, ocs, a, b) for spine in range(ledger.spines)
+             for ocs, (a, b) in enumerate(zip(rows[spine], now[spine], strict=True))
+             if a != b])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ports_seen_reads_again_only_changed_spines_and_misses_nothing(seed: int) -> None:
+    rng = random.Random(seed)
+    cluster = Cluster(8, 6, 4, 4, spine_ports_per_ocs=2)
+    seen = ocs.PortsSeen(cluster.leaves, cluster.spines)
+    before = ([0] * cluster.leaves, [[0] * cluster.ocs_count for _ in range(cluster.spines)])
+    running: list[str] = []
+    changed = 0
+    for step in range(60):
+        if running and rng.random() < 0.4:
+            cluster.release(running.pop(rng.randrange(len(running))))
+        else:
+            with contextlib.suppress(AllocationRefused):
+                running.append(cluster.allocate(f"j{step}", rng.choice((2, 4, 8)),
+                                                "ocs-vclos").job_id)
+        if rng.random() < 0.4:
+            continue  # several changes between two reads
+        assert seen.update(cluster) == full_read_changes(before, cluster)
+        assert seen.port_masks == cluster.idle_port_masks()
+        before = (cluster.idle_ocs_masks(), cluster.idle_port_masks())
+        assert seen.update(cluster) == ([], [])  # read again at once: nothing changed
+        changed += 1
+    assert changed > 10

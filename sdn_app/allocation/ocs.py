@@ -1077,26 +1077,33 @@ def _default_owners(ocs: int, spine: int, port: int, leaves: int, ocs_count: int
 class PortsSeen:
     """A ledger's idle OCS ports as last read (none before the first read), to tell what
     changed since: ``leaf_masks[leaf]``, :meth:`Ledger.idle_ocs_mask`; ``port_masks[spine]
-    [ocs]``, :meth:`Ledger.idle_port_mask`."""
+    [ocs]``, :meth:`Ledger.idle_port_mask` (only the spines whose masks changed since, by
+    :meth:`Ledger.port_row_changes`, are read again)."""
 
     def __init__(self, leaves: int, spines: int) -> None:
         self.leaf_masks = [0] * leaves
         self.port_masks: list[list[int]] = [[] for _ in range(spines)]
+        self.row_changes: list[int] | None = None  # port_row_changes() when last read
 
     def update(self, ledger: Ledger
                ) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int, int]]]:
         """Read ``ledger`` again; returns ``(leaf, old mask, new mask)`` of every leaf whose
         idle OCS ports changed since, and ``(spine, ocs, old mask, new mask)`` of every spine
         and OCS whose idle ports did."""
-        idle, rows = ledger.idle_ocs_masks(), ledger.idle_port_masks()
+        idle, row_changes = ledger.idle_ocs_masks(), ledger.port_row_changes()
         leaf_changes = [(leaf, old, new) for leaf, (old, new)
                         in enumerate(zip(self.leaf_masks, idle, strict=True)) if old != new]
+        seen = self.row_changes
+        spines = (range(len(row_changes)) if seen is None else
+                  [s for s, (a, b) in enumerate(zip(seen, row_changes, strict=True)) if a != b])
         port_changes = []
-        for spine, (old_row, new_row) in enumerate(zip(self.port_masks, rows, strict=True)):
+        for spine in spines:
+            old_row, new_row = self.port_masks[spine], ledger.idle_port_row(spine)
             if old_row != new_row:
                 port_changes += [(spine, ocs, old, new) for ocs, (old, new) in enumerate(
                     zip(old_row or [0] * len(new_row), new_row, strict=True)) if old != new]
-        self.leaf_masks, self.port_masks = idle, rows
+                self.port_masks[spine] = new_row
+        self.leaf_masks, self.row_changes = idle, row_changes
         return leaf_changes, port_changes
 
 
