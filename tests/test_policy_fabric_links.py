@@ -149,3 +149,105 @@ def test_aggregated_by_leaf_catches_a_wrong_way_down() -> None:
                 differ += aggregated(DownByUp(), alloc, bundle) != aggregated(
                     HostsOnlyOcs(), alloc, bundle)
     assert differ > 0
+
+
+# OCS-vClos's links worked out once per job (``CircuitLinks``, issue 44): the same links as
+# walking the job's circuits for every flow, as the policy did before
+
+def walked_fabric_links(alloc, src, dst) -> tuple:
+    """The straightforward answer: ``src``'s circuit, then the job's first circuit from its
+    spine down to ``dst``'s leaf (or the direct circuit), looked up in the circuits."""
+    la, lb = src[0], dst[0]
+    if la == lb:
+        return ()
+    up = alloc.circuits[alloc.circuit_of[src]]
+    if up.end_b[0] == "leaf":
+        return (("cl", up.ocs, la, lb),)
+    _, spine, port = up.end_b
+    down = next(c for c in alloc.circuits
+                if c.end_a == ("leaf", lb) and c.end_b[:2] == ("spine", spine))
+    return (("cu", up.ocs, la, spine, port), ("cd", down.ocs, spine, down.end_b[2], lb))
+
+
+def walk_mismatches(policy: OcsVclos) -> tuple[int, int, int]:
+    """Host pairs of placed OCS-vClos jobs whose fabric links differ from the walked ones;
+    how many were checked, how many through a direct leaf-leaf circuit."""
+    wrong = checked = direct = 0
+    for seed in range(8):
+        for alloc in placed_jobs("ocs-vclos", seed):
+            for src in alloc.hosts:
+                for dst in alloc.hosts:
+                    want = walked_fabric_links(alloc, src, dst)
+                    wrong += policy.fabric_links(alloc, src, dst, 4) != want
+                    wrong += policy.path(alloc, src, dst, 4) != [("hu", *src), *want,
+                                                                  ("hd", *dst)]
+                    checked += 1
+                    direct += len(want) == 1
+    return wrong, checked, direct
+
+
+def test_ocs_links_kept_per_job_are_the_walked_circuits() -> None:
+    wrong, checked, direct = walk_mismatches(OcsVclos())
+    assert wrong == 0
+    assert checked > 500 and direct > 10
+
+
+class DownOnAnotherSpine(OcsVclos):
+    """Wrong on purpose: the way down taken from the next spine's circuit where it has one."""
+
+    def fabric_links(self, alloc, src, dst, spines):
+        links = super().fabric_links(alloc, src, dst, spines)
+        if len(links) == 2:
+            for other in alloc.circuits:
+                if other.end_a == ("leaf", dst[0]) and other.end_b[0] == "spine" \
+                        and other.end_b[1] != links[0][3]:
+                    return (links[0], ("cd", other.ocs, *links[1][2:]))
+        return links
+
+
+def test_a_wrong_way_down_is_caught_against_the_walk() -> None:
+    assert walk_mismatches(DownOnAnotherSpine())[0] > 0
+
+
+def test_ocs_paths_of_pairs_are_each_flows_path() -> None:
+    policy, rng = OcsVclos(), random.Random(3)
+    checked = 0
+    for seed in range(8):
+        for alloc in placed_jobs("ocs-vclos", seed):
+            hosts = list(alloc.hosts)
+            rng.shuffle(hosts)
+            pairs = [(a, b) for a in range(len(hosts)) for b in range(len(hosts))
+                     if a != b and rng.random() < 0.6]
+            assert policy.paths_of_pairs(alloc, hosts, pairs, 4) == [
+                walked_path(alloc, hosts[a], hosts[b]) for a, b in pairs]
+            checked += len(pairs)
+    assert checked > 200
+
+
+def walked_path(alloc, src, dst) -> list:
+    return [("hu", *src), *walked_fabric_links(alloc, src, dst), ("hd", *dst)]
+
+
+class UpByDown(OcsVclos):
+    """Wrong on purpose: a flow between two leaves by the destination's own circuit up."""
+
+    def paths_of_pairs(self, alloc, hosts, pairs, spines):
+        found = super().paths_of_pairs(alloc, hosts, pairs, spines)
+        for k, (a, b) in enumerate(pairs):
+            if hosts[a][0] != hosts[b][0] and hosts[b] in alloc.circuit_of:
+                up = alloc.circuits[alloc.circuit_of[hosts[b]]]
+                if up.end_b[0] == "spine" and up.ocs != found[k][1][1]:
+                    found[k] = [found[k][0], ("cu", up.ocs, *found[k][1][2:]), *found[k][2:]]
+        return found
+
+
+def test_a_wrong_way_up_in_paths_of_pairs_is_caught() -> None:
+    policy = UpByDown()
+    differ = 0
+    for seed in range(8):
+        for alloc in placed_jobs("ocs-vclos", seed):
+            hosts = list(alloc.hosts)
+            pairs = [(a, b) for a in range(len(hosts)) for b in range(len(hosts)) if a != b]
+            differ += policy.paths_of_pairs(alloc, hosts, pairs, 4) != [
+                walked_path(alloc, hosts[a], hosts[b]) for a, b in pairs]
+    assert differ > 0

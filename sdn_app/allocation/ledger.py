@@ -176,6 +176,10 @@ class Allocation:
         leaf); a KeyError if there is none."""
         return self._circuit_by_ends[(leaf, spine)]
 
+    def spine_circuits(self) -> dict[tuple[int, int], Circuit]:
+        """(leaf, spine) -> :meth:`spine_circuit`, for every pair with a circuit to a spine."""
+        return {ends: c for ends, c in self._circuit_by_ends.items() if c.end_b[0] == "spine"}
+
     @cached_property
     def _circuit_by_ends(self) -> dict[tuple[int, int], Circuit]:
         """(leaf of end a, number of end b) -> the first such circuit, indexed once per job:
@@ -184,6 +188,12 @@ class Allocation:
         for c in self.circuits:
             found.setdefault((c.end_a[1], c.end_b[1]), c)
         return found
+
+    @cached_property
+    def kept(self) -> dict[str, Any]:
+        """What readers work out of this allocation once and keep with it, by name (a routing
+        policy's table of the job's links): the allocation is read-only, so it stays true."""
+        return {}
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able view (lists and string keys only)."""
@@ -310,6 +320,7 @@ class Ledger:
         self._spine_idle = [[spine_ports_per_ocs] * ocs_count for _ in range(spines)]
         self._spine_port_mask = [[(1 << spine_ports_per_ocs) - 1] * ocs_count
                                  for _ in range(spines)]
+        self._spine_row_changes = [0] * spines  # per spine: how often its port masks changed
         self._link_owner: dict[LeafSpineLink, str] = {}
         # job -> the OCS ports its circuits hold, worked out once when it is committed
         self._held_ports: dict[str, PortUse] = {}
@@ -469,6 +480,15 @@ class Ledger:
         """``[spine][ocs]``: :meth:`idle_port_mask` of every spine and OCS (a copy)."""
         return [row[:] for row in self._spine_port_mask]
 
+    def idle_port_row(self, spine: int) -> list[int]:
+        """``[ocs]``: :meth:`idle_port_mask` of ``spine`` (a copy)."""
+        return self._spine_port_mask[spine][:]
+
+    def port_row_changes(self) -> list[int]:
+        """Per spine, how many times its idle port masks changed (a copy): a reader that
+        kept the counts it saw reads again only the spines whose count moved."""
+        return self._spine_row_changes[:]
+
     def idle_spine_counts(self) -> list[list[int]]:
         """``[spine][ocs]``: how many of the spine's ports on that OCS are idle (a copy)."""
         return [row[:] for row in self._spine_idle]
@@ -540,11 +560,13 @@ class Ledger:
         for leaf, mask in ports.leaves.items():
             assert leaf_mask[leaf] & mask == (mask if step > 0 else 0), (leaf, mask)
             leaf_mask[leaf] ^= mask
+        changes = self._spine_row_changes
         for (ocs, spine), mask in ports.spines.items():
             row = port_mask[spine]
             assert row[ocs] & mask == (mask if step > 0 else 0), (ocs, spine, mask)
             row[ocs] ^= mask
             idle[spine][ocs] -= step * mask.bit_count()
+            changes[spine] += 1
 
     def _exclusive_links(self, allocation: Allocation) -> frozenset[LeafSpineLink]:
         """The (leaf, spine) pairs no other job may use while this one runs (a vClos job's

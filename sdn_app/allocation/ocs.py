@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import sys
 from abc import ABC, abstractmethod
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cached_property, lru_cache
@@ -125,7 +126,7 @@ class _DefaultFirst(Rewiring):
         view: AdmissionView,
     ) -> Allocation | None:
         leaf_sets = None if leaves is None else [leaves]
-        found = try_default(ledger, job_id, m, n, leaf_sets, view.masks)
+        found = try_default(ledger, job_id, m, n, leaf_sets, view.masks, view.spine_order)
         if found is None and m == 2:
             found = try_direct_pair(ledger, job_id, n, None if leaves is None else [tuple(leaves)])
         if found is None:
@@ -151,9 +152,21 @@ class ConservativeRewiring(_DefaultFirst):
         view: AdmissionView | None = None,
     ) -> Allocation | None:
         view = AdmissionView(ledger) if view is None else view
+        # try_ocs_spines' own refusals without a leaf set to try (too few spines with m idle
+        # ports, too few leaves), made before the rewire index is brought up to date: the
+        # changes it owes are kept for the next catch-up (each port filed once however often
+        # it changed)
+        order, idle = view.spine_order
+        if len(order) - bisect_left(idle, m) < n:
+            return None
+        if leaf_sets is None:
+            leaves = ocs_leaves_with(ledger, n)
+            if len(leaves) < m:
+                return None
+            leaf_sets = islice(combinations(leaves, m), MAX_OCS_LEAF_SETS)
         return try_ocs_spines(
             ledger, job_id, m, n, leaf_sets, passes=("default", "match"), orphans_only=True,
-            index=view.rewire_index(), masks=view.masks)
+            index=view.rewire_index(), masks=view.masks, by_idle=view.spine_order)
 
 
 class AugmentRewiring(_DefaultFirst):
@@ -238,6 +251,11 @@ class AdmissionView:
     def rewire_index(self) -> RewireIndex:
         return self.kept.rewire_index()
 
+    @cached_property
+    def spine_order(self) -> SpineOrder:
+        """:func:`spine_order` of the ledger."""
+        return spine_order(self.ledger)
+
     def augment(self) -> _AugmentView:
         if self._augment is None:
             self._augment = _AugmentView(self.ledger, self.kept)
@@ -246,16 +264,20 @@ class AdmissionView:
 
 def try_default(
     ledger: Ledger, job_id: str, m: int, n: int, leaf_sets: LeafSets | None,
-    masks: DefaultMasks | None = None,
+    masks: DefaultMasks | None = None, by_idle: SpineOrder | None = None,
 ) -> Allocation | None:
     """The exact search static vClos does, over the links the default wiring offers.
-    ``masks``: :class:`DefaultMasks` of this ledger, if already made."""
+    ``masks``, ``by_idle``: :class:`DefaultMasks` and :func:`spine_order` of this ledger,
+    if already made."""
     masks = DefaultMasks(ledger) if masks is None else masks
     if leaf_sets is None:
         # the leaves only: the default pass below picks its own spines
         leaves = default_leaves(ledger, m, n, masks)
-        leaf_sets = [] if leaves is None else [leaves]
-    return try_ocs_spines(ledger, job_id, m, n, leaf_sets, passes=("default",), masks=masks)
+        if leaves is None:
+            return None  # no leaf set to wire
+        leaf_sets = [leaves]
+    return try_ocs_spines(ledger, job_id, m, n, leaf_sets, passes=("default",), masks=masks,
+                          by_idle=by_idle)
 
 
 def default_leaves(ledger: Ledger, m: int, n: int, masks: DefaultMasks) -> list[int] | None:
@@ -274,7 +296,10 @@ def default_leaves(ledger: Ledger, m: int, n: int, masks: DefaultMasks) -> list[
     before = misses.get((m, n))
     changed = None if before is None else {
         leaf for leaf, mask in now.items() if mask & ~before.get(leaf, 0)}
-    leaves = search_leaves(peel(now, m, n, ledger.spines), m, n, ledger.spines, changed)
+    if changed is not None and not changed:
+        leaves = None  # no set holds a leaf that changed: the search would look at none
+    else:
+        leaves = search_leaves(peel(now, m, n, ledger.spines), m, n, ledger.spines, changed)
     if leaves is None:
         misses[(m, n)] = now
     else:
@@ -324,21 +349,20 @@ def try_ocs_spines(
     orphans_only: bool = False,
     index: RewireIndex | None = None,
     masks: DefaultMasks | None = None,
+    by_idle: SpineOrder | None = None,
 ) -> Allocation | None:
     """m leaves x n spines; each (leaf, spine) pair realised by one new circuit.
 
     Leaf sets are tried best fit first (at most MAX_OCS_LEAF_SETS of them), or
     only those of ``leaf_sets``. ``passes`` and ``orphans_only``: see :func:`wire_spines`.
     Only spines with >= m idle ports can serve m leaves; they are tried with
-    the fewest idle ports first (keep idle spines for big jobs). ``index`` and ``masks``:
-    :func:`rewire_index` and :class:`DefaultMasks` of this ledger, if already made.
+    the fewest idle ports first (keep idle spines for big jobs). ``index``, ``masks`` and
+    ``by_idle``: :func:`rewire_index`, :class:`DefaultMasks` and :func:`spine_order` of this
+    ledger, if already made.
     """
-    busy = ledger.busy_spine_ports()
-    total = ledger.ocs_count * ledger.spine_ports_per_ocs
-    spines = sorted(
-        (s for s in range(ledger.spines) if total - busy[s] >= m),
-        key=lambda s: (total - busy[s], s),
-    )
+    order, idle = spine_order(ledger) if by_idle is None else by_idle
+    # idle ports rise along the order: the spines with >= m of them are its tail
+    spines = order[bisect_left(idle, m):]
     if len(spines) < n:
         return None
     if leaf_sets is None:
@@ -365,6 +389,18 @@ def try_ocs_spines(
                 job_id, "ocs-vclos", ledger.take_slots(sorted(leaves), n), spines, ports
             )
     return None
+
+
+SpineOrder = tuple[list[int], list[int]]
+
+
+def spine_order(ledger: Ledger) -> SpineOrder:
+    """Every spine, fewest idle OCS ports first (then lowest), and those counts in that
+    order: the order :func:`try_ocs_spines` tries spines in."""
+    total = ledger.ocs_count * ledger.spine_ports_per_ocs
+    idle = [total - busy for busy in ledger.busy_spine_ports()]
+    order = sorted(range(ledger.spines), key=lambda s: (idle[s], s))
+    return order, [idle[s] for s in order]
 
 
 def wire_spines(
@@ -992,22 +1028,22 @@ def default_ports(
     """Each leaf's default circuit to ``spine`` (:func:`default_circuit`; another port of
     the spine on the same OCS if that one is busy), or {} when one of them is busy."""
     out: dict[int, tuple[int, int]] = {}
-    taken: set[tuple[int, int]] = set()  # out's values
+    taken: dict[int, int] = {}  # ocs -> bit p for each port (ocs, p) among out's values
+    geometry = (ledger.spines, ledger.ocs_count, ledger.spine_ports_per_ocs)
     for leaf in leaves:
-        ocs, first = _default_row(
-            leaf, ledger.spines, ledger.ocs_count, ledger.spine_ports_per_ocs)[spine]
+        ocs, first = _default_row(leaf, *geometry)[spine]
         if ocs < 0:
             return {}
         if not ledger.idle_ocs_mask(leaf) >> ocs & 1 or (ocs, leaf) in used_leaf_ports:
             return {}
-        idle = ledger.idle_port_mask(ocs, spine)
-        # The default port, else the lowest other idle one not yet this job's.
-        ports = [first, *(p for p in bits(idle) if p != first)]
-        port = next((p for p in ports if idle >> p & 1 and (ocs, p) not in taken), None)
-        if port is None:
+        # The default port, else the lowest other idle one not yet this job's (the default
+        # port, when not open, is not among those).
+        open_ports = ledger.idle_port_mask(ocs, spine) & ~taken.get(ocs, 0)
+        if not open_ports:
             return {}
+        port = first if open_ports >> first & 1 else (open_ports & -open_ports).bit_length() - 1
         out[leaf] = (ocs, port)
-        taken.add((ocs, port))
+        taken[ocs] = taken.get(ocs, 0) | 1 << port
     return out
 
 
@@ -1041,26 +1077,33 @@ def _default_owners(ocs: int, spine: int, port: int, leaves: int, ocs_count: int
 class PortsSeen:
     """A ledger's idle OCS ports as last read (none before the first read), to tell what
     changed since: ``leaf_masks[leaf]``, :meth:`Ledger.idle_ocs_mask`; ``port_masks[spine]
-    [ocs]``, :meth:`Ledger.idle_port_mask`."""
+    [ocs]``, :meth:`Ledger.idle_port_mask` (only the spines whose masks changed since, by
+    :meth:`Ledger.port_row_changes`, are read again)."""
 
     def __init__(self, leaves: int, spines: int) -> None:
         self.leaf_masks = [0] * leaves
         self.port_masks: list[list[int]] = [[] for _ in range(spines)]
+        self.row_changes: list[int] | None = None  # port_row_changes() when last read
 
     def update(self, ledger: Ledger
                ) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int, int]]]:
         """Read ``ledger`` again; returns ``(leaf, old mask, new mask)`` of every leaf whose
         idle OCS ports changed since, and ``(spine, ocs, old mask, new mask)`` of every spine
         and OCS whose idle ports did."""
-        idle, rows = ledger.idle_ocs_masks(), ledger.idle_port_masks()
+        idle, row_changes = ledger.idle_ocs_masks(), ledger.port_row_changes()
         leaf_changes = [(leaf, old, new) for leaf, (old, new)
                         in enumerate(zip(self.leaf_masks, idle, strict=True)) if old != new]
+        seen = self.row_changes
+        spines = (range(len(row_changes)) if seen is None else
+                  [s for s, (a, b) in enumerate(zip(seen, row_changes, strict=True)) if a != b])
         port_changes = []
-        for spine, (old_row, new_row) in enumerate(zip(self.port_masks, rows, strict=True)):
+        for spine in spines:
+            old_row, new_row = self.port_masks[spine], ledger.idle_port_row(spine)
             if old_row != new_row:
                 port_changes += [(spine, ocs, old, new) for ocs, (old, new) in enumerate(
                     zip(old_row or [0] * len(new_row), new_row, strict=True)) if old != new]
-        self.leaf_masks, self.port_masks = idle, rows
+                self.port_masks[spine] = new_row
+        self.leaf_masks, self.row_changes = idle, row_changes
         return leaf_changes, port_changes
 
 
@@ -1223,16 +1266,16 @@ def _owner_table(leaves: int, ocs_count: int, ports: int, spines: int
 
 @lru_cache(maxsize=16)
 def _owned_ports(leaves: int, ocs_count: int, ports: int, spines: int
-                 ) -> list[dict[int, list[tuple[int, int]]]]:
-    """``[leaf]``: ``ocs`` -> the ``(spine, port)`` s of which the leaf is a default owner on
-    that OCS (:func:`_owner_table` read the other way): the ports whose blockers change when
-    the leaf's own port on the OCS turns busy or idle."""
-    found: list[dict[int, list[tuple[int, int]]]] = [{} for _ in range(leaves)]
+                 ) -> list[dict[int, list[SpinePort]]]:
+    """``[leaf]``: ``ocs`` -> the spine ports ``(ocs, spine, port)`` of which the leaf is a
+    default owner on that OCS (:func:`_owner_table` read the other way): the ports whose
+    blockers change when the leaf's own port on the OCS turns busy or idle."""
+    found: list[dict[int, list[SpinePort]]] = [{} for _ in range(leaves)]
     for spine, row in enumerate(_owner_table(leaves, ocs_count, ports, spines)):
         for ocs, owners_by_port in enumerate(row):
             for port, owners in enumerate(owners_by_port):
                 for owner in owners:
-                    found[owner].setdefault(ocs, []).append((spine, port))
+                    found[owner].setdefault(ocs, []).append((ocs, spine, port))
     return found
 
 
@@ -1266,7 +1309,7 @@ class RewireIndex:
         for leaf, old, new in leaf_changes:
             owned = owned_by_leaf[leaf]
             for ocs in bits(old ^ new):
-                self.owed.update((ocs, spine, port) for spine, port in owned.get(ocs, ()))
+                self.owed.update(owned.get(ocs, ()))
         for spine, ocs, old, new in port_changes:
             self.owed.update((ocs, spine, port) for port in bits(old ^ new))
 

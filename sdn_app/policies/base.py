@@ -22,7 +22,7 @@ fabrics ``("cu", ocs, leaf, spine, port)``, ``("cd", ocs, spine, port, leaf)``,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
 from sdn_app.allocation.cluster import Cluster
@@ -95,6 +95,13 @@ class RoutingPolicy:
         policy may work them out without the host links)."""
         return tuple([link for link in self.path(alloc, src, dst, spines, 0)
                       if link[0] not in HOST_LINKS])
+
+    def paths_of_pairs(self, alloc: Allocation, hosts: Sequence[LeafSlot],
+                       pairs: Iterable[tuple[int, int]], spines: int
+                       ) -> list[list[LinkId]] | None:
+        """:meth:`path` (source port 0) of each flow ``hosts[a] -> hosts[b]`` of ``pairs``,
+        in order, worked out at once; None (the default): ask :meth:`path` flow by flow."""
+        return None
 
     def fabric_links_to_leaves(self, alloc: Allocation, src: LeafSlot, leaves: Sequence[int],
                                spines: int) -> list[tuple[LinkId, ...]] | None:

@@ -4,7 +4,9 @@ leaf to leaf) and the job's hosts are pinned to them."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from itertools import repeat
+from typing import Any
 
 from sdn_app.allocation.ledger import Allocation
 from sdn_app.policies.base import LeafSlot, LinkId, RoutingPolicy
@@ -56,25 +58,72 @@ class OcsVclos(RoutingPolicy):
         la, lb = src[0], dst[0]
         if la == lb:
             return ()
-        up = alloc.circuits[alloc.circuit_of[src]]
-        if up.end_b[0] == "leaf":
-            return (("cl", up.ocs, la, lb),)
-        _, s, port = up.end_b
-        down = alloc.spine_circuit(lb, s)
-        return (("cu", up.ocs, la, s, port), ("cd", down.ocs, s, down.end_b[2], lb))
+        links = circuit_links(alloc)
+        up, spine = links.up[src]
+        if spine is None:
+            return (("cl", up, la, lb),)
+        return (up, links.down[spine][lb])
+
+    def paths_of_pairs(self, alloc: Allocation, hosts: Sequence[LeafSlot],
+                       pairs: Iterable[tuple[int, int]], spines: int) -> list[list[LinkId]]:
+        """:meth:`path` of each pair's flow, the job's links read from its
+        :class:`CircuitLinks` in one loop."""
+        links = circuit_links(alloc)
+        up, down = links.up, links.down
+        found = []
+        for a, b in pairs:
+            src, dst = hosts[a], hosts[b]
+            la, lb = src[0], dst[0]
+            if la == lb:
+                found.append([("hu", *src), ("hd", *dst)])
+                continue
+            first, spine = up[src]
+            if spine is None:
+                found.append([("hu", *src), ("cl", first, la, lb), ("hd", *dst)])
+            else:
+                found.append([("hu", *src), first, down[spine][lb], ("hd", *dst)])
+        return found
 
     def fabric_links_to_leaves(self, alloc: Allocation, src: LeafSlot, leaves: Sequence[int],
                                spines: int) -> list[tuple[LinkId, ...]]:
         """:meth:`fabric_links` to each leaf: ``src``'s circuit (one link for all), then
         the job's circuit from its spine down to the leaf (or the direct circuit)."""
-        la = src[0]
-        up = alloc.circuits[alloc.circuit_of[src]]
-        if up.end_b[0] == "leaf":
-            return [(("cl", up.ocs, la, lb),) for lb in leaves]
-        _, s, port = up.end_b
-        first = ("cu", up.ocs, la, s, port)
-        downs = [alloc.spine_circuit(lb, s) for lb in leaves]
-        return [(first, ("cd", down.ocs, s, down.end_b[2], lb))
-                for lb, down in zip(leaves, downs, strict=True)]
+        links = circuit_links(alloc)
+        up, spine = links.up[src]
+        if spine is None:
+            la = src[0]
+            return [(("cl", up, la, lb),) for lb in leaves]
+        return list(zip(repeat(up), map(links.down[spine].__getitem__, leaves)))
+
+
+class CircuitLinks:
+    """An OCS-vClos job's circuit links, worked out once per job (its paths ask for them
+    per flow): ``up[host]``, the link up the host's circuit and the spine it reaches, or the
+    OCS and None for a direct leaf-leaf circuit (whose link names the destination leaf);
+    ``down[spine][leaf]``, the link down the job's first circuit from the spine to the
+    leaf (:meth:`Allocation.spine_circuit`)."""
+
+    def __init__(self, alloc: Allocation) -> None:
+        circuits = alloc.circuits
+        self.up: dict[LeafSlot, tuple[Any, int | None]] = {}
+        for host, index in alloc.circuit_of.items():
+            ocs, _end_a, end_b = circuits[index]
+            if end_b[0] == "leaf":
+                self.up[host] = (ocs, None)
+            else:
+                _, spine, port = end_b
+                self.up[host] = (("cu", ocs, host[0], spine, port), spine)
+        self.down: dict[int, dict[int, LinkId]] = {}
+        for (leaf, spine), (ocs, _end_a, end_b) in alloc.spine_circuits().items():
+            self.down.setdefault(spine, {})[leaf] = ("cd", ocs, spine, end_b[2], leaf)
+
+
+def circuit_links(alloc: Allocation) -> CircuitLinks:
+    """The :class:`CircuitLinks` of ``alloc``, kept with it."""
+    links = alloc.kept.get("ocs-vclos links")
+    if links is None:
+        links = alloc.kept["ocs-vclos links"] = CircuitLinks(alloc)
+    return links
+
 
 POLICY = OcsVclos()

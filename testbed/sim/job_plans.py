@@ -27,7 +27,6 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -322,6 +321,9 @@ class _Router:
         if self.rng is not None:
             skip_sports(self.rng, len(pairs))
         path, alloc, spines = self.policy.path, self.alloc, self.spines
+        found = self.policy.paths_of_pairs(alloc, order, pairs, spines)
+        if found is not None:
+            return found
         return [path(alloc, order[a], order[b], spines, 0) for a, b in pairs]
 
     def aggregated(self, order: list[LeafSlot], bundle: Bundle
@@ -348,10 +350,10 @@ class _Router:
         # (source position, destination leaf's column, flows), sources in order, then columns
         # (a source with cross-leaf flows is one of srcs)
         rows, cols = np.nonzero(count)
-        groups = list(zip(rows.tolist(), cols.tolist(), count[rows, cols].tolist(),
-                          strict=True))
+        flows = count[rows, cols].tolist()
         fabric: dict[tuple[LinkId, ...], int] = Counter()  # fabric path -> flows on it
         if self.policy.hashed:
+            groups = list(zip(rows.tolist(), cols.tolist(), flows, strict=True))
             gen = np.random.default_rng(self.rng.getrandbits(64) if self.rng is not None else 0)
             counts = gen.multinomial([c for _, _, c in groups], [1 / self.spines] * self.spines)
             leaf_pairs = sorted({(order[i][0], leaves[j]) for i, j, _ in groups})
@@ -362,39 +364,46 @@ class _Router:
                 for s in np.flatnonzero(row):
                     fabric[(("ls", la, int(s)), ("sl", int(s), lb))] += int(row[s])
         else:
-            crossings = (self._crossings_by_leaf(order, leaves, groups)
-                         or self._crossings_by_host(order, leaves, groups, key, b))
-            fabric = merged_paths(crossings, [c for _, _, c in groups])
+            crossings = (self._crossings_by_leaf(order, leaves, rows, cols)
+                         or self._crossings_by_host(order, leaves, rows, cols, key, b))
+            fabric = merged_paths(crossings, flows)
         paths.extend(fabric)
         weights.extend(fabric.values())
         return paths, weights
 
-    def _crossings_by_leaf(self, order: list[LeafSlot], leaves: list[int],
-                           groups: list[tuple[int, int, int]]) -> list[tuple[LinkId, ...]]:
+    def _crossings_by_leaf(self, order: list[LeafSlot], leaves: list[int], rows: np.ndarray,
+                           cols: np.ndarray) -> list[tuple[LinkId, ...]]:
         """Each group's fabric links by the policy's ``fabric_links_to_leaves``, a source's
-        groups at once; empty if the policy may route by the destination host (or no group)."""
+        groups at once (group k: source position ``rows[k]``, destination leaf
+        ``leaves[cols[k]]``, sources in order); empty if the policy may route by the
+        destination host (or no group)."""
+        if not len(rows):
+            return []
         crossings: list[tuple[LinkId, ...]] = []
         to_leaves, alloc, spines = self.policy.fabric_links_to_leaves, self.alloc, self.spines
-        for i, row in itertools.groupby(groups, key=itemgetter(0)):
-            links = to_leaves(alloc, order[i], [leaves[j] for _, j, _ in row], spines)
+        bounds = [0, *(np.flatnonzero(np.diff(rows)) + 1).tolist(), len(rows)]
+        sources = rows[bounds[:-1]].tolist()
+        dst_leaves = np.asarray(leaves, dtype=np.int64)[cols].tolist()
+        for i, start, end in zip(sources, bounds[:-1], bounds[1:], strict=True):
+            links = to_leaves(alloc, order[i], dst_leaves[start:end], spines)
             if links is None:
                 return []
             crossings += links
         return crossings
 
-    def _crossings_by_host(self, order: list[LeafSlot], leaves: list[int],
-                           groups: list[tuple[int, int, int]], key: np.ndarray,
-                           dst: np.ndarray) -> list[tuple[LinkId, ...]]:
-        """Each group's fabric links as the policy routes its first flow (the group of
-        source ``i`` and destination leaf column ``j`` holds the flows of ``key == i * width
-        + j``, to the positions ``dst``)."""
+    def _crossings_by_host(self, order: list[LeafSlot], leaves: list[int], rows: np.ndarray,
+                           cols: np.ndarray, key: np.ndarray, dst: np.ndarray
+                           ) -> list[tuple[LinkId, ...]]:
+        """Each group's fabric links (as :meth:`_crossings_by_leaf`) as the policy routes its
+        first flow (the group of source ``i`` and destination leaf column ``j`` holds the
+        flows of ``key == i * width + j``, to the positions ``dst``)."""
         n, width = len(order), len(leaves)
         first_of = np.full(n * width, n, dtype=np.int64)
         np.minimum.at(first_of, key, dst)
         first = first_of.tolist()
         fabric_links, alloc, spines = self.policy.fabric_links, self.alloc, self.spines
         return [fabric_links(alloc, order[i], order[first[i * width + j]], spines)
-                for i, j, _ in groups]
+                for i, j in zip(rows.tolist(), cols.tolist(), strict=True)]
 
 
 def merged_paths(crossings: list[tuple[LinkId, ...]], flows: list[int]
