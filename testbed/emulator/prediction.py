@@ -127,8 +127,8 @@ def probe_s(exp: Experiment, job: JobRun, probe: ResolvedJob, step_latency_s: fl
     model = exp.model_copy(update={"jobs": [spec], "calibrate": False, "solo_baselines": False})
     shutil.rmtree(out, ignore_errors=True)
     sim_dir = SimRunner(model, out, step_latency_s=step_latency_s).run()
-    (record,) = json.loads((sim_dir / "jobs.json").read_text())
-    return max(r["time_us"] for r in record["results"]) / 1e6
+    records = json.loads((sim_dir / "jobs.json").read_text())
+    return max(replay_times(records, sim_dir)[probe.name]["times_s"].values())
 
 
 def replay_times(records: list[dict[str, Any]], run: Path) -> dict[str, dict[str, Any]]:
