@@ -28,6 +28,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cached_property, lru_cache
 from itertools import combinations, islice
+from typing import NamedTuple
 from weakref import WeakKeyDictionary
 
 import numpy as np
@@ -291,7 +292,9 @@ def default_leaves(ledger: Ledger, m: int, n: int, masks: DefaultMasks) -> list[
     then or whose mask gained a spine, and the search looks only among sets holding one
     (the first in the same order, so the same set as a whole search). A refused queue head
     is searched again after every job's end; most ends change few leaves' masks."""
-    now = {leaf: masks[leaf] for leaf in ledger.leaves_with(n)}
+    rows = masks.rows
+    now = ({leaf: masks[leaf] for leaf in ledger.leaves_with(n)} if rows is None else
+           {leaf: rows[leaf] for leaf in ledger.leaves_with(n)})
     misses = _kept_of(ledger).misses
     before = misses.get((m, n))
     changed = None if before is None else {
@@ -1074,15 +1077,31 @@ def _default_owners(ocs: int, spine: int, port: int, leaves: int, ocs_count: int
                                                  spines))
 
 
+class PortChanges(NamedTuple):
+    """Spine and OCS pairs whose idle port masks changed: ``spine[i]``, ``ocs[i]``, the mask
+    before (``old[i]``) and now (``new[i]``), as numpy arrays."""
+
+    spine: np.ndarray
+    ocs: np.ndarray
+    old: np.ndarray
+    new: np.ndarray
+
+    def as_tuples(self) -> list[tuple[int, int, int, int]]:
+        return list(zip(self.spine.tolist(), self.ocs.tolist(), self.old.tolist(),
+                        self.new.tolist(), strict=True))
+
+
 class PortsSeen:
     """A ledger's idle OCS ports as last read (none before the first read), to tell what
     changed since: ``leaf_masks[leaf]``, :meth:`Ledger.idle_ocs_mask`; ``port_masks[spine]
-    [ocs]``, :meth:`Ledger.idle_port_mask` (only the spines whose masks changed since, by
-    :meth:`Ledger.port_row_changes`, are read again)."""
+    [ocs]``, :meth:`Ledger.idle_port_mask`, also as a numpy array ``port_rows[spine, ocs]``
+    (only the spines whose masks changed since, by :meth:`Ledger.port_row_changes`, are
+    read again)."""
 
-    def __init__(self, leaves: int, spines: int) -> None:
+    def __init__(self, leaves: int, spines: int, ocs_count: int = 0) -> None:
         self.leaf_masks = [0] * leaves
         self.port_masks: list[list[int]] = [[] for _ in range(spines)]
+        self.port_rows = np.zeros((spines, ocs_count), dtype=np.int64)
         self.row_changes: list[int] | None = None  # port_row_changes() when last read
 
     def update(self, ledger: Ledger
@@ -1090,21 +1109,44 @@ class PortsSeen:
         """Read ``ledger`` again; returns ``(leaf, old mask, new mask)`` of every leaf whose
         idle OCS ports changed since, and ``(spine, ocs, old mask, new mask)`` of every spine
         and OCS whose idle ports did."""
+        leaf_changes, port_changes = self.changes(ledger)
+        return leaf_changes, port_changes.as_tuples()
+
+    def changes(self, ledger: Ledger) -> tuple[list[tuple[int, int, int]], PortChanges]:
+        """:meth:`update`, the port changes as :class:`PortChanges`."""
         idle, row_changes = ledger.idle_ocs_masks(), ledger.port_row_changes()
         leaf_changes = [(leaf, old, new) for leaf, (old, new)
                         in enumerate(zip(self.leaf_masks, idle, strict=True)) if old != new]
         seen = self.row_changes
-        spines = (range(len(row_changes)) if seen is None else
+        spines = (list(range(len(row_changes))) if seen is None else
                   [s for s, (a, b) in enumerate(zip(seen, row_changes, strict=True)) if a != b])
-        port_changes = []
-        for spine in spines:
-            old_row, new_row = self.port_masks[spine], ledger.idle_port_row(spine)
-            if old_row != new_row:
-                port_changes += [(spine, ocs, old, new) for ocs, (old, new) in enumerate(
-                    zip(old_row or [0] * len(new_row), new_row, strict=True)) if old != new]
-                self.port_masks[spine] = new_row
         self.leaf_masks, self.row_changes = idle, row_changes
-        return leaf_changes, port_changes
+        if not spines:
+            empty = np.zeros(0, dtype=np.int64)
+            return leaf_changes, PortChanges(empty, empty, empty, empty)
+        rows = [ledger.idle_port_row(spine) for spine in spines]
+        for spine, row in zip(spines, rows, strict=True):
+            self.port_masks[spine] = row
+        if self.port_rows.shape[1] != len(rows[0]):  # made without the OCS count
+            self.port_rows = np.zeros((len(self.port_masks), len(rows[0])), dtype=np.int64)
+        read = np.asarray(spines)
+        new = np.array(rows, dtype=np.int64)
+        old = self.port_rows[read]
+        at, ocs = np.nonzero(old != new)
+        self.port_rows[read] = new
+        return leaf_changes, PortChanges(read[at], ocs, old[at, ocs], new[at, ocs])
+
+
+def _popcount(masks: np.ndarray) -> np.ndarray:
+    """Set bits of each of ``masks`` (non-negative)."""
+    if hasattr(np, "bitwise_count"):
+        return np.bitwise_count(masks).astype(np.int64)
+    count = np.zeros(masks.shape, dtype=np.int64)
+    left = masks.copy()
+    while left.any():
+        count += left & 1
+        left >>= 1
+    return count
 
 
 class KeptState:
@@ -1112,7 +1154,7 @@ class KeptState:
     links is searched again after every job's end), brought up to date by :meth:`refresh`
     from one read of the ledger (:class:`PortsSeen`) rather than read anew:
 
-    * ``masks[leaf]``: :func:`default_spine_mask`;
+    * ``masks[leaf]``: :func:`default_spine_mask` (also as 0/1 rows: :meth:`reach_rows`);
     * ``counts[spine][ocs]``: idle ports (also as numpy rows: :meth:`total`,
       :meth:`ocs_room`); ``usable[spine]``: bit o when ``counts[spine][o]``;
     * the default leaf search's misses (:func:`default_leaves`);
@@ -1124,18 +1166,19 @@ class KeptState:
     def __init__(self, ledger: Ledger) -> None:
         leaves, spines, ocs_count = ledger.leaves, ledger.spines, ledger.ocs_count
         self.geometry = (leaves, ocs_count, ledger.spine_ports_per_ocs, spines)
-        self.seen = PortsSeen(leaves, spines)
+        self.seen = PortsSeen(leaves, spines, ocs_count)
         self.masks = [0] * leaves
-        self.counts = [[0] * ocs_count for _ in range(spines)]
-        self.usable = [0] * spines
         # (m, n) -> the default masks of the leaves with n free hosts when the last search
         # for m x n found nothing
         self.misses: dict[tuple[int, int], dict[int, int]] = {}
+        # the same, as numpy: an extra leaf row and OCS column never idle (padding)
+        self._leaf_idle = np.zeros((leaves + 1, ocs_count + 1), dtype=bool)
+        self._on = np.zeros((spines, ocs_count + 1), dtype=bool)  # [spine, ocs]: a port idle
         self._reach = np.zeros((leaves, spines), dtype=np.int64)  # masks[leaf] as 0/1 rows
-        self._idle_rows = np.zeros((leaves, ocs_count), dtype=np.int64)  # [leaf, ocs]: 0/1
-        self._spines_on = [0] * ocs_count  # [ocs]: bit s when counts[s][ocs]
         self._count_rows = np.zeros((spines, ocs_count), dtype=np.int64)  # counts, as numpy
-        self._rows_stale: set[int] = set(range(leaves))  # leaves' rows not yet written again
+        self._counts = [[0] * ocs_count for _ in range(spines)]
+        self._usable = [0] * spines
+        self._lists_stale: set[int] = set()  # spines whose counts and usable lag the rows
         self._index: RewireIndex | None = None
 
     def refresh(self, ledger: Ledger) -> KeptState:
@@ -1143,49 +1186,60 @@ class KeptState:
         only where its own idle ports changed, or where a spine and OCS of one of its
         default circuits turned all busy or no longer all busy (a default circuit needs the
         leaf's port and a spine port on that OCS idle)."""
-        leaf_changes, port_changes = self.seen.update(ledger)
-        idle, counts, usable = self.seen.leaf_masks, self.counts, self.usable
-        owners = _owner_table(*self.geometry)
-        stale = {leaf for leaf, _old, _new in leaf_changes}
-        spines_on, new_counts = self._spines_on, []
-        for spine, ocs, old, new in port_changes:
-            count = counts[spine][ocs] = new.bit_count()
-            new_counts.append(count)
-            if not old or not new:
-                usable[spine] ^= 1 << ocs
-                spines_on[ocs] ^= 1 << spine
-                for port_owners in owners[spine][ocs]:
-                    stale.update(port_owners)
-        if port_changes:
-            changed_spines, changed_ocses, _old, _new = zip(*port_changes, strict=True)
-            self._count_rows[changed_spines, changed_ocses] = new_counts
-        by_ocs = _default_spine_bits(*self.geometry)
-        masks = self.masks
-        for leaf in stale:  # default_spine_mask, of the counts kept
-            row, mask = by_ocs[leaf], 0
-            for ocs in bits(idle[leaf]):
-                mask |= row[ocs] & spines_on[ocs]
-            masks[leaf] = mask
-        self._rows_stale |= stale
+        leaf_changes, ports = self.seen.changes(ledger)
+        tables = _index_tables(*self.geometry)
+        stale = [leaf for leaf, _old, _new in leaf_changes]
+        if stale:
+            self._leaf_idle[stale, :-1] = _bit_rows([new for _l, _o, new in leaf_changes],
+                                                    self.geometry[1])
+        if len(ports.spine):
+            self._count_rows[ports.spine, ports.ocs] = _popcount(ports.new)
+            self._lists_stale.update(ports.spine.tolist())
+            flipped = (ports.old == 0) != (ports.new == 0)
+            if flipped.any():
+                spine, ocs = ports.spine[flipped], ports.ocs[flipped]
+                self._on[spine, ocs] = ports.new[flipped] != 0
+                stale += tables.default_users[spine, ocs].ravel().tolist()
+        if stale:
+            leaves = np.unique(np.asarray(stale))
+            leaves = leaves[leaves < len(self.masks)]  # padding dropped
+            # default_spine_mask, of the ports kept: the leaf's own port and a port of the
+            # spine idle on the OCS of its default circuit to the spine
+            ocs = tables.default_ocs[leaves]
+            reach = (self._leaf_idle[leaves[:, None], ocs]
+                     & self._on[np.arange(self.geometry[3]), ocs])
+            self._reach[leaves] = reach
+            packed = np.packbits(reach, axis=1, bitorder="little")
+            masks = self.masks
+            for leaf, row in zip(leaves.tolist(), packed, strict=True):
+                masks[leaf] = int.from_bytes(row.tobytes(), "little")
         if self._index is not None:
-            self._index.note(leaf_changes, port_changes)
+            self._index.note(leaf_changes, ports)
         return self
+
+    @property
+    def counts(self) -> list[list[int]]:
+        """``[spine][ocs]``: idle ports."""
+        self._write_lists()
+        return self._counts
+
+    @property
+    def usable(self) -> list[int]:
+        """``[spine]``: bit o when the spine has an idle port on OCS o."""
+        self._write_lists()
+        return self._usable
+
+    def _write_lists(self) -> None:
+        """Write ``counts`` and ``usable`` of the spines whose ports changed since."""
+        for spine in self._lists_stale:
+            row = self._counts[spine] = self._count_rows[spine].tolist()
+            self._usable[spine] = sum(1 << ocs for ocs, count in enumerate(row) if count)
+        self._lists_stale.clear()
 
     def reach_rows(self, leaves: list[int]) -> np.ndarray:
         """``[i, spine]``: 1 where ``leaves[i]`` reaches the spine by its default circuit
         now (``masks``, as rows)."""
-        self._write_rows(leaves)
         return self._reach[leaves]
-
-    def _write_rows(self, leaves: list[int]) -> None:
-        """Write the numpy rows (default masks, idle OCS ports) of those of ``leaves`` whose
-        masks or ports changed since their rows were written."""
-        for leaf in self._rows_stale.intersection(leaves):
-            for rows, mask in ((self._reach, self.masks[leaf]),
-                               (self._idle_rows, self.seen.leaf_masks[leaf])):
-                rows[leaf] = 0
-                rows[leaf, list(bits(mask))] = 1
-            self._rows_stale.discard(leaf)
 
     def total(self) -> np.ndarray:
         """``[spine]``: its idle ports (a new array)."""
@@ -1194,9 +1248,8 @@ class KeptState:
     def ocs_room(self, leaves: list[int], spines: list[int]) -> int:
         """At most how many circuits ``leaves`` and ``spines`` can have: per OCS, the fewer
         of the leaves with an idle port there and the spines' idle ports there (a leaf's port
-        carries one circuit, a spine port one), summed over the OCSes."""
-        self._write_rows(leaves)
-        on_leaves = self._idle_rows[leaves].sum(axis=0)
+        carries one circuit, a spine port one)."""
+        on_leaves = self._leaf_idle[leaves, :-1].sum(axis=0)
         on_spines = self._count_rows[spines].sum(axis=0)
         return int(np.minimum(on_leaves, on_spines).sum())
 
@@ -1204,24 +1257,13 @@ class KeptState:
         """The :class:`RewireIndex` of the ledger as last refreshed."""
         if self._index is None:
             self._index = RewireIndex(self.geometry)
-            self._index.note([], [(spine, ocs, 0, mask)
-                                  for spine, row in enumerate(self.seen.port_masks)
-                                  for ocs, mask in enumerate(row) if mask])
-        self._index.catch_up(self.seen)
+            rows = self.seen.port_rows
+            spine, ocs = np.nonzero(rows)
+            self._index.note([(leaf, 0, mask) for leaf, mask in enumerate(self.seen.leaf_masks)
+                              if mask],
+                             PortChanges(spine, ocs, np.zeros_like(spine), rows[spine, ocs]))
+        self._index.catch_up()
         return self._index
-
-
-@lru_cache(maxsize=16)
-def _default_spine_bits(leaves: int, ocs_count: int, ports: int, spines: int
-                        ) -> list[list[int]]:
-    """``[leaf][ocs]``: bit s when the leaf's default circuit to spine s is on that OCS
-    (:func:`_default_ocses`): a fabric's geometry, worked out once."""
-    table = _default_ocses(spines, ocs_count, ports)
-    found = [[0] * ocs_count for _ in range(leaves)]
-    for leaf in range(leaves):
-        for spine, ocs in table[leaf]:
-            found[leaf][ocs] |= 1 << spine
-    return found
 
 
 def kept_state(ledger: Ledger) -> KeptState:
@@ -1249,9 +1291,9 @@ def rewire_index(ledger: Ledger) -> RewireIndex:
     """
     index = RewireIndex((ledger.leaves, ledger.ocs_count, ledger.spine_ports_per_ocs,
                          ledger.spines))
-    seen = PortsSeen(ledger.leaves, ledger.spines)
-    index.note(*seen.update(ledger))
-    index.catch_up(seen)
+    seen = PortsSeen(ledger.leaves, ledger.spines, ledger.ocs_count)
+    index.note(*seen.changes(ledger))
+    index.catch_up()
     return index
 
 
@@ -1264,93 +1306,155 @@ def _owner_table(leaves: int, ocs_count: int, ports: int, spines: int
               for port in range(ports)] for ocs in range(ocs_count)] for spine in range(spines)]
 
 
+class _IndexTables:
+    """A fabric's geometry as numpy tables for :class:`KeptState` and :class:`RewireIndex`,
+    worked out once. A spine port ``(ocs, spine, port)`` is numbered ``(ocs * spines + spine)
+    * ports + port``; ``owners[f]``: its default owners (:func:`_owner_table`), padded with
+    the leaf count (a leaf that is never idle); ``owned[leaf, ocs]``: the ports of which the
+    leaf is a default owner on that OCS, padded with the port count (a port no spine has);
+    ``default_ocs[leaf, spine]``: the OCS of the leaf's default circuit to the spine (the OCS
+    count for none); ``default_users[spine, ocs]``: the leaves whose default circuit to the
+    spine is on that OCS (padded with the leaf count)."""
+
+    def __init__(self, leaves: int, ocs_count: int, ports: int, spines: int) -> None:
+        table = _owner_table(leaves, ocs_count, ports, spines)
+        count = ocs_count * spines * ports
+        flat = np.arange(count)
+        self.port_ocs, rest = np.divmod(flat, spines * ports)
+        self.port_spine, self.port_port = np.divmod(rest, ports)
+        width = max(1, max((len(owners) for row in table for per_port in row
+                            for owners in per_port), default=1))
+        self.owners = np.full((count, width), leaves, dtype=np.int64)
+        owned: list[list[list[int]]] = [[[] for _ in range(ocs_count)] for _ in range(leaves)]
+        for f in range(count):
+            ocs, spine, port = (int(self.port_ocs[f]), int(self.port_spine[f]),
+                                int(self.port_port[f]))
+            for i, owner in enumerate(table[spine][ocs][port]):
+                self.owners[f, i] = owner
+                owned[owner][ocs].append(f)
+        depth = max(1, max((len(fs) for row in owned for fs in row), default=1))
+        self.owned = np.full((leaves, ocs_count, depth), count, dtype=np.int64)
+        for leaf, row in enumerate(owned):
+            for ocs, fs in enumerate(row):
+                self.owned[leaf, ocs, :len(fs)] = fs
+        # [spine]: its ports, OCS then port (the order :meth:`LeafSetPorts.ports` lists them)
+        self.of_spine = (np.arange(ocs_count)[:, None] * spines * ports
+                         + np.arange(ports)[None, :]).ravel()
+        self.default_ocs = np.full((leaves, spines), ocs_count, dtype=np.int64)
+        by_leaf = _default_ocses(spines, ocs_count, ports)
+        for leaf in range(leaves):
+            for spine, ocs in by_leaf[leaf]:
+                self.default_ocs[leaf, spine] = ocs
+        users = [[sorted({owner for owners in table[spine][ocs] for owner in owners})
+                  for ocs in range(ocs_count)] for spine in range(spines)]
+        wide = max(1, max((len(u) for row in users for u in row), default=1))
+        self.default_users = np.full((spines, ocs_count, wide), leaves, dtype=np.int64)
+        for spine, row in enumerate(users):
+            for ocs, found in enumerate(row):
+                self.default_users[spine, ocs, :len(found)] = found
+
+
 @lru_cache(maxsize=16)
-def _owned_ports(leaves: int, ocs_count: int, ports: int, spines: int
-                 ) -> list[dict[int, list[SpinePort]]]:
-    """``[leaf]``: ``ocs`` -> the spine ports ``(ocs, spine, port)`` of which the leaf is a
-    default owner on that OCS (:func:`_owner_table` read the other way): the ports whose
-    blockers change when the leaf's own port on the OCS turns busy or idle."""
-    found: list[dict[int, list[SpinePort]]] = [{} for _ in range(leaves)]
-    for spine, row in enumerate(_owner_table(leaves, ocs_count, ports, spines)):
-        for ocs, owners_by_port in enumerate(row):
-            for port, owners in enumerate(owners_by_port):
-                for owner in owners:
-                    found[owner].setdefault(ocs, []).append((ocs, spine, port))
-    return found
+def _index_tables(leaves: int, ocs_count: int, ports: int, spines: int) -> _IndexTables:
+    return _IndexTables(leaves, ocs_count, ports, spines)
+
+
+def _bit_rows(masks: Sequence[int], width: int) -> np.ndarray:
+    """``[i, b]``: bit b of ``masks[i]`` (b below ``width``), as booleans."""
+    size = (width + 7) // 8
+    raw = np.frombuffer(b"".join(mask.to_bytes(size, "little") for mask in masks),
+                        dtype=np.uint8).reshape(len(masks), size)
+    return np.unpackbits(raw, axis=1, bitorder="little")[:, :width].astype(bool)
+
+
+_BUSY, _OPEN, _ONE, _SEVERAL = -1, 0, 1, 2  # how a port is filed: RewireIndex.kind
 
 
 class RewireIndex:
     """Idle spine ports grouped by the set of idle default owners ("blockers") they have, as
-    of the ledger state it was last :meth:`refresh` ed with. Its port collections are sets:
-    every reader counts them or sorts them."""
+    of the ledger changes it was last told of (:meth:`note`) and caught up with
+    (:meth:`catch_up`): per port its ``kind`` (busy, open to any leaf, one blocker, several)
+    and ``blocker`` (the one, or the lowest), counted per spine (``open_count``) and per leaf
+    and spine (``blocker_count``); ports with several blockers listed by their lowest."""
 
     def __init__(self, geometry: tuple[int, int, int, int]) -> None:
-        leaves, _ocs_count, _ports, spines = geometry
+        leaves, ocs_count, ports, spines = geometry
         self.geometry = geometry  # leaves, OCSes, ports per spine and OCS, spines
-        # spine -> ports nobody needs
-        self.open: dict[int, set[tuple[int, int]]] = {}
-        self.open_count = np.zeros(spines, dtype=np.int64)  # [spine]: len(open[spine])
-        # leaf -> spine -> ports only that leaf needs
-        self.by_blocker: dict[int, dict[int, set[tuple[int, int]]]] = {}
-        # [leaf, spine]: len(by_blocker[leaf][spine])
+        self.tables = _index_tables(*geometry)
+        count = ocs_count * spines * ports
+        self.leaf_idle = np.zeros((leaves + 1, ocs_count), dtype=bool)  # as told by note
+        self.port_idle = np.zeros(count + 1, dtype=bool)
+        self.kind = np.full(count + 1, _BUSY, dtype=np.int8)  # as filed
+        self.blocker = np.full(count + 1, -1, dtype=np.int64)
+        self.open_count = np.zeros(spines, dtype=np.int64)  # [spine]: ports open to any leaf
+        # [leaf, spine]: ports that only that leaf needs
         self.blocker_count = np.zeros((leaves, spines), dtype=np.int64)
         # ports several leaves need, by their lowest blocker (a job holds them all only if it
         # holds that one): leaf -> port -> its blockers
         self.shared_by_least: dict[int, dict[SpinePort, frozenset[int]]] = {}
-        self.filed: dict[SpinePort, tuple[int, ...]] = {}  # idle port -> its blockers
-        self.owed: set[SpinePort] = set()  # ports to file again (:meth:`catch_up`)
+        self._owed: list[np.ndarray] = []  # ports to file again (:meth:`catch_up`)
 
-    def note(self, leaf_changes: list[tuple[int, int, int]],
-             port_changes: list[tuple[int, int, int, int]]) -> None:
+    def note(self, leaf_changes: list[tuple[int, int, int]], port_changes: PortChanges) -> None:
         """Note what changed in the ledger (as :meth:`PortsSeen.update` tells it): the spine
         ports that turned idle or busy, and those of which a leaf whose own port on that OCS
         turned idle or busy is a default owner, are to be filed again."""
-        owned_by_leaf = _owned_ports(*self.geometry)
-        for leaf, old, new in leaf_changes:
-            owned = owned_by_leaf[leaf]
-            for ocs in bits(old ^ new):
-                self.owed.update(owned.get(ocs, ()))
-        for spine, ocs, old, new in port_changes:
-            self.owed.update((ocs, spine, port) for port in bits(old ^ new))
+        _leaves, ocs_count, ports, spines = self.geometry
+        if leaf_changes:
+            leaves, old, new = zip(*leaf_changes, strict=True)
+            rows = list(leaves)
+            self.leaf_idle[rows] = _bit_rows(new, ocs_count)
+            flipped = _bit_rows([a ^ b for a, b in zip(old, new, strict=True)], ocs_count)
+            at, ocses = np.nonzero(flipped)
+            self._owed.append(self.tables.owned[np.asarray(rows)[at], ocses].ravel())
+        if len(port_changes.spine):
+            flat = ((port_changes.ocs * spines + port_changes.spine) * ports)[:, None] \
+                + np.arange(ports)
+            bit = 1 << np.arange(ports)
+            self.port_idle[flat] = port_changes.new[:, None] & bit != 0
+            self._owed.append(flat[(port_changes.old ^ port_changes.new)[:, None] & bit != 0])
 
-    def catch_up(self, seen: PortsSeen) -> None:
-        """File again every port noted since, as of ``seen`` (the ledger as last read)."""
-        idle, rows = seen.leaf_masks, seen.port_masks
-        table = _owner_table(*self.geometry)
-        for key in self.owed:
-            ocs, spine, port = key
-            if key in self.filed:
-                self._unfile(key)
-            if rows[spine][ocs] >> port & 1:
-                self._file(key, tuple(owner for owner in table[spine][ocs][port]
-                                      if idle[owner] >> ocs & 1))
-        self.owed.clear()
+    def catch_up(self) -> None:
+        """File again every port noted since, as of the changes noted."""
+        if not self._owed:
+            return
+        tables, count = self.tables, len(self.kind) - 1
+        owed = np.unique(np.concatenate(self._owed))
+        self._owed.clear()
+        owed = owed[owed < count]
+        if not len(owed):
+            return
+        spine = tables.port_spine[owed]
+        self._count(owed, spine, -1)
+        owners = tables.owners[owed]
+        idle = self.leaf_idle[owners, tables.port_ocs[owed][:, None]]
+        several = idle.sum(axis=1)
+        leaves = self.leaf_idle.shape[0] - 1
+        self.kind[owed] = np.where(self.port_idle[owed], np.minimum(several, _SEVERAL), _BUSY)
+        self.blocker[owed] = np.where(several > 0, np.where(idle, owners, leaves).min(axis=1), -1)
+        self._count(owed, spine, 1)
+        for f, row, row_idle in zip(owed[self.kind[owed] == _SEVERAL].tolist(),
+                                    owners[self.kind[owed] == _SEVERAL],
+                                    idle[self.kind[owed] == _SEVERAL], strict=True):
+            blockers = frozenset(row[row_idle].tolist())
+            self.shared_by_least.setdefault(min(blockers), {})[self._port(f)] = blockers
 
-    def _file(self, key: SpinePort, blockers: tuple[int, ...]) -> None:
-        """File the idle port ``key`` under its ``blockers``."""
-        ocs, spine, port = key
-        self.filed[key] = blockers
-        if not blockers:
-            self.open.setdefault(spine, set()).add((ocs, port))
-            self.open_count[spine] += 1
-        elif len(blockers) == 1:
-            self.by_blocker.setdefault(blockers[0], {}).setdefault(spine, set()).add((ocs, port))
-            self.blocker_count[blockers[0], spine] += 1
-        else:
-            self.shared_by_least.setdefault(min(blockers), {})[key] = frozenset(blockers)
+    def _count(self, ports: np.ndarray, spine: np.ndarray, sign: int) -> None:
+        """Add ``sign`` for each of ``ports`` (of ``spine``) as now filed to the counts
+        (taking out those with several blockers when ``sign`` is -1)."""
+        kind, blocker = self.kind[ports], self.blocker[ports]
+        self.open_count += sign * np.bincount(spine[kind == _OPEN],
+                                              minlength=len(self.open_count))
+        one = kind == _ONE
+        np.add.at(self.blocker_count, (blocker[one], spine[one]), sign)
+        if sign < 0:
+            for f, least in zip(ports[kind == _SEVERAL].tolist(),
+                                blocker[kind == _SEVERAL].tolist(), strict=True):
+                del self.shared_by_least[least][self._port(f)]
 
-    def _unfile(self, key: SpinePort) -> None:
-        """Take the port ``key`` out of the index (it turned busy, or its blockers changed)."""
-        ocs, spine, port = key
-        blockers = self.filed.pop(key)
-        if not blockers:
-            self.open[spine].discard((ocs, port))
-            self.open_count[spine] -= 1
-        elif len(blockers) == 1:
-            self.by_blocker[blockers[0]][spine].discard((ocs, port))
-            self.blocker_count[blockers[0], spine] -= 1
-        else:
-            del self.shared_by_least[min(blockers)][key]
+    def _port(self, f: int) -> SpinePort:
+        """Port number ``f`` as ``(ocs, spine, port)``."""
+        tables = self.tables
+        return (int(tables.port_ocs[f]), int(tables.port_spine[f]), int(tables.port_port[f]))
 
     def count_bound(self, shared: list[int], others: list[int], picks: int) -> np.ndarray:
         """``[spine]``: no fewer than :meth:`ports_for` ``(...).counts`` of any set of the
@@ -1407,9 +1511,15 @@ class LeafSetPorts:
         """Those ports, ``(ocs, port)`` lowest first (not to be changed by the caller)."""
         ports = self.merged.get(spine)
         if ports is None:
-            by_blocker = self.index.by_blocker
-            more = [p for leaf in self.leaves
-                    for p in by_blocker.get(leaf, {}).get(spine, ())]
-            more += self.shared.get(spine, ())
-            ports = self.merged[spine] = sorted([*self.index.open.get(spine, ()), *more])
+            index = self.index
+            tables = index.tables
+            flat = tables.of_spine + spine * index.geometry[2]
+            kind, blocker = index.kind[flat], index.blocker[flat]
+            mine = (kind == _OPEN) | ((kind == _ONE) & np.isin(blocker, list(self.leaves)))
+            taken = flat[mine]
+            ports = list(zip(tables.port_ocs[taken].tolist(), tables.port_port[taken].tolist(),
+                             strict=True))
+            if spine in self.shared:
+                ports = sorted([*ports, *self.shared[spine]])
+            self.merged[spine] = ports
         return ports
