@@ -6,11 +6,13 @@ Three measurements on a 2-host leaf-spine (h0, h1 on leaf0), each repeated (root
   bytes at 10 Mbit/s each way (iperf3, 2 MB socket buffers): the fraction lost, against the
   1% specified. (At 20 Mbit/s with iperf3's default buffers, beside a busy VM, one direction
   of five runs lost 2.66%; where, was not measured.)
-- **delay**: 5 ms one way on every host link, 1 ms jitter; 40 pings h0 -> h1 (``ping -U``,
-  user to user): the median round trip against 20 ms, and its standard deviation against
-  the 1.15 ms that four crossings of uniform ±1 ms jitter give; then 40 pings with the delay
-  and no jitter (the spread the machine itself adds: in a software-emulated VM, late timers)
-  and 40 with no delay (the machine's own round trip). ``--delay-only``: these alone.
+- **delay**: 5 ms one way on every host link, ``--jitter-us`` of jitter (1 ms); ``--pings``
+  pings h0 -> h1 (40; ``ping -U``, user to user): the median round trip against 20 ms, and
+  its standard deviation against what four crossings of uniform ±jitter give (2 j / √3:
+  1.15 ms for 1 ms); then as many pings with the delay and no jitter (the spread the machine
+  itself adds: in a software-emulated VM, late timers) and with no delay (the machine's own
+  round trip). The spread the jitter added is the first less the second, in quadrature
+  (independent sources of spread add their variances). ``--delay-only``: these alone.
 - **tcp**: 100 Mbit/s host links, 2.5 ms one way each (a 10 ms round trip), 0.5% loss on
   h0's link; one TCP flow h1 -> h0 for ``--seconds`` (iperf3) with each of reno, cubic and
   the kernel's default congestion control (bbr here, which does not back off on random
@@ -26,7 +28,7 @@ Prints one line per repeat, then medians [min, max] with the mechanism that ran 
 the machine is a software-emulated VM (its timing is not a real machine's).
 
     .venv/bin/python benchmarks/link_impairments.py [--repeats 5] [--seconds 10] [--delay-only]
-        [--rates 100,400,1000]   (as root)
+        [--jitter-us 1000] [--pings 40] [--rates 100,400,1000]   (as root)
 """
 
 from __future__ import annotations
@@ -74,9 +76,9 @@ def loss_once(tmp: Path) -> tuple[float, float, str]:
             mechanism)
 
 
-def delay_once(tmp: Path, delay_us: float = 5000, jitter_us: float = 1000
+def delay_once(tmp: Path, delay_us: float = 5000, jitter_us: float = 1000, pings: int = 40
                ) -> tuple[float, float]:
-    """Median and standard deviation of 40 round trips h0 -> h1 (ms) with ``delay_us`` and
+    """Median and standard deviation of ``pings`` round trips h0 -> h1 (ms) with ``delay_us`` and
     ``jitter_us`` on each host link. With neither: the machine's own round trip, which the
     delayed one includes; with the delay alone: the spread the machine adds to it."""
     delays = {k: v for k, v in (("host_link_delay_us", delay_us),
@@ -84,7 +86,8 @@ def delay_once(tmp: Path, delay_us: float = 5000, jitter_us: float = 1000
     fab = fabric(tmp, **delays)
     fab.start()
     try:
-        out = fab.host("h0").cmd(f"ping -n -U -c 40 -i 0.05 {fab.plan.node('h1').ip()}")
+        out = fab.host("h0").cmd(f"ping -n -U -c {int(pings)} -i 0.05 "
+                                 f"{fab.plan.node('h1').ip()}")
     finally:
         fab.stop()
     rtts = [float(x.split("time=")[1].split()[0]) for x in out.splitlines() if "time=" in x]
@@ -159,10 +162,16 @@ def main() -> None:
     ap.add_argument("--rates", default="", help="host link rates (Mbit/s) for the limits")
     ap.add_argument("--delay-only", action="store_true",
                     help="only the round trips (no loss, no TCP)")
+    ap.add_argument("--jitter-us", type=float, default=1000,
+                    help="jitter on each host link for the round trips (µs, below 5000)")
+    ap.add_argument("--pings", type=int, default=40, help="round trips per measurement")
     args = ap.parse_args()
+    if not 0 < args.jitter_us < 5000 or args.pings < 2:
+        ap.error("--jitter-us must be above 0 and below the 5000 µs delay, --pings at least 2")
+    spec_sd_ms = 2 * args.jitter_us / 1000 / math.sqrt(3)
     netem = netem_available()
     print(f"machine: {virtualization()}; netem {'present' if netem else 'absent'}")
-    into, out, rtt, sd, base, plain_sd = [], [], [], [], [], []
+    into, out, rtt, sd, base, plain_sd, added_sd = [], [], [], [], [], [], []
     tcp: dict[str, list[float]] = {cc: [] for cc in CONGESTION_CONTROLS}
     rates = [int(r) for r in args.rates.split(",") if r]
     limits: dict[tuple[int, bool], list[dict]] = {
@@ -170,15 +179,16 @@ def main() -> None:
     mechanism = "?"
     for k in range(args.repeats):
         with tempfile.TemporaryDirectory() as tmp:
-            m, s = delay_once(Path(tmp))
+            m, s = delay_once(Path(tmp), jitter_us=args.jitter_us, pings=args.pings)
         with tempfile.TemporaryDirectory() as tmp:
-            plain_sd.append(delay_once(Path(tmp), jitter_us=0)[1])
+            plain_sd.append(delay_once(Path(tmp), jitter_us=0, pings=args.pings)[1])
         with tempfile.TemporaryDirectory() as tmp:
-            base.append(delay_once(Path(tmp), delay_us=0, jitter_us=0)[0])
+            base.append(delay_once(Path(tmp), delay_us=0, jitter_us=0, pings=args.pings)[0])
         rtt.append(m)
         sd.append(s)
+        added_sd.append(math.sqrt(max(0.0, s * s - plain_sd[-1] ** 2)))
         trips = (f"RTT median {m:.2f} ms, sd {s:.2f} ms (no jitter: sd {plain_sd[-1]:.2f} ms; "
-                 f"no delay: {base[-1]:.3f} ms)")
+                 f"added by the jitter {added_sd[-1]:.2f} ms; no delay: {base[-1]:.3f} ms)")
         if args.delay_only:
             print(f"repeat {k + 1}: {trips}", flush=True)
             continue
@@ -203,8 +213,11 @@ def main() -> None:
                   f"{got['packets']} packets, {got['cpu_s']:.1f} CPU s, "
                   f"{got['dropped']} dropped", flush=True)
     delay = "netem" if netem else "delay-line"
-    print(f"RTT ms (spec 20, {delay}): {format_spread(rtt, '.2f')}; sd ms (spec 1.15): "
+    print(f"RTT ms (spec 20, {delay}): {format_spread(rtt, '.2f')}; sd ms (spec "
+          f"{spec_sd_ms:.2f} for ±{args.jitter_us / 1000:g} ms jitter): "
           f"{format_spread(sd, '.2f')}; sd with no jitter {format_spread(plain_sd, '.2f')}; "
+          f"added by the jitter {format_spread(added_sd, '.2f')} (÷ spec "
+          f"{format_spread([a / spec_sd_ms for a in added_sd], '.2f')}); "
           f"RTT with no delay {format_spread(base, '.3f')}")
     if args.delay_only:
         return
