@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from sdn_app.allocation.ledger import Allocation, Circuit, Ledger
@@ -166,3 +167,14 @@ def test_default_leaves_after_misses_finds_what_a_whole_search_finds(seed: int) 
             found += want is not None
             missed += want is None
     assert found and missed  # both ways tried
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_kept_port_counts_count_set_bits_with_and_without_numpys_bitwise_count(
+        native: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sdn_app.allocation import ocs
+
+    if not native:
+        monkeypatch.delattr(np, "bitwise_count", raising=False)  # numpy before 2.0
+    masks = np.array([0, 1, 2, 3, 5, 255, (1 << 40) + 7, (1 << 62) - 1], dtype=np.int64)
+    assert ocs._popcount(masks).tolist() == [int(m).bit_count() for m in masks.tolist()]

@@ -1326,12 +1326,13 @@ class _IndexTables:
                             for owners in per_port), default=1))
         self.owners = np.full((count, width), leaves, dtype=np.int64)
         owned: list[list[list[int]]] = [[[] for _ in range(ocs_count)] for _ in range(leaves)]
-        for f in range(count):
-            ocs, spine, port = (int(self.port_ocs[f]), int(self.port_spine[f]),
-                                int(self.port_port[f]))
-            for i, owner in enumerate(table[spine][ocs][port]):
-                self.owners[f, i] = owner
-                owned[owner][ocs].append(f)
+        for ocs in range(ocs_count):
+            for spine in range(spines):
+                for port, owners in enumerate(table[spine][ocs]):
+                    f = (ocs * spines + spine) * ports + port
+                    self.owners[f, :len(owners)] = owners
+                    for owner in owners:
+                        owned[owner][ocs].append(f)
         depth = max(1, max((len(fs) for row in owned for fs in row), default=1))
         self.owned = np.full((leaves, ocs_count, depth), count, dtype=np.int64)
         for leaf, row in enumerate(owned):
