@@ -12,7 +12,8 @@ Three measurements on a 2-host leaf-spine (h0, h1 on leaf0), each repeated (root
   1.15 ms for 1 ms); then as many pings with the delay and no jitter (the spread the machine
   itself adds: in a software-emulated VM, late timers) and with no delay (the machine's own
   round trip). The spread the jitter added is the first less the second, in quadrature
-  (independent sources of spread add their variances). ``--delay-only``: these alone.
+  (independent sources of spread add their variances), per repeat and pooled over the
+  repeats. ``--delay-only``: these alone.
 - **tcp**: 100 Mbit/s host links, 2.5 ms one way each (a 10 ms round trip), 0.5% loss on
   h0's link; one TCP flow h1 -> h0 for ``--seconds`` (iperf3) with each of reno, cubic and
   the kernel's default congestion control (bbr here, which does not back off on random
@@ -92,6 +93,15 @@ def delay_once(tmp: Path, delay_us: float = 5000, jitter_us: float = 1000, pings
         fab.stop()
     rtts = [float(x.split("time=")[1].split()[0]) for x in out.splitlines() if "time=" in x]
     return statistics.median(rtts), statistics.stdev(rtts)
+
+
+def pooled_sd_ms(with_jitter: list[float], without: list[float]) -> float:
+    """The spread the jitter added, over all the repeats: the root of the mean variance with
+    jitter less the mean variance without (a steadier figure than any one repeat's, where
+    the machine's own spread moves from one set of pings to the next)."""
+    added = statistics.fmean(s * s for s in with_jitter) - statistics.fmean(
+        s * s for s in without)
+    return math.sqrt(max(0.0, added))
 
 
 OFFLOAD = {True: "segmentation offload on", False: "wire-sized packets"}
@@ -217,7 +227,9 @@ def main() -> None:
           f"{spec_sd_ms:.2f} for ±{args.jitter_us / 1000:g} ms jitter): "
           f"{format_spread(sd, '.2f')}; sd with no jitter {format_spread(plain_sd, '.2f')}; "
           f"added by the jitter {format_spread(added_sd, '.2f')} (÷ spec "
-          f"{format_spread([a / spec_sd_ms for a in added_sd], '.2f')}); "
+          f"{format_spread([a / spec_sd_ms for a in added_sd], '.2f')}; pooled over the "
+          f"repeats {pooled_sd_ms(sd, plain_sd):.2f}, ÷ spec "
+          f"{pooled_sd_ms(sd, plain_sd) / spec_sd_ms:.2f}); "
           f"RTT with no delay {format_spread(base, '.3f')}")
     if args.delay_only:
         return
