@@ -58,10 +58,11 @@ def random_circuits(ledger: Ledger, rng: random.Random, count: int) -> tuple[Cir
 
 # leaves, spines, OCSes, ports per spine and OCS: one default owner per spine port, several
 # (as on the vClos paper's preset: four), some with none
-GEOMETRIES = [(8, 4, 4, 2), (16, 4, 2, 2), (10, 3, 2, 2), (6, 8, 8, 1)]
+GEOMETRIES = [(8, 4, 4, 2), (16, 4, 2, 2), (10, 3, 2, 2), (6, 8, 8, 1),
+              (6, 3, 2, 70)]  # more ports per spine and OCS than an int64 mask holds
 
 
-@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("seed", range(10))
 def test_kept_masks_and_index_list_what_fresh_ones_and_the_definition_list(seed: int) -> None:
     rng = random.Random(seed)
     leaves, spines, ocs_count, ports = GEOMETRIES[seed % len(GEOMETRIES)]

@@ -1127,18 +1127,28 @@ class PortsSeen:
         rows = [ledger.idle_port_row(spine) for spine in spines]
         for spine, row in zip(spines, rows, strict=True):
             self.port_masks[spine] = row
-        if self.port_rows.shape[1] != len(rows[0]):  # made without the OCS count
-            self.port_rows = np.zeros((len(self.port_masks), len(rows[0])), dtype=np.int64)
+        dtype = _mask_dtype(ledger.spine_ports_per_ocs)
+        if self.port_rows.shape[1] != len(rows[0]) or self.port_rows.dtype != dtype:
+            self.port_rows = np.zeros((len(self.port_masks), len(rows[0])), dtype=dtype)
         read = np.asarray(spines)
-        new = np.array(rows, dtype=np.int64)
+        new = np.array(rows, dtype=dtype)
         old = self.port_rows[read]
         at, ocs = np.nonzero(old != new)
         self.port_rows[read] = new
         return leaf_changes, PortChanges(read[at], ocs, old[at, ocs], new[at, ocs])
 
 
+def _mask_dtype(bits: int) -> type:
+    """The numpy type that holds masks of ``bits`` bits: int64, or Python ints (object)
+    past 62 (a spine with more ports on one OCS)."""
+    return np.int64 if bits <= 62 else object
+
+
 def _popcount(masks: np.ndarray) -> np.ndarray:
     """Set bits of each of ``masks`` (non-negative)."""
+    if masks.dtype == object:
+        return np.array([int(mask).bit_count() for mask in masks.ravel().tolist()],
+                        dtype=np.int64).reshape(masks.shape)
     if hasattr(np, "bitwise_count"):
         return np.bitwise_count(masks).astype(np.int64)
     count = np.zeros(masks.shape, dtype=np.int64)
@@ -1410,7 +1420,7 @@ class RewireIndex:
         if len(port_changes.spine):
             flat = ((port_changes.ocs * spines + port_changes.spine) * ports)[:, None] \
                 + np.arange(ports)
-            bit = 1 << np.arange(ports)
+            bit = np.array([1 << port for port in range(ports)], dtype=_mask_dtype(ports))
             self.port_idle[flat] = port_changes.new[:, None] & bit != 0
             self._owed.append(flat[(port_changes.old ^ port_changes.new)[:, None] & bit != 0])
 
