@@ -1437,17 +1437,19 @@ class RewireIndex:
         spine = tables.port_spine[owed]
         self._count(owed, spine, -1)
         owners = tables.owners[owed]
-        idle = self.leaf_idle[owners, tables.port_ocs[owed][:, None]]
-        several = idle.sum(axis=1)
-        leaves = self.leaf_idle.shape[0] - 1
-        self.kind[owed] = np.where(self.port_idle[owed], np.minimum(several, _SEVERAL), _BUSY)
-        self.blocker[owed] = np.where(several > 0, np.where(idle, owners, leaves).min(axis=1), -1)
+        idle = self.leaf_idle[owners, tables.port_ocs[owed][:, None]]  # the blockers
+        blockers = idle.sum(axis=1)
+        padding = self.leaf_idle.shape[0] - 1  # above every leaf: out of the lowest's way
+        # 0, 1 or more blockers: _OPEN, _ONE, _SEVERAL
+        self.kind[owed] = np.where(self.port_idle[owed], np.minimum(blockers, _SEVERAL), _BUSY)
+        self.blocker[owed] = np.where(blockers > 0, np.where(idle, owners, padding).min(axis=1),
+                                      -1)
         self._count(owed, spine, 1)
         for f, row, row_idle in zip(owed[self.kind[owed] == _SEVERAL].tolist(),
                                     owners[self.kind[owed] == _SEVERAL],
                                     idle[self.kind[owed] == _SEVERAL], strict=True):
-            blockers = frozenset(row[row_idle].tolist())
-            self.shared_by_least.setdefault(min(blockers), {})[self._port(f)] = blockers
+            shared = frozenset(row[row_idle].tolist())
+            self.shared_by_least.setdefault(min(shared), {})[self._port(f)] = shared
 
     def _count(self, ports: np.ndarray, spine: np.ndarray, sign: int) -> None:
         """Add ``sign`` for each of ``ports`` (of ``spine``) as now filed to the counts
