@@ -210,7 +210,7 @@ def test_ports_seen_reads_again_only_changed_spines_and_misses_nothing(seed: int
         if rng.random() < 0.4:
             continue  # several changes between two reads
         assert seen.update(cluster) == full_read_changes(before, cluster)
-        assert seen.port_masks == cluster.idle_port_masks()
+        assert seen.port_rows.tolist() == cluster.idle_port_masks()
         before = (cluster.idle_ocs_masks(), cluster.idle_port_masks())
         assert seen.update(cluster) == ([], [])  # read again at once: nothing changed
         changed += 1

@@ -50,7 +50,7 @@ from sdn_app.allocation.ocs_exact import (
     place_exact,
     wire_blocks,
 )
-from sdn_app.allocation.vclos import bit_mask, peel, search_leaves
+from sdn_app.allocation.vclos import bit_mask, bit_rows, peel, search_leaves
 from testbed.core import topology
 
 # How many leaf sets ocs-vclos tries (best fit first) before calling a job fragmented.
@@ -292,9 +292,7 @@ def default_leaves(ledger: Ledger, m: int, n: int, masks: DefaultMasks) -> list[
     then or whose mask gained a spine, and the search looks only among sets holding one
     (the first in the same order, so the same set as a whole search). A refused queue head
     is searched again after every job's end; most ends change few leaves' masks."""
-    rows = masks.rows
-    now = ({leaf: masks[leaf] for leaf in ledger.leaves_with(n)} if rows is None else
-           {leaf: rows[leaf] for leaf in ledger.leaves_with(n)})
+    now = {leaf: masks[leaf] for leaf in ledger.leaves_with(n)}
     misses = _kept_of(ledger).misses
     before = misses.get((m, n))
     changed = None if before is None else {
@@ -1093,14 +1091,12 @@ class PortChanges(NamedTuple):
 
 class PortsSeen:
     """A ledger's idle OCS ports as last read (none before the first read), to tell what
-    changed since: ``leaf_masks[leaf]``, :meth:`Ledger.idle_ocs_mask`; ``port_masks[spine]
-    [ocs]``, :meth:`Ledger.idle_port_mask`, also as a numpy array ``port_rows[spine, ocs]``
-    (only the spines whose masks changed since, by :meth:`Ledger.port_row_changes`, are
-    read again)."""
+    changed since: ``leaf_masks[leaf]``, :meth:`Ledger.idle_ocs_mask`; ``port_rows[spine,
+    ocs]``, :meth:`Ledger.idle_port_mask`, as a numpy array (only the spines whose masks
+    changed since, by :meth:`Ledger.port_row_changes`, are read again)."""
 
     def __init__(self, leaves: int, spines: int, ocs_count: int = 0) -> None:
         self.leaf_masks = [0] * leaves
-        self.port_masks: list[list[int]] = [[] for _ in range(spines)]
         self.port_rows = np.zeros((spines, ocs_count), dtype=np.int64)
         self.row_changes: list[int] | None = None  # port_row_changes() when last read
 
@@ -1125,11 +1121,9 @@ class PortsSeen:
             empty = np.zeros(0, dtype=np.int64)
             return leaf_changes, PortChanges(empty, empty, empty, empty)
         rows = [ledger.idle_port_row(spine) for spine in spines]
-        for spine, row in zip(spines, rows, strict=True):
-            self.port_masks[spine] = row
         dtype = _mask_dtype(ledger.spine_ports_per_ocs)
         if self.port_rows.shape[1] != len(rows[0]) or self.port_rows.dtype != dtype:
-            self.port_rows = np.zeros((len(self.port_masks), len(rows[0])), dtype=dtype)
+            self.port_rows = np.zeros((len(self.port_rows), len(rows[0])), dtype=dtype)
         read = np.asarray(spines)
         new = np.array(rows, dtype=dtype)
         old = self.port_rows[read]
@@ -1200,7 +1194,7 @@ class KeptState:
         tables = _index_tables(*self.geometry)
         stale = [leaf for leaf, _old, _new in leaf_changes]
         if stale:
-            self._leaf_idle[stale, :-1] = _bit_rows([new for _l, _o, new in leaf_changes],
+            self._leaf_idle[stale, :-1] = bit_rows([new for _l, _o, new in leaf_changes],
                                                     self.geometry[1])
         if len(ports.spine):
             self._count_rows[ports.spine, ports.ocs] = _popcount(ports.new)
@@ -1370,14 +1364,6 @@ def _index_tables(leaves: int, ocs_count: int, ports: int, spines: int) -> _Inde
     return _IndexTables(leaves, ocs_count, ports, spines)
 
 
-def _bit_rows(masks: Sequence[int], width: int) -> np.ndarray:
-    """``[i, b]``: bit b of ``masks[i]`` (b below ``width``), as booleans."""
-    size = (width + 7) // 8
-    raw = np.frombuffer(b"".join(mask.to_bytes(size, "little") for mask in masks),
-                        dtype=np.uint8).reshape(len(masks), size)
-    return np.unpackbits(raw, axis=1, bitorder="little")[:, :width].astype(bool)
-
-
 _BUSY, _OPEN, _ONE, _SEVERAL = -1, 0, 1, 2  # how a port is filed: RewireIndex.kind
 
 
@@ -1413,8 +1399,8 @@ class RewireIndex:
         if leaf_changes:
             leaves, old, new = zip(*leaf_changes, strict=True)
             rows = list(leaves)
-            self.leaf_idle[rows] = _bit_rows(new, ocs_count)
-            flipped = _bit_rows([a ^ b for a, b in zip(old, new, strict=True)], ocs_count)
+            self.leaf_idle[rows] = bit_rows(list(new), ocs_count)
+            flipped = bit_rows([a ^ b for a, b in zip(old, new, strict=True)], ocs_count)
             at, ocses = np.nonzero(flipped)
             self._owed.append(self.tables.owned[np.asarray(rows)[at], ocses].ravel())
         if len(port_changes.spine):

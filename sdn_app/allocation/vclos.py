@@ -120,6 +120,15 @@ def bit_mask(flags: np.ndarray) -> int:
     return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
 
 
+def bit_rows(masks: list[int], width: int) -> np.ndarray:
+    """``[i, b]``: bit b of ``masks[i]`` (b below ``width``), as 0/1 (uint8): the inverse
+    of :func:`bit_mask`, row by row."""
+    size = (width + 7) // 8
+    raw = b"".join(mask.to_bytes(size, "little") for mask in masks)
+    return np.unpackbits(np.frombuffer(raw, dtype=np.uint8).reshape(len(masks), size),
+                         axis=1, bitorder="little")[:, :width]
+
+
 def peel(masks: dict[int, int], m: int, n: int, spines: int) -> dict[int, int]:
     """``masks`` cut to what m leaves sharing n spines can use, in the same order: repeatedly,
     spines that fewer than m leaves have are dropped from every mask, then leaves left with
@@ -129,11 +138,8 @@ def peel(masks: dict[int, int], m: int, n: int, spines: int) -> dict[int, int]:
     leaves are left."""
     if not masks or m < 1:
         return masks
-    size = (spines + 7) // 8
     leaves = list(masks)
-    raw = b"".join(mask.to_bytes(size, "little") for mask in masks.values())
-    rows = np.unpackbits(np.frombuffer(raw, dtype=np.uint8).reshape(len(leaves), size),
-                         axis=1, bitorder="little")[:, :spines].astype(np.float32)
+    rows = bit_rows(list(masks.values()), spines).astype(np.float32)
     alive = rows @ np.ones(spines, dtype=np.float32) >= n
     count = int(alive.sum())
     while True:  # both only shrink: done when no leaf is dropped
