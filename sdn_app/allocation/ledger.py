@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache, partial
-from itertools import compress, repeat
+from itertools import compress, product, repeat
 from typing import Any, NamedTuple, overload
 
 from testbed.core.errors import FabricLabError
@@ -93,26 +93,34 @@ def port_use(circuits: Iterable[Circuit]) -> PortUse:
 
 
 class BlockCircuits(Sequence[Circuit]):
-    """One circuit per host, host i's from its leaf over OCS ``ocses[i]`` to spine
-    ``spines[i]``, each (OCS, spine)'s ports dealt lowest first in host order: built only
-    when first read. The simulator books a job's :class:`PortUse` and never reads its
-    circuits (a run at the vClos paper's scale holds over a million); the emulator's
-    controller does. Equal to any sequence of the same circuits."""
+    """One circuit per host, host i's (circuit i) from its leaf over OCS ``ocses[i]`` to
+    port ``spine_ports[i]`` of spine ``spines[i]``; without ``spine_ports``, each (OCS,
+    spine)'s ports in ``ports`` are dealt lowest first in host order. The circuits are built
+    only when first read: the simulator books a job's :class:`PortUse` and reads its links
+    from :meth:`ends` (a run at the vClos paper's scale holds over a million circuits); the
+    emulator's controller reads the circuits. Equal to any sequence of the same circuits."""
 
     def __init__(self, hosts: Sequence[LeafSlot], ocses: list[int], spines: list[int],
-                 ports: PortUse) -> None:
+                 ports: PortUse, spine_ports: list[int] | None = None) -> None:
         self._hosts, self._ocses, self._spines = hosts, ocses, spines
         self.ports = ports
+        self._spine_ports = spine_ports
         self._built: tuple[Circuit, ...] | None = None
+
+    def ends(self) -> tuple[Sequence[LeafSlot], list[int], list[int], list[int]]:
+        """Per circuit, in order: its host, its OCS, its spine and the spine's port."""
+        if self._spine_ports is None:
+            free = {key: iter(bits(mask)) for key, mask in self.ports.spines.items()}
+            self._spine_ports = list(map(next, map(free.__getitem__, zip(
+                self._ocses, self._spines, strict=True))))
+        return self._hosts, self._ocses, self._spines, self._spine_ports
 
     def _circuits(self) -> tuple[Circuit, ...]:
         if self._built is None:
-            free = {key: iter(bits(mask)) for key, mask in self.ports.spines.items()}
-            ends = zip(repeat("spine"), self._spines,
-                       map(next, map(free.__getitem__, zip(self._ocses, self._spines,
-                                                           strict=True))))
-            leaf_ends = [("leaf", leaf) for leaf, _slot in self._hosts]
-            self._built = tuple(map(_circuit, zip(self._ocses, leaf_ends, ends, strict=True)))
+            hosts, ocses, spines, spine_ports = self.ends()
+            ends = zip(repeat("spine"), spines, spine_ports)
+            leaf_ends = [("leaf", leaf) for leaf, _slot in hosts]
+            self._built = tuple(map(_circuit, zip(ocses, leaf_ends, ends, strict=True)))
         return self._built
 
     def __len__(self) -> int:
@@ -244,29 +252,48 @@ def clos_allocation(
 ) -> Allocation:
     """Build a cross-leaf allocation: host j on each leaf uses ``spines[j]``.
 
-    ``ports`` maps (leaf, j) -> (ocs, spine_port) for OCS jobs; empty for vclos.
+    ``ports`` maps (leaf, j) -> (ocs, spine_port) for OCS jobs (their circuits a
+    :class:`BlockCircuits`, leaf by leaf, then host j); empty for vclos.
     """
     leaves = sorted(slots)
-    spine_of = {(leaf, slots[leaf][j]): spines[j] for leaf in leaves for j in range(len(spines))}
-    circuits: list[Circuit] = []
-    circuit_of: dict[LeafSlot, int] = {}
-    for leaf in leaves:
-        for j, spine in enumerate(spines):
-            if ports:
-                ocs, port = ports[(leaf, j)]
-                circuit_of[(leaf, slots[leaf][j])] = len(circuits)
-                circuits.append(_circuit((ocs, ("leaf", leaf), ("spine", spine, port))))
+    n = len(spines)
+    hosts = [(leaf, slot) for leaf in leaves for slot in slots[leaf][:n]]
+    host_spines = spines * len(leaves)
+    spine_of = dict(zip(hosts, host_spines, strict=True))
+    if not ports:
+        return Allocation(job_id=job_id, policy=policy, hosts=tuple(sorted(hosts)),
+                          leaves=tuple(leaves), spines=tuple(spines),
+                          links=frozenset(product(leaves, spines)), spine_of=spine_of)
+    ocses, spine_ports = map(list, zip(*map(ports.__getitem__, product(leaves, range(n))),
+                                       strict=True))
     return Allocation(
         job_id=job_id,
         policy=policy,
-        hosts=tuple(sorted(spine_of)),
+        hosts=tuple(sorted(hosts)),
         leaves=tuple(leaves),
         spines=tuple(spines),
-        links=frozenset((leaf, spine) for leaf in leaves for spine in spines),
-        circuits=tuple(circuits),
+        links=frozenset(product(leaves, spines)),
+        circuits=BlockCircuits(hosts, ocses, host_spines,
+                               _held_ports(leaves, ocses, host_spines, spine_ports), spine_ports),
         spine_of=spine_of,
-        circuit_of=circuit_of,
+        circuit_of=dict(zip(hosts, range(len(hosts)), strict=True)),
     )
+
+
+def _held_ports(leaves: list[int], ocses: list[int], spines: list[int],
+                spine_ports: list[int]) -> PortUse:
+    """The :class:`PortUse` of circuits leaf by leaf (``len(ocses) // len(leaves)`` each),
+    circuit i over OCS ``ocses[i]`` to port ``spine_ports[i]`` of ``spines[i]``; two circuits
+    on one port are a bug, caught here (as :func:`port_use` does)."""
+    n = len(ocses) // len(leaves)
+    by_leaf = {leaf: sum(map((1).__lshift__, ocses[k * n:(k + 1) * n]))
+               for k, leaf in enumerate(leaves)}
+    by_spine: dict[tuple[int, int], int] = {}
+    for key, port in zip(zip(ocses, spines, strict=True), spine_ports, strict=True):
+        by_spine[key] = by_spine.get(key, 0) | 1 << port
+    assert sum(mask.bit_count() for mask in by_leaf.values()) == len(ocses), "leaf port twice"
+    assert sum(mask.bit_count() for mask in by_spine.values()) == len(ocses), "spine port twice"
+    return PortUse(by_leaf, by_spine)
 
 
 def leaves_of(hosts: Iterable[LeafSlot]) -> tuple[int, ...]:

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from itertools import repeat
 from typing import Any
 
-from sdn_app.allocation.ledger import Allocation
+from sdn_app.allocation.ledger import Allocation, BlockCircuits
 from sdn_app.policies.base import LeafSlot, LinkId, RoutingPolicy
 from sdn_app.program import PRIO_JOB, Program, Uplink, job_cookie, ocs_circuits, pinned_rules
 from sdn_app.static_routes import FlowRule, circuit_rules, delivery_rules, leaf_spine_view
@@ -105,6 +105,9 @@ class CircuitLinks:
 
     def __init__(self, alloc: Allocation) -> None:
         circuits = alloc.circuits
+        if isinstance(circuits, BlockCircuits):
+            self._from_ends(*circuits.ends())
+            return
         self.up: dict[LeafSlot, tuple[Any, int | None]] = {}
         for host, index in alloc.circuit_of.items():
             ocs, _end_a, end_b = circuits[index]
@@ -116,6 +119,18 @@ class CircuitLinks:
         self.down: dict[int, dict[int, LinkId]] = {}
         for (leaf, spine), (ocs, _end_a, end_b) in alloc.spine_circuits().items():
             self.down.setdefault(spine, {})[leaf] = ("cd", ocs, spine, end_b[2], leaf)
+
+    def _from_ends(self, hosts: Sequence[LeafSlot], ocses: list[int], spines: list[int],
+                   ports: list[int]) -> None:
+        """From a :class:`BlockCircuits`' ends (host i's circuit is circuit i), without
+        building its circuits: the links are made by ``zip``, the first circuit of each
+        (leaf, spine) kept as the way down."""
+        leaves = [leaf for leaf, _slot in hosts]
+        ups = zip(repeat("cu"), ocses, leaves, spines, ports)
+        self.up = dict(zip(hosts, zip(ups, spines, strict=True), strict=True))
+        self.down = {}
+        for link in reversed(list(zip(repeat("cd"), ocses, spines, ports, leaves))):
+            self.down.setdefault(link[2], {})[link[4]] = link
 
 
 def circuit_links(alloc: Allocation) -> CircuitLinks:
