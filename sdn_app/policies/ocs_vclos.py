@@ -69,19 +69,20 @@ class OcsVclos(RoutingPolicy):
         """:meth:`path` of each pair's flow, the job's links read from its
         :class:`CircuitLinks` in one loop."""
         links = circuit_links(alloc)
-        up, down = links.up, links.down
+        up, down, ends = links.up, links.down, links.host_links
         found = []
+        append = found.append
         for a, b in pairs:
             src, dst = hosts[a], hosts[b]
-            la, lb = src[0], dst[0]
-            if la == lb:
-                found.append([("hu", *src), ("hd", *dst)])
+            lb = dst[0]
+            if src[0] == lb:
+                append([ends[src][0], ends[dst][1]])
                 continue
             first, spine = up[src]
             if spine is None:
-                found.append([("hu", *src), ("cl", first, la, lb), ("hd", *dst)])
+                append([ends[src][0], ("cl", first, src[0], lb), ends[dst][1]])
             else:
-                found.append([("hu", *src), first, down[spine][lb], ("hd", *dst)])
+                append([ends[src][0], first, down[spine][lb], ends[dst][1]])
         return found
 
     def fabric_links_to_leaves(self, alloc: Allocation, src: LeafSlot, leaves: Sequence[int],
@@ -101,9 +102,14 @@ class CircuitLinks:
     per flow): ``up[host]``, the link up the host's circuit and the spine it reaches, or the
     OCS and None for a direct leaf-leaf circuit (whose link names the destination leaf);
     ``down[spine][leaf]``, the link down the job's first circuit from the spine to the
-    leaf (:meth:`Allocation.spine_circuit`)."""
+    leaf (:meth:`Allocation.spine_circuit`); ``host_links[host]``, its links up and down
+    (one pair of objects for all its flows)."""
 
     def __init__(self, alloc: Allocation) -> None:
+        leaves, slots = zip(*alloc.hosts, strict=True)
+        self.host_links: dict[LeafSlot, tuple[LinkId, LinkId]] = dict(zip(
+            alloc.hosts, zip(zip(repeat("hu"), leaves, slots), zip(repeat("hd"), leaves, slots),
+                             strict=True), strict=True))
         circuits = alloc.circuits
         if isinstance(circuits, BlockCircuits):
             self._from_ends(*circuits.ends())
