@@ -444,9 +444,10 @@ def wire_spines(
     if _servable(spines, passes, by_default, candidates, m).bit_count() < n:
         return None  # fewer than n spines any pass could take
     held = ledger.spines_with_held_links()  # only these need their links checked
-    used_leaf_ports: set[LeafPort] = set()
     used_ocses: dict[int, int] = {}  # leaf -> bit o: its port on OCS o is this job's already
     wiring: dict[int, dict[int, tuple[int, int]]] = {}
+    if "default" in passes:  # read once for every spine
+        rows, leaf_idle = _default_rows(ledger, leaves), ledger.idle_ocs_masks()
     for kind in passes:
         for spine in spines:
             if spine in wiring or (spine in held and any(
@@ -460,16 +461,19 @@ def wire_spines(
                     ledger, leaves, spine, used_ocses):
                 continue  # a leaf with no port to it, or fewer ports than leaves: no matching
             if kind == "match":
+                # the matching reads these pairs with orphans_only, else used_ocses
+                used_leaf_ports = {(ocs, leaf) for leaf, mask in used_ocses.items()
+                                   for ocs in bits(mask)} if orphans_only else set()
                 match = match_leaves_to_spine(
                     ledger, leaves, spine, used_leaf_ports,
                     None if candidates is None else candidates.ports(spine), orphans_only,
                     used_ocses)
             else:
-                match = default_ports(ledger, leaves, spine, used_leaf_ports)
+                match = _default_ports(leaves, rows, leaf_idle, ledger.idle_port_row(spine),
+                                       spine, used_ocses)
             if len(match) < m:
                 continue
             wiring[spine] = match
-            used_leaf_ports |= {(ocs, leaf) for leaf, (ocs, _port) in match.items()}
             for leaf, (ocs, _port) in match.items():
                 used_ocses[leaf] = used_ocses.get(leaf, 0) | 1 << ocs
             if len(wiring) == n:
@@ -1028,18 +1032,34 @@ def default_ports(
 ) -> dict[int, tuple[int, int]]:
     """Each leaf's default circuit to ``spine`` (:func:`default_circuit`; another port of
     the spine on the same OCS if that one is busy), or {} when one of them is busy."""
+    used: dict[int, int] = {}
+    for ocs, leaf in used_leaf_ports:
+        used[leaf] = used.get(leaf, 0) | 1 << ocs
+    return _default_ports(leaves, _default_rows(ledger, leaves), ledger.idle_ocs_masks(),
+                          ledger.idle_port_row(spine), spine, used)
+
+
+def _default_rows(ledger: Ledger, leaves: list[int]) -> list[tuple[tuple[int, int], ...]]:
+    """:func:`_default_row` of each of ``leaves`` on this ledger's geometry."""
+    geometry = (ledger.spines, ledger.ocs_count, ledger.spine_ports_per_ocs)
+    return [_default_row(leaf, *geometry) for leaf in leaves]
+
+
+def _default_ports(leaves: list[int], rows: list[tuple[tuple[int, int], ...]],
+                   leaf_idle: list[int], port_row: list[int], spine: int,
+                   used_ocses: dict[int, int]) -> dict[int, tuple[int, int]]:
+    """:func:`default_ports` from what the caller read once: the leaves' default rows, every
+    leaf's idle OCS mask, ``spine``'s idle port mask per OCS, and per leaf the OCSes whose
+    port the job holds already (bit o)."""
     out: dict[int, tuple[int, int]] = {}
     taken: dict[int, int] = {}  # ocs -> bit p for each port (ocs, p) among out's values
-    geometry = (ledger.spines, ledger.ocs_count, ledger.spine_ports_per_ocs)
-    for leaf in leaves:
-        ocs, first = _default_row(leaf, *geometry)[spine]
-        if ocs < 0:
-            return {}
-        if not ledger.idle_ocs_mask(leaf) >> ocs & 1 or (ocs, leaf) in used_leaf_ports:
+    for leaf, row in zip(leaves, rows, strict=True):
+        ocs, first = row[spine]
+        if ocs < 0 or not (leaf_idle[leaf] & ~used_ocses.get(leaf, 0)) >> ocs & 1:
             return {}
         # The default port, else the lowest other idle one not yet this job's (the default
         # port, when not open, is not among those).
-        open_ports = ledger.idle_port_mask(ocs, spine) & ~taken.get(ocs, 0)
+        open_ports = port_row[ocs] & ~taken.get(ocs, 0)
         if not open_ports:
             return {}
         port = first if open_ports >> first & 1 else (open_ports & -open_ports).bit_length() - 1
