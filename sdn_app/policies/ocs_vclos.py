@@ -69,20 +69,21 @@ class OcsVclos(RoutingPolicy):
         """:meth:`path` of each pair's flow, the job's links read from its
         :class:`CircuitLinks` in one loop."""
         links = circuit_links(alloc)
-        up, down, ends = links.up, links.down, links.host_links
+        down = links.down
+        at = list(map(links.by_host.__getitem__, hosts))  # by position
         found = []
         append = found.append
         for a, b in pairs:
-            src, dst = hosts[a], hosts[b]
-            lb = dst[0]
-            if src[0] == lb:
-                append([ends[src][0], ends[dst][1]])
+            src, dst = at[a], at[b]
+            lb = dst[2]
+            if src[2] == lb:
+                append([src[0], dst[3]])
                 continue
-            first, spine = up[src]
+            first, spine = src[1]
             if spine is None:
-                append([ends[src][0], ("cl", first, src[0], lb), ends[dst][1]])
+                append([src[0], ("cl", first, src[2], lb), dst[3]])
             else:
-                append([ends[src][0], first, down[spine][lb], ends[dst][1]])
+                append([src[0], first, down[spine][lb], dst[3]])
         return found
 
     def fabric_links_to_leaves(self, alloc: Allocation, src: LeafSlot, leaves: Sequence[int],
@@ -102,29 +103,31 @@ class CircuitLinks:
     per flow): ``up[host]``, the link up the host's circuit and the spine it reaches, or the
     OCS and None for a direct leaf-leaf circuit (whose link names the destination leaf);
     ``down[spine][leaf]``, the link down the job's first circuit from the spine to the
-    leaf (:meth:`Allocation.spine_circuit`); ``host_links[host]``, its links up and down
-    (one pair of objects for all its flows)."""
+    leaf (:meth:`Allocation.spine_circuit`); ``by_host[host]``, what its flows read: its
+    host link up, its ``up`` entry, its leaf and its host link down (made once, for all its
+    flows)."""
 
     def __init__(self, alloc: Allocation) -> None:
-        leaves, slots = zip(*alloc.hosts, strict=True)
-        self.host_links: dict[LeafSlot, tuple[LinkId, LinkId]] = dict(zip(
-            alloc.hosts, zip(zip(repeat("hu"), leaves, slots), zip(repeat("hd"), leaves, slots),
-                             strict=True), strict=True))
         circuits = alloc.circuits
         if isinstance(circuits, BlockCircuits):
             self._from_ends(*circuits.ends())
-            return
-        self.up: dict[LeafSlot, tuple[Any, int | None]] = {}
-        for host, index in alloc.circuit_of.items():
-            ocs, _end_a, end_b = circuits[index]
-            if end_b[0] == "leaf":
-                self.up[host] = (ocs, None)
-            else:
-                _, spine, port = end_b
-                self.up[host] = (("cu", ocs, host[0], spine, port), spine)
-        self.down: dict[int, dict[int, LinkId]] = {}
-        for (leaf, spine), (ocs, _end_a, end_b) in alloc.spine_circuits().items():
-            self.down.setdefault(spine, {})[leaf] = ("cd", ocs, spine, end_b[2], leaf)
+        else:
+            self.up: dict[LeafSlot, tuple[Any, int | None]] = {}
+            for host, index in alloc.circuit_of.items():
+                ocs, _end_a, end_b = circuits[index]
+                if end_b[0] == "leaf":
+                    self.up[host] = (ocs, None)
+                else:
+                    _, spine, port = end_b
+                    self.up[host] = (("cu", ocs, host[0], spine, port), spine)
+            self.down: dict[int, dict[int, LinkId]] = {}
+            for (leaf, spine), (ocs, _end_a, end_b) in alloc.spine_circuits().items():
+                self.down.setdefault(spine, {})[leaf] = ("cd", ocs, spine, end_b[2], leaf)
+        hosts = alloc.hosts
+        leaves, slots = zip(*hosts, strict=True)
+        self.by_host: dict[LeafSlot, tuple[LinkId, Any, int, LinkId]] = dict(zip(
+            hosts, zip(zip(repeat("hu"), leaves, slots), map(self.up.get, hosts), leaves,
+                       zip(repeat("hd"), leaves, slots), strict=True), strict=True))
 
     def _from_ends(self, hosts: Sequence[LeafSlot], ocses: list[int], spines: list[int],
                    ports: list[int]) -> None:
