@@ -290,17 +290,26 @@ def default_leaves(ledger: Ledger, m: int, n: int, masks: DefaultMasks) -> list[
     spines now, each of whose leaves was searched then with a mask holding its mask now,
     would have shared them then: so every such set now holds a leaf that was not searched
     then or whose mask gained a spine, and the search looks only among sets holding one
-    (the first in the same order, so the same set as a whole search). A refused queue head
-    is searched again after every job's end; most ends change few leaves' masks."""
+    (the first in the same order, so the same set as a whole search). Each of its leaves
+    shares those n spines with the changed leaf it holds, so only leaves sharing n spines
+    with the changed leaves' masks together are searched; most often fewer than m are left,
+    and nothing is. A refused queue head is searched again after every job's end; most ends
+    change few leaves' masks."""
     now = {leaf: masks[leaf] for leaf in ledger.leaves_with(n)}
     misses = _kept_of(ledger).misses
     before = misses.get((m, n))
-    changed = None if before is None else {
-        leaf for leaf, mask in now.items() if mask & ~before.get(leaf, 0)}
-    if changed is not None and not changed:
-        leaves = None  # no set holds a leaf that changed: the search would look at none
+    changed, searched = None, now
+    if before is not None:
+        changed = {leaf for leaf, mask in now.items() if mask & ~before.get(leaf, 0)}
+        reach = 0  # the spines of the changed leaves
+        for leaf in changed:
+            reach |= now[leaf]
+        searched = {leaf: mask for leaf, mask in now.items() if (mask & reach).bit_count() >= n}
+    if len(searched) < m:
+        leaves = None  # too few leaves could join a set holding a changed one (or none changed)
     else:
-        leaves = search_leaves(peel(now, m, n, ledger.spines), m, n, ledger.spines, changed)
+        leaves = search_leaves(peel(searched, m, n, ledger.spines), m, n, ledger.spines,
+                               changed)
     if leaves is None:
         misses[(m, n)] = now
     else:
@@ -1483,9 +1492,12 @@ class RewireIndex:
         bound = self.open_count + self.blocker_count[shared].sum(axis=0)
         if picks > 0 and others:
             rows = self.blocker_count[others]
-            if picks < len(others):
-                rows = -np.partition(-rows, picks - 1, axis=0)[:picks]
-            bound = bound + rows.sum(axis=0)
+            if picks == 1:  # the first leaf sets tried differ in their last leaf alone
+                bound = bound + rows.max(axis=0)
+            else:
+                if picks < len(others):
+                    rows = -np.partition(-rows, picks - 1, axis=0)[:picks]
+                bound = bound + rows.sum(axis=0)
         among = {*shared, *others}
         for leaf in among:
             for (_ocs, spine, _port), blockers in self.shared_by_least.get(leaf, {}).items():
