@@ -251,3 +251,62 @@ def test_a_wrong_way_up_in_paths_of_pairs_is_caught() -> None:
             differ += policy.paths_of_pairs(alloc, hosts, pairs, 4) != [
                 walked_path(alloc, hosts[a], hosts[b]) for a, b in pairs]
     assert differ > 0
+
+
+# ``own_fabric_paths``: a policy that says so routes each host's flows to a leaf over a
+# fabric path no other host of the job takes there, and its aggregated steps skip the merge
+
+class Merging(OcsVclos):
+    """OCS-vClos with its aggregated paths merged (the default for a policy)."""
+
+    own_fabric_paths = False
+
+
+class SharedUpOcs(OcsVclos):
+    """Wrong on purpose: every host of a leaf sent up its leaf's first host's circuit, yet
+    still claiming paths of its own."""
+
+    def fabric_links_to_leaves(self, alloc, src, leaves, spines):
+        first = min(h for h in alloc.hosts if h[0] == src[0])
+        return super().fabric_links_to_leaves(alloc, first, leaves, spines)
+
+
+def shared_fabric_paths(policy: RoutingPolicy) -> tuple[int, int]:
+    """Aggregated steps of placed jobs whose fabric paths repeat, and how many were checked."""
+    rng = random.Random(11)
+    repeated = checked = 0
+    for seed in range(6):
+        for alloc in placed_jobs(policy.allocates_as, seed):
+            if len(alloc.leaves) < 2:
+                continue
+            paths, _ = aggregated(policy, alloc, random_bundle(rng, len(alloc.hosts)))
+            fabric = [p for p in paths if p[0][0] not in HOST_LINKS]
+            repeated += len(set(fabric)) < len(fabric)
+            checked += 1
+    return repeated, checked
+
+
+@pytest.mark.parametrize("name", [n for n in sorted({*applicable("leaf_spine", simulator=True),
+                                                      *applicable("ocs_leaf_spine",
+                                                                  simulator=True)})
+                                  if get(n).own_fabric_paths])
+def test_own_fabric_paths_never_repeat(name: str) -> None:
+    repeated, checked = shared_fabric_paths(get(name))
+    assert repeated == 0 and checked > 10
+
+
+def test_own_fabric_paths_are_the_merged_ones() -> None:
+    rng = random.Random(5)
+    compared = 0
+    for seed in range(6):
+        for alloc in placed_jobs("ocs-vclos", seed):
+            if len(alloc.leaves) >= 2:
+                bundle = random_bundle(rng, len(alloc.hosts))
+                assert aggregated(OcsVclos(), alloc, bundle) == aggregated(Merging(), alloc,
+                                                                           bundle)
+                compared += 1
+    assert compared > 10
+
+
+def test_a_shared_path_claimed_as_own_is_caught() -> None:
+    assert shared_fabric_paths(SharedUpOcs())[0] > 0

@@ -58,6 +58,10 @@ class RoutingPolicy:
     # No link a placed job's traffic may cross carries another job's: nothing but its own
     # links should set its pace, so the job invariant (analysis.job_invariant) judges it.
     isolates_jobs: ClassVar[bool] = False
+    # Each host of a job reaches another leaf over fabric links no other host of the job
+    # takes to that leaf (one spine or circuit per host): the simulator's aggregated steps
+    # then take each host's path to a leaf as it is, with nothing to merge.
+    own_fabric_paths: ClassVar[bool] = False
 
     def allowed_for_jobs(self) -> tuple[str, ...]:
         return self.job_policies or (self.name,)

@@ -21,6 +21,7 @@ class OcsVclos(RoutingPolicy):
     allocates_as = "ocs-vclos"
     job_policies = ("ocs-vclos", "ecmp")
     isolates_jobs = True  # its own circuits; a spine reaches its hosts only through them
+    own_fabric_paths = True  # host j's circuit, then the job's circuit down to the leaf
 
     def base_program(self, plan: FabricPlan, down: frozenset[Uplink] = frozenset()) -> Program:
         return Program(delivery_rules(plan, []))

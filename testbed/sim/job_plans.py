@@ -366,6 +366,10 @@ class _Router:
         else:
             crossings = (self._crossings_by_leaf(order, leaves, rows, cols)
                          or self._crossings_by_host(order, leaves, rows, cols, key, b))
+            if self.policy.own_fabric_paths:  # every group's path its own: nothing to merge
+                paths.extend(crossings)
+                weights.extend(flows)
+                return paths, weights
             fabric = merged_paths(crossings, flows)
         paths.extend(fabric)
         weights.extend(fabric.values())
