@@ -23,7 +23,10 @@ from sdn_app.allocation.ledger import (
     Allocation,
     AllocationRefused,
     AllocationRequestError,
+    BlockCircuits,
     Circuit,
+    clos_allocation,
+    port_use,
 )
 from sdn_app.allocation.ocs import match_from_default
 from testbed.core.errors import FabricLabError
@@ -392,6 +395,26 @@ def test_ocs_three_leaves_get_circuits_to_four_spines() -> None:
     check_cluster(cluster)
     cluster.release("a")
     assert cluster.is_empty()
+
+
+def test_ocs_circuits_through_spines_are_the_ports_given() -> None:
+    """clos_allocation's circuits (a BlockCircuits, built when read) are one per host, leaf
+    by leaf then host j, on the (ocs, port) given for (leaf, j); they book the ports those
+    circuits hold, and two circuits on one port are caught."""
+    slots = {3: [1, 2], 0: [0, 3]}
+    ports = {(0, 0): (1, 0), (0, 1): (2, 1), (3, 0): (0, 1), (3, 1): (2, 0)}
+    job = clos_allocation("j", "ocs-vclos", slots, [5, 4], ports)
+    want = (Circuit(1, ("leaf", 0), ("spine", 5, 0)), Circuit(2, ("leaf", 0), ("spine", 4, 1)),
+            Circuit(0, ("leaf", 3), ("spine", 5, 1)), Circuit(2, ("leaf", 3), ("spine", 4, 0)))
+    assert isinstance(job.circuits, BlockCircuits) and tuple(job.circuits) == want
+    assert job.circuits.ports == port_use(want)
+    assert job.circuit_of == {(0, 0): 0, (0, 3): 1, (3, 1): 2, (3, 2): 3}
+    assert job.spine_of == {(0, 0): 5, (0, 3): 4, (3, 1): 5, (3, 2): 4}
+    assert job.hosts == ((0, 0), (0, 3), (3, 1), (3, 2))
+    with pytest.raises(AssertionError):  # spine 5's port 0 on OCS 1, twice
+        clos_allocation("k", "ocs-vclos", slots, [5, 4], {**ports, (3, 0): (1, 0)})
+    with pytest.raises(AssertionError):  # leaf 0's port on OCS 1, twice
+        clos_allocation("k", "ocs-vclos", slots, [5, 4], {**ports, (0, 1): (1, 1)})
 
 
 def test_ocs_spines_run_out_of_ports() -> None:

@@ -259,13 +259,14 @@ def clos_allocation(
     n = len(spines)
     hosts = [(leaf, slot) for leaf in leaves for slot in slots[leaf][:n]]
     host_spines = spines * len(leaves)
-    spine_of = dict(zip(hosts, host_spines, strict=True))
-    if not ports:
-        return Allocation(job_id=job_id, policy=policy, hosts=tuple(sorted(hosts)),
-                          leaves=tuple(leaves), spines=tuple(spines),
-                          links=frozenset(product(leaves, spines)), spine_of=spine_of)
-    ocses, spine_ports = map(list, zip(*map(ports.__getitem__, product(leaves, range(n))),
-                                       strict=True))
+    circuits: Sequence[Circuit] = ()
+    circuit_of: dict[LeafSlot, int] = {}
+    if ports:
+        ocses, spine_ports = map(list, zip(*map(ports.__getitem__, product(leaves, range(n))),
+                                           strict=True))
+        circuits = BlockCircuits(hosts, ocses, host_spines,
+                                 _held_ports(leaves, ocses, host_spines, spine_ports), spine_ports)
+        circuit_of = dict(zip(hosts, range(len(hosts)), strict=True))
     return Allocation(
         job_id=job_id,
         policy=policy,
@@ -273,10 +274,9 @@ def clos_allocation(
         leaves=tuple(leaves),
         spines=tuple(spines),
         links=frozenset(product(leaves, spines)),
-        circuits=BlockCircuits(hosts, ocses, host_spines,
-                               _held_ports(leaves, ocses, host_spines, spine_ports), spine_ports),
-        spine_of=spine_of,
-        circuit_of=dict(zip(hosts, range(len(hosts)), strict=True)),
+        circuits=circuits,
+        spine_of=dict(zip(hosts, host_spines, strict=True)),
+        circuit_of=circuit_of,
     )
 
 
