@@ -292,9 +292,9 @@ def default_leaves(ledger: Ledger, m: int, n: int, masks: DefaultMasks) -> list[
     then or whose mask gained a spine, and the search looks only among sets holding one
     (the first in the same order, so the same set as a whole search). Each of its leaves
     shares those n spines with the changed leaf it holds, so only leaves sharing n spines
-    with the changed leaves' masks together are searched; most often fewer than m are left,
-    and nothing is. A refused queue head is searched again after every job's end; most ends
-    change few leaves' masks."""
+    with the changed leaves' masks together are searched (most often fewer than m are left,
+    and the search ends there). A refused queue head is searched again after every job's
+    end; most ends change few leaves' masks."""
     now = {leaf: masks[leaf] for leaf in ledger.leaves_with(n)}
     misses = _kept_of(ledger).misses
     before = misses.get((m, n))
