@@ -13,7 +13,6 @@ from testbed.core.errors import FabricLabError
 
 LeafSlot = tuple[int, int]  # a host of a leaf-spine cluster: (leaf, slot on that leaf)
 LeafSpineLink = tuple[int, int]  # (leaf, spine)
-LeafPort = tuple[int, int]  # (ocs, leaf)
 SpinePort = tuple[int, int, int]  # (ocs, spine, port)
 
 

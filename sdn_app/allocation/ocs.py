@@ -36,7 +36,6 @@ import numpy as np
 from sdn_app.allocation.ledger import (
     Allocation,
     Circuit,
-    LeafPort,
     Ledger,
     SpinePort,
     bits,
@@ -470,13 +469,9 @@ def wire_spines(
                     ledger, leaves, spine, used_ocses):
                 continue  # a leaf with no port to it, or fewer ports than leaves: no matching
             if kind == "match":
-                # the matching reads these pairs with orphans_only, else used_ocses
-                used_leaf_ports = {(ocs, leaf) for leaf, mask in used_ocses.items()
-                                   for ocs in bits(mask)} if orphans_only else set()
                 match = match_leaves_to_spine(
-                    ledger, leaves, spine, used_leaf_ports,
-                    None if candidates is None else candidates.ports(spine), orphans_only,
-                    used_ocses)
+                    ledger, leaves, spine, used_ocses,
+                    None if candidates is None else candidates.ports(spine), orphans_only)
             else:
                 match = _default_ports(leaves, rows, leaf_idle, ledger.idle_port_row(spine),
                                        spine, used_ocses)
@@ -552,10 +547,9 @@ def match_leaves_to_spine(
     ledger: Ledger,
     leaves: list[int],
     spine: int,
-    used_leaf_ports: set[LeafPort],
+    used_ocses: dict[int, int],
     candidates: list[tuple[int, int]] | None = None,
     orphans_only: bool = False,
-    used_ocses: dict[int, int] | None = None,
 ) -> dict[int, tuple[int, int]]:
     """Maximum matching leaf -> idle spine port (ocs, port) on an OCS the leaf can use.
 
@@ -566,26 +560,24 @@ def match_leaves_to_spine(
     The matching is :func:`hopcroft_karp`'s, the one networkx's ``hopcroft_karp_matching``
     returns on the graph this function used to build (leaf ints left, ``(ocs, port)`` right,
     edges port by port): ints throughout, so the same state gives the same answer whatever
-    PYTHONHASHSEED is. ``used_ocses``: leaf -> bit o when ``(o, leaf)`` is in
-    ``used_leaf_ports`` (the same, as masks), if the caller keeps it.
+    PYTHONHASHSEED is. ``used_ocses``: leaf -> bit o when the job holds the leaf's port on
+    OCS o already.
     """
     idle = {leaf: ledger.idle_ocs_mask(leaf) for leaf in leaves}
     index = {leaf: i for i, leaf in enumerate(leaves)}
     ports = ledger.idle_spine_ports(spine) if candidates is None else candidates
     adjacency: list[list[int]]  # per leaf, its ports' indices, lowest first
-    if used_ocses is not None and not orphans_only:
+    usable = {leaf: idle[leaf] & ~used_ocses.get(leaf, 0) for leaf in leaves}
+    if not orphans_only:
         port_ocs = [ocs for ocs, _port in ports]
-        adjacency = []
-        for leaf in leaves:
-            usable = idle[leaf] & ~used_ocses.get(leaf, 0)
-            adjacency.append([right for right, ocs in enumerate(port_ocs) if usable >> ocs & 1])
+        adjacency = [[right for right, ocs in enumerate(port_ocs) if usable[leaf] >> ocs & 1]
+                     for leaf in leaves]
     else:
         adjacency = [[] for _ in leaves]
         for right, (ocs, port) in enumerate(ports):
             for leaf in leaves:
-                if idle[leaf] >> ocs & 1 and (ocs, leaf) not in used_leaf_ports and (
-                        not orphans_only or orphaned(ledger, ocs, spine, port, leaf,
-                                                     used_leaf_ports)):
+                if usable[leaf] >> ocs & 1 and orphaned(ledger, ocs, spine, port, leaf,
+                                                        used_ocses):
                     adjacency[index[leaf]].append(right)
     # The leaves in the order networkx's bipartite matching visits them (a set of them).
     order = [index[leaf] for leaf in set(leaves)]
@@ -1037,15 +1029,13 @@ class _LeafTable:
 
 
 def default_ports(
-    ledger: Ledger, leaves: list[int], spine: int, used_leaf_ports: set[LeafPort]
+    ledger: Ledger, leaves: list[int], spine: int, used_ocses: dict[int, int]
 ) -> dict[int, tuple[int, int]]:
     """Each leaf's default circuit to ``spine`` (:func:`default_circuit`; another port of
-    the spine on the same OCS if that one is busy), or {} when one of them is busy."""
-    used: dict[int, int] = {}
-    for ocs, leaf in used_leaf_ports:
-        used[leaf] = used.get(leaf, 0) | 1 << ocs
+    the spine on the same OCS if that one is busy), or {} when one of them is busy or the
+    job holds it already (``used_ocses``: leaf -> bit o for its port on OCS o)."""
     return _default_ports(leaves, _default_rows(ledger, leaves), ledger.idle_ocs_masks(),
-                          ledger.idle_port_row(spine), spine, used)
+                          ledger.idle_port_row(spine), spine, used_ocses)
 
 
 def _default_rows(ledger: Ledger, leaves: list[int]) -> list[tuple[tuple[int, int], ...]]:
@@ -1078,12 +1068,13 @@ def _default_ports(leaves: list[int], rows: list[tuple[tuple[int, int], ...]],
 
 
 def orphaned(
-    ledger: Ledger, ocs: int, spine: int, port: int, leaf: int, used_leaf_ports: set[LeafPort]
+    ledger: Ledger, ocs: int, spine: int, port: int, leaf: int, used_ocses: dict[int, int]
 ) -> bool:
     """True when every leaf other than ``leaf`` whose default circuit to ``spine`` ends
-    on spine port ``(ocs, port)`` has its own port on ``ocs`` busy (or there is none)."""
+    on spine port ``(ocs, port)`` has its own port on ``ocs`` busy (or there is none); the
+    ports the job holds already (``used_ocses``: leaf -> bit o) count as busy."""
     return all(
-        owner == leaf or (ocs, owner) in used_leaf_ports
+        owner == leaf or used_ocses.get(owner, 0) >> ocs & 1
         for owner in idle_default_owners(ledger, ocs, spine, port)
     )
 
@@ -1494,9 +1485,9 @@ class RewireIndex:
             rows = self.blocker_count[others]
             if picks == 1:  # the first leaf sets tried differ in their last leaf alone
                 bound = bound + rows.max(axis=0)
+            elif picks < len(others):
+                bound = bound + (-np.partition(-rows, picks - 1, axis=0)[:picks]).sum(axis=0)
             else:
-                if picks < len(others):
-                    rows = -np.partition(-rows, picks - 1, axis=0)[:picks]
                 bound = bound + rows.sum(axis=0)
         among = {*shared, *others}
         for leaf in among:
