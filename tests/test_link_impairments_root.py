@@ -61,27 +61,51 @@ def test_loss_on_one_host_link_is_the_specified_fraction(tmp_path):
             assert 0.007 <= counts["dropped"] / counts["judged"] <= 0.013
 
 
+def ping_rtts_ms(out: str) -> list[float]:
+    return [float(x.split("time=")[1].split()[0]) for x in out.splitlines() if "time=" in x]
+
+
 def test_delay_and_jitter_on_host_links_are_the_specified_round_trip(tmp_path):
-    plan = plan_of(host_link_delay_us=5000, host_link_jitter_us=1000)
+    """h0 and h1's links delay 5 ms each way with ±1 ms jitter; h2 and h3's links are plain.
+    While h0 pings h1, h2 pings h3 through the same switch: what the delay adds is judged
+    against that plain round trip, taken at the same moment. The rest of a round trip (the
+    switch, the hosts' stacks, ping waking up) is no link's delay, and on this shared
+    machine it varies: CI runs have seen delayed round trips 1.3-3 ms over the spec where a
+    quiet machine gives 0.4-0.9 ms over it (plain round trips 0.2-0.3 ms)."""
+    delayed = {"delay_us": 5000, "jitter_us": 1000}
+    plan = plan_of(hosts_per_leaf=4, links=[{"between": [h, "leaf0"]} | delayed
+                                            for h in ("h0", "h1")])
     fab = Fabric(plan, tmp_path / "run")
     fab.start()
     try:
         # -U: user to user (ping's default reads the kernel's arrival stamp, taken before a
         # delay line holds the packet)
-        out = fab.host("h0").cmd(f"ping -n -U -c 40 -i 0.05 {plan.node('h1').ip()}")
+        pings = {src: fab.popen(src, ["ping", "-n", "-U", "-c", "80", "-i", "0.05",
+                                      plan.node(dst).ip()], stdout=subprocess.PIPE, text=True)
+                 for src, dst in (("h0", "h1"), ("h2", "h3"))}
+        outs = {src: proc.communicate(timeout=60)[0] for src, proc in pings.items()}
         record = fab.impairment_record()
     finally:
         assert fab.stop() == []
     mechanism = "netem" if netem_available() else "delay-line"
     assert {lk["mechanism"] for lk in record["links"]} == {mechanism}, record
-    rtts = [float(x.split("time=")[1].split()[0]) for x in out.splitlines() if "time=" in x]
-    assert len(rtts) >= 38, out
+    rtts, plain = ping_rtts_ms(outs["h0"]), ping_rtts_ms(outs["h2"])
+    assert len(rtts) >= 76 and len(plain) >= 76, outs
     if software_emulated():  # the delay is there; how long a software-emulated CPU adds is not
         assert statistics.median(rtts) >= 19.0 and min(rtts) >= 15.0, rtts
         return
-    # 4 crossings of 5 ms each; each adds uniform jitter of ±1 ms: sd 2/sqrt(3) = 1.15 ms
-    assert abs(statistics.median(rtts) - 20.0) <= 2.0, rtts
-    assert 0.6 <= statistics.stdev(rtts) <= 2.0, rtts
+    evidence = {"delayed": rtts, "plain": plain, "delay lines": record.get("delay_lines")}
+    # the switch adds, it never takes away: the delay is all there
+    assert statistics.median(rtts) >= 19.0, evidence
+    # 4 crossings of 5 ms each, beyond what the plain round trip took
+    added_ms = statistics.median(rtts) - statistics.median(plain)
+    assert abs(added_ms - 20.0) <= 2.0, evidence
+    # each crossing adds uniform jitter of ±1 ms: the middle half of the round trips spans
+    # 1.56 ms (sd 2/sqrt(3) = 1.15 ms; of 50 000 simulated draws of 80, none spanned under
+    # 0.88 or over 2.54 ms). By quartiles, not the standard deviation: the machine's
+    # scheduling holds a few pings long, which moves the deviation far and the quartiles not
+    quartiles = statistics.quantiles(rtts, n=4)
+    assert 0.8 <= quartiles[2] - quartiles[0] <= 2.6, evidence
 
 
 def test_a_delay_line_that_exits_is_named_and_its_fabric_still_comes_down(tmp_path):
