@@ -41,3 +41,26 @@ def test_a_name_the_kernel_lacks_is_refused_in_one_sentence_naming_the_field() -
 @pytest.mark.skipif("reno" not in host_tcp.available(), reason="no /proc/sys/net here")
 def test_a_loaded_name_passes() -> None:
     host_tcp.check(plan_with(tcp_congestion="reno"))  # reno is always built in
+
+
+ROUTES = [{"type": "unicast", "dst": "10.0.0.0/8", "dev": "h0-eth0", "protocol": "kernel",
+           "scope": "link", "prefsrc": "10.0.0.1", "flags": []},
+          {"dst": "10.8.0.0/16", "gateway": "10.0.0.254", "dev": "h0-eth0", "protocol": "boot",
+           "scope": "global", "metric": 5, "metrics": [{"congestion": "bbr"}]}]
+
+
+def test_each_route_is_named_again_with_the_congestion_control() -> None:
+    assert host_tcp.route_changes(ROUTES, "cubic") == [
+        ["route", "change", "10.0.0.0/8", "dev", "h0-eth0", "proto", "kernel", "scope", "link",
+         "src", "10.0.0.1", "congctl", "cubic"],
+        ["route", "change", "10.8.0.0/16", "via", "10.0.0.254", "dev", "h0-eth0", "proto",
+         "boot", "scope", "global", "metric", "5", "congctl", "cubic"]]
+    assert [host_tcp.route_congestion(r) for r in ROUTES] == [None, "bbr"]
+
+
+@pytest.mark.parametrize("route", [{"dst": "10.0.0.0/8", "metrics": [{"mtu": 1400}]},
+                                   {"dst": "default", "nexthops": [{"dev": "a"}, {"dev": "b"}]},
+                                   {"dev": "h0-eth0"}])
+def test_a_route_that_changing_would_alter_is_refused(route) -> None:
+    with pytest.raises(FabricLabError, match="cannot give the route"):
+        host_tcp.route_changes([route], "cubic")
