@@ -71,7 +71,7 @@ def test_packets_and_acknowledgements_are_parsed_from_one_buffer():
     ack = struct.pack("=IHHII", 36, dl.NLMSG_ERROR, 0, 1, 0) + struct.pack("=i", -1) + bytes(16)
     buf = _packet(2, 41, (100, 250_000)) + _packet(0, 7, None) + ack
     packets, errors = dl.parse(buf)
-    assert packets == [(2, 41, 100.25), (0, 7, None)]
+    assert packets == [(2, 41, 100.25, 0), (0, 7, None, 0)]
     assert errors == [1]
 
 
@@ -89,3 +89,31 @@ def test_statistics_keep_a_bounded_sample_of_lateness():
     assert got["packets"] == dl.LATENESS_SAMPLES * 2
     assert len(stats.late_us) == dl.LATENESS_SAMPLES
     assert 0 < got["late_us"]["p50"] < got["late_us"]["p99"] <= got["late_us"]["max"]
+
+
+def test_a_packet_s_length_is_read_from_the_kernel_s_or_from_its_payload():
+    hdr = dl._attr(dl.NFQA_PACKET_HDR, struct.pack("!IHB", 5, 0x0800, 0))
+    capped = dl._message(dl.NFQNL_MSG_PACKET, 1, hdr + dl._attr(dl.NFQA_PAYLOAD, b"E")
+                         + dl._attr(dl.NFQA_CAP_LEN, struct.pack("!I", 65226)))
+    whole = dl._message(dl.NFQNL_MSG_PACKET, 1, hdr + dl._attr(dl.NFQA_PAYLOAD, bytes(60)))
+    assert dl.parse(capped + whole)[0] == [(1, 5, None, 65226), (1, 5, None, 60)]
+
+
+def test_bind_with_lengths_copies_a_byte_of_each_packet():
+    _cmd, params, _flags = dl.bind_messages(7, lengths=True)
+    assert struct.unpack("!IB", _attrs(params)[dl.NFQA_CFG_PARAMS]) == (
+        dl.COPY_BYTES, dl.NFQNL_COPY_PACKET)
+
+
+def test_a_wire_carries_a_burst_at_its_rate_and_short_packets_beside_it():
+    wire = dl.Wire(100e6)  # 100 Mbit/s: 8 KiB in 0.65536 ms
+    burst = [wire.through(1.0, 8192) for _ in range(4)]
+    assert burst == pytest.approx([1.0 + k * 0.00065536 for k in range(1, 5)])
+    # an acknowledgement takes its own 5.28 µs, not its turn behind the burst
+    assert wire.through(1.0, 66) == pytest.approx(1.0 + 66 * 8 / 100e6)
+    # once idle, a packet takes its own time from its arrival
+    assert wire.through(2.0, 1500) == pytest.approx(2.0 + 1500 * 8 / 100e6)
+    # arrivals spaced at the rate leave one packet's time after each
+    paced = dl.Wire(100e6)
+    assert [paced.through(k * 0.00012, 1500) - k * 0.00012 for k in range(5)] == \
+        pytest.approx([0.00012] * 5)

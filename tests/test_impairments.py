@@ -83,6 +83,37 @@ def test_the_delay_line_refuses_hosts_with_an_address_per_dimension():
         imp.delay_queues(plan)
 
 
+def test_a_wire_puts_every_source_into_each_host_s_line_at_its_link_s_rate():
+    plan = plan_of(wire_serialization=True, host_link_mbit_s=40, uplink_delay_us=3000)
+    ip = {h.name: h.ip() for h in plan.hosts}
+    links, queues = imp.emulation(plan, netem=False)
+    assert {i.mechanism for i in links} == {imp.DELAY_LINE}
+    # into h0: from h1 (same leaf, no delay: for the wire only) and from across the spine
+    assert queues["h0"] == [
+        {"queue": 0, "delay_us": 0, "jitters_us": [], "sources": [ip["h1"]]},
+        {"queue": 1, "delay_us": 6000, "jitters_us": [], "sources": [ip["h2"], ip["h3"]]}]
+    assert imp.wire_rates(plan) == {h: 40e6 for h in ip}
+    # netem holds the delays: each line holds its wire only, for every other host
+    _links, on_netem = imp.emulation(plan, netem=True)
+    assert on_netem["h0"] == [{"queue": 0, "delay_us": 0.0, "jitters_us": [],
+                               "sources": [ip["h1"], ip["h2"], ip["h3"]]}]
+    # perfect wires otherwise: no link is impaired, every host still has its line
+    _none, plain = imp.emulation(plan_of(wire_serialization=True), netem=False)
+    assert set(plain) == set(ip) and imp.wire_rates(plan_of()) == {}
+
+
+def test_a_wire_is_refused_without_the_delay_line_or_with_a_link_per_dimension():
+    with pytest.raises(FabricLabError, match=r"^fabric\.wire_serialization: .*NFQUEUE"):
+        imp.emulation(plan_of(wire_serialization=True), netem=True, delay_line=False)
+    multidim = build_plan(parse_fabric({"fabric": {
+        "kind": "multidim", "wire_serialization": True,
+        "dims": [{"kind": "switch", "size": 2, "mbit_s": 50},
+                 {"kind": "switch", "size": 2, "mbit_s": 50}]}}))
+    with pytest.raises(FabricLabError, match=r"^fabric\.wire_serialization: on fabrics whose "
+                       r"hosts have one link each"):
+        imp.emulation(multidim, netem=False)
+
+
 def test_with_netem_every_link_class_is_emulated():
     got = imp.mechanisms(plan_of(uplink_delay_us=2000, host_link_loss=0.001), True)
     assert {i.mechanism for i in got} == {imp.NETEM}

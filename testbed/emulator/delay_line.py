@@ -10,6 +10,12 @@ Each queue's packets leave in the order they came: the release time is
 ``max(arrival + delay + jitter draw, previous release)``, as on a wire, which does not reorder.
 The jitter draw is netem's: uniform within ± each link's jitter, summed over the path.
 
+With a wire (``wire_bit_s``, the fabric's ``wire_serialization``), each packet is also held
+until the host's input link would have carried it (:class:`Wire`), before its delay: the
+shaped queues (HTB) send a whole 64 KiB segment whenever their class has credit, so on an
+idle link a small transfer otherwise arrives sooner than its rate allows. The line then sees
+every packet the host receives, and the kernel gives each one's length.
+
 Why at the receiver, for the whole path: a packet held on the *sender's* way out still counts
 against its socket (TCP small queues), which would throttle TCP to a fraction of the rate. A
 packet that arrives has no socket yet. So each path's one-way delay (its links' delays added
@@ -44,9 +50,11 @@ NETLINK_NETFILTER = 12
 NFNL_SUBSYS_QUEUE = 3
 NFQNL_MSG_PACKET, NFQNL_MSG_VERDICT, NFQNL_MSG_CONFIG, NFQNL_MSG_VERDICT_BATCH = 0, 1, 2, 3
 NFQA_PACKET_HDR, NFQA_VERDICT_HDR, NFQA_TIMESTAMP = 1, 2, 4
+NFQA_PAYLOAD, NFQA_CAP_LEN = 10, 13
 NFQA_CFG_CMD, NFQA_CFG_PARAMS, NFQA_CFG_QUEUE_MAXLEN, NFQA_CFG_MASK, NFQA_CFG_FLAGS = 1, 2, 3, 4, 5
 NFQNL_CFG_CMD_BIND = 1
-NFQNL_COPY_META = 1
+NFQNL_COPY_META, NFQNL_COPY_PACKET = 1, 2
+COPY_BYTES = 1  # with COPY_PACKET: the kernel then says each packet's length (NFQA_CAP_LEN)
 NFQA_CFG_F_GSO = 1 << 2  # hand over GSO packets whole, not segmented first
 NLM_F_REQUEST, NLM_F_ACK = 1, 4
 NLMSG_ERROR = 2
@@ -59,6 +67,7 @@ LATENESS_SAMPLES = 20_000  # a reservoir of how late releases were
 # released with what is due this soon: one wakeup for packets due a few µs apart (a wakeup
 # itself takes 20-60 µs, so waking for each would release them later, not sooner)
 RELEASE_EARLY_S = 50e-6
+ACK_BYTES = 128  # shorter packets pass the wire's queue, as they pass the shaped link's
 REALTIME_PRIORITY = 2  # scripts/start-ovs.sh runs ovs-vswitchd's forwarding thread at 1
 
 
@@ -80,6 +89,24 @@ class InOrderDelay:
         return self.last_s
 
 
+@dataclass
+class Wire:
+    """A host's input link as a wire of ``bit_s``: a packet is through once its length at
+    that rate has passed after it arrived and after the packet before it was through. A
+    packet under :data:`ACK_BYTES` takes its own time only, beside the queue, as it takes the
+    shaped links' priority class (:mod:`testbed.emulator.shaping`)."""
+
+    bit_s: float
+    free_s: float = float("-inf")
+
+    def through(self, arrival_s: float, length_bytes: int) -> float:
+        took_s = length_bytes * 8 / self.bit_s
+        if length_bytes < ACK_BYTES:
+            return arrival_s + took_s
+        self.free_s = max(arrival_s, self.free_s) + took_s
+        return self.free_s
+
+
 # -- pure: netlink messages --------------------------------------------------------------------
 
 def _attr(kind: int, payload: bytes) -> bytes:
@@ -94,13 +121,17 @@ def _message(msg_type: int, queue: int, attrs: bytes, flags: int = NLM_F_REQUEST
                        seq, 0) + body
 
 
-def bind_messages(queue: int, maxlen: int = QUEUE_MAXLEN, seq: int = 1) -> list[bytes]:
-    """Bind ``queue``, copy metadata only, hold up to ``maxlen`` packets, take GSO whole."""
+def bind_messages(queue: int, maxlen: int = QUEUE_MAXLEN, seq: int = 1,
+                  lengths: bool = False) -> list[bytes]:
+    """Bind ``queue``, copy metadata only (with ``lengths``, :data:`COPY_BYTES` of each
+    packet too, which makes the kernel give its length), hold up to ``maxlen`` packets, take
+    GSO whole."""
     ack = NLM_F_REQUEST | NLM_F_ACK
     return [
         _message(NFQNL_MSG_CONFIG, queue, _attr(NFQA_CFG_CMD, struct.pack(
             "!BBH", NFQNL_CFG_CMD_BIND, 0, socket.AF_INET)), ack, seq),
         _message(NFQNL_MSG_CONFIG, queue, _attr(NFQA_CFG_PARAMS, struct.pack(
+            "!IB", COPY_BYTES, NFQNL_COPY_PACKET) if lengths else struct.pack(
             "!IB", 0, NFQNL_COPY_META)) + _attr(NFQA_CFG_QUEUE_MAXLEN, struct.pack(
                 "!I", maxlen)), ack, seq + 1),
         _message(NFQNL_MSG_CONFIG, queue, _attr(NFQA_CFG_MASK, struct.pack(
@@ -115,9 +146,11 @@ def verdict_batch(queue: int, packet_id: int) -> bytes:
                     _attr(NFQA_VERDICT_HDR, struct.pack("!II", NF_ACCEPT, packet_id)))
 
 
-def parse(buf: bytes | memoryview) -> tuple[list[tuple[int, int, float | None]], list[int]]:
+def parse(buf: bytes | memoryview
+          ) -> tuple[list[tuple[int, int, float | None, int]], list[int]]:
     """The packets (queue, packet id, arrival on the wall clock in seconds where the kernel
-    stamped it) and the acknowledgement error codes in ``buf``."""
+    stamped it, length in bytes where it gave one, else 0) and the acknowledgement error
+    codes in ``buf``."""
     packets, errors = [], []
     off = 0
     while off + 16 <= len(buf):
@@ -129,7 +162,7 @@ def parse(buf: bytes | memoryview) -> tuple[list[tuple[int, int, float | None]],
         elif msg_type == (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET:
             queue = struct.unpack_from("!H", buf, off + 18)[0]
             a = off + 20
-            packet_id, stamp = None, None
+            packet_id, stamp, pkt_len = None, None, 0
             while a + 4 <= off + length:
                 alen, kind = struct.unpack_from("=HH", buf, a)
                 if alen < 4:
@@ -139,9 +172,13 @@ def parse(buf: bytes | memoryview) -> tuple[list[tuple[int, int, float | None]],
                 elif kind & 0x7FFF == NFQA_TIMESTAMP:
                     sec, usec = struct.unpack_from("!QQ", buf, a + 4)
                     stamp = sec + usec / 1e6
+                elif kind & 0x7FFF == NFQA_CAP_LEN:
+                    pkt_len = struct.unpack_from("!I", buf, a + 4)[0]
+                elif kind & 0x7FFF == NFQA_PAYLOAD and not pkt_len:
+                    pkt_len = alen - 4
                 a += (alen + 3) & ~3
             if packet_id is not None:
-                packets.append((queue, packet_id, stamp))
+                packets.append((queue, packet_id, stamp, pkt_len))
         off += (length + 3) & ~3
     return packets, errors
 
@@ -154,10 +191,12 @@ class Stop(Exception):
 
 @dataclass
 class Stats:
-    """What the line did: packets released, how late (µs) against their release time
+    """What the line did: packets released, their bytes (counted where the kernel gives
+    lengths: with a wire), how late (µs) against their release time
     (negative: up to :data:`RELEASE_EARLY_S` early), the deepest queue, and its CPU time."""
 
     packets: int = 0
+    bytes: int = 0
     verdicts: int = 0
     deepest: int = 0
     late_us: list[float] = field(default_factory=list)
@@ -177,7 +216,8 @@ class Stats:
             return round(late[min(len(late) - 1, int(p * len(late)))], 1) if late else None
 
         usage = resource.getrusage(resource.RUSAGE_SELF)
-        return {"packets": self.packets, "verdicts": self.verdicts, "deepest": self.deepest,
+        return {"packets": self.packets, "bytes": self.bytes, "verdicts": self.verdicts,
+                "deepest": self.deepest,
                 "late_us": {"p50": q(0.5), "p99": q(0.99), "max": q(1.0)},
                 "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
                 "cpu_user_s": round(usage.ru_utime, 3)}
@@ -214,14 +254,16 @@ def _fine_timers() -> None:
 
 
 def serve(queues: list[dict[str, Any]], stats_path: Path | None = None,
-          realtime: bool = False) -> None:
+          realtime: bool = False, wire_bit_s: float | None = None) -> None:
     """Delay each of ``queues`` (``queue``, ``delay_us``, ``jitters_us``) until SIGTERM. With
     ``realtime``, at a real-time priority just above ovs-vswitchd's forwarding thread's
     (``SCHED_RR`` :data:`REALTIME_PRIORITY`, not inherited by children): the line is part of
     the wire, and a line that waits for a CPU delays its packets by that wait. On 8 busy
     hosts of 2 cores, 1% of packets left 14-19 ms late at normal priority, and 1.0-1.7 ms
     late (some 25-38 ms) at the switch's own priority, where a round-robin peer does not
-    preempt it; its work per wakeup is short and bounded by what the switch forwards."""
+    preempt it; its work per wakeup is short and bounded by what the switch forwards. With
+    ``wire_bit_s``, every packet also passes the host's input link as a :class:`Wire`
+    first."""
     def stop(_sig: int, _frame: Any) -> None:
         raise Stop
 
@@ -234,7 +276,7 @@ def serve(queues: list[dict[str, Any]], stats_path: Path | None = None,
     sock.bind((0, 0))
     schedule = {}
     for n, q in enumerate(queues):
-        for msg in bind_messages(q["queue"], seq=1 + 3 * n):
+        for msg in bind_messages(q["queue"], seq=1 + 3 * n, lengths=bool(wire_bit_s)):
             sock.send(msg)
             _packets, errors = parse(sock.recv(65536))
             if any(errors):
@@ -251,6 +293,7 @@ def serve(queues: list[dict[str, Any]], stats_path: Path | None = None,
     _fine_timers()
     wall_offset = time.time() - time.monotonic()
     pending: dict[int, collections.deque] = {q: collections.deque() for q in schedule}
+    wire = Wire(wire_bit_s) if wire_bit_s else None
     buf = bytearray(65536)  # one receive buffer, reused: no 64 KiB allocation per message
     view = memoryview(buf)
     stats = Stats()
@@ -268,8 +311,10 @@ def serve(queues: list[dict[str, Any]], stats_path: Path | None = None,
             now = time.monotonic()
             heads = [d[0][0] for d in pending.values() if d]
             if heads:
-                wait = min(min(heads) - now, next_stats - now, longest_sleep_s)
-                if wait > 0:
+                wait = min(min(heads) - now, next_stats - now)
+                if wire is not None:  # a short packet may be due before the head: wake for it
+                    select.select([sock], [], [], max(0.0, wait))
+                elif (wait := min(wait, longest_sleep_s)) > 0:
                     time.sleep(wait)
             else:
                 select.select([sock], [], [], max(0.0, next_stats - now))
@@ -281,10 +326,13 @@ def serve(queues: list[dict[str, Any]], stats_path: Path | None = None,
                 except BlockingIOError:
                     break
                 arrived_any = True
-                for queue, pid, stamp in parse(view[:n])[0]:
+                for queue, pid, stamp, length in parse(view[:n])[0]:
                     if queue in pending:
                         # the kernel's arrival stamp, on the monotonic clock; else now
                         arrived = now if stamp is None else min(now, stamp - wall_offset)
+                        stats.bytes += length
+                        if wire is not None:
+                            arrived = wire.through(arrived, length)
                         pending[queue].append((schedule[queue].release(arrived), pid))
             if arrived_any:
                 stats.deepest = max(stats.deepest, sum(len(d) for d in pending.values()))
@@ -314,7 +362,7 @@ def serve(queues: list[dict[str, Any]], stats_path: Path | None = None,
 def main(argv: list[str] | None = None) -> int:
     config = json.loads((argv or sys.argv[1:])[0])
     stats = Path(config["stats_path"]) if config.get("stats_path") else None
-    serve(config["queues"], stats, bool(config.get("realtime")))
+    serve(config["queues"], stats, bool(config.get("realtime")), config.get("wire_bit_s"))
     return 0
 
 

@@ -152,7 +152,7 @@ class Fabric:
                 self.host_pids(), impairments.input_rules(self.plan, self.impairments))
             self.delay_lines = impairments.start_delay_lines(
                 self.host_pids(), self.delay_queues, self.run_dir / "delay-lines",
-                self.state.add_process)
+                self.state.add_process, wires=impairments.wire_rates(self.plan))
             self.timings["hosts_s"] = time.monotonic() - t1
             t1 = time.monotonic()
             if self.controller is not None:
@@ -255,10 +255,12 @@ class Fabric:
     def impairment_record(self) -> dict[str, Any]:
         """``impairments.json``'s content now: each impaired link as specified and emulated,
         with the packets its loss judged and dropped so far, per direction."""
-        if not self.impairments:
+        if not self.impairments and not self.delay_queues:
             return {"links": []}
+        wires = impairments.wire_rates(self.plan)
         lines = {host: stats | {"delays_us": sorted(q["delay_us"] for q in
                                                    self.delay_queues.get(host, []))}
+                 | ({"wire_bit_s": wires[host]} if host in wires else {})
                  for host, stats in impairments.read_delay_lines(
                      self.run_dir / "delay-lines").items()}
         counters = impairments.read_input_counters(self.host_pids())

@@ -107,19 +107,28 @@ def emulation(plan: FabricPlan, netem: bool, delay_line: bool = True
         out.append(LinkImpairment(lk.a, lk.b, lk.kind, lk.delay_us, lk.jitter_us, lk.loss,
                                   "+".join(kinds)))
     queues: Queues = {}
-    if any(i.uses(DELAY_LINE) for i in out):
-        queues = delay_queues(plan)  # refuses paths it cannot give one delay
-        if wire_sized(plan):
-            fast = next((lk for lk in plan.links if lk.kind == "host"
-                         and lk.mbit_s > MAX_DELAY_LINE_WIRE_MBIT_S), None)
-            if fast is not None:
-                raise FabricLabError(
-                    f"link {fast.a}-{fast.b} would run at {fast.mbit_s:g} Mbit/s of "
-                    f"wire-sized packets (loss on a fabric, or segmentation_offload: false, "
-                    f"turns segmentation offload off), faster than the delay line keeps up "
-                    f"with ({MAX_DELAY_LINE_WIRE_MBIT_S:g} Mbit/s, "
-                    f"MAX_DELAY_LINE_WIRE_MBIT_S); lower the rate (rate_scale), drop the "
-                    f"loss, or use a kernel with netem ({NO_NETEM})")
+    wire = plan.spec.wire_serialization
+    if wire:
+        wire_rates(plan)  # refuses fabrics without one link per host
+    if wire and not delay_line:
+        raise FabricLabError(
+            "fabric.wire_serialization: each host's wire runs in a delay line, which needs "
+            f"netfilter's NFQUEUE target, and this kernel does not have it ({NO_NETEM})")
+    if any(i.uses(DELAY_LINE) for i in out) or (wire and not netem):
+        queues = delay_queues(plan, every_source=wire)  # refuses paths it cannot give one delay
+    elif wire:  # netem holds the delays; the lines hold the wires only
+        queues = wire_queues(plan)
+    if queues and wire_sized(plan):
+        fast = next((lk for lk in plan.links if lk.kind == "host"
+                     and lk.mbit_s > MAX_DELAY_LINE_WIRE_MBIT_S), None)
+        if fast is not None:
+            raise FabricLabError(
+                f"link {fast.a}-{fast.b} would run at {fast.mbit_s:g} Mbit/s of "
+                f"wire-sized packets (loss on a fabric, or segmentation_offload: false, "
+                f"turns segmentation offload off), faster than the delay line keeps up "
+                f"with ({MAX_DELAY_LINE_WIRE_MBIT_S:g} Mbit/s, "
+                f"MAX_DELAY_LINE_WIRE_MBIT_S); lower the rate (rate_scale), drop the "
+                f"loss, or use a kernel with netem ({NO_NETEM})")
     return out, queues
 
 
@@ -127,11 +136,13 @@ def on_this_kernel(plan: FabricPlan) -> tuple[bool, list[LinkImpairment], Queues
     """Whether netem carries ``plan``'s impaired links on this machine's kernel, and
     :func:`emulation` for it (refused in one sentence where the kernel cannot). Probes the
     kernel (root) only where a link is impaired."""
-    if not any(lk.impaired for lk in plan.links):
+    wire = plan.spec.wire_serialization
+    if not wire and not any(lk.impaired for lk in plan.links):
         return False, [], {}
     netem = netem_available()
     delayed = any(lk.delay_us or lk.jitter_us for lk in plan.links)
-    return netem, *emulation(plan, netem, netem or not delayed or delay_line_available())
+    needs_line = wire or (delayed and not netem)
+    return netem, *emulation(plan, netem, not needs_line or delay_line_available())
 
 
 def netem_args(delay_us: float, jitter_us: float, loss: float, mbit_s: float,
@@ -203,13 +214,14 @@ READY_TIMEOUT_S = 20.0
 
 
 def start_delay_lines(host_pids: dict[str, int], queues: Queues,
-                      stats_dir: Path, record: Any, table: str = "mangle"
-                      ) -> dict[str, subprocess.Popen]:
+                      stats_dir: Path, record: Any, table: str = "mangle",
+                      wires: dict[str, float] | None = None) -> dict[str, subprocess.Popen]:
     """Start a delay line in each host of ``queues`` (:func:`delay_queues`), each process
     passed to ``record`` at once (the run's state: teardown and ``fabriclab clean`` end it),
     wait until every one has bound its queues, then steer what arrives from each source into
     its queue (``table``'s PREROUTING, ``mangle`` by default, the last rule there: a
-    released packet goes on to the next hook). Each line writes its statistics to
+    released packet goes on to the next hook). With ``wires`` (:func:`wire_rates`), a host's
+    line first holds what arrives to its wire. Each line writes its statistics to
     ``stats_dir/HOST.json``."""
     procs: dict[str, subprocess.Popen] = {}
     if not queues:
@@ -218,7 +230,7 @@ def start_delay_lines(host_pids: dict[str, int], queues: Queues,
     for host, qs in queues.items():
         config = {"queues": [{k: q[k] for k in ("queue", "delay_us", "jitters_us")}
                              for q in qs], "stats_path": str(stats_dir / f"{host}.json"),
-                  "realtime": True}
+                  "realtime": True, "wire_bit_s": (wires or {}).get(host)}
         proc = subprocess.Popen(
             ["nsenter", "-t", str(host_pids[host]), "-n", sys.executable,
              str(DELAY_LINE_SCRIPT), json.dumps(config)],
@@ -354,13 +366,41 @@ def path_spec(plan: FabricPlan, src: str, dst: str, g: Any = None) -> dict[str, 
             "links": sorted(impaired)}
 
 
-def delay_queues(plan: FabricPlan) -> Queues:
+def one_address_each(plan: FabricPlan) -> bool:
+    """Whether every host of ``plan`` has one address (leaf-spine; a multidim host has one
+    per dimension)."""
+    return len({n.ip for h in plan.hosts for n in h.nics}) == len(plan.hosts)
+
+
+def wire_rates(plan: FabricPlan) -> dict[str, float]:
+    """Per host, the rate (bit/s) of the wire its delay line holds what it receives to
+    (``wire_serialization``: its host link's emulated rate); empty without one."""
+    if not plan.spec.wire_serialization:
+        return {}
+    if not one_address_each(plan):
+        raise FabricLabError(
+            f"fabric.wire_serialization: on fabrics whose hosts have one link each "
+            f"(leaf-spine); this {plan.kind} fabric's hosts have one per dimension")
+    return {h.name: min(lk.mbit_s for lk in plan.links if h.name in (lk.a, lk.b)) * 1e6
+            for h in plan.hosts}
+
+
+def wire_queues(plan: FabricPlan) -> Queues:
+    """Per host, one queue of no delay for every other host: its delay line holds its wire
+    only (netem holds the links' delays)."""
+    return {dst.name: [{"queue": 0, "delay_us": 0.0, "jitters_us": [],
+                        "sources": [h.ip() for h in plan.hosts if h.name != dst.name]}]
+            for dst in plan.hosts}
+
+
+def delay_queues(plan: FabricPlan, every_source: bool = False) -> Queues:
     """Per host, the queues of its delay line (:mod:`testbed.emulator.delay_line`): one per
     one-way delay and set of link jitters that paths ending there have, with the addresses of
-    the hosts whose paths they are. FabricLabError (one sentence naming the hosts and links)
-    where equal-cost paths between two hosts differ in delay or jitter: held at the path's
-    end, every path of a pair gets one delay."""
-    if len({n.ip for h in plan.hosts for n in h.nics}) != len(plan.hosts):
+    the hosts whose paths they are (with ``every_source``, hosts whose paths have neither
+    too: a wire holds what arrives from them). FabricLabError (one sentence naming the hosts
+    and links) where equal-cost paths between two hosts differ in delay or jitter: held at
+    the path's end, every path of a pair gets one delay."""
+    if not one_address_each(plan):
         raise FabricLabError(
             f"without netem the delay line holds delays on fabrics whose hosts have one "
             f"address each (leaf-spine); this {plan.kind} fabric's hosts have one per "
@@ -385,7 +425,7 @@ def delay_queues(plan: FabricPlan) -> Queues:
                     f"without netem the delay line gives every path between two hosts one "
                     f"delay ({NO_NETEM}), so give those links equal delays")
             key = kinds.pop()
-            if key[0] or key[1]:
+            if key[0] or key[1] or every_source:
                 groups.setdefault(key, []).append(src.ip())
         out[dst.name] = [{"queue": n, "delay_us": d, "jitters_us": list(j), "sources": ips}
                          for n, ((d, j), ips) in enumerate(sorted(groups.items()))]
