@@ -219,3 +219,10 @@ def test_a_delay_line_that_drops_or_falls_behind_is_named():
                                                  "delays_us": [30000.0]}) is None
     dropped = delay_line_violation("h2", kept_up | {"kernel_dropped": {"0": 3, "1": 2}})
     assert dropped is not None and "dropped 5 packets" in dropped.sentence
+    # a line that holds a wire only is held to the floor
+    wire_only = kept_up | {"delays_us": [0.0], "wire_bit_s": 1e8}
+    assert delay_line_violation("h2", wire_only) is None
+    late = delay_line_violation("h2", wire_only | {"late_us": {"p99": 1500.0}})
+    assert late is not None and "(allowed 1.00 ms)" in late.sentence
+    assert delay_line_violation("h2", {**wire_only, "wire_bit_s": None,
+                                       "late_us": {"p99": 1500.0}}) is None
