@@ -62,5 +62,6 @@ def test_each_route_is_named_again_with_the_congestion_control() -> None:
                                    {"dst": "default", "nexthops": [{"dev": "a"}, {"dev": "b"}]},
                                    {"dev": "h0-eth0"}])
 def test_a_route_that_changing_would_alter_is_refused(route) -> None:
-    with pytest.raises(FabricLabError, match="cannot give the route"):
+    with pytest.raises(FabricLabError, match=r"^fabric\.tcp_congestion: .* cannot name it .*"
+                       r"add cubic to the machine's net\.ipv4\.tcp_allowed_congestion_control$"):
         host_tcp.route_changes([route], "cubic")

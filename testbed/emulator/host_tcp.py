@@ -63,7 +63,11 @@ def route_changes(routes: list[dict[str, Any]], name: str) -> list[list[str]]:
     for r in routes:
         metrics = {k for m in r.get("metrics", []) for k in m} - {"congestion"}
         if "nexthops" in r or "dst" not in r or metrics:  # change would drop the metrics
-            raise FabricLabError(f"cannot give the route {json.dumps(r)} a congestion control")
+            raise FabricLabError(
+                f"fabric.tcp_congestion: this machine does not let a host namespace make "
+                f"{name} its default, and the route {json.dumps(r)} cannot name it (it has "
+                f"metrics or next hops of its own): add {name} to the machine's "
+                f"net.ipv4.tcp_allowed_congestion_control")
         args = ["route", "change", r["dst"]]
         for key, word in _ROUTE_FIELDS:
             if key in r:
@@ -95,8 +99,9 @@ def check(plan: FabricPlan) -> None:
 
 
 def apply(plan: FabricPlan, host_pids: dict[str, int]) -> None:
-    """Set each host namespace's default congestion control to the fabric's (nothing where it
-    names none), before the workers open their sockets, and check that it took."""
+    """Give each host the fabric's congestion control (nothing where it names none), before
+    the workers open their sockets, and check that it took: as the namespace's default where
+    the machine allows that, else on each of its routes (:func:`route_changes`)."""
     name = plan.spec.tcp_congestion
     if name is None:
         return
@@ -128,5 +133,8 @@ def route_congestion(route: dict[str, Any]) -> str | None:
 def _routes(pid: int) -> list[dict[str, Any]]:
     """The main routing table of the namespace ``pid`` is in, as ``ip -j -d`` gives it."""
     out = subprocess.run(["nsenter", "-t", str(pid), "-n", "ip", "-j", "-d", "route", "show"],
-                         capture_output=True, text=True, check=True)
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise FabricLabError(f"could not read the routes of a host (pid {pid}): "
+                             f"{out.stderr.strip()}")
     return json.loads(out.stdout or "[]")

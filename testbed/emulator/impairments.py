@@ -135,7 +135,7 @@ def emulation(plan: FabricPlan, netem: bool, delay_line: bool = True
 def on_this_kernel(plan: FabricPlan) -> tuple[bool, list[LinkImpairment], Queues]:
     """Whether netem carries ``plan``'s impaired links on this machine's kernel, and
     :func:`emulation` for it (refused in one sentence where the kernel cannot). Probes the
-    kernel (root) only where a link is impaired."""
+    kernel (root) only where a link is impaired or the hosts have wires."""
     wire = plan.spec.wire_serialization
     if not wire and not any(lk.impaired for lk in plan.links):
         return False, [], {}
@@ -221,7 +221,7 @@ def start_delay_lines(host_pids: dict[str, int], queues: Queues,
     wait until every one has bound its queues, then steer what arrives from each source into
     its queue (``table``'s PREROUTING, ``mangle`` by default, the last rule there: a
     released packet goes on to the next hook). With ``wires`` (:func:`wire_rates`), a host's
-    line first holds what arrives to its wire. Each line writes its statistics to
+    line first carries what arrives at its wire's rate. Each line writes its statistics to
     ``stats_dir/HOST.json``."""
     procs: dict[str, subprocess.Popen] = {}
     if not queues:
@@ -373,8 +373,8 @@ def one_address_each(plan: FabricPlan) -> bool:
 
 
 def wire_rates(plan: FabricPlan) -> dict[str, float]:
-    """Per host, the rate (bit/s) of the wire its delay line holds what it receives to
-    (``wire_serialization``: its host link's emulated rate); empty without one."""
+    """Per host, the rate (bit/s) at which its delay line carries what the host receives
+    (``wire_serialization``: its host link's emulated rate); empty without wires."""
     if not plan.spec.wire_serialization:
         return {}
     if not one_address_each(plan):
