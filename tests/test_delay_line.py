@@ -105,6 +105,12 @@ def test_bind_with_lengths_copies_a_byte_of_each_packet():
         dl.COPY_BYTES, dl.NFQNL_COPY_PACKET)
 
 
+def test_a_short_packet_is_what_the_shaped_links_give_priority():
+    from testbed.emulator.shaping import ACK_BYTES
+
+    assert dl.ACK_BYTES == ACK_BYTES
+
+
 def test_a_wire_carries_a_burst_at_its_rate_and_short_packets_beside_it():
     wire = dl.Wire(100e6)  # 100 Mbit/s: 8 KiB in 0.65536 ms
     burst = [wire.through(1.0, 8192) for _ in range(4)]

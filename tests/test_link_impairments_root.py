@@ -13,6 +13,7 @@ from testbed.core.errors import FabricLabError
 from testbed.core.spec import parse_fabric
 from testbed.core.topology import build_plan
 from testbed.emulator.fabric import Fabric
+from testbed.emulator.impairments import parse_ping
 from testbed.emulator.preflight import netem_available, timing_problem, virtualization
 from testbed.emulator.traffic import iperf_end
 
@@ -61,10 +62,6 @@ def test_loss_on_one_host_link_is_the_specified_fraction(tmp_path):
             assert 0.007 <= counts["dropped"] / counts["judged"] <= 0.013
 
 
-def ping_rtts_ms(out: str) -> list[float]:
-    return [float(x.split("time=")[1].split()[0]) for x in out.splitlines() if "time=" in x]
-
-
 def test_delay_and_jitter_on_host_links_are_the_specified_round_trip(tmp_path):
     """h0 and h1's links delay 5 ms each way with ±1 ms jitter; h2 and h3's links are plain.
     While h0 pings h1, h2 pings h3 through the same switch: what the delay adds is judged
@@ -89,7 +86,7 @@ def test_delay_and_jitter_on_host_links_are_the_specified_round_trip(tmp_path):
         assert fab.stop() == []
     mechanism = "netem" if netem_available() else "delay-line"
     assert {lk["mechanism"] for lk in record["links"]} == {mechanism}, record
-    rtts, plain = ping_rtts_ms(outs["h0"]), ping_rtts_ms(outs["h2"])
+    rtts, plain = (parse_ping(outs[h])["rtt_ms"] for h in ("h0", "h2"))
     assert len(rtts) >= 76 and len(plain) >= 76, outs
     if software_emulated():  # the delay is there; how long a software-emulated CPU adds is not
         assert statistics.median(rtts) >= 19.0 and min(rtts) >= 15.0, rtts

@@ -67,7 +67,10 @@ LATENESS_SAMPLES = 20_000  # a reservoir of how late releases were
 # released with what is due this soon: one wakeup for packets due a few µs apart (a wakeup
 # itself takes 20-60 µs, so waking for each would release them later, not sooner)
 RELEASE_EARLY_S = 50e-6
-ACK_BYTES = 128  # shorter packets pass the wire's queue, as they pass the shaped link's
+# shorter packets pass the wire's queue, as they take the shaped link's priority class:
+# testbed.emulator.shaping.ACK_BYTES, written again since this script imports nothing of the
+# project (tests/test_delay_line.py holds the two equal)
+ACK_BYTES = 128
 REALTIME_PRIORITY = 2  # scripts/start-ovs.sh runs ovs-vswitchd's forwarding thread at 1
 
 

@@ -86,6 +86,7 @@ class Fabric:
         # how each impaired link is emulated, refused here (before anything is made) when
         # this kernel cannot (testbed.emulator.impairments)
         self.netem, self.impairments, self.delay_queues = impairments.on_this_kernel(plan)
+        self.wires = impairments.wire_rates(plan)  # host -> bit/s of its input wire, if any
         host_tcp.check(plan)
         self.delay_lines: dict[str, subprocess.Popen] = {}
         # spread over stand-in servers (issue #43): which node runs where, refused here
@@ -152,7 +153,7 @@ class Fabric:
                 self.host_pids(), impairments.input_rules(self.plan, self.impairments))
             self.delay_lines = impairments.start_delay_lines(
                 self.host_pids(), self.delay_queues, self.run_dir / "delay-lines",
-                self.state.add_process, wires=impairments.wire_rates(self.plan))
+                self.state.add_process, wires=self.wires)
             self.timings["hosts_s"] = time.monotonic() - t1
             t1 = time.monotonic()
             if self.controller is not None:
@@ -257,10 +258,9 @@ class Fabric:
         with the packets its loss judged and dropped so far, per direction."""
         if not self.impairments and not self.delay_queues:
             return {"links": []}
-        wires = impairments.wire_rates(self.plan)
         lines = {host: stats | {"delays_us": sorted(q["delay_us"] for q in
                                                    self.delay_queues.get(host, []))}
-                 | ({"wire_bit_s": wires[host]} if host in wires else {})
+                 | ({"wire_bit_s": self.wires[host]} if host in self.wires else {})
                  for host, stats in impairments.read_delay_lines(
                      self.run_dir / "delay-lines").items()}
         counters = impairments.read_input_counters(self.host_pids())

@@ -27,6 +27,7 @@ from typing import Any
 
 from testbed.core.errors import FabricLabError
 from testbed.core.topology import FabricPlan
+from testbed.emulator.netns_batch import run_batch
 
 SYSCTL = "net.ipv4.tcp_congestion_control"
 AVAILABLE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
@@ -114,12 +115,10 @@ def apply(plan: FabricPlan, host_pids: dict[str, int]) -> None:
                 raise FabricLabError(f"could not set {host}'s TCP congestion control to "
                                      f"{name}: {(out.stderr or out.stdout).strip()}")
             continue
-        for args in route_changes(_routes(pid), name):
-            out = subprocess.run(["nsenter", "-t", str(pid), "-n", "ip", *args],
-                                 capture_output=True, text=True)
-            if out.returncode != 0:
-                raise FabricLabError(f"could not set {host}'s TCP congestion control to "
-                                     f"{name} on its route {args[2]}: {out.stderr.strip()}")
+        changes = [" ".join(args) for args in route_changes(_routes(pid), name)]
+        if problem := run_batch(pid, ["ip", "-batch", "-"], changes):
+            raise FabricLabError(f"could not set {host}'s TCP congestion control to {name} "
+                                 f"on its routes: {problem}")
         if missing := [r.get("dst") for r in _routes(pid) if route_congestion(r) != name]:
             raise FabricLabError(f"{host}'s routes {missing} did not take the TCP congestion "
                                  f"control {name}")
