@@ -8,6 +8,7 @@ import ipaddress
 import pytest
 
 from testbed.core.spec import SpecError, parse_fabric
+from testbed.core.topology import build_plan
 from testbed.emulator import fair_queue
 from testbed.emulator.shaping import htb_commands
 
@@ -79,7 +80,7 @@ def test_non_ipv4_frames_go_to_the_default_class():
 
 
 def test_a_fair_link_has_a_bucket_class_and_queue_each_and_the_classifier():
-    cmds = htb_commands(10, fair=True)
+    cmds = htb_commands(10, fair_quantum=14014)
     assert "default 100 " in cmds[0]
     buckets = [c for c in cmds if "parent 5:20 classid" in c]
     assert len(buckets) == fair_queue.BUCKETS
@@ -89,6 +90,20 @@ def test_a_fair_link_has_a_bucket_class_and_queue_each_and_the_classifier():
     # the buckets' guaranteed rates add up to the data class's
     rates = [float(c.split(" rate ")[1].split("Mbit")[0]) for c in buckets]
     assert sum(rates) == pytest.approx(9.0)
+    assert all(c.split(" quantum ")[1].split()[0] == "14014" for c in buckets)
+
+
+@pytest.mark.parametrize(("fabric", "quantum"), [
+    ({}, 65536 + 1514),  # the kernel's 64 KiB segments
+    ({"segment_max_ms": 1}, 12500 + 1514),  # 1 ms of the 100 Mbit/s host links
+    ({"segmentation_offload": False}, 1500 + 1514)])
+def test_the_buckets_quantum_is_the_largest_segment_the_hosts_send_and_a_frame(fabric, quantum):
+    from testbed.emulator import segmentation
+
+    plan = build_plan(parse_fabric({"fabric": {
+        "kind": "leaf_spine", "leaves": 2, "spines": 1, "hosts_per_leaf": 2,
+        "host_link_mbit_s": 100, "uplink_mbit_s": 200, "link_queue": "fair", **fabric}}))
+    assert fair_queue.quantum_bytes(segmentation.largest_segment_bytes(plan)) == quantum
 
 
 def test_a_fifo_link_is_as_before():
@@ -172,3 +187,16 @@ def test_shared_buckets_need_fixed_ports_and_single_paths():
     with pytest.raises(ValueError, match="several paths"):
         fair_queue.shared_buckets(*job(3, 2))
     assert fair_queue.shared_buckets(*job(3, 1)) == []
+
+
+def test_every_link_of_a_fair_fabric_gets_the_quantum_and_a_fifo_fabric_none():
+    from testbed.emulator.mn_topo import FabricTopo
+
+    base = {"kind": "leaf_spine", "leaves": 2, "spines": 1, "hosts_per_leaf": 2,
+            "host_link_mbit_s": 100, "uplink_mbit_s": 200, "segment_max_ms": 1}
+    for queue, quantum in (("fair", 12500 + 1514), ("fifo", None)):
+        plan = build_plan(parse_fabric({"fabric": {**base, "link_queue": queue}}))
+        topo = FabricTopo(plan)
+        infos = [topo.linkInfo(a, b) for a, b in topo.links()]
+        assert len(infos) == len(plan.links)
+        assert {info.get("fair_quantum") for info in infos} == {quantum}

@@ -27,9 +27,7 @@ if TYPE_CHECKING:
 
 BUCKETS = 16
 FIRST_MINOR = 0x100  # bucket b is class 5:(0x100 + b)
-# Each bucket's DRR quantum: one 64 KiB TSO segment and its headers, equal for all buckets so
-# that each backlogged bucket sends the same bytes per round.
-QUANTUM_BYTES = 65536 + 1514
+FRAME_BYTES = 1514  # one full Ethernet frame: what a segment's headers may add to it
 
 # Classic BPF opcodes (linux/filter.h) used by the classifier.
 _LDH_ABS, _LDW_ABS, _LDW_IND = 0x28, 0x20, 0x40
@@ -88,17 +86,32 @@ def bucket_hash(src_ip: int, dst_ip: int, ports_word: int, buckets: int = BUCKET
     return a % buckets
 
 
-def bucket_commands(mbit_s: float, share: float, leaf: str,
+def quantum_bytes(segment_bytes: int) -> int:
+    """Each bucket's DRR quantum when hosts send segments of at most ``segment_bytes``
+    (:func:`testbed.emulator.segmentation.largest_segment_bytes`): one segment and a frame.
+
+    HTB sends a backlogged bucket's packets while its quantum lasts, and at least one per
+    turn; with a quantum no smaller than any packet, each bucket sends the same bytes per
+    round. The round is also how far apart flows that start together finish: four flows of
+    256 KiB through one 200 Mbit/s uplink are four quanta each, and with 64 KiB quanta they
+    ended up to 16 ms apart (38-55 ms, against 44 ms for all four in the simulator), with
+    12.5 kB quanta 1-3 ms (BENCHMARKS.md, "Fair-queue quanta"). So a fabric that caps its
+    segments (``segment_max_ms``) gets quanta as fine as its segments."""
+    return segment_bytes + FRAME_BYTES
+
+
+def bucket_commands(mbit_s: float, share: float, leaf: str, quantum: int,
                     buckets: int = BUCKETS) -> list[str]:
     """tc commands (Mininet's ``%s %s``: tc binary, interface) for the buckets under HTB
     class 5:20 of a link of ``mbit_s`` whose data class has ``share`` of it, each bucket
-    behind a ``leaf`` qdisc (its FIFO, or netem), and the filter that picks the bucket."""
+    behind a ``leaf`` qdisc (its FIFO, or netem) with a DRR quantum of ``quantum`` bytes
+    (:func:`quantum_bytes`), and the filter that picks the bucket."""
     rate = mbit_s * share / buckets
     out = []
     for b in range(buckets):
         minor = f"{FIRST_MINOR + b:x}"
         out.append(f"%s class add dev %s parent 5:20 classid 5:{minor} htb rate {rate:f}Mbit "
-                   f"ceil {mbit_s:f}Mbit burst 15k quantum {QUANTUM_BYTES} prio 1")
+                   f"ceil {mbit_s:f}Mbit burst 15k quantum {quantum} prio 1")
         out.append(f"%s qdisc add dev %s parent 5:{minor} {leaf}")
     out.append(f"%s filter add dev %s parent 5: protocol all prio 2 bpf bytecode "
                f"'{bytecode(classifier_program(5, buckets))}'")

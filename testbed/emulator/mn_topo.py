@@ -3,7 +3,7 @@
 Every link is shaped with ``bw``; Mininet's own delay, loss, jitter and queue options are never
 set (they would put netem at the root, before the shaping). A link's delay, jitter and loss go
 in as ``netem`` (:mod:`testbed.emulator.impairments`), on kernels that have netem, and
-``link_queue: fair`` as ``fair`` (:mod:`testbed.emulator.fair_queue`).
+``link_queue: fair`` as ``fair_quantum``, its buckets' quantum (:mod:`testbed.emulator.fair_queue`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from mininet.topo import Topo
 
 from testbed.core.spec import LeafSpineSpec, MultidimSpec, OcsLeafSpineSpec
 from testbed.core.topology import FabricPlan, build_plan
+from testbed.emulator.fair_queue import quantum_bytes
 from testbed.emulator.impairments import link_netem
+from testbed.emulator.segmentation import largest_segment_bytes
 
 
 class FabricTopo(Topo):
@@ -21,6 +23,8 @@ class FabricTopo(Topo):
     def build(self, plan: FabricPlan, netem: bool = False) -> None:  # type: ignore[override]
         """``netem``: give impaired links their delay, jitter and loss through netem."""
         self.plan = plan
+        fair = ({"fair_quantum": quantum_bytes(largest_segment_bytes(plan))}
+                if plan.spec.link_queue == "fair" else {})
         for s in plan.switches:
             self.addSwitch(s.name, dpid=s.dpid_hex)
         for h in plan.hosts:
@@ -31,12 +35,10 @@ class FabricTopo(Topo):
             macs = {k: mac for k, mac in (("addr1", self._mac(lk.a, lk.a_port)),
                                           ("addr2", self._mac(lk.b, lk.b_port))) if mac}
             impair = {"netem": link_netem(lk)} if netem and lk.impaired else {}
-            if plan.spec.link_queue == "fair":
-                impair["fair"] = True
             self.addLink(
                 lk.a, lk.b, port1=lk.a_port, port2=lk.b_port, bw=lk.mbit_s,
                 params1=self._ip(lk.a, lk.a_port), params2=self._ip(lk.b, lk.b_port), **macs,
-                **impair,
+                **impair, **fair,
             )
 
     def _nic(self, node: str, port: int):

@@ -55,12 +55,12 @@ def _class_args(mbit_s: float, parent: str, classid: str, share: float,
 
 
 def htb_commands(mbit_s: float, netem: dict[str, float] | None = None,
-                 fair: bool = False) -> list[str]:
+                 fair_quantum: int | None = None) -> list[str]:
     """tc commands (Mininet's ``%s %s`` = tc binary, interface) for one shaped interface.
     With ``netem`` (delay_us, jitter_us, loss), each leaf class's queue is a netem qdisc
     instead (:mod:`testbed.emulator.impairments`): shaped first, then delayed or dropped.
-    With ``fair``, the data class is split into per-flow buckets, each behind its own such
-    queue (:mod:`testbed.emulator.fair_queue`)."""
+    With ``fair_quantum``, the data class is split into per-flow buckets served that many
+    bytes in turn, each behind its own such queue (:mod:`testbed.emulator.fair_queue`)."""
     mask = 0xFFFF & ~(ACK_BYTES - 1)  # IP total length < ACK_BYTES
     acks, data = "pfifo limit 1000", f"bfifo limit {queue_bytes(mbit_s)}"
     if netem:
@@ -71,9 +71,9 @@ def htb_commands(mbit_s: float, netem: dict[str, float] | None = None,
         acks = netem_args(**netem, mbit_s=mbit_s * ACK_SHARE, queue_bytes=0).replace("%", "%%")
         data = netem_args(**netem, mbit_s=mbit_s,
                           queue_bytes=queue_bytes(mbit_s)).replace("%", "%%")
-    if fair:
+    if fair_quantum:
         default = f"{fair_queue.FIRST_MINOR:x}"
-        data_queues = fair_queue.bucket_commands(mbit_s, DATA_SHARE, data)
+        data_queues = fair_queue.bucket_commands(mbit_s, DATA_SHARE, data, fair_quantum)
     else:
         default, data_queues = "20", [f"%s qdisc add dev %s parent 5:20 handle 20: {data}"]
     return [
@@ -95,13 +95,15 @@ def reshape_commands(intf: str, mbit_s: float) -> list[list[str]]:
 
 class ShapedIntf(TCIntf):
     """A TCIntf shaped by the HTB tree above; Mininet's own delay/loss/queue options are
-    refused (they would put netem at the wrong place); ``netem`` puts it under the classes."""
+    refused (they would put netem at the wrong place); ``netem`` puts it under the classes,
+    ``fair_quantum`` splits the data class into fair buckets."""
 
     netem: dict[str, float] | None = None
-    fair: bool = False
+    fair_quantum: int | None = None
 
-    def config(self, netem: dict[str, float] | None = None, fair: bool = False, **params):
-        self.netem, self.fair = netem, fair
+    def config(self, netem: dict[str, float] | None = None, fair_quantum: int | None = None,
+               **params):
+        self.netem, self.fair_quantum = netem, fair_quantum
         return super().config(**params)
 
     def bwCmds(self, bw=None, **_ignored):
@@ -109,7 +111,7 @@ class ShapedIntf(TCIntf):
             if self.netem:
                 raise ValueError(f"{self.name}: link delay and loss need a shaped link")
             return [], " root "
-        return htb_commands(bw, self.netem, self.fair), " parent 20: "
+        return htb_commands(bw, self.netem, self.fair_quantum), " parent 20: "
 
 
 class ShapedLink(TCLink):
