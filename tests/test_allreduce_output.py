@@ -169,3 +169,31 @@ def test_traces_from_before_placements_read_as_in_place(tmp_path: Path) -> None:
                    tmp_path / "collectives-rank0.parquet")
     [r] = size_results(tmp_path)
     assert (r.size, r.in_place, r.wrong, r.correct) == (64, True, 0, True)
+
+
+def test_a_sizes_time_is_the_mean_of_each_collectives_slowest_rank(tmp_path: Path) -> None:
+    """Rank 0 waits in the first iteration, rank 1 in the second: each rank's mean is 2 ms,
+    the collectives' slowest ranks took 3 ms each, and the row says 3 ms, as the summary's
+    collective_s (analysis.metrics) does."""
+    import pandas as pd
+
+    from analysis.metrics import collective_table
+
+    rows = []
+    for rank, times in ((0, (3e-3, 1e-3)), (1, (1e-3, 3e-3))):
+        for it, t in enumerate(times):
+            rows.append({"run_id": "r", "job_id": "j", "rank": rank, "coll": it,
+                         "iteration": it, "warmup": False, "size": 64, "count": 16, "world": 2,
+                         "algorithm": "ring", "transport": "zerocopy", "chunks": 1,
+                         "start": 0.0, "time": t, "algbw": 0.0, "busbw": 0.0,
+                         "correct": True, "in_place": True})
+    for rank in (0, 1):
+        pq.write_table(pa.Table.from_pylist([r for r in rows if r["rank"] == rank],
+                                            schema=pa.schema([f for f in COLLECTIVE_SCHEMA
+                                                              if f.name in rows[0]])),
+                       tmp_path / f"collectives-rank{rank}.parquet")
+    [r] = size_results(tmp_path)
+    assert r.time_us == pytest.approx(3000.0)
+    table = pd.concat([pd.read_parquet(f) for f in sorted(tmp_path.glob("*.parquet"))])
+    summary_t = collective_table(table.rename(columns={"job_id": "job"}))["t"].mean()
+    assert r.time_us == pytest.approx(summary_t * 1e6)
