@@ -117,8 +117,8 @@ def probe_s(exp: Experiment, job: JobRun, probe: ResolvedJob, step_latency_s: fl
             out: Path) -> float:
     """The simulator's time for ``probe`` (``job``'s step-latency probe: its hosts, algorithm
     and schedule at another size) alone on ``exp``'s fabric, ``step_latency_s`` before each
-    step a rank sends: its slowest rank's mean, as the emulator's results give it. The
-    simulator's run is kept in ``out``."""
+    step a rank sends: its collective time (the mean of each iteration's slowest rank), as
+    the emulator's results give it. The simulator's run is kept in ``out``."""
     from testbed.sim.backend import SimRunner
 
     spec = job.spec.model_copy(update={
