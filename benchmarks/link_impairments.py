@@ -14,6 +14,11 @@ Three measurements on a 2-host leaf-spine (h0, h1 on leaf0), each repeated (root
   round trip). The spread the jitter added is the first less the second, in quadrature
   (independent sources of spread add their variances), per repeat and pooled over the
   repeats. ``--delay-only``: these alone.
+- **paired** (``--paired``, alone): 4 hosts under one leaf, 5 ms one way on every host link,
+  ``--jitter-us`` on h0's and h1's only; h0 pings h1 while h2 pings h3, ``--pings`` each:
+  the jitter per crossing that h2's round trips, each with draws of it added, would need to
+  spread as h0's do (``analysis.jitter``), per repeat and pooled; and both medians. Made for
+  a machine whose own spread is as large as the jitter (a software-emulated VM).
 - **tcp**: 100 Mbit/s host links, 2.5 ms one way each (a 10 ms round trip), 0.5% loss on
   h0's link; one TCP flow h1 -> h0 for ``--seconds`` (iperf3) with each of reno, cubic and
   the kernel's default congestion control (bbr here, which does not back off on random
@@ -29,7 +34,7 @@ Prints one line per repeat, then medians [min, max] with the mechanism that ran 
 the machine is a software-emulated VM (its timing is not a real machine's).
 
     .venv/bin/python benchmarks/link_impairments.py [--repeats 5] [--seconds 10] [--delay-only]
-        [--jitter-us 1000] [--pings 40] [--rates 100,400,1000]   (as root)
+        [--jitter-us 1000] [--pings 40] [--rates 100,400,1000] [--paired]   (as root)
 """
 
 from __future__ import annotations
@@ -38,10 +43,12 @@ import argparse
 import math
 import os
 import statistics
+import subprocess
 import tempfile
 import time
 from pathlib import Path
 
+from analysis.jitter import fit_jitter_ms
 from testbed.core.link_model import mathis_rate_bit_s
 from testbed.core.spec import parse_fabric
 from testbed.core.topology import build_plan
@@ -93,6 +100,32 @@ def delay_once(tmp: Path, delay_us: float = 5000, jitter_us: float = 1000, pings
         fab.stop()
     rtts = [float(x.split("time=")[1].split()[0]) for x in out.splitlines() if "time=" in x]
     return statistics.median(rtts), statistics.stdev(rtts)
+
+
+PAIRED_HOSTS = {"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 4,
+                "host_link_mbit_s": 50, "uplink_mbit_s": 50}
+
+
+def paired_once(tmp: Path, jitter_us: float, pings: int, delay_us: float = 5000
+                ) -> tuple[list[float], list[float]]:
+    """Round trips (ms) h0 -> h1, whose host links have ``delay_us`` and ``jitter_us``, and at
+    the same moment h2 -> h3, whose host links have the same delay and no jitter: the second
+    carry the machine's own spread of that moment, which the first carry too."""
+    links = [{"between": [h, "leaf0"], "delay_us": delay_us,
+              "jitter_us": jitter_us if h in ("h0", "h1") else 0}
+             for h in ("h0", "h1", "h2", "h3")]
+    fab = Fabric(build_plan(parse_fabric({"fabric": PAIRED_HOSTS | {"links": links}})),
+                 tmp / "run")
+    fab.start()
+    try:
+        procs = [fab.popen(src, ["ping", "-n", "-U", "-c", str(int(pings)), "-i", "0.05",
+                                 fab.plan.node(dst).ip()], stdout=subprocess.PIPE, text=True)
+                 for src, dst in (("h0", "h1"), ("h2", "h3"))]
+        outs = [p.communicate(timeout=60 + pings)[0] for p in procs]
+    finally:
+        fab.stop()
+    return tuple([float(x.split("time=")[1].split()[0]) for x in out.splitlines()
+                  if "time=" in x] for out in outs)
 
 
 def pooled_sd_ms(with_jitter: list[float], without: list[float]) -> float:
@@ -165,6 +198,30 @@ def rate_once(tmp: Path, mbit_s: int, seconds: int, offload: bool) -> dict:
                                          for v in lines.values())}
 
 
+def paired(repeats: int, jitter_us: float, pings: int) -> None:
+    """Per repeat and pooled: the jitter per crossing the round trips show (analysis.jitter),
+    against ``jitter_us``; the medians of both paths against the 20 ms specified."""
+    fits, medians, plain_medians, jittered, plain = [], [], [], [], []
+    for k in range(repeats):
+        with tempfile.TemporaryDirectory() as tmp:
+            a, b = paired_once(Path(tmp), jitter_us, pings)
+        fits.append(fit_jitter_ms(a, b, crossings=4, most_ms=3 * jitter_us / 1000))
+        medians.append(statistics.median(a))
+        plain_medians.append(statistics.median(b))
+        jittered += a
+        plain += b
+        print(f"repeat {k + 1}: {len(a)} and {len(b)} round trips; jitter read "
+              f"±{fits[-1]:.2f} ms per crossing (±{jitter_us / 1000:g} specified); RTT median "
+              f"{medians[-1]:.2f} ms, without the jitter {plain_medians[-1]:.2f} ms",
+              flush=True)
+    pooled = fit_jitter_ms(jittered, plain, crossings=4, most_ms=3 * jitter_us / 1000)
+    print(f"jitter per crossing, ±{jitter_us / 1000:g} ms specified: "
+          f"{format_spread(fits, '.2f')} per repeat, pooled ±{pooled:.2f} ms "
+          f"({pooled / (jitter_us / 1000):.2f} of the spec); RTT median ms (spec 20): "
+          f"{format_spread(medians, '.2f')}, without the jitter "
+          f"{format_spread(plain_medians, '.2f')}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=5)
@@ -175,6 +232,9 @@ def main() -> None:
     ap.add_argument("--jitter-us", type=float, default=1000,
                     help="jitter on each host link for the round trips (µs, below 5000)")
     ap.add_argument("--pings", type=int, default=40, help="round trips per measurement")
+    ap.add_argument("--paired", action="store_true",
+                    help="only the jitter, read beside jitter-free round trips taken at the "
+                         "same moment (analysis.jitter)")
     args = ap.parse_args()
     if not 0 < args.jitter_us < 5000 or args.pings < 2:
         ap.error("--jitter-us must be above 0 and below the 5000 µs delay, --pings at least 2")
@@ -187,6 +247,9 @@ def main() -> None:
     limits: dict[tuple[int, bool], list[dict]] = {
         (r, o): [] for r in rates for o in (True, False)}
     mechanism = "?"
+    if args.paired:
+        paired(args.repeats, args.jitter_us, args.pings)
+        return
     for k in range(args.repeats):
         with tempfile.TemporaryDirectory() as tmp:
             m, s = delay_once(Path(tmp), jitter_us=args.jitter_us, pings=args.pings)
