@@ -124,8 +124,8 @@ def paired_once(tmp: Path, jitter_us: float, pings: int, delay_us: float = 5000
         outs = [p.communicate(timeout=60 + pings)[0] for p in procs]
     finally:
         fab.stop()
-    return tuple([float(x.split("time=")[1].split()[0]) for x in out.splitlines()
-                  if "time=" in x] for out in outs)
+    jittered, plain = (impairments.parse_ping(out)["rtt_ms"] for out in outs)
+    return jittered, plain
 
 
 def pooled_sd_ms(with_jitter: list[float], without: list[float]) -> float:
@@ -238,6 +238,8 @@ def main() -> None:
     args = ap.parse_args()
     if not 0 < args.jitter_us < 5000 or args.pings < 2:
         ap.error("--jitter-us must be above 0 and below the 5000 µs delay, --pings at least 2")
+    if args.paired and args.pings < 10:
+        ap.error("--paired reads the jitter from quantiles: --pings at least 10")
     spec_sd_ms = 2 * args.jitter_us / 1000 / math.sqrt(3)
     netem = netem_available()
     print(f"machine: {virtualization()}; netem {'present' if netem else 'absent'}")
