@@ -94,9 +94,9 @@ def quantum_bytes(segment_bytes: int) -> int:
     turn; with a quantum no smaller than any packet, each bucket sends the same bytes per
     round. The round is also how far apart flows that start together finish: four flows of
     256 KiB through one 200 Mbit/s uplink are four quanta each, and with 64 KiB quanta they
-    ended up to 16 ms apart (38-55 ms, against 44 ms for all four in the simulator), with
-    12.5 kB quanta 1-4 ms (BENCHMARKS.md, "Fair-queue quanta"). So a fabric that caps its
-    segments (``segment_max_ms``) gets quanta as fine as its segments."""
+    ended up to 16 ms apart (38-55 ms, against 44 ms for all four in the simulator); with
+    12.5 kB segments served one a turn, 1-4 ms (BENCHMARKS.md, "Fair-queue quanta"). So a
+    fabric that caps its segments (``segment_max_ms``) gets quanta as fine as its segments."""
     return segment_bytes + FRAME_BYTES
 
 
