@@ -98,7 +98,7 @@ def delay_once(tmp: Path, delay_us: float = 5000, jitter_us: float = 1000, pings
                                  f"{fab.plan.node('h1').ip()}")
     finally:
         fab.stop()
-    rtts = [float(x.split("time=")[1].split()[0]) for x in out.splitlines() if "time=" in x]
+    rtts = impairments.parse_ping(out)["rtt_ms"]
     return statistics.median(rtts), statistics.stdev(rtts)
 
 

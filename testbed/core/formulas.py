@@ -6,10 +6,11 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+FRAME_BYTES = 1514  # a full Ethernet frame: a 1500-byte IP packet and its 14-byte header
 # Bulk TCP carries 1448-byte segments in 1514-byte Ethernet frames: the data a shaped link
 # delivers per wire bit. The emulator's counters see one header per TSO packet, so they read
 # TCP_GOODPUT of a full link; 1 / TCP_GOODPUT turns them back into wire-equivalent rates.
-TCP_GOODPUT = 1448 / 1514
+TCP_GOODPUT = 1448 / FRAME_BYTES
 # A shaped link is faithful when what it achieved lies within 1 ± this of what it was configured
 # to carry (the calibration's check, the run's fidelity and the link invariant alike).
 RATE_TOLERANCE = 0.10

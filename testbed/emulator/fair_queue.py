@@ -21,13 +21,14 @@ import itertools
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from testbed.core.formulas import FRAME_BYTES
+
 if TYPE_CHECKING:
     from testbed.core.jobs import ResolvedJob
     from testbed.core.topology import FabricPlan
 
 BUCKETS = 16
 FIRST_MINOR = 0x100  # bucket b is class 5:(0x100 + b)
-FRAME_BYTES = 1514  # one full Ethernet frame: what a segment's headers may add to it
 
 # Classic BPF opcodes (linux/filter.h) used by the classifier.
 _LDH_ABS, _LDW_ABS, _LDW_IND = 0x28, 0x20, 0x40

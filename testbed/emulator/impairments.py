@@ -40,7 +40,7 @@ from testbed.core.errors import FabricLabError
 from testbed.core.limits import MAX_DELAY_LINE_WIRE_MBIT_S, emulated_links_error
 from testbed.core.topology import FabricPlan, Link
 from testbed.emulator.preflight import delay_line_available, netem_available
-from testbed.emulator.segmentation import wire_sized
+from testbed.emulator.segmentation import MTU_BYTES, wire_sized
 
 NETEM = "netem"
 HOST_INPUT = "host-input"
@@ -49,7 +49,6 @@ NO_NETEM = ("a stock Debian kernel has it: `make vm-check` boots one, or run the
             "with --backend sim")
 # netem's own delay floor: its timers run at the kernel's high-resolution clock; 1 µs.
 NETEM_MIN_DELAY_US = 1.0
-MTU_BYTES = 1500
 
 
 @dataclass(frozen=True)

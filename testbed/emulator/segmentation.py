@@ -20,7 +20,7 @@ from testbed.core.topology import FabricPlan, Nic
 from testbed.emulator.netns_batch import run_batch
 
 KERNEL_SEGMENT_BYTES = 65536  # the kernel's default gso_max_size
-WIRE_SEGMENT_BYTES = 1500  # without offload: one IP packet of the fabric's MTU
+MTU_BYTES = 1500  # the hosts' interfaces: without offload, the largest packet a host sends
 # The smallest cap set: two full frames (TCP sends at least tcp_min_tso_segs = 2 MSS per
 # segment whatever the device allows).
 MIN_SEGMENT_BYTES = 3000
@@ -63,10 +63,10 @@ def segment_caps(plan: FabricPlan) -> dict[tuple[str, str], int]:
 
 def largest_segment_bytes(plan: FabricPlan) -> int:
     """The largest packet any host hands its interfaces, without its frame: one IP packet of
-    :data:`WIRE_SEGMENT_BYTES` where hosts send wire-sized packets, else the largest of the
+    :data:`MTU_BYTES` where hosts send wire-sized packets, else the largest of the
     NICs' caps, or the kernel's 64 KiB where a NIC has none."""
     if wire_sized(plan):
-        return WIRE_SEGMENT_BYTES
+        return MTU_BYTES
     caps = segment_caps(plan)
     return max((caps.get((h.name, nic.intf), KERNEL_SEGMENT_BYTES)
                 for h in plan.hosts for nic in h.nics), default=KERNEL_SEGMENT_BYTES)
