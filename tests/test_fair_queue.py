@@ -43,6 +43,8 @@ def _run(program: list[tuple[int, int, int, int]], packet: bytes) -> int:
             a >>= k
         elif code == 0x94:
             a %= k
+        elif code == 0x24:
+            a = (a * k) & 0xFFFFFFFF
         elif code == 0x04:
             a = (a + k) & 0xFFFFFFFF
         elif code == 0x15:
@@ -140,32 +142,38 @@ def _latency_jobs(seed: int | None):
         yield exp.name, plan, resolve(spec, plan, spec.hosts)
 
 
-def test_latency_yaml_draws_no_shared_bucket_for_any_algorithm():
-    """Its seeded source ports put no two flows of one step on a link into one bucket, so
-    the fair queues split every link as the simulator's max-min rates do."""
-    for name, plan, job in _latency_jobs(None):
-        assert job.source_port_seed is not None
-        assert fair_queue.shared_buckets(plan, job) == [], name
+def test_a_salt_is_found_that_shares_no_bucket_in_any_latency_yaml_variant():
+    """Whatever the seed, some salt puts no two flows of one step on a link in one bucket, so
+    the fair queues split every link as the simulator's max-min rates do; the runner installs
+    it (``fair_queue.json``)."""
+    for seed in (None, 1, 2):
+        for name, plan, job in _latency_jobs(seed):
+            salt, shared = fair_queue.choose_salt(fair_queue.job_flows(plan, job))
+            assert shared == [], (seed, name)
+            assert fair_queue.shared_buckets(plan, job, salt) == [], (seed, name)
 
 
 def test_a_shared_bucket_is_found_where_two_flows_of_a_step_cross_one_link():
-    """Seed 1: halving-doubling's first round sends h0->h4 and h3->h7 through leaf0's uplink
-    in one bucket (each then gets half the share of the two others). Every flow named crosses
-    the link named."""
+    """Seed 1 under the default salt: halving-doubling sends h6->h2 and h7->h3 in one round
+    through leaf1's uplink, in one bucket (each then gets half the share of the two others).
+    Every flow named crosses the link named, and another salt parts them."""
     import itertools
 
     import networkx as nx
 
-    found = {name: (plan, fair_queue.shared_buckets(plan, job))
+    found = {name: (plan, job, fair_queue.shared_buckets(plan, job))
              for name, plan, job in _latency_jobs(1)}
-    plan, shared = found["latency-hd"]
-    assert ("leaf0", "spine0", 4, [("h0", "h4"), ("h3", "h7")]) in shared
-    assert found["latency-ring"][1] == []  # a ring sends one flow each way over any link
+    plan, job, shared = found["latency-hd"]
+    assert ("leaf1", "spine0", 3, [("h6", "h2"), ("h7", "h3")]) in shared
+    assert found["latency-ring"][2] == []  # a ring sends one flow each way over any link
     graph = plan.graph()
     for a, b, _bucket, flows in shared:
         assert len(flows) > 1
         for src, dst in flows:
             assert (a, b) in itertools.pairwise(nx.shortest_path(graph, src, dst))
+    salt, left = fair_queue.choose_salt(fair_queue.job_flows(plan, job))
+    assert salt != fair_queue.DEFAULT_SALT and left == []
+    assert fair_queue.shared_buckets(plan, job, salt) == []
 
 
 def test_shared_buckets_need_fixed_ports_and_single_paths():
@@ -200,3 +208,65 @@ def test_every_link_of_a_fair_fabric_gets_the_quantum_and_a_fifo_fabric_none():
         infos = [topo.linkInfo(a, b) for a, b in topo.links()]
         assert len(infos) == len(plan.links)
         assert {info.get("fair_quantum") for info in infos} == {quantum}
+
+
+def _demo_ecmp_jobs(overrides: dict | None = None):
+    """experiments/demo.yaml's ECMP variant on fair queues: its plan and resolved jobs."""
+    import yaml
+
+    from testbed.core.experiment import expand
+    from testbed.core.jobs import resolve
+    from testbed.core.topology import build_plan
+
+    with open("experiments/demo.yaml") as f:
+        data = yaml.safe_load(f)
+    data["fabric"] = dict(data["fabric"], link_queue="fair")
+    exp = next(e for e in expand(data, "x") if e.name.endswith("ecmp"))
+    plan = build_plan(exp.fabric, exp.rate_scale)
+    return plan, [resolve(j.model_copy(update=overrides or {}), plan, j.hosts)
+                  for j in exp.jobs]
+
+
+def test_the_demos_ecmp_flows_get_a_bucket_each_on_every_link_they_may_share():
+    """Under the default salt two pairs of the demo's jobs' flows may meet in one bucket on an
+    uplink (j0 with j3, j1 with j2); the run's salt parts every pair, and records each flow's
+    bucket."""
+    import itertools
+
+    plan, jobs = _demo_ecmp_jobs()
+    flows = [f for j in jobs for f in fair_queue.job_flows(plan, j)]
+    assert len(flows) == 8
+    shared = {(f.job, g.job) for f, g in itertools.combinations(flows, 2)
+              if f.may_meet(g) and f.bucket() == g.bucket()}
+    assert shared == {("j0", "j3"), ("j1", "j2")}
+    salt, record = fair_queue.run_salt(plan, jobs)
+    assert salt != fair_queue.DEFAULT_SALT
+    assert record["shared"] == [] and record["unknown_jobs"] == {}
+    assert [r["bucket"] for r in record["flows"]] == [f.bucket(salt) for f in flows]
+    assert record["flows"][0]["flow"].startswith("j0:h0->h4:")
+
+
+def test_flows_of_one_job_in_different_rounds_or_on_other_links_do_not_meet():
+    plan, jobs = _demo_ecmp_jobs()
+    j0 = fair_queue.job_flows(plan, jobs[0])
+    j1 = fair_queue.job_flows(plan, jobs[1])
+    assert j0[0].may_meet(j1[0])  # h0->h4 and h1->h5 may take one of leaf0's uplinks
+    assert not j0[0].may_meet(j1[1])  # h5->h1 crosses none of h0->h4's links
+    assert not j0[0].may_meet(j0[1])
+    later = fair_queue.Flow("j0", "h1", "h5", j1[0].key, step=1, links=j1[0].links)
+    same_job = fair_queue.Flow("j0", "h0", "h4", j0[0].key, step=0, links=j0[0].links)
+    assert not later.may_meet(same_job) and later.may_meet(j1[0])
+
+
+def test_jobs_whose_flows_are_not_known_are_named_and_more_flows_than_buckets_share():
+    plan, jobs = _demo_ecmp_jobs({"source_port_seed": None})
+    salt, record = fair_queue.run_salt(plan, jobs)
+    assert salt == fair_queue.DEFAULT_SALT and record["flows"] == []
+    assert set(record["unknown_jobs"]) == {"j0", "j1", "j2", "j3"}
+    assert "source_port_seed" in record["unknown_jobs"]["j0"]
+    # 17 flows on one link: some two share one of 16 buckets whatever the salt
+    link = frozenset({("leaf0", "spine0")})
+    many = [fair_queue.Flow(f"j{i}", "h0", "h4", (i, 7, (40000 + i) << 16 | 7100), 0, link)
+            for i in range(fair_queue.BUCKETS + 1)]
+    salt, left = fair_queue.choose_salt(many, tries=64)
+    assert left and all(f.bucket(salt) == g.bucket(salt) for f, g in left)

@@ -213,6 +213,21 @@ class Fabric:
         self.timings["stop_s"] = time.monotonic() - t0
         return left
 
+    def set_fair_salt(self, salt: int) -> None:
+        """Every fair-queued interface's classifier rehashed with ``salt``
+        (:func:`testbed.emulator.fair_queue.run_salt`), before the jobs start."""
+        from testbed.emulator.fair_queue import filter_command
+        from testbed.emulator.shaping import ShapedIntf
+
+        cmd = filter_command("replace", salt=salt)
+        for node in self.net.hosts + self.net.switches:
+            for intf in node.intfList():
+                if not (isinstance(intf, ShapedIntf) and intf.fair_quantum):
+                    continue
+                if out := intf.tc(cmd).strip():
+                    raise FabricLabError(f"could not set the fair queues' hash on "
+                                         f"{intf.name}: {out}")
+
     def health(self) -> str | None:
         """None while the fabric can carry traffic, else one sentence saying why not. A
         controller that died is restarted (it reinstalls every switch and running job)."""

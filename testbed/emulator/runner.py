@@ -33,6 +33,7 @@ from testbed.core.topology import build_plan
 from testbed.core.traces import collective_windows
 from testbed.emulator import (
     drop_counters,
+    fair_queue,
     impairments,
     path_reader,
     runlock,
@@ -155,6 +156,8 @@ class Runner:
             with fab:
                 self._clocks("start")
                 self._place(fab)
+                if self.plan.spec.link_queue == "fair":
+                    self._fair_salt(fab)
                 if any(lk.impaired for lk in self.plan.links):
                     self.console.print(f"[bold]{self.exp.name}[/]: pinging host pairs to "
                                        "check the links' delays and loss")
@@ -245,6 +248,24 @@ class Runner:
             self.console.print(f"  job {job.name}: {', '.join(job.hosts)}"
                                + (f" (via spine {', '.join(map(str, job.allocation['spines']))})"
                                   if job.allocation.get("spines") else ""))
+
+    def _fair_salt(self, fab: Fabric) -> None:
+        """The fair queues' hash salted so that no two flows the run knows, which may cross
+        one link at once, share a bucket (:func:`fair_queue.run_salt`); recorded as
+        ``fair_queue.json``, and what it could not part said."""
+        salt, record = fair_queue.run_salt(self.plan, [j.resolved for j in self.jobs])
+        fab.set_fair_salt(salt)
+        write_json(self.run_dir / fair_queue.FAIR_QUEUE_FILE, record)
+        if record["shared"]:
+            self.console.print(f"[yellow]warning:[/] {len(record['shared'])} pair(s) of flows "
+                               "may meet in one fair-queue bucket (no salt of "
+                               f"{fair_queue.SALT_TRIES} parts them): {fair_queue.FAIR_QUEUE_FILE}",
+                               highlight=False)
+        if record["unknown_jobs"]:
+            self.console.print("  fair queues: the flows of jobs "
+                               f"{', '.join(record['unknown_jobs'])} are not known before they "
+                               f"run; two of them share a bucket by chance (1 in "
+                               f"{fair_queue.BUCKETS} per pair on a link)", highlight=False)
 
     def _measure_step_latency(self, fab: Fabric) -> dict[str, Any] | None:
         """Each All-Reduce job's latency per step, from a tiny All-Reduce on its hosts
