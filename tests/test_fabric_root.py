@@ -132,3 +132,52 @@ def test_opposite_tcp_flows_both_get_the_rate(tmp_path):
                               IperfFlow("h2", "h0", h2.ip(), h0.ip())], 4)
     for bps in res.goodput_bps:
         assert bps > 0.85 * 50e6, f"{bps / 1e6:.1f} Mbit/s"
+
+
+def _class_counts(fab: Fabric, host: str, intf: str) -> dict[str, tuple[int, int]]:
+    """(bytes, packets) each HTB class of ``host``'s ``intf`` sent."""
+    import re
+
+    out = fab.host(host).cmd(f"tc -s class show dev {intf}")
+    return {c: (int(b), int(p)) for c, b, p in
+            re.findall(r"class htb (5:\w+) .*\n Sent (\d+) bytes (\d+) pkt", out)}
+
+
+SMALL_SENDS = 200
+_SERVER = ("import socket,sys\ns=socket.socket();s.setsockopt(socket.SOL_SOCKET,"
+           "socket.SO_REUSEADDR,1);s.bind(('',5400));s.listen();c,_=s.accept()\n"
+           "while c.recv(65536): pass\n")
+_CLIENT = ("import socket,sys,time\nc=socket.create_connection((sys.argv[1],5400))\n"
+           "c.setsockopt(socket.IPPROTO_TCP,socket.TCP_NODELAY,1)\n"
+           f"for _ in range({SMALL_SENDS}):\n    c.sendall(b'x'*20); time.sleep(0.002)\n"
+           "c.close()\n")
+
+
+def test_short_tcp_data_stays_in_the_data_class_and_acks_take_the_priority_class(tmp_path):
+    """A 20-byte TCP send is a 86-byte frame, under the ACK class's 128 bytes: it stays in
+    the data class (in the priority class it would overtake its own flow's queued bytes);
+    the pure ACKs coming back, and pings, take the priority class."""
+    plan = plan_of(LEAF_SPINE)
+    with Fabric(plan, tmp_path / "run") as fab:
+        h0, h2 = plan.node("h0"), plan.node("h2")
+        intf0, intf2 = h0.nics[0].intf, h2.nics[0].intf
+        server = fab.popen("h2", [sys.executable, "-c", _SERVER])
+        try:
+            fab.wait_listening("h2", 5400)
+            before0, before2 = _class_counts(fab, "h0", intf0), _class_counts(fab, "h2", intf2)
+            client = fab.popen("h0", [sys.executable, "-c", _CLIENT, h2.ip()])
+            assert client.wait(timeout=30) == 0
+            server.wait(timeout=10)
+            assert pings(fab, "h0", h2.ip())
+            after0, after2 = _class_counts(fab, "h0", intf0), _class_counts(fab, "h2", intf2)
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.wait()
+    sent = {c: (after0[c][0] - before0[c][0], after0[c][1] - before0[c][1]) for c in after0}
+    acked = {c: (after2[c][0] - before2[c][0], after2[c][1] - before2[c][1]) for c in after2}
+    assert sent["5:20"][1] >= SMALL_SENDS  # every short send went as data
+    assert sent["5:10"][1] >= 2  # the handshake and the ping
+    assert sent["5:10"][0] / sent["5:10"][1] < 100, sent  # control packets and pings only
+    assert acked["5:10"][1] >= SMALL_SENDS / 2  # h2's pure ACKs (delayed: one per two or so)
+    assert acked["5:20"][1] <= 1, acked  # h2 sent no data (a ping reply goes as 5:10)

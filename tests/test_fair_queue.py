@@ -9,52 +9,8 @@ import pytest
 
 from testbed.core.spec import SpecError, parse_fabric
 from testbed.core.topology import build_plan
-from testbed.emulator import fair_queue
+from testbed.emulator import cbpf, fair_queue
 from testbed.emulator.shaping import htb_commands
-
-
-def _run(program: list[tuple[int, int, int, int]], packet: bytes) -> int:
-    """A classic-BPF interpreter for the instructions the classifier uses (what the kernel
-    does with it), so the program can be checked against :func:`fair_queue.bucket_hash`."""
-    a = x = 0
-    mem = [0] * 16
-    pc = 0
-    word = lambda off: int.from_bytes(packet[off:off + 4], "big")  # noqa: E731
-    while True:
-        code, jt, jf, k = program[pc]
-        pc += 1
-        if code == 0x28:
-            a = int.from_bytes(packet[k:k + 2], "big")
-        elif code == 0x20:
-            a = word(k)
-        elif code == 0x40:
-            a = word(x + k)
-        elif code == 0xB1:
-            x = 4 * (packet[k] & 0xF)
-        elif code == 0x61:
-            x = mem[k]
-        elif code == 0x02:
-            mem[k] = a
-        elif code == 0x07:
-            x = a
-        elif code == 0xAC:
-            a ^= x
-        elif code == 0x74:
-            a >>= k
-        elif code == 0x94:
-            a %= k
-        elif code == 0x24:
-            a = (a * k) & 0xFFFFFFFF
-        elif code == 0x04:
-            a = (a + k) & 0xFFFFFFFF
-        elif code == 0x15:
-            pc += jt if a == k else jf
-        elif code == 0x16:
-            return a
-        elif code == 0x06:
-            return k
-        else:
-            raise AssertionError(f"opcode {code:#x} not expected")
 
 
 def _tcp_packet(src: str, dst: str, sport: int, dport: int) -> bytes:
@@ -71,14 +27,14 @@ def test_the_program_gives_each_flow_the_bucket_the_pure_hash_names():
         pkt = _tcp_packet("10.0.0.1", "10.0.0.6", sport, 5201)
         b = fair_queue.bucket_hash(int(ipaddress.IPv4Address("10.0.0.1")),
                                    int(ipaddress.IPv4Address("10.0.0.6")), sport << 16 | 5201)
-        assert _run(program, pkt) == fair_queue.bucket_classid(5, b)
+        assert cbpf.run(program, pkt) == fair_queue.bucket_classid(5, b)
         seen.add(b)
     assert seen == set(range(fair_queue.BUCKETS))  # every bucket is reached
 
 
 def test_non_ipv4_frames_go_to_the_default_class():
     frame = bytes(12) + (0x86DD).to_bytes(2, "big") + bytes(60)
-    assert _run(fair_queue.classifier_program(), frame) == 0
+    assert cbpf.run(fair_queue.classifier_program(), frame) == 0
 
 
 def test_a_fair_link_has_a_bucket_class_and_queue_each_and_the_classifier():
@@ -88,7 +44,7 @@ def test_a_fair_link_has_a_bucket_class_and_queue_each_and_the_classifier():
     assert len(buckets) == fair_queue.BUCKETS
     assert sum(1 for c in cmds if "qdisc add" in c and "bfifo" in c) == fair_queue.BUCKETS
     assert not any("handle 20:" in c for c in cmds)  # 5:20 is an inner class now
-    assert sum("bpf bytecode" in c for c in cmds) == 1
+    assert sum("prio 2 handle 1 bpf bytecode" in c for c in cmds) == 1  # the buckets' hash
     # the buckets' guaranteed rates add up to the data class's
     rates = [float(c.split(" rate ")[1].split("Mbit")[0]) for c in buckets]
     assert sum(rates) == pytest.approx(9.0)
@@ -111,7 +67,7 @@ def test_the_buckets_quantum_is_the_largest_segment_the_hosts_send_and_a_frame(f
 def test_a_fifo_link_is_as_before():
     cmds = htb_commands(10)
     assert "default 20 " in cmds[0]
-    assert not any("bpf" in c or "classid 5:100" in c for c in cmds)
+    assert not any("prio 2" in c or "classid 5:100" in c for c in cmds)
 
 
 def test_link_queue_accepts_fifo_and_fair_only():

@@ -67,9 +67,11 @@ LATENESS_SAMPLES = 20_000  # a reservoir of how late releases were
 # released with what is due this soon: one wakeup for packets due a few µs apart (a wakeup
 # itself takes 20-60 µs, so waking for each would release them later, not sooner)
 RELEASE_EARLY_S = 50e-6
-# shorter packets pass the wire's queue, as they take the shaped link's priority class:
-# testbed.emulator.shaping.ACK_BYTES, written again since this script imports nothing of the
-# project (tests/test_delay_line.py holds the two equal)
+# shorter packets pass the wire's queue, as acknowledgements take the shaped link's priority
+# class: testbed.emulator.shaping.ACK_BYTES, written again since this script imports nothing
+# of the project (tests/test_delay_line.py holds the two equal). The priority class takes no
+# TCP data; here a short data packet may pass the wire, but each queue still releases its
+# packets in order (InOrderDelay), so none overtakes its flow's bytes.
 ACK_BYTES = 128
 REALTIME_PRIORITY = 2  # scripts/start-ovs.sh runs ovs-vswitchd's forwarding thread at 1
 

@@ -27,6 +27,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from testbed.core.formulas import FRAME_BYTES
+from testbed.emulator import cbpf
+from testbed.emulator.cbpf import (
+    ADD_K,
+    JEQ_K,
+    LDH_ABS,
+    LDW_ABS,
+    LDW_IND,
+    LDX_MEM,
+    LDX_MSH,
+    MOD_K,
+    MUL_K,
+    RET_A,
+    RET_K,
+    RSH_K,
+    ST,
+    TAX,
+    XOR_X,
+)
 
 if TYPE_CHECKING:
     from testbed.core.jobs import ResolvedJob
@@ -39,22 +57,13 @@ DEFAULT_SALT = 0x9E3779B1  # odd: 2^32 over the golden ratio (Knuth's multiplica
 FILTER_HANDLE = 1  # the classifier's handle, so a new salt replaces it in place
 SALT_TRIES = 512  # salts tried before the one with the fewest shared buckets is kept
 
-# Classic BPF opcodes (linux/filter.h) used by the classifier.
-_LDH_ABS, _LDW_ABS, _LDW_IND = 0x28, 0x20, 0x40
-_LDX_MSH, _LDX_MEM, _ST = 0xB1, 0x61, 0x02
-_TAX, _XOR_X, _RSH_K, _MOD_K, _ADD_K, _MUL_K = 0x07, 0xAC, 0x74, 0x94, 0x04, 0x24
-_JEQ_K, _RET_A, _RET_K = 0x15, 0x16, 0x06
-_ETH_IPV4 = 0x0800
-_ETH_LEN = 14
-
-
 def bucket_classid(major: int, bucket: int) -> int:
     """The class id (major:minor as one integer) of ``bucket`` under qdisc ``major``."""
-    return (major << 16) | (FIRST_MINOR + bucket)
+    return cbpf.classid(major, FIRST_MINOR + bucket)
 
 
 def classifier_program(major: int = 5, buckets: int = BUCKETS, salt: int = DEFAULT_SALT
-                       ) -> list[tuple[int, int, int, int]]:
+                       ) -> list[cbpf.Insn]:
     """The classic BPF program mapping an IPv4 packet to its bucket's class id: source and
     destination address and the first word after the IP header (both ports for TCP and UDP)
     xored, its high half folded into the low, times the odd ``salt`` (32 bits), the top 8
@@ -64,31 +73,27 @@ def classifier_program(major: int = 5, buckets: int = BUCKETS, salt: int = DEFAU
         raise ValueError(f"buckets must be between 1 and {MAX_BUCKETS}, not {buckets}")
     if not (0 < salt <= 0xFFFFFFFF and salt % 2):
         raise ValueError(f"the salt must be an odd 32-bit number, not {salt}")
+    eth = cbpf.ETH_LEN
     body = [
-        (_LDW_ABS, 0, 0, _ETH_LEN + 12),  # A = source address
-        (_TAX, 0, 0, 0),
-        (_LDW_ABS, 0, 0, _ETH_LEN + 16),  # A = destination address
-        (_XOR_X, 0, 0, 0),
-        (_ST, 0, 0, 0),  # M[0] = the addresses xored
-        (_LDX_MSH, 0, 0, _ETH_LEN),  # X = the IP header's length
-        (_LDW_IND, 0, 0, _ETH_LEN),  # A = the word after it (source and destination port)
-        (_LDX_MEM, 0, 0, 0),
-        (_XOR_X, 0, 0, 0),
-        (_TAX, 0, 0, 0), (_RSH_K, 0, 0, 16), (_XOR_X, 0, 0, 0),  # fold the high half in
-        (_MUL_K, 0, 0, salt), (_RSH_K, 0, 0, 24),  # the product's top byte
-        (_MOD_K, 0, 0, buckets),
-        (_ADD_K, 0, 0, bucket_classid(major, 0)),
-        (_RET_A, 0, 0, 0),
+        (LDW_ABS, 0, 0, eth + 12),  # A = source address
+        (TAX, 0, 0, 0),
+        (LDW_ABS, 0, 0, eth + 16),  # A = destination address
+        (XOR_X, 0, 0, 0),
+        (ST, 0, 0, 0),  # M[0] = the addresses xored
+        (LDX_MSH, 0, 0, eth),  # X = the IP header's length
+        (LDW_IND, 0, 0, eth),  # A = the word after it (source and destination port)
+        (LDX_MEM, 0, 0, 0),
+        (XOR_X, 0, 0, 0),
+        (TAX, 0, 0, 0), (RSH_K, 0, 0, 16), (XOR_X, 0, 0, 0),  # fold the high half in
+        (MUL_K, 0, 0, salt), (RSH_K, 0, 0, 24),  # the product's top byte
+        (MOD_K, 0, 0, buckets),
+        (ADD_K, 0, 0, bucket_classid(major, 0)),
+        (RET_A, 0, 0, 0),
     ]
-    return [(_LDH_ABS, 0, 0, 12),  # the EtherType
-            (_JEQ_K, 0, len(body), _ETH_IPV4),  # not IPv4: on to the last instruction
+    return [(LDH_ABS, 0, 0, 12),  # the EtherType
+            (JEQ_K, 0, len(body), cbpf.ETH_IPV4),  # not IPv4: on to the last instruction
             *body,
-            (_RET_K, 0, 0, 0)]
-
-
-def bytecode(program: list[tuple[int, int, int, int]]) -> str:
-    """``program`` in tc's ``bytecode`` syntax: the count, then ``code jt jf k`` each."""
-    return ",".join([str(len(program)), *(f"{c} {t} {f} {k}" for c, t, f, k in program)])
+            (RET_K, 0, 0, 0)]
 
 
 def bucket_hash(src_ip: int, dst_ip: int, ports_word: int, buckets: int = BUCKETS,
@@ -135,7 +140,7 @@ def filter_command(verb: str, buckets: int = BUCKETS, salt: int = DEFAULT_SALT) 
     """The tc command (Mininet's ``%s %s``) that adds (``verb`` "add") or replaces
     ("replace") an interface's bucket classifier, hashing with ``salt``."""
     return (f"%s filter {verb} dev %s parent 5: protocol all prio 2 handle {FILTER_HANDLE} "
-            f"bpf bytecode '{bytecode(classifier_program(5, buckets, salt))}'")
+            f"bpf bytecode '{cbpf.bytecode(classifier_program(5, buckets, salt))}'")
 
 
 @dataclass(frozen=True)
@@ -273,5 +278,5 @@ def run_salt(plan: FabricPlan, jobs: list[ResolvedJob]) -> tuple[int, dict[str, 
 
 
 __all__ = ["BUCKETS", "DEFAULT_SALT", "FAIR_QUEUE_FILE", "FIRST_MINOR", "Flow", "bucket_classid",
-           "bucket_commands", "bucket_hash", "bytecode", "candidate_salts", "choose_salt",
+           "bucket_commands", "bucket_hash", "candidate_salts", "choose_salt",
            "classifier_program", "filter_command", "job_flows", "run_salt", "shared_buckets"]

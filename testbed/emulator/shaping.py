@@ -1,9 +1,10 @@
 """Link shaping: Mininet's TCLink with HTB and bandwidth only (this kernel has no netem, and of
-the other qdiscs only HTB, TBF and the plain FIFOs; the only classifier is u32).
+the other qdiscs only HTB, TBF and the plain FIFOs; its classifiers are u32 and classic BPF).
 
 Each shaped interface gets one HTB class at the link rate with two children:
 
-- ``5:10``, strict priority, for IP packets under 128 bytes (pure ACKs, handshakes);
+- ``5:10``, strict priority, for IP packets under 128 bytes that carry no TCP data (pure
+  ACKs, handshakes, pings): :func:`ack_program`;
 - ``5:20`` for everything else, behind a byte-limited FIFO of QUEUE_MS at the link rate.
 
 Why: with userspace TSO a veth carries 64 KiB TCP packets. In one FIFO, the ACKs of a flow
@@ -23,7 +24,25 @@ import shlex
 
 from mininet.link import TCIntf, TCLink
 
-from testbed.emulator import fair_queue
+from testbed.core.errors import FabricLabError
+from testbed.emulator import cbpf, fair_queue
+from testbed.emulator.cbpf import (
+    ADD_X,
+    IP_TCP,
+    JEQ_K,
+    JGE_K,
+    JGT_X,
+    LD_MEM,
+    LDB_ABS,
+    LDB_IND,
+    LDH_ABS,
+    LDX_MSH,
+    LSH_K,
+    RET_K,
+    RSH_K,
+    ST,
+    TAX,
+)
 
 QUEUE_MS = 20.0
 MIN_QUEUE_BYTES = 4 * 65536
@@ -46,6 +65,37 @@ CLASSES = (("5:0", "5:1", 1.0, None), ("5:1", "5:10", ACK_SHARE, 0),
            ("5:1", "5:20", DATA_SHARE, 1))
 
 
+def ack_program(major: int = 5) -> list[cbpf.Insn]:
+    """The classic BPF program that sends a shaped interface's small control packets to the
+    priority class ``major``:10: IPv4 packets under :data:`ACK_BYTES` that are not TCP, or are
+    TCP with no data after the headers. A short TCP packet with data (a segment's tail) stays
+    with its flow: in the priority class it would overtake the flow's queued bytes, and the
+    sender's loss detection takes what it overtook for lost and sends it again (in the demo's
+    ECMP draw one host resent 177 segments in one run, 166 of them needless by the receiver's
+    D-SACKs: BENCHMARKS.md, "Fair-queue buckets parted by a salt")."""
+    eth = cbpf.ETH_LEN
+    yes, no = 15, 16  # the two returns; a jump's offset counts from the next instruction
+    program = [
+        (LDH_ABS, 0, 0, 12),  # 0: the EtherType
+        (JEQ_K, 0, no - 2, cbpf.ETH_IPV4),
+        (LDH_ABS, 0, 0, eth + 2),  # 2: the IP total length
+        (JGE_K, no - 4, 0, ACK_BYTES),
+        (ST, 0, 0, 0),  # 4: M[0] = the total length
+        (LDB_ABS, 0, 0, eth + 9),  # 5: the protocol
+        (JEQ_K, 0, yes - 7, IP_TCP),
+        (LDX_MSH, 0, 0, eth),  # 7: X = the IP header's length
+        (LDB_IND, 0, 0, eth + 12),  # 8: the TCP data offset, in words, in the high nibble
+        (RSH_K, 0, 0, 4), (LSH_K, 0, 0, 2),  # 9, 10: A = the TCP header's length
+        (ADD_X, 0, 0, 0), (TAX, 0, 0, 0),  # 11, 12: X = both headers' length
+        (LD_MEM, 0, 0, 0),  # 13: A = the total length
+        (JGT_X, no - 15, yes - 15, 0),  # 14: longer than the headers: it carries data
+        (RET_K, 0, 0, cbpf.classid(major, 0x10)),  # 15: yes
+        (RET_K, 0, 0, 0),  # 16: no (the next filter, or the default class)
+    ]
+    assert program[yes][0] == program[no][0] == RET_K
+    return program
+
+
 def _class_args(mbit_s: float, parent: str, classid: str, share: float,
                 prio: int | None) -> str:
     ceil = "" if prio is None else f" ceil {mbit_s:f}Mbit"
@@ -61,7 +111,6 @@ def htb_commands(mbit_s: float, netem: dict[str, float] | None = None,
     instead (:mod:`testbed.emulator.impairments`): shaped first, then delayed or dropped.
     With ``fair_quantum``, the data class is split into per-flow buckets served that many
     bytes in turn, each behind its own such queue (:mod:`testbed.emulator.fair_queue`)."""
-    mask = 0xFFFF & ~(ACK_BYTES - 1)  # IP total length < ACK_BYTES
     acks, data = "pfifo limit 1000", f"bfifo limit {queue_bytes(mbit_s)}"
     if netem:
         from testbed.emulator.impairments import netem_args
@@ -81,8 +130,8 @@ def htb_commands(mbit_s: float, netem: dict[str, float] | None = None,
         *(f"%s class add dev %s {_class_args(mbit_s, *c)}" for c in CLASSES),
         f"%s qdisc add dev %s parent 5:10 handle 10: {acks}",
         *data_queues,
-        f"%s filter add dev %s parent 5: protocol ip prio 1 u32 "
-        f"match u16 0x0000 {mask:#06x} at 2 flowid 5:10",
+        f"%s filter add dev %s parent 5: protocol ip prio 1 bpf bytecode "
+        f"'{cbpf.bytecode(ack_program())}'",
     ]
 
 
@@ -91,6 +140,16 @@ def reshape_commands(intf: str, mbit_s: float) -> list[list[str]]:
     benchmarks use to make a link send short of its configured rate on purpose)."""
     return [["tc", "class", "change", "dev", intf, *_class_args(mbit_s, *c).split()]
             for c in CLASSES]
+
+
+def tc_refusal(outputs: list[str]) -> str | None:
+    """The first line of tc's ``outputs`` that is not a warning: what a command refused
+    (Mininet prints such lines and goes on, which would leave a link shaped in part)."""
+    for out in outputs:
+        for line in out.splitlines():
+            if line.strip() and not line.startswith("Warning:"):
+                return line.strip()
+    return None
 
 
 class ShapedIntf(TCIntf):
@@ -104,7 +163,12 @@ class ShapedIntf(TCIntf):
     def config(self, netem: dict[str, float] | None = None, fair_quantum: int | None = None,
                **params):
         self.netem, self.fair_quantum = netem, fair_quantum
-        return super().config(**params)
+        result = super().config(**params)
+        if refused := tc_refusal((result or {}).get("tcoutputs", [])):
+            raise FabricLabError(f"{self.name}: tc refused the link's shaping ({refused}); "
+                                 "the kernel needs HTB, the FIFOs and the bpf classifier "
+                                 "(cls_bpf)")
+        return result
 
     def bwCmds(self, bw=None, **_ignored):
         if bw is None:
