@@ -14,6 +14,7 @@ from testbed.core.spec import parse_fabric
 from testbed.core.topology import build_plan
 from testbed.emulator import fair_queue
 from testbed.emulator.fabric import Fabric
+from testbed.emulator.runner import Runner
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -92,3 +93,49 @@ def test_flows_sharing_an_uplink_get_their_own_buckets_and_even_shares(tmp_path)
     assert sum(v for b, v in sent.items() if b not in buckets) < 1e5, (buckets, sent)
     assert sum(mbit_s) >= 0.85 * 10, mbit_s
     assert min(mbit_s) / max(mbit_s) >= 0.8, mbit_s
+
+
+class FilterReadingRunner(Runner):
+    """The runner, reading one uplink's bucket classifier as the jobs start."""
+
+    shown = ""
+    uplink = ""
+
+    def _leg(self, fab, jobs, what, key) -> None:
+        if not self.shown:
+            self.shown = subprocess.run(["tc", "filter", "show", "dev", self.uplink,
+                                         "parent", "5:"], capture_output=True, text=True,
+                                        check=True).stdout
+        super()._leg(fab, jobs, what, key)
+
+
+def test_a_run_salts_the_hash_it_records_and_parts_its_known_flows(tmp_path):
+    """Two seeded jobs under ECMP on fair queues: the run records a salt under which no two of
+    their flows that may cross one link share a bucket, and every fair link classifies with
+    it while the jobs run."""
+    from testbed.core.experiment import expand
+    from testbed.emulator import cbpf
+
+    (exp,) = expand({
+        "name": "fair-salt",
+        "fabric": {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2,
+                   "host_link_mbit_s": 50, "uplink_mbit_s": 50, "link_queue": "fair"},
+        "policy": "ecmp", "timeout_s": 240, "solo_baselines": False,
+        "jobs": [{"name": n, "hosts": hosts, "source_port_seed": 1,
+                  "workload": {"kind": "allreduce", "sizes": ["1MiB"], "iterations": 2}}
+                 for n, hosts in (("a", ["h0", "h2"]), ("b", ["h1", "h3"]))]})
+    plan = build_plan(exp.fabric)
+    uplink = next(lk for lk in plan.links if {lk.a, lk.b} == {"leaf0", "spine0"})
+    runner = FilterReadingRunner(exp, tmp_path)
+    runner.uplink = uplink.a_intf if uplink.a == "leaf0" else uplink.b_intf
+    run_dir = runner.run()
+    assert runner.status == "ok", runner.error
+    record = json.loads((run_dir / fair_queue.FAIR_QUEUE_FILE).read_text())
+    assert record["shared"] == [] and record["unknown_jobs"] == {}
+    assert len(record["flows"]) == 4
+    salt = record["salt"]
+    program = cbpf.bytecode(fair_queue.classifier_program(5, fair_queue.BUCKETS, salt))
+    assert f"bytecode '{program}'" in runner.shown, runner.shown
+    # h0->h2 and h1->h3 may take one uplink of leaf0: their buckets differ
+    up = {r["flow"].split(":")[1]: r["bucket"] for r in record["flows"]}
+    assert up["h0->h2"] != up["h1->h3"] and up["h2->h0"] != up["h3->h1"]

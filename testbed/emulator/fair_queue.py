@@ -57,6 +57,7 @@ DEFAULT_SALT = 0x9E3779B1  # odd: 2^32 over the golden ratio (Knuth's multiplica
 FILTER_HANDLE = 1  # the classifier's handle, so a new salt replaces it in place
 SALT_TRIES = 512  # salts tried before the one with the fewest shared buckets is kept
 
+
 def bucket_classid(major: int, bucket: int) -> int:
     """The class id (major:minor as one integer) of ``bucket`` under qdisc ``major``."""
     return cbpf.classid(major, FIRST_MINOR + bucket)
