@@ -100,7 +100,8 @@ def classifier_program(major: int = 5, buckets: int = BUCKETS, salt: int = DEFAU
 def bucket_hash(src_ip: int, dst_ip: int, ports_word: int, buckets: int = BUCKETS,
                 salt: int = DEFAULT_SALT) -> int:
     """The bucket :func:`classifier_program` gives an IPv4 packet (addresses and the ports'
-    word as big-endian integers): what tests and run records compute without a kernel."""
+    word as big-endian integers, or numpy uint64 arrays of them): what tests, run records and
+    :func:`choose_salt` compute without a kernel."""
     a = (src_ip ^ dst_ip ^ ports_word) & 0xFFFFFFFF
     a ^= a >> 16
     return (((a * salt) & 0xFFFFFFFF) >> 24) % buckets
@@ -232,12 +233,10 @@ def choose_salt(flows: list[Flow], tries: int = SALT_TRIES, buckets: int = BUCKE
     if not pairs:
         return DEFAULT_SALT, []
     first, second = (np.array(side) for side in zip(*pairs, strict=True))
-    folded = np.array([(k[0] ^ k[1] ^ k[2]) & 0xFFFFFFFF for k in (f.key for f in flows)],
-                      dtype=np.uint64)
-    folded ^= folded >> np.uint64(16)
+    keys = np.array([f.key for f in flows], dtype=np.uint64).T  # bucket_hash, on every flow
     best: tuple[int, np.ndarray] | None = None
     for salt in candidate_salts(tries):
-        b = (((folded * np.uint64(salt)) & np.uint64(0xFFFFFFFF)) >> np.uint64(24)) % buckets
+        b = bucket_hash(*keys, buckets=buckets, salt=salt)
         same = b[first] == b[second]
         if best is None or same.sum() < best[1].sum():
             best = (salt, same)
