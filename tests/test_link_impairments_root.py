@@ -17,6 +17,7 @@ from testbed.emulator import tcp_counters
 from testbed.emulator.fabric import Fabric
 from testbed.emulator.impairments import parse_ping
 from testbed.emulator.preflight import netem_available, timing_problem, virtualization
+from testbed.emulator.qdisc_stats import parse_qdiscs
 from testbed.emulator.traffic import iperf_end
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -47,10 +48,11 @@ def _elsewhere(fab: Fabric, src: str, dst: str) -> dict[str, int]:
     out_link, in_link = host_link(src), host_link(dst)
     sender_end = out_link.a_intf if out_link.a == src else out_link.b_intf  # src's namespace
     switch_end = in_link.b_intf if in_link.a == dst else in_link.a_intf  # the root namespace
+    # each interface's root qdisc, which counts its classes' drops too (as the runs read it)
     outputs = [fab.host(src).cmd(f"tc -s -j qdisc show dev {sender_end}"),
                subprocess.run(["tc", "-s", "-j", "qdisc", "show", "dev", switch_end],
                               capture_output=True, text=True, check=True).stdout]
-    qdisc_drops = sum(q.get("drops", 0) for out in outputs for q in json.loads(out))
+    qdisc_drops = sum(q.drops for out in outputs for q in parse_qdiscs(out).values())
     snmp = Path(f"/proc/{fab.host_pids()[dst]}/net/snmp").read_text()
     udp = tcp_counters.group_counters(snmp, "Udp")
     return {"qdisc_drops": qdisc_drops, "receive_buffer": udp.get("RcvbufErrors", 0)}
