@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 
@@ -25,3 +26,10 @@ def iperf_rates(fab, src: str, dst: str, leaf: str, seconds: int = 4) -> tuple[f
     counted = rates.set_index(["src", "dst"]).loc[(src, leaf), "achieved_mbit_s"]
     goodput = json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
     return counted * TCP_WIRE_FACTOR, goodput  # wire-equivalent: testbed.emulator.calibrate
+
+
+def htb_class_counts(tc_output: str) -> dict[str, tuple[int, int]]:
+    """(bytes, packets) each HTB class sent, by class id (``5:20``), from ``tc -s class
+    show`` (which has no JSON here)."""
+    return {c: (int(b), int(p)) for c, b, p in
+            re.findall(r"class htb (\w+:\w+) .*\n Sent (\d+) bytes (\d+) pkt", tc_output)}

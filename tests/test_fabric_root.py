@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fabric_checks import iperf_rates
+from fabric_checks import htb_class_counts, iperf_rates
 
 from testbed.core.spec import parse_fabric
 from testbed.core.topology import build_plan
@@ -136,11 +136,7 @@ def test_opposite_tcp_flows_both_get_the_rate(tmp_path):
 
 def _class_counts(fab: Fabric, host: str, intf: str) -> dict[str, tuple[int, int]]:
     """(bytes, packets) each HTB class of ``host``'s ``intf`` sent."""
-    import re
-
-    out = fab.host(host).cmd(f"tc -s class show dev {intf}")
-    return {c: (int(b), int(p)) for c, b, p in
-            re.findall(r"class htb (5:\w+) .*\n Sent (\d+) bytes (\d+) pkt", out)}
+    return htb_class_counts(fab.host(host).cmd(f"tc -s class show dev {intf}"))
 
 
 SMALL_SENDS = 200

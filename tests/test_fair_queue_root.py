@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import re
 import subprocess
 
 import pytest
+from fabric_checks import htb_class_counts
 
 from testbed.core.spec import parse_fabric
 from testbed.core.topology import build_plan
@@ -41,11 +41,9 @@ def _bucket_bytes(intf: str) -> dict[int, int]:
     """Bytes each bucket class of ``intf`` sent (``tc class show`` has no JSON here)."""
     out = subprocess.run(["tc", "-s", "class", "show", "dev", intf],
                          capture_output=True, text=True, check=True).stdout
-    sent = {}
-    for minor, sent_bytes in re.findall(r"class htb 5:(\w+) .*\n Sent (\d+) bytes", out):
-        if int(minor, 16) >= fair_queue.FIRST_MINOR:
-            sent[int(minor, 16) - fair_queue.FIRST_MINOR] = int(sent_bytes)
-    return sent
+    return {int(c.split(":")[1], 16) - fair_queue.FIRST_MINOR: sent_bytes
+            for c, (sent_bytes, _) in htb_class_counts(out).items()
+            if int(c.split(":")[1], 16) >= fair_queue.FIRST_MINOR}
 
 
 def test_flows_sharing_an_uplink_get_their_own_buckets_and_even_shares(tmp_path):
