@@ -19,6 +19,12 @@ Three measurements on a 2-host leaf-spine (h0, h1 on leaf0), each repeated (root
   the jitter per crossing that h2's round trips, each with draws of it added, would need to
   spread as h0's do (``analysis.jitter``), per repeat and pooled; and both medians. Made for
   a machine whose own spread is as large as the jitter (a software-emulated VM).
+- **one way** (``--one-way``, alone): the same fabric and jitter; h0 sends h1, and h2 sends
+  h3, ``--pings`` UDP datagrams 20 ms apart, each stamped with the sender's clock and
+  received with the kernel's stamp (``one_way_udp.py``): delays over two crossings, without
+  the wake-up lateness of the processes that round trips carry; read as in ``--paired``, and
+  their spreads beside the spec's; then ``ping`` h0 -> h1 without ``-U`` (the round trip to
+  the kernel's receive stamp). Needs netem: a delay line holds packets after that stamp.
 - **tcp**: 100 Mbit/s host links, 2.5 ms one way each (a 10 ms round trip), 0.5% loss on
   h0's link; one TCP flow h1 -> h0 for ``--seconds`` (iperf3) with each of reno, cubic and
   the kernel's default congestion control (bbr here, which does not back off on random
@@ -34,7 +40,7 @@ Prints one line per repeat, then medians [min, max] with the mechanism that ran 
 the machine is a software-emulated VM (its timing is not a real machine's).
 
     .venv/bin/python benchmarks/link_impairments.py [--repeats 5] [--seconds 10] [--delay-only]
-        [--jitter-us 1000] [--pings 40] [--rates 100,400,1000] [--paired]   (as root)
+        [--jitter-us 1000] [--pings 40] [--rates 100,400,1000] [--paired | --one-way]   (as root)
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ import math
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -126,6 +133,80 @@ def paired_once(tmp: Path, jitter_us: float, pings: int, delay_us: float = 5000
         fab.stop()
     jittered, plain = (impairments.parse_ping(out)["rtt_ms"] for out in outs)
     return jittered, plain
+
+
+ONE_WAY_PORT = 5304
+ONE_WAY_PROBE = Path(__file__).with_name("one_way_udp.py")
+WARM_UP = 5  # first datagrams of each flow, which may wait for ARP
+
+
+def one_way_once(tmp: Path, jitter_us: float, datagrams: int, delay_us: float = 5000
+                 ) -> tuple[list[float], list[float], list[float]]:
+    """One-way delays (ms) h0 -> h1 and, at the same moment, h2 -> h3, on the fabric of
+    :func:`paired_once`, each from the sender's clock to the receiving kernel's stamp
+    (``one_way_udp.py``): two jittered crossings on the first, two jitter-free on the second,
+    without the processes' wake-up lateness that round trips carry; then as many round trips
+    h0 -> h1 of ``ping`` without ``-U`` (from its send to the kernel's receive stamp)."""
+    links = [{"between": [h, "leaf0"], "delay_us": delay_us,
+              "jitter_us": jitter_us if h in ("h0", "h1") else 0}
+             for h in ("h0", "h1", "h2", "h3")]
+    fab = Fabric(build_plan(parse_fabric({"fabric": PAIRED_HOSTS | {"links": links}})),
+                 tmp / "run")
+    interval_s = 0.02
+    fab.start()
+    try:
+        count = datagrams + WARM_UP
+        python = [sys.executable, str(ONE_WAY_PROBE)]
+        receivers = [fab.popen(dst, [*python, "recv", str(ONE_WAY_PORT), str(count), "5"],
+                               stdout=subprocess.PIPE, text=True) for dst in ("h1", "h3")]
+        for r in receivers:
+            if r.stdout.readline().strip() != "ready":
+                raise RuntimeError("a one-way receiver did not start")
+        senders = [fab.popen(src, [*python, "send", fab.plan.node(dst).ip(), str(ONE_WAY_PORT),
+                                   str(count), str(interval_s)])
+                   for src, dst in (("h0", "h1"), ("h2", "h3"))]
+        timeout_s = 30 + count * interval_s
+        for p in senders:
+            p.wait(timeout=timeout_s)
+        outs = [r.communicate(timeout=timeout_s)[0] for r in receivers]
+        # ping's own round trip: without -U it ends at the kernel's receive stamp, as above
+        pings = fab.host("h0").cmd(f"ping -n -c {int(datagrams)} -i 0.05 "
+                                   f"{fab.plan.node('h1').ip()}")
+    finally:
+        fab.stop()
+    jittered, plain = ([float(x) for x in out.split()][WARM_UP:] for out in outs)
+    return jittered, plain, impairments.parse_ping(pings)["rtt_ms"]
+
+
+def one_way(repeats: int, jitter_us: float, datagrams: int) -> None:
+    """Per repeat and pooled: the jitter per crossing the one-way delays show
+    (analysis.jitter, two crossings), against ``jitter_us``; both paths' medians against the
+    10 ms specified; and the spreads themselves beside the spec's."""
+    fits, medians, plain_medians, jittered, plain, rtts = [], [], [], [], [], []
+    for k in range(repeats):
+        with tempfile.TemporaryDirectory() as tmp:
+            a, b, trips = one_way_once(Path(tmp), jitter_us, datagrams)
+        rtts.append(statistics.median(trips))
+        fits.append(fit_jitter_ms(a, b, crossings=2, most_ms=3 * jitter_us / 1000))
+        medians.append(statistics.median(a))
+        plain_medians.append(statistics.median(b))
+        jittered += a
+        plain += b
+        print(f"repeat {k + 1}: {len(a)} and {len(b)} datagrams; jitter read "
+              f"±{fits[-1]:.2f} ms per crossing (±{jitter_us / 1000:g} specified); one-way "
+              f"median {medians[-1]:.2f} ms (sd {statistics.stdev(a):.3f}), without the jitter "
+              f"{plain_medians[-1]:.2f} ms (sd {statistics.stdev(b):.3f}); ping RTT median "
+              f"{rtts[-1]:.2f} ms", flush=True)
+    pooled = fit_jitter_ms(jittered, plain, crossings=2, most_ms=3 * jitter_us / 1000)
+    spec_sd_ms = math.sqrt(2 / 3) * jitter_us / 1000
+    print(f"one way, jitter per crossing, ±{jitter_us / 1000:g} ms specified: "
+          f"{format_spread(fits, '.2f')} per repeat, pooled ±{pooled:.2f} ms "
+          f"({pooled / (jitter_us / 1000):.2f} of the spec); sd pooled "
+          f"{statistics.stdev(jittered):.3f} ms, without the jitter {statistics.stdev(plain):.3f}"
+          f" (two crossings of the spec alone: {spec_sd_ms:.3f}); median ms (spec 10): "
+          f"{format_spread(medians, '.2f')}, without the jitter "
+          f"{format_spread(plain_medians, '.2f')}; ping RTT median ms (spec 20, the kernel's "
+          f"receive stamp): {format_spread(rtts, '.2f')}")
 
 
 def pooled_sd_ms(with_jitter: list[float], without: list[float]) -> float:
@@ -235,11 +316,14 @@ def main() -> None:
     ap.add_argument("--paired", action="store_true",
                     help="only the jitter, read beside jitter-free round trips taken at the "
                          "same moment (analysis.jitter)")
+    ap.add_argument("--one-way", action="store_true",
+                    help="only the jitter, from one-way delays of UDP datagrams stamped by "
+                         "the receiving kernel, beside jitter-free ones of the same moment")
     args = ap.parse_args()
     if not 0 < args.jitter_us < 5000 or args.pings < 2:
         ap.error("--jitter-us must be above 0 and below the 5000 µs delay, --pings at least 2")
-    if args.paired and args.pings < 10:
-        ap.error("--paired reads the jitter from quantiles: --pings at least 10")
+    if (args.paired or args.one_way) and args.pings < 10:
+        ap.error("--paired and --one-way read the jitter from quantiles: --pings at least 10")
     spec_sd_ms = 2 * args.jitter_us / 1000 / math.sqrt(3)
     netem = netem_available()
     print(f"machine: {virtualization()}; netem {'present' if netem else 'absent'}")
@@ -251,6 +335,12 @@ def main() -> None:
     mechanism = "?"
     if args.paired:
         paired(args.repeats, args.jitter_us, args.pings)
+        return
+    if args.one_way:
+        if not netem:
+            ap.error("--one-way reads the receiving kernel's stamp, which a delay line (no "
+                     "netem here) holds packets after: use --paired")
+        one_way(args.repeats, args.jitter_us, args.pings)
         return
     for k in range(args.repeats):
         with tempfile.TemporaryDirectory() as tmp:
