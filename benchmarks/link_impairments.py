@@ -53,6 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.jitter import fit_jitter_ms
@@ -113,16 +114,51 @@ PAIRED_HOSTS = {"kind": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf"
                 "host_link_mbit_s": 50, "uplink_mbit_s": 50}
 
 
+def paired_fabric(tmp: Path, jitter_us: float, delay_us: float) -> Fabric:
+    """4 hosts under one leaf, ``delay_us`` on every host link, ``jitter_us`` on h0's and h1's
+    only: h0 -> h1 is jittered, h2 -> h3 is not, and both are measured at one moment."""
+    links = [{"between": [h, "leaf0"], "delay_us": delay_us,
+              "jitter_us": jitter_us if h in ("h0", "h1") else 0}
+             for h in ("h0", "h1", "h2", "h3")]
+    return Fabric(build_plan(parse_fabric({"fabric": PAIRED_HOSTS | {"links": links}})),
+                  tmp / "run")
+
+
+@dataclass
+class Readings:
+    """Jittered samples read beside jitter-free ones of the same moment, repeat by repeat:
+    the jitter per crossing each repeat shows (:func:`analysis.jitter.fit_jitter_ms`), both
+    paths' medians, and every sample for a pooled reading."""
+
+    crossings: int
+    jitter_us: float
+    fits: list[float] = field(default_factory=list)
+    medians: list[float] = field(default_factory=list)
+    plain_medians: list[float] = field(default_factory=list)
+    jittered: list[float] = field(default_factory=list)
+    plain: list[float] = field(default_factory=list)
+
+    def _fit(self, jittered: list[float], plain: list[float]) -> float:
+        return fit_jitter_ms(jittered, plain, crossings=self.crossings,
+                             most_ms=3 * self.jitter_us / 1000)
+
+    def add(self, jittered: list[float], plain: list[float]) -> None:
+        self.fits.append(self._fit(jittered, plain))
+        self.medians.append(statistics.median(jittered))
+        self.plain_medians.append(statistics.median(plain))
+        self.jittered += jittered
+        self.plain += plain
+
+    def pooled(self) -> float:
+        return self._fit(self.jittered, self.plain)
+
+
 def paired_once(tmp: Path, jitter_us: float, pings: int, delay_us: float = 5000
                 ) -> tuple[list[float], list[float]]:
     """Round trips (ms) h0 -> h1, whose host links have ``delay_us`` and ``jitter_us``, and at
     the same moment h2 -> h3, whose host links have the same delay and no jitter: the second
     carry the machine's own spread of that moment, which the first carry too."""
-    links = [{"between": [h, "leaf0"], "delay_us": delay_us,
-              "jitter_us": jitter_us if h in ("h0", "h1") else 0}
-             for h in ("h0", "h1", "h2", "h3")]
-    fab = Fabric(build_plan(parse_fabric({"fabric": PAIRED_HOSTS | {"links": links}})),
-                 tmp / "run")
+    fab = paired_fabric(tmp, jitter_us, delay_us)
     fab.start()
     try:
         procs = [fab.popen(src, ["ping", "-n", "-U", "-c", str(int(pings)), "-i", "0.05",
@@ -147,11 +183,7 @@ def one_way_once(tmp: Path, jitter_us: float, datagrams: int, delay_us: float = 
     (``one_way_udp.py``): two jittered crossings on the first, two jitter-free on the second,
     without the processes' wake-up lateness that round trips carry; then as many round trips
     h0 -> h1 of ``ping`` without ``-U`` (from its send to the kernel's receive stamp)."""
-    links = [{"between": [h, "leaf0"], "delay_us": delay_us,
-              "jitter_us": jitter_us if h in ("h0", "h1") else 0}
-             for h in ("h0", "h1", "h2", "h3")]
-    fab = Fabric(build_plan(parse_fabric({"fabric": PAIRED_HOSTS | {"links": links}})),
-                 tmp / "run")
+    fab = paired_fabric(tmp, jitter_us, delay_us)
     interval_s = 0.02
     fab.start()
     try:
@@ -182,31 +214,27 @@ def one_way(repeats: int, jitter_us: float, datagrams: int) -> None:
     """Per repeat and pooled: the jitter per crossing the one-way delays show
     (analysis.jitter, two crossings), against ``jitter_us``; both paths' medians against the
     10 ms specified; and the spreads themselves beside the spec's."""
-    fits, medians, plain_medians, jittered, plain, rtts = [], [], [], [], [], []
+    got, rtts = Readings(crossings=2, jitter_us=jitter_us), []
     for k in range(repeats):
         with tempfile.TemporaryDirectory() as tmp:
             a, b, trips = one_way_once(Path(tmp), jitter_us, datagrams)
+        got.add(a, b)
         rtts.append(statistics.median(trips))
-        fits.append(fit_jitter_ms(a, b, crossings=2, most_ms=3 * jitter_us / 1000))
-        medians.append(statistics.median(a))
-        plain_medians.append(statistics.median(b))
-        jittered += a
-        plain += b
         print(f"repeat {k + 1}: {len(a)} and {len(b)} datagrams; jitter read "
-              f"±{fits[-1]:.2f} ms per crossing (±{jitter_us / 1000:g} specified); one-way "
-              f"median {medians[-1]:.2f} ms (sd {statistics.stdev(a):.3f}), without the jitter "
-              f"{plain_medians[-1]:.2f} ms (sd {statistics.stdev(b):.3f}); ping RTT median "
-              f"{rtts[-1]:.2f} ms", flush=True)
-    pooled = fit_jitter_ms(jittered, plain, crossings=2, most_ms=3 * jitter_us / 1000)
+              f"±{got.fits[-1]:.2f} ms per crossing (±{jitter_us / 1000:g} specified); one-way "
+              f"median {got.medians[-1]:.2f} ms (sd {statistics.stdev(a):.3f}), without the "
+              f"jitter {got.plain_medians[-1]:.2f} ms (sd {statistics.stdev(b):.3f}); ping RTT "
+              f"median {rtts[-1]:.2f} ms", flush=True)
+    pooled = got.pooled()
     spec_sd_ms = math.sqrt(2 / 3) * jitter_us / 1000
     print(f"one way, jitter per crossing, ±{jitter_us / 1000:g} ms specified: "
-          f"{format_spread(fits, '.2f')} per repeat, pooled ±{pooled:.2f} ms "
+          f"{format_spread(got.fits, '.2f')} per repeat, pooled ±{pooled:.2f} ms "
           f"({pooled / (jitter_us / 1000):.2f} of the spec); sd pooled "
-          f"{statistics.stdev(jittered):.3f} ms, without the jitter {statistics.stdev(plain):.3f}"
-          f" (two crossings of the spec alone: {spec_sd_ms:.3f}); median ms (spec 10): "
-          f"{format_spread(medians, '.2f')}, without the jitter "
-          f"{format_spread(plain_medians, '.2f')}; ping RTT median ms (spec 20, the kernel's "
-          f"receive stamp): {format_spread(rtts, '.2f')}")
+          f"{statistics.stdev(got.jittered):.3f} ms, without the jitter "
+          f"{statistics.stdev(got.plain):.3f} (two crossings of the spec alone: "
+          f"{spec_sd_ms:.3f}); median ms (spec 10): {format_spread(got.medians, '.2f')}, without "
+          f"the jitter {format_spread(got.plain_medians, '.2f')}; ping RTT median ms (spec 20, "
+          f"the kernel's receive stamp): {format_spread(rtts, '.2f')}")
 
 
 def pooled_sd_ms(with_jitter: list[float], without: list[float]) -> float:
@@ -282,25 +310,21 @@ def rate_once(tmp: Path, mbit_s: int, seconds: int, offload: bool) -> dict:
 def paired(repeats: int, jitter_us: float, pings: int) -> None:
     """Per repeat and pooled: the jitter per crossing the round trips show (analysis.jitter),
     against ``jitter_us``; the medians of both paths against the 20 ms specified."""
-    fits, medians, plain_medians, jittered, plain = [], [], [], [], []
+    got = Readings(crossings=4, jitter_us=jitter_us)
     for k in range(repeats):
         with tempfile.TemporaryDirectory() as tmp:
             a, b = paired_once(Path(tmp), jitter_us, pings)
-        fits.append(fit_jitter_ms(a, b, crossings=4, most_ms=3 * jitter_us / 1000))
-        medians.append(statistics.median(a))
-        plain_medians.append(statistics.median(b))
-        jittered += a
-        plain += b
+        got.add(a, b)
         print(f"repeat {k + 1}: {len(a)} and {len(b)} round trips; jitter read "
-              f"±{fits[-1]:.2f} ms per crossing (±{jitter_us / 1000:g} specified); RTT median "
-              f"{medians[-1]:.2f} ms, without the jitter {plain_medians[-1]:.2f} ms",
-              flush=True)
-    pooled = fit_jitter_ms(jittered, plain, crossings=4, most_ms=3 * jitter_us / 1000)
+              f"±{got.fits[-1]:.2f} ms per crossing (±{jitter_us / 1000:g} specified); RTT "
+              f"median {got.medians[-1]:.2f} ms, without the jitter "
+              f"{got.plain_medians[-1]:.2f} ms", flush=True)
+    pooled = got.pooled()
     print(f"jitter per crossing, ±{jitter_us / 1000:g} ms specified: "
-          f"{format_spread(fits, '.2f')} per repeat, pooled ±{pooled:.2f} ms "
+          f"{format_spread(got.fits, '.2f')} per repeat, pooled ±{pooled:.2f} ms "
           f"({pooled / (jitter_us / 1000):.2f} of the spec); RTT median ms (spec 20): "
-          f"{format_spread(medians, '.2f')}, without the jitter "
-          f"{format_spread(plain_medians, '.2f')}")
+          f"{format_spread(got.medians, '.2f')}, without the jitter "
+          f"{format_spread(got.plain_medians, '.2f')}")
 
 
 def main() -> None:
