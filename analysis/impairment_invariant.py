@@ -88,14 +88,14 @@ def delay_violation(src: str, dst: str, expected_ms: list[float], median_ms: flo
 def delay_line_violation(host: str, stats: dict[str, Any]) -> Violation | None:
     """A violation when ``host``'s delay line dropped packets or released them late beyond
     the tolerance of its shortest delay, or :data:`DELAY_FLOOR_MS` where it holds a wire
-    only (``stats``: the line's record, with ``delays_us`` and any ``wire_bit_s``)."""
+    only (``stats``: the line's record, with ``delays_us`` and any ``wires_bit_s``)."""
     dropped = sum((stats.get("kernel_dropped") or {}).values())
     if dropped:
         return Violation(host, f"the delay line in {host} dropped {dropped} packets (its "
                          "queue was full or it did not keep up)")
     p99 = (stats.get("late_us") or {}).get("p99")
     delays = [d for d in stats.get("delays_us") or [] if d]
-    if p99 is None or not (delays or stats.get("wire_bit_s")):
+    if p99 is None or not (delays or stats.get("wires_bit_s")):
         return None
     allowed_us = max(DELAY_TOLERANCE * min(delays, default=0.0), DELAY_FLOOR_MS * 1e3)
     if p99 <= allowed_us:

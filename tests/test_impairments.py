@@ -13,7 +13,7 @@ from analysis.impairment_invariant import (
 )
 from testbed.core.errors import FabricLabError
 from testbed.core.spec import parse_fabric
-from testbed.core.topology import build_plan
+from testbed.core.topology import build_plan, dim_peers, ring_neighbours
 from testbed.emulator import impairments as imp
 from testbed.emulator.shaping import htb_commands
 
@@ -90,28 +90,50 @@ def test_a_wire_puts_every_source_into_each_host_s_line_at_its_link_s_rate():
     assert {i.mechanism for i in links} == {imp.DELAY_LINE}
     # into h0: from h1 (same leaf, no delay: for the wire only) and from across the spine
     assert queues["h0"] == [
-        {"queue": 0, "delay_us": 0, "jitters_us": [], "sources": [ip["h1"]]},
-        {"queue": 1, "delay_us": 6000, "jitters_us": [], "sources": [ip["h2"], ip["h3"]]}]
-    assert imp.wire_rates(plan) == {h: 40e6 for h in ip}
+        {"queue": 0, "delay_us": 0, "jitters_us": [], "sources": [ip["h1"]], "wire": "h0-eth0"},
+        {"queue": 1, "delay_us": 6000, "jitters_us": [], "sources": [ip["h2"], ip["h3"]],
+         "wire": "h0-eth0"}]
+    assert imp.wire_rates(plan) == {h: {f"{h}-eth0": 40e6} for h in ip}
     # netem holds the delays: each line holds its wire only, for every other host
     _links, on_netem = imp.emulation(plan, netem=True)
     assert on_netem["h0"] == [{"queue": 0, "delay_us": 0.0, "jitters_us": [],
-                               "sources": [ip["h1"], ip["h2"], ip["h3"]]}]
+                               "sources": [ip["h1"], ip["h2"], ip["h3"]], "wire": "h0-eth0"}]
     # perfect wires otherwise: no link is impaired, every host still has its line
     _none, plain = imp.emulation(plan_of(wire_serialization=True), netem=False)
     assert set(plain) == set(ip) and imp.wire_rates(plan_of()) == {}
 
 
-def test_a_wire_is_refused_without_the_delay_line_or_with_a_link_per_dimension():
+def test_a_wire_is_refused_without_the_delay_line():
     with pytest.raises(FabricLabError, match=r"^fabric\.wire_serialization: .*NFQUEUE"):
         imp.emulation(plan_of(wire_serialization=True), netem=True, delay_line=False)
-    multidim = build_plan(parse_fabric({"fabric": {
+
+
+@pytest.mark.parametrize("netem", [False, True])
+def test_a_multidim_host_has_a_wire_per_link_carrying_its_dimension_s_peers(netem):
+    plan = build_plan(parse_fabric({"fabric": {
         "kind": "multidim", "wire_serialization": True,
         "dims": [{"kind": "switch", "size": 2, "mbit_s": 50},
-                 {"kind": "switch", "size": 2, "mbit_s": 50}]}}))
-    with pytest.raises(FabricLabError, match=r"^fabric\.wire_serialization: on fabrics whose "
-                       r"hosts have one link each"):
-        imp.emulation(multidim, netem=False)
+                 {"kind": "switch", "size": 2, "mbit_s": 30},
+                 {"kind": "ring", "size": 4, "mbit_s": 20}]}}))
+    h = {x.name: x for x in plan.hosts}
+    sizes = plan.spec.sizes
+    _links, queues = imp.emulation(plan, netem=netem)
+    rates = imp.wire_rates(plan)["h0"]
+    # one queue per input link (two on the ring: from each neighbour), each with its wire
+    assert [q["queue"] for q in queues["h0"]] == [0, 1, 2, 3]
+    assert sorted(q["wire"] for q in queues["h0"]) == sorted(rates) == sorted(
+        n.intf for n in h["h0"].nics)
+    by_dim: dict[int, list[str]] = {}
+    for q in queues["h0"]:
+        nic = next(n for n in h["h0"].nics if n.intf == q["wire"])
+        assert q["delay_us"] == 0.0 and q["jitters_us"] == []
+        assert rates[q["wire"]] == {0: 50e6, 1: 30e6, 2: 20e6}[nic.dim]
+        by_dim.setdefault(nic.dim, []).extend(q["sources"])
+    # the switches' dimensions: the one peer on the dimension's switch, at its address there
+    for d in (0, 1):
+        assert by_dim[d] == [plan.hosts[j].ip(d) for j in dim_peers(0, d, sizes) if j != 0]
+    # the ring: each neighbour over its own link
+    assert sorted(by_dim[2]) == sorted(plan.hosts[j].ip(2) for j in ring_neighbours(0, 2, sizes))
 
 
 def test_with_netem_every_link_class_is_emulated():
@@ -220,9 +242,9 @@ def test_a_delay_line_that_drops_or_falls_behind_is_named():
     dropped = delay_line_violation("h2", kept_up | {"kernel_dropped": {"0": 3, "1": 2}})
     assert dropped is not None and "dropped 5 packets" in dropped.sentence
     # a line that holds a wire only is held to the floor
-    wire_only = kept_up | {"delays_us": [0.0], "wire_bit_s": 1e8}
+    wire_only = kept_up | {"delays_us": [0.0], "wires_bit_s": {"h2-eth0": 1e8}}
     assert delay_line_violation("h2", wire_only) is None
     late = delay_line_violation("h2", wire_only | {"late_us": {"p99": 1500.0}})
     assert late is not None and "(allowed 1.00 ms)" in late.sentence
-    assert delay_line_violation("h2", {**wire_only, "wire_bit_s": None,
+    assert delay_line_violation("h2", {**wire_only, "wires_bit_s": None,
                                        "late_us": {"p99": 1500.0}}) is None

@@ -162,11 +162,11 @@ class _Links(_Strict):
     # (testbed.emulator.segmentation), which bounds that credit to this much per transfer at
     # a fraction of wire-sized packets' cost. None: the kernel's 64 KiB.
     segment_max_ms: Annotated[float, Field(gt=0, le=100)] | None = None
-    # Each host's input link as a wire: every packet arriving at a host takes its length at
-    # the host link's rate after the one before it (testbed.emulator.delay_line's Wire, in
-    # the host's delay line), so a segment the shaped queues let through on credit arrives
-    # when the wire would have carried it. Costs a userspace hop per packet (each host's
-    # delay line sees every packet it receives).
+    # Each host's input links as wires: every packet arriving over a link takes its length at
+    # that link's rate after the one before it (testbed.emulator.delay_line's Wire, in the
+    # host's delay line; a multidim host has one per dimension's link), so a segment the
+    # shaped queues let through on credit arrives when the wire would have carried it. Costs
+    # a userspace hop per packet (each host's delay line sees every packet it receives).
     wire_serialization: bool = False
     # Each shaped link's data queue: one drop-tail FIFO ("fifo"), or per-flow fair queueing
     # ("fair": flows hashed into buckets served in turn, testbed.emulator.fair_queue), the

@@ -10,8 +10,9 @@ Each queue's packets leave in the order they came: the release time is
 ``max(arrival + delay + jitter draw, previous release)``, as on a wire, which does not reorder.
 The jitter draw is netem's: uniform within ± each link's jitter, summed over the path.
 
-With a wire (``wire_bit_s``, the fabric's ``wire_serialization``), each packet is also held
-until the host's input link would have carried it (:class:`Wire`), before its delay: the
+With wires (``wires``, the fabric's ``wire_serialization``: each of the host's input links
+by interface, at its rate; a queue names the one its packets arrive over), each packet is also
+held until that link would have carried it (:class:`Wire`), before its delay: the
 shaped queues (HTB) send a whole 64 KiB segment whenever their class has credit, so on an
 idle link a small transfer otherwise arrives sooner than its rate allows. The line then sees
 every packet the host receives, and the kernel gives each one's length.
@@ -259,16 +260,18 @@ def _fine_timers() -> None:
 
 
 def serve(queues: list[dict[str, Any]], stats_path: Path | None = None,
-          realtime: bool = False, wire_bit_s: float | None = None) -> None:
-    """Delay each of ``queues`` (``queue``, ``delay_us``, ``jitters_us``) until SIGTERM. With
+          realtime: bool = False, wires: dict[str, float] | None = None) -> None:
+    """Delay each of ``queues`` (``queue``, ``delay_us``, ``jitters_us``, and ``wire``: the
+    input link its packets arrive over, a key of ``wires``, where there are wires) until
+    SIGTERM. With
     ``realtime``, at a real-time priority just above ovs-vswitchd's forwarding thread's
     (``SCHED_RR`` :data:`REALTIME_PRIORITY`, not inherited by children): the line is part of
     the wire, and a line that waits for a CPU delays its packets by that wait. On 8 busy
     hosts of 2 cores, 1% of packets left 14-19 ms late at normal priority, and 1.0-1.7 ms
     late (some 25-38 ms) at the switch's own priority, where a round-robin peer does not
     preempt it; its work per wakeup is short and bounded by what the switch forwards. With
-    ``wire_bit_s``, every packet also passes the host's input link as a :class:`Wire`
-    first."""
+    ``wires`` (interface -> bit/s), every packet also passes its queue's input link as a
+    :class:`Wire` first; queues arriving over one link share its wire."""
     def stop(_sig: int, _frame: Any) -> None:
         raise Stop
 
@@ -281,7 +284,7 @@ def serve(queues: list[dict[str, Any]], stats_path: Path | None = None,
     sock.bind((0, 0))
     schedule = {}
     for n, q in enumerate(queues):
-        for msg in bind_messages(q["queue"], seq=1 + 3 * n, lengths=bool(wire_bit_s)):
+        for msg in bind_messages(q["queue"], seq=1 + 3 * n, lengths=bool(wires)):
             sock.send(msg)
             _packets, errors = parse(sock.recv(65536))
             if any(errors):
@@ -298,7 +301,8 @@ def serve(queues: list[dict[str, Any]], stats_path: Path | None = None,
     _fine_timers()
     wall_offset = time.time() - time.monotonic()
     pending: dict[int, collections.deque] = {q: collections.deque() for q in schedule}
-    wire = Wire(wire_bit_s) if wire_bit_s else None
+    links = {name: Wire(bit_s) for name, bit_s in (wires or {}).items()}
+    wire_of = {q["queue"]: links[q["wire"]] for q in queues if q.get("wire") in links}
     buf = bytearray(65536)  # one receive buffer, reused: no 64 KiB allocation per message
     view = memoryview(buf)
     stats = Stats()
@@ -317,7 +321,7 @@ def serve(queues: list[dict[str, Any]], stats_path: Path | None = None,
             heads = [d[0][0] for d in pending.values() if d]
             if heads:
                 wait = min(min(heads) - now, next_stats - now)
-                if wire is not None:  # a short packet may be due before the head: wake for it
+                if wire_of:  # a short packet may be due before the head: wake for it
                     select.select([sock], [], [], max(0.0, wait))
                 elif (wait := min(wait, longest_sleep_s)) > 0:
                     time.sleep(wait)
@@ -336,8 +340,8 @@ def serve(queues: list[dict[str, Any]], stats_path: Path | None = None,
                         # the kernel's arrival stamp, on the monotonic clock; else now
                         arrived = now if stamp is None else min(now, stamp - wall_offset)
                         stats.bytes += length
-                        if wire is not None:
-                            arrived = wire.through(arrived, length)
+                        if queue in wire_of:
+                            arrived = wire_of[queue].through(arrived, length)
                         pending[queue].append((schedule[queue].release(arrived), pid))
             if arrived_any:
                 stats.deepest = max(stats.deepest, sum(len(d) for d in pending.values()))
@@ -367,7 +371,7 @@ def serve(queues: list[dict[str, Any]], stats_path: Path | None = None,
 def main(argv: list[str] | None = None) -> int:
     config = json.loads((argv or sys.argv[1:])[0])
     stats = Path(config["stats_path"]) if config.get("stats_path") else None
-    serve(config["queues"], stats, bool(config.get("realtime")), config.get("wire_bit_s"))
+    serve(config["queues"], stats, bool(config.get("realtime")), config.get("wires"))
     return 0
 
 

@@ -86,7 +86,7 @@ class Fabric:
         # how each impaired link is emulated, refused here (before anything is made) when
         # this kernel cannot (testbed.emulator.impairments)
         self.netem, self.impairments, self.delay_queues = impairments.on_this_kernel(plan)
-        self.wires = impairments.wire_rates(plan)  # host -> bit/s of its input wire, if any
+        self.wires = impairments.wire_rates(plan)  # host -> its input wires' bit/s, if any
         host_tcp.check(plan)
         self.delay_lines: dict[str, subprocess.Popen] = {}
         # spread over stand-in servers (issue #43): which node runs where, refused here
@@ -275,7 +275,7 @@ class Fabric:
             return {"links": []}
         lines = {host: stats | {"delays_us": sorted(q["delay_us"] for q in
                                                    self.delay_queues.get(host, []))}
-                 | ({"wire_bit_s": self.wires[host]} if host in self.wires else {})
+                 | ({"wires_bit_s": self.wires[host]} if host in self.wires else {})
                  for host, stats in impairments.read_delay_lines(
                      self.run_dir / "delay-lines").items()}
         counters = impairments.read_input_counters(self.host_pids())

@@ -107,15 +107,13 @@ def emulation(plan: FabricPlan, netem: bool, delay_line: bool = True
                                   "+".join(kinds)))
     queues: Queues = {}
     wire = plan.spec.wire_serialization
-    if wire:
-        wire_rates(plan)  # refuses fabrics without one link per host
     if wire and not delay_line:
         raise FabricLabError(
             "fabric.wire_serialization: each host's wire runs in a delay line, which needs "
             f"netfilter's NFQUEUE target, and this kernel does not have it ({NO_NETEM})")
-    if any(i.uses(DELAY_LINE) for i in out) or (wire and not netem):
+    if any(i.uses(DELAY_LINE) for i in out):
         queues = delay_queues(plan, every_source=wire)  # refuses paths it cannot give one delay
-    elif wire:  # netem holds the delays; the lines hold the wires only
+    elif wire:  # no delays, or netem holds them: the lines hold the wires only
         queues = wire_queues(plan)
     if queues and wire_sized(plan):
         fast = next((lk for lk in plan.links if lk.kind == "host"
@@ -214,22 +212,25 @@ READY_TIMEOUT_S = 20.0
 
 def start_delay_lines(host_pids: dict[str, int], queues: Queues,
                       stats_dir: Path, record: Any, table: str = "mangle",
-                      wires: dict[str, float] | None = None) -> dict[str, subprocess.Popen]:
+                      wires: dict[str, dict[str, float]] | None = None
+                      ) -> dict[str, subprocess.Popen]:
     """Start a delay line in each host of ``queues`` (:func:`delay_queues`), each process
     passed to ``record`` at once (the run's state: teardown and ``fabriclab clean`` end it),
     wait until every one has bound its queues, then steer what arrives from each source into
     its queue (``table``'s PREROUTING, ``mangle`` by default, the last rule there: a
     released packet goes on to the next hook). With ``wires`` (:func:`wire_rates`), a host's
-    line first carries what arrives at its wire's rate. Each line writes its statistics to
+    line first carries what arrives over each input link at that link's rate (each queue names
+    its link). Each line writes its statistics to
     ``stats_dir/HOST.json``."""
     procs: dict[str, subprocess.Popen] = {}
     if not queues:
         return procs
     stats_dir.mkdir(mode=0o755, exist_ok=True)
     for host, qs in queues.items():
-        config = {"queues": [{k: q[k] for k in ("queue", "delay_us", "jitters_us")}
-                             for q in qs], "stats_path": str(stats_dir / f"{host}.json"),
-                  "realtime": True, "wire_bit_s": (wires or {}).get(host)}
+        config = {"queues": [{k: q[k] for k in ("queue", "delay_us", "jitters_us", "wire")
+                              if k in q} for q in qs],
+                  "stats_path": str(stats_dir / f"{host}.json"),
+                  "realtime": True, "wires": (wires or {}).get(host)}
         proc = subprocess.Popen(
             ["nsenter", "-t", str(host_pids[host]), "-n", sys.executable,
              str(DELAY_LINE_SCRIPT), json.dumps(config)],
@@ -371,25 +372,49 @@ def one_address_each(plan: FabricPlan) -> bool:
     return len({n.ip for h in plan.hosts for n in h.nics}) == len(plan.hosts)
 
 
-def wire_rates(plan: FabricPlan) -> dict[str, float]:
-    """Per host, the rate (bit/s) at which its delay line carries what the host receives
-    (``wire_serialization``: its host link's emulated rate); empty without wires."""
+def input_links(plan: FabricPlan) -> dict[str, list[tuple[str, float, list[str]]]]:
+    """Per host, each link it receives over: its interface there, the link's emulated rate
+    (bit/s) and the addresses of the hosts whose packets arrive over it. A leaf-spine host
+    has one link, over which every other host's packets come; a multidim host has one per
+    dimension (two on a ring of more than two, one per peer fully connected), each carrying
+    its dimension's peers: the hosts at its other end, or on its switch."""
+    hosts = {h.name: h for h in plan.hosts}
+    if one_address_each(plan):
+        return {h.name: [(lk.a_intf if lk.a == h.name else lk.b_intf, lk.mbit_s * 1e6,
+                          [o.ip() for o in plan.hosts if o.name != h.name])
+                         for lk in plan.links if h.name in (lk.a, lk.b)]
+                for h in plan.hosts}
+    on_switch: dict[str, list[str]] = {}
+    for lk in plan.links:
+        if lk.b not in hosts:
+            on_switch.setdefault(lk.b, []).append(lk.a)
+    out: dict[str, list[tuple[str, float, list[str]]]] = {h: [] for h in hosts}
+    for lk in plan.links:
+        for me, intf, other in ((lk.a, lk.a_intf, lk.b), (lk.b, lk.b_intf, lk.a)):
+            if me not in hosts:
+                continue
+            peers = [other] if other in hosts else [h for h in on_switch[other] if h != me]
+            out[me].append((intf, lk.mbit_s * 1e6, [hosts[h].ip(lk.dim) for h in peers]))
+    return out
+
+
+def wire_rates(plan: FabricPlan) -> dict[str, dict[str, float]]:
+    """Per host, the rate (bit/s) at which its delay line carries what arrives over each of
+    its input links (``wire_serialization``: the link's emulated rate), by interface; empty
+    without wires."""
     if not plan.spec.wire_serialization:
         return {}
-    if not one_address_each(plan):
-        raise FabricLabError(
-            f"fabric.wire_serialization: on fabrics whose hosts have one link each "
-            f"(leaf-spine); this {plan.kind} fabric's hosts have one per dimension")
-    return {h.name: min(lk.mbit_s for lk in plan.links if h.name in (lk.a, lk.b)) * 1e6
-            for h in plan.hosts}
+    return {host: {intf: bit_s for intf, bit_s, _sources in links}
+            for host, links in input_links(plan).items()}
 
 
 def wire_queues(plan: FabricPlan) -> Queues:
-    """Per host, one queue of no delay for every other host: its delay line holds its wire
-    only (netem holds the links' delays)."""
-    return {dst.name: [{"queue": 0, "delay_us": 0.0, "jitters_us": [],
-                        "sources": [h.ip() for h in plan.hosts if h.name != dst.name]}]
-            for dst in plan.hosts}
+    """Per host, one queue of no delay for each input link, with the addresses of the hosts
+    whose packets arrive over it: its delay line holds its wires only (no link has a delay,
+    or netem holds them)."""
+    return {host: [{"queue": n, "delay_us": 0.0, "jitters_us": [], "sources": sources,
+                    "wire": intf} for n, (intf, _bit_s, sources) in enumerate(links)]
+            for host, links in input_links(plan).items()}
 
 
 def delay_queues(plan: FabricPlan, every_source: bool = False) -> Queues:
@@ -405,6 +430,8 @@ def delay_queues(plan: FabricPlan, every_source: bool = False) -> Queues:
             f"address each (leaf-spine); this {plan.kind} fabric's hosts have one per "
             f"dimension ({NO_NETEM})")
     g = _graph(plan)
+    # a wire holds what arrives over the host's one link, before the path's delay
+    link_of = {h: links[0][0] for h, links in input_links(plan).items()} if every_source else {}
     out: dict[str, list[dict[str, Any]]] = {}
     for dst in plan.hosts:
         groups: dict[tuple[float, tuple[float, ...]], list[str]] = {}
@@ -426,8 +453,9 @@ def delay_queues(plan: FabricPlan, every_source: bool = False) -> Queues:
             key = kinds.pop()
             if key[0] or key[1] or every_source:
                 groups.setdefault(key, []).append(src.ip())
+        wire = {"wire": link_of[dst.name]} if every_source else {}
         out[dst.name] = [{"queue": n, "delay_us": d, "jitters_us": list(j), "sources": ips}
-                         for n, ((d, j), ips) in enumerate(sorted(groups.items()))]
+                         | wire for n, ((d, j), ips) in enumerate(sorted(groups.items()))]
     return {h: qs for h, qs in out.items() if qs}
 
 
