@@ -64,6 +64,13 @@ def test_the_delay_line_refuses_wire_sized_packets_faster_than_it_keeps_up_with(
     assert imp.mechanisms(plan_of(host_link_delay_us=2000, host_link_mbit_s=1000,
                                   uplink_mbit_s=1000), False)
     assert imp.mechanisms(plan_of(**lossy, host_link_mbit_s=1000, uplink_mbit_s=1000), True)
+    # a multidim host's wires: its dimensions' links are its host links
+    multidim = build_plan(parse_fabric({"fabric": {
+        "kind": "multidim", "wire_serialization": True, "segmentation_offload": False,
+        "dims": [{"kind": "switch", "size": 2, "mbit_s": 1000}]}}))
+    with pytest.raises(FabricLabError, match=r"^link h0-d0s0 would run at 1000 Mbit/s of "
+                       r"wire-sized packets"):
+        imp.emulation(multidim, netem=False)
 
 
 def test_equal_cost_paths_of_different_delay_are_refused_without_netem():
@@ -74,13 +81,16 @@ def test_equal_cost_paths_of_different_delay_are_refused_without_netem():
     assert imp.mechanisms(plan, True)  # netem delays each link where it is
 
 
-def test_the_delay_line_refuses_hosts_with_an_address_per_dimension():
+@pytest.mark.parametrize("dims", [2, 1])
+def test_the_delay_line_refuses_hosts_with_an_address_per_dimension(dims):
     plan = build_plan(parse_fabric({"fabric": {
         "kind": "multidim", "dims": [{"kind": "switch", "size": 2, "mbit_s": 50,
                                       "delay_us": 2000},
-                                     {"kind": "switch", "size": 2, "mbit_s": 50}]}}))
+                                     {"kind": "switch", "size": 2, "mbit_s": 50}][:dims]}}))
     with pytest.raises(FabricLabError, match=r"one address each \(leaf-spine\)"):
         imp.delay_queues(plan)
+    with pytest.raises(FabricLabError, match=r"one address each \(leaf-spine\)"):
+        imp.emulation(plan, netem=False)
 
 
 def test_a_wire_puts_every_source_into_each_host_s_line_at_its_link_s_rate():

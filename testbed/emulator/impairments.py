@@ -116,7 +116,7 @@ def emulation(plan: FabricPlan, netem: bool, delay_line: bool = True
     elif wire:  # no delays, or netem holds them: the lines hold the wires only
         queues = wire_queues(plan)
     if queues and wire_sized(plan):
-        fast = next((lk for lk in plan.links if lk.kind == "host"
+        fast = next((lk for lk in plan.links if (plan.is_host(lk.a) or plan.is_host(lk.b))
                      and lk.mbit_s > MAX_DELAY_LINE_WIRE_MBIT_S), None)
         if fast is not None:
             raise FabricLabError(
@@ -367,9 +367,9 @@ def path_spec(plan: FabricPlan, src: str, dst: str, g: Any = None) -> dict[str, 
 
 
 def one_address_each(plan: FabricPlan) -> bool:
-    """Whether every host of ``plan`` has one address (leaf-spine; a multidim host has one
-    per dimension)."""
-    return len({n.ip for h in plan.hosts for n in h.nics}) == len(plan.hosts)
+    """Whether every host of ``plan`` has one address, for every peer (leaf-spine; a multidim
+    host has one per dimension, even where there is one dimension)."""
+    return all(n.dim is None for h in plan.hosts for n in h.nics)
 
 
 def input_links(plan: FabricPlan) -> dict[str, list[tuple[str, float, list[str]]]]:
