@@ -41,9 +41,10 @@ def _bucket_bytes(intf: str) -> dict[int, int]:
     """Bytes each bucket class of ``intf`` sent (``tc class show`` has no JSON here)."""
     out = subprocess.run(["tc", "-s", "class", "show", "dev", intf],
                          capture_output=True, text=True, check=True).stdout
-    return {int(c.split(":")[1], 16) - fair_queue.FIRST_MINOR: sent_bytes
-            for c, (sent_bytes, _) in htb_class_counts(out).items()
-            if int(c.split(":")[1], 16) >= fair_queue.FIRST_MINOR}
+    by_minor = {int(c.split(":")[1], 16): sent_bytes
+                for c, (sent_bytes, _packets) in htb_class_counts(out).items()}
+    return {minor - fair_queue.FIRST_MINOR: sent_bytes for minor, sent_bytes in by_minor.items()
+            if minor >= fair_queue.FIRST_MINOR}
 
 
 def test_flows_sharing_an_uplink_get_their_own_buckets_and_even_shares(tmp_path):
