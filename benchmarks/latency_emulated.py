@@ -3,7 +3,9 @@
 For each run directory given (emulated runs of ``fabriclab run experiments/latency.yaml``):
 its verdict (and the workers' latency per step, where it measured one), and per size the
 emulator's mean collective time, the simulator's replay of the
-same job on the paths it took (``prediction/``), emulator ÷ simulator and the model's time;
+same job on the paths it took (``prediction/``), emulator ÷ simulator and the model's time,
+and for a flat job what the prediction missed per step of a rank's chain ((emulator −
+simulator) ÷ steps: how far the latency per step it measured at 1 KiB was off at that size);
 then the latency headlines (where halving-doubling stops beating a ring, per backend) that
 ``fabriclab report`` prints. With ``--real-sim DIR``, a simulated run of the same experiment
 at its real rates (``rate_scale: 1``) beside each emulated run's real-rate figures
@@ -20,7 +22,21 @@ from pathlib import Path
 from analysis import metrics
 from analysis.latency import backend_times, headlines
 from analysis.load import load_run
+from testbed.core.registry import COLLECTIVES, RegistryError
 from testbed.core.units import format_size
+
+
+def chain_steps(run) -> int | None:
+    """The steps of a rank's chain in the run's tenant All-Reduce, if it is a flat one (one
+    registered collective over all its hosts); else None."""
+    job = next((j for j in run.jobs if not j.get("solo_of")), None) or {}
+    if (job.get("workload") or {}).get("kind") != "allreduce" or len(job.get("dims") or []) > 1:
+        return None
+    try:
+        collective = COLLECTIVES.get(str(job.get("algorithm")))
+    except RegistryError:
+        return None
+    return len(collective.transfers("AR", len(job.get("hosts") or []), 1024)) or None
 
 
 def real_times(run_dir: Path) -> dict[str, dict[int, float]]:
@@ -60,6 +76,7 @@ def main() -> None:
         if match := [d for name, d in sims.items() if name.endswith("-" + variant)]:
             sim_real = next(iter(real_times(match[0]).values()), {})
         emu_real = next(iter(real_times(run.path).values()), {})
+        steps = chain_steps(run)
         for size in sorted(emu):
             ratio = emu[size] / sim[size] if sim.get(size) else None
             if ratio is not None and verdict == "faithful":
@@ -69,6 +86,8 @@ def main() -> None:
                     f"{ratio:.3f}" if ratio is not None else "")
             if size in model:
                 line += f", model {model[size] * 1e3:9.2f} ms"
+            if steps and ratio is not None:
+                line += f", off by {(emu[size] - sim[size]) / steps * 1e3:+.2f} ms per step"
             if size in sim_real and size in emu_real:
                 line += (f"; real: emulator {emu_real[size] * 1e6:8.1f} µs, unscaled "
                          f"simulator {sim_real[size] * 1e6:8.1f} µs, ratio "

@@ -62,6 +62,8 @@ def _frame(proto: int, ip_len: int, tcp_header_words: int = 8, ethertype: int = 
 ])
 def test_the_ack_class_takes_short_packets_without_tcp_data(frame, priority):
     assert cbpf.run(ack_program(), frame) == (cbpf.classid(5, 0x10) if priority else 0)
+    if frame[12:14] == bytes.fromhex("0800"):  # netfilter's match: from the IP header on
+        assert bool(cbpf.run(ack_program(l2_bytes=0), frame[cbpf.ETH_LEN:])) is priority
 
 
 def test_a_refused_tc_command_is_found_and_warnings_are_not():

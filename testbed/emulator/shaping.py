@@ -65,35 +65,45 @@ CLASSES = (("5:0", "5:1", 1.0, None), ("5:1", "5:10", ACK_SHARE, 0),
            ("5:1", "5:20", DATA_SHARE, 1))
 
 
-def ack_program(major: int = 5) -> list[cbpf.Insn]:
+def ack_program(major: int = 5, l2_bytes: int = cbpf.ETH_LEN) -> list[cbpf.Insn]:
     """The classic BPF program that sends a shaped interface's small control packets to the
     priority class ``major``:10: IPv4 packets under :data:`ACK_BYTES` that are not TCP, or are
     TCP with no data after the headers. A short TCP packet with data (a segment's tail) stays
     with its flow: in the priority class it would overtake the flow's queued bytes, and the
     sender's loss detection takes what it overtook for lost and sends it again (in the demo's
     ECMP draw one host resent 177 segments in one run, 166 of them needless by the receiver's
-    D-SACKs: BENCHMARKS.md, "Fair-queue buckets parted by a salt")."""
-    eth = cbpf.ETH_LEN
-    yes, no = 15, 16  # the two returns; a jump's offset counts from the next instruction
-    program = [
-        (LDH_ABS, 0, 0, 12),  # 0: the EtherType
-        (JEQ_K, 0, no - 2, cbpf.ETH_IPV4),
-        (LDH_ABS, 0, 0, eth + 2),  # 2: the IP total length
-        (JGE_K, no - 4, 0, ACK_BYTES),
-        (ST, 0, 0, 0),  # 4: M[0] = the total length
-        (LDB_ABS, 0, 0, eth + 9),  # 5: the protocol
-        (JEQ_K, 0, yes - 7, IP_TCP),
-        (LDX_MSH, 0, 0, eth),  # 7: X = the IP header's length
-        (LDB_IND, 0, 0, eth + 12),  # 8: the TCP data offset, in words, in the high nibble
-        (RSH_K, 0, 0, 4), (LSH_K, 0, 0, 2),  # 9, 10: A = the TCP header's length
-        (ADD_X, 0, 0, 0), (TAX, 0, 0, 0),  # 11, 12: X = both headers' length
-        (LD_MEM, 0, 0, 0),  # 13: A = the total length
-        (JGT_X, no - 15, yes - 15, 0),  # 14: longer than the headers: it carries data
-        (RET_K, 0, 0, cbpf.classid(major, 0x10)),  # 15: yes
-        (RET_K, 0, 0, 0),  # 16: no (the next filter, or the default class)
+    D-SACKs: BENCHMARKS.md, "Fair-queue buckets parted by a salt").
+
+    ``l2_bytes``: where the IP header starts. tc's classifier sees the Ethernet frame (14,
+    and the program checks the EtherType); netfilter's ``bpf`` match sees the IP packet (0:
+    the table is IPv4 already), where any non-zero return is a match."""
+    ip = l2_bytes
+    head: list[cbpf.Insn] = []
+    if l2_bytes:
+        head = [(LDH_ABS, 0, 0, 12), (JEQ_K, 0, 0, cbpf.ETH_IPV4)]  # the EtherType
+    body: list[cbpf.Insn] = [
+        (LDH_ABS, 0, 0, ip + 2),  # the IP total length
+        (JGE_K, 0, 0, ACK_BYTES),
+        (ST, 0, 0, 0),  # M[0] = the total length
+        (LDB_ABS, 0, 0, ip + 9),  # the protocol
+        (JEQ_K, 0, 0, IP_TCP),
+        (LDX_MSH, 0, 0, ip),  # X = the IP header's length
+        (LDB_IND, 0, 0, ip + 12),  # the TCP data offset, in words, in the high nibble
+        (RSH_K, 0, 0, 4), (LSH_K, 0, 0, 2),  # A = the TCP header's length
+        (ADD_X, 0, 0, 0), (TAX, 0, 0, 0),  # X = both headers' length
+        (LD_MEM, 0, 0, 0),  # A = the total length
+        (JGT_X, 0, 0, 0),  # longer than the headers: it carries data
     ]
-    assert program[yes][0] == program[no][0] == RET_K
-    return program
+    program = head + body
+    yes, no = len(program), len(program) + 1  # the two returns
+    # each jump's targets (if true, if false), by its place in the body, or the head's one
+    targets = {1: (no, None), 4: (None, yes), 12: (no, yes)} | ({-1: (None, no)} if head else {})
+    for at, (if_true, if_false) in targets.items():
+        at += len(head)  # an offset counts from the next instruction
+        code, _, _, k = program[at]
+        program[at] = (code, 0 if if_true is None else if_true - at - 1,
+                       0 if if_false is None else if_false - at - 1, k)
+    return [*program, (RET_K, 0, 0, cbpf.classid(major, 0x10)), (RET_K, 0, 0, 0)]
 
 
 def _class_args(mbit_s: float, parent: str, classid: str, share: float,
