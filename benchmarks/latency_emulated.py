@@ -4,6 +4,7 @@ For each run directory given (emulated runs of ``fabriclab run experiments/laten
 its verdict (and the workers' latency per step, where it measured one), and per size the
 emulator's mean collective time, the simulator's replay of the
 same job on the paths it took (``prediction/``), emulator ÷ simulator and the model's time,
+the emulator's own load (its delay lines' packets and CPU, the machine's idle CPU),
 and for a flat job what the prediction missed per step of a rank's chain ((emulator −
 simulator) ÷ steps: how far the latency per step it measured at 1 KiB was off at that size);
 then the latency headlines (where halving-doubling stops beating a ring, per backend) that
@@ -17,6 +18,7 @@ at its real rates (``rate_scale: 1``) beside each emulated run's real-rate figur
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from analysis import metrics
@@ -47,6 +49,19 @@ def real_times(run_dir: Path) -> dict[str, dict[int, float]]:
             for job, rec in (summary.get("jobs") or {}).items()}
 
 
+def machine_load(run_dir: Path) -> str:
+    """What the emulator itself cost in the run: the packets its delay lines handled and their
+    CPU time (their records in ``delay-lines/``), and the machine's mean idle CPU."""
+    packets = cpu_s = 0.0
+    for path in sorted((run_dir / "delay-lines").glob("*.json")):
+        line = json.loads(path.read_text())
+        packets, cpu_s = packets + line.get("packets", 0), cpu_s + line.get("cpu_s", 0.0)
+    idle = ((load_run(run_dir).fidelity or {}).get("cpu_idle_mean"))
+    lines = (f"delay lines {packets:,.0f} packets, {cpu_s:.1f} CPU-s "
+             f"({cpu_s / packets * 1e6:.0f} µs each)" if packets else "no delay lines")
+    return lines + ("" if idle is None else f"; CPU idle {idle:.0%} on average")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", type=Path)
@@ -75,6 +90,7 @@ def main() -> None:
         variant = str(run.spec.get("name")).split("-", 1)[-1]
         if match := [d for name, d in sims.items() if name.endswith("-" + variant)]:
             sim_real = next(iter(real_times(match[0]).values()), {})
+        print(f"  {machine_load(run.path)}")
         emu_real = next(iter(real_times(run.path).values()), {})
         steps = chain_steps(run)
         for size in sorted(emu):

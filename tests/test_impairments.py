@@ -54,6 +54,24 @@ def test_the_delay_line_holds_each_path_end_for_the_path_s_one_way_delay():
     assert imp.delay_queues(plan_of()) == {}
 
 
+def test_bare_acks_pass_a_wire_only_queue_and_wait_in_a_delayed_one():
+    wired = imp.delay_queues(plan_of(wire_serialization=True, uplink_delay_us=3000),
+                             every_source=True)["h0"]
+    assert [q["delay_us"] for q in wired] == [0, 6000]  # h1 over the wire only; h2, h3 delayed
+    lines = imp.steering(wired).splitlines()
+    assert lines[0] == "*mangle" and lines[-1] == "COMMIT"
+    h1, h2 = (q["sources"][0] for q in wired)
+    # h1's bare ACKs are accepted before its queue's rule; h2's go into their queue, delayed
+    assert lines[1] == (f'-A PREROUTING -s {h1}/32 -m bpf --bytecode "{imp.BARE_ACK_BYTECODE}"'
+                        ' -m comment --comment "fabriclab wire: bare ACKs pass" -j ACCEPT')
+    assert lines[2].startswith(f"-A PREROUTING -s {h1}/32 ") and lines[2].endswith(
+        "-j NFQUEUE --queue-num 0")
+    assert lines[3].startswith(f"-A PREROUTING -s {h2}/32 ") and "bpf" not in lines[3]
+    assert len(lines) == 6  # h3's one rule, then COMMIT
+    assert not imp.wire_only({"queue": 0, "delay_us": 0, "jitters_us": [300], "wire": "x"})
+    assert not imp.wire_only({"queue": 0, "delay_us": 0, "jitters_us": []})  # no wire
+
+
 def test_the_delay_line_refuses_wire_sized_packets_faster_than_it_keeps_up_with():
     lossy = {"host_link_delay_us": 2000, "host_link_loss": 0.01}
     assert imp.mechanisms(plan_of(**lossy, host_link_mbit_s=400, uplink_mbit_s=400), False)

@@ -62,6 +62,9 @@ def test_a_message_onto_an_idle_link_takes_its_bytes_at_the_link_rate(tmp_path, 
                            stdout=subprocess.PIPE, text=True)
         out = client.communicate(timeout=60)[0]
         server.wait(timeout=10)
+        rules = fab.popen("h0", ["iptables-legacy", "-w", "-t", "mangle", "-L", "PREROUTING",
+                                 "-v", "-n", "-x"], stdout=subprocess.PIPE, text=True)
+        counters = rules.communicate(timeout=20)[0]
     finally:
         assert fab.stop() == []
     took_s = [float(x) for x in out.split()][1:]
@@ -76,3 +79,9 @@ def test_a_message_onto_an_idle_link_takes_its_bytes_at_the_link_rate(tmp_path, 
     assert 0.9 * wire_s <= statistics.median(took_s) <= 2.0 * wire_s, evidence
     assert line["bytes"] >= EXCHANGES * MESSAGE_BYTES
     assert set(line["kernel_dropped"].values()) == {0}
+    # h1's bare ACKs (and its SYN-ACK and FIN) pass h0's wire without its line; h1's answers
+    # carry a byte each, so they stay in the line, in order with h1's other data
+    passed = [int(r.split()[0]) for r in counters.splitlines() if "bare ACKs pass" in r]
+    answers = json.loads((tmp_path / "run" / "delay-lines" / "h0.json").read_text())
+    assert passed and passed[0] >= EXCHANGES, counters
+    assert EXCHANGES <= answers["packets"] <= EXCHANGES + 2, answers

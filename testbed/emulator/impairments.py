@@ -224,6 +224,23 @@ def wire_only(queue: dict[str, Any]) -> bool:
 READY_TIMEOUT_S = 20.0
 
 
+def steering(queues: list[dict[str, Any]], table: str = "mangle",
+             bare_acks_pass: bool = True) -> str:
+    """``iptables-restore`` input that steers what arrives from each queue's sources into
+    that queue (appended to ``table``'s PREROUTING), with ``bare_acks_pass`` bare ACKs of a
+    wire-only queue (:func:`wire_only`) past it."""
+    lines = [f"*{table}"]
+    for q in queues:
+        for ip in q["sources"]:
+            if bare_acks_pass and wire_only(q):
+                lines.append(f"-A PREROUTING -s {ip}/32 -m bpf --bytecode "
+                             f"\"{BARE_ACK_BYTECODE}\" -m comment --comment "
+                             "\"fabriclab wire: bare ACKs pass\" -j ACCEPT")
+            lines.append(f"-A PREROUTING -s {ip}/32 -m comment --comment "
+                         f"\"fabriclab delay\" -j NFQUEUE --queue-num {q['queue']}")
+    return "\n".join([*lines, "COMMIT", ""])
+
+
 def start_delay_lines(host_pids: dict[str, int], queues: Queues,
                       stats_dir: Path, record: Any, table: str = "mangle",
                       wires: dict[str, dict[str, float]] | None = None
@@ -234,8 +251,8 @@ def start_delay_lines(host_pids: dict[str, int], queues: Queues,
     its queue (``table``'s PREROUTING, ``mangle`` by default, the last rule there: a
     released packet goes on to the next hook). With ``wires`` (:func:`wire_rates`), a host's
     line first carries what arrives over each input link at that link's rate (each queue names
-    its link). Each line writes its statistics to
-    ``stats_dir/HOST.json``."""
+    its link), and the bare ACKs of a queue that holds a wire only skip the line
+    (:func:`wire_only`). Each line writes its statistics to ``stats_dir/HOST.json``."""
     procs: dict[str, subprocess.Popen] = {}
     if not queues:
         return procs
@@ -261,19 +278,15 @@ def start_delay_lines(host_pids: dict[str, int], queues: Queues,
             raise FabricLabError(f"the delay line in {host} did not start"
                                  + (f": {err[-1]}" if err else f" within {READY_TIMEOUT_S:g} s"))
     for host, qs in queues.items():
-        lines = [f"*{table}"]
-        for q in qs:
-            for ip in q["sources"]:
-                if wire_only(q):
-                    lines.append(f"-A PREROUTING -s {ip}/32 -m bpf --bytecode "
-                                 f"\"{BARE_ACK_BYTECODE}\" -m comment --comment "
-                                 "\"fabriclab wire: bare ACKs pass\" -j ACCEPT")
-                lines.append(f"-A PREROUTING -s {ip}/32 -m comment --comment "
-                             f"\"fabriclab delay\" -j NFQUEUE --queue-num {q['queue']}")
-        lines += ["COMMIT", ""]
-        out = subprocess.run(["nsenter", "-t", str(host_pids[host]), "-n",
-                              "iptables-legacy-restore", "-w", "--noflush"],
-                             input="\n".join(lines), capture_output=True, text=True)
+        # a kernel without netfilter's bpf match refuses the whole table (nothing is added):
+        # the line then takes the bare ACKs too
+        for bare_acks_pass in (True, False):
+            out = subprocess.run(["nsenter", "-t", str(host_pids[host]), "-n",
+                                  "iptables-legacy-restore", "-w", "--noflush"],
+                                 input=steering(qs, table, bare_acks_pass),
+                                 capture_output=True, text=True)
+            if out.returncode == 0:
+                break
         if out.returncode != 0:
             raise FabricLabError(f"could not steer {host}'s arrivals into its delay line: "
                                  f"{out.stderr.strip()}")
