@@ -83,5 +83,5 @@ def test_a_message_onto_an_idle_link_takes_its_bytes_at_the_link_rate(tmp_path, 
     # carry a byte each, so they stay in the line, in order with h1's other data
     passed = [int(r.split()[0]) for r in counters.splitlines() if "bare ACKs pass" in r]
     answers = json.loads((tmp_path / "run" / "delay-lines" / "h0.json").read_text())
-    assert passed and passed[0] >= EXCHANGES, counters
+    assert sum(passed) >= EXCHANGES, counters
     assert EXCHANGES <= answers["packets"] <= EXCHANGES + 2, answers

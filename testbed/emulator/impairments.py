@@ -209,6 +209,7 @@ def apply_input_rules(host_pids: dict[str, int], rules: dict[str, list[Rule]]) -
 
 
 DELAY_LINE_SCRIPT = Path(__file__).with_name("delay_line.py")  # standard library only
+READY_TIMEOUT_S = 20.0
 # Packets under ACK_BYTES with no TCP data (bare ACKs, pings), as the shaped links' priority
 # class takes them, as netfilter's bpf match runs it (from the IP header).
 BARE_ACK_BYTECODE = cbpf.bytecode(ack_program(l2_bytes=0))
@@ -221,7 +222,6 @@ def wire_only(queue: dict[str, Any]) -> bool:
     packets of a bulk flow's two directions are ACKs, each one costing the line a wake-up
     (BENCHMARKS.md, "Bare ACKs past the wire")."""
     return "wire" in queue and not queue.get("delay_us") and not queue.get("jitters_us")
-READY_TIMEOUT_S = 20.0
 
 
 def steering(queues: list[dict[str, Any]], table: str = "mangle",

@@ -96,7 +96,8 @@ def ack_program(major: int = 5, l2_bytes: int = cbpf.ETH_LEN) -> list[cbpf.Insn]
     ]
     program = head + body
     yes, no = len(program), len(program) + 1  # the two returns
-    # each jump's targets (if true, if false), by its place in the body, or the head's one
+    # each jump's targets (if true, if false), by its place in the body: 128 bytes or more,
+    # no; not TCP, yes; longer than its headers, no, else yes; and the head's: not IPv4, no
     targets = {1: (no, None), 4: (None, yes), 12: (no, yes)} | ({-1: (None, no)} if head else {})
     for at, (if_true, if_false) in targets.items():
         at += len(head)  # an offset counts from the next instruction
