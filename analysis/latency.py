@@ -36,7 +36,8 @@ BACKENDS = ("emulator", "simulator", "model")
 _NAMES = {"emulator": "emulator", "simulator": "simulator", "model": "model (α-β)"}
 
 
-def _tenant(run: Run) -> dict[str, Any] | None:
+def tenant_job(run: Run) -> dict[str, Any] | None:
+    """The run's first job that is not a solo baseline (its jobs.json record), if any."""
     return next((j for j in run.jobs if not j.get("solo_of")), None)
 
 
@@ -72,7 +73,7 @@ def modelled_s(job: dict[str, Any]) -> dict[int, float]:
 
 def backend_times(run: Run) -> dict[str, dict[int, float]]:
     """Per backend (:data:`BACKENDS`) the run's tenant job's times per size, where known."""
-    job = _tenant(run)
+    job = tenant_job(run)
     if job is None:
         return {}
     name = str(job["name"])
@@ -84,7 +85,7 @@ def backend_times(run: Run) -> dict[str, dict[int, float]]:
 
 def _group_key(run: Run) -> str:
     """Runs compared on one fabric: its spec (as emulated), rate scale and the sizes run."""
-    job = _tenant(run) or {}
+    job = tenant_job(run) or {}
     fabric = run.topology.get("spec") or run.spec.get("fabric") or {}
     sizes = (job.get("workload") or {}).get("sizes")
     return json.dumps({"fabric": fabric, "rate_scale": run.rate_scale, "sizes": sizes},
@@ -96,7 +97,7 @@ def headlines(runs: Sequence[Run]) -> list[Headline]:
     of each), in the order the runs were given; [] when no fabric has both."""
     groups: dict[str, dict[str, Run]] = {}
     for run in runs:
-        job = _tenant(run)
+        job = tenant_job(run)
         if job is None or (job.get("workload") or {}).get("kind") != "allreduce":
             continue
         groups.setdefault(_group_key(run), {}).setdefault(str(job.get("algorithm")), run)
@@ -146,7 +147,7 @@ def _fastest(by_algorithm: dict[str, Run], backend: str | None) -> str:
 
 def _rows(ring: Run, hd: Run) -> list[dict[str, Any]]:
     """Per size both runs measured: their times (and real-rate times), ring ÷ halving-doubling."""
-    a, b = _tenant(ring) or {}, _tenant(hd) or {}
+    a, b = tenant_job(ring) or {}, tenant_job(hd) or {}
     sa = ((ring.summary or {}).get("jobs") or {}).get(str(a.get("name"))) or {}
     sb = ((hd.summary or {}).get("jobs") or {}).get(str(b.get("name"))) or {}
     rows = []

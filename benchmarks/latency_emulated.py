@@ -22,23 +22,23 @@ import json
 from pathlib import Path
 
 from analysis import metrics
-from analysis.latency import backend_times, headlines
-from analysis.load import load_run
+from analysis.latency import backend_times, headlines, tenant_job
+from analysis.load import Run, load_run
 from testbed.core.registry import COLLECTIVES, RegistryError
 from testbed.core.units import format_size
 
 
-def chain_steps(run) -> int | None:
+def chain_steps(run: Run) -> int | None:
     """The steps of a rank's chain in the run's tenant All-Reduce, if it is a flat one (one
     registered collective over all its hosts); else None."""
-    job = next((j for j in run.jobs if not j.get("solo_of")), None) or {}
+    job = tenant_job(run) or {}
     if (job.get("workload") or {}).get("kind") != "allreduce" or len(job.get("dims") or []) > 1:
         return None
     try:
         collective = COLLECTIVES.get(str(job.get("algorithm")))
     except RegistryError:
         return None
-    return len(collective.transfers("AR", len(job.get("hosts") or []), 1024)) or None
+    return collective.step_count("AR", len(job.get("hosts") or [])) or None
 
 
 def real_times(run_dir: Path) -> dict[str, dict[int, float]]:
@@ -49,14 +49,14 @@ def real_times(run_dir: Path) -> dict[str, dict[int, float]]:
             for job, rec in (summary.get("jobs") or {}).items()}
 
 
-def machine_load(run_dir: Path) -> str:
+def machine_load(run: Run) -> str:
     """What the emulator itself cost in the run: the packets its delay lines handled and their
     CPU time (their records in ``delay-lines/``), and the machine's mean idle CPU."""
     packets = cpu_s = 0.0
-    for path in sorted((run_dir / "delay-lines").glob("*.json")):
+    for path in sorted((run.path / "delay-lines").glob("*.json")):
         line = json.loads(path.read_text())
         packets, cpu_s = packets + line.get("packets", 0), cpu_s + line.get("cpu_s", 0.0)
-    idle = ((load_run(run_dir).fidelity or {}).get("cpu_idle_mean"))
+    idle = (run.fidelity or {}).get("cpu_idle_mean")
     lines = (f"delay lines {packets:,.0f} packets, {cpu_s:.1f} CPU-s "
              f"({cpu_s / packets * 1e6:.0f} µs each)" if packets else "no delay lines")
     return lines + ("" if idle is None else f"; CPU idle {idle:.0%} on average")
@@ -90,7 +90,7 @@ def main() -> None:
         variant = str(run.spec.get("name")).split("-", 1)[-1]
         if match := [d for name, d in sims.items() if name.endswith("-" + variant)]:
             sim_real = next(iter(real_times(match[0]).values()), {})
-        print(f"  {machine_load(run.path)}")
+        print(f"  {machine_load(run)}")
         emu_real = next(iter(real_times(run.path).values()), {})
         steps = chain_steps(run)
         for size in sorted(emu):
