@@ -12,8 +12,9 @@ Every link counts the payload bytes it sent and the bytes it copied in user spac
 its own code makes: staging, serialising, parsing; not the kernel's socket copies, nor those
 inside a library such as grpc), so a run can state its copies per byte moved.
 Its links send on a per-link sender thread while the caller receives, so a ring step is full
-duplex and large messages cannot deadlock on full socket buffers. Every blocking wait has a
-timeout; failures raise :class:`CollectiveError` subclasses with a one-sentence message.
+duplex and large messages cannot deadlock on full socket buffers; a link may first write what
+its socket takes at once on the caller's thread (:meth:`PeerLink.send_nowait`). Every blocking
+wait has a timeout; failures raise :class:`CollectiveError` subclasses with a one-sentence message.
 """
 
 from __future__ import annotations
@@ -176,8 +177,31 @@ class PeerLink(ABC):
         self.finish_send(tag)
 
     def start_send(self, tag: Tag, arr: np.ndarray) -> None:
-        """Queue ``arr`` for the sender thread (``arr`` must stay untouched until finished)."""
-        self._jobs.put((tag, arr))
+        """Send ``arr``, which must stay untouched until finished. While the sender thread is
+        idle, the caller writes what the socket takes without waiting (:meth:`send_nowait`):
+        a small transfer then costs no hand-off between threads. The thread sends the rest."""
+        rest = None
+        if self._jobs.unfinished_tasks == 0:  # the thread has sent all it was given
+            try:
+                rest = self.send_nowait(tag, arr)
+            except CollectiveError as exc:
+                self._done.put(exc)
+                return
+            if rest == ():
+                self.sent_bytes += arr.nbytes
+                self._done.put(None)
+                return
+        self._jobs.put((tag, arr, rest))
+
+    def send_nowait(self, tag: Tag, arr: np.ndarray) -> tuple[memoryview, ...] | None:
+        """Write as much of the transfer as the socket takes without waiting, and return what
+        is left for :meth:`send_rest` (``()``: all of it went); or None, to leave the whole
+        transfer to :meth:`send` on the sender thread (the default)."""
+        return None
+
+    def send_rest(self, tag: Tag, rest: tuple[memoryview, ...]) -> None:
+        """Blocking send of what :meth:`send_nowait` left (runs on the sender thread)."""
+        raise NotImplementedError(f"{type(self).__name__} sends nothing without waiting")
 
     def finish_send(self, tag: Tag, quiet: bool = False) -> None:
         """Wait for the queued send; raise its error unless ``quiet``.
@@ -200,9 +224,12 @@ class PeerLink(ABC):
             job = self._jobs.get()
             if job is None:
                 return
-            tag, arr = job
+            tag, arr, rest = job
             try:
-                self.send(tag, arr)
+                if rest is None:
+                    self.send(tag, arr)
+                else:
+                    self.send_rest(tag, rest)
                 self.sent_bytes += arr.nbytes
                 self._done.put(None)
             except CollectiveError as exc:
@@ -215,6 +242,7 @@ class PeerLink(ABC):
                         peer=self.next_rank,
                     )
                 )
+            self._jobs.task_done()  # after its result is queued: see start_send
 
     @abstractmethod
     def send(self, tag: Tag, arr: np.ndarray) -> None:

@@ -40,6 +40,14 @@ class RpcLiteLink(SerialisedLink):
         while self._calls - self._answered >= self.window:
             self._await_response(tag)
 
+    def send_nowait(self, tag: Tag, arr: np.ndarray) -> tuple[memoryview, ...] | None:
+        if self._calls + 1 - self._answered >= self.window:
+            return None  # this call fills the window: the thread waits for a response
+        rest = super().send_nowait(tag, arr)
+        if rest is not None:
+            self._calls += 1
+        return rest
+
     def _await_response(self, tag: Tag) -> None:
         with self.sending(tag):
             got = recv_exact(self.out_sock, self._response_in)

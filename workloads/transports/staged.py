@@ -55,10 +55,10 @@ class StagedLink(ZeroCopyLink):
         as_bytes(out)[:] = payload
         self.copied_on_receive_bytes += out.nbytes
 
-    def send(self, tag: Tag, arr: np.ndarray) -> None:
+    def frame(self, tag: Tag, arr: np.ndarray) -> list[memoryview]:
         payload = self.encode(tag, arr)
         LENGTH.pack_into(self._out_len, 0, len(payload))
-        self.send_frame(tag, arr.nbytes, [memoryview(self._out_len), payload])
+        return [memoryview(self._out_len), payload]
 
     def receive(self, tag: Tag, out: np.ndarray) -> None:
         self.receive_header(tag, out.nbytes)

@@ -1,13 +1,15 @@
 """``zerocopy``: a remote memory region over TCP.
 
 Every transfer is a fixed header followed by the bytes of the caller's registered numpy
-memory, sent with ``sendmsg`` on memoryviews and received with ``recv_into`` straight into the
-destination (or a preallocated scratch region).
+memory, sent on memoryviews (``writev`` on the caller's thread as far as the socket takes it at
+once, ``sendmsg`` on the link's sender thread for the rest) and received with ``recv_into``
+straight into the destination (or a preallocated scratch region).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import struct
 import time
@@ -55,14 +57,29 @@ def _send_views(sock: socket.socket, views: list[memoryview]) -> None:
     """Send all ``views`` with as few ``sendmsg`` calls as the kernel allows."""
     views = [v for v in views if len(v)]
     while views:
-        n = sock.sendmsg(views)
-        while n:
-            if n >= len(views[0]):
-                n -= len(views[0])
-                views.pop(0)
-            else:
-                views[0] = views[0][n:]
-                n = 0
+        _drop(views, sock.sendmsg(views))
+
+
+def _write_nowait(fd: int, views: list[memoryview]) -> list[memoryview]:
+    """Write ``views`` to the non-blocking ``fd`` until it would wait; return what is left."""
+    views = [v for v in views if len(v)]
+    while views:
+        try:
+            _drop(views, os.writev(fd, views))
+        except BlockingIOError:
+            break
+    return views
+
+
+def _drop(views: list[memoryview], n: int) -> None:
+    """Remove the first ``n`` bytes (sent) from ``views``, in place."""
+    while n:
+        if n >= len(views[0]):
+            n -= len(views[0])
+            views.pop(0)
+        else:
+            views[0] = views[0][n:]
+            n = 0
 
 
 # What a link says when a socket fails, after "rank ME ".
@@ -86,23 +103,38 @@ class ZeroCopyLink(PeerLink):
         self._out_hdr = bytearray(HEADER.size)  # outgoing header, packed in place
         super().__init__(me, spec, timeout)
 
+    # The framing the ladder's rungs (staged, serialised, rpc-lite) share: a header, then the
+    # views the rung's frame() gives.
+
+    def frame(self, tag: Tag, arr: np.ndarray) -> list[memoryview]:
+        """What follows the header of the transfer that carries ``arr`` (here: its bytes)."""
+        return [as_bytes(arr)]
+
     def send(self, tag: Tag, arr: np.ndarray) -> None:
-        self.send_frame(tag, arr.nbytes, [as_bytes(arr)])
+        with self.sending(tag):
+            _send_views(self.out_sock, [self._pack_header(tag, arr.nbytes),
+                                        *self.frame(tag, arr)])
+
+    def send_nowait(self, tag: Tag, arr: np.ndarray) -> tuple[memoryview, ...] | None:
+        if self.out_sock.gettimeout() is None:
+            return None  # a blocking socket would wait
+        views = [self._pack_header(tag, arr.nbytes), *self.frame(tag, arr)]
+        with self.sending(tag):
+            return tuple(_write_nowait(self.out_sock.fileno(), views))
+
+    def send_rest(self, tag: Tag, rest: tuple[memoryview, ...]) -> None:
+        with self.sending(tag):
+            _send_views(self.out_sock, list(rest))
 
     def receive(self, tag: Tag, out: np.ndarray) -> None:
         data = as_bytes(out)
         self.receive_header(tag, len(data))
         self.receive_into(tag, data)
 
-    # The framing the ladder's rungs (staged, serialised, rpc-lite) share: a header, then
-    # whatever views the rung sends.
-
-    def send_frame(self, tag: Tag, nbytes: int, views: list[memoryview]) -> None:
-        """Send the header of a transfer of ``nbytes`` tensor bytes, then ``views``."""
+    def _pack_header(self, tag: Tag, nbytes: int) -> memoryview:
         s = self.spec
         HEADER.pack_into(self._out_hdr, 0, self.me, s.channel, s.slot, *tag, nbytes)
-        with self.sending(tag):
-            _send_views(self.out_sock, [memoryview(self._out_hdr), *views])
+        return memoryview(self._out_hdr)
 
     def receive_header(self, tag: Tag, nbytes: int) -> None:
         """Receive and check the header of the transfer ``tag`` of ``nbytes`` tensor bytes."""
