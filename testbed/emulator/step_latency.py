@@ -54,8 +54,7 @@ def probe_job(job: ResolvedJob) -> ResolvedJob | None:
 def chain_steps(job: ResolvedJob) -> int:
     """The steps one rank goes through in an All-Reduce of ``job`` (each waits for the one
     before): its collective's steps."""
-    collective = job.plugin(job.algorithm)
-    return len(collective.transfers("AR", job.world, PROBE_BYTES))
+    return job.plugin(job.algorithm).step_count("AR", job.world)
 
 
 def per_step_s(measured_s: float, model_s: float, steps: int) -> float:
