@@ -88,3 +88,28 @@ def test_a_peer_gone_is_reported_by_finish_send_not_raised_by_start_send():
         a.finish_send(tag)
     a.close()
     b.close()
+
+
+def test_a_link_that_overrides_send_keeps_its_own_send():
+    """A plug-in link built on zerocopy that changes ``send`` (not ``frame``) is not bypassed."""
+    from workloads.transports.zerocopy import ZeroCopyLink
+
+    class CountingLink(ZeroCopyLink):
+        sends = 0
+
+        def send(self, tag, arr):
+            CountingLink.sends += 1
+            super().send(tag, arr)
+
+    a, b = pair("zerocopy")
+    link = CountingLink(0, a.spec, TIMEOUT_S, a.out_sock, a.in_sock)
+    arr = np.ones(4, dtype=np.float32)
+    link.start_send(Tag(0, 0, 0, 0), arr)
+    link.finish_send(Tag(0, 0, 0, 0))
+    out = np.empty_like(arr)
+    b.receive(Tag(0, 0, 0, 0), out)
+    np.testing.assert_array_equal(out, arr)
+    assert CountingLink.sends == 1
+    link.close()  # closes a's sockets too: a only lent them
+    a._jobs.put(None)  # a's idle sender thread ends
+    b.close()

@@ -116,6 +116,9 @@ class ZeroCopyLink(PeerLink):
                                         *self.frame(tag, arr)])
 
     def send_nowait(self, tag: Tag, arr: np.ndarray) -> tuple[memoryview, ...] | None:
+        cls = type(self)
+        if cls.send is not ZeroCopyLink.send and cls.send_nowait is ZeroCopyLink.send_nowait:
+            return None  # a link that sends its own way (not through frame) uses its send
         if self.out_sock.gettimeout() is None:
             return None  # a blocking socket would wait
         views = [self._pack_header(tag, arr.nbytes), *self.frame(tag, arr)]
