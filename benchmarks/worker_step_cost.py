@@ -20,16 +20,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-import pandas as pd
-
+from testbed.core.traces import read_table
 from testbed.core.units import format_size, format_spread, parse_size
 from workloads.launcher import run_local
 
 
 def cpu_per_collective_s(out_dir: Path) -> dict[int, float]:
     """Each size's median CPU seconds per collective per rank, over ranks and iterations."""
-    frames = [pd.read_parquet(f) for f in sorted(out_dir.glob("collectives-rank*.parquet"))]
-    rows = pd.concat(frames)
+    rows = read_table(out_dir, "collectives").to_pandas()
     rows = rows[~rows["warmup"]]
     return rows.groupby("size")["cpu"].median().to_dict()
 
