@@ -111,9 +111,7 @@ class ZeroCopyLink(PeerLink):
         return [as_bytes(arr)]
 
     def send(self, tag: Tag, arr: np.ndarray) -> None:
-        with self.sending(tag):
-            _send_views(self.out_sock, [self._pack_header(tag, arr.nbytes),
-                                        *self.frame(tag, arr)])
+        self.send_rest(tag, (self._pack_header(tag, arr.nbytes), *self.frame(tag, arr)))
 
     def send_nowait(self, tag: Tag, arr: np.ndarray) -> tuple[memoryview, ...] | None:
         cls = type(self)
@@ -126,6 +124,8 @@ class ZeroCopyLink(PeerLink):
             return tuple(_write_nowait(self.out_sock.fileno(), views))
 
     def send_rest(self, tag: Tag, rest: tuple[memoryview, ...]) -> None:
+        """Blocking send of ``rest``: a whole transfer's views (:meth:`send`), or what
+        :meth:`send_nowait` left of one."""
         with self.sending(tag):
             _send_views(self.out_sock, list(rest))
 
